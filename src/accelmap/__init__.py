@@ -1,0 +1,40 @@
+"""accelmap: a dataflow mapper and design-space search engine for spatial DNN accelerators.
+
+Given one layer (a `Problem`) and one accelerator (an `Arch`), accelmap finds the mapping
+(tiling, loop order, spatial unrolling, bypass) that minimises energy, latency or their
+product. Imports here are cheap; heavy backends (Ray, Optuna) load on first use.
+"""
+
+from __future__ import annotations
+
+from accelmap.arch.spec import Arch, Compute, StorageLevel
+from accelmap.errors import (
+    AccelmapError,
+    InfeasibleSpaceError,
+    SpaceTooLargeError,
+    SpecError,
+    UnknownPluginError,
+)
+from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "AccelmapError",
+    "SpecError",
+    "UnknownPluginError",
+    "InfeasibleSpaceError",
+    "SpaceTooLargeError",
+    "Problem",
+    "Dim",
+    "Tensor",
+    "TensorRole",
+    "Term",
+    "Arch",
+    "StorageLevel",
+    "Compute",
+    "Mapping",
+    "MappingBatch",
+]

@@ -1,0 +1,202 @@
+"""`Mapping` (one) and `MappingBatch` (many, as arrays).
+
+A mapping says, for every storage level ``l`` (0 = outermost) and loop dimension ``d``:
+
+* ``temporal[l, d]``: the bound of the temporal loop over ``d`` run at level ``l``
+  (it walks the tiles that level ``l`` hands to the levels below);
+* ``spatial[l, d, 0|1]``: how many instances below level ``l`` (next inner level, or MACs
+  for the innermost) ``d`` is unrolled across, along X and along Y;
+* ``order[l, :]``: the temporal loops of level ``l`` as dim indices, outermost first;
+* ``keep[l, t]``: whether level ``l`` stores tensor ``t`` (False = bypassed).
+
+The tile an instance of level ``l`` holds covers ``prod_{l' >= l} temporal[l'] *
+spatial[l', :, 0] * spatial[l', :, 1]`` iterations of each dim (Timeloop's convention: the
+loops at a level, temporal and spatial, and everything inside them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap._typing import BoolArray, IntArray
+from accelmap.errors import SpecError
+
+__all__ = ["Mapping", "MappingBatch"]
+
+
+def _frozen(a: np.ndarray, dtype: type) -> np.ndarray:
+    a = np.ascontiguousarray(a, dtype=dtype)
+    a.setflags(write=False)
+    return a
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class Mapping:
+    """One mapping: the arrays of `MappingBatch` without the leading batch axis.
+
+    Shapes: temporal (n_levels, n_dims), spatial (n_levels, n_dims, 2),
+    order (n_levels, n_dims), keep (n_levels, n_tensors).
+    """
+
+    temporal: IntArray
+    spatial: IntArray
+    order: IntArray
+    keep: BoolArray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "temporal", _frozen(self.temporal, np.int64))
+        object.__setattr__(self, "spatial", _frozen(self.spatial, np.int64))
+        object.__setattr__(self, "order", _frozen(self.order, np.int64))
+        object.__setattr__(self, "keep", _frozen(self.keep, np.bool_))
+        _check_shapes(self.temporal[None], self.spatial[None], self.order[None], self.keep[None])
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Mapping):
+            return NotImplemented
+        return (
+            np.array_equal(self.temporal, other.temporal)
+            and np.array_equal(self.spatial, other.spatial)
+            and np.array_equal(self.order, other.order)
+            and np.array_equal(self.keep, other.keep)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def n_levels(self) -> int:
+        return int(self.temporal.shape[0])
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.temporal.shape[1])
+
+    def as_batch(self) -> MappingBatch:
+        return MappingBatch(
+            temporal=self.temporal[None], spatial=self.spatial[None],
+            order=self.order[None], keep=self.keep[None],
+        )
+
+    def factors(self) -> IntArray:
+        """(n_levels, n_dims) all factors at each level: temporal x spatial X x spatial Y."""
+        return self.temporal * self.spatial[..., 0] * self.spatial[..., 1]
+
+    def tiles(self) -> IntArray:
+        """(n_levels, n_dims) iterations of each dim covered by one instance of each level."""
+        return self.as_batch().tiles()[0]
+
+
+def _check_shapes(temporal: np.ndarray, spatial: np.ndarray, order: np.ndarray, keep: np.ndarray) -> None:
+    if temporal.ndim != 3:
+        raise SpecError(f"mapping temporal has shape {temporal.shape}; expected (n, n_levels, n_dims)")
+    n, nl, nd = temporal.shape
+    if spatial.shape != (n, nl, nd, 2):
+        raise SpecError(f"mapping spatial has shape {spatial.shape}; expected {(n, nl, nd, 2)}")
+    if order.shape != (n, nl, nd):
+        raise SpecError(f"mapping order has shape {order.shape}; expected {(n, nl, nd)}")
+    if keep.ndim != 3 or keep.shape[:2] != (n, nl):
+        raise SpecError(f"mapping keep has shape {keep.shape}; expected {(n, nl)} + (n_tensors,)")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class MappingBatch:
+    """Many mappings of one problem on one arch, as arrays with a leading batch axis.
+
+    Shapes: temporal (n, n_levels, n_dims), spatial (n, n_levels, n_dims, 2),
+    order (n, n_levels, n_dims), keep (n, n_levels, n_tensors).
+    """
+
+    temporal: IntArray
+    spatial: IntArray
+    order: IntArray
+    keep: BoolArray
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "temporal", _frozen(self.temporal, np.int64))
+        object.__setattr__(self, "spatial", _frozen(self.spatial, np.int64))
+        object.__setattr__(self, "order", _frozen(self.order, np.int64))
+        object.__setattr__(self, "keep", _frozen(self.keep, np.bool_))
+        _check_shapes(self.temporal, self.spatial, self.order, self.keep)
+
+    # --- container protocol -----------------------------------------------------------
+    def __len__(self) -> int:
+        return int(self.temporal.shape[0])
+
+    def __getitem__(self, i: int) -> Mapping:
+        return Mapping(temporal=self.temporal[i], spatial=self.spatial[i], order=self.order[i], keep=self.keep[i])
+
+    def __iter__(self) -> Iterator[Mapping]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, MappingBatch):
+            return NotImplemented
+        return (
+            np.array_equal(self.temporal, other.temporal)
+            and np.array_equal(self.spatial, other.spatial)
+            and np.array_equal(self.order, other.order)
+            and np.array_equal(self.keep, other.keep)
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def take(self, index: IntArray | BoolArray | slice) -> MappingBatch:
+        """Rows selected by an index array, a boolean mask or a slice."""
+        return MappingBatch(
+            temporal=self.temporal[index], spatial=self.spatial[index],
+            order=self.order[index], keep=self.keep[index],
+        )
+
+    @staticmethod
+    def concat(batches: Sequence[MappingBatch]) -> MappingBatch:
+        if not batches:
+            raise ValueError("concat needs at least one batch")
+        return MappingBatch(
+            temporal=np.concatenate([b.temporal for b in batches]),
+            spatial=np.concatenate([b.spatial for b in batches]),
+            order=np.concatenate([b.order for b in batches]),
+            keep=np.concatenate([b.keep for b in batches]),
+        )
+
+    @staticmethod
+    def from_mappings(mappings: Sequence[Mapping]) -> MappingBatch:
+        if not mappings:
+            raise ValueError("from_mappings needs at least one mapping")
+        return MappingBatch(
+            temporal=np.stack([m.temporal for m in mappings]),
+            spatial=np.stack([m.spatial for m in mappings]),
+            order=np.stack([m.order for m in mappings]),
+            keep=np.stack([m.keep for m in mappings]),
+        )
+
+    # --- shapes and derived arrays ----------------------------------------------------
+    @property
+    def n_levels(self) -> int:
+        return int(self.temporal.shape[1])
+
+    @property
+    def n_dims(self) -> int:
+        return int(self.temporal.shape[2])
+
+    @property
+    def n_tensors(self) -> int:
+        return int(self.keep.shape[2])
+
+    def factors(self) -> IntArray:
+        """(n, n_levels, n_dims) temporal x spatial X x spatial Y factors per level."""
+        return self.temporal * self.spatial[..., 0] * self.spatial[..., 1]
+
+    def tiles(self) -> IntArray:
+        """(n, n_levels, n_dims) iterations covered by one instance of each level.
+
+        ``tiles[:, l] = prod_{l' >= l} factors[:, l']`` (a reversed cumulative product).
+        """
+        f = self.factors()
+        return np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
+
+    def spatial_used(self) -> IntArray:
+        """(n, n_levels, 2) instances used below each level along X and Y."""
+        return np.prod(self.spatial, axis=2)

@@ -1,0 +1,267 @@
+"""The `Problem` spec: one tensor operation as a perfectly nested loop.
+
+A problem is a set of named loop dimensions with bounds (the iteration space) and a set of
+tensors (Timeloop calls them dataspaces). Every coordinate of a tensor is an affine
+function of the loop indices with non-negative integer coefficients, e.g. for a convolution
+the input row is ``stride*P + dilation*R``. One tensor is the output: it is read, modified
+and written, and reduced over every dimension that does not index it.
+
+Canonical loop letters, written down once:
+
+* convolution: ``N`` batch, ``K`` output channels (Timeloop's ``M``), ``C`` input channels,
+  ``P`` output rows... Timeloop files keep their own letters (``M`` for output channels);
+  accelmap's builders use ``N K C P Q R S`` (``G`` for groups where there is more than one);
+* matmul: ``M N K`` (``C[M,N] += A[M,K] * B[K,N]``), ``B`` for the batch of a batched matmul.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import Enum
+
+import numpy as np
+
+from accelmap._typing import BoolArray, IntArray
+from accelmap.errors import SpecError
+
+__all__ = ["Dim", "Term", "Tensor", "TensorRole", "Problem"]
+
+
+class TensorRole(str, Enum):
+    """What a tensor is to the operation; architectures may name tensors by role."""
+
+    INPUT = "input"  # the activation operand (Timeloop's Inputs, matmul A)
+    WEIGHT = "weight"  # the parameter operand (Timeloop's Weights, matmul B)
+    OUTPUT = "output"  # the read-modify-write result
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dim:
+    """One loop dimension of the iteration space."""
+
+    name: str
+    bound: int
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.name.replace("_", "").isalnum():
+            raise SpecError(f"dimension name {self.name!r}; expected a non-empty identifier")
+        if not isinstance(self.bound, int) or isinstance(self.bound, bool) or self.bound < 1:
+            raise SpecError(
+                f"dimension {self.name}: bound = {self.bound!r}; expected an int >= 1"
+            )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Term:
+    """``coef * dim`` inside one affine tensor coordinate."""
+
+    dim: str
+    coef: int = 1
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.coef, int) or isinstance(self.coef, bool) or self.coef < 1:
+            raise SpecError(f"projection term {self.dim}: coef = {self.coef!r}; expected an int >= 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tensor:
+    """One tensor (dataspace).
+
+    ``projection[i]`` is the tuple of terms whose sum is the tensor's i-th coordinate.
+    """
+
+    name: str
+    projection: tuple[tuple[Term, ...], ...]
+    role: TensorRole
+    word_bits: int = 16
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise SpecError("tensor name is empty; expected a non-empty string")
+        if not self.projection or any(len(c) == 0 for c in self.projection):
+            raise SpecError(
+                f"tensor {self.name}: projection {self.projection!r}; expected at least one "
+                "coordinate, each a non-empty sum of terms"
+            )
+        if not isinstance(self.word_bits, int) or self.word_bits < 1:
+            raise SpecError(f"tensor {self.name}: word_bits = {self.word_bits!r}; expected an int >= 1")
+
+    @property
+    def is_output(self) -> bool:
+        return self.role is TensorRole.OUTPUT
+
+    @property
+    def dims(self) -> frozenset[str]:
+        """Dimensions that index this tensor (its relevant dims)."""
+        return frozenset(t.dim for coord in self.projection for t in coord)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Problem:
+    """One layer: loop dimensions, tensors, exactly one output tensor.
+
+    Derived arrays (relevance, coefficients) are computed once here so that cost models
+    and the map space do array math only.
+    """
+
+    name: str
+    dims: tuple[Dim, ...]
+    tensors: tuple[Tensor, ...]
+    # How many times this exact shape occurs in its network (zoo layers); 1 otherwise.
+    repeat: int = 1
+    # (rank-padded) coefficient table: coef[t, c, d] = coefficient of dim d in coord c of t.
+    _coef: IntArray = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        problems: list[str] = []
+        names = [d.name for d in self.dims]
+        if not self.dims:
+            problems.append("no dimensions")
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            problems.append(f"duplicate dimension names {dup}")
+        tnames = [t.name for t in self.tensors]
+        tdup = sorted({n for n in tnames if tnames.count(n) > 1})
+        if tdup:
+            problems.append(f"duplicate tensor names {tdup}")
+        n_out = sum(t.is_output for t in self.tensors)
+        if n_out != 1:
+            problems.append(f"{n_out} output tensors; expected exactly one (role: output)")
+        if len(self.tensors) < 2:
+            problems.append(f"{len(self.tensors)} tensors; expected at least one operand and one output")
+        for t in self.tensors:
+            unknown = sorted(t.dims - set(names))
+            if unknown:
+                problems.append(
+                    f"tensor {t.name} uses unknown dimension(s) {unknown}; known: {names}"
+                )
+        if not isinstance(self.repeat, int) or self.repeat < 1:
+            problems.append(f"repeat = {self.repeat!r}; expected an int >= 1")
+        if problems:
+            raise SpecError(f"problem {self.name}: " + "; ".join(problems))
+        rank = max(len(t.projection) for t in self.tensors)
+        coef = np.zeros((len(self.tensors), rank, len(self.dims)), dtype=np.int64)
+        index = {n: i for i, n in enumerate(names)}
+        for ti, t in enumerate(self.tensors):
+            for ci, coord in enumerate(t.projection):
+                for term in coord:
+                    coef[ti, ci, index[term.dim]] += term.coef
+        coef.setflags(write=False)
+        object.__setattr__(self, "_coef", coef)
+
+    # --- names and shapes -------------------------------------------------------------
+    @property
+    def dim_names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.dims)
+
+    @property
+    def tensor_names(self) -> tuple[str, ...]:
+        return tuple(t.name for t in self.tensors)
+
+    @property
+    def n_dims(self) -> int:
+        return len(self.dims)
+
+    @property
+    def n_tensors(self) -> int:
+        return len(self.tensors)
+
+    @property
+    def bounds(self) -> IntArray:
+        """(n_dims,) loop bounds."""
+        return np.array([d.bound for d in self.dims], dtype=np.int64)
+
+    @property
+    def output_index(self) -> int:
+        return next(i for i, t in enumerate(self.tensors) if t.is_output)
+
+    @property
+    def macs(self) -> int:
+        """Multiply-accumulates of the whole operation (product of all bounds)."""
+        return math.prod(d.bound for d in self.dims)
+
+    def dim_index(self, name: str) -> int:
+        try:
+            return self.dim_names.index(name)
+        except ValueError:
+            raise SpecError(
+                f"problem {self.name}: unknown dimension {name!r}; known: {list(self.dim_names)}"
+            ) from None
+
+    def tensor_index(self, name_or_role: str) -> int:
+        """Index of a tensor named ``name_or_role`` or, failing that, with that role."""
+        for i, t in enumerate(self.tensors):
+            if t.name == name_or_role:
+                return i
+        for i, t in enumerate(self.tensors):
+            if t.role.value == name_or_role:
+                return i
+        raise SpecError(
+            f"problem {self.name}: no tensor named or with role {name_or_role!r}; "
+            f"tensors: {[f'{t.name} ({t.role.value})' for t in self.tensors]}"
+        )
+
+    def tensors_matching(self, names_or_roles: frozenset[str] | None) -> BoolArray:
+        """(n_tensors,) mask of tensors whose name or role is in the set (None = all)."""
+        if names_or_roles is None:
+            return np.ones(self.n_tensors, dtype=bool)
+        return np.array(
+            [t.name in names_or_roles or t.role.value in names_or_roles for t in self.tensors],
+            dtype=bool,
+        )
+
+    # --- derived arrays ---------------------------------------------------------------
+    @property
+    def relevance(self) -> BoolArray:
+        """(n_tensors, n_dims): True where the dim indexes the tensor."""
+        return (self._coef > 0).any(axis=1)
+
+    @property
+    def coefficients(self) -> IntArray:
+        """(n_tensors, max_rank, n_dims) affine coefficients; unused ranks are zero rows."""
+        return self._coef
+
+    @property
+    def rank_used(self) -> BoolArray:
+        """(n_tensors, max_rank): True for coordinates the tensor really has."""
+        return (self._coef > 0).any(axis=2)
+
+    def footprint(self, tiles: IntArray) -> IntArray:
+        """Words of each tensor touched by a tile of the iteration space.
+
+        A coordinate ``sum_d a_d * x_d`` over a box of extents ``t_d`` spans
+        ``1 + sum_d a_d (t_d - 1)`` values (the sliding-window halo of a strided or dilated
+        convolution: rows = stride*(P-1) + dilation*(R-1) + 1). The footprint is the product
+        over coordinates.
+
+        Parameters
+        ----------
+        tiles
+            (..., n_dims) tile extents (>= 1).
+
+        Returns
+        -------
+        (..., n_tensors) words.
+        """
+        t = np.asarray(tiles, dtype=np.int64)
+        span = 1 + np.einsum("tcd,...d->...tc", self._coef, t - 1)
+        span = np.where(self.rank_used, span, 1)
+        return np.prod(span, axis=-1)
+
+    def tensor_sizes(self) -> IntArray:
+        """(n_tensors,) words of each whole tensor."""
+        return self.footprint(self.bounds)
+
+    def with_bounds(self, **bounds: int) -> Problem:
+        """A copy with some dimension bounds changed (e.g. a different batch size)."""
+        unknown = sorted(set(bounds) - set(self.dim_names))
+        if unknown:
+            raise SpecError(f"problem {self.name}: unknown dimension(s) {unknown}")
+        dims = tuple(Dim(name=d.name, bound=bounds.get(d.name, d.bound)) for d in self.dims)
+        return Problem(name=self.name, dims=dims, tensors=self.tensors, repeat=self.repeat)
+
+    def describe(self) -> str:
+        """One line: name, dims with bounds, MACs."""
+        dims = " ".join(f"{d.name}={d.bound}" for d in self.dims)
+        return f"{self.name}: {dims}  ({self.macs:,} MACs)"
