@@ -103,11 +103,19 @@ costmodels: Registry[type] = Registry(
     "cost model",
     {
         "loopnest": "accelmap.costmodels.loopnest:LoopNestModel",
+        "systolic": "accelmap.costmodels.systolic:SystolicModel",
+        "aspect": "accelmap.costmodels.aspect:AspectModel",
     },
 )
 
 searchers: Registry[type] = Registry(
     "accelmap.searchers",
     "searcher",
-    {},
+    {
+        "random": "accelmap.search.random:RandomSearcher",
+        "exhaustive": "accelmap.search.exhaustive:ExhaustiveSearcher",
+        "optuna": "accelmap.search.optuna_searcher:OptunaSearcher",
+        "genetic": "accelmap.search.genetic:GeneticSearcher",
+        "anneal": "accelmap.search.anneal:AnnealSearcher",
+    },
 )
