@@ -18,7 +18,7 @@ from accelmap.errors import (
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
-__version__ = "0.1.0"
+from accelmap._version import __version__
 
 __all__ = [
     "__version__",

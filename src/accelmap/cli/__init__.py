@@ -54,7 +54,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _version() -> str:
-    from accelmap import __version__
+    from accelmap._version import __version__
 
     return f"accelmap {__version__}"
 
