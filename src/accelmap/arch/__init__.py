@@ -1,16 +1,21 @@
-"""Architectures: the `Arch` spec, cited presets and the arch file format."""
+"""Architectures: the `Arch` spec, cited presets and the arch file format.
+
+``accelmap.arch.presets`` stays the submodule (``presets.presets()`` lists the names,
+``presets.preset(name)`` builds one); :func:`preset` is re-exported here.
+"""
 
 from __future__ import annotations
 
-from accelmap.arch.presets import array_shape, preset, presets, systolic_array
+from accelmap.arch import presets
+from accelmap.arch.presets import array_shape, preset, systolic_array
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 
 __all__ = [
     "Arch",
     "Compute",
     "StorageLevel",
-    "preset",
     "presets",
+    "preset",
     "systolic_array",
     "array_shape",
 ]
