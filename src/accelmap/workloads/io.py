@@ -1,0 +1,391 @@
+"""Reading and writing problems: accelmap's own YAML/JSON format, and one loader for all.
+
+The accelmap problem format (YAML or JSON, the same tree)::
+
+    version: 1
+    problem:
+      name: conv3_1
+      repeat: 1                       # optional, default 1
+      dims: {N: 1, K: 128, C: 128, P: 28, Q: 28, R: 3, S: 3}   # loop order = key order
+      tensors:
+      - name: Weights
+        role: weight                  # input | weight | output (exactly one output)
+        word_bits: 16                 # optional, default 16
+        projection: [[K], [C], [R], [S]]
+      - name: Inputs
+        role: input
+        projection:
+        - [N]
+        - [C]
+        - [{dim: P, coef: 2}, R]      # input row = 2*P + R
+        - [{dim: Q, coef: 2}, S]
+      - name: Outputs
+        role: output
+        projection: [[N], [K], [P], [Q]]
+
+A projection is a list of coordinates; a coordinate is a list of terms; a term is a
+dimension name (coefficient 1) or ``{dim: NAME, coef: INT}``. There is no expression
+syntax inside strings. Parsing is strict: an unknown key, a wrong type, a bound below 1 or
+an unknown dimension is a :class:`~accelmap.errors.SpecError` that names the file, the key
+path (``conv.yaml: problem.tensors[1].projektion``), what was found and what is accepted.
+
+:func:`load_problem` takes any of: a zoo name ``"network/layer"``, a path to a file in this
+format, or a path to a Timeloop problem file (recognised by its content: a top-level
+``problem`` with ``shape`` or ``instance``, and no ``version``).
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from pathlib import Path
+from typing import Any
+
+from accelmap.errors import SpecError
+from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
+
+__all__ = [
+    "FORMAT_VERSION",
+    "problem_to_dict",
+    "problem_from_dict",
+    "load_problem_file",
+    "save_problem",
+    "load_problem",
+    "read_spec_file",
+]
+
+FORMAT_VERSION = 1
+
+_TOP_KEYS = ("version", "problem")
+_PROBLEM_KEYS = ("name", "repeat", "dims", "tensors")
+_TENSOR_KEYS = ("name", "role", "word_bits", "projection")
+_TERM_KEYS = ("dim", "coef")
+_ROLES = tuple(r.value for r in TensorRole)
+_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+# --- writing ------------------------------------------------------------------------------
+def problem_to_dict(problem: Problem) -> dict[str, Any]:
+    """The accelmap-format tree of ``problem`` (plain dicts, lists, str and int).
+
+    Examples
+    --------
+    >>> from accelmap.workloads.builders import matmul
+    >>> problem_to_dict(matmul("mm", m=2, n=3, k=4))["problem"]["dims"]
+    {'M': 2, 'N': 3, 'K': 4}
+    """
+
+    def term(t: Term) -> str | dict[str, Any]:
+        return t.dim if t.coef == 1 else {"dim": t.dim, "coef": t.coef}
+
+    return {
+        "version": FORMAT_VERSION,
+        "problem": {
+            "name": problem.name,
+            "repeat": problem.repeat,
+            "dims": {d.name: d.bound for d in problem.dims},
+            "tensors": [
+                {
+                    "name": t.name,
+                    "role": t.role.value,
+                    "word_bits": t.word_bits,
+                    "projection": [[term(x) for x in coord] for coord in t.projection],
+                }
+                for t in problem.tensors
+            ],
+        },
+    }
+
+
+def save_problem(problem: Problem, path: str | Path) -> None:
+    """Write ``problem`` in the accelmap format: JSON for ``*.json``, YAML otherwise."""
+    path = Path(path)
+    data = problem_to_dict(problem)
+    if path.suffix.lower() == ".json":
+        text = json.dumps(data, indent=2) + "\n"
+    else:
+        import yaml
+
+        text = yaml.safe_dump(data, sort_keys=False, default_flow_style=None, width=100)
+    path.write_text(text, encoding="utf-8")
+
+
+# --- strict parsing -----------------------------------------------------------------------
+def _where(source: str, path: str) -> str:
+    return f"{source}: {path}" if path else source
+
+
+def _describe(value: Any) -> str:
+    kind = {
+        dict: "a mapping", list: "a list", str: "a string", bool: "a bool",
+        int: "an int", float: "a float", type(None): "empty",
+    }  # fmt: skip
+    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
+
+
+def _mapping(
+    source: str, path: str, value: Any, accepted: tuple[str, ...], required: tuple[str, ...]
+) -> dict:
+    what = path or "the top level"
+    if not isinstance(value, dict):
+        raise SpecError(
+            f"{source}: {what} is {_describe(value)}; expected a mapping with keys {', '.join(accepted)}"
+        )
+    for key in value:
+        if key not in accepted:
+            key_path = f"{path}.{key}" if path else str(key)
+            close = difflib.get_close_matches(str(key), accepted, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{source}: {key_path}: unknown key{hint}; accepted keys: {', '.join(accepted)}")
+    missing = [k for k in required if k not in value]
+    if missing:
+        raise SpecError(
+            f"{source}: {what}: missing key(s) {', '.join(missing)}; required: {', '.join(required)}"
+        )
+    return value
+
+
+def _int(source: str, path: str, value: Any, *, minimum: int = 1) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise SpecError(f"{source}: {path} = {_describe(value)}; expected an int >= {minimum}")
+    if value < minimum:
+        raise SpecError(f"{source}: {path} = {value}; expected an int >= {minimum}")
+    return value
+
+
+def _str(source: str, path: str, value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise SpecError(f"{source}: {path} = {_describe(value)}; expected a non-empty string")
+    return value
+
+
+def _list(source: str, path: str, value: Any, what: str) -> list:
+    if not isinstance(value, list) or not value:
+        raise SpecError(f"{source}: {path} = {_describe(value)}; expected a non-empty list of {what}")
+    return value
+
+
+def _term(source: str, path: str, value: Any, dims: list[str]) -> Term:
+    if isinstance(value, str):
+        name, coef = value, 1
+        dim_path = path
+    elif isinstance(value, dict):
+        _mapping(source, path, value, _TERM_KEYS, ("dim",))
+        name = _str(source, f"{path}.dim", value["dim"])
+        coef = _int(source, f"{path}.coef", value.get("coef", 1))
+        dim_path = f"{path}.dim"
+    else:
+        raise SpecError(
+            f"{source}: {path} = {_describe(value)}; expected a dimension name or {{dim: NAME, coef: INT}}"
+        )
+    if name not in dims:
+        raise SpecError(
+            f"{source}: {dim_path} = {name!r}: unknown dimension; known dimensions: {', '.join(dims)}"
+        )
+    return Term(dim=name, coef=coef)
+
+
+def _tensor(source: str, path: str, value: Any, dims: list[str]) -> Tensor:
+    tv = _mapping(source, path, value, _TENSOR_KEYS, ("name", "role", "projection"))
+    name = _str(source, f"{path}.name", tv["name"])
+    role = tv["role"]
+    if role not in _ROLES:
+        raise SpecError(f"{source}: {path}.role = {_describe(role)}; expected one of {', '.join(_ROLES)}")
+    word_bits = _int(source, f"{path}.word_bits", tv.get("word_bits", 16))
+    coords = _list(source, f"{path}.projection", tv["projection"], "coordinates")
+    projection = []
+    for ci, coord in enumerate(coords):
+        cpath = f"{path}.projection[{ci}]"
+        terms = _list(source, cpath, coord, "terms (dimension names or {dim: NAME, coef: INT})")
+        projection.append(tuple(_term(source, f"{cpath}[{i}]", t, dims) for i, t in enumerate(terms)))
+    return Tensor(name=name, projection=tuple(projection), role=TensorRole(role), word_bits=word_bits)
+
+
+def problem_from_dict(data: Any, source: str = "<dict>") -> Problem:
+    """Parse an accelmap-format tree (as read from YAML or JSON) into a :class:`Problem`.
+
+    Parameters
+    ----------
+    data
+        The parsed document.
+    source
+        Where it came from (a file name), used as the prefix of every error message.
+
+    Raises
+    ------
+    SpecError
+        On any deviation from the format, naming ``source`` and the key path.
+    """
+    top = _mapping(source, "", data, _TOP_KEYS, ())
+    if "version" not in top:
+        raise SpecError(
+            f"{source}: version is missing; expected `version: {FORMAT_VERSION}` at the top level "
+            "of an accelmap problem file"
+        )
+    version = top["version"]
+    if isinstance(version, bool) or not isinstance(version, int) or version != FORMAT_VERSION:
+        raise SpecError(
+            f"{source}: version = {_describe(version)}; expected {FORMAT_VERSION} "
+            f"(this accelmap reads problem files of version {FORMAT_VERSION})"
+        )
+    if "problem" not in top:
+        raise SpecError(f"{source}: problem is missing; expected a `problem:` mapping at the top level")
+    pv = _mapping(source, "problem", top["problem"], _PROBLEM_KEYS, ("name", "dims", "tensors"))
+    name = _str(source, "problem.name", pv["name"])
+    repeat = _int(source, "problem.repeat", pv.get("repeat", 1))
+    raw_dims = pv["dims"]
+    if not isinstance(raw_dims, dict) or not raw_dims:
+        raise SpecError(
+            f"{source}: problem.dims = {_describe(raw_dims)}; expected a non-empty mapping "
+            "of dimension name to bound, e.g. {N: 1, K: 64}"
+        )
+    dims = []
+    for dname, bound in raw_dims.items():
+        if not isinstance(dname, str) or not dname.replace("_", "").isalnum():
+            raise SpecError(
+                f"{source}: problem.dims: key {_describe(dname)}; expected a dimension name "
+                "(letters, digits, underscores)"
+            )
+        dims.append(Dim(name=dname, bound=_int(source, f"problem.dims.{dname}", bound)))
+    dim_names = [d.name for d in dims]
+    raw_tensors = _list(source, "problem.tensors", pv["tensors"], "tensors")
+    tensors = tuple(_tensor(source, f"problem.tensors[{i}]", t, dim_names) for i, t in enumerate(raw_tensors))
+    try:
+        return Problem(name=name, dims=tuple(dims), tensors=tensors, repeat=repeat)
+    except SpecError as exc:
+        raise SpecError(f"{source}: {exc}") from exc
+
+
+# --- files --------------------------------------------------------------------------------
+def _strict_yaml_loader() -> type:
+    """A SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last silently)."""
+    import yaml
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+        loader.flatten_mapping(node)
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            try:
+                first = seen.get(key)
+            except TypeError:  # an unhashable key; the base constructor reports it
+                continue
+            if first is not None:
+                raise yaml.constructor.ConstructorError(
+                    "while reading a mapping", node.start_mark,
+                    f"duplicate key {key!r} (first given on line {first})", key_node.start_mark,
+                )  # fmt: skip
+            seen[key] = key_node.start_mark.line + 1
+        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    return StrictLoader
+
+
+def read_spec_file(path: str | Path) -> Any:
+    """Parse a YAML (or, for ``*.json``, JSON) file; syntax errors name the file and line.
+
+    Raises
+    ------
+    SpecError
+        When the file is missing or unreadable, or is not valid YAML/JSON.
+    """
+    import yaml
+
+    source = str(path)
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SpecError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{source}: is a directory; expected a problem file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{source}: cannot be read: {exc}") from exc
+    if path.suffix.lower() == ".json":
+        try:
+            return json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(
+                f"{source}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+            ) from exc
+    try:
+        return yaml.load(text, Loader=_strict_yaml_loader())  # noqa: S506 (a SafeLoader subclass)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        context = f" ({exc.context})" if exc.context else ""
+        raise SpecError(f"{source}: {where}invalid YAML: {exc.problem}{context}") from exc
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: invalid YAML: {exc}") from exc
+
+
+def _is_timeloop(data: Any) -> bool:
+    if not isinstance(data, dict) or "version" in data:
+        return False
+    prob = data.get("problem")
+    return isinstance(prob, dict) and ("shape" in prob or "instance" in prob)
+
+
+def load_problem_file(path: str | Path) -> Problem:
+    """Read a problem file: accelmap format, or a Timeloop problem (detected by content)."""
+    data = read_spec_file(path)
+    if _is_timeloop(data):
+        from accelmap.workloads.timeloop import problem_from_timeloop
+
+        return problem_from_timeloop(data, str(path))
+    return problem_from_dict(data, str(path))
+
+
+def load_problem(spec: str | Path) -> Problem:
+    """One problem from a zoo name ``"network/layer"`` or a file path.
+
+    A path to an existing file is read with :func:`load_problem_file` (accelmap or Timeloop
+    format). Otherwise ``spec`` is looked up in the zoo.
+
+    Raises
+    ------
+    SpecError
+        For a missing file, or a string that is neither a file nor a zoo layer; the message
+        lists the zoo networks when the string looks like a zoo name.
+    UnknownPluginError
+        For an unknown layer of a known zoo network (with close matches).
+
+    Examples
+    --------
+    >>> load_problem("vgg16/conv3_1").describe()
+    'conv3_1: N=1 K=256 C=128 P=56 Q=56 R=3 S=3  (924,844,032 MACs)'
+    """
+    from accelmap.workloads import zoo
+
+    path = Path(spec)
+    if path.is_file():
+        return load_problem_file(path)
+    text = str(spec)
+    if path.exists():
+        raise SpecError(f"{text}: is a directory; expected a problem file or a zoo name 'network/layer'")
+    nets = zoo.networks()
+    listing = ", ".join(nets)
+    if path.suffix.lower() in _SUFFIXES or isinstance(spec, Path):
+        raise SpecError(f"{text}: no such file")
+    net_name, sep, layer_name = text.partition("/")
+    if net_name in nets:
+        if not sep or not layer_name:
+            layers = ", ".join(zoo.network(net_name).layer_names)
+            raise SpecError(
+                f"{text!r} is a zoo network, not one layer; name a layer as '{net_name}/LAYER'. "
+                f"Layers: {layers}"
+            )
+        return zoo.layer(text)
+    close = difflib.get_close_matches(net_name, nets, n=1, cutoff=0.5)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    if not sep or "/" in layer_name or "\\" in text or text.startswith("."):
+        raise SpecError(
+            f"{text}: no such file, and not a zoo layer 'network/layer'.{hint} Zoo networks: {listing}"
+        )
+    raise SpecError(
+        f"{text}: no such file, and {net_name!r} is not a zoo network.{hint} Zoo networks: {listing}"
+    )
