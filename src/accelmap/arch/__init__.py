@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 from accelmap.arch import presets
+from accelmap.arch.io import arch_from_dict, arch_to_dict, load_arch, load_arch_file, save_arch
 from accelmap.arch.presets import array_shape, preset, systolic_array
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 
@@ -18,4 +19,9 @@ __all__ = [
     "preset",
     "systolic_array",
     "array_shape",
+    "arch_to_dict",
+    "arch_from_dict",
+    "load_arch",
+    "load_arch_file",
+    "save_arch",
 ]
