@@ -1,0 +1,241 @@
+"""Where tasks run: in this process (`SerialBackend`) or on Ray (`RayBackend`).
+
+A backend takes a task function and a list of tasks and yields ``(index, outcome)`` pairs
+as tasks finish, in completion order. It knows nothing of what a task does: sweeps and
+portfolios hand it a module-level function (so Ray pickles it by reference) and frozen
+task specs. Every task runs through :func:`execute`, which times it, names the worker and
+turns an exception into an ``error`` outcome, so one bad task never stops a sweep.
+
+Ray is imported only when a `RayBackend` starts. With no address it starts a local Ray
+(``ray.init()``, the embedded default) and shuts it down on `close`; ``"auto"`` or
+``"ray://host:port"`` joins a running cluster.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Protocol, TypeVar
+
+from accelmap.errors import InfeasibleSpaceError, SpecError
+
+__all__ = ["Backend", "SerialBackend", "RayBackend", "execute", "make_backend", "SYSTEM_EXCEPTIONS"]
+
+T = TypeVar("T")
+Outcome = dict[str, Any]
+TaskFn = Callable[[Any], dict[str, Any]]
+
+# Exceptions that say the machine, not the task, failed: Ray retries the task on them
+# (retry_exceptions) as it does on a lost worker (max_retries).
+SYSTEM_EXCEPTIONS: tuple[type[BaseException], ...] = (MemoryError, ConnectionError)
+
+
+def execute(task_fn: TaskFn, task: Any) -> Outcome:
+    """Run one task and wrap its result as an outcome.
+
+    Parameters
+    ----------
+    task_fn
+        ``task -> payload`` where payload is a dict of result columns (``cycles``,
+        ``energy_pj``, ``edp``, ``mapping``, ...). A payload may set ``status`` and
+        ``error`` (a message).
+    task
+        The task spec, passed through.
+
+    Returns
+    -------
+    ``{"status", "payload", "error", "worker", "started_at", "finished_at", "wall_s"}``;
+    status is ``ok``, ``infeasible`` (the task raised `InfeasibleSpaceError`) or ``error``
+    (any other exception, with its message and traceback). `SYSTEM_EXCEPTIONS` propagate so
+    that Ray retries the task.
+    """
+    started = time.time()
+    t0 = time.perf_counter()
+    payload: dict[str, Any] = {}
+    error: str | None = None
+    try:
+        payload = dict(task_fn(task))
+        status = str(payload.pop("status", "ok"))
+        error = payload.pop("error", None)
+    except SYSTEM_EXCEPTIONS:
+        raise
+    except InfeasibleSpaceError as exc:
+        status, error = "infeasible", str(exc)
+    except Exception as exc:  # one failing task is data for the store, not the end of a sweep
+        status = "error"
+        error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=8)}"
+    return {
+        "status": status,
+        "payload": payload,
+        "error": error,
+        "worker": f"{socket.gethostname()}:{os.getpid()}",
+        "started_at": started,
+        "finished_at": time.time(),
+        "wall_s": time.perf_counter() - t0,
+    }
+
+
+class Backend(Protocol):
+    """Runs tasks and yields ``(index into tasks, outcome)`` as each finishes."""
+
+    name: str
+
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]: ...
+
+    def close(self) -> None: ...
+
+
+class SerialBackend:
+    """Runs every task in this process, one after another (no Ray needed)."""
+
+    name = "serial"
+
+    def __init__(self) -> None:
+        self.n_workers = 1
+
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]:
+        for i, task in enumerate(tasks):
+            yield i, execute(task_fn, task)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self) -> SerialBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _ray_execute(task_fn: TaskFn, task: Any) -> Outcome:
+    return execute(task_fn, task)
+
+
+class RayBackend:
+    """Runs tasks as Ray tasks, one CPU each, retried when their worker is lost.
+
+    Parameters
+    ----------
+    address
+        None starts a local Ray on demand (``ray.init()``) and shuts it down on `close`;
+        ``"auto"`` joins the cluster this node belongs to (``ray start``); ``"ray://host:port"``
+        connects through Ray Client. When Ray is already initialised in this process it is
+        used as is (and left running).
+    workers
+        The most tasks in flight at once. For a local Ray it is also its CPU count (default:
+        every CPU of the machine); on a cluster the default is the cluster's CPU count.
+    max_retries
+        Retries of a task whose worker process or node dies (Ray ``max_retries``), and of a
+        task that raised one of `SYSTEM_EXCEPTIONS` (``retry_exceptions``).
+    log_to_driver
+        Forward worker stdout/stderr to this process (off: accelmap workers print nothing
+        and Ray's own worker chatter is noise).
+    """
+
+    name = "ray"
+
+    def __init__(
+        self,
+        address: str | None = None,
+        workers: int | None = None,
+        *,
+        max_retries: int = 3,
+        log_to_driver: bool = False,
+    ) -> None:
+        if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
+            raise SpecError(f"workers = {workers!r}; expected an int >= 1")
+        try:
+            import ray
+        except ImportError as exc:  # pragma: no cover - ray is a dependency
+            raise SpecError(
+                "the Ray backend needs the `ray` package: pip install 'ray[default]', "
+                "or use --backend serial"
+            ) from exc
+        self._ray = ray
+        self._owns = False
+        if not ray.is_initialized():
+            kwargs: dict[str, Any] = {
+                "include_dashboard": False,
+                "log_to_driver": log_to_driver,
+                "logging_level": logging.WARNING,
+            }
+            if address is None:
+                kwargs["num_cpus"] = workers or os.cpu_count() or 1
+                # A small object store: tasks carry specs and results of a few kB each.
+                kwargs["object_store_memory"] = 256 * 1024**2
+            else:
+                kwargs["address"] = address
+            try:
+                ray.init(**kwargs)
+            except (ConnectionError, ValueError, RuntimeError) as exc:
+                raise SpecError(
+                    f"could not start or join Ray at address {address!r}: {exc}. For a "
+                    "cluster, run `ray start --head` on the head node and pass --address auto "
+                    "there (or ray://HEAD:10001 from elsewhere); for no cluster, omit --address"
+                ) from exc
+            self._owns = True
+        if workers is None:
+            workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self.n_workers = workers
+        self._remote = ray.remote(
+            num_cpus=1, max_retries=max_retries, retry_exceptions=list(SYSTEM_EXCEPTIONS)
+        )(_ray_execute)
+
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]:
+        ray = self._ray
+        fn_ref = ray.put(task_fn)
+        pending: dict[Any, int] = {}
+        next_i = 0
+        try:
+            while pending or next_i < len(tasks):
+                # Keep at most n_workers tasks in flight: on a cluster that is the user's
+                # parallelism cap, and an interrupt then loses at most that much work.
+                while next_i < len(tasks) and len(pending) < self.n_workers:
+                    pending[self._remote.remote(fn_ref, tasks[next_i])] = next_i
+                    next_i += 1
+                ready, _ = ray.wait(list(pending), num_returns=1)
+                for ref in ready:
+                    i = pending.pop(ref)
+                    try:
+                        outcome = ray.get(ref)
+                    except ray.exceptions.RayError as exc:
+                        # Retries exhausted (worker or node lost every time) or a system
+                        # exception raised on every attempt: record it; a re-run retries.
+                        outcome = {
+                            "status": "error", "payload": {}, "worker": None,
+                            "error": f"task failed after retries: {type(exc).__name__}: {exc}",
+                            "started_at": None, "finished_at": time.time(), "wall_s": None,
+                        }
+                    yield i, outcome
+        finally:
+            for ref in pending:
+                try:
+                    ray.cancel(ref, force=True)
+                except Exception:  # noqa: BLE001 - best effort on the way out
+                    logging.getLogger(__name__).debug("could not cancel %s", ref, exc_info=True)
+
+    def close(self) -> None:
+        if self._owns and self._ray.is_initialized():
+            self._ray.shutdown()
+        self._owns = False
+
+    def __enter__(self) -> RayBackend:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def make_backend(name: str = "ray", *, address: str | None = None, workers: int | None = None) -> Backend:
+    """A backend by name: ``"ray"`` or ``"serial"`` (which ignores address and workers)."""
+    if name == "serial":
+        if address is not None:
+            raise SpecError(f"--address {address!r} needs the Ray backend; drop --backend serial")
+        return SerialBackend()
+    if name == "ray":
+        return RayBackend(address=address, workers=workers)
+    raise SpecError(f"backend {name!r}; expected 'ray' or 'serial'")
