@@ -20,6 +20,14 @@ from accelmap.workloads.builders import (
     matmul,
     pointwise,
 )
+from accelmap.workloads.io import (
+    load_problem,
+    load_problem_file,
+    problem_from_dict,
+    problem_to_dict,
+    save_problem,
+)
+from accelmap.workloads.onnx_import import problems_from_onnx
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 from accelmap.workloads.zoo import Network, layer, network, networks
 
@@ -40,4 +48,10 @@ __all__ = [
     "networks",
     "network",
     "layer",
+    "load_problem",
+    "load_problem_file",
+    "save_problem",
+    "problem_to_dict",
+    "problem_from_dict",
+    "problems_from_onnx",
 ]
