@@ -1,0 +1,150 @@
+"""Sweep files: strict parsing, expansion to tasks, stable keys, architecture variants."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+
+import numpy as np
+import pytest
+import yaml
+
+from accelmap.errors import SpecError
+from accelmap.parallel.sweep import (
+    SearchTask,
+    arch_variants,
+    canonical,
+    load_sweep,
+    parse_sweep,
+    spawn_seeds,
+    task_key,
+)
+from accelmap.testing.examples import small_arch, small_conv
+
+DOC = {
+    "version": 1,
+    "name": "demo",
+    "workloads": [
+        {"network": "resnet50", "layers": ["conv1", "conv3_1"]},
+        {"layer": "vgg16/conv4_2"},
+    ],
+    "architectures": [
+        {"preset": "eyeriss-like"},
+        {"preset": "eyeriss-like", "name": "eyeriss-big",
+         "variants": {"pe_array": [{"fanout_x": 16, "fanout_y": 16}, {"fanout_x": 8, "fanout_y": 8}],
+                      "buffers": [{"level": "shared_glb", "capacity_words": [65536, 131072]}]}},
+    ],
+    "models": ["loopnest"],
+    "searchers": ["random", {"name": "genetic", "options": {"population": 16}}],
+    "seeds": 2,
+    "seed": 7,
+    "budget": 1000,
+}
+
+
+def test_parse_and_expand():
+    sweep = parse_sweep(DOC)
+    assert sweep.name == "demo"
+    assert [(n, p.name) for n, p in sweep.workloads] == [
+        ("resnet50", "conv1"), ("resnet50", "res3a_branch2b"), (None, "conv4_2")]
+    assert len(sweep.archs) == 1 + 4
+    assert sweep.archs[1].name == "eyeriss-big[pe=16x16,shared_glb=65536w]"
+    assert sweep.archs[1].n_macs == 256 and sweep.archs[4].levels[1].capacity_words == 131072
+    assert sweep.seeds == spawn_seeds(7, 2)
+    tasks = sweep.tasks()
+    assert len(tasks) == sweep.n_tasks == 3 * 5 * 1 * 2 * 2
+    assert len({t.key for t in tasks}) == len(tasks)
+    genetic = [t for t in tasks if t.searcher == "genetic"]
+    assert all(t.searcher_options == {"population": 16} and t.budget == 1000 for t in genetic)
+    assert {t.seed_index for t in tasks} == {0, 1}
+
+
+def test_load_sweep_file_with_relative_paths(tmp_path):
+    from accelmap.arch.io import save_arch
+
+    (tmp_path / "archs").mkdir()
+    save_arch(small_arch(), tmp_path / "archs" / "small.yaml")
+    doc = {"version": 1, "workloads": [{"layer": "resnet50/fc"}],
+           "architectures": [{"file": "archs/small.yaml"}], "seeds": [3, 4]}
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    sweep = load_sweep(path)
+    assert sweep.name == "s" and sweep.archs[0].name == "small" and sweep.seeds == (3, 4)
+    assert sweep.models == ("loopnest",) and sweep.searchers == (("random", {}),)
+
+
+@pytest.mark.parametrize(
+    ("change", "match"),
+    [
+        ({"version": 2}, "version = 2; expected 1"),
+        ({"bogus": 1}, r"unknown key\(s\) \['bogus'\]"),
+        ({"workloads": []}, "workloads = \\[\\]; expected a non-empty list"),
+        ({"workloads": [{"network": "resnet5"}]}, "resnet50"),
+        ({"workloads": [{"network": "resnet50", "file": "x"}]}, "exactly one of"),
+        ({"workloads": [{"network": "resnet50", "layers": ["nope"]}]}, "layer of network"),
+        ({"architectures": [{"preset": "eyeris-like"}]}, "eyeriss-like"),
+        ({"architectures": [{"preset": "eyeriss-like"}, {"preset": "eyeriss-like"}]}, "more than once"),
+        ({"architectures": [{"preset": "eyeriss-like", "variants": {"buffers": [{"level": "GLBX", "capacity_words": [1]}]}}]},
+         "unknown level"),
+        ({"architectures": [{"preset": "eyeriss-like", "variants": {"pe_array": [{"fanout_x": 0, "fanout_y": 2}]}}]},
+         r"fanout_x = 0"),
+        ({"models": ["loopnet"]}, "loopnest"),
+        ({"searchers": [{"name": "genetc"}]}, "genetic"),
+        ({"searchers": [{"name": "genetic", "opts": {}}]}, "unknown key"),
+        ({"seeds": 0}, "seeds = 0"),
+        ({"seeds": [1, 2]}, "explicit list without `seed`"),
+        ({"budget": -5}, "budget = -5"),
+        ({"time_limit_s": 0}, "time_limit_s = 0"),
+        ({"objective": "speed"}, "objective"),
+    ],
+)
+def test_strict_errors(change, match):
+    with pytest.raises(SpecError, match=match):
+        parse_sweep({**DOC, **change}, source="s.yaml")
+
+
+def test_task_key_is_stable_and_sensitive():
+    p, a = small_conv(), small_arch()
+    t = SearchTask(problem=p, arch=a, searcher="genetic", searcher_options={"b": 1, "a": [1, 2]}, seed=5)
+    same = SearchTask(problem=small_conv(), arch=small_arch(), searcher="genetic",
+                      searcher_options={"a": [1, 2], "b": 1}, seed=5, seed_index=3, sweep="other")
+    assert task_key(t) == task_key(same)  # labels seed_index and sweep are not part of the key
+    # a key computed in another process from the pickled task agrees
+    assert pickle.loads(pickle.dumps(t)).key == t.key
+    for change in ({"seed": 6}, {"model": "systolic"}, {"budget": 10}, {"network": "net"},
+                   {"searcher_options": {"b": 2, "a": [1, 2]}}, {"problem": small_conv(k=16)},
+                   {"arch": small_arch(glb_words=2048)}, {"objective": "energy"}):
+        assert dataclasses.replace(t, **change).key != t.key, change
+    assert len(t.key) == 64
+
+
+def test_canonical_forms():
+    c = canonical(small_arch())
+    assert c["__type__"] == "Arch" and c["levels"][1]["capacity_words"] == 1024
+    assert canonical({"b": np.int64(2), "a": frozenset({"y", "x"})}) == {"a": ["x", "y"], "b": 2}
+    with pytest.raises(TypeError):
+        canonical(object())
+
+
+def test_spawn_seeds_prefix_stable():
+    assert spawn_seeds(0, 5)[:3] == spawn_seeds(0, 3)
+    assert len(set(spawn_seeds(0, 5))) == 5
+    assert spawn_seeds(1, 2) != spawn_seeds(0, 2)
+    assert all(0 <= s < 2**32 for s in spawn_seeds(123, 4))
+
+
+def test_arch_variants_cross_product():
+    base = small_arch()
+    vs = arch_variants(base, {
+        "pe_array": [{"fanout_x": 2, "fanout_y": 8}],
+        "buffers": [{"level": "GLB", "capacity_words": [512, 2048]}, {"level": "RF", "capacity_words": [16, 32]}],
+    })
+    assert [v.name for v in vs] == [
+        "small[pe=2x8,GLB=512w,RF=16w]", "small[pe=2x8,GLB=512w,RF=32w]",
+        "small[pe=2x8,GLB=2048w,RF=16w]", "small[pe=2x8,GLB=2048w,RF=32w]"]
+    assert vs[3].levels[1].fanout_x == 2 and vs[3].levels[1].fanout_y == 8
+    assert vs[3].levels[2].capacity_words == 32 and base.levels[2].capacity_words == 64
+    named = arch_variants(base, {"pe_array": [{"level": "DRAM", "fanout_x": 2, "fanout_y": 1}]})
+    assert named[0].name == "small[DRAM.pe=2x1]" and named[0].n_macs == 32
+    with pytest.raises(SpecError, match="no pe_array or buffers"):
+        arch_variants(base, {})
