@@ -206,8 +206,10 @@ def save_arch(arch: Arch, path: str | Path) -> None:
 # --- parsing -------------------------------------------------------------------------------
 def _check_keys(obj: Any, accepted: tuple[str, ...], where: str, what: str) -> dict[str, Any]:
     if not isinstance(obj, dict):
+        subject = f"{where}the top level" if where.endswith(": ") else where
+        shown = repr(obj) if len(repr(obj)) <= 60 else repr(obj)[:57] + "..."
         raise SpecError(
-            f"{where} is a {type(obj).__name__} ({obj!r}); expected {what} with keys {', '.join(accepted)}"
+            f"{subject} is a {type(obj).__name__} ({shown}); expected {what} with keys {', '.join(accepted)}"
         )
     for key in obj:
         if key not in accepted:
