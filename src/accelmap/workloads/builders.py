@@ -153,6 +153,10 @@ def conv2d(
         )
     row = _t(("P", sh), ("R", dh))
     col = _t(("Q", sw), ("S", dw))
+    dims: tuple[tuple[str, int], ...]
+    weights: tuple[tuple[Term, ...], ...]
+    inputs: tuple[tuple[Term, ...], ...]
+    outputs: tuple[tuple[Term, ...], ...]
     if groups > 1 and groups == c == k:
         dims = (("N", n), ("C", c), ("P", p), ("Q", q), ("R", r), ("S", s))
         weights = (_t("C"), _t("R"), _t("S"))

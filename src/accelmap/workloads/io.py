@@ -125,7 +125,7 @@ def _describe(value: Any) -> str:
 
 def _mapping(
     source: str, path: str, value: Any, accepted: tuple[str, ...], required: tuple[str, ...]
-) -> dict:
+) -> dict[Any, Any]:
     what = path or "the top level"
     if not isinstance(value, dict):
         raise SpecError(
@@ -159,7 +159,7 @@ def _str(source: str, path: str, value: Any) -> str:
     return value
 
 
-def _list(source: str, path: str, value: Any, what: str) -> list:
+def _list(source: str, path: str, value: Any, what: str) -> list[Any]:
     if not isinstance(value, list) or not value:
         raise SpecError(f"{source}: {path} = {_describe(value)}; expected a non-empty list of {what}")
     return value
@@ -261,10 +261,12 @@ def _strict_yaml_loader() -> type:
     """A SafeLoader that rejects duplicate mapping keys (PyYAML keeps the last silently)."""
     import yaml
 
-    class StrictLoader(yaml.SafeLoader):
+    class StrictLoader(yaml.SafeLoader):  # type: ignore[misc,name-defined,unused-ignore]
         pass
 
-    def construct_mapping(loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    def construct_mapping(
+        loader: yaml.SafeLoader, node: yaml.MappingNode, deep: bool = False
+    ) -> dict[Any, Any]:
         loader.flatten_mapping(node)
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
@@ -279,7 +281,8 @@ def _strict_yaml_loader() -> type:
                     f"duplicate key {key!r} (first given on line {first})", key_node.start_mark,
                 )  # fmt: skip
             seen[key] = key_node.start_mark.line + 1
-        return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+        mapping: dict[Any, Any] = yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+        return mapping
 
     StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
     return StrictLoader

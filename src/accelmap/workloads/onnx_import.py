@@ -103,7 +103,7 @@ class _Graph:
                     f"{self.source}: {node_label}: {what} {value!r} has shape {shape} with the "
                     f"unresolved dimension {d!r}; {fix}"
                 )
-        return [int(d) for d in shape]
+        return [d for d in shape if isinstance(d, int)]
 
 
 def _attrs(onnx: Any, node: Any) -> dict[str, Any]:
