@@ -1,0 +1,1184 @@
+"""`MapSpace`: the mapping space of one problem on one arch under constraints, batched.
+
+Decision variables and their encoding (a box of integers, ``x[:, i] in [0, bounds[i])``):
+
+* ``tile.<dim>`` (kind ``tile``): for each loop dimension, an index into the table of its
+  *ordered factorizations*: every way to write the dim's bound as a product of factors,
+  one per slot, where the slots are, outermost first, for every level its temporal loop,
+  then its spatial X and spatial Y unrolling (only where the level has that fanout and the
+  constraints allow the dim on that axis). Constraints that fix or bound a factor, and the
+  fanout (a single dim never unrolls beyond it), remove rows from the table, so every
+  in-box index decodes to a mapping whose factors multiply out and obey those rules.
+  A bound ``b = prod p_i^e_i`` spread over ``s`` slots has ``prod_i C(e_i + s - 1, s - 1)``
+  ordered factorizations (stars and bars per prime).
+* ``order.<level>.<i>`` (kind ``order``): Lehmer-code digits of the loop order of the free
+  dims of a level (digit ``i`` picks, among the not yet placed free dims, the one that goes
+  at free position ``i``, outermost first; its bound is ``m - i`` for ``m`` free dims). Dims
+  pinned outermost / innermost by an `OrderRule` take no digits.
+* ``keep.<level>.<tensor>`` (kind ``keep``): 0/1, bypass or keep, only where the arch may
+  hold the tensor and no constraint decides (the outermost level keeps everything).
+
+Params whose bound would be 1 (a dim with one factorization, the last Lehmer digit) are
+not in the box. The encoding is a bijection between the box and the space, so a uniform
+draw over the box is a uniform draw over the space, and ``size().total`` equals
+``prod(bounds)``. Fanout and capacity (which couple dims) and the minimum utilization are
+left to `MapSpace.check` (optuna's ``_SearchSpaceTransform`` is the model: searchers see
+one flat box, the space owns the transform).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.arch.spec import Arch
+from accelmap.errors import InfeasibleSpaceError, SpaceTooLargeError, SpecError
+from accelmap.mapper.check import BatchCheck, Reason, check_batch
+from accelmap.mapper.constraints import (
+    Constraints,
+    OrderRule,
+    Slot,
+    arch_default_constraints,
+)
+from accelmap.mapper.mapping import MappingBatch
+from accelmap.workloads.problem import Problem
+
+__all__ = ["MapSpace", "SpaceSize", "LowerBounds", "PARAM_KINDS"]
+
+PARAM_KINDS = ("tile", "spatial", "order", "keep")
+
+_T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
+_MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
+_PERM_TABLE_MAX_M = 8  # decode orders through a table of all m! permutations up to this m
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceSize:
+    """Exact point counts (Python ints) of a map space and its sub-spaces.
+
+    ``total = factorizations * orders * bypass``; ``per_dim`` gives each dim's number of
+    factorizations, ``per_level_orders`` each level's number of loop orders.
+    """
+
+    total: int
+    factorizations: int
+    orders: int
+    bypass: int
+    per_dim: tuple[tuple[str, int], ...]
+    per_level_orders: tuple[tuple[str, int], ...]
+
+    def describe(self) -> str:
+        dims = ", ".join(f"{d}: {c:,}" for d, c in self.per_dim)
+        lv = ", ".join(f"{n}: {c:,}" for n, c in self.per_level_orders)
+        return (f"total {self.total:,} (~{float(self.total):.3g})\n"
+                f"  factorizations {self.factorizations:,} ({dims})\n"
+                f"  loop orders {self.orders:,} ({lv})\n"
+                f"  bypass choices {self.bypass:,}")
+
+
+@dataclass(frozen=True, slots=True)
+class LowerBounds:
+    """What no mapping of the space can beat.
+
+    tensor_words (n_tensors,): size of each tensor.
+    compulsory_words (n_levels, n_tensors): words of each tensor that must be written
+    into each level at least once (the whole tensor at every level that keeps it in every
+    mapping of the space: the outermost level always, others when constraints or the arch
+    force the keep; 0 where the level may bypass). For the output at the outermost level
+    this is the final write-back.
+    min_compute_cycles: ceil(MACs / n_macs), every MAC busy every cycle.
+    min_energy_pj: MACs x energy per MAC plus, at every level, reading each compulsory
+    word once and writing it once (per-access energies divided by the block size).
+    """
+
+    tensor_words: IntArray
+    compulsory_words: IntArray
+    min_compute_cycles: int
+    min_energy_pj: float
+
+    def describe(self, problem: Problem, arch: Arch) -> str:
+        rows = [f"min compute cycles {self.min_compute_cycles:,}; min energy {self.min_energy_pj:,.4g} pJ"]
+        for lv, level in enumerate(arch.levels):
+            parts = ", ".join(f"{t.name} {int(self.compulsory_words[lv, ti]):,}"
+                              for ti, t in enumerate(problem.tensors) if self.compulsory_words[lv, ti])
+            rows.append(f"  {level.name}: {parts or '-'}")
+        return "\n".join(rows)
+
+
+# --- helpers -----------------------------------------------------------------------------
+
+def _divisors(b: int) -> list[int]:
+    small = [i for i in range(1, math.isqrt(b) + 1) if b % i == 0]
+    return sorted(set(small + [b // i for i in small]))
+
+
+def _prime_exponents(b: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    p = 2
+    while p * p <= b:
+        while b % p == 0:
+            out[p] = out.get(p, 0) + 1
+            b //= p
+        p += 1
+    if b > 1:
+        out[b] = out.get(b, 0) + 1
+    return out
+
+
+def n_ordered_factorizations(b: int, n_slots: int) -> int:
+    """Ordered factorizations of ``b`` into ``n_slots`` factors (stars and bars per prime)."""
+    return math.prod(math.comb(e + n_slots - 1, n_slots - 1) for e in _prime_exponents(b).values())
+
+
+def _prime_table(max_value: int, width: int = 8) -> tuple[IntArray, IntArray]:
+    """(max_value+1, width) distinct primes of each integer (padded with 1) and their count."""
+    primes = np.ones((max_value + 1, width), dtype=np.int64)
+    count = np.zeros(max_value + 1, dtype=np.int64)
+    for v in range(2, max_value + 1):
+        ps = list(_prime_exponents(v))
+        primes[v, : len(ps)] = ps
+        count[v] = len(ps)
+    return primes, count
+
+
+class _RowIndex:
+    """Vectorized lookup of factor rows (n, L*3) in a dim's table (hash + verify)."""
+
+    def __init__(self, flat: IntArray, seed: int = 0x5EED) -> None:
+        rng = np.random.default_rng(seed)
+        while True:
+            self.mult = rng.integers(1, 2**62, size=flat.shape[1], dtype=np.int64) | 1
+            keys = self._hash(flat)
+            order = np.argsort(keys, kind="stable")
+            sk = keys[order]
+            if len(sk) < 2 or (np.diff(sk) != 0).all():
+                break
+        self.keys = sk
+        self.rows = order
+        self.flat = flat
+
+    def _hash(self, flat: IntArray) -> IntArray:
+        with np.errstate(over="ignore"):
+            return (flat.astype(np.uint64) * self.mult.astype(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
+
+    def lookup(self, flat: IntArray) -> IntArray:
+        """Row index of each query row, -1 where it is not in the table."""
+        keys = self._hash(flat)
+        pos = np.searchsorted(self.keys, keys)
+        pos = np.minimum(pos, len(self.keys) - 1)
+        hit = self.keys[pos] == keys
+        idx = np.where(hit, self.rows[pos], -1)
+        found = idx >= 0
+        if found.any():
+            same = (self.flat[idx[found]] == flat[found]).all(axis=1)
+            sub = idx[found]
+            sub[~same] = -1
+            idx[found] = sub
+        return idx
+
+
+def _lehmer_digits(local: IntArray) -> IntArray:
+    """(n, m) permutations of 0..m-1 -> (n, m) Lehmer digits (last one is always 0)."""
+    n, m = local.shape
+    digits = np.zeros((n, m), dtype=np.int64)
+    for i in range(m):
+        digits[:, i] = (local[:, i + 1:] < local[:, i: i + 1]).sum(axis=1)
+    return digits
+
+
+def _lehmer_decode(digits: IntArray, items: IntArray) -> IntArray:
+    """(n, m) digits (digit i < m - i) and (n, m) or (m,) items -> (n, m) permutation of items."""
+    n, m = digits.shape
+    avail = np.broadcast_to(items, (n, m)).copy()
+    out = np.empty((n, m), dtype=np.int64)
+    rows = np.arange(n)[:, None]
+    for i in range(m):
+        d = digits[:, i]
+        out[:, i] = avail[rows[:, 0], d]
+        left = avail.shape[1] - 1
+        if left == 0:
+            break
+        cols = np.arange(left)[None, :]
+        avail = avail[rows, cols + (cols >= d[:, None])]  # drop the picked column
+    return out
+
+
+# --- the map space -----------------------------------------------------------------------
+
+class MapSpace:
+    """The mapping space of ``problem`` on ``arch`` under ``constraints`` (see module doc).
+
+    Parameters
+    ----------
+    problem, arch
+        The layer and the accelerator.
+    constraints
+        User constraints; they are layered over the arch preset's default constraints
+        (``Arch.constraints``) unless ``constraints.ignore_arch_defaults`` is set.
+    allow_padding
+        Imperfect factorization: factors may multiply to more than a bound (ceil-divided
+        tiles); only *minimal* covers are in the space (no factor can be lowered by one
+        and still cover the bound). Also switched on by ``constraints.allow_padding``.
+
+    Attributes
+    ----------
+    n_params, bounds (n_params,), param_names, param_kinds
+        The encoded box (see module docstring).
+    """
+
+    def __init__(self, problem: Problem, arch: Arch, constraints: Constraints | None = None, *,
+                 allow_padding: bool = False) -> None:
+        problems = arch.check_problem(problem)
+        if problems:
+            raise SpecError(f"problem {problem.name} on arch {arch.name}: " + "; ".join(problems))
+        self.problem = problem
+        self.arch = arch
+        user = constraints or Constraints()
+        effective = user if user.ignore_arch_defaults else arch_default_constraints(arch).override(user)
+        self.constraints = effective
+        self.allow_padding = bool(allow_padding or effective.allow_padding)
+        self.min_utilization = float(effective.min_utilization or 0.0)
+        L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+        self._L, self._D, self._T = L, D, T
+        self._resolve_factor_rules()
+        self._build_tables()
+        self._build_orders()
+        self._build_keep()
+        self._build_params()
+        self._max_bound = int(max(int(problem.bounds.max()), 2))
+        if self.allow_padding:
+            self._max_bound = int(max(self._max_bound, max(int(t[..., :].max()) for t in self._tables)))
+        self._primes, self._n_primes = _prime_table(self._max_bound)
+
+    # --- construction -------------------------------------------------------------------
+    def _dims_of(self, names: object, where: str) -> list[int]:
+        """Resolve dim names, and the symbolic ``@relevant:<tensor>``/``@irrelevant:<tensor>``."""
+        p = self.problem
+        out: list[int] = []
+        for name in names:  # type: ignore[attr-defined]
+            if isinstance(name, str) and name.startswith("@"):
+                kind, _, tensor = name[1:].partition(":")
+                ti = p.tensor_index(tensor)
+                rel = p.relevance[ti]
+                want = rel if kind == "relevant" else ~rel
+                out += [d for d in range(p.n_dims) if want[d] and d not in out]
+                continue
+            if name not in p.dim_names:
+                raise SpecError(f"{where}: unknown dimension {name!r}; problem {p.name} has {list(p.dim_names)}")
+            out.append(p.dim_index(name))
+        return out
+
+    def _level(self, name: str, where: str) -> int:
+        if name not in self.arch.level_names:
+            raise SpecError(f"{where}: unknown level {name!r}; arch {self.arch.name} has {list(self.arch.level_names)}")
+        return self.arch.level_index(name)
+
+    def _resolve_factor_rules(self) -> None:
+        L, D = self._L, self._D
+        c = self.constraints
+        src = c.source or "constraints"
+        fan = self.arch.fanouts  # (L, 2)
+        # allowed[l, d, k]: slot exists
+        allowed = np.zeros((L, D, 3), dtype=bool)
+        allowed[:, :, _T] = True
+        allowed[:, :, _X] = fan[:, 0:1] > 1
+        allowed[:, :, _Y] = fan[:, 1:2] > 1
+        for rule in c.spatial:
+            lv = self._level(rule.level, f"{src}: spatial rule")
+            for axis, dims in ((_X, rule.x), (_Y, rule.y)):
+                if dims is None:
+                    continue
+                ok = set(self._dims_of(sorted(dims), f"{src}: spatial rule at {rule.level}"))
+                for d in range(D):
+                    if d not in ok:
+                        allowed[lv, d, axis] = False
+        lo = np.ones((L, D, 3), dtype=np.int64)
+        hi = np.zeros((L, D, 3), dtype=np.int64)  # 0 = no max
+        hi[:, :, _X] = np.where(fan[:, 0:1] > 1, fan[:, 0:1], 1)
+        hi[:, :, _Y] = np.where(fan[:, 1:2] > 1, fan[:, 1:2], 1)
+        fixed = np.zeros((L, D, 3), dtype=np.int64)  # 0 = not fixed
+        sp_lo = np.ones((L, D), dtype=np.int64)
+        sp_hi = np.zeros((L, D), dtype=np.int64)
+        sp_fixed = np.zeros((L, D), dtype=np.int64)
+        bounds = self.problem.bounds
+        for rule in c.factors:
+            where = f"{src}: factor rule (level {rule.level}, dim {rule.dim}, {rule.slot.value})"
+            lv = self._level(rule.level, where)
+            for d in self._dims_of([rule.dim], where):
+                fx = None if rule.fixed is None else (int(bounds[d]) if rule.fixed == 0 else rule.fixed)
+                if rule.slot is Slot.SPATIAL:
+                    if fx is not None:
+                        sp_fixed[lv, d] = fx
+                    sp_lo[lv, d] = max(sp_lo[lv, d], rule.min)
+                    if rule.max is not None:
+                        sp_hi[lv, d] = rule.max
+                    continue
+                k = {Slot.TEMPORAL: _T, Slot.SPATIAL_X: _X, Slot.SPATIAL_Y: _Y}[rule.slot]
+                if fx is not None:
+                    if fx > 1 and not allowed[lv, d, k]:
+                        raise SpecError(
+                            f"{where}: fixes factor {fx} on {rule.slot.value}, but level {rule.level} has no "
+                            f"{'X' if k == _X else 'Y'} fanout for dim {rule.dim} (fanout "
+                            f"{self.arch.levels[lv].fanout_x}x{self.arch.levels[lv].fanout_y}, or a spatial rule forbids it)"
+                        )
+                    fixed[lv, d, k] = fx
+                lo[lv, d, k] = max(lo[lv, d, k], rule.min)
+                if rule.max is not None:
+                    hi[lv, d, k] = rule.max if hi[lv, d, k] == 0 else min(hi[lv, d, k], rule.max)
+        self._allowed, self._lo, self._hi, self._fixed = allowed, lo, hi, fixed
+        self._sp_lo, self._sp_hi, self._sp_fixed = sp_lo, sp_hi, sp_fixed
+
+    def _dim_table(self, d: int) -> IntArray:
+        """(rows, L, 3) factor table of dim d (1 where a slot does not exist)."""
+        L = self._L
+        b = int(self.problem.bounds[d])
+        slots = [(lv, k) for lv in range(L) for k in (_T, _X, _Y) if self._allowed[lv, d, k]]
+        S = len(slots)
+        name = self.problem.dim_names[d]
+        if not self.allow_padding:
+            cands = np.array(_divisors(b), dtype=np.int64)
+        else:
+            cands = np.arange(1, b + 1, dtype=np.int64)
+        rows = np.zeros((1, 0), dtype=np.int64)
+        prod = np.ones(1, dtype=np.int64)
+        for si, (lv, k) in enumerate(slots):
+            lo, hi, fx = self._lo[lv, d, k], self._hi[lv, d, k], self._fixed[lv, d, k]
+            last = si == S - 1
+            if last:
+                if self.allow_padding:
+                    f = -(-b // prod)
+                else:
+                    f = b // prod
+                col = f
+                ok = np.ones(len(rows), dtype=bool)
+                ok &= col >= lo
+                if hi:
+                    ok &= col <= hi
+                if fx:
+                    ok &= col == fx
+                rows = np.concatenate([rows[ok], col[ok, None]], axis=1)
+                prod = prod[ok] * col[ok]
+                break
+            c = cands
+            if self.allow_padding:
+                ok = c[None, :] <= -(-b // prod)[:, None]
+            else:
+                ok = (b // prod)[:, None] % c[None, :] == 0
+            ok &= (c >= lo)[None, :]
+            if hi:
+                ok &= (c <= hi)[None, :]
+            if fx:
+                ok &= (c == fx)[None, :]
+            r, ci = np.nonzero(ok)
+            if len(r) > _MAX_TABLE_ROWS:
+                raise SpaceTooLargeError(
+                    f"dim {name} (bound {b}) has more than {_MAX_TABLE_ROWS:,} factorizations over {S} slots; "
+                    "add factor constraints (e.g. fix factors at some levels) or fewer spatial options"
+                )
+            rows = np.concatenate([rows[r], c[ci, None]], axis=1)
+            prod = prod[r] * c[ci]
+        if S == 0:
+            rows = np.zeros((1, 0), dtype=np.int64)
+        if self.allow_padding and len(rows):
+            # keep minimal covers only: lowering any factor > 1 by one would not cover b
+            P = rows.prod(axis=1)
+            minimal = np.ones(len(rows), dtype=bool)
+            for s in range(S):
+                f = rows[:, s]
+                minimal &= (f == 1) | ((P // f) * (f - 1) < b)
+            rows = rows[minimal]
+        table = np.ones((len(rows), L, 3), dtype=np.int64)
+        for si, (lv, k) in enumerate(slots):
+            table[:, lv, k] = rows[:, si]
+        # spatial product rules (X times Y at a level)
+        sp = table[:, :, _X] * table[:, :, _Y]
+        ok = (sp >= self._sp_lo[None, :, d]).all(axis=1)
+        ok &= ((self._sp_hi[None, :, d] == 0) | (sp <= self._sp_hi[None, :, d])).all(axis=1)
+        ok &= ((self._sp_fixed[None, :, d] == 0) | (sp == self._sp_fixed[None, :, d])).all(axis=1)
+        table = table[ok]
+        if len(table) == 0:
+            raise InfeasibleSpaceError(
+                f"dim {name} (bound {b}) has no factorization that meets the constraints "
+                f"({self.constraints.source or 'constraints'}): check fixed/min/max factors of {name}"
+                + ("" if self.allow_padding else ", or allow imperfect factorization (allow_padding)")
+            )
+        return table
+
+    def _build_tables(self) -> None:
+        self._tables = [self._dim_table(d) for d in range(self._D)]
+        self._table_rows = np.array([len(t) for t in self._tables], dtype=np.int64)
+        self._offsets = np.concatenate([[0], np.cumsum(self._table_rows)[:-1]]).astype(np.int64)
+        self._big = np.concatenate(self._tables, axis=0)
+        self._index = [_RowIndex(t.reshape(len(t), -1)) for t in self._tables]
+        # slot masks for moves: (D, L, 3) which slots exist
+        self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
+
+    def _build_orders(self) -> None:
+        L, D = self._L, self._D
+        src = self.constraints.source or "constraints"
+        rules: dict[int, OrderRule] = {}
+        for rule in self.constraints.orders:
+            rules[self._level(rule.level, f"{src}: order rule")] = rule
+        self._order_outer: list[list[int]] = []
+        self._order_inner: list[list[int]] = []
+        self._order_free: list[IntArray] = []
+        self._perm_tables: list[IntArray | None] = []
+        for lv in range(L):
+            rule = rules.get(lv)
+            outer: list[int] = []
+            inner: list[int] = []
+            if rule is not None:
+                where = f"{src}: order rule at level {rule.level}"
+                outer = self._dims_of(rule.outer, where)
+                inner = [d for d in self._dims_of(rule.inner, where) if d not in outer]
+            free = np.array([d for d in range(D) if d not in outer and d not in inner], dtype=np.int64)
+            self._order_outer.append(outer)
+            self._order_inner.append(inner)
+            self._order_free.append(free)
+            m = len(free)
+            if 1 < m <= _PERM_TABLE_MAX_M:
+                self._perm_tables.append(np.array(list(itertools.permutations(range(m))), dtype=np.int64).reshape(-1, m))
+            else:
+                self._perm_tables.append(None)
+
+    def _build_keep(self) -> None:
+        L, T = self._L, self._T
+        p = self.problem
+        holds = self.arch.holds_mask(p)
+        state = np.full((L, T), -1, dtype=np.int64)  # -1 free, 0 bypass, 1 keep
+        state[~holds] = 0
+        state[0] = 1
+        src = self.constraints.source or "constraints"
+        for rule in self.constraints.keep:
+            where = f"{src}: keep rule at level {rule.level} for {rule.tensor!r}"
+            lv = self._level(rule.level, where)
+            mask = p.tensors_matching(frozenset({rule.tensor}))
+            if not mask.any():
+                raise SpecError(f"{where}: no tensor named or with role {rule.tensor!r}; tensors: "
+                                f"{[f'{t.name} ({t.role.value})' for t in p.tensors]}")
+            for t in np.nonzero(mask)[0]:
+                if rule.keep is True and not holds[lv, t]:
+                    raise SpecError(f"{where}: level {rule.level} may not hold {p.tensors[t].name} (arch `holds`)")
+                if lv == 0:
+                    if rule.keep is False:
+                        raise SpecError(f"{where}: the outermost level {rule.level} must keep every tensor")
+                    continue
+                if not holds[lv, t]:
+                    continue
+                state[lv, t] = -1 if rule.keep is None else int(rule.keep)
+        self._keep_state = state
+        self._keep_base = state == 1
+        self._keep_free = np.argwhere(state == -1)  # (n_free, 2) (level, tensor)
+
+    def _build_params(self) -> None:
+        names: list[str] = []
+        kinds: list[str] = []
+        bounds: list[int] = []
+        lv_names = self.arch.level_names
+        self._tile_dims = np.array([d for d in range(self._D) if self._table_rows[d] > 1], dtype=np.int64)
+        for d in self._tile_dims:
+            names.append(f"tile.{self.problem.dim_names[d]}")
+            kinds.append("tile")
+            bounds.append(int(self._table_rows[d]))
+        self._tile_cols = np.arange(len(self._tile_dims), dtype=np.int64)
+        self._order_cols: list[IntArray] = []
+        for lv in range(self._L):
+            m = len(self._order_free[lv])
+            start = len(names)
+            for i in range(m - 1):
+                names.append(f"order.{lv_names[lv]}.{i}")
+                kinds.append("order")
+                bounds.append(m - i)
+            self._order_cols.append(np.arange(start, len(names), dtype=np.int64))
+        start = len(names)
+        for lv, t in self._keep_free:
+            names.append(f"keep.{lv_names[lv]}.{self.problem.tensor_names[t]}")
+            kinds.append("keep")
+            bounds.append(2)
+        self._keep_cols = np.arange(start, len(names), dtype=np.int64)
+        self.param_names: tuple[str, ...] = tuple(names)
+        self.param_kinds: tuple[str, ...] = tuple(kinds)
+        self.bounds: IntArray = np.array(bounds, dtype=np.int64)
+        self.bounds.setflags(write=False)
+        self.n_params: int = len(names)
+
+    # --- size -----------------------------------------------------------------------------
+    def size(self) -> SpaceSize:
+        """Exact sizes (Python ints) of the space and its sub-spaces."""
+        per_dim = tuple((self.problem.dim_names[d], int(self._table_rows[d])) for d in range(self._D))
+        per_level = tuple((self.arch.level_names[lv], math.factorial(len(self._order_free[lv])))
+                          for lv in range(self._L))
+        fact = math.prod(c for _, c in per_dim)
+        orders = math.prod(c for _, c in per_level)
+        bypass = 2 ** len(self._keep_free)
+        return SpaceSize(total=fact * orders * bypass, factorizations=fact, orders=orders, bypass=bypass,
+                         per_dim=per_dim, per_level_orders=per_level)
+
+    # --- encode / decode ----------------------------------------------------------------
+    def _check_x(self, x: IntArray) -> IntArray:
+        x = np.asarray(x)
+        if x.ndim == 1:
+            x = x[None]
+        if x.ndim != 2 or x.shape[1] != self.n_params:
+            raise SpecError(f"encoded vectors have shape {x.shape}; expected (n, {self.n_params})")
+        x = x.astype(np.int64, copy=False)
+        if len(x) and ((x < 0) | (x >= self.bounds[None])).any():
+            bad = np.argwhere((x < 0) | (x >= self.bounds[None]))[0]
+            raise SpecError(
+                f"encoded vector row {bad[0]}: {self.param_names[bad[1]]} = {x[bad[0], bad[1]]}; "
+                f"expected 0 <= value < {self.bounds[bad[1]]}"
+            )
+        return x
+
+    def _rows_to_factors(self, rows: IntArray) -> tuple[IntArray, IntArray]:
+        """(n, D) table row indices -> temporal (n, L, D), spatial (n, L, D, 2)."""
+        F = self._big[rows + self._offsets[None, :]]  # (n, D, L, 3)
+        temporal = np.ascontiguousarray(F[..., _T].transpose(0, 2, 1))
+        spatial = np.ascontiguousarray(F[..., 1:].transpose(0, 2, 1, 3))
+        return temporal, spatial
+
+    def _decode_orders(self, x: IntArray) -> IntArray:
+        n = len(x)
+        order = np.empty((n, self._L, self._D), dtype=np.int64)
+        for lv in range(self._L):
+            outer, inner, free = self._order_outer[lv], self._order_inner[lv], self._order_free[lv]
+            m = len(free)
+            o = len(outer)
+            order[:, lv, :o] = outer
+            if inner:
+                order[:, lv, self._D - len(inner):] = inner
+            if m == 0:
+                continue
+            if m == 1:
+                order[:, lv, o] = free[0]
+                continue
+            digits = x[:, self._order_cols[lv]]  # (n, m-1)
+            table = self._perm_tables[lv]
+            if table is not None:
+                weights = np.array([math.factorial(m - 1 - i) for i in range(m - 1)], dtype=np.int64)
+                local = table[digits @ weights]
+            else:
+                full = np.concatenate([digits, np.zeros((n, 1), dtype=np.int64)], axis=1)
+                local = _lehmer_decode(full, np.arange(m, dtype=np.int64))
+            order[:, lv, o: o + m] = free[local]
+        return order
+
+    def decode(self, x: IntArray) -> MappingBatch:
+        """Encoded vectors (n, n_params) inside the box -> the mappings they stand for."""
+        x = self._check_x(x)
+        n = len(x)
+        rows = np.zeros((n, self._D), dtype=np.int64)
+        rows[:, self._tile_dims] = x[:, self._tile_cols]
+        temporal, spatial = self._rows_to_factors(rows)
+        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
+        if len(self._keep_free):
+            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+        return MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+
+    def _factor_rows(self, batch: MappingBatch) -> IntArray:
+        """(n, D) table row of each dim's factors, -1 where not in the table."""
+        n = len(batch)
+        F = np.concatenate([batch.temporal[..., None], batch.spatial], axis=-1)  # (n, L, D, 3)
+        F = F.transpose(0, 2, 1, 3).reshape(n, self._D, self._L * 3)
+        rows = np.empty((n, self._D), dtype=np.int64)
+        for d in range(self._D):
+            rows[:, d] = self._index[d].lookup(F[:, d])
+        return rows
+
+    def _order_positions_ok(self, order: IntArray) -> BoolArray:
+        """(n,) True where every level's order has its pinned dims exactly in place."""
+        ok = np.ones(len(order), dtype=bool)
+        for lv in range(self._L):
+            outer, inner = self._order_outer[lv], self._order_inner[lv]
+            if outer:
+                ok &= (order[:, lv, : len(outer)] == np.array(outer)).all(axis=1)
+            if inner:
+                ok &= (order[:, lv, self._D - len(inner):] == np.array(inner)).all(axis=1)
+        return ok
+
+    def _encode_orders(self, order: IntArray, x: IntArray) -> None:
+        for lv in range(self._L):
+            free = self._order_free[lv]
+            m = len(free)
+            if m < 2:
+                continue
+            o = len(self._order_outer[lv])
+            seq = order[:, lv, o: o + m]
+            lut = np.full(self._D, m, dtype=np.int64)
+            lut[free] = np.arange(m)
+            local = lut[seq]
+            x[:, self._order_cols[lv]] = _lehmer_digits(local)[:, : m - 1]
+
+    def encode(self, batch: MappingBatch) -> IntArray:
+        """Mappings of this space -> encoded vectors (n, n_params); ``decode(encode(b)) == b``.
+
+        Raises `SpecError` naming the first row that is not a point of the space (factors
+        outside the tables, pinned loops out of place, or keep bits the space fixes
+        otherwise); use `repair` first for arbitrary arrays.
+        """
+        self._check_batch_shape(batch)
+        n = len(batch)
+        rows = self._factor_rows(batch)
+        bad = (rows < 0).any(axis=1)
+        order_ok = self._order_positions_ok(batch.order) & (np.sort(batch.order, axis=2) == np.arange(self._D)).all(axis=2).all(axis=1)
+        fixed_keep = self._keep_state >= 0
+        keep_ok = (batch.keep[:, fixed_keep] == self._keep_base[fixed_keep][None]).all(axis=1)
+        bad |= ~order_ok | ~keep_ok
+        if bad.any():
+            i = int(np.argmax(bad))
+            what = ("factors" if (rows[i] < 0).any() else "loop order" if not order_ok[i] else "keep/bypass")
+            dims = [self.problem.dim_names[d] for d in np.nonzero(rows[i] < 0)[0]]
+            raise SpecError(
+                f"{int(bad.sum())} of {n} mappings are not points of this map space; row {i}: its {what} "
+                + (f"(dims {dims}) " if dims else "")
+                + "break the space's constraints or factor tables; call MapSpace.repair first"
+            )
+        x = np.zeros((n, self.n_params), dtype=np.int64)
+        x[:, self._tile_cols] = rows[:, self._tile_dims]
+        self._encode_orders(batch.order, x)
+        if len(self._keep_free):
+            x[:, self._keep_cols] = batch.keep[:, self._keep_free[:, 0], self._keep_free[:, 1]]
+        return x
+
+    def _check_batch_shape(self, batch: MappingBatch) -> None:
+        if (batch.n_levels, batch.n_dims, batch.n_tensors) != (self._L, self._D, self._T):
+            raise SpecError(
+                f"mapping batch has {batch.n_levels} levels, {batch.n_dims} dims, {batch.n_tensors} tensors; "
+                f"this space has {self._L} levels {list(self.arch.level_names)}, {self._D} dims "
+                f"{list(self.problem.dim_names)}, {self._T} tensors"
+            )
+
+    # --- sampling -----------------------------------------------------------------------
+    def sample_encoded(self, n: int, rng: np.random.Generator) -> IntArray:
+        """(n, n_params) encoded vectors drawn uniformly over the box (= over the space)."""
+        if self.n_params == 0:
+            return np.zeros((n, 0), dtype=np.int64)
+        return rng.integers(0, self.bounds, size=(n, self.n_params), dtype=np.int64)
+
+    def sample(self, n: int, rng: np.random.Generator) -> MappingBatch:
+        """n mappings drawn uniformly over the space (legal or not; see `sample_valid`)."""
+        return self.decode(self.sample_encoded(n, rng))
+
+    # --- legality -----------------------------------------------------------------------
+    def utilization(self, batch: MappingBatch) -> FloatArray:
+        """(n,) PE utilization: MACs / (n_macs x temporal steps); padded work is waste."""
+        steps = np.prod(batch.temporal.reshape(len(batch), -1).astype(np.float64), axis=1)
+        return self.problem.macs / (self.arch.n_macs * steps)
+
+    def constraint_ok(self, batch: MappingBatch) -> BoolArray:
+        """(n,) True where the mapping obeys the constraints (factors, spatial dims, order, keep).
+
+        Loop orders are compared on loops with a bound > 1 only: a pinned dim whose loop
+        at that level has bound 1 may sit anywhere (it changes no cost).
+        """
+        rows = self._factor_rows(batch)
+        ok = (rows >= 0).all(axis=1)
+        fixed_keep = self._keep_state >= 0
+        ok &= (batch.keep[:, fixed_keep] == self._keep_base[fixed_keep][None]).all(axis=1)
+        n = len(batch)
+        pos = np.empty_like(batch.order)
+        np.put_along_axis(pos, batch.order, np.broadcast_to(np.arange(self._D), batch.order.shape), axis=2)
+        for lv in range(self._L):
+            outer, inner, free = self._order_outer[lv], self._order_inner[lv], list(self._order_free[lv])
+            if not outer and not inner:
+                continue
+            seq = outer + free + inner  # required relative order of groups
+            group = {d: 0 for d in outer} | {d: 1 for d in free} | {d: 2 for d in inner}
+            rank = {d: i for i, d in enumerate(seq)}
+            nonunit = batch.temporal[:, lv, :] > 1  # (n, D)
+            p = pos[:, lv, :]
+            for a in outer + inner:
+                for b in seq:
+                    if a == b:
+                        continue
+                    # a pinned dim must stay before/after b as the pinned order says
+                    if group[a] == group[b] == 1:
+                        continue
+                    if rank[a] < rank[b]:
+                        ok &= ~(nonunit[:, a] & nonunit[:, b] & (p[:, a] > p[:, b]))
+        del n
+        return ok
+
+    def check(self, batch: MappingBatch) -> BatchCheck:
+        """Legality of every mapping: `check_batch` (factors, order, keep, fanout, capacity),
+        then the minimum utilization, then the constraints. Returns valid/reason/level."""
+        base = check_batch(self.problem, self.arch, batch, allow_padding=self.allow_padding)
+        reason = base.reason.copy()
+        level = base.level.copy()
+        if self.min_utilization > 0:
+            low = (reason == 0) & (self.utilization(batch) < self.min_utilization - 1e-12)
+            reason[low] = int(Reason.UTILIZATION)
+        still = reason == 0
+        if still.any():
+            sub = batch.take(np.nonzero(still)[0]) if not still.all() else batch
+            bad = ~self.constraint_ok(sub)
+            idx = np.nonzero(still)[0][bad]
+            reason[idx] = int(Reason.CONSTRAINT)
+        return BatchCheck(reason == 0, reason, level)
+
+    def violation_summary(self, batch: MappingBatch, result: BatchCheck | None = None) -> str:
+        """A histogram of why mappings are illegal, e.g. ``71% exceed GLB (need >= ...)``."""
+        from accelmap.mapper.check import capacity_need_words
+
+        res = result or self.check(batch)
+        n = len(batch)
+        bad = ~res.valid
+        parts: list[tuple[int, str]] = []
+        keys = np.stack([res.reason[bad], res.level[bad]], axis=1) if bad.any() else np.zeros((0, 2), int)
+        uniq, counts = np.unique(keys, axis=0, return_counts=True) if len(keys) else (keys, np.zeros(0, int))
+        need = None
+        for (code, lv), cnt in zip(uniq, counts, strict=True):
+            pct = 100.0 * cnt / max(n, 1)
+            code = Reason(int(code))
+            if code is Reason.CAPACITY:
+                if need is None:
+                    need = capacity_need_words(self.problem, batch)
+                rows = bad & (res.reason == int(code)) & (res.level == lv)
+                level = self.arch.levels[int(lv)]
+                text = (f"{pct:.0f}% exceed {level.name} (need >= {int(need[rows, lv].min()):,} words, "
+                        f"have {level.capacity_words:,})")
+            elif code is Reason.FANOUT:
+                level = self.arch.levels[int(lv)]
+                text = f"{pct:.0f}% exceed the PE array fanout below {level.name} ({level.fanout_x}x{level.fanout_y})"
+            elif code is Reason.UTILIZATION:
+                text = f"{pct:.0f}% fall below the minimum utilization {self.min_utilization:.0%}"
+            elif code is Reason.CONSTRAINT:
+                text = f"{pct:.0f}% violate the constraints"
+            else:
+                text = f"{pct:.0f}% fail the {code.name.lower()} check"
+            parts.append((int(cnt), text))
+        parts.sort(key=lambda t: -t[0])
+        return ", ".join(t for _, t in parts)
+
+    def sample_valid(self, n: int, rng: np.random.Generator, *, max_draws: int | None = None,
+                     method: str = "auto", allow_fewer: bool = False) -> MappingBatch:
+        """n legal mappings.
+
+        Parameters
+        ----------
+        method
+            ``"reject"``: uniform draws, illegal ones discarded (uniform over the legal
+            set). ``"repair"``: every draw is pushed towards legality by moving prime
+            factors of dims out to the outermost level (fast, not uniform). ``"auto"``:
+            rejection first; if the legal fraction is low, repair for the rest.
+        max_draws
+            Give up after this many draws (default ``max(100_000, 200 n)``).
+        allow_fewer
+            Return what was found instead of raising when fewer than n legal were found
+            (still raises when none was).
+
+        Raises
+        ------
+        InfeasibleSpaceError
+            With a violation histogram, when fewer than n (or none) legal mappings were
+            found within ``max_draws``.
+        """
+        if method not in ("auto", "reject", "repair"):
+            raise SpecError(f"sample_valid method = {method!r}; expected 'auto', 'reject' or 'repair'")
+        max_draws = max_draws if max_draws is not None else max(100_000, 200 * n)
+        found: list[MappingBatch] = []
+        n_found = 0
+        drawn = 0
+        last: tuple[MappingBatch, BatchCheck] | None = None
+        use_repair = method == "repair"
+        while n_found < n and drawn < max_draws:
+            k = int(min(max_draws - drawn, max(1024, 2 * (n - n_found)), 1 << 16))
+            batch = self.sample(k, rng)
+            drawn += k
+            if use_repair:
+                batch = self._push_out(batch, rng)
+            res = self.check(batch)
+            if last is None or not use_repair:
+                last = (batch, res)
+            good = batch.take(np.nonzero(res.valid)[0])
+            if len(good):
+                found.append(good)
+                n_found += len(good)
+            if method == "auto" and not use_repair and drawn >= 4096 and n_found < 0.5 * n * drawn / max(n, 1):
+                # legal fraction too low for rejection to finish soon: switch to repair
+                frac = n_found / drawn
+                if frac * max_draws < 2 * n:
+                    use_repair = True
+        if n_found >= n:
+            return MappingBatch.concat(found).take(slice(0, n))
+        if n_found and allow_fewer:
+            return MappingBatch.concat(found)
+        assert last is not None
+        batch, res = last
+        raise InfeasibleSpaceError(
+            f"{n_found} of {drawn} sampled mappings of {self.problem.name} on {self.arch.name} fit"
+            f"{'' if n_found == 0 else f' (wanted {n})'}: {self.violation_summary(batch, res) or 'none failed'}. "
+            "Try a larger buffer, fewer constraints, a lower min_utilization, or imperfect factorization."
+        )
+
+    # --- moves: repair towards legality, neighbours, repair of broken products --------
+    def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,
+                    prime: IntArray) -> IntArray:
+        """Move ``prime`` of dim d from flat slot src to dst in table rows; -1 where illegal."""
+        tab = self._tables[d].reshape(len(self._tables[d]), -1)
+        vec = tab[rows].copy()
+        i = np.arange(len(rows))
+        ok = vec[i, src_slot] % prime == 0
+        vec[i, src_slot] = np.where(ok, vec[i, src_slot] // prime, vec[i, src_slot])
+        vec[i, dst_slot] = np.where(ok, vec[i, dst_slot] * prime, vec[i, dst_slot])
+        new = self._index[d].lookup(vec)
+        return np.where(ok, new, -1)
+
+    def _push_out(self, batch: MappingBatch, rng: np.random.Generator, max_rounds: int = 64) -> MappingBatch:
+        """Move prime factors out to the outermost level's temporal loop until fanout and
+        capacity hold (each move only shrinks tiles at levels >= 1 and spatial use)."""
+        rows = self._factor_rows(batch)
+        temporal, spatial = batch.temporal, batch.spatial
+        L = self._L
+        for _ in range(max_rounds):
+            b = MappingBatch(temporal=temporal, spatial=spatial, order=batch.order, keep=batch.keep)
+            res = check_batch(self.problem, self.arch, b, allow_padding=self.allow_padding)
+            fix = np.nonzero((res.reason == int(Reason.CAPACITY)) | (res.reason == int(Reason.FANOUT)))[0]
+            if len(fix) == 0:
+                break
+            lvl = res.level[fix]
+            is_cap = res.reason[fix] == int(Reason.CAPACITY)
+            # candidate source slots (flat index lv*3+k) per row: capacity at level l -> any slot
+            # at levels >= max(l, 1) (temporal at level 0 excluded); fanout at l -> spatial slots at l
+            slot_lv = np.repeat(np.arange(L), 3)
+            slot_k = np.tile(np.arange(3), L)
+            cand_slot = np.where(
+                is_cap[:, None],
+                (slot_lv[None, :] >= np.maximum(lvl, 1)[:, None]),
+                (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
+            )  # (m, L*3)
+            # pick a dim and slot with a factor > 1 there, at random
+            F = np.concatenate([temporal[fix][..., None], spatial[fix]], axis=-1)  # (m, L, D, 3)
+            F = F.transpose(0, 2, 1, 3).reshape(len(fix), self._D, L * 3)
+            movable = (F > 1) & cand_slot[:, None, :]
+            score = np.where(movable, rng.random(movable.shape), -1.0)
+            flat = score.reshape(len(fix), -1).argmax(axis=1)
+            has = score.reshape(len(fix), -1).max(axis=1) >= 0
+            d_sel = flat // (L * 3)
+            s_sel = flat % (L * 3)
+            new_rows = rows.copy()
+            for d in np.unique(d_sel[has]):
+                sel = np.nonzero(has & (d_sel == d))[0]
+                r = fix[sel]
+                f = F[sel, d, s_sel[sel]]
+                pcount = self._n_primes[f]
+                pick = (rng.random(len(sel)) * pcount).astype(np.int64)
+                prime = self._primes[f, pick]
+                moved = self._move_prime(rows[r, d], int(d), s_sel[sel], np.zeros(len(sel), dtype=np.int64), prime)
+                okm = moved >= 0
+                new_rows[r[okm], d] = moved[okm]
+            if (new_rows == rows).all():
+                break
+            rows = new_rows
+            temporal, spatial = self._rows_to_factors(rows)
+        return MappingBatch(temporal=temporal, spatial=spatial, order=batch.order, keep=batch.keep)
+
+    def neighbours(self, batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
+        """One random move per row (vectorized): move a prime factor of one dim between
+        two slots (levels, temporal <-> spatial), swap two free loops of one level, or
+        flip one free bypass bit. The result stays in the space (factor products and
+        constraints hold). Rows admitting no move of the drawn kind try the others; a
+        space of one point returns the batch unchanged.
+        """
+        self._check_batch_shape(batch)
+        n = len(batch)
+        rows = self._factor_rows(batch)
+        if (rows < 0).any():
+            raise SpecError("neighbours: some mappings are not points of this space; call MapSpace.repair first")
+        temporal, spatial = batch.temporal.copy(), batch.spatial.copy()
+        order = batch.order.copy()
+        keep = batch.keep.copy()
+        kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
+        done = np.zeros(n, dtype=bool)
+        for attempt in range(6):
+            todo_any = ~done
+            if not todo_any.any():
+                break
+            kind_now = (kinds + attempt) % 3 if attempt >= 3 else kinds
+            # --- factor moves
+            sel = np.nonzero(todo_any & (kind_now == 0))[0]
+            if len(sel) and len(self._tile_dims):
+                new_rows = rows[sel].copy()
+                d_pick = self._tile_dims[rng.integers(0, len(self._tile_dims), size=len(sel))]
+                moved_any = np.zeros(len(sel), dtype=bool)
+                for d in np.unique(d_pick):
+                    ii = np.nonzero(d_pick == d)[0]
+                    tab = self._tables[d].reshape(len(self._tables[d]), -1)
+                    vec = tab[rows[sel[ii], d]]
+                    exists = self._slot_exists[d].reshape(-1)
+                    src_ok = (vec > 1) & exists[None, :]
+                    src = np.where(src_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
+                    has = src_ok[np.arange(len(ii)), src]
+                    dst_ok = np.broadcast_to(exists, vec.shape).copy()
+                    dst_ok[np.arange(len(ii)), src] = False
+                    dst = np.where(dst_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
+                    has &= dst_ok[np.arange(len(ii)), dst]
+                    f = vec[np.arange(len(ii)), src]
+                    pick = (rng.random(len(ii)) * np.maximum(self._n_primes[f], 1)).astype(np.int64)
+                    prime = self._primes[f, pick]
+                    moved = self._move_prime(rows[sel[ii], d], int(d), src, dst, prime)
+                    okm = has & (moved >= 0) & (prime > 1)
+                    new_rows[ii[okm], d] = moved[okm]
+                    moved_any[ii[okm]] = True
+                rr = sel[moved_any]
+                rows[rr] = new_rows[moved_any]
+                t2, s2 = self._rows_to_factors(rows[rr])
+                temporal[rr], spatial[rr] = t2, s2
+                done[rr] = True
+            # --- swaps of two free loops in one level
+            sel = np.nonzero(~done & (kind_now == 1))[0]
+            levels_ok = np.array([len(f) >= 2 for f in self._order_free])
+            if len(sel) and levels_ok.any():
+                lv_choices = np.nonzero(levels_ok)[0]
+                lv_pick = lv_choices[rng.integers(0, len(lv_choices), size=len(sel))]
+                for lv in np.unique(lv_pick):
+                    ii = sel[lv_pick == lv]
+                    free = self._order_free[lv]
+                    o = len(self._order_outer[lv])
+                    m = len(free)
+                    seg = order[ii, lv, o: o + m]  # free dims in their current positions
+                    # prefer loops with bound > 1 (a swap of unit loops changes nothing)
+                    nonunit = np.take_along_axis(temporal[ii, lv, :], seg, axis=1) > 1
+                    score = rng.random(seg.shape) + nonunit * 1.0
+                    two = np.argsort(-score, axis=1)[:, :2]
+                    a, b = two[:, 0], two[:, 1]
+                    r = np.arange(len(ii))
+                    va, vb = seg[r, a].copy(), seg[r, b].copy()
+                    seg[r, a], seg[r, b] = vb, va
+                    order[ii, lv, o: o + m] = seg
+                    done[ii] = True
+            # --- bypass flips
+            sel = np.nonzero(~done & (kind_now == 2))[0]
+            if len(sel) and len(self._keep_free):
+                k = rng.integers(0, len(self._keep_free), size=len(sel))
+                lv, t = self._keep_free[k, 0], self._keep_free[k, 1]
+                keep[sel, lv, t] = ~keep[sel, lv, t]
+                done[sel] = True
+            if attempt >= 2:
+                kinds = rng.integers(0, 3, size=n)
+        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+
+    def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None) -> MappingBatch:
+        """Project arbitrary arrays (e.g. a GA crossover of whole levels) onto the space.
+
+        Factors: for each dim, walking from the innermost slot outwards, each factor is cut
+        to its gcd with what is left of the bound, the remainder goes to the outermost
+        temporal loop; a row still outside the dim's table (a constraint) is replaced by
+        the table row nearest in log-factor distance. Orders: each level keeps the relative
+        order of its free dims (first occurrence wins), pinned dims go to their places.
+        Keep: fixed bits are restored. Points of the space are returned unchanged.
+        """
+        self._check_batch_shape(batch)
+        n = len(batch)
+        L, D = self._L, self._D
+        F = np.concatenate([batch.temporal[..., None], batch.spatial], axis=-1)  # (n, L, D, 3)
+        F = np.maximum(F.transpose(0, 2, 1, 3).reshape(n, D, L * 3), 1).astype(np.int64)
+        rows = np.empty((n, D), dtype=np.int64)
+        for d in range(D):
+            vec = F[:, d] * self._slot_exists[d].reshape(-1)[None, :]
+            vec = np.maximum(vec, 1)
+            idx = self._index[d].lookup(vec)
+            miss = np.nonzero(idx < 0)[0]
+            if len(miss):
+                b = int(self.problem.bounds[d])
+                v = vec[miss].copy()
+                if not self.allow_padding:
+                    rem = np.full(len(miss), b, dtype=np.int64)
+                    for s in range(L * 3 - 1, 0, -1):
+                        g = np.gcd(v[:, s], rem)
+                        v[:, s] = g
+                        rem //= g
+                    v[:, 0] = rem
+                idx2 = self._index[d].lookup(v)
+                still = idx2 < 0
+                if still.any():
+                    idx2[still] = self._nearest_rows(d, v[still])
+                idx[miss] = idx2
+            rows[:, d] = idx
+        temporal, spatial = self._rows_to_factors(rows)
+        # orders
+        order = np.empty((n, L, D), dtype=np.int64)
+        for lv in range(L):
+            o_row = batch.order[:, lv, :]
+            first = np.full((n, D), D + 1, dtype=np.int64)
+            valid = (o_row >= 0) & (o_row < D)
+            pos = np.broadcast_to(np.arange(D), (n, D))
+            # first occurrence of each dim: scatter positions in reverse so the first wins
+            for j in range(D - 1, -1, -1):
+                dj = o_row[:, j]
+                ok = valid[:, j]
+                first[np.nonzero(ok)[0], dj[ok]] = pos[ok, j]
+            key = first * (D + 1) + np.arange(D)[None, :]
+            free = self._order_free[lv]
+            outer, inner = self._order_outer[lv], self._order_inner[lv]
+            oo = len(outer)
+            order[:, lv, :oo] = outer
+            if inner:
+                order[:, lv, D - len(inner):] = inner
+            if len(free):
+                sub = key[:, free]
+                order[:, lv, oo: oo + len(free)] = free[np.argsort(sub, axis=1)]
+        keep = batch.keep.copy()
+        fixed_keep = self._keep_state >= 0
+        keep[:, fixed_keep] = self._keep_base[fixed_keep][None]
+        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+
+    def _nearest_rows(self, d: int, vec: IntArray, chunk: int = 1 << 22) -> IntArray:
+        tab = np.log(self._tables[d].reshape(len(self._tables[d]), -1).astype(np.float64))
+        q = np.log(vec.astype(np.float64))
+        out = np.empty(len(vec), dtype=np.int64)
+        step = max(1, chunk // max(len(tab), 1))
+        for s in range(0, len(vec), step):
+            dist = np.abs(q[s: s + step, None, :] - tab[None, :, :]).sum(axis=2)
+            out[s: s + step] = dist.argmin(axis=1)
+        return out
+
+    # --- enumeration ----------------------------------------------------------------------
+    def n_distinct(self, max_points: int = 10**8) -> int:
+        """Points of the space that differ in cost: orders only matter among loops of bound
+        > 1 (their relative order). Exact; `SpaceTooLargeError` when the factor x bypass
+        sub-space alone exceeds ``max_points``."""
+        total = 0
+        for _rows, counts in self._tile_chunks(max_points):
+            total += int(counts.sum())
+        return total * 2 ** len(self._keep_free)
+
+    def _tile_combos(self) -> int:
+        return math.prod(int(r) for r in self._table_rows)
+
+    def _tile_chunks(self, max_points: int, chunk: int = 1 << 16) -> Iterator[tuple[IntArray, IntArray]]:
+        combos = self._tile_combos()
+        if combos * 2 ** len(self._keep_free) > max_points:
+            raise SpaceTooLargeError(
+                f"map space of {self.problem.name} on {self.arch.name} has {combos:,} factorizations x "
+                f"{2 ** len(self._keep_free):,} bypass choices (total with orders {self.size().total:,}); "
+                f"more than the enumeration limit {max_points:,}: add constraints or use a sampling searcher"
+            )
+        radix = self._table_rows
+        for start in range(0, combos, chunk):
+            k = np.arange(start, min(start + chunk, combos), dtype=np.int64)
+            rows = np.empty((len(k), self._D), dtype=np.int64)
+            rem = k.copy()
+            for d in range(self._D - 1, -1, -1):
+                rows[:, d] = rem % radix[d]
+                rem //= radix[d]
+            temporal, _ = self._rows_to_factors(rows)
+            counts = np.ones(len(k), dtype=np.int64)
+            for lv in range(self._L):
+                free = self._order_free[lv]
+                if len(free) < 2:
+                    continue
+                kfree = (temporal[:, lv, free] > 1).sum(axis=1)
+                counts *= np.array([math.factorial(i) for i in range(len(free) + 1)], dtype=np.int64)[kfree]
+            yield rows, counts
+
+    def enumerate(self, chunk_size: int = 65536, *, max_points: int = 10**7) -> Iterator[MappingBatch]:
+        """Every cost-distinct point of the space, in chunks of at most ``chunk_size``.
+
+        Orders that permute loops of bound 1 change no cost and are skipped: at each level
+        only the relative order of the free loops with bound > 1 varies (unit free loops
+        follow them in dim order). Raises `SpaceTooLargeError` above ``max_points``.
+        """
+        total = self.n_distinct(max_points=max_points)
+        if total > max_points:
+            raise SpaceTooLargeError(
+                f"map space of {self.problem.name} on {self.arch.name} has {total:,} cost-distinct points; "
+                f"more than the enumeration limit {max_points:,}: add constraints or use a sampling searcher"
+            )
+        n_keep = len(self._keep_free)
+        keep_bits = ((np.arange(2 ** n_keep)[:, None] >> np.arange(n_keep)[None, :]) & 1).astype(bool)
+        pending: list[MappingBatch] = []
+        pending_n = 0
+        for rows, counts in self._tile_chunks(max_points):
+            for s in range(0, len(rows), max(1, chunk_size // max(int(counts.max()), 1))):
+                r = rows[s: s + max(1, chunk_size // max(int(counts.max()), 1))]
+                c = counts[s: s + len(r)]
+                rep = np.repeat(np.arange(len(r)), c)
+                local = np.arange(len(rep)) - np.repeat(np.cumsum(c) - c, c)
+                batch = self._expand_orders(r[rep], local)
+                if n_keep:
+                    m = len(batch)
+                    kk = np.repeat(np.arange(m), 2 ** n_keep)
+                    bits = np.tile(keep_bits, (m, 1))
+                    keep = batch.keep[kk].copy()
+                    keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = bits
+                    batch = MappingBatch(temporal=batch.temporal[kk], spatial=batch.spatial[kk],
+                                         order=batch.order[kk], keep=keep)
+                pending.append(batch)
+                pending_n += len(batch)
+                while pending_n >= chunk_size:
+                    allb = MappingBatch.concat(pending)
+                    yield allb.take(slice(0, chunk_size))
+                    rest = allb.take(slice(chunk_size, None))
+                    pending = [rest] if len(rest) else []
+                    pending_n = len(rest)
+        if pending_n:
+            yield MappingBatch.concat(pending)
+
+    def _expand_orders(self, rows: IntArray, local: IntArray) -> MappingBatch:
+        """Rows of tile indices and a per-row index into their distinct orders -> mappings."""
+        n = len(rows)
+        temporal, spatial = self._rows_to_factors(rows)
+        order = np.empty((n, self._L, self._D), dtype=np.int64)
+        rem = local.copy()
+        for lv in range(self._L):
+            outer, inner, free = self._order_outer[lv], self._order_inner[lv], self._order_free[lv]
+            o, m = len(outer), len(free)
+            order[:, lv, :o] = outer
+            if inner:
+                order[:, lv, self._D - len(inner):] = inner
+            if m == 0:
+                continue
+            nonunit = temporal[:, lv, free] > 1  # (n, m)
+            k = nonunit.sum(axis=1)
+            fact = np.array([math.factorial(i) for i in range(m + 1)], dtype=np.int64)
+            idx = rem % fact[k]
+            rem //= fact[k]
+            # items: non-unit free dims first (dim order), then unit ones
+            keyed = np.where(nonunit, 0, 1) * (m + 1) + np.arange(m)[None, :]
+            items = free[np.argsort(keyed, axis=1)]
+            digits = np.zeros((n, m), dtype=np.int64)
+            r = idx.copy()
+            for i in range(m):
+                radix_rest = np.where(k - 1 - i >= 0, fact[np.maximum(k - 1 - i, 0)], 1)
+                di = np.where(i < k, r // radix_rest, 0)
+                r = np.where(i < k, r % radix_rest, r)
+                digits[:, i] = di
+            order[:, lv, o: o + m] = _lehmer_decode(digits, items)
+        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
+        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+
+    # --- lower bounds ---------------------------------------------------------------------
+    def lower_bounds(self) -> LowerBounds:
+        """Compulsory traffic per tensor per level and the minimum compute cycles."""
+        sizes = self.problem.tensor_sizes().astype(np.int64)
+        must_keep = self._keep_state == 1  # (L, T)
+        comp = must_keep * sizes[None, :]
+        cycles = -(-self.problem.macs // self.arch.n_macs)
+        energy = float(self.problem.macs) * self.arch.compute.energy_per_mac_pj
+        for lv, level in enumerate(self.arch.levels):
+            words = float(comp[lv].sum())
+            if lv == 0:
+                # outermost: operands read once, outputs written once
+                out = self.problem.output_index
+                reads = words - float(comp[lv, out])
+                energy += (reads * level.read_energy_pj + float(comp[lv, out]) * level.write_energy_pj) / level.block_words
+            else:
+                energy += words * (level.read_energy_pj + level.write_energy_pj) / level.block_words
+        return LowerBounds(tensor_words=sizes, compulsory_words=comp.astype(np.int64),
+                           min_compute_cycles=int(cycles), min_energy_pj=energy)
+
+    # --- helpers for searchers -------------------------------------------------------------
+    def param_groups(self) -> dict[str, IntArray]:
+        """Column indices of the box by kind (``tile``, ``order``, ``keep``)."""
+        kinds = np.array(self.param_kinds)
+        return {k: np.nonzero(kinds == k)[0] for k in PARAM_KINDS if (kinds == k).any()}
+
+    def describe(self) -> str:
+        return f"map space of {self.problem.describe()} on {self.arch.name}: {self.n_params} params\n" + self.size().describe()
+
