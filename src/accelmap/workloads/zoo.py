@@ -18,7 +18,9 @@ Layer naming and ``repeat``. A network lists each distinct layer once; ``Problem
 says how many times that layer occurs in the network, so ``Network.total_macs`` (the sum
 of ``macs * repeat``) is the MAC count of the whole network. Two entries may still share a
 shape when they play different roles (ResNet-50's ``res2a_branch1`` shortcut and
-``res2a_branch2c`` expand 1x1 are both 64 -> 256 at 56x56).
+``res2a_branch2c`` expand 1x1 are both 64 -> 256 at 56x56; VGG-16's conv5_1..conv5_3).
+``Network.unique_shapes()`` merges those (ResNet-50: 25 entries, 24 shapes; VGG-16: 16
+and 12; MobileNet-V2: 38 and 31), keeping every old name as an alias.
 
 * ResNet-50 uses the names of the original Caffe release (``res{stage}{block}_branch2a``
   1x1 reduce, ``..._branch2b`` 3x3, ``..._branch2c`` 1x1 expand, ``..._branch1`` projection
@@ -43,7 +45,7 @@ Qualified names are ``"network/layer"`` (``layer("resnet50/res3a_branch2b")``).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from accelmap._registry import did_you_mean
@@ -98,6 +100,31 @@ class Network:
     @property
     def layer_names(self) -> tuple[str, ...]:
         return tuple(p.name for p in self.layers)
+
+    def unique_shapes(self) -> Network:
+        """The same network with layers of identical shape merged (repeats summed).
+
+        The first layer of each shape keeps its name; the names of the merged layers
+        become aliases of it, so every name that worked before still resolves. Use this
+        to search each distinct shape once (VGG-16's 16 layers are 12 shapes).
+        """
+        merged: dict[tuple[object, object], Problem] = {}
+        renamed: dict[str, str] = {}
+        for p in self.layers:
+            key = (p.dims, p.tensors)
+            first = merged.get(key)
+            if first is None:
+                merged[key] = p
+            else:
+                merged[key] = replace(first, repeat=first.repeat + p.repeat)
+                renamed[p.name] = first.name
+        aliases = [(a, renamed.get(t, t)) for a, t in self.aliases] + sorted(renamed.items())
+        return Network(
+            name=self.name,
+            description=self.description,
+            layers=tuple(merged.values()),
+            aliases=tuple(aliases),
+        )
 
     def layer(self, name: str) -> Problem:
         """The layer called ``name`` (or an alias of it)."""

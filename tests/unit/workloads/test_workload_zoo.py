@@ -83,3 +83,24 @@ def test_unknown_names_suggest():
         layer("vgg16/conv1_l")
     with pytest.raises(UnknownPluginError, match="expected 'network/layer'"):
         layer("resnet50")
+
+
+@pytest.mark.parametrize("name", networks())
+def test_unique_shapes_keeps_totals_and_names(name):
+    net = network(name)
+    uniq = net.unique_shapes()
+    assert uniq.total_macs == net.total_macs
+    keys = [(p.dims, p.tensors) for p in uniq.layers]
+    assert len(set(keys)) == len(keys)
+    for p in net.layers:  # every old name resolves to a layer of the same shape
+        q = uniq.layer(p.name)
+        assert (q.dims, q.tensors) == (p.dims, p.tensors)
+    for alias, _ in net.aliases:
+        assert uniq.layer(alias).dims == net.layer(alias).dims
+
+
+def test_unique_shape_counts():
+    assert len(network("resnet50").unique_shapes().layers) == 24  # res2a_branch1 == res2a_branch2c
+    vgg = network("vgg16").unique_shapes()
+    assert len(vgg.layers) == 12
+    assert vgg.layer("conv5_3").name == "conv5_1" and vgg.layer("conv5_1").repeat == 3
