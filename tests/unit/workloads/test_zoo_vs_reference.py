@@ -72,3 +72,18 @@ def test_maestro_vgg16_layers():
             b["S"],
             b["P"],
         )
+
+
+@pytest.mark.parametrize("tag", sorted(TIMELOOP_LAYERS))
+def test_load_problem_reads_timeloop_reference_files(tag):
+    """load_problem detects the Timeloop format and the imported problem matches the zoo layer."""
+    from accelmap.workloads.io import load_problem
+
+    matches = sorted((REFERENCE / "timeloop" / "cases").glob(f"simple3__{tag}__*/prob.yaml"))
+    if not matches:
+        pytest.skip(f"Timeloop reference case for {tag} not found under {REFERENCE}")
+    imported = load_problem(str(matches[0]))
+    name, batch = TIMELOOP_LAYERS[tag]
+    zoo_layer = layer(name).with_bounds(N=batch)
+    assert imported.macs == zoo_layer.macs
+    assert sorted(imported.tensor_sizes().tolist()) == sorted(zoo_layer.tensor_sizes().tolist())
