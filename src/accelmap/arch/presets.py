@@ -634,7 +634,9 @@ def _gpu_sm(
     Chip-wide resources (HBM bandwidth, L2 capacity and bandwidth) are apportioned
     evenly over the SMs: a layer spread over every SM gives each SM ``1/n_sms`` of them.
     Levels: HBM share -> L2 share -> shared memory -> register file (one per sub-core,
-    4 sub-cores) -> tensor-core operand registers -> FMA units.
+    4 sub-cores) -> tensor-core operand registers -> FMA units. Every level may hold every
+    tensor; on V100 the L2 share (~77 KB) is smaller than the shared memory, so a mapping
+    that fills shared memory bypasses L2 (``keep``), as real kernels stream through it.
     """
     word = 16  # FP16 operands
     hbm = StorageLevel(
