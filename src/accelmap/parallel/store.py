@@ -62,6 +62,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "DONE_STATUSES",
     "RESULT_COLUMNS",
+    "SUMMARY_COLUMNS",
     "ResultStore",
     "BestRow",
     "NetworkTotal",

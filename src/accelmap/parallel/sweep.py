@@ -67,6 +67,9 @@ __all__ = [
     "run_tasks",
     "run_sweep",
     "run_search_task",
+    "search_kwargs",
+    "payload_from_result",
+    "result_row",
 ]
 
 # Bump when the meaning of a task spec changes, so old rows are not mistaken for new ones.
@@ -102,6 +105,8 @@ class SearchTask:
     budget: int | None = None
     objective: str = "edp"
     time_limit_s: float | None = None
+    # Mapping constraints handed to the search as given (frozen specs or plain data).
+    constraints: Any = field(default=None, hash=False)
     network: str | None = None
     seed_index: int = 0
     sweep: str = ""
@@ -123,6 +128,7 @@ class SearchTask:
             "budget": self.budget,
             "objective": self.objective,
             "time_limit_s": self.time_limit_s,
+            "constraints": canonical(self.constraints),
             "network": self.network,
         }
 
@@ -545,7 +551,7 @@ def run_tasks(
     try:
         for i, outcome in results:
             task = todo[i]
-            store.commit(_row(task, outcome))
+            store.commit(result_row(task, outcome))
             counts[outcome["status"]] += 1
             bar.update(1)
             if counts["error"] or counts["infeasible"]:
@@ -572,7 +578,8 @@ def run_sweep(sweep: Sweep, *, store: ResultStore, **kwargs: Any) -> SweepSummar
     return run_tasks(sweep.tasks(), store=store, **kwargs)
 
 
-def _row(task: SearchTask, outcome: Outcome) -> dict[str, Any]:
+def result_row(task: SearchTask, outcome: Outcome) -> dict[str, Any]:
+    """The store row of a finished task: its labels, its outcome and its payload columns."""
     row: dict[str, Any] = {
         "task_key": task.key,
         "sweep": task.sweep,
@@ -615,6 +622,12 @@ def run_search_task(task: SearchTask) -> dict[str, Any]:
     """
     from accelmap.search.api import search
 
+    result = search(task.problem, task.arch, **search_kwargs(task))
+    return payload_from_result(result)
+
+
+def search_kwargs(task: SearchTask) -> dict[str, Any]:
+    """Keyword arguments of ``accelmap.search.api.search`` for one task."""
     kwargs: dict[str, Any] = {
         "model": task.model,
         "searcher": task.searcher,
@@ -626,8 +639,9 @@ def run_search_task(task: SearchTask) -> dict[str, Any]:
         kwargs["budget"] = task.budget
     if task.searcher_options:
         kwargs["searcher_options"] = dict(task.searcher_options)
-    result = search(task.problem, task.arch, **kwargs)
-    return payload_from_result(result)
+    if task.constraints is not None:
+        kwargs["constraints"] = task.constraints
+    return kwargs
 
 
 def payload_from_result(result: Any) -> dict[str, Any]:
