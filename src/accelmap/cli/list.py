@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
         rows = []
         for name in zoo.networks():
             net = zoo.network(name)
-            n_shapes = len(net.layers)
+            n_shapes = len(net.unique_shapes().layers)
             n_layers = sum(layer.repeat for layer in net.layers)
             rows.append((name, f"{n_layers} layers ({n_shapes} unique shapes)", f"{net.total_macs / 1e9:.3f} GMACs", net.description))
         _table(("network", "layers", "MACs", "description"), rows)

@@ -27,7 +27,7 @@ def run(args: argparse.Namespace) -> int:
     if args.name in zoo.networks():
         net = zoo.network(args.name)
         print(f"{net.name}: {net.description}")
-        print(f"{sum(p.repeat for p in net.layers)} layers, {len(net.layers)} unique shapes, "
+        print(f"{sum(p.repeat for p in net.layers)} layers, {len(net.unique_shapes().layers)} unique shapes, "
               f"{net.total_macs:,} MACs in all")
         width = max(len(p.name) for p in net.layers)
         print(f"{'layer':<{width}}  {'x':>3}  {'MACs':>15}  dims")
