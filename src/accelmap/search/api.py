@@ -1,0 +1,350 @@
+"""The Python API of search: :func:`search` (one layer) and :func:`search_network`.
+
+Both mirror ``accelmap search`` and return the same results. ``accelmap.search`` is both
+this subpackage and, because the package module is callable, this function::
+
+    >>> import accelmap
+    >>> result = accelmap.search("resnet50/conv3_1", "eyeriss-like", budget=2000)  # doctest: +SKIP
+    >>> result.edp  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from accelmap._registry import costmodels, searchers
+from accelmap.errors import SpecError
+from accelmap.search.driver import Driver, DriverOptions
+from accelmap.search.objectives import ObjectiveSpec, parse_objective
+from accelmap.search.result import SearchResult, versions
+
+__all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEFAULT_BUDGET",
+           "load_constraints_any", "build_space"]
+
+# Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
+# annealing after a random warm-up reaches the best EDP of every searcher soonest.
+DEFAULT_SEARCHER = "anneal"
+DEFAULT_BUDGET = 30_000
+
+
+def _problem(problem: Any) -> Any:
+    if isinstance(problem, (str, Path)):
+        from accelmap.workloads.io import load_problem
+
+        return load_problem(problem)
+    return problem
+
+
+def _arch(arch: Any, energy: str | Path | None = None) -> Any:
+    if isinstance(arch, (str, Path)):
+        from accelmap.arch.io import load_arch
+
+        return load_arch(arch, energy=energy)
+    return arch
+
+
+def load_constraints_any(spec: Any, arch: Any, problem: Any = None) -> Any:
+    """Constraints from None, a `Constraints`, a file (accelmap or Timeloop format) or a
+    list of files (later files override earlier ones, rule by rule)."""
+    if spec is None:
+        return None
+    from accelmap.mapper.constraints import Constraints, load_constraints
+
+    if isinstance(spec, Constraints):
+        return spec
+    items = [spec] if isinstance(spec, (str, Path)) else list(spec)
+    out: Any = None
+    for item in items:
+        if isinstance(item, Constraints):
+            c = item
+        else:
+            path = Path(item)
+            if not path.exists():
+                raise SpecError(f"constraints file {path} does not exist")
+            try:
+                c = load_constraints(path, arch=arch)
+            except SpecError as exc:
+                if "Timeloop constraints file" not in str(exc):
+                    raise
+                c = _timeloop_constraints(path, arch, problem)
+        out = c if out is None else out.override(c)
+    return out
+
+
+def _timeloop_constraints(path: Path, arch: Any, problem: Any) -> Any:
+    try:
+        from accelmap.mapper import timeloop_constraints as tc
+    except ImportError as exc:
+        raise SpecError(f"{path}: Timeloop constraint files are not supported in this build") from exc
+    fn = tc.load_timeloop_constraints
+    try:
+        return fn(path, arch=arch, problem=problem)
+    except TypeError:
+        return fn(path, arch=arch)
+
+
+def build_space(problem: Any, arch: Any, constraints: Any = None, *, allow_padding: bool = False) -> Any:
+    """The `MapSpace` of a problem on an arch under constraints."""
+    from accelmap.mapper.space import MapSpace
+
+    return MapSpace(problem, arch, constraints, allow_padding=allow_padding)
+
+
+def _lower_bound(space: Any) -> dict[str, float] | None:
+    fn = getattr(space, "lower_bounds", None)
+    if fn is None:
+        return None
+    lb = fn()
+    cycles = float(getattr(lb, "min_compute_cycles", math.nan))
+    energy = float(getattr(lb, "min_energy_pj", math.nan))
+    return {"cycles": cycles, "energy_pj": energy, "edp": cycles * energy}
+
+
+def _model(model: Any) -> tuple[Any, str]:
+    if isinstance(model, str):
+        return costmodels.get(model)(), model
+    return model, getattr(model, "name", type(model).__name__)
+
+
+def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = DEFAULT_SEARCHER,
+           budget: int | None = None, time_limit_s: float | None = None,
+           objective: str | ObjectiveSpec = "edp", seed: int = 0, constraints: Any = None,
+           early_stop: int | None = None, progress: bool = False, checkpoint: str | Path | None = None,
+           searcher_options: dict[str, Any] | None = None, allow_padding: bool = False,
+           batch_size: int | None = None, checkpoint_every_s: float = 10.0,
+           energy: str | Path | None = None, space: Any = None) -> SearchResult:
+    """Find the best mapping of one layer on one accelerator.
+
+    Parameters
+    ----------
+    problem
+        A `Problem`, a zoo name (``"resnet50/conv3_1"``) or a problem file.
+    arch
+        An `Arch`, a preset name (``"eyeriss-like"``) or an arch file (accelmap or
+        Timeloop format; ``energy`` names the Timeloop ERT where needed).
+    model
+        Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance.
+    searcher
+        ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"`` or ``"exhaustive"``
+        (any name registered under ``accelmap.searchers``).
+    budget
+        Evaluations (mappings scored). None: 30,000 when no time limit is given (the
+        whole space for ``exhaustive``), unlimited when ``time_limit_s`` is given.
+    time_limit_s
+        Wall-clock limit in seconds.
+    objective
+        ``"edp"``, ``"energy"``, ``"cycles"``, ``"energy^a*cycles^b"`` or ``"energy,cycles"``
+        (Pareto; the result carries the front).
+    seed
+        Root seed; the same seed gives the same result (budget-limited runs).
+    constraints
+        None, a `Constraints`, or one or more constraint files (accelmap or Timeloop).
+    early_stop
+        Stop after this many evaluations without improvement.
+    progress
+        Show a progress bar on stderr.
+    checkpoint
+        A file to write the search state to every ``checkpoint_every_s`` seconds; when it
+        exists, the search resumes from it.
+    searcher_options
+        Keyword options of the searcher (see docs/search.md); unknown ones raise TypeError.
+    allow_padding
+        Imperfect factorization (ceil-divided tiles).
+    batch_size
+        Points per batch (None = the searcher's preference).
+    space
+        A prebuilt `MapSpace` (then ``constraints`` and ``allow_padding`` are ignored).
+
+    Returns
+    -------
+    SearchResult
+
+    Raises
+    ------
+    InfeasibleSpaceError
+        When no legal mapping was found (with a histogram of why).
+    SpaceTooLargeError
+        For ``exhaustive`` on a space above its size limit.
+    """
+    prob = _problem(problem)
+    arc = _arch(arch, energy)
+    obj = parse_objective(objective)
+    if not isinstance(searcher, str):
+        raise SpecError(f"searcher = {searcher!r}; expected a registered name such as 'anneal'")
+    searcher_cls = searchers.get(searcher)
+    cost, model_name = _model(model)
+    cons = load_constraints_any(constraints, arc, prob) if space is None else None
+    ms = space if space is not None else build_space(prob, arc, cons, allow_padding=allow_padding)
+    if budget is None and time_limit_s is None:
+        budget = getattr(searcher_cls, "default_budget", DEFAULT_BUDGET)
+        if budget is not None:
+            budget = min(int(budget), DEFAULT_BUDGET)
+    opts = dict(searcher_options or {})
+    options = DriverOptions(budget=budget, time_limit_s=time_limit_s, early_stop=early_stop,
+                            batch_size=batch_size, progress=progress,
+                            checkpoint=Path(checkpoint) if checkpoint is not None else None,
+                            checkpoint_every_s=checkpoint_every_s)
+    extra = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding}
+    driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
+                    searcher_options=opts, model_name=model_name, searcher_name=searcher,
+                    config=extra, lower_bound=_lower_bound(ms))
+    return driver.run()
+
+
+def _describe_constraints(spec: Any) -> Any:
+    if spec is None:
+        return None
+    if isinstance(spec, (str, Path)):
+        return [str(spec)]
+    if isinstance(spec, Sequence):
+        return [str(s) if isinstance(s, (str, Path)) else getattr(s, "source", "") or repr(s) for s in spec]
+    return getattr(spec, "source", "") or repr(spec)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NetworkResult:
+    """Per-layer results of a whole network and its totals.
+
+    ``layers`` holds one `SearchResult` per distinct layer shape; ``repeats[i]`` is how
+    often that shape occurs in the network. Totals weight each layer by its repeat:
+    ``cycles`` and ``energy_pj`` are sums (layers run one after another), ``edp`` is
+    their product.
+    """
+
+    network: str
+    arch: str
+    layers: tuple[SearchResult, ...]
+    repeats: tuple[int, ...]
+    names: tuple[tuple[str, ...], ...] = ()  # layer names that share each searched shape
+    elapsed_s: float = 0.0
+    config: dict[str, Any] = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=versions)
+
+    @property
+    def cycles(self) -> float:
+        return float(sum(r.cycles * k for r, k in zip(self.layers, self.repeats, strict=False)))
+
+    @property
+    def energy_pj(self) -> float:
+        return float(sum(r.energy_pj * k for r, k in zip(self.layers, self.repeats, strict=False)))
+
+    @property
+    def edp(self) -> float:
+        return self.cycles * self.energy_pj
+
+    def table(self) -> str:
+        """A per-layer table with network totals."""
+        head = f"{'layer':<28}{'x':>4}{'cycles':>16}{'energy pJ':>18}{'EDP':>13}{'gap EDP':>9}{'evals':>9}{'s':>7}"
+        rows = [head, "-" * len(head)]
+        for r, k, names in zip(self.layers, self.repeats, self.names or [()] * len(self.layers), strict=False):
+            gap = r.gap() or {}
+            g = f"{gap['edp']:.2f}" if "edp" in gap else "-"
+            label = r.problem if len(names) <= 1 else f"{r.problem} (+{len(names) - 1})"
+            rows.append(f"{label[:27]:<28}{k:>4}{r.cycles:>16,.0f}{r.energy_pj:>18,.1f}{r.edp:>13.4g}"
+                        f"{g:>9}{r.n_evaluations:>9,}{r.elapsed_s:>7.1f}")
+        rows.append("-" * len(head))
+        rows.append(f"{'total (x repeat)':<28}{sum(self.repeats):>4}{self.cycles:>16,.0f}{self.energy_pj:>18,.1f}"
+                    f"{self.edp:>13.4g}{'':>9}{sum(r.n_evaluations for r in self.layers):>9,}{self.elapsed_s:>7.1f}")
+        return "\n".join(rows)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "network": self.network, "arch": self.arch,
+            "totals": {"cycles": self.cycles, "energy_pj": self.energy_pj, "edp": self.edp,
+                       "layers": sum(self.repeats), "distinct_layers": len(self.layers)},
+            "layers": [dict(r.to_dict(), repeat=k, names=list(n))
+                       for r, k, n in zip(self.layers, self.repeats, self.names or [()] * len(self.layers), strict=False)],
+            "elapsed_s": self.elapsed_s, "config": self.config, "versions": dict(self.versions),
+        }
+
+    @staticmethod
+    def from_dict(d: dict[str, Any]) -> NetworkResult:
+        return NetworkResult(
+            network=d["network"], arch=d["arch"],
+            layers=tuple(SearchResult.from_dict(x) for x in d["layers"]),
+            repeats=tuple(int(x.get("repeat", 1)) for x in d["layers"]),
+            names=tuple(tuple(x.get("names", ())) for x in d["layers"]),
+            elapsed_s=float(d.get("elapsed_s", 0.0)), config=dict(d.get("config", {})),
+            versions=dict(d.get("versions", {})),
+        )
+
+    def save(self, path: str | Path) -> Path:
+        import json
+
+        p = Path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(json.dumps(self.to_dict(), indent=2) + "\n")
+        return p
+
+
+def _shape_key(p: Any) -> tuple[Any, ...]:
+    return (p.dims, p.tensors)
+
+
+def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
+                   checkpoint_dir: str | Path | None = None, **kwargs: Any) -> NetworkResult:
+    """Search every distinct layer of a network once and total the network.
+
+    Parameters
+    ----------
+    network_or_layers
+        A zoo network name (``"resnet50"``), a `Network`, or a sequence of `Problem`.
+    arch
+        As for :func:`search`.
+    on_layer
+        Optional callback ``on_layer(index, n_layers, result)`` after each layer (the
+        CLI prints progress with it).
+    checkpoint_dir
+        Directory for one checkpoint file per layer (resumable network searches).
+    **kwargs
+        Every other option of :func:`search` (budget and time limit apply per layer).
+
+    Layers with the same shape (dims and tensors) are searched once; their occurrences
+    (``Problem.repeat`` and duplicates in the list) weight the totals.
+    """
+    import time
+
+    if "checkpoint" in kwargs:
+        raise SpecError("search_network takes checkpoint_dir (one checkpoint per layer), not checkpoint")
+    if isinstance(network_or_layers, str):
+        from accelmap.workloads.zoo import network
+
+        net = network(network_or_layers)
+        name, layers = net.name, list(net.layers)
+    elif hasattr(network_or_layers, "layers"):
+        name, layers = network_or_layers.name, list(network_or_layers.layers)
+    else:
+        layers = [_problem(p) for p in network_or_layers]
+        name = "layers"
+    if not layers:
+        raise SpecError(f"network {name}: no layers to search")
+    arc = _arch(arch, kwargs.pop("energy", None))
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for p in layers:
+        groups.setdefault(_shape_key(p), []).append(p)
+    t0 = time.perf_counter()
+    results, repeats, names = [], [], []
+    for i, members in enumerate(groups.values()):
+        first = members[0]
+        ck = None
+        if checkpoint_dir is not None:
+            ck = Path(checkpoint_dir) / f"{i:03d}-{_safe(first.name)}.ckpt"
+        r = search(first, arc, checkpoint=ck, **kwargs)
+        results.append(r)
+        repeats.append(sum(int(getattr(p, "repeat", 1)) for p in members))
+        names.append(tuple(p.name for p in members))
+        if on_layer is not None:
+            on_layer(i, len(groups), r)
+    cfg = dict(results[0].config)
+    cfg.pop("problem", None)
+    return NetworkResult(network=name, arch=getattr(arc, "name", str(arc)), layers=tuple(results),
+                         repeats=tuple(repeats), names=tuple(names),
+                         elapsed_s=round(time.perf_counter() - t0, 3), config=cfg)
+
+
+def _safe(s: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)
