@@ -1,0 +1,485 @@
+"""``loopnest``: a Timeloop-class analytical model of a hierarchical memory over a PE array.
+
+The counting rules follow Timeloop's nest analysis (Parashar et al., "Timeloop: A
+Systematic Approach to DNN Accelerator Evaluation", ISPASS 2019, Sec. IV-B, and the
+behaviour of ``timeloop-model`` 3.0.3 documented in ``docs/validation.md``). Notation: level
+``l = 0`` is the outermost (DRAM), ``L`` the number of storage levels, level ``L`` stands for
+the MACs. ``tile[l, d]`` is the extent of dim ``d`` held by one instance of level ``l``.
+
+**Deliveries into a tile** (eq. D). The temporal loops *above* level ``c`` (levels ``0..c-1``,
+outermost first) walk the tiles of one instance of ``c``. Timeloop simulates iteration 0 and
+iteration 1 of every loop and extrapolates the rest (its ``gExtrapolateUniformTemporal``), and
+charges each visit only the part of the tile that is new with respect to the tile visited
+just before. For loop ``j`` with bound ``n_j`` the step from one visit to the next moves
+dim ``d_j`` forward by the loop's stride and moves every active loop inside ``j`` back by one
+stride. So, with ``Delta_j`` the new words after that step,
+
+    F_c = |tile| + sum_j (prod_{i<j} n_i) (n_j - 1) Delta_j.
+
+``Delta_j`` follows Timeloop's axis-aligned box difference: zero if no tensor coordinate
+moves; ``|shift| x (other spans)`` if exactly one coordinate moves by less than its span
+(the sliding-window halo reuse of convolutions); the whole tile otherwise. This gives
+temporal reuse across the innermost loops that do not index the tensor, and halo reuse when
+an output (or filter) loop advances.
+
+**Spatial sharing** (eq. S). Below level ``l`` the children with identical deltas are served
+by one read (multicast) and, for the output, their updates are combined (spatial
+reduction). Children have identical deltas exactly when their coordinate offsets agree, so a
+level divides traffic into ``distinct_l(t)`` groups: the number of distinct offset vectors of
+tensor ``t`` over the level's spatial index grid (the product of the spatial factors of the
+dims that index ``t``, unless two of them share a coordinate, e.g. ``P`` and ``R`` unrolled
+together, when equal sums coincide).
+
+**Per level and tensor** (per instance), with ``p`` a level keeping ``t`` and ``c`` the next
+inner level keeping it (or the MACs, which touch every operand once per MAC):
+
+* content accesses ``A_p = F_c x prod_{l=p}^{c-1} distinct_l(t)``;
+* inputs/weights: reads = ``A_p``, fills = ``F_p`` (none at the outermost level);
+* the output: updates = ``A_p``, reads = ``A_p - part_p`` (the first read of each output is
+  elided), fills = ``F_p - part_p``, where ``part_p`` is the number of distinct outputs one
+  instance ever holds (its tile widened by every temporal loop above it).
+
+Totals multiply by the utilized instances of the level. Energy of a level =
+``sum_actions ceil(count / block) x energy`` per instance (reads at the read energy, fills
+and updates at the write energy), plus MACs x MAC energy. Cycles = the larger of the compute
+cycles (MACs per PE) and, for every level with a bandwidth limit, its read words over its
+read bandwidth and its written words over its write bandwidth.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.arch.spec import Arch
+from accelmap.costmodels.base import Metrics
+from accelmap.mapper.check import check_batch
+from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.workloads.problem import Problem
+
+__all__ = ["LoopNestModel"]
+
+# Rows per chunk of the batched path: bounds the (rows, loops, tensors, coords) temporaries.
+_CHUNK_ROWS = 4096
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Compiled:
+    """Everything the batched path needs that depends only on (problem, arch)."""
+
+    coef: IntArray  # (T, C, D)
+    coef_dtc: IntArray  # (D, T, C): coef moved so a dim index picks a (T, C) block
+    rank_used: BoolArray  # (T, C)
+    relevance: BoolArray  # (T, D)
+    is_output: BoolArray  # (T,)
+    tensor_sizes: IntArray  # (T,)
+    block: IntArray  # (L,)
+    read_pj: FloatArray  # (L,)
+    write_pj: FloatArray  # (L,)
+    read_bw: FloatArray  # (L,) inf = unlimited
+    write_bw: FloatArray  # (L,)
+    fanout: IntArray  # (L,) X*Y
+    mac_pj: float
+    n_macs: int
+
+
+def _compile(problem: Problem, arch: Arch) -> _Compiled:
+    coef = problem.coefficients
+    inf = np.inf
+    return _Compiled(
+        coef=coef,
+        coef_dtc=np.ascontiguousarray(coef.transpose(2, 0, 1)),
+        rank_used=problem.rank_used,
+        relevance=problem.relevance,
+        is_output=np.array([t.is_output for t in problem.tensors]),
+        tensor_sizes=problem.tensor_sizes(),
+        block=np.array([lv.block_words for lv in arch.levels], dtype=np.int64),
+        read_pj=np.array([lv.read_energy_pj for lv in arch.levels], dtype=np.float64),
+        write_pj=np.array([lv.write_energy_pj for lv in arch.levels], dtype=np.float64),
+        read_bw=np.array([inf if lv.read_bandwidth_words_per_cycle is None else lv.read_bandwidth_words_per_cycle
+                          for lv in arch.levels], dtype=np.float64),
+        write_bw=np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
+                           for lv in arch.levels], dtype=np.float64),
+        fanout=np.array([lv.fanout for lv in arch.levels], dtype=np.int64),
+        mac_pj=float(arch.compute.energy_per_mac_pj),
+        n_macs=int(arch.n_macs),
+    )
+
+
+class LoopNestModel:
+    """Timeloop-class loop-nest cost model (see the module docstring for the equations).
+
+    Examples
+    --------
+    >>> from accelmap.testing.examples import tiny_conv, tiny_arch  # doctest: +SKIP
+    """
+
+    name: ClassVar[str] = "loopnest"
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
+
+    def _compiled(self, problem: Problem, arch: Arch) -> _Compiled:
+        key = (id(problem), id(arch))
+        hit = self._cache.get(key)
+        if hit is not None and hit[0] is problem and hit[1] is arch:
+            return hit[2]
+        comp = _compile(problem, arch)
+        if len(self._cache) > 64:
+            self._cache.clear()
+        self._cache[key] = (problem, arch, comp)
+        return comp
+
+    # ------------------------------------------------------------------------------------
+    # Batched path
+    # ------------------------------------------------------------------------------------
+    def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        """Evaluate every mapping of a batch with array math (no per-mapping Python loop).
+
+        Returns `Metrics` whose count arrays have shape (n, n_levels, n_tensors) and hold
+        totals over all instances of a level; invalid rows have ``inf`` cycles and energy
+        and zero counts.
+        """
+        comp = self._compiled(problem, arch)
+        check = check_batch(problem, arch, mappings)
+        n, L, T = len(mappings), arch.n_levels, problem.n_tensors
+        reads = np.zeros((n, L, T), dtype=np.int64)
+        fills = np.zeros((n, L, T), dtype=np.int64)
+        updates = np.zeros((n, L, T), dtype=np.int64)
+        energy_lt = np.zeros((n, L, T))
+        mcast = np.zeros((n, L, T), dtype=np.int64)
+        sred = np.zeros((n, L, T), dtype=np.int64)
+        cycles = np.full(n, np.inf)
+        util = np.zeros(n)
+        ok = np.flatnonzero(check.valid)
+        for start in range(0, ok.size, _CHUNK_ROWS):
+            rows = ok[start:start + _CHUNK_ROWS]
+            part = mappings.take(rows)
+            r, f, u, e, mc, sr, cyc = _batch_counts(comp, part)
+            reads[rows], fills[rows], updates[rows], energy_lt[rows] = r, f, u, e
+            mcast[rows], sred[rows], cycles[rows] = mc, sr, cyc
+            util[rows] = problem.macs / (comp.n_macs * cyc)
+        compute_pj = np.where(check.valid, problem.macs * comp.mac_pj, np.inf)
+        energy = np.where(check.valid, energy_lt.sum(axis=(1, 2)) + problem.macs * comp.mac_pj, np.inf)
+        return Metrics(
+            cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
+            valid=check.valid, reason=check.reason, reason_level=check.level,
+            reads=reads.astype(np.float64), fills=fills.astype(np.float64),
+            updates=updates.astype(np.float64), energy_breakdown_pj=energy_lt,
+            multicast=mcast.astype(np.float64), spatial_reductions=sred.astype(np.float64),
+            macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
+        )
+
+    # ------------------------------------------------------------------------------------
+    # Scalar reference path
+    # ------------------------------------------------------------------------------------
+    def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
+        """The scalar reference: one mapping, plain Python integers, loop by loop."""
+        check = check_batch(problem, arch, mapping.as_batch())
+        L, T = arch.n_levels, problem.n_tensors
+        z = np.zeros((1, L, T))
+        if not check.valid[0]:
+            return Metrics(
+                cycles=np.array([np.inf]), energy_pj=np.array([np.inf]), compute_energy_pj=np.array([np.inf]),
+                utilization=np.zeros(1), valid=check.valid, reason=check.reason, reason_level=check.level,
+                reads=z, fills=z.copy(), updates=z.copy(), energy_breakdown_pj=z.copy(), multicast=z.copy(),
+                spatial_reductions=z.copy(), macs=problem.macs, level_names=arch.level_names,
+                tensor_names=problem.tensor_names,
+            )
+        res = _scalar_counts(problem, arch, mapping)
+        mac_pj = problem.macs * float(arch.compute.energy_per_mac_pj)
+        energy = float(sum(sum(row) for row in res["energy"])) + mac_pj
+        cyc = res["cycles"]
+        return Metrics(
+            cycles=np.array([float(cyc)]), energy_pj=np.array([energy]), compute_energy_pj=np.array([mac_pj]),
+            utilization=np.array([problem.macs / (arch.n_macs * cyc)]),
+            valid=check.valid, reason=check.reason, reason_level=check.level,
+            reads=np.array([res["reads"]], dtype=np.float64), fills=np.array([res["fills"]], dtype=np.float64),
+            updates=np.array([res["updates"]], dtype=np.float64),
+            energy_breakdown_pj=np.array([res["energy"]], dtype=np.float64),
+            multicast=np.array([res["multicast"]], dtype=np.float64),
+            spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
+            macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
+        )
+
+
+# ========================================================================================
+# Scalar reference
+# ========================================================================================
+def _step_kind(shift: list[int], span: list[int]) -> tuple[str, int, int]:
+    """Classify a box move (Timeloop's axis-aligned box difference): ``("still", -1, 0)``,
+    ``("slide", coord, sign)`` when exactly one coordinate moves by less than its span, or
+    ``("jump", -1, 0)`` (disjoint, or several coordinates move: the whole box is new)."""
+    moved = [c for c, s in enumerate(shift) if s != 0]
+    if not moved:
+        return ("still", -1, 0)
+    if len(moved) == 1 and abs(shift[moved[0]]) < span[moved[0]]:
+        c = moved[0]
+        return ("slide", c, 1 if shift[c] > 0 else -1)
+    return ("jump", -1, 0)
+
+
+def _scalar_counts(problem: Problem, arch: Arch, m: Mapping) -> dict:
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    coef = problem.coefficients.tolist()  # [t][c][d]
+    used = problem.rank_used.tolist()
+    temporal = m.temporal.tolist()
+    g = [[int(m.spatial[lv, d, 0] * m.spatial[lv, d, 1]) for d in range(D)] for lv in range(L)]
+    # tile[l][d]: extent held by one instance of level l; tile[L] is one MAC.
+    tile = [[1] * D for _ in range(L + 1)]
+    for lv in range(L - 1, -1, -1):
+        tile[lv] = [tile[lv + 1][d] * temporal[lv][d] * g[lv][d] for d in range(D)]
+    # The temporal loops, outermost first: (level, dim, bound, stride).
+    loops = []
+    for lv in range(L):
+        for d in m.order[lv].tolist():
+            loops.append((lv, d, temporal[lv][d], g[lv][d] * tile[lv + 1][d]))
+    macs_per_unit = math.prod(temporal[lv][d] for lv in range(L) for d in range(D))
+
+    def spans(t: int, ext: list[int]) -> list[int]:
+        return [1 + sum(coef[t][c][d] * (ext[d] - 1) for d in range(D)) if used[t][c] else 1
+                for c in range(len(coef[t]))]
+
+    def deliveries(c: int, t: int) -> int:
+        """Eq. D: words delivered into one instance of level c over the whole run."""
+        sp = spans(t, tile[c])
+        size = math.prod(sp)
+        above = [lp for lp in loops if lp[0] < c and lp[2] >= 2]
+        kinds = []
+        for j, (_, d, _, stride) in enumerate(above):
+            move = [0] * D
+            move[d] += stride
+            for _, d2, _, stride2 in above[j + 1:]:
+                move[d2] -= stride2  # inner loops return from iteration 1 to 0
+            shift = [sum(coef[t][cc][dd] * move[dd] for dd in range(D)) for cc in range(len(coef[t]))]
+            kinds.append((_step_kind(shift, sp), shift))
+        innermost = kinds[-1][0] if kinds else ("still", -1, 0)
+        total, prefix = size, 1
+        for (_, _, bound, _), (kind, shift) in zip(above, kinds):
+            if kind[0] == "still":
+                new = 0
+            elif kind[0] == "jump":
+                new = size
+            elif innermost[0] == "slide" and kind != innermost:
+                # Timeloop keeps a sliding window only while successive moves go the same
+                # way (its RESET_ON_GRADIENT_CHANGE): after the innermost loop slid along
+                # another coordinate or direction the whole tile is fetched again.
+                new = size
+            else:
+                new = abs(shift[kind[1]]) * (size // sp[kind[1]])
+            total += prefix * (bound - 1) * new
+            prefix *= bound
+        return total
+
+    def distinct(lv: int, t: int) -> int:
+        """Eq. S: distinct offset vectors of tensor t over the spatial grid below level lv."""
+        count = 1
+        for c in range(len(coef[t])):
+            if not used[t][c]:
+                continue
+            terms = [(coef[t][c][d] * tile[lv + 1][d], g[lv][d]) for d in range(D)
+                     if coef[t][c][d] and g[lv][d] > 1]
+            values = {sum(a * i for (a, _), i in zip(terms, idx))
+                      for idx in itertools.product(*(range(k) for _, k in terms))}
+            count *= len(values)
+        return count
+
+    used_below = [math.prod(g[lv]) for lv in range(L)]
+    inst = [math.prod(used_below[:lv]) for lv in range(L)]  # utilized instances
+    reads = [[0] * T for _ in range(L)]
+    fills = [[0] * T for _ in range(L)]
+    updates = [[0] * T for _ in range(L)]
+    multicast = [[0] * T for _ in range(L)]
+    reductions = [[0] * T for _ in range(L)]
+    energy = [[0.0] * T for _ in range(L)]
+    per_inst_rd = [0] * L
+    per_inst_wr = [0] * L
+    keep = m.keep.tolist()
+    for t in range(T):
+        out = problem.tensors[t].is_output
+        keepers = [lv for lv in range(L) if keep[lv][t]]
+        for k, p in enumerate(keepers):
+            child = keepers[k + 1] if k + 1 < len(keepers) else L
+            f_child = deliveries(child, t) if child < L else macs_per_unit
+            groups = math.prod(distinct(lv, t) for lv in range(p, child))
+            children = math.prod(used_below[lv] for lv in range(p, child))
+            a_p = f_child * groups
+            f_p = deliveries(p, t) if p > 0 else int(problem.tensor_sizes()[t])
+            if out:
+                ext = [tile[p][d] * math.prod(temporal[lv][d] for lv in range(p)) for d in range(D)]
+                part = math.prod(spans(t, ext))
+                r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                reductions[p][t] = (f_child * children - a_p) * inst[p]
+            else:
+                r, f, u = a_p, (f_p if p > 0 else 0), 0
+                multicast[p][t] = (f_child * children - a_p) * inst[p]
+            lv_spec = arch.levels[p]
+            b = lv_spec.block_words
+            e = (-(-r // b)) * lv_spec.read_energy_pj + ((-(-f // b)) + (-(-u // b))) * lv_spec.write_energy_pj
+            reads[p][t], fills[p][t], updates[p][t] = r * inst[p], f * inst[p], u * inst[p]
+            energy[p][t] = e * inst[p]
+            per_inst_rd[p] += r
+            per_inst_wr[p] += f + u
+    cycles = float(macs_per_unit)
+    for lv, spec in enumerate(arch.levels):
+        if spec.read_bandwidth_words_per_cycle is not None:
+            cycles = max(cycles, per_inst_rd[lv] / spec.read_bandwidth_words_per_cycle)
+        if spec.write_bandwidth_words_per_cycle is not None:
+            cycles = max(cycles, per_inst_wr[lv] / spec.write_bandwidth_words_per_cycle)
+    return {"reads": reads, "fills": fills, "updates": updates, "energy": energy,
+            "multicast": multicast, "reductions": reductions, "cycles": math.ceil(cycles)}
+
+
+# ========================================================================================
+# Batched path
+# ========================================================================================
+def _ceil_div(a: IntArray, b: IntArray) -> IntArray:
+    return -(-a // b)
+
+
+def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
+    """Eq. S for every row, level and tensor: (n, L, T) distinct child offset vectors.
+
+    ``g`` (n, L, D) spatial factors (X*Y) below each level; ``tile_below`` (n, L, D) the tile
+    of the next inner level (the stride of one spatial step).
+    """
+    coef, used = comp.coef, comp.rank_used  # (T, C, D), (T, C)
+    # Fast path: each coordinate has at most one unrolled dim -> product of the factors of
+    # the dims that index the tensor.
+    logs = np.where(comp.relevance[None, None], g[:, :, None, :], 1)  # (n, L, T, D)
+    fast = np.prod(logs, axis=-1)
+    unrolled = (g > 1)[:, :, None, None, :] & (coef > 0)[None, None]  # (n, L, T, C, D)
+    alias = (unrolled.sum(-1) >= 2) & used[None, None]  # (n, L, T, C)
+    if not alias.any():
+        return fast
+    # Slow path, vectorized over the aliasing (row, level, tensor, coord) cases: enumerate
+    # the spatial grid (at most the level's fanout) and count distinct sums.
+    rows, lvs, ts, cs = np.nonzero(alias)
+    out = fast.copy()
+    g_sel = g[rows, lvs]  # (k, D)
+    a_sel = coef[ts, cs] * tile_below[rows, lvs]  # (k, D) weight of one step per dim
+    g_eff = np.where(coef[ts, cs] > 0, g_sel, 1)
+    size = int(comp.fanout.max())
+    idx = np.arange(size)
+    radix = np.cumprod(np.concatenate([np.ones((len(rows), 1), np.int64), g_eff[:, :-1]], axis=1), axis=1)
+    digits = (idx[None, :, None] // radix[:, None, :]) % g_eff[:, None, :]  # (k, size, D)
+    valid = idx[None, :] < np.prod(g_eff, axis=1)[:, None]
+    vals = np.where(valid, (digits * a_sel[:, None, :]).sum(-1), -1)
+    vals.sort(axis=1)
+    n_distinct = ((np.diff(vals, axis=1) != 0) & (vals[:, 1:] >= 0)).sum(1) + (vals[:, :1] >= 0).sum(1)
+    # Replace the fast count's contribution of that coordinate by the exact one.
+    naive = np.prod(g_eff, axis=1)
+    ratio_num = np.ones_like(out)
+    ratio_den = np.ones_like(out)
+    np.multiply.at(ratio_num, (rows, lvs, ts), n_distinct)
+    np.multiply.at(ratio_den, (rows, lvs, ts), naive)
+    return out * ratio_num // ratio_den
+
+
+def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
+    n, L, D = b.temporal.shape
+    T = comp.coef.shape[0]
+    temporal = b.temporal
+    g = b.spatial[..., 0] * b.spatial[..., 1]  # (n, L, D)
+    fac = temporal * g
+    tile = np.ones((n, L + 1, D), dtype=np.int64)
+    tile[:, :L] = np.cumprod(fac[:, ::-1], axis=1)[:, ::-1]
+    stride = g * tile[:, 1:]  # (n, L, D) stride of the temporal loop (l, d)
+
+    # Loops in nest order, outermost first: P = L*D positions.
+    P = L * D
+    dim_pos = b.order.reshape(n, P)
+    bound_pos = np.take_along_axis(temporal, b.order, axis=2).reshape(n, P)
+    stride_pos = np.take_along_axis(stride, b.order, axis=2).reshape(n, P)
+    active = bound_pos >= 2
+    # Coordinate shift of one step of each loop, per tensor: (n, P, T, C).
+    a_pos = comp.coef_dtc[dim_pos] * stride_pos[:, :, None, None]
+    a_act = np.where(active[:, :, None, None], a_pos, 0)
+    sfx = np.zeros((n, P + 1) + a_pos.shape[2:], dtype=np.int64)
+    sfx[:, :P] = np.cumsum(a_act[:, ::-1], axis=1)[:, ::-1]
+    prefix = np.ones((n, P), dtype=np.int64)
+    prefix[:, 1:] = np.cumprod(bound_pos[:, :-1], axis=1)
+    weight = prefix * (bound_pos - 1)  # (n, P)
+
+    # Spans and sizes of each level's tile: (n, L+1, T, C), (n, L+1, T).
+    span = 1 + np.einsum("tcd,nld->nltc", comp.coef, tile - 1)
+    span = np.where(comp.rank_used[None, None], span, 1)
+    size = np.prod(span, axis=-1)
+
+    # Eq. D for every level c = 1..L-1 (level 0 is delivered once: the whole tensor).
+    deliv = np.zeros((n, L + 1, T), dtype=np.int64)
+    deliv[:, 0] = comp.tensor_sizes
+    for c in range(1, L):
+        k = c * D
+        sigma = a_pos[:, :k] - (sfx[:, 1:k + 1] - sfx[:, k:k + 1])  # (n, k, T, C)
+        sp = span[:, c][:, None]  # (n, 1, T, C)
+        sz = size[:, c][:, None]  # (n, 1, T)
+        moved = sigma != 0
+        n_moved = moved.sum(-1)
+        mag = np.abs(sigma)
+        slide = (n_moved == 1) & np.all(mag < sp, axis=-1)  # (n, k, T)
+        # Direction of a slide: +-(coord + 1); compared with the innermost active loop's.
+        direction = np.where(moved, np.sign(sigma) * (np.arange(1, sigma.shape[-1] + 1)), 0).sum(-1)
+        act = active[:, :k]
+        has_inner = act.any(axis=1)
+        inner = np.where(has_inner, k - 1 - np.argmax(act[:, ::-1], axis=1), 0)  # (n,)
+        rows = np.arange(n)
+        inner_slide = slide[rows, inner] & has_inner[:, None]  # (n, T)
+        inner_dir = direction[rows, inner]  # (n, T)
+        reset = inner_slide[:, None] & (direction != inner_dir[:, None])
+        partial = np.where(moved, mag * (sz[..., None] // sp), 0).sum(-1)
+        delta = np.where(n_moved == 0, 0, np.where(slide & ~reset, partial, sz))
+        deliv[:, c] = size[:, c] + np.einsum("nk,nkt->nt", weight[:, :k], delta)
+    macs_per_unit = np.prod(temporal, axis=(1, 2))
+    deliv[:, L] = macs_per_unit[:, None]
+
+    # Keepers: child of (p, t) = next inner level keeping t, or L (the MACs).
+    keep = b.keep
+    lv_idx = np.arange(L)
+    nxt = np.full((n, L + 1, T), L, dtype=np.int64)
+    for p in range(L - 1, -1, -1):
+        nxt[:, p] = np.where(keep[:, p], p, nxt[:, p + 1])
+    child = nxt[:, 1:]  # (n, L, T): first keeper strictly below p
+
+    groups = _distinct_groups(comp, g, tile[:, 1:])  # (n, L, T)
+    pg = np.ones((n, L + 1, T), dtype=np.int64)
+    pg[:, 1:] = np.cumprod(groups, axis=1)
+    used_below = np.prod(g, axis=2)  # (n, L)
+    pu = np.ones((n, L + 1), dtype=np.int64)
+    pu[:, 1:] = np.cumprod(used_below, axis=1)
+    inst = pu[:, :L]  # utilized instances of each level
+
+    f_child = np.take_along_axis(deliv, child, axis=1)
+    grp = np.take_along_axis(pg, child, axis=1) // pg[:, :L]
+    kids = np.take_along_axis(np.broadcast_to(pu[:, :, None], (n, L + 1, T)), child, axis=1) // pu[:, :L, None]
+    a_p = f_child * grp
+    f_p = np.where(lv_idx[None, :, None] > 0, deliv[:, :L], 0)
+
+    # Outputs: distinct outputs one instance ever holds (tile widened by the loops above).
+    above = np.ones((n, L, D), dtype=np.int64)
+    above[:, 1:] = np.cumprod(temporal[:, :-1], axis=1)
+    ext = tile[:, :L] * above
+    part = np.prod(np.where(comp.rank_used[None, None], 1 + np.einsum("tcd,nld->nltc", comp.coef, ext - 1), 1), axis=-1)
+
+    out = comp.is_output[None, None]
+    r = np.where(out, a_p - part, a_p)
+    f = np.where(out, np.where(lv_idx[None, :, None] > 0, f_p - part, 0), f_p)
+    u = np.where(out, a_p, 0)
+    r, f, u = r * keep, f * keep, u * keep
+    shared = (f_child * kids - a_p) * keep * inst[:, :, None]
+    mc = np.where(out, 0, shared)
+    sr = np.where(out, shared, 0)
+
+    blk = comp.block[None, :, None]
+    e_pi = _ceil_div(r, blk) * comp.read_pj[None, :, None] + \
+        (_ceil_div(f, blk) + _ceil_div(u, blk)) * comp.write_pj[None, :, None]
+    rd_pi, wr_pi = r.sum(-1), (f + u).sum(-1)  # (n, L) words per instance
+    bw_cyc = np.maximum(rd_pi / comp.read_bw, wr_pi / comp.write_bw).max(axis=1)
+    cyc = np.ceil(np.maximum(macs_per_unit.astype(np.float64), bw_cyc))
+    i3 = inst[:, :, None]
+    return r * i3, f * i3, u * i3, e_pi * i3, mc, sr, cyc
