@@ -64,6 +64,9 @@ __all__ = [
     "AspectResult",
     "analyze",
     "AspectModel",
+    "AspectView",
+    "aspect_view",
+    "directives_from_mapping",
     "shapes",
     "arch_with_shape",
     "L1_ENERGY_PER_ACCESS_X_MAC",
@@ -933,4 +936,411 @@ def analyze(mapping: DirectiveMapping, hw: MaestroHardware) -> AspectResult:
         ingress_delay=(int(d["ingress"][0]), int(d["ingress"][1]), float(d["ingress"][2])),
         egress_delay=(int(d["egress"][0]), int(d["egress"][1]), float(d["egress"][2])),
         computation_delay=(int(d["compute"][0]), int(d["compute"][1]), float(d["compute"][2])),
+    )
+
+
+# ----------------------------------------------------------------------------------------
+# The accelmap view: Problem + Arch + Mapping  <->  MAESTRO layer + hardware + directives
+# ----------------------------------------------------------------------------------------
+
+_UNLIMITED_BW = 1 << 40  # "bandwidth unconstrained" (MAESTRO's bwinf runs use 1e9)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Which accelmap dimension plays each MAESTRO variable (None: absent, extent 1)."""
+
+    kind: str
+    dim_of: tuple[tuple[str, int | None], ...]  # MAESTRO var -> accelmap dim index
+    stride_y: int
+    stride_x: int
+    tensor_of: tuple[tuple[str, int], ...]  # "input"/"filter"/"output" -> accelmap tensor index
+
+    def dim(self, var: str) -> int | None:
+        return dict(self.dim_of)[var]
+
+    def tensor(self, name: str) -> int:
+        return dict(self.tensor_of)[name]
+
+
+def _layout(problem: Problem) -> _Layout:
+    """Recognize a convolution (N K C P Q R S; depthwise N C P Q R S) or a matmul (M N K)."""
+    names = problem.dim_names
+    idx = {n: i for i, n in enumerate(names)}
+    roles = {t.role.value: i for i, t in enumerate(problem.tensors)}
+    tensor_of = (("input", roles["input"]), ("filter", roles["weight"]), ("output", roles["output"])) \
+        if {"input", "weight", "output"} <= set(roles) else None
+    rel = problem.relevance
+    coef = problem.coefficients
+    err = (
+        f"problem {problem.name}: the aspect model reads convolutions (dims N K C P Q R S, or "
+        f"N C P Q R S for depthwise, stride >= 1, dilation 1) and matmuls (M N K); received dims "
+        f"{list(names)} with tensors {[f'{t.name} ({t.role.value})' for t in problem.tensors]}"
+    )
+    if tensor_of is None:
+        raise SpecError(err + "; it needs one input, one weight and one output tensor")
+    ti, tw, to = (dict(tensor_of)[k] for k in ("input", "filter", "output"))
+    if set(names) == {"M", "N", "K"}:
+        want = {ti: {"M", "K"}, tw: {"K", "N"}, to: {"M", "N"}}
+        for t, dims in want.items():
+            if {names[d] for d in np.flatnonzero(rel[t])} != dims:
+                raise SpecError(err)
+        dim_of = (("N", None), ("K", idx["N"]), ("C", idx["K"]), ("R", None), ("S", None),
+                  ("Y'", idx["M"]), ("X'", None))
+        return _Layout("CONV", dim_of, 1, 1, tensor_of)
+    allowed = {"N", "K", "C", "P", "Q", "R", "S"}
+    if not set(names) <= allowed or not {"C", "P", "Q", "R", "S"} <= set(names):
+        raise SpecError(err)
+    dw = "K" not in names
+    strides = []
+    for p, r in (("P", "R"), ("Q", "S")):
+        # the input coordinate that holds both P and R: coefficient of P = stride, of R = dilation
+        rows = [c for c in range(coef.shape[1]) if coef[ti, c, idx[p]] > 0]
+        if len(rows) != 1 or coef[ti, rows[0], idx[r]] != 1:
+            raise SpecError(err + f"; the input must be indexed by stride*{p} + {r}")
+        strides.append(int(coef[ti, rows[0], idx[p]]))
+    want_out = {"N", "C" if dw else "K", "P", "Q"} & set(names)
+    want_w = {"C", "R", "S"} | (set() if dw else {"K"})
+    if {names[d] for d in np.flatnonzero(rel[to])} != want_out or \
+            {names[d] for d in np.flatnonzero(rel[tw])} != want_w:
+        raise SpecError(err)
+    dim_of = (("N", idx.get("N")), ("K", None if dw else idx["K"]), ("C", idx["C"]), ("R", idx["R"]),
+              ("S", idx["S"]), ("Y'", idx["P"]), ("X'", idx["Q"]))
+    return _Layout("DSCONV" if dw else "CONV", dim_of, strides[0], strides[1], tensor_of)
+
+
+def _maestro_layer(problem: Problem, lay: _Layout) -> MaestroLayer:
+    b = problem.bounds
+
+    def ext(var: str) -> int:
+        d = lay.dim(var)
+        return 1 if d is None else int(b[d])
+
+    r, s = ext("R"), ext("S")
+    dims = [("K", ext("K")), ("C", ext("C")), ("R", r), ("S", s),
+            ("Y", (ext("Y'") - 1) * lay.stride_y + r), ("X", (ext("X'") - 1) * lay.stride_x + s)]
+    if lay.dim("N") is not None:
+        dims.insert(0, ("N", ext("N")))
+    return MaestroLayer(name=problem.name, kind=lay.kind, dims=tuple(dims),
+                        stride_y=lay.stride_y, stride_x=lay.stride_x)
+
+
+@dataclass(frozen=True, slots=True)
+class AspectView:
+    """How the aspect model reads an `Arch`.
+
+    ``array_level`` is the level whose fanout is the PE array (MAESTRO's L2, shared): its
+    ``fanout_x`` PEs form one cluster (``Cluster(x)``) and ``fanout_y`` clusters the array.
+    The level below it (if any) is the per-PE L1; levels above it are off-chip (their
+    temporal loops fold into the top cluster level). NoC bandwidth = the array level's read
+    bandwidth; off-chip bandwidth = the outermost level's (None = unconstrained).
+    """
+
+    array_level: int
+    x: int
+    y: int
+    noc_bw: int
+    offchip_bw: int
+
+    @property
+    def l1_level(self) -> int | None:
+        return self.array_level + 1
+
+
+def aspect_view(arch: Arch) -> AspectView:
+    fan = [lv.fanout for lv in arch.levels]
+    multi = [i for i, f in enumerate(fan) if f > 1]
+    if len(multi) > 1:
+        raise SpecError(
+            f"arch {arch.name}: the aspect model has one PE array (one level with a fanout); levels "
+            f"{[arch.levels[i].name for i in multi]} all fan out. Keep the fanout on one level"
+        )
+    a = multi[0] if multi else max(arch.n_levels - 2, 0)
+    lv = arch.levels[a]
+
+    def bw(v: float | None) -> int:
+        return _UNLIMITED_BW if v is None else max(1, int(v))
+
+    off = bw(arch.levels[0].read_bandwidth_words_per_cycle) if a > 0 else _UNLIMITED_BW
+    return AspectView(a, lv.fanout_x, lv.fanout_y, bw(lv.read_bandwidth_words_per_cycle), off)
+
+
+def shapes(n_pes: int) -> list[tuple[int, int]]:
+    """Every array shape ``(x, y)`` with ``x * y == n_pes``: x PEs per cluster, y clusters.
+
+    >>> shapes(16)
+    [(1, 16), (2, 8), (4, 4), (8, 2), (16, 1)]
+    """
+    if isinstance(n_pes, bool) or not isinstance(n_pes, int) or n_pes < 1:
+        raise SpecError(f"n_pes = {n_pes!r}; expected an int >= 1")
+    return [(x, n_pes // x) for x in range(1, n_pes + 1) if n_pes % x == 0]
+
+
+def arch_with_shape(arch: Arch, x: int, y: int) -> Arch:
+    """A copy of ``arch`` whose PE array (the aspect view's array level) is ``x`` by ``y``."""
+    view = aspect_view(arch)
+    if x < 1 or y < 1:
+        raise SpecError(f"array shape {x}x{y}; expected positive sizes")
+    levels = list(arch.levels)
+    levels[view.array_level] = replace(levels[view.array_level], fanout_x=x, fanout_y=y)
+    return replace(arch, name=f"{arch.name}[{x}x{y}]", levels=tuple(levels))
+
+
+def _row_plan(problem: Problem, lay: _Layout, view: AspectView, m: Mapping) -> tuple[list, list, int, int]:
+    """Directive plan of one mapping: (top, inner, f_y, f_x) with entries (var, spatial, size, ofs).
+
+    Raises SpecError when the mapping has no directive form (spatial unrolling away from the
+    array level, two dims unrolled along one array axis)."""
+    a = view.array_level
+    t, sp = m.temporal, m.spatial
+    L = t.shape[0]
+    for lvl in range(L):
+        if lvl != a and (sp[lvl] > 1).any():
+            raise SpecError("spatial unrolling below a level other than the PE array")
+    fx_dims = np.flatnonzero(sp[a, :, 0] > 1)
+    fy_dims = np.flatnonzero(sp[a, :, 1] > 1)
+    if len(fx_dims) > 1 or len(fy_dims) > 1:
+        raise SpecError("more than one dimension unrolled along one array axis (one SpatialMap per cluster level)")
+    pe = np.prod(t[a + 1:], axis=0) if a + 1 < L else np.ones(t.shape[1], dtype=np.int64)
+    pe = pe * np.prod(sp[a + 1:, :, 0] * sp[a + 1:, :, 1], axis=0) if a + 1 < L else pe
+    cl = pe * sp[a, :, 0]
+    f_x = int(sp[a, fx_dims[0], 0]) if len(fx_dims) else 1
+    f_y = int(sp[a, fy_dims[0], 1]) if len(fy_dims) else 1
+    d_x = int(fx_dims[0]) if len(fx_dims) else None
+    d_y = int(fy_dims[0]) if len(fy_dims) else None
+    # position of each dim in the top loop nest: its innermost temporal loop at levels <= a
+    pos: dict[int, tuple[int, int]] = {}
+    for lvl in range(a + 1):
+        for rank, d in enumerate(m.order[lvl]):
+            if t[lvl, d] > 1:
+                pos[int(d)] = (lvl, rank)
+    if d_y is not None and d_y not in pos:
+        pos[d_y] = (a, -1)
+    vars_ = [v for v, d in lay.dim_of if v not in ("Y'", "X'") and (d is not None or v != "N")]
+    vars_ += ["Y", "X"]
+    src = {v: lay.dim("Y'" if v == "Y" else "X'" if v == "X" else v) for v in vars_}
+    strides = {"Y": lay.stride_y, "X": lay.stride_x}
+    filt = {"Y": "R", "X": "S"}
+
+    def size_ofs(v: str, tile: np.ndarray) -> tuple[int, int]:
+        d = src[v]
+        n = 1 if d is None else int(tile[d])
+        if v in filt:
+            rd = src[filt[v]]
+            r = 1 if rd is None else int(tile[rd])
+            return (n - 1) * strides[v] + r, n * strides[v]
+        return n, n
+
+    def key(v: str) -> tuple[int, int, int]:
+        d = src[v]
+        if d is not None and d in pos:
+            return (0, *pos[d])
+        return (1, 0, vars_.index(v))
+
+    top_vars = sorted(vars_, key=key)
+    sp_top = next((v for v in top_vars if d_y is not None and src[v] == d_y), None)
+    if sp_top is None:  # no Y unrolling: a one-cluster SpatialMap over a dim that does not iterate
+        sp_top = next((v for v in reversed(top_vars) if key(v)[0] == 1), top_vars[-1])
+    top = [(v, v == sp_top, *size_ofs(v, cl)) for v in top_vars]
+    sp_in = next((v for v in vars_ if d_x is not None and src[v] == d_x), vars_[-1])
+    inner = [(v, v == sp_in, *size_ofs(v, pe)) for v in vars_]
+    return top, inner, f_y, f_x
+
+
+def directives_from_mapping(problem: Problem, arch: Arch, mapping: Mapping) -> tuple[DirectiveMapping, MaestroHardware]:
+    """The MAESTRO form of an accelmap mapping: directives and the hardware they run on.
+
+    Top level: one directive per dimension, in the mapping's loop order (the innermost
+    level at or above the PE array where the dim has a temporal loop), sizes = the cluster's
+    tile; the Y-unrolled dim is the ``SpatialMap``. ``Cluster(f_x)``; inner level: the
+    X-unrolled dim is the ``SpatialMap``, sizes = the per-PE tile. Convolution rows and
+    columns are written in input coordinates: ``TemporalMap((P_t - 1) * stride + R_t,
+    P_t * stride) Y``. See docs/aspect.md for the correspondence and its limits.
+
+    Raises
+    ------
+    SpecError
+        If the problem is not a convolution or matmul, or the mapping has no directive form.
+    """
+    lay = _layout(problem)
+    view = aspect_view(arch)
+    top, inner, f_y, f_x = _row_plan(problem, lay, view, mapping)
+    kinds = {True: DirectiveKind.SPATIAL, False: DirectiveKind.TEMPORAL}
+    dirs: list[Directive | ClusterDirective] = [Directive(kinds[s], v, size, ofs) for v, s, size, ofs in top]
+    dirs.append(ClusterDirective(f_x))
+    dirs += [Directive(kinds[s], v, size, ofs) for v, s, size, ofs in inner]
+    caps = arch.capacities_words
+    a = view.array_level
+    l1 = caps[a + 1] if a + 1 < arch.n_levels else np.inf
+    hw = MaestroHardware(
+        num_pes=f_x * f_y, noc_bw=view.noc_bw, offchip_bw=view.offchip_bw,
+        l2_size=None if not np.isfinite(caps[a]) else int(caps[a]),
+        l1_size=None if not np.isfinite(l1) else int(l1),
+    )
+    return DirectiveMapping(layer=_maestro_layer(problem, lay), directives=tuple(dirs)), hw
+
+
+# ----------------------------------------------------------------------------------------
+# The CostModel plugin
+# ----------------------------------------------------------------------------------------
+
+_TNAMES = ("input", "filter", "output")
+_RESULT_FIELDS = ("runtime", "macs", "l1_read", "l1_write", "l2_read", "l2_write", "l1_req", "l2_req")
+
+
+def _empty_rows(n: int) -> dict[str, np.ndarray]:
+    out = {"runtime": np.zeros(n, np.int64), "macs": np.zeros(n, np.int64)}
+    for k in _RESULT_FIELDS[2:]:
+        out[k] = np.zeros((n, 3), np.int64)
+    return out
+
+
+def _fill_row(rows: dict[str, np.ndarray], i: int, r: AspectResult) -> None:
+    rows["runtime"][i] = r.runtime_cycles
+    rows["macs"][i] = r.num_macs
+    for j, t in enumerate(_TNAMES):
+        for k, src in (("l1_read", "l1_read"), ("l1_write", "l1_write"), ("l2_read", "l2_read"),
+                       ("l2_write", "l2_write"), ("l1_req", "l1_size_req"), ("l2_req", "l2_size_req")):
+            rows[k][i, j] = r.tensors[t][src]
+
+
+class AspectModel:
+    """MAESTRO-class cost model (plugin name ``aspect``).
+
+    Reads the arch through `aspect_view` (one PE array of ``fanout_x`` PEs per cluster by
+    ``fanout_y`` clusters, an L2 at the array level, an L1 per PE below it, off-chip above)
+    and each mapping through `directives_from_mapping`. Per mapping: cycles = the analysed
+    runtime; per-level counts: L2 and L1 reads/fills/updates as MAESTRO counts them, off-chip
+    reads = L2 fills of the operands and off-chip updates = L2 reads of the output (the
+    write-back); energy = counts x the arch's per-access energies + MACs x MAC energy.
+
+    A row is invalid (`Reason`) when `check_batch` rejects it (capacity excepted), when it
+    has no directive form or the directive form does not do exactly the problem's MACs
+    (``MODEL``: e.g. a filter dim tiled above the PE, which MAESTRO's sliding-window
+    directives cannot express), or when MAESTRO's double-buffered L1 / L2 requirements
+    exceed the arch's capacities (``CAPACITY``). The ``keep`` array is not used: the model
+    keeps every tensor at L1 and L2, as MAESTRO does.
+    """
+
+    name: ClassVar[str] = "aspect"
+
+    def __init__(self, *, vectorized: bool = True) -> None:
+        self.vectorized = vectorized
+
+    def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        lay = _layout(problem)
+        view = aspect_view(arch)
+        n = len(mappings)
+        chk = check_batch(problem, arch, mappings)
+        ok = chk.valid | (chk.reason == int(Reason.CAPACITY))
+        reason = np.where(ok, 0, chk.reason)
+        level = np.where(ok, -1, chk.level)
+        rows = _empty_rows(n)
+        done = np.zeros(n, dtype=bool)
+        if self.vectorized and ok.any():
+            from accelmap.costmodels._aspect_batch import evaluate_regular
+
+            idx = np.flatnonzero(ok)
+            sub, regular = evaluate_regular(problem, lay, view, mappings.take(idx))
+            ridx = idx[regular]
+            for k in rows:
+                rows[k][ridx] = sub[k][regular]
+            done[ridx] = True
+        for i in np.flatnonzero(ok & ~done):
+            res = self._row(problem, arch, mappings[int(i)])
+            if res is None:
+                reason[i] = int(Reason.MODEL)
+            else:
+                _fill_row(rows, int(i), res)
+        return _metrics(problem, arch, view, rows, reason, level)
+
+    def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
+        """Scalar reference: the directive form of the mapping through `analyze`."""
+        lay = _layout(problem)
+        view = aspect_view(arch)
+        del lay
+        batch = mapping.as_batch()
+        chk = check_batch(problem, arch, batch)
+        ok = bool(chk.valid[0] or chk.reason[0] == int(Reason.CAPACITY))
+        reason = np.array([0 if ok else int(chk.reason[0])])
+        level = np.array([-1 if ok else int(chk.level[0])])
+        rows = _empty_rows(1)
+        if ok:
+            res = self._row(problem, arch, mapping)
+            if res is None:
+                reason[0] = int(Reason.MODEL)
+            else:
+                _fill_row(rows, 0, res)
+        return _metrics(problem, arch, view, rows, reason, level)
+
+    @staticmethod
+    def _row(problem: Problem, arch: Arch, mapping: Mapping) -> AspectResult | None:
+        try:
+            dm, hw = directives_from_mapping(problem, arch, mapping)
+        except SpecError:
+            return None
+        res = analyze(dm, hw)
+        return res if res.num_macs == problem.macs else None
+
+
+def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.ndarray],
+             reason: np.ndarray, level: np.ndarray) -> Metrics:
+    n = len(reason)
+    L, T = arch.n_levels, problem.n_tensors
+    lay = _layout(problem)
+    a = view.array_level
+    l1 = a + 1 if a + 1 < L else None
+    caps = arch.capacities_words
+    valid = reason == 0
+    l2_need = rows["l2_req"].sum(axis=1)
+    cap_bad = valid & (l2_need > caps[a])
+    if l1 is not None:
+        l1_bad = valid & ~cap_bad & (rows["l1_req"].sum(axis=1) > caps[l1])
+        level = np.where(l1_bad, l1, level)
+        reason = np.where(l1_bad, int(Reason.CAPACITY), reason)
+    level = np.where(cap_bad, a, level)
+    reason = np.where(cap_bad, int(Reason.CAPACITY), reason)
+    valid = reason == 0
+    reads = np.zeros((n, L, T))
+    fills = np.zeros((n, L, T))
+    updates = np.zeros((n, L, T))
+    for j, tname in enumerate(_TNAMES):
+        t = lay.tensor(tname)
+        if tname == "output":
+            reads[:, a, t] = rows["l2_read"][:, j]
+            updates[:, a, t] = rows["l2_write"][:, j]
+            if l1 is not None:
+                reads[:, l1, t] = rows["l1_read"][:, j]
+                updates[:, l1, t] = rows["l1_write"][:, j]
+            if a > 0:
+                updates[:, 0, t] = rows["l2_read"][:, j]
+        else:
+            reads[:, a, t] = rows["l2_read"][:, j]
+            fills[:, a, t] = rows["l2_write"][:, j]
+            if l1 is not None:
+                reads[:, l1, t] = rows["l1_read"][:, j]
+                fills[:, l1, t] = rows["l1_write"][:, j]
+            if a > 0:
+                reads[:, 0, t] = rows["l2_write"][:, j]
+    rd_e = np.array([lv.read_energy_pj / lv.block_words for lv in arch.levels])
+    wr_e = np.array([lv.write_energy_pj / lv.block_words for lv in arch.levels])
+    breakdown = reads * rd_e[None, :, None] + (fills + updates) * wr_e[None, :, None]
+    macs = problem.macs
+    compute = np.full(n, macs * arch.compute.energy_per_mac_pj, dtype=float)
+    energy = breakdown.sum(axis=(1, 2)) + compute
+    cycles = rows["runtime"].astype(float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        util = np.where(cycles > 0, macs / (np.maximum(cycles, 1) * arch.n_macs), 0.0)
+    inv = ~valid
+    cycles = np.where(inv, np.inf, cycles)
+    energy = np.where(inv, np.inf, energy)
+    util = np.where(inv, 0.0, util)
+    for arr in (reads, fills, updates, breakdown):
+        arr[inv] = 0.0
+    return Metrics(
+        cycles=cycles, energy_pj=energy, compute_energy_pj=np.where(inv, 0.0, compute),
+        utilization=util, valid=valid, reason=reason.astype(np.int64), reason_level=level.astype(np.int64),
+        reads=reads, fills=fills, updates=updates, energy_breakdown_pj=breakdown,
+        multicast=np.zeros((n, L, T)), spatial_reductions=np.zeros((n, L, T)),
+        macs=macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
     )
