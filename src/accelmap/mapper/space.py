@@ -417,6 +417,13 @@ class MapSpace:
         self._index = [_RowIndex(t.reshape(len(t), -1)) for t in self._tables]
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
+        # per table row, for the fast legality path of sample_valid (fanout, capacity and
+        # utilization need only these): tile extent per level, spatial X/Y per level, and
+        # the product of temporal factors
+        f = self._big.prod(axis=2)  # (R, L)
+        self._row_tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1].copy()
+        self._row_sxy = np.ascontiguousarray(self._big[:, :, 1:].reshape(len(self._big), -1)).astype(np.int32)
+        self._row_tsteps = self._big[:, :, _T].prod(axis=1).astype(np.float64)
 
     def _build_orders(self) -> None:
         L, D = self._L, self._D
@@ -755,6 +762,68 @@ class MapSpace:
         parts.sort(key=lambda t: -t[0])
         return ", ".join(t for _, t in parts)
 
+    def _fast_reasons(self, rows: IntArray, keep: BoolArray) -> tuple[IntArray, IntArray]:
+        """Fanout, capacity and utilization of decoded-to-be points, from table rows and keep
+        bits alone (orders never change legality). Same rules and reason order as
+        `check_batch` followed by the utilization check of `check`."""
+        n = len(rows)
+        L = self._L
+        flat = rows + self._offsets[None, :]
+        reason = np.zeros(n, dtype=np.int64)
+        level = np.full(n, -1, dtype=np.int64)
+        fan = self.arch.fanouts.reshape(-1)  # (L*2,) X, Y per level
+        used = self._row_sxy[flat].prod(axis=1, dtype=np.int64)  # (n, L*2)
+        bad = used > fan[None, :]
+        anyb = bad.any(axis=1)
+        reason[anyb] = int(Reason.FANOUT)
+        level[anyb] = np.argmax(bad[anyb], axis=1) // 2
+        caps = self.arch.capacities_words
+        cap_levels = [lv for lv in range(L) if np.isfinite(caps[lv])]
+        live = np.nonzero(~anyb)[0]
+        if cap_levels and len(live):
+            fl = flat[live]
+            kp = keep[live]
+            m = len(live)
+            tiles = self._row_tiles[:, cap_levels][fl]  # (m, D, Lc)
+            need = np.zeros((m, len(cap_levels)), dtype=np.int64)
+            for t, coords in enumerate(self._fp_terms):
+                kt = kp[:, cap_levels, t]
+                fp = np.ones((m, len(cap_levels)), dtype=np.int64)
+                for terms in coords:
+                    if len(terms) == 1 and terms[0][1] == 1:
+                        fp *= tiles[:, terms[0][0]]
+                        continue
+                    span = np.ones((m, len(cap_levels)), dtype=np.int64)
+                    for d, a in terms:
+                        span += a * (tiles[:, d] - 1)
+                    fp *= span
+                need += fp * kt
+            over = need > caps[cap_levels][None, :]
+            anyo = over.any(axis=1)
+            idx = live[anyo]
+            reason[idx] = int(Reason.CAPACITY)
+            level[idx] = np.asarray(cap_levels)[np.argmax(over[anyo], axis=1)]
+        if self.min_utilization > 0:
+            steps = self._row_tsteps[flat].prod(axis=1)
+            util = self.problem.macs / (self.arch.n_macs * steps)
+            low = (reason == 0) & (util < self.min_utilization - 1e-12)
+            reason[low] = int(Reason.UTILIZATION)
+        return reason, level
+
+    @property
+    def _fp_terms(self) -> list[list[list[tuple[int, int]]]]:
+        cached = getattr(self, "_fp_terms_cache", None)
+        if cached is None:
+            coef = self.problem.coefficients
+            used = self.problem.rank_used
+            cached = [
+                [[(int(d), int(coef[t, c, d])) for d in np.nonzero(coef[t, c])[0]]
+                 for c in range(coef.shape[1]) if used[t, c]]
+                for t in range(self._T)
+            ]
+            self._fp_terms_cache = cached
+        return cached
+
     def sample_valid(self, n: int, rng: np.random.Generator, *, max_draws: int | None = None,
                      method: str = "auto", allow_fewer: bool = False) -> MappingBatch:
         """n legal mappings.
@@ -762,10 +831,13 @@ class MapSpace:
         Parameters
         ----------
         method
-            ``"reject"``: uniform draws, illegal ones discarded (uniform over the legal
-            set). ``"repair"``: every draw is pushed towards legality by moving prime
-            factors of dims out to the outermost level (fast, not uniform). ``"auto"``:
-            rejection first; if the legal fraction is low, repair for the rest.
+            ``"reject"``: uniform draws, illegal ones discarded, so the result is uniform
+            over the legal set. Loop orders never decide legality, so they are drawn only
+            for the draws whose factors and bypass bits pass. ``"repair"``: every draw is
+            pushed towards legality by moving prime factors out to the outermost level's
+            temporal loop (fast when the legal fraction is tiny; not uniform).
+            ``"auto"``: rejection, switching to repair when the legal fraction seen so far
+            could not deliver n within ``max_draws``.
         max_draws
             Give up after this many draws (default ``max(100_000, 200 n)``).
         allow_fewer
@@ -784,35 +856,55 @@ class MapSpace:
         found: list[MappingBatch] = []
         n_found = 0
         drawn = 0
-        last: tuple[MappingBatch, BatchCheck] | None = None
+        last_u: tuple[IntArray, IntArray] | None = None
         use_repair = method == "repair"
         while n_found < n and drawn < max_draws:
-            k = int(min(max_draws - drawn, max(1024, 2 * (n - n_found)), 1 << 16))
-            batch = self.sample(k, rng)
+            want = n - n_found
+            k = int(min(max_draws - drawn, max(4096, 4 * want), 1 << 16))
             drawn += k
             if use_repair:
-                batch = self._push_out(batch, rng)
-            res = self.check(batch)
-            if last is None or not use_repair:
-                last = (batch, res)
-            good = batch.take(np.nonzero(res.valid)[0])
-            if len(good):
-                found.append(good)
-                n_found += len(good)
-            if method == "auto" and not use_repair and drawn >= 4096 and n_found < 0.5 * n * drawn / max(n, 1):
-                # legal fraction too low for rejection to finish soon: switch to repair
+                batch = self._push_out(self.sample(k, rng), rng)
+                good = batch.take(np.nonzero(self.check(batch).valid)[0])
+            else:
+                # stage 1: factor rows and bypass bits only (uniform: floor(u * bound))
+                cols = np.concatenate([self._tile_cols, self._keep_cols])
+                u = np.minimum((rng.random((k, len(cols))) * self.bounds[cols]).astype(np.int64),
+                               self.bounds[cols] - 1)
+                rows = np.zeros((k, self._D), dtype=np.int64)
+                nt = len(self._tile_cols)
+                rows[:, self._tile_dims] = u[:, :nt]
+                keep = np.broadcast_to(self._keep_base, (k, self._L, self._T)).copy()
+                if len(self._keep_free):
+                    keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = u[:, nt:].astype(bool)
+                reason, _ = self._fast_reasons(rows, keep)
+                ok = np.nonzero(reason == 0)[0][:want]
+                last_u = (cols, u[:16384])
+                good = None
+                if len(ok):
+                    # stage 2: loop orders (independent of legality) for the survivors only
+                    x = self.sample_encoded(len(ok), rng)
+                    x[:, cols] = u[ok]
+                    good = self.decode(x)
+            if good is not None and len(good):
+                found.append(good.take(slice(0, want)))
+                n_found += min(len(good), want)
+            if method == "auto" and not use_repair and n_found < n:
                 frac = n_found / drawn
-                if frac * max_draws < 2 * n:
+                if frac * (max_draws - drawn) < (n - n_found):
                     use_repair = True
         if n_found >= n:
-            return MappingBatch.concat(found).take(slice(0, n))
+            return found[0] if len(found) == 1 else MappingBatch.concat(found)
         if n_found and allow_fewer:
             return MappingBatch.concat(found)
-        assert last is not None
-        batch, res = last
+        if last_u is not None:
+            x = self.sample_encoded(len(last_u[1]), rng)
+            x[:, last_u[0]] = last_u[1]
+            sample = self.decode(x)
+        else:
+            sample = self.sample(16384, rng)
         raise InfeasibleSpaceError(
             f"{n_found} of {drawn} sampled mappings of {self.problem.name} on {self.arch.name} fit"
-            f"{'' if n_found == 0 else f' (wanted {n})'}: {self.violation_summary(batch, res) or 'none failed'}. "
+            f"{'' if n_found == 0 else f' (wanted {n})'}: {self.violation_summary(sample) or 'none failed'}. "
             "Try a larger buffer, fewer constraints, a lower min_utilization, or imperfect factorization."
         )
 
