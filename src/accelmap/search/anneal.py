@@ -23,6 +23,7 @@ from typing import ClassVar
 import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.errors import SpecError
 from accelmap.search.base import Cap, SearcherBase, SearchSpace
 
 __all__ = ["AnnealSearcher"]
@@ -57,12 +58,12 @@ class AnnealSearcher(SearcherBase):
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("chains", chains), ("elite_every", elite_every)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"anneal searcher: {key} = {v!r}; expected an int >= 1")
+                raise SpecError(f"anneal searcher: {key} = {v!r}; expected an int >= 1")
         if not (t_start > 0 and t_end > 0 and t_end <= t_start):
-            raise ValueError(f"anneal searcher: t_start = {t_start!r}, t_end = {t_end!r}; "
+            raise SpecError(f"anneal searcher: t_start = {t_start!r}, t_end = {t_end!r}; "
                              "expected 0 < t_end <= t_start")
         if not 0 <= multi_move <= 1:
-            raise ValueError(f"anneal searcher: multi_move = {multi_move!r}; expected a probability")
+            raise SpecError(f"anneal searcher: multi_move = {multi_move!r}; expected a probability")
         self.chains = chains
         if warmup is None:
             warmup = int(min(50_000, max(4 * chains, 0.1 * (budget_hint or 0))))

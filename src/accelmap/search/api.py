@@ -220,9 +220,15 @@ class NetworkResult:
     layers: tuple[SearchResult, ...]
     repeats: tuple[int, ...]
     names: tuple[tuple[str, ...], ...] = ()  # layer names that share each searched shape
+    n_distinct: int = 0  # distinct layer shapes in the network (> len(layers) if interrupted)
     elapsed_s: float = 0.0
     config: dict[str, Any] = field(default_factory=dict)
     versions: dict[str, str] = field(default_factory=versions)
+
+    @property
+    def complete(self) -> bool:
+        """False when the search was interrupted before every distinct layer was searched."""
+        return len(self.layers) >= self.n_distinct
 
     @property
     def cycles(self) -> float:
@@ -255,7 +261,9 @@ class NetworkResult:
         return {
             "network": self.network, "arch": self.arch,
             "totals": {"cycles": self.cycles, "energy_pj": self.energy_pj, "edp": self.edp,
-                       "layers": sum(self.repeats), "distinct_layers": len(self.layers)},
+                       "layers": sum(self.repeats), "distinct_layers": self.n_distinct or len(self.layers),
+                       "searched_layers": len(self.layers),
+                       "complete": self.complete},
             "layers": [dict(r.to_dict(), repeat=k, names=list(n))
                        for r, k, n in zip(self.layers, self.repeats, self.names or [()] * len(self.layers), strict=False)],
             "elapsed_s": self.elapsed_s, "config": self.config, "versions": dict(self.versions),
@@ -268,6 +276,7 @@ class NetworkResult:
             layers=tuple(SearchResult.from_dict(x) for x in d["layers"]),
             repeats=tuple(int(x.get("repeat", 1)) for x in d["layers"]),
             names=tuple(tuple(x.get("names", ())) for x in d["layers"]),
+            n_distinct=int(d.get("totals", {}).get("distinct_layers", len(d["layers"]))),
             elapsed_s=float(d.get("elapsed_s", 0.0)), config=dict(d.get("config", {})),
             versions=dict(d.get("versions", {})),
         )
@@ -339,10 +348,12 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         names.append(tuple(p.name for p in members))
         if on_layer is not None:
             on_layer(i, len(groups), r)
+        if r.stop_reason == "interrupted":  # Ctrl-C ends the whole network, not one layer
+            break
     cfg = dict(results[0].config)
     cfg.pop("problem", None)
     return NetworkResult(network=name, arch=getattr(arc, "name", str(arc)), layers=tuple(results),
-                         repeats=tuple(repeats), names=tuple(names),
+                         repeats=tuple(repeats), names=tuple(names), n_distinct=len(groups),
                          elapsed_s=round(time.perf_counter() - t0, 3), config=cfg)
 
 

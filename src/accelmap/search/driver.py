@@ -223,9 +223,9 @@ class Driver:
     def run(self) -> SearchResult:
         """Search until a stop condition holds; return the result."""
         o = self.options
-        st = self.state
         if o.checkpoint is not None and Path(o.checkpoint).exists():
             self._load_checkpoint(Path(o.checkpoint))
+        st = self.state
         bar = _progress(o, st.n_evals, self.objective.name)
         t0 = time.perf_counter()
         base_elapsed = st.elapsed_s

@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
-from accelmap.errors import SpaceTooLargeError
+from accelmap.errors import SpaceTooLargeError, SpecError
 from accelmap.search.base import Cap, SearcherBase, SearchSpace
 
 __all__ = ["ExhaustiveSearcher", "DEFAULT_MAX_SIZE"]
@@ -43,7 +43,7 @@ class ExhaustiveSearcher(SearcherBase):
                  max_size: int = DEFAULT_MAX_SIZE, chunk: int = 8192) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         if isinstance(chunk, bool) or not isinstance(chunk, int) or chunk < 1:
-            raise ValueError(f"exhaustive searcher: chunk = {chunk!r}; expected an int >= 1")
+            raise SpecError(f"exhaustive searcher: chunk = {chunk!r}; expected an int >= 1")
         self.chunk = chunk
         self.max_size = int(max_size)
         try:

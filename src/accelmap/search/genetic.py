@@ -33,6 +33,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.errors import SpecError
 from accelmap.search.base import Cap, SearcherBase, SearchSpace
 
 __all__ = ["GeneticSearcher"]
@@ -99,17 +100,17 @@ class GeneticSearcher(SearcherBase):
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("population", population), ("init_factor", init_factor), ("tournament", tournament)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"genetic searcher: {key} = {v!r}; expected an int >= 1")
+                raise SpecError(f"genetic searcher: {key} = {v!r}; expected an int >= 1")
         if isinstance(elite, bool) or not isinstance(elite, int) or not 0 <= elite < population:
-            raise ValueError(f"genetic searcher: elite = {elite!r}; expected 0 <= elite < population")
+            raise SpecError(f"genetic searcher: elite = {elite!r}; expected 0 <= elite < population")
         for key, p in (("cx_prob", cx_prob), ("mut_prob", mut_prob)):
             if not 0 <= p <= 1:
-                raise ValueError(f"genetic searcher: {key} = {p!r}; expected a probability")
+                raise SpecError(f"genetic searcher: {key} = {p!r}; expected a probability")
         w = {"neighbour": 0.5, "spatial": 0.15, "keep": 0.1, "order": 0.1, "tile": 0.15}
         if mutation_weights is not None:
             unknown = sorted(set(mutation_weights) - set(_OPERATORS))
             if unknown:
-                raise ValueError(f"genetic searcher: unknown mutation operators {unknown}; known: {list(_OPERATORS)}")
+                raise SpecError(f"genetic searcher: unknown mutation operators {unknown}; known: {list(_OPERATORS)}")
             w.update({k: float(v) for k, v in mutation_weights.items()})
         # an operator whose genes do not exist in this space gets no weight
         kinds = set(space.param_kinds)
@@ -118,7 +119,7 @@ class GeneticSearcher(SearcherBase):
                 w[op] = 0.0
         total = sum(w.values())
         if total <= 0:
-            raise ValueError("genetic searcher: every mutation weight is zero")
+            raise SpecError("genetic searcher: every mutation weight is zero")
         self.weights = np.array([w[k] / total for k in _OPERATORS])
         self.population = population
         self.init_factor = init_factor
@@ -261,5 +262,5 @@ def _logf(objective: FloatArray, valid: BoolArray, m: int) -> FloatArray:
     f[~np.asarray(valid, dtype=bool)] = np.inf
     f[~np.isfinite(f)] = np.inf
     if f.shape[1] != m:
-        raise ValueError(f"genetic searcher got {f.shape[1]} objective columns; expected {m}")
+        raise SpecError(f"genetic searcher got {f.shape[1]} objective columns; expected {m}")
     return f

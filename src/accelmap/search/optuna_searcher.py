@@ -30,7 +30,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
-from accelmap.errors import UnknownPluginError
+from accelmap.errors import SpecError, UnknownPluginError
 from accelmap.search.base import Cap, SearcherBase, SearchSpace
 
 __all__ = ["OptunaSearcher", "SAMPLERS"]
@@ -80,12 +80,12 @@ class OptunaSearcher(SearcherBase):
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("inner", inner), ("trials_per_ask", trials_per_ask), ("n_startup_trials", n_startup_trials)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise ValueError(f"optuna searcher: {key} = {v!r}; expected an int >= 1")
+                raise SpecError(f"optuna searcher: {key} = {v!r}; expected an int >= 1")
         if isinstance(refine, bool) or not isinstance(refine, int) or refine < 0:
-            raise ValueError(f"optuna searcher: refine = {refine!r}; expected an int >= 0")
+            raise SpecError(f"optuna searcher: refine = {refine!r}; expected an int >= 0")
         sampler = sampler or ("nsga2" if self.n_objectives > 1 else "tpe")
         if sampler not in SAMPLERS:
-            raise ValueError(f"optuna searcher: sampler = {sampler!r}; expected one of {list(SAMPLERS)}")
+            raise SpecError(f"optuna searcher: sampler = {sampler!r}; expected one of {list(SAMPLERS)}")
         need = {"cmaes": "cmaes", "gp": "torch"}.get(sampler)
         if need and importlib.util.find_spec(need) is None:
             raise UnknownPluginError(

@@ -12,6 +12,7 @@ from typing import ClassVar
 import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.errors import SpecError
 from accelmap.search.base import Cap, SearcherBase, SearchSpace
 
 __all__ = ["RandomSearcher"]
@@ -37,7 +38,7 @@ class RandomSearcher(SearcherBase):
                  batch: int = 4096) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-            raise ValueError(f"random searcher: batch = {batch!r}; expected an int >= 1")
+            raise SpecError(f"random searcher: batch = {batch!r}; expected an int >= 1")
         self.batch = batch
 
     @property

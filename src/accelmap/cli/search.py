@@ -1,0 +1,203 @@
+"""`accelmap search LAYER --arch ARCH`: find the best mapping of a layer (or a network).
+
+Prints the best loop nest, its metrics and the gap to the MapSpace lower bound, and writes
+``result.json`` into ``--out`` (default ``./accelmap-out/<layer>``). ``--json`` prints the
+result as JSON instead (``best.cycles``, ``best.energy_pj``, ``best.edp``, ``best.mapping``).
+``--network NET`` searches every distinct layer of a zoo network and prints a per-layer
+table with network totals. Ctrl-C stops the search and keeps the best so far.
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "search", help="find the best mapping of a layer (or every layer of a network)",
+        description="Search the mapping space of LAYER on ARCH with a cost model and a searcher. "
+                    "LAYER is a zoo name (resnet50/conv3_1) or a problem file (accelmap or Timeloop "
+                    "YAML); ARCH a preset (eyeriss-like) or an arch file. See docs/search.md.")
+    p.add_argument("layer", nargs="?", default=None,
+                   help="zoo layer 'network/layer' or a problem file (omit with --network)")
+    p.add_argument("--arch", required=True, metavar="ARCH", help="arch preset name or arch file")
+    p.add_argument("--network", default=None, metavar="NET",
+                   help="search every distinct layer of zoo network NET (e.g. resnet50)")
+    p.add_argument("--model", default="loopnest", metavar="M", help="cost model (default: loopnest)")
+    p.add_argument("--searcher", default=None, metavar="S",
+                   help="random, exhaustive, optuna, genetic or anneal (default: anneal)")
+    p.add_argument("--budget", type=int, default=None, metavar="N",
+                   help="evaluations per layer (default: 30000, or unlimited with --time)")
+    p.add_argument("--time", type=float, default=None, metavar="SECONDS",
+                   help="wall-clock limit per layer in seconds")
+    p.add_argument("--objective", default="edp", metavar="O",
+                   help="edp (default), energy, cycles, energy^A*cycles^B, or energy,cycles (Pareto)")
+    p.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
+    p.add_argument("--constraints", nargs="+", action="extend", default=None, metavar="FILE",
+                   help="constraint files (accelmap or Timeloop format); later ones override earlier")
+    p.add_argument("--energy", default=None, metavar="ERT", help="Timeloop energy reference table for ARCH")
+    p.add_argument("--padding", action="store_true", help="allow imperfect factorization (padded tiles)")
+    p.add_argument("--early-stop", type=int, default=None, metavar="N",
+                   help="stop after N evaluations without improvement")
+    p.add_argument("--searcher-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="a searcher option (repeatable), e.g. chains=512 or sampler=nsga2")
+    p.add_argument("--storage", default=None, metavar="URL",
+                   help="Optuna storage URL (e.g. sqlite:///study.db; optuna searcher only)")
+    p.add_argument("--study-name", default=None, metavar="NAME",
+                   help="Optuna study name in --storage (default: accelmap-<layer>-<arch>)")
+    p.add_argument("--checkpoint", default=None, metavar="FILE",
+                   help="write the search state to FILE and resume from it when it exists "
+                        "(with --network: a directory, one file per layer)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="where result.json goes (default: ./accelmap-out/<layer or network>)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(func=run)
+
+
+def _parse_value(text: str) -> Any:
+    import yaml
+
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label: str, arch_label: str) -> dict[str, Any]:
+    from accelmap._registry import searchers
+    from accelmap.cli import UsageError
+
+    cls = searchers.get(searcher_name)
+    opts: dict[str, Any] = {}
+    for item in args.searcher_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--searcher-option {item!r}; expected KEY=VALUE, e.g. chains=512")
+        opts[key.strip().replace("-", "_")] = _parse_value(value)
+    if args.storage is not None or args.study_name is not None:
+        if searcher_name != "optuna":
+            raise UsageError(f"--storage and --study-name need --searcher optuna (got {searcher_name!r})")
+        if args.storage is not None:
+            opts["storage"] = args.storage
+            opts["study_name"] = args.study_name or f"accelmap-{layer_label}-{arch_label}".replace("/", "-")
+    params = inspect.signature(cls.__init__).parameters
+    accepted = [n for n, prm in params.items()
+                if prm.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("n_objectives", "seed", "budget_hint")]
+    if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
+        unknown = sorted(set(opts) - set(accepted))
+        if unknown:
+            raise UsageError(f"searcher {searcher_name!r} has no option(s) {unknown}; "
+                             f"its options: {', '.join(accepted) or '(none)'}")
+    return opts
+
+
+def run(args: argparse.Namespace) -> int:
+    from accelmap._registry import costmodels, searchers
+    from accelmap.cli import UsageError
+    from accelmap.search.api import DEFAULT_SEARCHER
+    from accelmap.search.objectives import parse_objective
+
+    if (args.layer is None) == (args.network is None):
+        raise UsageError("give exactly one of LAYER or --network NET")
+    if args.budget is not None and args.budget < 1:
+        raise UsageError(f"--budget {args.budget}; expected an int >= 1")
+    if args.time is not None and not args.time > 0:
+        raise UsageError(f"--time {args.time}; expected seconds > 0")
+    if args.early_stop is not None and args.early_stop < 1:
+        raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
+    searcher = args.searcher or DEFAULT_SEARCHER
+    searchers.get(searcher)  # unknown name -> a "did you mean" error (exit 2)
+    costmodels.get(args.model)
+    objective = parse_objective(args.objective)
+    label = args.network or _layer_label(args.layer)
+    opts = _searcher_options(args, searcher, label, Path(args.arch).stem)
+    progress = not args.no_progress and sys.stderr.isatty()
+    common = dict(model=args.model, searcher=searcher, budget=args.budget, time_limit_s=args.time,
+                  objective=objective, seed=args.seed, constraints=args.constraints,
+                  early_stop=args.early_stop, progress=progress, searcher_options=opts,
+                  allow_padding=args.padding)
+    out_dir = Path(args.out) if args.out else Path("accelmap-out") / label
+    if args.network:
+        return _run_network(args, common, out_dir)
+    return _run_layer(args, common, out_dir)
+
+
+def _layer_label(layer: str) -> str:
+    p = Path(layer)
+    if p.suffix.lower() in (".yaml", ".yml", ".json") or p.exists():
+        return p.stem
+    return layer
+
+
+def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:
+    from accelmap._registry import costmodels
+    from accelmap.arch.io import load_arch
+    from accelmap.mapper.check import render_loop_nest
+    from accelmap.search.api import search
+    from accelmap.workloads.io import load_problem
+
+    problem = load_problem(args.layer)
+    arch = load_arch(args.arch, energy=args.energy)
+    if not args.json:
+        print(f"searching {problem.describe()} on {arch.name} with {common['searcher']} "
+              f"({args.model}, objective {common['objective'].name})", file=sys.stderr)
+    result = search(problem, arch, checkpoint=args.checkpoint, **common)
+    path = result.save(out_dir / "result.json")
+    if args.json:
+        print(result.to_json())
+        return 130 if result.stop_reason == "interrupted" else 0
+    if result.best is None:
+        print(f"interrupted before any legal mapping was found ({result.n_evaluations:,} evaluations)")
+        return 130
+    model = costmodels.get(args.model)()
+    metrics = model.evaluate(problem, arch, result.best.as_batch())
+    print(render_loop_nest(problem, arch, result.best))
+    print()
+    print(metrics.table(0))
+    gap = result.gap()
+    if gap:
+        lb = result.lower_bound or {}
+        print()
+        print("gap to the MapSpace lower bound (best / bound):")
+        for key, unit in (("cycles", "cycles"), ("energy_pj", "pJ"), ("edp", "pJ*cycles")):
+            if key in gap:
+                print(f"  {key:<10} {gap[key]:8.3f}x   (bound {lb[key]:.4g} {unit})")
+    if result.pareto:
+        print()
+        print(f"Pareto front (energy vs cycles, {len(result.pareto)} points):")
+        for pt in result.pareto[:20]:
+            print(f"  energy {pt['energy_pj']:>16,.1f} pJ   cycles {pt['cycles']:>14,.0f}   EDP {pt['edp']:.4g}")
+        if len(result.pareto) > 20:
+            print(f"  ... {len(result.pareto) - 20} more in {path}")
+    print()
+    print(result.summary())
+    print(f"wrote {path}")
+    return 130 if result.stop_reason == "interrupted" else 0
+
+
+def _run_network(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:
+    from accelmap.arch.io import load_arch
+    from accelmap.search.api import search_network
+
+    arch = load_arch(args.arch, energy=args.energy)
+
+    def on_layer(i: int, n: int, r: Any) -> None:
+        if not args.json:
+            print(f"[{i + 1}/{n}] {r.summary()}", file=sys.stderr)
+
+    result = search_network(args.network, arch, on_layer=on_layer, checkpoint_dir=args.checkpoint, **common)
+    path = result.save(out_dir / "result.json")
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+        return 0
+    print(f"{result.network} on {result.arch}: {len(result.layers)} distinct layers, "
+          f"{sum(result.repeats)} layers in all")
+    print(result.table())
+    print(f"wrote {path}")
+    return 0
