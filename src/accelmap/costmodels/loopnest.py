@@ -165,7 +165,13 @@ class LoopNestModel:
             mcast[rows], sred[rows], cycles[rows] = mc, sr, cyc
             util[rows] = problem.macs / (comp.n_macs * cyc)
         compute_pj = np.where(check.valid, problem.macs * comp.mac_pj, np.inf)
-        energy = np.where(check.valid, energy_lt.sum(axis=(1, 2)) + problem.macs * comp.mac_pj, np.inf)
+        # Summed level by level, tensor by tensor: the scalar path adds in the same order,
+        # so both agree to the last bit.
+        total = np.zeros(n)
+        for lv in range(L):
+            for t in range(T):
+                total = total + energy_lt[:, lv, t]
+        energy = np.where(check.valid, total + problem.macs * comp.mac_pj, np.inf)
         return Metrics(
             cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
             valid=check.valid, reason=check.reason, reason_level=check.level,
@@ -193,7 +199,11 @@ class LoopNestModel:
             )
         res = _scalar_counts(problem, arch, mapping)
         mac_pj = problem.macs * float(arch.compute.energy_per_mac_pj)
-        energy = float(sum(sum(row) for row in res["energy"])) + mac_pj
+        energy = 0.0
+        for row in res["energy"]:
+            for e in row:
+                energy += e
+        energy += mac_pj
         cyc = res["cycles"]
         return Metrics(
             cycles=np.array([float(cyc)]), energy_pj=np.array([energy]), compute_energy_pj=np.array([mac_pj]),
@@ -260,7 +270,7 @@ def _scalar_counts(problem: Problem, arch: Arch, m: Mapping) -> dict:
             kinds.append((_step_kind(shift, sp), shift))
         innermost = kinds[-1][0] if kinds else ("still", -1, 0)
         total, prefix = size, 1
-        for (_, _, bound, _), (kind, shift) in zip(above, kinds):
+        for (_, _, bound, _), (kind, shift) in zip(above, kinds, strict=True):
             if kind[0] == "still":
                 new = 0
             elif kind[0] == "jump":
@@ -284,7 +294,7 @@ def _scalar_counts(problem: Problem, arch: Arch, m: Mapping) -> dict:
                 continue
             terms = [(coef[t][c][d] * tile[lv + 1][d], g[lv][d]) for d in range(D)
                      if coef[t][c][d] and g[lv][d] > 1]
-            values = {sum(a * i for (a, _), i in zip(terms, idx))
+            values = {sum(a * i for (a, _), i in zip(terms, idx, strict=True))
                       for idx in itertools.product(*(range(k) for _, k in terms))}
             count *= len(values)
         return count
