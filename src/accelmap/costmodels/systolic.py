@@ -1,0 +1,962 @@
+"""``systolic``: a SCALE-Sim-class cost model of an R x C systolic array.
+
+The layer is seen as a GEMM (SCALE-Sim's view, Samajdar et al., "A systematic methodology
+for characterizing scalability of DNN accelerators using SCALE-Sim", ISPASS 2020, Sec. III):
+every loop dimension falls in one of three classes by which tensors it indexes,
+
+* ``m``: output and input, not weight (ofmap pixels: ``N P Q``; matmul ``M``);
+* ``n``: output and weight, not input (filters: ``K``; matmul ``N``);
+* ``k``: input and weight, not output (the reduction: ``C R S``; matmul ``K``);
+
+and dimensions that index all three tensors (groups ``G``, the batch of a batched matmul)
+repeat the whole GEMM. The *dataflow* is the tensor the PE registers (the innermost level)
+keep: output = OS, weight = WS, input = IS. Two classes sit on the array (the two that index
+the stationary tensor) and the third is streamed through it in time (``T``):
+
+====  =============  =============  ==========
+      rows (``Sr``)  cols (``Sc``)  ``T``
+====  =============  =============  ==========
+OS    m (pixels)     n (filters)    k (window)
+WS    k (window)     n (filters)    m (pixels)
+IS    k (window)     m (pixels)     n (filters)
+====  =============  =============  ==========
+
+Which class sits on rows and which on columns follows from the mapping's spatial unrolling
+at the array level (Y = rows, X = columns); with no unrolling the table's default holds. The
+product of the spatial factors on an axis is the number of rows (columns) a fold uses; the
+class's dimensions are flattened (im2col) and cut into chunks of that size, so
+``folds = ceil(Sr / rows_used) * ceil(Sc / cols_used)`` as in SCALE-Sim. Temporal factors and
+loop orders do not change a systolic array's schedule (column folds outer, row folds inner),
+so the model reads only the dataflow and the spatial factors; the rest of the mapping must
+still be legal (checked with padding allowed, i.e. ceil-divided tiles).
+
+Per fold, with ``R x C`` the physical array (SCALE-Sim's demand matrices, ``systolic_compute_
+{os,ws,is}.py``): OS takes ``T + R + C - 2`` cycles (operands skewed in, outputs drained);
+WS and IS take ``2R + C + T - 2`` (the stationary operand is pre-filled in ``R`` cycles and
+skewed, the other streamed, partial sums drained). SCALE-Sim reports the index of the last
+ofmap write, ``folds * cycles_per_fold - 1``, and so does this model. SRAM accesses are the
+demand counts: the stationary operand is read once; a streamed operand indexed by the row
+class is read once per column fold (``Sr * T * col_folds``), one indexed by the column class
+once per row fold; WS/IS write partial outputs once per row fold. SCALE-Sim's OS ofmap write
+counter also adds ``R + C`` per fold (it adds the padded fold's shape,
+``systolic_compute_os.py``); the model reproduces that count as ``sram_writes`` for exact
+comparison and keeps the true count for DRAM writes.
+
+DRAM traffic follows SCALE-Sim's double-buffered read buffers (``read_buffer_estimate_bw.py``):
+the SRAM of ``S`` words is cut into 100 sets of ``floor(S / 100)`` words and half of them are
+active, so a window of ``W = 50 * floor(S / 100)`` distinct words is kept; when a window fills
+it is dropped whole and refilled. The model follows that window at the granularity of fold
+tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
+consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
+its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions); for
+sliding-window inputs (im2col duplicates) a reset-loss estimate is used (see
+``docs/validation.md`` for how close it comes). Stalls: with a finite DRAM bandwidth the
+layer cannot end before its DRAM words have crossed the interface,
+``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per direction (a
+roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are zero).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any, ClassVar
+
+import numpy as np
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.arch.spec import Arch
+from accelmap.costmodels.base import Metrics
+from accelmap.errors import SpecError
+from accelmap.mapper.check import Reason, check_batch
+from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.workloads.problem import Problem, TensorRole
+
+__all__ = [
+    "Dataflow",
+    "SystolicModel",
+    "SystolicStats",
+    "SystolicLayout",
+    "systolic_layout",
+    "scalesim_mapping",
+    "OPERANDS",
+]
+
+# SCALE-Sim's operand names, in the order of every per-operand array here.
+OPERANDS: tuple[str, str, str] = ("ifmap", "filter", "ofmap")
+_ROLES = (TensorRole.INPUT, TensorRole.WEIGHT, TensorRole.OUTPUT)
+
+# Dimension classes (see the module docstring).
+_M, _N, _K, _B = 0, 1, 2, 3
+
+
+class Dataflow(IntEnum):
+    """Which tensor stays in the PEs."""
+
+    OS = 0  # output stationary
+    WS = 1  # weight stationary
+    IS = 2  # input stationary
+
+    @classmethod
+    def parse(cls, name: str) -> Dataflow:
+        try:
+            return cls[name.strip().upper()]
+        except KeyError:
+            raise SpecError(f"dataflow {name!r}; expected one of os, ws, is") from None
+
+
+# Default (row class, column class) of each dataflow; the streamed class is the third.
+_DEFAULT_AXES = {Dataflow.OS: (_M, _N), Dataflow.WS: (_K, _N), Dataflow.IS: (_K, _M)}
+# Stationary tensor of each dataflow, as an index into OPERANDS / _ROLES.
+_STATIONARY = {Dataflow.OS: 2, Dataflow.WS: 1, Dataflow.IS: 0}
+
+
+@dataclass(frozen=True, slots=True)
+class SystolicLayout:
+    """Where a systolic arch and a GEMM-shaped problem keep what (compiled once).
+
+    ``tensor[o]`` is the problem's tensor index of operand ``o`` (ifmap, filter, ofmap);
+    ``sram[o]`` the arch level that buffers it; ``array_level`` the level whose fanout is
+    the PE array (``rows`` = fanout Y, ``cols`` = fanout X); ``pe_level`` the innermost level
+    (PE registers), whose ``keep`` names the dataflow. ``dim_class[d]`` is the GEMM class of
+    dim ``d`` (0 m, 1 n, 2 k, 3 all three, -1 none; bound-1 dims are free);
+    ``window_words[o]`` SCALE-Sim's active prefetch window of operand ``o``'s SRAM.
+    """
+
+    tensor: tuple[int, int, int]
+    sram: tuple[int, int, int]
+    array_level: int
+    pe_level: int
+    rows: int
+    cols: int
+    dim_class: tuple[int, ...]
+    class_size: tuple[int, int, int, int]
+    window_words: tuple[float, float, float]
+
+
+def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None, list[str]]:
+    """Recognize the systolic shape of ``arch`` and the GEMM shape of ``problem``.
+
+    Returns the layout, or ``None`` and every reason the pair is not a systolic shape.
+    """
+    problems: list[str] = []
+    tensor: list[int] = []
+    for role in _ROLES:
+        idx = [i for i, t in enumerate(problem.tensors) if t.role is role]
+        if len(idx) != 1:
+            problems.append(f"problem {problem.name} has {len(idx)} {role.value} tensors; the systolic model needs one")
+        tensor.append(idx[0] if idx else -1)
+    if problem.n_tensors != 3:
+        problems.append(
+            f"problem {problem.name} has {problem.n_tensors} tensors; the systolic model needs exactly "
+            "input, weight and output"
+        )
+    n_levels = arch.n_levels
+    if n_levels < 3:
+        problems.append(f"arch {arch.name} has {n_levels} levels; a systolic arch needs DRAM, SRAM(s) and PE registers")
+    fan = arch.fanouts.prod(axis=1)
+    big = [i for i in range(n_levels) if fan[i] > 1]
+    if len(big) > 1:
+        problems.append(
+            f"arch {arch.name} fans out below {len(big)} levels ({[arch.level_names[i] for i in big]}); "
+            "a systolic arch has one PE array"
+        )
+    pe_level = n_levels - 1
+    array_level = big[0] if big else max(pe_level - 1, 0)
+    if big and big[0] >= pe_level:
+        problems.append(
+            f"arch {arch.name}: the PE array fans out below the innermost level {arch.level_names[-1]}; "
+            "a systolic arch needs a PE register level below the array"
+        )
+    sram: list[int] = []
+    if not problems:
+        holds = arch.holds_mask(problem)
+        for o, t in enumerate(tensor):
+            levels = [lv for lv in range(1, pe_level) if holds[lv, t]]
+            if len(levels) != 1:
+                problems.append(
+                    f"arch {arch.name}: {len(levels)} SRAM levels between DRAM and the PE registers may hold "
+                    f"the {OPERANDS[o]} ({problem.tensors[t].name}); the systolic model needs exactly one"
+                )
+            sram.append(levels[0] if levels else -1)
+        if len(set(sram)) != 3 and not problems:
+            problems.append(f"arch {arch.name}: the ifmap, filter and ofmap must have separate SRAMs")
+    if problems:
+        return None, problems
+    rel = problem.relevance  # (T, D)
+    ri, rw, ro = rel[tensor[0]], rel[tensor[1]], rel[tensor[2]]
+    dim_class: list[int] = []
+    for d, dim in enumerate(problem.dims):
+        if ro[d] and ri[d] and not rw[d]:
+            c = _M
+        elif ro[d] and rw[d] and not ri[d]:
+            c = _N
+        elif ri[d] and rw[d] and not ro[d]:
+            c = _K
+        elif ri[d] and rw[d] and ro[d]:
+            c = _B
+        else:
+            c = -1
+            if dim.bound > 1:
+                problems.append(
+                    f"problem {problem.name}: dim {dim.name} indexes "
+                    f"{[problem.tensors[t].name for t in tensor if rel[t, d]]}; a GEMM dim indexes two "
+                    "of input, weight and output (or all three)"
+                )
+        dim_class.append(c)
+    if problems:
+        return None, problems
+    size = [1, 1, 1, 1]
+    for d, c in enumerate(dim_class):
+        if c >= 0:
+            size[c] *= problem.dims[d].bound
+    window: list[float] = []
+    for o in range(3):
+        cap = arch.levels[sram[o]].capacity_words
+        # SCALE-Sim: 100 sets of floor(size / 100) words, half of them active (read_buffer).
+        window.append(math.inf if cap is None else float(50 * (cap // 100)))
+    layout = SystolicLayout(
+        tensor=(tensor[0], tensor[1], tensor[2]),
+        sram=(sram[0], sram[1], sram[2]),
+        array_level=array_level,
+        pe_level=pe_level,
+        rows=int(arch.levels[array_level].fanout_y),
+        cols=int(arch.levels[array_level].fanout_x),
+        dim_class=tuple(dim_class),
+        class_size=(size[0], size[1], size[2], size[3]),
+        window_words=(window[0], window[1], window[2]),
+    )
+    return layout, []
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SystolicStats:
+    """SCALE-Sim's per-layer report for every mapping of a batch (shape (n,) each).
+
+    ``dataflow`` is a `Dataflow` code (-1 on invalid rows); ``total_cycles`` =
+    ``compute_cycles + stall_cycles`` (SCALE-Sim's ``Total Cycles``); ``sram_reads`` /
+    ``dram_reads`` are (n, 2) ifmap, filter words; ``sram_writes`` / ``dram_writes`` (n,)
+    ofmap words; ``mapping_efficiency`` and ``compute_utilization`` are SCALE-Sim's
+    per-fold averages (fractions), ``utilization`` = MACs / (total_cycles x R x C).
+    """
+
+    valid: BoolArray
+    reason: IntArray
+    reason_level: IntArray
+    dataflow: IntArray
+    row_class: IntArray
+    col_class: IntArray
+    rows_used: IntArray
+    cols_used: IntArray
+    row_folds: IntArray
+    col_folds: IntArray
+    folds: IntArray
+    compute_cycles: IntArray
+    stall_cycles: IntArray
+    total_cycles: IntArray
+    sram_reads: IntArray
+    sram_writes: IntArray
+    dram_reads: IntArray
+    dram_writes: IntArray
+    mapping_efficiency: FloatArray
+    compute_utilization: FloatArray
+    utilization: FloatArray
+
+    def __len__(self) -> int:
+        return int(self.valid.shape[0])
+
+    def report(self, i: int) -> dict[str, Any]:
+        """Row ``i`` in SCALE-Sim's naming (JSON-ready)."""
+        return {
+            "valid": bool(self.valid[i]),
+            "dataflow": Dataflow(int(self.dataflow[i])).name.lower() if self.dataflow[i] >= 0 else None,
+            "total_cycles": int(self.total_cycles[i]),
+            "compute_cycles": int(self.compute_cycles[i]),
+            "stall_cycles": int(self.stall_cycles[i]),
+            "folds": int(self.folds[i]),
+            "mapping_efficiency_pct": 100.0 * float(self.mapping_efficiency[i]),
+            "compute_util_pct": 100.0 * float(self.compute_utilization[i]),
+            "overall_util_pct": 100.0 * float(self.utilization[i]),
+            "sram_reads": {"ifmap": int(self.sram_reads[i, 0]), "filter": int(self.sram_reads[i, 1])},
+            "sram_writes": {"ofmap": int(self.sram_writes[i])},
+            "dram_reads": {"ifmap": int(self.dram_reads[i, 0]), "filter": int(self.dram_reads[i, 1])},
+            "dram_writes": {"ofmap": int(self.dram_writes[i])},
+        }
+
+
+# --- shared helpers ---------------------------------------------------------------------
+
+
+def _chunk_extents(bounds: IntArray, members: list[int], size: IntArray) -> IntArray:
+    """(n, D) box extents of a chunk of ``size`` consecutive flattened elements of the dims
+    ``members`` (outermost first); other dims 1. Inner dims fill first (im2col order)."""
+    n = size.shape[0]
+    ext = np.ones((n, bounds.shape[0]), dtype=np.int64)
+    rem = size.copy()
+    for d in reversed(members):
+        b = int(bounds[d])
+        ext[:, d] = np.minimum(rem, b)
+        rem = -(-rem // b)
+    return ext
+
+
+def _distinct_words(coef: IntArray, used: BoolArray, ext: IntArray) -> IntArray:
+    """(n,) distinct words of one tensor touched by a box of extents ``ext`` (n, D).
+
+    A coordinate ``sum a_d x_d`` over the box takes ``min(span, prod of extents)`` values:
+    the span ``1 + sum a_d (e_d - 1)`` when windows overlap (stride <= window), the plain
+    product when they do not (a strided 1x1 convolution skips rows).
+    """
+    total = np.ones(ext.shape[0], dtype=np.int64)
+    for c in range(coef.shape[0]):
+        if not used[c]:
+            continue
+        terms = np.nonzero(coef[c])[0]
+        span = 1 + (ext[:, terms] - 1) @ coef[c, terms]
+        prod = np.prod(ext[:, terms], axis=1)
+        total = total * np.minimum(span, prod)
+    return total
+
+
+def _distinct_words_one(coef: IntArray, used: BoolArray, ext: list[int]) -> int:
+    total = 1
+    for c in range(coef.shape[0]):
+        if not used[c]:
+            continue
+        terms = [d for d in range(coef.shape[1]) if coef[c, d] > 0]
+        span = 1 + sum(int(coef[c, d]) * (ext[d] - 1) for d in terms)
+        prod = math.prod(ext[d] for d in terms)
+        total *= min(span, prod)
+    return total
+
+
+def _chunk_extents_one(bounds: list[int], members: list[int], size: int) -> list[int]:
+    ext = [1] * len(bounds)
+    rem = size
+    for d in reversed(members):
+        ext[d] = min(rem, bounds[d])
+        rem = -(-rem // bounds[d])
+    return ext
+
+
+def _overlaps(coef: IntArray, used: BoolArray, bounds: IntArray) -> bool:
+    """True when some coordinate of the tensor repeats across the loop box (im2col)."""
+    for c in range(coef.shape[0]):
+        if not used[c]:
+            continue
+        terms = [d for d in range(coef.shape[1]) if coef[c, d] > 0 and bounds[d] > 1]
+        if len(terms) < 2:
+            continue
+        span = 1 + sum(int(coef[c, d]) * (int(bounds[d]) - 1) for d in terms)
+        if span < math.prod(int(bounds[d]) for d in terms):
+            return True
+    return False
+
+
+# --- the model ----------------------------------------------------------------------------
+
+
+class SystolicModel:
+    """SCALE-Sim-class systolic array cost model (see the module docstring).
+
+    Examples
+    --------
+    >>> from accelmap.arch.presets import systolic_array
+    >>> from accelmap.workloads.builders import matmul
+    >>> prob = matmul("g", m=512, n=512, k=512, word_bits=8)
+    >>> arch = systolic_array(128, 128, dram_bandwidth_words_per_cycle=None)
+    >>> stats = SystolicModel().stats(prob, arch, scalesim_mapping(prob, arch, "os"))
+    >>> int(stats.total_cycles[0]), int(stats.sram_reads[0, 0])
+    (12255, 1048576)
+    """
+
+    name: ClassVar[str] = "systolic"
+
+    # --- public API ---------------------------------------------------------------------
+    def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        """Metrics of every mapping (batched, numpy; no loop over mappings)."""
+        layout, _ = systolic_layout(problem, arch)
+        stats = self._stats_batch(problem, arch, layout, mappings)
+        return _to_metrics(problem, arch, layout, stats)
+
+    def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
+        """The scalar reference path (plain Python integers); equals ``evaluate`` exactly."""
+        layout, _ = systolic_layout(problem, arch)
+        stats = self._stats_one(problem, arch, layout, mapping)
+        return _to_metrics(problem, arch, layout, stats)
+
+    def stats(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> SystolicStats:
+        """SCALE-Sim's report (cycles, folds, per-operand SRAM/DRAM words) of every mapping."""
+        layout, _ = systolic_layout(problem, arch)
+        return self._stats_batch(problem, arch, layout, mappings)
+
+    def stats_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> SystolicStats:
+        """Scalar reference path of :meth:`stats`."""
+        layout, _ = systolic_layout(problem, arch)
+        return self._stats_one(problem, arch, layout, mapping)
+
+    def explain(self, problem: Problem, arch: Arch, mapping: Mapping) -> list[str]:
+        """Why this model cannot evaluate a mapping (empty when it can)."""
+        layout, msgs = systolic_layout(problem, arch)
+        if layout is None:
+            return msgs
+        check = check_batch(problem, arch, mapping.as_batch(), allow_padding=True)
+        if not check.valid[0] and check.reason[0] != Reason.CAPACITY:
+            return [f"illegal mapping: {Reason(int(check.reason[0])).name.lower()}"]
+        _, why = _axes_one(problem, layout, mapping)
+        return [why] if why else []
+
+    # --- batched path ------------------------------------------------------------------
+    def _stats_batch(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
+                     batch: MappingBatch) -> SystolicStats:
+        n = len(batch)
+        if layout is None:
+            return _invalid_stats(n)
+        check = check_batch(problem, arch, batch, allow_padding=True)
+        # SCALE-Sim's SRAMs are streaming double buffers: their size sets the DRAM traffic
+        # (below), not a tile capacity, so a CAPACITY verdict is not a reason here.
+        ok = check.valid | (check.reason == int(Reason.CAPACITY))
+        reason = np.where(ok, 0, check.reason)
+        level = np.where(ok, -1, check.level)
+        if (n == 0 or batch.n_levels != arch.n_levels or batch.n_dims != problem.n_dims
+                or batch.n_tensors != problem.n_tensors):
+            return _invalid_stats(n, reason=reason, level=level)
+
+        dim_class = np.array(layout.dim_class, dtype=np.int64)
+        t_in, t_w, t_out = layout.tensor
+        keep = batch.keep[:, layout.pe_level]  # (n, T)
+        k3 = np.stack([keep[:, t_in], keep[:, t_w], keep[:, t_out]], axis=1)  # ifmap, filter, ofmap
+        one = k3.sum(axis=1) == 1
+        # stationary operand -> dataflow: ofmap -> OS, filter -> WS, ifmap -> IS
+        df = np.select([k3[:, 2], k3[:, 1], k3[:, 0]], [Dataflow.OS, Dataflow.WS, Dataflow.IS], -1)
+        df = np.where(one, df, -1)
+
+        sx = batch.spatial[:, layout.array_level, :, 0]
+        sy = batch.spatial[:, layout.array_level, :, 1]
+        cls_onehot = dim_class[None, :, None] == np.arange(4)[None, None, :]  # (1, D, 4)
+        ycls = ((sy > 1)[:, :, None] & cls_onehot).any(axis=1)  # (n, 4)
+        xcls = ((sx > 1)[:, :, None] & cls_onehot).any(axis=1)
+        stray = ((sy > 1) | (sx > 1)) & (dim_class < 0)[None, :]
+        bad = (ycls.sum(axis=1) > 1) | (xcls.sum(axis=1) > 1) | stray.any(axis=1)
+        yc = np.where(ycls.any(axis=1), np.argmax(ycls, axis=1), -1)
+        xc = np.where(xcls.any(axis=1), np.argmax(xcls, axis=1), -1)
+        dfi = np.where(df >= 0, df, 0)
+        def_r = np.array([_DEFAULT_AXES[Dataflow(i)][0] for i in range(3)])[dfi]
+        def_c = np.array([_DEFAULT_AXES[Dataflow(i)][1] for i in range(3)])[dfi]
+        pair = def_r + def_c  # the two array classes of the dataflow sum to this (m+n, k+n, k+m)
+        rc = np.where(yc >= 0, yc, np.where(xc >= 0, pair - xc, def_r))
+        cc = np.where(xc >= 0, xc, np.where(yc >= 0, pair - yc, def_c))
+        arr_ok = (rc != cc) & (rc + cc == pair) & (rc <= _K) & (cc <= _K) & (rc >= 0) & (cc >= 0)
+        model_ok = (df >= 0) & ~bad & arr_ok
+        new_bad = ok & ~model_ok
+        reason = np.where(new_bad, int(Reason.MODEL), reason)
+        level = np.where(new_bad, layout.pe_level, level)
+        valid = ok & model_ok
+
+        rc = np.where(valid, rc, _M)
+        cc = np.where(valid, cc, _N)
+        tc = 3 - rc - cc
+        size = np.array(layout.class_size[:3], dtype=np.int64)
+        s_r, s_c, t_len = size[rc], size[cc], size[tc]
+        b_rep = layout.class_size[3]
+        R, C = layout.rows, layout.cols
+        ur = np.minimum(np.prod(sy, axis=1), s_r)
+        uc = np.minimum(np.prod(sx, axis=1), s_c)
+        f_r = -(-s_r // ur)
+        f_c = -(-s_c // uc)
+        folds = f_r * f_c * b_rep
+        os_ = dfi == Dataflow.OS
+        per_fold = np.where(os_, t_len + R + C - 2, 2 * R + C + t_len - 2)
+        compute = folds * per_fold - 1
+        util_fold = np.where(os_, t_len + R + C - 2, 2 * R + 2 * C + t_len - 3)
+
+        # SRAM words per operand: a tensor indexes two of the three classes.
+        bounds = problem.bounds
+        acc = []
+        idx_r, idx_c = [], []
+        for o in range(3):
+            cls_of_t = np.array([_class_indexes(o, c) for c in range(3)])
+            ir, ic, it = cls_of_t[rc], cls_of_t[cc], cls_of_t[tc]
+            a = np.where(ir, s_r, f_r) * np.where(ic, s_c, f_c) * np.where(it, t_len, 1) * b_rep
+            acc.append(a)
+            idx_r.append(ir)
+            idx_c.append(ic)
+        ofmap_true = acc[2]
+        sram_w = ofmap_true + np.where(os_, folds * (R + C), 0)
+
+        # DRAM reads of ifmap and filter: SCALE-Sim's prefetch window, tile by tile.
+        dram_r = []
+        for o in (0, 1):
+            t = layout.tensor[o]
+            dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
+                                             idx_r[o], idx_c[o], acc[o], bounds, dim_class))
+        dram_w = ofmap_true
+
+        stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
+                           _stall_batch(arch, dram_w, compute, read=False))
+        total = compute + stall
+        map_eff = (s_r * s_c).astype(np.float64) / (f_r * f_c * R * C)
+        comp_util = map_eff * t_len / util_fold
+        util = problem.macs / (total.astype(np.float64) * (R * C))
+
+        def v(a: np.ndarray) -> np.ndarray:
+            return np.where(valid, a, 0)
+
+        return SystolicStats(
+            valid=valid, reason=reason.astype(np.int64), reason_level=level.astype(np.int64),
+            dataflow=np.where(valid, df, -1).astype(np.int64),
+            row_class=np.where(valid, rc, -1), col_class=np.where(valid, cc, -1),
+            rows_used=v(ur), cols_used=v(uc), row_folds=v(f_r), col_folds=v(f_c), folds=v(folds),
+            compute_cycles=v(compute), stall_cycles=v(stall), total_cycles=v(total),
+            sram_reads=np.stack([v(acc[0]), v(acc[1])], axis=1),
+            sram_writes=v(sram_w),
+            dram_reads=np.stack([v(dram_r[0]), v(dram_r[1])], axis=1),
+            dram_writes=v(dram_w),
+            mapping_efficiency=np.where(valid, map_eff, 0.0),
+            compute_utilization=np.where(valid, comp_util, 0.0),
+            utilization=np.where(valid, util, 0.0),
+        )
+
+    # --- scalar reference path ---------------------------------------------------------
+    def _stats_one(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
+                   mapping: Mapping) -> SystolicStats:
+        if layout is None:
+            return _invalid_stats(1)
+        check = check_batch(problem, arch, mapping.as_batch(), allow_padding=True)
+        r0 = int(check.reason[0])
+        if r0 not in (int(Reason.OK), int(Reason.CAPACITY)):
+            return _invalid_stats(1, reason=np.array([r0]), level=check.level.copy())
+        axes, _ = _axes_one(problem, layout, mapping)
+        if axes is None:
+            return _invalid_stats(1, reason=np.array([int(Reason.MODEL)]), level=np.array([layout.pe_level]))
+        df, rc, cc = axes
+        tc = 3 - rc - cc
+        size = layout.class_size
+        s_r, s_c, t_len, b_rep = size[rc], size[cc], size[tc], size[3]
+        R, C = layout.rows, layout.cols
+        sx = mapping.spatial[layout.array_level, :, 0]
+        sy = mapping.spatial[layout.array_level, :, 1]
+        ur = min(math.prod(int(v) for v in sy), s_r)
+        uc = min(math.prod(int(v) for v in sx), s_c)
+        f_r = -(-s_r // ur)
+        f_c = -(-s_c // uc)
+        folds = f_r * f_c * b_rep
+        if df is Dataflow.OS:
+            per_fold = t_len + R + C - 2
+            util_fold = per_fold
+        else:
+            per_fold = 2 * R + C + t_len - 2
+            util_fold = 2 * R + 2 * C + t_len - 3
+        compute = folds * per_fold - 1
+        acc, ir_l, ic_l = [], [], []
+        for o in range(3):
+            ir, ic, it = (_indexes_class(problem, layout, o, c) for c in (rc, cc, tc))
+            a = (s_r if ir else f_r) * (s_c if ic else f_c) * (t_len if it else 1) * b_rep
+            acc.append(a)
+            ir_l.append(ir)
+            ic_l.append(ic)
+        sram_w = acc[2] + (folds * (R + C) if df is Dataflow.OS else 0)
+        dram_r = [
+            _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o])
+            for o in (0, 1)
+        ]
+        dram_w = acc[2]
+        stall = max(_stall_one(arch, dram_r[0] + dram_r[1], compute, read=True),
+                    _stall_one(arch, dram_w, compute, read=False))
+        total = compute + stall
+        map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
+        comp_util = map_eff * t_len / util_fold
+        util = problem.macs / (float(total) * (R * C))
+
+        def i1(x: int) -> IntArray:
+            return np.array([x], dtype=np.int64)
+
+        return SystolicStats(
+            valid=np.array([True]), reason=i1(0), reason_level=i1(-1), dataflow=i1(int(df)),
+            row_class=i1(rc), col_class=i1(cc), rows_used=i1(ur), cols_used=i1(uc),
+            row_folds=i1(f_r), col_folds=i1(f_c), folds=i1(folds),
+            compute_cycles=i1(compute), stall_cycles=i1(stall), total_cycles=i1(total),
+            sram_reads=np.array([[acc[0], acc[1]]], dtype=np.int64), sram_writes=i1(sram_w),
+            dram_reads=np.array([[dram_r[0], dram_r[1]]], dtype=np.int64), dram_writes=i1(dram_w),
+            mapping_efficiency=np.array([map_eff]), compute_utilization=np.array([comp_util]),
+            utilization=np.array([util]),
+        )
+
+
+# --- pieces of the two paths --------------------------------------------------------------
+
+
+def _class_indexes(o: int, c: int) -> bool:
+    """Whether operand ``o`` (ifmap, filter, ofmap) is indexed by class ``c`` by definition."""
+    return {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o].__contains__(c)
+
+
+def _indexes_class(problem: Problem, layout: SystolicLayout, o: int, c: int) -> bool:
+    # By construction of the classes, operand o is indexed by class c exactly when the
+    # class definition says so (an empty class has size 1 and changes nothing either way).
+    del problem
+    del layout
+    return _class_indexes(o, c)
+
+
+def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tuple[tuple[Dataflow, int, int] | None, str]:
+    """(dataflow, row class, column class) of one mapping, or None and why not."""
+    t_in, t_w, t_out = layout.tensor
+    keep = mapping.keep[layout.pe_level]
+    kept = [bool(keep[t_in]), bool(keep[t_w]), bool(keep[t_out])]
+    if sum(kept) != 1:
+        names = [OPERANDS[o] for o in range(3) if kept[o]] or ["none"]
+        return None, (
+            f"the PE level {layout.pe_level} keeps {', '.join(names)}; a systolic dataflow keeps exactly one "
+            "of ifmap (IS), filter (WS) or ofmap (OS) in the PEs"
+        )
+    df = Dataflow.OS if kept[2] else (Dataflow.WS if kept[1] else Dataflow.IS)
+    def_r, def_c = _DEFAULT_AXES[df]
+    found: dict[int, set[int]] = {0: set(), 1: set()}
+    for d, c in enumerate(layout.dim_class):
+        for axis in (0, 1):
+            if int(mapping.spatial[layout.array_level, d, axis]) > 1:
+                if c < 0:
+                    return None, f"dim {problem.dim_names[d]} is unrolled on the array but is no GEMM dim"
+                found[axis].add(c)
+    if len(found[0]) > 1 or len(found[1]) > 1:
+        return None, "the dims unrolled along one array axis belong to different GEMM classes (pixels, filters, window)"
+    xc = next(iter(found[0])) if found[0] else -1
+    yc = next(iter(found[1])) if found[1] else -1
+    pair = def_r + def_c
+    rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
+    cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
+    if rc == cc or rc + cc != pair or not (0 <= rc <= _K and 0 <= cc <= _K):
+        names = {_M: "pixels (m)", _N: "filters (n)", _K: "window (k)", _B: "repeat (b)"}
+        return None, (
+            f"{df.name} puts {names[def_r]} and {names[def_c]} on the array; the mapping unrolls "
+            f"{names.get(rc, '?')} on rows and {names.get(cc, '?')} on columns"
+        )
+    return (df, rc, cc), ""
+
+
+def _stall_batch(arch: Arch, words: IntArray, compute: IntArray, *, read: bool) -> IntArray:
+    lv = arch.levels[0]
+    bw = lv.read_bandwidth_words_per_cycle if read else (lv.write_bandwidth_words_per_cycle
+                                                       or lv.read_bandwidth_words_per_cycle)
+    if bw is None:
+        return np.zeros_like(compute)
+    need = np.ceil(words / float(bw)).astype(np.int64)
+    return np.maximum(need - compute, 0)
+
+
+def _stall_one(arch: Arch, words: int, compute: int, *, read: bool) -> int:
+    lv = arch.levels[0]
+    bw = lv.read_bandwidth_words_per_cycle if read else (lv.write_bandwidth_words_per_cycle
+                                                       or lv.read_bandwidth_words_per_cycle)
+    if bw is None:
+        return 0
+    need = int(math.ceil(words / float(bw)))
+    return max(need - compute, 0)
+
+
+def _repeated_tiles(n_full: IntArray | int, t: Any, t_last: Any, k: Any, w: float) -> Any:
+    """Words fetched for ``n_full`` tiles of ``t`` words and a last one of ``t_last`` words,
+    each read on ``k`` consecutive folds, through SCALE-Sim's reset window of ``w`` words.
+
+    With ``t < w``: a tile that starts at window count ``c`` and overflows it (``c + t >= w``)
+    loses the ``w - c`` words fetched before the reset and fetches them again on its second
+    pass, after which the window holds just that tile (count ``t``). From an empty window
+    ``a = ceil(w / t) - 1`` tiles fit, and every ``a``-th tile after them overflows, each
+    time at count ``a * t``. Works on numpy arrays and on Python numbers alike.
+    """
+    xp = np if isinstance(t, np.ndarray) else None
+    if xp is None:
+        if t >= w:
+            full = k * n_full * t
+            c = 0
+        else:
+            a = max(int(math.ceil(w / t)) - 1, 1)
+            resets = (n_full - 1) // a if n_full >= 1 else 0
+            full = n_full * t + (resets * (w - a * t) if k >= 2 else 0)
+            if n_full == 0:
+                c = 0
+            elif n_full <= a:
+                c = n_full * t
+            else:
+                c = t + ((n_full - 1) % a) * t
+            if k < 2:
+                c = 0  # no refetch without a second pass; only the overflow matters below
+        if t_last >= w:
+            last = k * t_last
+        elif k >= 2 and t < w and c + t_last >= w:
+            last = t_last + (w - c)
+        else:
+            last = t_last
+        return int(full + last)
+    t = t.astype(np.float64)
+    t_last = t_last.astype(np.float64)
+    n_full = n_full.astype(np.float64)
+    kf = k.astype(np.float64)
+    big = t >= w
+    ts = np.where(big, 1.0, t)
+    a = np.maximum(np.ceil(w / ts) - 1, 1)
+    resets = np.where(n_full >= 1, np.floor((n_full - 1) / a), 0)
+    full_small = n_full * t + np.where(kf >= 2, resets * (w - a * t), 0)
+    c = np.where(n_full == 0, 0, np.where(n_full <= a, n_full * t, t + np.mod(n_full - 1, a) * t))
+    c = np.where(kf >= 2, c, 0)
+    full = np.where(big, kf * n_full * t, full_small)
+    c = np.where(big, 0, c)
+    last = np.where(t_last >= w, kf * t_last,
+                    np.where((kf >= 2) & ~big & (c + t_last >= w), t_last + (w - c), t_last))
+    return (full + last).astype(np.int64)
+
+
+def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
+    """Estimated words fetched for one pass over ``d_pass`` distinct words of a sliding-window
+    operand whose fold tiles share ``h`` words with their neighbours: every window reset
+    (one per ``w`` fetched words) loses on average half of that working set, so
+    ``x = d + (x / w) * h / 2``, i.e. ``x = d / (1 - h / 2w)``, at most the SRAM reads."""
+    if isinstance(d_pass, np.ndarray):
+        hh = np.minimum(np.maximum(h, 0), w).astype(np.float64)
+        x = d_pass / (1.0 - hh / (2.0 * w))
+        return np.minimum(np.floor(x + 0.5), reads_pass).astype(np.int64)
+    hh = float(min(max(h, 0), w))
+    x = d_pass / (1.0 - hh / (2.0 * w))
+    return int(min(math.floor(x + 0.5), reads_pass))
+
+
+def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, rc: IntArray, cc: IntArray,
+                      s_r: IntArray, s_c: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
+                      ir: BoolArray, ic: BoolArray, reads: IntArray, bounds: IntArray,
+                      dim_class: IntArray) -> IntArray:
+    """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring."""
+    n = rc.shape[0]
+    w = layout.window_words[o]
+    coef = problem.coefficients[t]
+    used = problem.rank_used[t]
+    b_rep = layout.class_size[3]
+    full = np.where(dim_class == _B, 1, bounds)  # one repetition of the GEMM
+    d_tot = int(_distinct_words(coef, used, full[None, :])[0])
+    if d_tot < w or n == 0:
+        return np.full(n, d_tot * b_rep, dtype=np.int64)
+    overlap = _overlaps(coef, used, full)
+    members = {c: [d for d in range(len(dim_class)) if dim_class[d] == c] for c in range(3)}
+    tc = 3 - rc - cc
+
+    def box(chunk_cls: IntArray, chunk: IntArray, whole: list[IntArray]) -> IntArray:
+        """Extents: ``chunk`` elements of class chunk_cls, the classes in ``whole`` full."""
+        ext = np.ones((n, len(bounds)), dtype=np.int64)
+        for c in range(3):
+            sel = chunk_cls == c
+            if sel.any():
+                e = _chunk_extents(bounds, members[c], chunk)
+                ext = np.where(sel[:, None], np.maximum(ext, e), ext)
+            for wc in whole:
+                selw = wc == c
+                if selw.any():
+                    ext = np.where(selw[:, None] & (dim_class == c)[None, :], full[None, :], ext)
+        return ext
+
+    last_r = s_r - (f_r - 1) * ur
+    last_c = s_c - (f_c - 1) * uc
+    out = np.zeros(n, dtype=np.int64)
+    # Case B: tile set by the column chunk only, read on f_r consecutive folds.
+    case_b = ic & ~ir
+    # Case C: tile set by the row chunk only; the sequence of f_r tiles repeats f_c times.
+    case_c = ir & ~ic
+    # Case A: stationary operand, every tile once.
+    case_a = ir & ic
+    if not overlap:
+        t_full = _distinct_words(coef, used, box(cc, uc, [tc]))
+        t_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
+        rep = _repeated_tiles(f_c - 1, t_full, t_last, f_r, w)
+        out = np.where(case_b, rep, out)
+        out = np.where(case_c, f_c * d_tot, out)
+        out = np.where(case_a, d_tot, out)
+        return out * b_rep
+    # Sliding-window operand: reset-loss estimate per pass over the operand.
+    # Passes: case C re-reads its sequence once per column fold, A and B once.
+    passes = np.where(case_c, f_c, 1)
+    # Working set shared between neighbouring tiles: a tile's distinct words less its
+    # share of the whole (the halo it has in common with the tiles around it).
+    tile_r = _distinct_words(coef, used, box(rc, ur, [tc]))
+    tile_c = _distinct_words(coef, used, box(cc, uc, [tc, rc]))
+    n_tiles = np.where(case_c, f_r, f_c)
+    tile = np.where(case_c, tile_r, tile_c)
+    h = tile - d_tot // n_tiles
+    est = _reset_loss(np.full(n, d_tot), h, w, reads // passes)
+    # A tile larger than the window keeps no reuse between its duplicates: fetch all reads.
+    est = np.where(tile >= w, reads // passes, est)
+    del last_r
+    return passes * est * b_rep
+
+
+def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
+                    ur: int, uc: int, f_r: int, f_c: int, ir: bool, ic: bool, reads: int) -> int:
+    t = layout.tensor[o]
+    w = layout.window_words[o]
+    coef = problem.coefficients[t]
+    used = problem.rank_used[t]
+    b_rep = layout.class_size[3]
+    dim_class = layout.dim_class
+    bounds = [int(b) for b in problem.bounds]
+    full = [1 if dim_class[d] == _B else bounds[d] for d in range(len(bounds))]
+    d_tot = _distinct_words_one(coef, used, full)
+    if d_tot < w:
+        return d_tot * b_rep
+    overlap = _overlaps(coef, used, np.array(full))
+    members = {c: [d for d in range(len(dim_class)) if dim_class[d] == c] for c in range(3)}
+    tc = 3 - rc - cc
+
+    def box(chunk_cls: int, chunk: int, whole: list[int]) -> list[int]:
+        ext = _chunk_extents_one(bounds, members[chunk_cls], chunk)
+        for d in range(len(bounds)):
+            if dim_class[d] in whole:
+                ext[d] = full[d]
+        return ext
+
+    if not overlap:
+        if ic and not ir:
+            t_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
+            t_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
+            return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
+        if ir and not ic:
+            return f_c * d_tot * b_rep
+        return d_tot * b_rep
+    case_c = ir and not ic
+    passes = f_c if case_c else 1
+    if case_c:
+        tile = _distinct_words_one(coef, used, box(rc, ur, [tc]))
+        n_tiles = f_r
+    else:
+        tile = _distinct_words_one(coef, used, box(cc, uc, [tc, rc]))
+        n_tiles = f_c
+    h = tile - d_tot // n_tiles
+    if tile >= w:
+        est = reads // passes
+    else:
+        est = _reset_loss(d_tot, h, w, reads // passes)
+    return passes * est * b_rep
+
+
+def _invalid_stats(n: int, *, reason: IntArray | None = None, level: IntArray | None = None) -> SystolicStats:
+    z = np.zeros(n, dtype=np.int64)
+    r = np.full(n, int(Reason.MODEL), dtype=np.int64) if reason is None else np.where(reason == 0, int(Reason.MODEL), reason)
+    lv = np.full(n, -1, dtype=np.int64) if level is None else level.astype(np.int64)
+    return SystolicStats(
+        valid=np.zeros(n, dtype=bool), reason=r.astype(np.int64), reason_level=lv, dataflow=z - 1,
+        row_class=z - 1, col_class=z - 1, rows_used=z, cols_used=z, row_folds=z, col_folds=z, folds=z,
+        compute_cycles=z, stall_cycles=z, total_cycles=z, sram_reads=np.zeros((n, 2), dtype=np.int64),
+        sram_writes=z, dram_reads=np.zeros((n, 2), dtype=np.int64), dram_writes=z,
+        mapping_efficiency=np.zeros(n), compute_utilization=np.zeros(n), utilization=np.zeros(n),
+    )
+
+
+def _to_metrics(problem: Problem, arch: Arch, layout: SystolicLayout | None, s: SystolicStats) -> Metrics:
+    """Per-level, per-tensor counts and energy from the SCALE-Sim report.
+
+    DRAM: reads of ifmap/filter, updates (writes) of ofmap. Each SRAM: fills from DRAM and
+    reads by the array (ifmap, filter); the ofmap SRAM: updates by the array and reads when
+    draining to DRAM. PE registers: every MAC reads its two operands and updates its partial
+    sum. Energy = sum of accesses x per-access energy (per ``block_words`` words) + MACs x
+    MAC energy.
+    """
+    n = len(s)
+    L, T = arch.n_levels, problem.n_tensors
+    reads = np.zeros((n, L, T))
+    fills = np.zeros((n, L, T))
+    updates = np.zeros((n, L, T))
+    macs = problem.macs
+    valid = s.valid
+    if layout is not None and n:
+        ti, tw, to = layout.tensor
+        si, sw, so = layout.sram
+        reads[:, 0, ti] = s.dram_reads[:, 0]
+        reads[:, 0, tw] = s.dram_reads[:, 1]
+        updates[:, 0, to] = s.dram_writes
+        fills[:, si, ti] = s.dram_reads[:, 0]
+        reads[:, si, ti] = s.sram_reads[:, 0]
+        fills[:, sw, tw] = s.dram_reads[:, 1]
+        reads[:, sw, tw] = s.sram_reads[:, 1]
+        updates[:, so, to] = s.sram_writes
+        reads[:, so, to] = s.dram_writes
+        pe = layout.pe_level
+        v = valid.astype(np.float64) * macs
+        reads[:, pe, ti] = v
+        reads[:, pe, tw] = v
+        updates[:, pe, to] = v
+    breakdown = np.zeros((n, L, T))
+    energy = np.zeros(n)
+    for li, lv in enumerate(arch.levels):
+        blk = float(lv.block_words)
+        for t in range(T):
+            e = (reads[:, li, t] / blk) * lv.read_energy_pj + ((fills[:, li, t] + updates[:, li, t]) / blk) * lv.write_energy_pj
+            breakdown[:, li, t] = e
+            energy = energy + e
+    compute_e = np.where(valid, float(macs) * arch.compute.energy_per_mac_pj, 0.0)
+    energy = energy + compute_e
+    cycles = np.where(valid, s.total_cycles.astype(np.float64), np.inf)
+    return Metrics(
+        cycles=cycles,
+        energy_pj=np.where(valid, energy, np.inf),
+        compute_energy_pj=compute_e,
+        utilization=np.where(valid, s.utilization, 0.0),
+        valid=valid.copy(),
+        reason=s.reason.copy(),
+        reason_level=s.reason_level.copy(),
+        reads=reads,
+        fills=fills,
+        updates=updates,
+        energy_breakdown_pj=breakdown,
+        multicast=np.zeros((n, L, T)),
+        spatial_reductions=np.zeros((n, L, T)),
+        macs=macs,
+        level_names=arch.level_names,
+        tensor_names=problem.tensor_names,
+    )
+
+
+# --- SCALE-Sim's own mapping ---------------------------------------------------------------
+
+
+def scalesim_mapping(problem: Problem, arch: Arch, dataflow: Dataflow | str) -> MappingBatch:
+    """SCALE-Sim's mapping of ``problem`` on a systolic ``arch`` for one dataflow (one row).
+
+    Rows take the dataflow's row class, columns its column class (module docstring table),
+    as many of each as the array has (``min(R, Sr)`` rows, ``min(C, Sc)`` columns): the
+    whole count goes on the class's innermost dimension that is larger than 1, padded past
+    its bound when the array is larger (SCALE-Sim's flattened im2col chunks), so the mapping
+    is legal with padding allowed. Every temporal loop sits at DRAM; DRAM keeps every
+    tensor, each SRAM its operand, the PE registers the stationary one.
+
+    Raises
+    ------
+    SpecError
+        The arch or problem is not a systolic shape (the message lists why).
+    """
+    df = Dataflow.parse(dataflow) if isinstance(dataflow, str) else Dataflow(dataflow)
+    layout, msgs = systolic_layout(problem, arch)
+    if layout is None:
+        raise SpecError("not a systolic shape: " + "; ".join(msgs))
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    bounds = [int(b) for b in problem.bounds]
+    spatial = np.ones((L, D, 2), dtype=np.int64)
+    row_c, col_c = _DEFAULT_AXES[df]
+    for axis, cls, extent in ((1, row_c, layout.rows), (0, col_c, layout.cols)):
+        members = [d for d in range(D) if layout.dim_class[d] == cls]
+        size = math.prod(bounds[d] for d in members) if members else 1
+        if size <= extent:
+            for d in members:
+                spatial[layout.array_level, d, axis] = bounds[d]
+        else:
+            inner = [d for d in members if bounds[d] > 1][-1]
+            spatial[layout.array_level, inner, axis] = extent
+    temporal = np.ones((L, D), dtype=np.int64)
+    per_dim = spatial.prod(axis=(0, 2))
+    for d in range(D):
+        temporal[0, d] = -(-bounds[d] // int(per_dim[d]))
+    order = np.tile(np.arange(D, dtype=np.int64), (L, 1))
+    keep = np.zeros((L, T), dtype=bool)
+    keep[0, :] = True
+    for o in range(3):
+        keep[layout.sram[o], layout.tensor[o]] = True
+    keep[layout.pe_level, layout.tensor[_STATIONARY[df]]] = True
+    return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep).as_batch()
