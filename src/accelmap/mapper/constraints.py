@@ -405,7 +405,7 @@ def _spatial_levels(arch: Any) -> list[int]:
     return [i for i, lv in enumerate(arch.levels) if lv.fanout_x * lv.fanout_y > 1]
 
 
-def dataflow(name: str, arch: Any, problem: Any = None) -> Constraints:
+def dataflow(name: str, arch: Any) -> Constraints:
     """Constraints of a named dataflow on ``arch``.
 
     Parameters
@@ -414,15 +414,13 @@ def dataflow(name: str, arch: Any, problem: Any = None) -> Constraints:
         One of `DATAFLOWS`.
     arch
         The architecture (its fanouts decide which levels are PE-local).
-    problem
-        Optional; the stationary presets are written with tensor *roles* and resolved when
-        the map space is built, so the problem is only used to name dims for
-        row-stationary (default conv letters ``N K C P Q R S``).
 
     Returns
     -------
-    Constraints whose rules name roles and dims symbolically; rules about dims a problem
-    lacks are ignored by `MapSpace` only for dataflow-generated rules (marked by source).
+    Constraints. The stationary presets name dims symbolically (``@relevant:<role>`` /
+    ``@irrelevant:<role>``: the dims that do / do not index the tensor with that role),
+    resolved against the problem by `MapSpace`; row-stationary names the conv letters
+    ``P R S`` (and ``K C N``), so it needs a convolution.
     """
     src = f"dataflow {name}"
     if name in ("weight-stationary", "output-stationary", "input-stationary"):
@@ -438,6 +436,10 @@ def dataflow(name: str, arch: Any, problem: Any = None) -> Constraints:
         if not sp:
             raise SpecError(f"{src}: arch {arch.name} has no spatial fanout; row-stationary needs a PE array")
         pe = _pe_levels(arch)
+        # the filter row is held where weights live inside the PE (innermost such level)
+        wl = [i for i in pe if arch.levels[i].holds is None or
+              {"weight", "Weights"} & set(arch.levels[i].holds)]
+        row_level = arch.levels[(wl or pe)[-1]].name
         # Rows: P (output rows) and R (filter rows) pair in input rows (stride*P + R).
         rules_sp = []
         for i in sp:
@@ -445,8 +447,8 @@ def dataflow(name: str, arch: Any, problem: Any = None) -> Constraints:
                                         x=frozenset({"P", "K", "N"}), y=frozenset({"R", "C", "K"})))
         return Constraints(
             spatial=tuple(rules_sp),
-            factors=(FactorRule(level=arch.levels[pe[-1]].name, dim="S", slot=Slot.TEMPORAL, fixed=0),),
-            orders=(OrderRule(level=arch.levels[pe[-1]].name, inner=("S",)),),
+            factors=(FactorRule(level=row_level, dim="S", slot=Slot.TEMPORAL, fixed=0),),
+            orders=(OrderRule(level=row_level, inner=("S",)),),
             source=src,
         )
     from accelmap._registry import did_you_mean
