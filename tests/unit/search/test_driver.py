@@ -35,7 +35,7 @@ def test_budget_is_exact_and_history_monotone(setup):
     assert r.n_evaluations == 5000 and r.stop_reason == "budget"
     h = r.history
     assert list(h.evaluations) == sorted(h.evaluations) and h.evaluations[-1] == 5000
-    assert all(b2 <= b1 for b1, b2 in zip(h.best[:-1], h.best[1:]))
+    assert all(b2 <= b1 for b1, b2 in zip(h.best[:-1], h.best[1:], strict=False))
     assert h.best[-1] == r.best_objective == pytest.approx(r.edp)
     assert r.best is not None and r.best_metrics["valid"]
     assert sum(r.invalid_reasons.values()) == r.n_evaluations - r.n_valid
