@@ -66,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
             return 0
         if left == 0:
             return 0
-        backend = make_backend(args.backend, address=args.address, workers=args.workers)
+        backend = make_backend(args.backend, address=args.address, workers=args.workers,
+                               log_to_driver=args.verbose > 0)
         try:
             if args.backend == "ray":
                 print(f"running on Ray with {backend.n_workers} worker(s)", file=sys.stderr)

@@ -161,7 +161,9 @@ class RayBackend:
             kwargs: dict[str, Any] = {
                 "include_dashboard": False,
                 "log_to_driver": log_to_driver,
-                "logging_level": logging.WARNING,
+                # Ray's own warnings on a local start (e.g. about its token authentication)
+                # are noise to a sweep user; on a cluster they may matter.
+                "logging_level": logging.ERROR if address is None else logging.WARNING,
             }
             if address is None:
                 kwargs["num_cpus"] = workers or os.cpu_count() or 1
@@ -181,6 +183,10 @@ class RayBackend:
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.n_workers = workers
+        # Tasks in flight: on a joined cluster `workers` is the user's cap on concurrency; on
+        # a local Ray we started with num_cpus=workers, Ray itself caps concurrency, and one
+        # queued task per worker hides the driver's round trip between tasks.
+        self._window = 2 * workers if self._owns else workers
         self._remote = ray.remote(
             num_cpus=1, max_retries=max_retries, retry_exceptions=list(SYSTEM_EXCEPTIONS)
         )(_ray_execute)
@@ -192,9 +198,8 @@ class RayBackend:
         next_i = 0
         try:
             while pending or next_i < len(tasks):
-                # Keep at most n_workers tasks in flight: on a cluster that is the user's
-                # parallelism cap, and an interrupt then loses at most that much work.
-                while next_i < len(tasks) and len(pending) < self.n_workers:
+                # A bounded window: an interrupt then cancels at most that much work.
+                while next_i < len(tasks) and len(pending) < self._window:
                     pending[self._remote.remote(fn_ref, tasks[next_i])] = next_i
                     next_i += 1
                 ready, _ = ray.wait(list(pending), num_returns=1)
@@ -230,12 +235,14 @@ class RayBackend:
         self.close()
 
 
-def make_backend(name: str = "ray", *, address: str | None = None, workers: int | None = None) -> Backend:
-    """A backend by name: ``"ray"`` or ``"serial"`` (which ignores address and workers)."""
+def make_backend(
+    name: str = "ray", *, address: str | None = None, workers: int | None = None, log_to_driver: bool = False
+) -> Backend:
+    """A backend by name: ``"ray"`` or ``"serial"`` (which takes no address)."""
     if name == "serial":
         if address is not None:
             raise SpecError(f"--address {address!r} needs the Ray backend; drop --backend serial")
         return SerialBackend()
     if name == "ray":
-        return RayBackend(address=address, workers=workers)
+        return RayBackend(address=address, workers=workers, log_to_driver=log_to_driver)
     raise SpecError(f"backend {name!r}; expected 'ray' or 'serial'")

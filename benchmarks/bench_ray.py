@@ -1,0 +1,180 @@
+"""Sweep throughput on a local Ray with 1 and 2 workers, and the per-task overhead.
+
+Run by hand::
+
+    python benchmarks/bench_ray.py                  # synthetic tasks of ~2 s of CPU work
+    python benchmarks/bench_ray.py --task search    # real searches (budget per task)
+
+Writes ``benchmarks/results/bench_ray.json``:
+
+* ``tasks_per_s`` for 1 and 2 workers: finished tasks / wall time of the sweep (Ray start
+  excluded, workers warmed up), every task committed to a SQLite store as in a real sweep;
+* ``speedup`` = tasks_per_s[2] / tasks_per_s[1] (target >= 1.8 on tasks of a few seconds);
+* ``overhead_per_task_ms``: wall time per no-op task on one worker (Ray round trip, pickling,
+  one store commit), and ``driver_overhead_per_task_ms``: (sweep wall - sum of task wall
+  times) / tasks with one worker;
+* ``ray_init_s``; the load average before and after (the machine may be shared: a load well
+  above the core count spoils the speedup, and the JSON says so).
+
+Synthetic tasks do a fixed amount of CPU work (numpy on small arrays, calibrated once), not a
+fixed time, so that contention shows as it would for real searches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from accelmap.parallel.backend import RayBackend, SerialBackend
+from accelmap.parallel.store import ResultStore
+from accelmap.parallel.sweep import SearchTask, run_tasks, run_search_task
+from accelmap.testing.examples import small_arch, small_conv
+
+OUT = Path(__file__).resolve().parent / "results" / "bench_ray.json"
+
+
+def _work(n_iter: int) -> float:
+    """A fixed amount of single-threaded CPU work."""
+    rng = np.random.default_rng(0)
+    a = rng.random((64, 64))
+    acc = 0.0
+    for _ in range(n_iter):
+        a = np.tanh(a @ a.T * 1e-2)
+        acc += float(a[0, 0])
+    return acc
+
+
+def spin_task(task: SearchTask) -> dict:
+    n_iter = int(task.searcher_options["n_iter"])
+    t0 = time.perf_counter()
+    _work(n_iter)
+    dt = time.perf_counter() - t0
+    return {"cycles": float(n_iter), "energy_pj": dt, "edp": n_iter * dt, "n_evaluations": n_iter}
+
+
+def noop_task(task: SearchTask) -> dict:
+    return {"cycles": 1.0, "energy_pj": 1.0, "edp": 1.0}
+
+
+def _calibrate(target_s: float) -> int:
+    _work(20)
+    n = 50
+    while True:
+        t0 = time.perf_counter()
+        _work(n)
+        dt = time.perf_counter() - t0
+        if dt > 0.3:
+            return max(1, int(n * target_s / dt))
+        n *= 2
+
+
+def _tasks(n: int, options: dict, tag: str, searcher: str = "random") -> list[SearchTask]:
+    p, a = small_conv(), small_arch()
+    return [SearchTask(problem=p, arch=a, searcher=searcher, searcher_options={**options, "tag": tag},
+                       seed=i, seed_index=i, sweep=f"bench-{tag}") for i in range(n)]
+
+
+def _sweep(backend, fn, tasks, store_path: Path) -> tuple[float, float]:
+    with ResultStore(store_path) as store:
+        t0 = time.perf_counter()
+        summary = run_tasks(tasks, store=store, backend=backend, task_fn=fn)
+        wall = time.perf_counter() - t0
+        assert summary.n_ok == len(tasks), summary
+        task_s = sum(r["wall_s"] for r in store.rows(columns=("wall_s",)) if r["wall_s"] is not None)
+    return wall, task_s
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--task", choices=("synthetic", "search"), default="synthetic")
+    ap.add_argument("--n-tasks", type=int, default=8, help="tasks per sweep (default 8)")
+    ap.add_argument("--task-s", type=float, default=2.0, help="synthetic task length on an idle core")
+    ap.add_argument("--budget", type=int, default=20000, help="evaluations per search (--task search)")
+    ap.add_argument("--searcher", default="random", help="searcher of --task search")
+    ap.add_argument("--model", default="loopnest", help="cost model of --task search")
+    ap.add_argument("--n-noop", type=int, default=100, help="no-op tasks for the overhead figure")
+    ap.add_argument("--settle-s", type=float, default=8.0,
+                    help="wait after ray.init for Ray's own helper processes to finish starting")
+    ap.add_argument("--out", default=str(OUT))
+    args = ap.parse_args()
+
+    load_before = os.getloadavg()
+    if args.task == "synthetic":
+        n_iter = _calibrate(args.task_s)
+        fn, options, searcher = spin_task, {"n_iter": n_iter}, "random"
+    else:
+        from accelmap.workloads.zoo import layer
+
+        n_iter = None
+        fn, options, searcher = run_search_task, {}, args.searcher
+
+    def tasks(tag: str) -> list[SearchTask]:
+        if args.task == "synthetic":
+            return _tasks(args.n_tasks, options, tag)
+        prob = layer("resnet50/conv3_1")
+        from accelmap.arch.presets import preset
+
+        arch = preset("eyeriss-like")
+        return [SearchTask(problem=prob, arch=arch, model=args.model, searcher=searcher, budget=args.budget,
+                           seed=1000 + i, seed_index=i, sweep=f"bench-{tag}") for i in range(args.n_tasks)]
+
+    out: dict = {
+        "benchmark": "bench_ray",
+        "task": args.task,
+        "n_tasks": args.n_tasks,
+        "synthetic_task_s_idle": args.task_s if args.task == "synthetic" else None,
+        "synthetic_n_iter": n_iter,
+        "budget": args.budget if args.task == "search" else None,
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "loadavg_before": load_before,
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        tmpdir = Path(tmp)
+        # Serial baseline: the same tasks in this process, no Ray.
+        wall, task_s = _sweep(SerialBackend(), fn, tasks("serial"), tmpdir / "serial.sqlite")
+        out["serial"] = {"wall_s": wall, "task_s": task_s, "tasks_per_s": args.n_tasks / wall}
+        tps = {}
+        for workers in (1, 2):
+            t0 = time.perf_counter()
+            backend = RayBackend(workers=workers)
+            init_s = time.perf_counter() - t0
+            try:
+                # Ray's agents keep importing for seconds after init returns; let them settle,
+                # then warm the workers up (process start, imports), not counted
+                time.sleep(args.settle_s)
+                _sweep(backend, noop_task, _tasks(2 * workers, {}, f"warm{workers}"), tmpdir / f"warm{workers}.sqlite")
+                wall, task_s = _sweep(backend, fn, tasks(f"w{workers}"), tmpdir / f"w{workers}.sqlite")
+                rec = {"ray_init_s": init_s, "wall_s": wall, "task_s": task_s,
+                       "tasks_per_s": args.n_tasks / wall, "mean_task_s": task_s / args.n_tasks}
+                if workers == 1:
+                    nw, _ = _sweep(backend, noop_task, _tasks(args.n_noop, {}, "noop"), tmpdir / "noop.sqlite")
+                    rec["overhead_per_task_ms"] = 1e3 * nw / args.n_noop
+                    rec["driver_overhead_per_task_ms"] = 1e3 * (wall - task_s) / args.n_tasks
+                out[f"workers_{workers}"] = rec
+                tps[workers] = rec["tasks_per_s"]
+            finally:
+                backend.close()
+    out["tasks_per_s"] = {"1": tps[1], "2": tps[2]}
+    out["speedup"] = tps[2] / tps[1]
+    out["overhead_per_task_ms"] = out["workers_1"]["overhead_per_task_ms"]
+    out["driver_overhead_per_task_ms"] = out["workers_1"]["driver_overhead_per_task_ms"]
+    out["loadavg_after"] = os.getloadavg()
+    busy = max(load_before[0], out["loadavg_after"][0]) > (os.cpu_count() or 1) + 0.5
+    out["contended"] = bool(busy)
+    out["note"] = ("load average above the core count during the run: other processes competed for "
+                   "the cores, so the speedup understates what 2 free cores give") if busy else "machine quiet"
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "overhead_per_task_ms",
+                                          "driver_overhead_per_task_ms", "loadavg_before", "loadavg_after")}, indent=2))
+
+
+if __name__ == "__main__":
+    main()
