@@ -1,0 +1,71 @@
+"""`accelmap search` as a subprocess on small layers."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "accelmap.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_search_prints_loop_nest_metrics_gap_and_writes_result(tmp_path):
+    r = _cli("search", "resnet50/conv3_1", "--arch", "eyeriss-like", "--budget", "3000", "--seed", "1",
+             cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "for " in r.stdout and "cycles" in r.stdout and "lower bound" in r.stdout
+    out = tmp_path / "accelmap-out" / "resnet50" / "conv3_1" / "result.json"
+    data = json.loads(out.read_text())
+    assert data["n_evaluations"] == 3000 and data["best"]["edp"] > 0 and data["seed"] == 1
+
+
+def test_search_json_has_the_best_metrics_and_mapping(tmp_path):
+    r = _cli("search", "resnet50/conv3_1", "--arch", "eyeriss-like", "--budget", "2000", "--searcher", "random",
+             "--json", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    data = json.loads(r.stdout)
+    best = data["best"]
+    assert best["cycles"] > 0 and best["energy_pj"] > 0 and best["edp"] == pytest.approx(best["cycles"] * best["energy_pj"])
+    assert "mapping" in best and data["searcher"] == "random"
+    assert (tmp_path / "o" / "result.json").exists()
+
+
+def test_pareto_objective_prints_a_front(tmp_path):
+    r = _cli("search", "resnet50/conv3_1", "--arch", "eyeriss-like", "--budget", "2000", "--searcher", "genetic",
+             "--objective", "energy,cycles", "--out", str(tmp_path), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "Pareto front" in r.stdout
+
+
+@pytest.mark.parametrize("args, message", [
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher", "anneall"], "Did you mean"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--objective", "speed"], "objective"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--budget", "0"], "--budget"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--storage", "sqlite:///x.db"], "--searcher optuna"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher-option", "bogus=1"], "no option"),
+    (["--arch", "eyeriss-like"], "LAYER or --network"),
+    (["resnet50/nope", "--arch", "eyeriss-like"], "layer"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher", "exhaustive"], "exhaustive"),
+])
+def test_bad_options_exit_2_with_a_message(tmp_path, args, message):
+    r = _cli("search", *args, cwd=tmp_path)
+    assert r.returncode == 2, r.stdout + r.stderr
+    assert message in r.stderr and "Traceback" not in r.stderr
+
+
+def test_network_search_prints_a_table_with_totals(tmp_path):
+    r = _cli("search", "--network", "resnet50", "--arch", "eyeriss-like", "--budget", "300", "--searcher",
+             "random", "--out", str(tmp_path / "net"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "total (x repeat)" in r.stdout
+    data = json.loads((tmp_path / "net" / "result.json").read_text())
+    assert data["totals"]["layers"] >= 50 and data["totals"]["complete"]
+    assert data["totals"]["distinct_layers"] == len(data["layers"]) < data["totals"]["layers"]
