@@ -131,7 +131,6 @@ def _plot(best: list[Any], totals: list[Any], metric: str, out: str) -> None:
         ax2.bar(range(len(totals)), [getattr(t, metric) for t in totals])
         ax2.set_xticks(range(len(totals)))
         ax2.set_xticklabels(labels, rotation=30, ha="right", fontsize=7)
-        ax2.set_yscale("log")
         ax2.set_ylabel(f"network {metric}")
         ax2.set_title(f"network totals ({metric})")
     fig.tight_layout()
