@@ -1176,8 +1176,9 @@ def directives_from_mapping(problem: Problem, arch: Arch, mapping: Mapping) -> t
     top, inner, f_y, f_x = _row_plan(problem, lay, view, mapping)
     kinds = {True: DirectiveKind.SPATIAL, False: DirectiveKind.TEMPORAL}
     dirs: list[Directive | ClusterDirective] = [Directive(kinds[s], v, size, ofs) for v, s, size, ofs in top]
-    dirs.append(ClusterDirective(f_x))
-    dirs += [Directive(kinds[s], v, size, ofs) for v, s, size, ofs in inner]
+    if f_x > 1:  # one PE per top-level unit needs no inner cluster level (MAESTRO's 1-level form)
+        dirs.append(ClusterDirective(f_x))
+        dirs += [Directive(kinds[s], v, size, ofs) for v, s, size, ofs in inner]
     caps = arch.capacities_words
     a = view.array_level
     l1 = caps[a + 1] if a + 1 < arch.n_levels else np.inf
@@ -1488,7 +1489,8 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
     d_in = m_top_v
     in_sp = np.arange(nv)[None, :] == sp_in_var[:, None]
     cover_in = m_in_v + o_in_v * (f_x[:, None] - 1)
-    regular &= np.where(in_sp, cover_in == d_in, m_in_v == d_in).all(axis=1)
+    single = f_x == 1  # no inner cluster level: the top level's units are the PEs
+    regular &= single | np.where(in_sp, cover_in == d_in, m_in_v == d_in).all(axis=1)
 
     # --- per-var reuse tables ------------------------------------------------------------
     def tables(m_v: np.ndarray, o_v: np.ndarray, d_v: np.ndarray, sp_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1539,19 +1541,19 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
         return hop + (-(-traffic // bw)) - 1
 
     runtime_in = psum_pe + noc(ing_in, view.noc_bw)
+    e1, e0, psum_cl = out_products(mapped_top, unique_top, sp_top_var)
     for j, tname in enumerate(_TNAMES):
         vm = masks[tname]
-        rows["l1_req"][:, j] = 2 * np.prod(np.where(vm[None, :], m_in_v, 1), axis=1)
+        rows["l1_req"][:, j] = 2 * np.prod(np.where(vm[None, :], np.where(single[:, None], m_top_v, m_in_v), 1), axis=1)
 
     # top level
-    e1, e0, psum_cl = out_products(mapped_top, unique_top, sp_top_var)
     out_sp = out_mask[sp_top_var]
     egress = e1 + np.where(out_sp, (f_y - 1) * e0, 0)
     psum_size = f_y * psum_cl
     total = np.prod(t, axis=1)
     excl = np.concatenate([np.ones((n, 1), np.int64), np.cumprod(t, axis=1)[:, :-1]], axis=1)
     w = (t - 1) * excl  # occurrences of the cases whose changing position is j
-    compute = runtime_in
+    compute = np.where(single, psum_cl, runtime_in)
     m_pos = m_top
     u_pos = np.take_along_axis(unique_top[:, :nv], perm, 1)
     s_pos = np.argmax(is_sp, axis=1)
