@@ -57,6 +57,7 @@ __all__ = [
     "Constraints",
     "constraints_from_dict",
     "load_constraints",
+    "load_constraint_files",
     "arch_default_constraints",
     "dataflow",
     "DATAFLOWS",
@@ -368,6 +369,44 @@ def load_constraints(path: str | Path, *, arch: Any = None) -> Constraints:
             "accelmap.mapper.timeloop_constraints.load_timeloop_constraints"
         )
     return constraints_from_dict(data, source=str(p), arch=arch)
+
+
+def load_constraint_files(paths: Iterable[str | Path], *, problem: Any, arch: Any,
+                          level_map: Mapping[str, str] | None = None) -> Constraints | None:
+    """Read several constraint files, accelmap or Timeloop format (told apart by content).
+
+    accelmap files are layered in the order given (later ones override earlier ones);
+    Timeloop files are read together (as Timeloop's mapper reads its arch and mapspace
+    constraints) and layered first. Returns None for no files.
+    """
+    import yaml
+
+    from accelmap.mapper.timeloop_constraints import timeloop_constraints_from_dict
+
+    ours: list[Constraints] = []
+    tl_docs: list[Any] = []
+    tl_names: list[str] = []
+    for path in paths:
+        p = Path(path)
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{p}: not valid YAML: {exc}") from None
+        if isinstance(data, Mapping) and any(k in data for k in ("architecture_constraints", "mapspace_constraints",
+                                                                  "mapspace")):
+            tl_docs.append(data)
+            tl_names.append(str(p))
+        else:
+            if not isinstance(data, Mapping):
+                raise SpecError(f"{p}: expected a constraints mapping with `version: 1`; received {type(data).__name__}")
+            ours.append(constraints_from_dict(data, source=str(p), arch=arch))
+    result: Constraints | None = None
+    if tl_docs:
+        result = timeloop_constraints_from_dict(tl_docs, problem=problem, arch=arch, sources=tl_names,
+                                                level_map=level_map)
+    for c in ours:
+        result = c if result is None else result.override(c)
+    return result
 
 
 def arch_default_constraints(arch: Any) -> Constraints:
