@@ -289,19 +289,6 @@ class SystolicStats:
 # --- shared helpers ---------------------------------------------------------------------
 
 
-def _chunk_extents(bounds: IntArray, members: list[int], size: IntArray) -> IntArray:
-    """(n, D) box extents of a chunk of ``size`` consecutive flattened elements of the dims
-    ``members`` (outermost first); other dims 1. Inner dims fill first (im2col order)."""
-    n = size.shape[0]
-    ext = np.ones((n, bounds.shape[0]), dtype=np.int64)
-    rem = size.copy()
-    for d in reversed(members):
-        b = int(bounds[d])
-        ext[:, d] = np.minimum(rem, b)
-        rem = -(-rem // b)
-    return ext
-
-
 def _distinct_words(coef: IntArray, used: BoolArray, ext: IntArray) -> IntArray:
     """(n,) distinct words of one tensor touched by a box of extents ``ext`` (n, D).
 
@@ -491,7 +478,8 @@ class SystolicModel:
         for o in (0, 1):
             t = layout.tensor[o]
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
-                                             idx_r[o], idx_c[o], acc[o], bounds, dim_class))
+                                             idx_r[o], idx_c[o], acc[o], bounds, dim_class,
+                                             batch.order[:, layout.array_level]))
         dram_w = ofmap_true
 
         stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
@@ -559,7 +547,8 @@ class SystolicModel:
             ic_l.append(ic)
         sram_w = acc[2] + (folds * (R + C) if df is Dataflow.OS else 0)
         dram_r = [
-            _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o])
+            _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
+                            [int(d) for d in mapping.order[layout.array_level]])
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -726,8 +715,12 @@ def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
 def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, rc: IntArray, cc: IntArray,
                       s_r: IntArray, s_c: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
                       ir: BoolArray, ic: BoolArray, reads: IntArray, bounds: IntArray,
-                      dim_class: IntArray) -> IntArray:
-    """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring."""
+                      dim_class: IntArray, order: IntArray) -> IntArray:
+    """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring.
+
+    ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
+    of the dims of each class when they are cut into fold chunks.
+    """
     n = rc.shape[0]
     w = layout.window_words[o]
     coef = problem.coefficients[t]
@@ -738,59 +731,59 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     if d_tot < w or n == 0:
         return np.full(n, d_tot * b_rep, dtype=np.int64)
     overlap = _overlaps(coef, used, full)
-    members = {c: [d for d in range(len(dim_class)) if dim_class[d] == c] for c in range(3)}
     tc = 3 - rc - cc
+    rows_idx = np.arange(n)
 
     def box(chunk_cls: IntArray, chunk: IntArray, whole: list[IntArray]) -> IntArray:
-        """Extents: ``chunk`` elements of class chunk_cls, the classes in ``whole`` full."""
+        """Extents: ``chunk`` flattened elements of class ``chunk_cls`` (inner dims first in
+        ``order``), the classes in ``whole`` at their full bounds, every other dim 1."""
         ext = np.ones((n, len(bounds)), dtype=np.int64)
-        for c in range(3):
-            sel = chunk_cls == c
-            if sel.any():
-                e = _chunk_extents(bounds, members[c], chunk)
-                ext = np.where(sel[:, None], np.maximum(ext, e), ext)
-            for wc in whole:
-                selw = wc == c
-                if selw.any():
-                    ext = np.where(selw[:, None] & (dim_class == c)[None, :], full[None, :], ext)
+        rem = chunk.copy()
+        for pos in range(len(bounds) - 1, -1, -1):
+            d = order[:, pos]
+            member = dim_class[d] == chunk_cls
+            b = bounds[d]
+            ext[rows_idx, d] = np.where(member, np.minimum(rem, b), ext[rows_idx, d])
+            rem = np.where(member, -(-rem // b), rem)
+        for wc in whole:
+            ext = np.where(dim_class[None, :] == wc[:, None], full[None, :], ext)
         return ext
 
     last_r = s_r - (f_r - 1) * ur
     last_c = s_c - (f_c - 1) * uc
-    out = np.zeros(n, dtype=np.int64)
-    # Case B: tile set by the column chunk only, read on f_r consecutive folds.
-    case_b = ic & ~ir
-    # Case C: tile set by the row chunk only; the sequence of f_r tiles repeats f_c times.
-    case_c = ir & ~ic
-    # Case A: stationary operand, every tile once.
-    case_a = ir & ic
+    case_c = ir & ~ic  # tile set by the row chunk; the sequence of f_r tiles repeats f_c times
+    case_b = ic & ~ir  # tile set by the column chunk, read on f_r consecutive folds
     if not overlap:
         t_full = _distinct_words(coef, used, box(cc, uc, [tc]))
         t_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
         rep = _repeated_tiles(f_c - 1, t_full, t_last, f_r, w)
-        out = np.where(case_b, rep, out)
-        out = np.where(case_c, f_c * d_tot, out)
-        out = np.where(case_a, d_tot, out)
+        # case A (stationary operand): every word once
+        out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
-    # Sliding-window operand: reset-loss estimate per pass over the operand.
-    # Passes: case C re-reads its sequence once per column fold, A and B once.
+    # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
     passes = np.where(case_c, f_c, 1)
-    # Working set shared between neighbouring tiles: a tile's distinct words less its
-    # share of the whole (the halo it has in common with the tiles around it).
-    tile_r = _distinct_words(coef, used, box(rc, ur, [tc]))
-    tile_c = _distinct_words(coef, used, box(cc, uc, [tc, rc]))
-    n_tiles = np.where(case_c, f_r, f_c)
-    tile = np.where(case_c, tile_r, tile_c)
-    h = tile - d_tot // n_tiles
-    est = _reset_loss(np.full(n, d_tot), h, w, reads // passes)
-    # A tile larger than the window keeps no reuse between its duplicates: fetch all reads.
-    est = np.where(tile >= w, reads // passes, est)
-    del last_r
+    reads_pass = reads // passes
+    d_arr = np.full(n, d_tot, dtype=np.int64)
+    # Case C: tiles of one row chunk each.
+    t_full = _distinct_words(coef, used, box(rc, ur, [tc]))
+    t_last = _distinct_words(coef, used, box(rc, last_r, [tc]))
+    # Window chunks on the rows (WS-like) make tiles that are shifted copies of one another:
+    # once two of them exceed the window, nothing is reused from one to the next.
+    shifted = (rc == _K) & (2 * t_full >= w)
+    c_est = np.where(
+        shifted, (f_r - 1) * t_full + t_last,
+        np.where(t_full >= w, reads_pass, _reset_loss(d_arr, t_full - d_tot // (2 * f_r), w, reads_pass)),
+    )
+    # Cases A and B: a group of folds shares one column chunk, tiled like case C.
+    group = _distinct_words(coef, used, box(cc, uc, [tc, rc]))
+    ab_est = np.where(group >= w, reads_pass, _reset_loss(d_arr, group - d_tot // (2 * f_c), w, reads_pass))
+    est = np.where(case_c, c_est, ab_est)
     return passes * est * b_rep
 
 
 def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
-                    ur: int, uc: int, f_r: int, f_c: int, ir: bool, ic: bool, reads: int) -> int:
+                    ur: int, uc: int, f_r: int, f_c: int, ir: bool, ic: bool, reads: int,
+                    order: list[int]) -> int:
     t = layout.tensor[o]
     w = layout.window_words[o]
     coef = problem.coefficients[t]
@@ -803,37 +796,40 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     if d_tot < w:
         return d_tot * b_rep
     overlap = _overlaps(coef, used, np.array(full))
-    members = {c: [d for d in range(len(dim_class)) if dim_class[d] == c] for c in range(3)}
     tc = 3 - rc - cc
 
     def box(chunk_cls: int, chunk: int, whole: list[int]) -> list[int]:
-        ext = _chunk_extents_one(bounds, members[chunk_cls], chunk)
+        members = [d for d in order if dim_class[d] == chunk_cls]
+        ext = _chunk_extents_one(bounds, members, chunk)
         for d in range(len(bounds)):
             if dim_class[d] in whole:
                 ext[d] = full[d]
         return ext
 
+    case_c = ir and not ic
+    case_b = ic and not ir
     if not overlap:
-        if ic and not ir:
+        if case_b:
             t_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
             t_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
             return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
-        if ir and not ic:
+        if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
-    case_c = ir and not ic
     passes = f_c if case_c else 1
+    reads_pass = reads // passes
     if case_c:
-        tile = _distinct_words_one(coef, used, box(rc, ur, [tc]))
-        n_tiles = f_r
+        t_full = _distinct_words_one(coef, used, box(rc, ur, [tc]))
+        t_last = _distinct_words_one(coef, used, box(rc, s_r - (f_r - 1) * ur, [tc]))
+        if rc == _K and 2 * t_full >= w:
+            est = (f_r - 1) * t_full + t_last
+        elif t_full >= w:
+            est = reads_pass
+        else:
+            est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
-        tile = _distinct_words_one(coef, used, box(cc, uc, [tc, rc]))
-        n_tiles = f_c
-    h = tile - d_tot // n_tiles
-    if tile >= w:
-        est = reads // passes
-    else:
-        est = _reset_loss(d_tot, h, w, reads // passes)
+        group = _distinct_words_one(coef, used, box(cc, uc, [tc, rc]))
+        est = reads_pass if group >= w else _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
     return passes * est * b_rep
 
 
@@ -954,9 +950,29 @@ def scalesim_mapping(problem: Problem, arch: Arch, dataflow: Dataflow | str) -> 
     for d in range(D):
         temporal[0, d] = -(-bounds[d] // int(per_dim[d]))
     order = np.tile(np.arange(D, dtype=np.int64), (L, 1))
+    order[layout.array_level] = _im2col_order(problem, layout)
     keep = np.zeros((L, T), dtype=bool)
     keep[0, :] = True
     for o in range(3):
         keep[layout.sram[o], layout.tensor[o]] = True
     keep[layout.pe_level, layout.tensor[_STATIONARY[df]]] = True
     return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep).as_batch()
+
+
+def _im2col_order(problem: Problem, layout: SystolicLayout) -> IntArray:
+    """SCALE-Sim's flattening order (outermost first) of each class, as one permutation.
+
+    Its operand matrices (``operand_matrix.py``) number ofmap pixels row-major and the
+    convolution window in the ifmap's row, column, channel layout: window dims that slide
+    with a pixel dim (``R``, ``S``) outside, the others (channels) innermost.
+    """
+    t_in = layout.tensor[0]
+    coef = problem.coefficients[t_in]
+    sliding = [bool(((coef[:, d] > 0) & ((coef > 0).sum(axis=1) > 1)).any()) for d in range(problem.n_dims)]
+    dims = list(range(problem.n_dims))
+
+    def key(d: int) -> tuple[int, int, int]:
+        c = layout.dim_class[d]
+        return (c if c >= 0 else 9, 0 if (c == _K and sliding[d]) else 1, d)
+
+    return np.array(sorted(dims, key=key), dtype=np.int64)
