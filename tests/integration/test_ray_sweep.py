@@ -108,3 +108,18 @@ def test_interrupt_and_resume(local_ray, tmp_path):
         assert (second.n_skipped, second.n_run, second.n_remaining, second.interrupted) == (3, 5, 0, False)
         keys = [r["task_key"] for r in store.rows()]
         assert sorted(keys) == sorted(t.key for t in sweep.tasks())
+
+
+def test_portfolio_of_real_searches_on_ray(local_ray, tmp_path):
+    from accelmap.parallel.portfolio import run_portfolio
+
+    res = run_portfolio(small_conv(), small_arch(), searchers=("random", "anneal"), seeds=2, seed=3,
+                        budget=300, backend=RayBackend(workers=2))
+    assert len(res.members) == 4 and all(m.status == "ok" for m in res.members)
+    assert res.best.best is not None
+    assert res.best.edp == min(m.edp for m in res.members)
+    assert {m.worker for m in res.members} != {None}
+    # the same portfolio in-process finds the same members' results (same seeds, same budget)
+    serial = run_portfolio(small_conv(), small_arch(), searchers=("random", "anneal"), seeds=2, seed=3,
+                           budget=300, backend="serial")
+    assert [m.edp for m in serial.members] == [m.edp for m in res.members]

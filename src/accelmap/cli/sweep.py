@@ -93,3 +93,105 @@ def run(args: argparse.Namespace) -> int:
             print(f"{summary.n_remaining} task(s) left; run the same command again to "
                   f"{'retry' if summary.n_failed else 'finish'} them", file=sys.stderr)
         return 1 if summary.n_failed else 0
+
+
+# --- the portfolio options of `accelmap search` ------------------------------------------
+_PORTFOLIO_OPTIONS = ("workers", "seeds", "address", "backend")
+
+
+def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--workers/--seeds/--address/--backend`` to the `accelmap search` parser."""
+    g = p.add_argument_group("portfolio (several searches of one layer at once, the best kept)")
+    g.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="run a portfolio on N Ray workers: every searcher of --searcher (comma-"
+                        "separated, e.g. anneal,genetic) x --seeds seeds spawned from --seed")
+    g.add_argument("--seeds", type=int, default=None, metavar="K",
+                   help="portfolio seeds per searcher (default: enough to give every worker a search)")
+    g.add_argument("--address", default=None, metavar="ADDR",
+                   help="Ray cluster to join ('auto' or ray://HOST:10001); default: a local Ray")
+    g.add_argument("--backend", choices=("ray", "serial"), default=None,
+                   help="portfolio backend (default ray; serial runs the members one by one)")
+
+
+def wants_portfolio(args: argparse.Namespace) -> bool:
+    """True when any portfolio option was given."""
+    return any(getattr(args, k, None) is not None for k in _PORTFOLIO_OPTIONS)
+
+
+def run_portfolio_cli(args: argparse.Namespace) -> int:
+    """`accelmap search LAYER --arch A --workers N ...`: a portfolio; prints and saves the best."""
+    import json
+    import math
+    from pathlib import Path
+
+    from accelmap._registry import costmodels
+    from accelmap.arch.io import load_arch
+    from accelmap.cli import UsageError
+    from accelmap.mapper.check import render_loop_nest
+    from accelmap.parallel.portfolio import run_portfolio
+    from accelmap.search.api import DEFAULT_SEARCHER, load_constraints_any
+    from accelmap.search.objectives import parse_objective
+    from accelmap.workloads.io import load_problem
+
+    if args.network is not None or args.layer is None:
+        raise UsageError("a portfolio (--workers/--seeds/--address/--backend) searches one LAYER; "
+                         "for a network use `accelmap sweep` (docs/sweeps.md)")
+    for opt, value in (("--checkpoint", args.checkpoint), ("--storage", args.storage)):
+        if value is not None:
+            raise UsageError(f"{opt} applies to a single search, not to a portfolio")
+    if args.workers is not None and args.workers < 1:
+        raise UsageError(f"--workers {args.workers}; expected an int >= 1")
+    if args.seeds is not None and args.seeds < 1:
+        raise UsageError(f"--seeds {args.seeds}; expected an int >= 1")
+    backend = args.backend or "ray"
+    if backend == "serial" and args.address is not None:
+        raise UsageError("--address needs the Ray backend; drop --backend serial")
+    names = [s.strip() for s in (args.searcher or DEFAULT_SEARCHER).split(",") if s.strip()]
+    if len(set(names)) != len(names):
+        raise UsageError(f"--searcher {args.searcher!r} names a searcher twice")
+    if args.searcher_option and len(names) > 1:
+        raise UsageError("--searcher-option is ambiguous with several searchers; give one searcher")
+    costmodels.get(args.model)
+    objective = parse_objective(args.objective)
+    problem = load_problem(args.layer)
+    arch = load_arch(args.arch, energy=args.energy)
+    options: dict[str, dict] = {}
+    if args.searcher_option:
+        from accelmap.cli.search import _searcher_options
+
+        options[names[0]] = _searcher_options(args, names[0], problem.name, arch.name)
+    # Constraint files are read here: members may run on nodes that do not have them.
+    constraints = load_constraints_any(args.constraints, arch, problem) if args.constraints else None
+    n_seeds = args.seeds or max(1, math.ceil((args.workers or 1) / len(names)))
+    print(f"portfolio: {problem.describe()} on {arch.name}: {', '.join(names)} x {n_seeds} seed(s) "
+          f"({args.model}, objective {objective.name}) on {backend}"
+          f"{f' with {args.workers} worker(s)' if args.workers and backend == 'ray' else ''}", file=sys.stderr)
+    res = run_portfolio(
+        problem, arch, searchers=names, seeds=n_seeds, seed=args.seed, model=args.model,
+        budget=args.budget, objective=objective.name, time_limit_s=args.time, constraints=constraints,
+        allow_padding=args.padding, early_stop=args.early_stop, searcher_options=options,
+        backend=backend, workers=args.workers, address=args.address,
+    )
+    out_dir = Path(args.out) if args.out else Path("accelmap-out") / problem.name
+    path = res.best.save(out_dir / "result.json")
+    members = [{"searcher": m.searcher, "seed": m.seed, "status": m.status,
+                "best_objective": m.best_objective if math.isfinite(m.best_objective) else None,
+                "cycles": m.cycles, "energy_pj": m.energy_pj, "edp": m.edp,
+                "n_evaluations": m.n_evaluations, "wall_s": m.wall_s, "worker": m.worker, "error": m.error}
+               for m in res.members]
+    (out_dir / "portfolio.json").write_text(json.dumps(
+        {"winner": members[res.members.index(res.best_member)], "members": members,
+         "n_evaluations": res.n_evaluations, "wall_s": res.wall_s}, indent=2) + "\n")
+    if args.json:
+        print(res.best.to_json())
+        return 0
+    print(res.table(), file=sys.stderr)
+    metrics = costmodels.get(args.model)().evaluate(problem, arch, res.best.best.as_batch())
+    print(render_loop_nest(problem, arch, res.best.best))
+    print()
+    print(metrics.table(0))
+    print()
+    print(f"best of {len(res.members)} searches ({res.n_evaluations:,} evaluations, {res.wall_s:.1f} s): "
+          f"{res.best.summary()}")
+    print(f"wrote {path} and {out_dir / 'portfolio.json'}")
+    return 0

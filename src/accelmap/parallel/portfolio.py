@@ -98,6 +98,8 @@ def run_portfolio(
     objective: str = "edp",
     time_limit_s: float | None = None,
     constraints: Any = None,
+    allow_padding: bool = False,
+    early_stop: int | None = None,
     searcher_options: Mapping[str, Mapping[str, Any]] | None = None,
     backend: str | Backend = "ray",
     workers: int | None = None,
@@ -117,8 +119,9 @@ def run_portfolio(
         A number of seeds spawned from ``SeedSequence(seed)``, or explicit seeds.
     seed
         The SeedSequence root when ``seeds`` is a number.
-    model, budget, objective, time_limit_s, constraints
-        Passed to every member's `accelmap.search.api.search`.
+    model, budget, objective, time_limit_s, constraints, allow_padding, early_stop
+        Passed to every member's `accelmap.search.api.search` (``constraints`` as a loaded
+        `Constraints`, not file names: members may run on machines without the files).
     searcher_options
         ``{searcher name: {option: value}}``.
     backend
@@ -165,7 +168,7 @@ def run_portfolio(
         SearchTask(problem=problem, arch=arch, model=model, searcher=name,
                    searcher_options=dict(options.get(name, {})), seed=s, budget=budget,
                    objective=objective, time_limit_s=time_limit_s, constraints=constraints,
-                   seed_index=si, sweep="portfolio")
+                   allow_padding=allow_padding, early_stop=early_stop, seed_index=si, sweep="portfolio")
         for name in searchers for si, s in enumerate(seed_list)
     ]
     t0 = time.perf_counter()

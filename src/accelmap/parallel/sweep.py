@@ -107,6 +107,8 @@ class SearchTask:
     time_limit_s: float | None = None
     # Mapping constraints handed to the search as given (frozen specs or plain data).
     constraints: Any = field(default=None, hash=False)
+    allow_padding: bool = False
+    early_stop: int | None = None
     network: str | None = None
     seed_index: int = 0
     sweep: str = ""
@@ -129,6 +131,8 @@ class SearchTask:
             "objective": self.objective,
             "time_limit_s": self.time_limit_s,
             "constraints": canonical(self.constraints),
+            "allow_padding": self.allow_padding,
+            "early_stop": self.early_stop,
             "network": self.network,
         }
 
@@ -641,6 +645,10 @@ def search_kwargs(task: SearchTask) -> dict[str, Any]:
         kwargs["searcher_options"] = dict(task.searcher_options)
     if task.constraints is not None:
         kwargs["constraints"] = task.constraints
+    if task.allow_padding:
+        kwargs["allow_padding"] = True
+    if task.early_stop is not None:
+        kwargs["early_stop"] = task.early_stop
     return kwargs
 
 
