@@ -24,13 +24,16 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Evaluate one mapping (accelmap or Timeloop format) of a problem on an arch "
                     "with a cost model; print cycles, energy and per-level access counts.",
     )
-    p.add_argument("problem", help="zoo layer (net/layer) or problem file (accelmap or Timeloop)")
-    p.add_argument("arch", help="preset name or arch file (accelmap or Timeloop)")
-    p.add_argument("mapping", help="mapping file (accelmap or Timeloop map.yaml)")
+    p.add_argument("problem", nargs="?", help="zoo layer (net/layer) or problem file (accelmap or Timeloop)")
+    p.add_argument("arch", nargs="?", help="preset name or arch file (accelmap or Timeloop)")
+    p.add_argument("mapping", nargs="?", help="mapping file (accelmap or Timeloop map.yaml)")
     p.add_argument("--energy", metavar="ERT", help="Timeloop energy reference table for a Timeloop arch file")
     p.add_argument("--model", default="loopnest", help="cost model plugin (default: loopnest)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON (see docs/evaluate-json.md)")
     p.set_defaults(func=run)
+    from accelmap.cli import _maestro
+
+    _maestro.add_arguments(p)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -58,6 +61,14 @@ def run(args: argparse.Namespace) -> int:
     from accelmap._registry import costmodels
     from accelmap.mapper.check import render_loop_nest, validate
 
+    from accelmap.cli import _maestro
+
+    if _maestro.wants_maestro(args):
+        return _maestro.run(args)
+    if args.problem is None or args.arch is None or args.mapping is None:
+        from accelmap.cli import UsageError
+
+        raise UsageError("evaluate needs PROBLEM ARCH MAPPING (or --maestro-hw HW.m --maestro-mapping MAPPING.m)")
     problem, arch, mapping = _load(args)
     model = costmodels.get(args.model)()
     metrics = model.evaluate(problem, arch, mapping.as_batch())
