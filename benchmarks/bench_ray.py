@@ -34,7 +34,7 @@ import numpy as np
 
 from accelmap.parallel.backend import RayBackend, SerialBackend
 from accelmap.parallel.store import ResultStore
-from accelmap.parallel.sweep import SearchTask, run_tasks, run_search_task
+from accelmap.parallel.sweep import SearchTask, run_search_task, run_tasks
 from accelmap.testing.examples import small_arch, small_conv
 
 OUT = Path(__file__).resolve().parent / "results" / "bench_ray.json"

@@ -86,7 +86,7 @@ def _table(head: list[str], rows: list[list[Any]]) -> None:
     cells = [head] + [[str(c) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(head))]
     for j, r in enumerate(cells):
-        print("  " + "  ".join(c.rjust(w) if j and _numeric(c) else c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  " + "  ".join(c.rjust(w) if j and _numeric(c) else c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())
 
 
 def _numeric(s: str) -> bool:

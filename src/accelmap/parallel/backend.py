@@ -18,7 +18,7 @@ import os
 import socket
 import time
 import traceback
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from typing import Any, Protocol, TypeVar
 
 from accelmap.errors import InfeasibleSpaceError, SpecError
@@ -84,7 +84,7 @@ class Backend(Protocol):
 
     name: str
 
-    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]: ...
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Generator[tuple[int, Outcome], None, None]: ...
 
     def close(self) -> None: ...
 
@@ -97,7 +97,7 @@ class SerialBackend:
     def __init__(self) -> None:
         self.n_workers = 1
 
-    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]:
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Generator[tuple[int, Outcome], None, None]:
         for i, task in enumerate(tasks):
             yield i, execute(task_fn, task)
 
@@ -187,11 +187,11 @@ class RayBackend:
         # a local Ray we started with num_cpus=workers, Ray itself caps concurrency, and one
         # queued task per worker hides the driver's round trip between tasks.
         self._window = 2 * workers if self._owns else workers
-        self._remote = ray.remote(
+        self._remote = ray.remote(  # type: ignore[call-overload]  # stubs say bool; a list is documented
             num_cpus=1, max_retries=max_retries, retry_exceptions=list(SYSTEM_EXCEPTIONS)
         )(_ray_execute)
 
-    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Iterator[tuple[int, Outcome]]:
+    def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Generator[tuple[int, Outcome], None, None]:
         ray = self._ray
         fn_ref = ray.put(task_fn)
         pending: dict[Any, int] = {}

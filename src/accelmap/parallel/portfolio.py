@@ -145,7 +145,8 @@ def run_portfolio(
     InfeasibleSpaceError
         When every member failed to find a legal mapping (the message lists why).
     """
-    from accelmap._registry import did_you_mean, searchers as registry
+    from accelmap._registry import did_you_mean
+    from accelmap._registry import searchers as registry
 
     if not searchers:
         raise SpecError("portfolio: no searchers given; expected at least one searcher name")
@@ -161,7 +162,7 @@ def run_portfolio(
             raise SpecError(f"portfolio: seeds = {seeds}; expected an int >= 1 or a list of seeds")
         seed_list = spawn_seeds(seed, seeds)
     else:
-        seed_list = tuple(int(s) for s in seeds)
+        seed_list = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
         if not seed_list:
             raise SpecError("portfolio: seeds is empty; expected at least one seed")
     tasks = [
@@ -216,6 +217,8 @@ def _objective(best: Any) -> float:
     if not isinstance(best, dict):
         return math.inf
     v = best.get("objective", best.get("edp"))
+    if v is None:
+        return math.inf
     try:
         return float(v)
     except (TypeError, ValueError):

@@ -9,7 +9,7 @@ import pytest
 from accelmap.errors import InfeasibleSpaceError
 from accelmap.parallel.backend import SerialBackend, execute, make_backend
 from accelmap.parallel.store import ResultStore
-from accelmap.parallel.sweep import Sweep, run_sweep, run_tasks, spawn_seeds
+from accelmap.parallel.sweep import Sweep, run_sweep, spawn_seeds
 from accelmap.testing.examples import small_arch, small_conv
 
 
