@@ -31,9 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="loopnest", help="cost model plugin (default: loopnest)")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON (see docs/evaluate-json.md)")
     p.set_defaults(func=run)
-    from accelmap.cli import _maestro
+    from accelmap.cli import _maestro, _scalesim
 
     _maestro.add_arguments(p)
+    _scalesim.add_arguments(p)
 
 
 def _load(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -65,10 +66,15 @@ def run(args: argparse.Namespace) -> int:
 
     if _maestro.wants_maestro(args):
         return _maestro.run(args)
+    from accelmap.cli import _scalesim
+
+    if _scalesim.wants_scalesim(args):
+        return _scalesim.run(args)
     if args.problem is None or args.arch is None or args.mapping is None:
         from accelmap.cli import UsageError
 
-        raise UsageError("evaluate needs PROBLEM ARCH MAPPING (or --maestro-hw HW.m --maestro-mapping MAPPING.m)")
+        raise UsageError("evaluate needs PROBLEM ARCH MAPPING (or --maestro-hw HW.m --maestro-mapping MAPPING.m, "
+                         "or --scalesim-config CFG --scalesim-topology CSV)")
     problem, arch, mapping = _load(args)
     model = costmodels.get(args.model)()
     metrics = model.evaluate(problem, arch, mapping.as_batch())
