@@ -863,8 +863,17 @@ class MapSpace:
             k = int(min(max_draws - drawn, max(4096, 4 * want), 1 << 16))
             drawn += k
             if use_repair:
-                batch = self._push_out(self.sample(k, rng), rng)
-                good = batch.take(np.nonzero(self.check(batch).valid)[0])
+                x = self.sample_encoded(k, rng)
+                rows = np.zeros((k, self._D), dtype=np.int64)
+                rows[:, self._tile_dims] = x[:, self._tile_cols]
+                keep = np.broadcast_to(self._keep_base, (k, self._L, self._T)).copy()
+                if len(self._keep_free):
+                    keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+                rows = self._push_out(rows, keep, rng)
+                x[:, self._tile_cols] = rows[:, self._tile_dims]
+                reason, _ = self._fast_reasons(rows, keep)
+                ok = np.nonzero(reason == 0)[0][:want]
+                good = self.decode(x[ok]) if len(ok) else None
             else:
                 # stage 1: factor rows and bypass bits only (uniform: floor(u * bound))
                 cols = np.concatenate([self._tile_cols, self._keep_cols])
@@ -921,54 +930,60 @@ class MapSpace:
         new = self._index[d].lookup(vec)
         return np.where(ok, new, -1)
 
-    def _push_out(self, batch: MappingBatch, rng: np.random.Generator, max_rounds: int = 64) -> MappingBatch:
-        """Move prime factors out to the outermost level's temporal loop until fanout and
-        capacity hold (each move only shrinks tiles at levels >= 1 and spatial use)."""
-        rows = self._factor_rows(batch)
-        temporal, spatial = batch.temporal, batch.spatial
-        L = self._L
+    def _push_out(self, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
+                  max_rounds: int = 64) -> IntArray:
+        """Repair towards legality: while a row breaks the fanout below level l, move a
+        prime factor of one of its spatial factors there to a temporal loop at level <= l;
+        while it overflows level l, move a prime factor of a dim that indexes a tensor kept
+        at l, from a slot at level >= l to a temporal loop at a level < l. Either move
+        shrinks what failed and grows nothing inside it. Moves that would leave the dim's
+        table (a constraint) are skipped and another is drawn in the next round.
+
+        rows (n, D) table rows, keep (n, L, T); returns the new rows.
+        """
+        rows = rows.copy()
+        L, D = self._L, self._D
+        S = L * 3
+        slot_lv = np.repeat(np.arange(L), 3)
+        slot_k = np.tile(np.arange(3), L)
+        rel = self.problem.relevance  # (T, D)
+        active = np.arange(len(rows))
         for _ in range(max_rounds):
-            b = MappingBatch(temporal=temporal, spatial=spatial, order=batch.order, keep=batch.keep)
-            res = check_batch(self.problem, self.arch, b, allow_padding=self.allow_padding)
-            fix = np.nonzero((res.reason == int(Reason.CAPACITY)) | (res.reason == int(Reason.FANOUT)))[0]
-            if len(fix) == 0:
+            reason, level = self._fast_reasons(rows[active], keep[active])
+            sel = (reason == int(Reason.FANOUT)) | (reason == int(Reason.CAPACITY))
+            active = active[sel]
+            if len(active) == 0:
                 break
-            lvl = res.level[fix]
-            is_cap = res.reason[fix] == int(Reason.CAPACITY)
-            # candidate source slots (flat index lv*3+k) per row: capacity at level l -> any slot
-            # at levels >= max(l, 1) (temporal at level 0 excluded); fanout at l -> spatial slots at l
-            slot_lv = np.repeat(np.arange(L), 3)
-            slot_k = np.tile(np.arange(3), L)
-            cand_slot = np.where(
-                is_cap[:, None],
-                (slot_lv[None, :] >= np.maximum(lvl, 1)[:, None]),
+            lvl = level[sel]
+            is_cap = reason[sel] == int(Reason.CAPACITY)
+            m = len(active)
+            vec = self._big[rows[active] + self._offsets[None, :]].reshape(m, D, S)
+            src_ok = np.where(
+                is_cap[:, None], slot_lv[None, :] >= lvl[:, None],
                 (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
-            )  # (m, L*3)
-            # pick a dim and slot with a factor > 1 there, at random
-            F = np.concatenate([temporal[fix][..., None], spatial[fix]], axis=-1)  # (m, L, D, 3)
-            F = F.transpose(0, 2, 1, 3).reshape(len(fix), self._D, L * 3)
-            movable = (F > 1) & cand_slot[:, None, :]
-            score = np.where(movable, rng.random(movable.shape), -1.0)
-            flat = score.reshape(len(fix), -1).argmax(axis=1)
-            has = score.reshape(len(fix), -1).max(axis=1) >= 0
-            d_sel = flat // (L * 3)
-            s_sel = flat % (L * 3)
-            new_rows = rows.copy()
+            )  # (m, S)
+            dims_ok = np.ones((m, D), dtype=bool)
+            if is_cap.any():
+                kept = keep[active, lvl, :]  # (m, T)
+                dims_ok = np.where(is_cap[:, None], (kept.astype(np.int64) @ rel.astype(np.int64)) > 0, True)
+            movable = (vec > 1) & src_ok[:, None, :] & dims_ok[:, :, None]
+            score = np.where(movable, rng.random(movable.shape), -1.0).reshape(m, -1)
+            pick = score.argmax(axis=1)
+            has = score[np.arange(m), pick] >= 0
+            d_sel, s_sel = pick // S, pick % S
+            # destination: a temporal loop at a level < l (capacity) or <= l (fanout)
+            top = np.where(is_cap, lvl - 1, lvl)
+            has &= top >= 0
+            dst_lv = (rng.random(m) * (np.maximum(top, 0) + 1)).astype(np.int64)
+            dst = dst_lv * 3 + _T
             for d in np.unique(d_sel[has]):
-                sel = np.nonzero(has & (d_sel == d))[0]
-                r = fix[sel]
-                f = F[sel, d, s_sel[sel]]
-                pcount = self._n_primes[f]
-                pick = (rng.random(len(sel)) * pcount).astype(np.int64)
-                prime = self._primes[f, pick]
-                moved = self._move_prime(rows[r, d], int(d), s_sel[sel], np.zeros(len(sel), dtype=np.int64), prime)
-                okm = moved >= 0
-                new_rows[r[okm], d] = moved[okm]
-            if (new_rows == rows).all():
-                break
-            rows = new_rows
-            temporal, spatial = self._rows_to_factors(rows)
-        return MappingBatch(temporal=temporal, spatial=spatial, order=batch.order, keep=batch.keep)
+                ii = np.nonzero(has & (d_sel == d))[0]
+                f = vec[ii, d, s_sel[ii]]
+                prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
+                moved = self._move_prime(rows[active[ii], d], int(d), s_sel[ii], dst[ii], prime)
+                ok = moved >= 0
+                rows[active[ii[ok]], d] = moved[ok]
+        return rows
 
     def neighbours(self, batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
         """One random move per row (vectorized): move a prime factor of one dim between
