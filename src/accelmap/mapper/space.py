@@ -621,14 +621,24 @@ class MapSpace:
             local = lut[seq]
             x[:, self._order_cols[lv]] = _lehmer_digits(local)[:, : m - 1]
 
-    def encode(self, batch: MappingBatch) -> IntArray:
+    def encode(self, batch: MappingBatch, *, canonicalize: bool = False) -> IntArray:
         """Mappings of this space -> encoded vectors (n, n_params); ``decode(encode(b)) == b``.
 
         Raises `SpecError` naming the first row that is not a point of the space (factors
         outside the tables, pinned loops out of place, or keep bits the space fixes
-        otherwise); use `repair` first for arbitrary arrays.
+        otherwise); use `repair` first for arbitrary arrays. With ``canonicalize``,
+        mappings that obey the constraints but park loops of bound 1 elsewhere than the
+        space does (e.g. read from Timeloop files) are encoded as their cost-equivalent
+        point of the space.
         """
         self._check_batch_shape(batch)
+        if canonicalize:
+            ok = self.constraint_ok(batch)
+            if not ok.all():
+                i = int(np.argmin(ok))
+                raise SpecError(f"{int((~ok).sum())} of {len(batch)} mappings break the constraints of this map "
+                                f"space (first: row {i}); call MapSpace.repair to project them")
+            batch = self.repair(batch)
         n = len(batch)
         rows = self._factor_rows(batch)
         bad = (rows < 0).any(axis=1)

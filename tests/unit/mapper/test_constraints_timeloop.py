@@ -78,6 +78,7 @@ def test_reference_mappings_are_points_of_the_imported_space(case: str) -> None:
     # without touching factors, bypass or the order of the loops that run
     r = sp.repair(b)
     assert sp.decode(sp.encode(r)) == r
+    assert sp.decode(sp.encode(b, canonicalize=True)) == r
     np.testing.assert_array_equal(r.factors(), b.factors())
     np.testing.assert_array_equal(r.keep, b.keep)
     for lv in range(arch.n_levels):
