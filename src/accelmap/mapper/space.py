@@ -1080,7 +1080,8 @@ class MapSpace:
                 kinds = rng.integers(0, 3, size=n)
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
-    def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None) -> MappingBatch:
+    def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
+               legalize: bool = False) -> MappingBatch:
         """Project arbitrary arrays (e.g. a GA crossover of whole levels) onto the space.
 
         Factors: for each dim, walking from the innermost slot outwards, each factor is cut
@@ -1089,6 +1090,10 @@ class MapSpace:
         the table row nearest in log-factor distance. Orders: each level keeps the relative
         order of its free dims (first occurrence wins), pinned dims go to their places.
         Keep: fixed bits are restored. Points of the space are returned unchanged.
+
+        With ``legalize``, rows that then break a fanout or a capacity are also pushed
+        towards legality (prime factors moved outwards, see `sample_valid`'s repair; uses
+        ``rng``, default seed 0); rows that cannot be fixed stay as they are.
         """
         self._check_batch_shape(batch)
         n = len(batch)
@@ -1143,6 +1148,11 @@ class MapSpace:
         keep = batch.keep.copy()
         fixed_keep = self._keep_state >= 0
         keep[:, fixed_keep] = self._keep_base[fixed_keep][None]
+        keep &= self.arch.holds_mask(self.problem)[None]
+        keep[:, 0, :] = True
+        if legalize and n:
+            rows = self._push_out(rows, keep, rng if rng is not None else np.random.default_rng(0))
+            temporal, spatial = self._rows_to_factors(rows)
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
     def _nearest_rows(self, d: int, vec: IntArray, chunk: int = 1 << 22) -> IntArray:

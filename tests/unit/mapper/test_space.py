@@ -123,6 +123,10 @@ def test_repair_whole_level_crossover(space: MapSpace) -> None:
     assert (fixed.factors().prod(axis=1) == space.problem.bounds).all()
     space.encode(fixed)
     assert space.repair(a) == a
+    legal = space.repair(child, np.random.default_rng(0), legalize=True)
+    space.encode(legal)
+    assert space.check(legal).valid.mean() > space.check(fixed).valid.mean()
+    assert space.check(legal).valid.mean() > 0.9
 
 
 def test_enumerate_matches_brute_force() -> None:
