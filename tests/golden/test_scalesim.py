@@ -16,7 +16,7 @@ section SCALE-Sim, gives both numbers of each.
 from __future__ import annotations
 
 import json
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -67,7 +67,7 @@ def _topology(run_name: str) -> Path:
     return REF / "topologies" / ("gemms.csv" if run_name.startswith("gemms") else "Resnet50_unique.csv")
 
 
-@lru_cache(maxsize=None)
+@cache
 def _results(run_name: str) -> dict[str, dict]:
     """Model report of every layer of a run, by layer name."""
     config = read_config(REF / "configs" / f"{run_name}.cfg")

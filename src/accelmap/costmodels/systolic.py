@@ -449,8 +449,9 @@ class SystolicModel:
         s_r, s_c, t_len = size[rc], size[cc], size[tc]
         b_rep = layout.class_size[3]
         R, C = layout.rows, layout.cols
-        ur = np.minimum(np.prod(sy, axis=1), s_r)
-        uc = np.minimum(np.prod(sx, axis=1), s_c)
+        # (invalid rows may hold zero factors; keep their arithmetic finite)
+        ur = np.maximum(np.minimum(np.prod(sy, axis=1), s_r), 1)
+        uc = np.maximum(np.minimum(np.prod(sx, axis=1), s_c), 1)
         f_r = -(-s_r // ur)
         f_c = -(-s_c // uc)
         folds = f_r * f_c * b_rep
@@ -487,7 +488,7 @@ class SystolicModel:
         total = compute + stall
         map_eff = (s_r * s_c).astype(np.float64) / (f_r * f_c * R * C)
         comp_util = map_eff * t_len / util_fold
-        util = problem.macs / (total.astype(np.float64) * (R * C))
+        util = problem.macs / (np.where(valid, total, 1).astype(np.float64) * (R * C))
 
         def v(a: np.ndarray) -> np.ndarray:
             return np.where(valid, a, 0)

@@ -1,0 +1,84 @@
+"""Property: the batched systolic model equals its scalar reference path, row by row and
+exactly, on random problems, arrays, SRAM sizes and mappings (legal and not)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from accelmap.arch.presets import systolic_array
+from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping, systolic_layout
+from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.testing.costmodel_checks import assert_metrics_equal
+from accelmap.workloads.builders import batched_matmul, conv2d, matmul
+
+MODEL = SystolicModel()
+
+problems = st.one_of(
+    st.builds(lambda m, n, k: matmul("g", m=m, n=n, k=k, word_bits=8),
+              st.integers(1, 90), st.integers(1, 90), st.integers(1, 90)),
+    st.builds(lambda b, m, n, k: batched_matmul("b", b=b, m=m, n=n, k=k, word_bits=8),
+              st.integers(1, 3), st.integers(1, 40), st.integers(1, 40), st.integers(1, 40)),
+    st.builds(lambda c, k, p, r, s: conv2d("c", c=c, k=k, p=p, q=p + 1, r=r, s=r, stride=s, word_bits=8),
+              st.integers(1, 12), st.integers(1, 20), st.integers(1, 12), st.integers(1, 3), st.integers(1, 2)),
+)
+
+
+@st.composite
+def cases(draw):
+    prob = draw(problems)
+    rows, cols = draw(st.integers(1, 16)), draw(st.integers(1, 16))
+    kb = draw(st.sampled_from([1, 2, 64]))
+    bw = draw(st.sampled_from([None, 1.0, 7.5]))
+    arch = systolic_array(rows, cols, kb, kb, kb, dram_bandwidth_words_per_cycle=bw)
+    lay, _ = systolic_layout(prob, arch)
+    mappings = []
+    for _ in range(draw(st.integers(1, 5))):
+        base = scalesim_mapping(prob, arch, draw(st.sampled_from(["os", "ws", "is"])))[0]
+        sp = base.spatial.copy()
+        keep = base.keep.copy()
+        order = base.order.copy()
+        # random unrolling of random dims on random axes, within the fanout or beyond it
+        for d in range(prob.n_dims):
+            if draw(st.booleans()):
+                sp[lay.array_level, d] = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
+        if draw(st.booleans()):
+            order[lay.array_level] = np.array(draw(st.permutations(range(prob.n_dims))))
+        if draw(st.integers(0, 5)) == 0:
+            keep[lay.pe_level] = np.array(draw(st.lists(st.booleans(), min_size=3, max_size=3)))
+        per_dim = sp.prod(axis=(0, 2))
+        t = np.ones_like(base.temporal)
+        t[0] = [math.ceil(int(b) / int(f)) for b, f in zip(prob.bounds, per_dim, strict=True)]
+        mappings.append(Mapping(temporal=t, spatial=sp, order=order, keep=keep))
+    return prob, arch, MappingBatch.from_mappings(mappings)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases())
+def test_batched_equals_scalar(case):
+    prob, arch, batch = case
+    m = MODEL.evaluate(prob, arch, batch)
+    s = MODEL.stats(prob, arch, batch)
+    for i in range(len(batch)):
+        assert_metrics_equal(m.take(slice(i, i + 1)), MODEL.evaluate_one(prob, arch, batch[i]), what=f"row {i}")
+        one = MODEL.stats_one(prob, arch, batch[i])
+        for name in ("valid", "reason", "dataflow", "folds", "total_cycles", "sram_reads", "sram_writes",
+                     "dram_reads", "dram_writes", "mapping_efficiency", "utilization"):
+            assert np.array_equal(getattr(s, name)[i:i + 1], getattr(one, name)), (i, name)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cases())
+def test_physics_on_valid_rows(case):
+    prob, arch, batch = case
+    s = MODEL.stats(prob, arch, batch)
+    rows, cols = systolic_layout(prob, arch)[0].rows, systolic_layout(prob, arch)[0].cols
+    for i in np.nonzero(s.valid)[0]:
+        # no mapping beats the array's peak; DRAM never below the distinct words of a tensor
+        assert s.total_cycles[i] * rows * cols >= prob.macs
+        assert s.dram_reads[i].min() >= 1
+        assert s.dram_writes[i] >= int(prob.tensor_sizes()[prob.output_index])
+        assert 0 < s.mapping_efficiency[i] <= 1
