@@ -28,6 +28,9 @@ the accepted keys). ``docs/sweeps.md`` is the user guide; in short::
     budget: 20000                    # evaluations per search
     objective: edp
     time_limit_s: null
+    constraints: [dataflow.yaml]     # optional constraint files, applied to every task
+    allow_padding: false             # imperfect factorization
+    early_stop: null                 # evaluations without improvement before a search stops
 
 Every task carries frozen specs (`Problem`, `Arch`), plugin *names* and a seed; its key is
 the SHA-256 of its canonical spec, so a re-run skips what the store already holds.
@@ -204,6 +207,10 @@ class Sweep:
     budget: int | None = None
     objective: str = "edp"
     time_limit_s: float | None = None
+    # Constraint files (absolute paths) applied to every task, read on the driver.
+    constraint_files: tuple[str, ...] = ()
+    allow_padding: bool = False
+    early_stop: int | None = None
 
     def __post_init__(self) -> None:
         for key in ("workloads", "archs", "models", "searchers", "seeds"):
@@ -218,14 +225,23 @@ class Sweep:
         """Every task, workload-major (a network's layers stay together), no duplicates."""
         out: list[SearchTask] = []
         seen: set[str] = set()
+        loaded: dict[tuple[Problem, Arch], Any] = {}
         for (network, problem), arch, model, (searcher, options), (si, seed) in itertools.product(
             self.workloads, self.archs, self.models, self.searchers, enumerate(self.seeds)
         ):
+            constraints = None
+            if self.constraint_files:
+                if (problem, arch) not in loaded:
+                    from accelmap.search.api import load_constraints_any
+
+                    loaded[problem, arch] = load_constraints_any(list(self.constraint_files), arch, problem)
+                constraints = loaded[problem, arch]
             task = SearchTask(
                 problem=problem, arch=arch, model=model, searcher=searcher,
                 searcher_options=dict(options), seed=seed, budget=self.budget,
                 objective=self.objective, time_limit_s=self.time_limit_s, network=network,
-                seed_index=si, sweep=self.name,
+                constraints=constraints, allow_padding=self.allow_padding,
+                early_stop=self.early_stop, seed_index=si, sweep=self.name,
             )
             k = task.key
             if k not in seen:
@@ -235,7 +251,8 @@ class Sweep:
 
 
 _TOP_KEYS = ("version", "name", "workloads", "architectures", "models", "searchers", "seeds",
-             "seed", "budget", "objective", "time_limit_s")
+             "seed", "budget", "objective", "time_limit_s", "constraints", "allow_padding",
+             "early_stop")
 
 
 def load_sweep(path: str | Path) -> Sweep:
@@ -323,10 +340,28 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
     if not isinstance(objective, str):
         raise SpecError(f"{source}: objective = {objective!r}; expected a string such as edp, energy, cycles")
     _check_objective(objective, f"{source}: objective")
+    files = top.get("constraints", [])
+    if isinstance(files, str):
+        files = [files]
+    if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
+        raise SpecError(f"{source}: constraints = {files!r}; expected a constraint file path or a list of them")
+    constraint_files = []
+    for f in files:
+        fp = base / f
+        if not fp.is_file():
+            raise SpecError(f"{source}: constraints: {fp} does not exist (paths are relative to the sweep file)")
+        constraint_files.append(str(fp.resolve()))
+    allow_padding = top.get("allow_padding", False)
+    if not isinstance(allow_padding, bool):
+        raise SpecError(f"{source}: allow_padding = {allow_padding!r}; expected true or false")
+    early_stop = top.get("early_stop")
+    if early_stop is not None and (isinstance(early_stop, bool) or not isinstance(early_stop, int) or early_stop < 1):
+        raise SpecError(f"{source}: early_stop = {early_stop!r}; expected an int >= 1 (evaluations without improvement)")
     return Sweep(
         name=name, workloads=tuple(workloads), archs=tuple(archs), models=tuple(models),
         searchers=tuple(searcher_list), seeds=seeds, budget=budget, objective=objective,
         time_limit_s=None if time_limit_s is None else float(time_limit_s),
+        constraint_files=tuple(constraint_files), allow_padding=allow_padding, early_stop=early_stop,
     )
 
 

@@ -148,3 +148,25 @@ def test_arch_variants_cross_product():
     assert named[0].name == "small[DRAM.pe=2x1]" and named[0].n_macs == 32
     with pytest.raises(SpecError, match="no pe_array or buffers"):
         arch_variants(base, {})
+
+
+def test_constraints_padding_early_stop(tmp_path):
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(
+        {"version": 1, "factors": [{"level": "GLB", "dim": "K", "slot": "temporal", "fixed": 2}]}))
+    doc = {"version": 1, "workloads": [{"layer": "resnet50/fc"}], "architectures": [{"file": "a.yaml"}],
+           "constraints": "c.yaml", "allow_padding": True, "early_stop": 500}
+    from accelmap.arch.io import save_arch
+
+    save_arch(small_arch(), tmp_path / "a.yaml")
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(doc))
+    sweep = load_sweep(tmp_path / "s.yaml")
+    (task,) = sweep.tasks()
+    assert task.allow_padding and task.early_stop == 500
+    assert type(task.constraints).__name__ == "Constraints"
+    assert task.spec()["constraints"]["__type__"] == "Constraints"
+    plain = dataclasses.replace(task, constraints=None)
+    assert plain.key != task.key
+    for change, match in (({"constraints": "missing.yaml"}, "does not exist"),
+                          ({"allow_padding": "yes"}, "allow_padding"), ({"early_stop": 0}, "early_stop")):
+        with pytest.raises(SpecError, match=match):
+            parse_sweep({**doc, **change}, source="s.yaml", base_dir=tmp_path)
