@@ -167,7 +167,71 @@ def bench_aspect(sizes: list[int], repeats: int, seed: int = 0) -> dict:
     }
 
 
-MODELS = {"loopnest": bench_loopnest, "aspect": bench_aspect}
+def _systolic_pool(problem, arch, n: int, rng: np.random.Generator):
+    """Random SCALE-Sim-style mappings: a random dataflow (what the PE registers keep), its
+    two array classes on the rows and columns with a random number of PEs (1 .. R, 1 .. C)
+    on the innermost dim of each class, every temporal loop at DRAM."""
+    from accelmap.costmodels.systolic import scalesim_mapping, systolic_layout
+    from accelmap.mapper.mapping import MappingBatch
+
+    lay, _ = systolic_layout(problem, arch)
+    bases = [scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")]
+    pick = rng.integers(0, 3, n)
+    t = np.concatenate([bases[i].temporal for i in pick])
+    s = np.concatenate([bases[i].spatial for i in pick]).copy()
+    keep = np.concatenate([bases[i].keep for i in pick])
+    order = np.concatenate([bases[i].order for i in pick])
+    a = lay.array_level
+    for axis, extent in ((1, lay.rows), (0, lay.cols)):
+        unrolled = s[:, a, :, axis] > 1
+        draw = rng.integers(1, extent + 1, n)
+        s[:, a, :, axis] = np.where(unrolled, np.minimum(draw[:, None], s[:, a, :, axis]), 1)
+    per_dim = s.prod(axis=(1, 3))
+    t = t.copy()
+    t[:, 0, :] = -(-problem.bounds[None, :] // per_dim)
+    return MappingBatch(temporal=t, spatial=s, order=order, keep=keep)
+
+
+def bench_systolic(sizes: list[int], repeats: int, seed: int = 0) -> dict:
+    """The systolic model on the ``systolic`` preset (128 x 128, 64 kB SRAMs, 10 words/cycle).
+
+    Two layers: ResNet-50 CB2a_2 as SCALE-Sim sees it (3x3, 64->64, 56x56 input, 54x54
+    output: the sliding-window DRAM estimate) and the 512^3 GEMM (exact window rules). The
+    pool is random SCALE-Sim-style mappings (see ``_systolic_pool``), all valid; the timed
+    region is ``SystolicModel.evaluate`` (legality check, GEMM view, counts, energy).
+    """
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.workloads.builders import conv2d, matmul
+
+    arch = preset("systolic")
+    model = SystolicModel()
+    out: dict = {"arch": arch.name, "layers": {}}
+    for problem in (conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8),
+                    matmul("GEMM_512", m=512, n=512, k=512, word_bits=8)):
+        rng = np.random.default_rng(seed)
+        pool = _systolic_pool(problem, arch, max(sizes), rng)
+        valid = model.evaluate(problem, arch, pool.take(slice(0, 1000))).valid
+        rows = []
+        for n in sizes:
+            batch = pool.take(slice(0, n))
+            secs = _time_best(lambda b=batch, p=problem: model.evaluate(p, arch, b), repeats)
+            peak = _peak_bytes(lambda b=batch, p=problem: model.evaluate(p, arch, b))
+            rows.append({"batch": n, "seconds": secs, "evals_per_s": n / secs, "peak_bytes": peak,
+                         "peak_bytes_per_mapping": peak / n})
+        scalar_n = 200
+        t_scalar = _time_best(
+            lambda p=problem, q=pool, k=scalar_n: [model.evaluate_one(p, arch, q[i]) for i in range(k)], 1)
+        out["layers"][problem.name] = {
+            "problem": problem.describe(), "valid_fraction": float(valid.mean()), "rows": rows,
+            "scalar_evals_per_s": scalar_n / t_scalar,
+        }
+    # main() prints "rows": report the sliding-window layer (the slower path) there
+    out["rows"] = out["layers"]["CB2a_2"]["rows"]
+    return out
+
+
+MODELS = {"loopnest": bench_loopnest, "aspect": bench_aspect, "systolic": bench_systolic}
 
 
 def main() -> None:
