@@ -422,7 +422,12 @@ class MapSpace:
         # the product of temporal factors
         f = self._big.prod(axis=2)  # (R, L)
         self._row_tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1].copy()
-        self._row_sxy = np.ascontiguousarray(self._big[:, :, 1:].reshape(len(self._big), -1)).astype(np.int32)
+        # only (level, axis) pairs with a fanout > 1 can overflow (other slots do not exist)
+        fan = self.arch.fanouts.reshape(-1)
+        self._fan_cols = np.nonzero(fan > 1)[0]
+        self._fan_limits = fan[self._fan_cols]
+        sxy = self._big[:, :, 1:].reshape(len(self._big), -1)
+        self._row_sxy = np.ascontiguousarray(sxy[:, self._fan_cols]).astype(np.int32)
         self._row_tsteps = self._big[:, :, _T].prod(axis=1).astype(np.float64)
 
     def _build_orders(self) -> None:
@@ -781,12 +786,14 @@ class MapSpace:
         flat = rows + self._offsets[None, :]
         reason = np.zeros(n, dtype=np.int64)
         level = np.full(n, -1, dtype=np.int64)
-        fan = self.arch.fanouts.reshape(-1)  # (L*2,) X, Y per level
-        used = self._row_sxy[flat].prod(axis=1, dtype=np.int64)  # (n, L*2)
-        bad = used > fan[None, :]
-        anyb = bad.any(axis=1)
-        reason[anyb] = int(Reason.FANOUT)
-        level[anyb] = np.argmax(bad[anyb], axis=1) // 2
+        if len(self._fan_cols):
+            used = self._row_sxy[flat].prod(axis=1, dtype=np.int64)  # (n, n_fan_cols)
+            bad = used > self._fan_limits[None, :]
+            anyb = bad.any(axis=1)
+            reason[anyb] = int(Reason.FANOUT)
+            level[anyb] = self._fan_cols[np.argmax(bad[anyb], axis=1)] // 2
+        else:
+            anyb = np.zeros(n, dtype=bool)
         caps = self.arch.capacities_words
         cap_levels = [lv for lv in range(L) if np.isfinite(caps[lv])]
         live = np.nonzero(~anyb)[0]
@@ -863,7 +870,7 @@ class MapSpace:
         if method not in ("auto", "reject", "repair"):
             raise SpecError(f"sample_valid method = {method!r}; expected 'auto', 'reject' or 'repair'")
         max_draws = max_draws if max_draws is not None else max(100_000, 200 * n)
-        found: list[MappingBatch] = []
+        found: list[IntArray] = []  # encoded legal points
         n_found = 0
         drawn = 0
         last_u: tuple[IntArray, IntArray] | None = None
@@ -883,7 +890,7 @@ class MapSpace:
                 x[:, self._tile_cols] = rows[:, self._tile_dims]
                 reason, _ = self._fast_reasons(rows, keep)
                 ok = np.nonzero(reason == 0)[0][:want]
-                good = self.decode(x[ok]) if len(ok) else None
+                good = x[ok] if len(ok) else None
             else:
                 # stage 1: factor rows and bypass bits only (uniform: floor(u * bound))
                 cols = np.concatenate([self._tile_cols, self._keep_cols])
@@ -903,18 +910,16 @@ class MapSpace:
                     # stage 2: loop orders (independent of legality) for the survivors only
                     x = self.sample_encoded(len(ok), rng)
                     x[:, cols] = u[ok]
-                    good = self.decode(x)
+                    good = x
             if good is not None and len(good):
-                found.append(good.take(slice(0, want)))
+                found.append(good[:want])
                 n_found += min(len(good), want)
             if method == "auto" and not use_repair and n_found < n:
                 frac = n_found / drawn
                 if frac * (max_draws - drawn) < (n - n_found):
                     use_repair = True
-        if n_found >= n:
-            return found[0] if len(found) == 1 else MappingBatch.concat(found)
-        if n_found and allow_fewer:
-            return MappingBatch.concat(found)
+        if n_found >= n or (n_found and allow_fewer):
+            return self.decode(np.concatenate(found)[:n])
         if last_u is not None:
             x = self.sample_encoded(len(last_u[1]), rng)
             x[:, last_u[0]] = last_u[1]
