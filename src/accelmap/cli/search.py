@@ -137,6 +137,7 @@ def _layer_label(layer: str) -> str:
 
 def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:
     from accelmap._registry import costmodels
+    from accelmap.errors import InfeasibleSpaceError
     from accelmap.arch.io import load_arch
     from accelmap.mapper.check import render_loop_nest
     from accelmap.search.api import search
@@ -147,7 +148,20 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
     if not args.json:
         print(f"searching {problem.describe()} on {arch.name} with {common['searcher']} "
               f"({args.model}, objective {common['objective'].name})", file=sys.stderr)
-    result = search(problem, arch, checkpoint=args.checkpoint, **common)
+    if args.model == "aspect":  # the PE-array shape is searched too (accelmap.search.shapes)
+        from accelmap.search.shapes import search_shapes
+
+        kw = {k: v for k, v in common.items() if k not in ("model", "budget")}
+        shaped = search_shapes(problem, arch, budget=common["budget"] or 30_000, **kw)
+        print(shaped.table(), file=sys.stderr if args.json else sys.stdout)
+        if shaped.best.result is None:
+            raise InfeasibleSpaceError(f"no legal mapping found for any array shape of {arch.name}")
+        result = shaped.best.result
+        from accelmap.costmodels.aspect import arch_with_shape
+
+        arch = arch_with_shape(arch, shaped.best.x, shaped.best.y)
+    else:
+        result = search(problem, arch, checkpoint=args.checkpoint, **common)
     path = result.save(out_dir / "result.json")
     if args.json:
         print(result.to_json())

@@ -67,6 +67,7 @@ __all__ = [
     "AspectView",
     "aspect_view",
     "directives_from_mapping",
+    "aspect_constraints",
     "shapes",
     "arch_with_shape",
     "L1_ENERGY_PER_ACCESS_X_MAC",
@@ -1616,3 +1617,15 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
         rows["l2_req"][:, j] = l2_req[tname]
     macs_ok = rows["macs"] == problem.macs
     return rows, regular, macs_ok
+
+
+def aspect_constraints(problem: Problem, arch: Arch) -> object:
+    """Constraints that keep a `MapSpace` inside what the directive form expresses: the
+    filter dims (R, S) whole inside the PE (MAESTRO's sliding windows need whole filters
+    at every level above the PE). Returns a `accelmap.mapper.constraints.Constraints`."""
+    from accelmap.mapper.constraints import Constraints, FactorRule
+
+    names = problem.dim_names
+    inner = arch.levels[-1].name
+    rules = [FactorRule(level=inner, dim=d, fixed=0) for d in ("R", "S") if d in names]
+    return Constraints(factors=tuple(rules), source="aspect model")
