@@ -10,7 +10,8 @@ every loop dimension falls in one of three classes by which tensors it indexes,
 
 and dimensions that index all three tensors (groups ``G``, the batch of a batched matmul)
 repeat the whole GEMM. The *dataflow* is the tensor the PE registers (the innermost level)
-keep: output = OS, weight = WS, input = IS. Two classes sit on the array (the two that index
+keep: output = OS, weight = WS, input = IS (when they keep none or several, the two classes
+the mapping unrolls on the array name it). Two classes sit on the array (the two that index
 the stationary tensor) and the third is streamed through it in time (``T``):
 
 ====  =============  =============  ==========
@@ -109,6 +110,8 @@ class Dataflow(IntEnum):
 
 # Default (row class, column class) of each dataflow; the streamed class is the third.
 _DEFAULT_AXES = {Dataflow.OS: (_M, _N), Dataflow.WS: (_K, _N), Dataflow.IS: (_K, _M)}
+# Dataflow named by the sum of the two array classes: m+n = 1 OS, k+m = 2 IS, k+n = 3 WS.
+_PAIR_DATAFLOW = np.array([-1, Dataflow.OS, Dataflow.IS, Dataflow.WS], dtype=np.int64)
 # Stationary tensor of each dataflow, as an index into OPERANDS / _ROLES.
 _STATIONARY = {Dataflow.OS: 2, Dataflow.WS: 1, Dataflow.IS: 0}
 
@@ -429,6 +432,10 @@ class SystolicModel:
         bad = (ycls.sum(axis=1) > 1) | (xcls.sum(axis=1) > 1) | stray.any(axis=1)
         yc = np.where(ycls.any(axis=1), np.argmax(ycls, axis=1), -1)
         xc = np.where(xcls.any(axis=1), np.argmax(xcls, axis=1), -1)
+        # PE registers that keep none or several operands name no dataflow; then the two
+        # classes unrolled on the array name it (the stationary tensor is the one both index).
+        both = (yc >= 0) & (xc >= 0) & (yc != xc) & (yc <= _K) & (xc <= _K)
+        df = np.where(one | ~both, df, _PAIR_DATAFLOW[np.clip(yc + xc, 0, 3)])
         dfi = np.where(df >= 0, df, 0)
         def_r = np.array([_DEFAULT_AXES[Dataflow(i)][0] for i in range(3)])[dfi]
         def_c = np.array([_DEFAULT_AXES[Dataflow(i)][1] for i in range(3)])[dfi]
@@ -596,14 +603,6 @@ def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tup
     t_in, t_w, t_out = layout.tensor
     keep = mapping.keep[layout.pe_level]
     kept = [bool(keep[t_in]), bool(keep[t_w]), bool(keep[t_out])]
-    if sum(kept) != 1:
-        names = [OPERANDS[o] for o in range(3) if kept[o]] or ["none"]
-        return None, (
-            f"the PE level {layout.pe_level} keeps {', '.join(names)}; a systolic dataflow keeps exactly one "
-            "of ifmap (IS), filter (WS) or ofmap (OS) in the PEs"
-        )
-    df = Dataflow.OS if kept[2] else (Dataflow.WS if kept[1] else Dataflow.IS)
-    def_r, def_c = _DEFAULT_AXES[df]
     found: dict[int, set[int]] = {0: set(), 1: set()}
     for d, c in enumerate(layout.dim_class):
         for axis in (0, 1):
@@ -615,6 +614,18 @@ def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tup
         return None, "the dims unrolled along one array axis belong to different GEMM classes (pixels, filters, window)"
     xc = next(iter(found[0])) if found[0] else -1
     yc = next(iter(found[1])) if found[1] else -1
+    if sum(kept) == 1:
+        df = Dataflow.OS if kept[2] else (Dataflow.WS if kept[1] else Dataflow.IS)
+    elif 0 <= yc <= _K and 0 <= xc <= _K and yc != xc:
+        df = Dataflow(int(_PAIR_DATAFLOW[yc + xc]))
+    else:
+        names = [OPERANDS[o] for o in range(3) if kept[o]] or ["none"]
+        return None, (
+            f"the PE level {layout.pe_level} keeps {', '.join(names)}; a systolic dataflow keeps exactly one "
+            "of ifmap (IS), filter (WS) or ofmap (OS) in the PEs (or unrolls two GEMM classes on the array, "
+            "which names the one both index)"
+        )
+    def_r, def_c = _DEFAULT_AXES[df]
     pair = def_r + def_c
     rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
     cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)

@@ -139,14 +139,17 @@ def test_invalid_rows_say_model():
     good = scalesim_mapping(prob, arch, "ws")[0]
     lay, _ = systolic_layout(prob, arch)
     keep2 = good.keep.copy()
-    keep2[lay.pe_level, :] = True  # PEs keep every tensor: no single stationary operand
+    keep2[lay.pe_level, :] = True  # PEs keep every tensor and nothing is unrolled: no dataflow
+    ones = np.ones_like(good.spatial)
+    t1 = good.temporal.copy()
+    t1[0] = prob.bounds
     sp = good.spatial.copy()
     sp[lay.array_level, prob.dim_index("M"), 1] = 8  # WS streams M; unrolling it is not systolic
     sp[lay.array_level, prob.dim_index("K"), 1] = 1
     t = good.temporal.copy()
     t[0, prob.dim_index("M")] = 4
     t[0, prob.dim_index("K")] = 32
-    bad_keep = Mapping(temporal=good.temporal, spatial=good.spatial, order=good.order, keep=keep2)
+    bad_keep = Mapping(temporal=t1, spatial=ones, order=good.order, keep=keep2)
     bad_axes = Mapping(temporal=t, spatial=sp, order=good.order, keep=good.keep)
     batch = MappingBatch.from_mappings([good, bad_keep, bad_axes])
     m = MODEL.evaluate(prob, arch, batch)
@@ -156,6 +159,21 @@ def test_invalid_rows_say_model():
     assert "keeps" in MODEL.explain(prob, arch, bad_keep)[0]
     assert "WS" in MODEL.explain(prob, arch, bad_axes)[0]
     assert MODEL.explain(prob, arch, good) == []
+
+
+def test_unrolled_classes_name_the_dataflow_when_keep_does_not():
+    prob = matmul("g", m=32, n=24, k=16, word_bits=8)
+    arch = _arch(8, 8)
+    lay, _ = systolic_layout(prob, arch)
+    for df in Dataflow:
+        m = scalesim_mapping(prob, arch, df)[0]
+        keep = m.keep.copy()
+        keep[lay.pe_level, :] = True
+        s_keep = MODEL.stats(prob, arch, m.as_batch())
+        s_all = MODEL.stats(prob, arch, Mapping(temporal=m.temporal, spatial=m.spatial, order=m.order,
+                                                keep=keep).as_batch())
+        assert int(s_all.dataflow[0]) == int(df)
+        assert int(s_all.total_cycles[0]) == int(s_keep.total_cycles[0])
 
 
 def test_not_a_systolic_arch_is_invalid_with_reasons():
