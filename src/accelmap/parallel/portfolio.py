@@ -19,7 +19,7 @@ from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.parallel.backend import Backend, make_backend
 from accelmap.parallel.store import ResultStore
-from accelmap.parallel.sweep import SearchTask, result_row, search_kwargs, spawn_seeds
+from accelmap.parallel.sweep import SearchTask, raise_if_interrupted, result_row, search_kwargs, spawn_seeds
 from accelmap.workloads.problem import Problem
 
 __all__ = ["PortfolioMember", "PortfolioResult", "run_portfolio", "run_portfolio_task"]
@@ -75,6 +75,7 @@ def run_portfolio_task(task: SearchTask) -> dict[str, Any]:
     from accelmap.search.api import search
 
     result = search(task.problem, task.arch, **search_kwargs(task))
+    raise_if_interrupted(result)
     data = result.to_dict()
     best = data.get("best")
     out: dict[str, Any] = {"n_evaluations": data.get("n_evaluations"), "result": data}

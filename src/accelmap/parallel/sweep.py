@@ -657,12 +657,20 @@ def run_search_task(task: SearchTask) -> dict[str, Any]:
     """Run one search (``accelmap.search.api.search``) and return its store payload.
 
     Raises whatever the search raises; `accelmap.parallel.backend.execute` turns that into
-    an ``infeasible`` or ``error`` outcome.
+    an ``infeasible`` or ``error`` outcome. A search stopped by Ctrl-C raises
+    KeyboardInterrupt again, so that the run stops and the task stays undone.
     """
     from accelmap.search.api import search
 
     result = search(task.problem, task.arch, **search_kwargs(task))
+    raise_if_interrupted(result)
     return payload_from_result(result)
+
+
+def raise_if_interrupted(result: Any) -> None:
+    """Re-raise a Ctrl-C that the search caught: a partial search must not count as done."""
+    if getattr(result, "stop_reason", None) == "interrupted":
+        raise KeyboardInterrupt
 
 
 def search_kwargs(task: SearchTask) -> dict[str, Any]:
