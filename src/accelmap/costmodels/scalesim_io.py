@@ -196,6 +196,7 @@ def read_topology(path: str | Path, *, word_bits: int = 8) -> list[ScaleSimLayer
         if name in names:
             raise SpecError(f"{path}:{ln}: duplicate layer name {name!r}")
         names.add(name)
+        fields: tuple[tuple[str, int], ...]
         if kind == "gemm":
             m, n, k = nums
             prob = matmul(name, m=m, n=n, k=k, word_bits=word_bits)

@@ -630,10 +630,10 @@ def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tup
     rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
     cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
     if rc == cc or rc + cc != pair or not (0 <= rc <= _K and 0 <= cc <= _K):
-        names = {_M: "pixels (m)", _N: "filters (n)", _K: "window (k)", _B: "repeat (b)"}
+        labels = {_M: "pixels (m)", _N: "filters (n)", _K: "window (k)", _B: "repeat (b)"}
         return None, (
-            f"{df.name} puts {names[def_r]} and {names[def_c]} on the array; the mapping unrolls "
-            f"{names.get(rc, '?')} on rows and {names.get(cc, '?')} on columns"
+            f"{df.name} puts {labels[def_r]} and {labels[def_c]} on the array; the mapping unrolls "
+            f"{labels.get(rc, '?')} on rows and {labels.get(cc, '?')} on columns"
         )
     return (df, rc, cc), ""
 
@@ -658,7 +658,7 @@ def _stall_one(arch: Arch, words: int, compute: int, *, read: bool) -> int:
     return max(need - compute, 0)
 
 
-def _repeated_tiles(n_full: IntArray | int, t: Any, t_last: Any, k: Any, w: float) -> Any:
+def _repeated_tiles_one(n_full: int, t: int, t_last: int, k: int, w: float) -> int:
     """Words fetched for ``n_full`` tiles of ``t`` words and a last one of ``t_last`` words,
     each read on ``k`` consecutive folds, through SCALE-Sim's reset window of ``w`` words.
 
@@ -666,48 +666,54 @@ def _repeated_tiles(n_full: IntArray | int, t: Any, t_last: Any, k: Any, w: floa
     loses the ``w - c`` words fetched before the reset and fetches them again on its second
     pass, after which the window holds just that tile (count ``t``). From an empty window
     ``a = ceil(w / t) - 1`` tiles fit, and every ``a``-th tile after them overflows, each
-    time at count ``a * t``. Works on numpy arrays and on Python numbers alike.
+    time at count ``a * t``. (Scalar path; `_repeated_tiles_batch` is the same on arrays.)
     """
-    xp = np if isinstance(t, np.ndarray) else None
-    if xp is None:
-        if t >= w:
-            full = k * n_full * t
+    full: float
+    c: float
+    if t >= w:
+        full = k * n_full * t
+        c = 0
+    else:
+        a = max(int(math.ceil(w / t)) - 1, 1)
+        resets = (n_full - 1) // a if n_full >= 1 else 0
+        full = n_full * t + (resets * (w - a * t) if k >= 2 else 0)
+        if n_full == 0:
             c = 0
+        elif n_full <= a:
+            c = n_full * t
         else:
-            a = max(int(math.ceil(w / t)) - 1, 1)
-            resets = (n_full - 1) // a if n_full >= 1 else 0
-            full = n_full * t + (resets * (w - a * t) if k >= 2 else 0)
-            if n_full == 0:
-                c = 0
-            elif n_full <= a:
-                c = n_full * t
-            else:
-                c = t + ((n_full - 1) % a) * t
-            if k < 2:
-                c = 0  # no refetch without a second pass; only the overflow matters below
-        if t_last >= w:
-            last = k * t_last
-        elif k >= 2 and t < w and c + t_last >= w:
-            last = t_last + (w - c)
-        else:
-            last = t_last
-        return int(full + last)
-    t = t.astype(np.float64)
-    t_last = t_last.astype(np.float64)
-    n_full = n_full.astype(np.float64)
+            c = t + ((n_full - 1) % a) * t
+        if k < 2:
+            c = 0  # no refetch without a second pass; only the overflow matters below
+    last: float
+    if t_last >= w:
+        last = k * t_last
+    elif k >= 2 and t < w and c + t_last >= w:
+        last = t_last + (w - c)
+    else:
+        last = t_last
+    return int(full + last)
+
+
+def _repeated_tiles_batch(n_full: IntArray, t: IntArray, t_last: IntArray, k: IntArray, w: float) -> IntArray:
+    """`_repeated_tiles_one` on arrays (n,), in float64 (exact for these integer sizes)."""
+    tf = t.astype(np.float64)
+    tl = t_last.astype(np.float64)
+    nf = n_full.astype(np.float64)
     kf = k.astype(np.float64)
-    big = t >= w
-    ts = np.where(big, 1.0, t)
+    big = tf >= w
+    ts = np.where(big, 1.0, tf)
     a = np.maximum(np.ceil(w / ts) - 1, 1)
-    resets = np.where(n_full >= 1, np.floor((n_full - 1) / a), 0)
-    full_small = n_full * t + np.where(kf >= 2, resets * (w - a * t), 0)
-    c = np.where(n_full == 0, 0, np.where(n_full <= a, n_full * t, t + np.mod(n_full - 1, a) * t))
+    resets = np.where(nf >= 1, np.floor((nf - 1) / a), 0)
+    full_small = nf * tf + np.where(kf >= 2, resets * (w - a * tf), 0)
+    c = np.where(nf == 0, 0, np.where(nf <= a, nf * tf, tf + np.mod(nf - 1, a) * tf))
     c = np.where(kf >= 2, c, 0)
-    full = np.where(big, kf * n_full * t, full_small)
+    full = np.where(big, kf * nf * tf, full_small)
     c = np.where(big, 0, c)
-    last = np.where(t_last >= w, kf * t_last,
-                    np.where((kf >= 2) & ~big & (c + t_last >= w), t_last + (w - c), t_last))
-    return (full + last).astype(np.int64)
+    last = np.where(tl >= w, kf * tl,
+                    np.where((kf >= 2) & ~big & (c + tl >= w), tl + (w - c), tl))
+    out: IntArray = (full + last).astype(np.int64)
+    return out
 
 
 def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
@@ -768,7 +774,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     if not overlap:
         t_full = _distinct_words(coef, used, box(cc, uc, [tc]))
         t_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
-        rep = _repeated_tiles(f_c - 1, t_full, t_last, f_r, w)
+        rep = _repeated_tiles_batch(f_c - 1, t_full, t_last, f_r, w)
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
@@ -824,7 +830,7 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         if case_b:
             t_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
             t_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
-            return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
+            return _repeated_tiles_one(f_c - 1, t_full, t_last, f_r, w) * b_rep
         if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
