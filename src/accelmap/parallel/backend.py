@@ -175,7 +175,7 @@ class RayBackend:
                 ray.init(**kwargs)
             except (ConnectionError, ValueError, RuntimeError) as exc:
                 raise SpecError(
-                    f"could not start or join Ray at address {address!r}: {exc}. For a "
+                    f"could not start or join Ray at address {address!r}: {str(exc).rstrip('.')}. For a "
                     "cluster, run `ray start --head` on the head node and pass --address auto "
                     "there (or ray://HEAD:10001 from elsewhere); for no cluster, omit --address"
                 ) from exc
