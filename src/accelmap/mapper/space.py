@@ -136,23 +136,40 @@ def n_ordered_factorizations(b: int, n_slots: int) -> int:
 
 
 def _prime_table(max_value: int, width: int = 8) -> tuple[IntArray, IntArray]:
-    """(max_value+1, width) distinct primes of each integer (padded with 1) and their count."""
-    primes = np.ones((max_value + 1, width), dtype=np.int64)
-    count = np.zeros(max_value + 1, dtype=np.int64)
-    for v in range(2, max_value + 1):
-        ps = list(_prime_exponents(v))
-        primes[v, : len(ps)] = ps
-        count[v] = len(ps)
+    """(max_value+1, width) distinct primes of each integer (padded with 1) and their count,
+    from a smallest-prime-factor sieve."""
+    n = max_value + 1
+    spf = np.arange(n, dtype=np.int64)
+    for p in range(2, math.isqrt(max_value) + 1):
+        if spf[p] == p:
+            block = spf[p * p:: p]
+            np.minimum(block, p, out=block, where=block == np.arange(p * p, n, p))
+    primes = np.ones((n, width), dtype=np.int64)
+    count = np.zeros(n, dtype=np.int64)
+    cur = np.arange(n, dtype=np.int64)
+    last = np.zeros(n, dtype=np.int64)
+    while True:
+        active = cur > 1
+        if not active.any():
+            break
+        p = np.where(active, spf[cur], 1)
+        new = np.nonzero(active & (p != last))[0]
+        primes[new, count[new]] = p[new]
+        count[new] += 1
+        last = np.where(active, p, last)
+        cur = np.where(active, cur // np.maximum(p, 1), cur)
     return primes, count
 
 
 class _RowIndex:
     """Vectorized lookup of factor rows (n, L*3) in a dim's table (hash + verify)."""
 
-    def __init__(self, flat: IntArray, seed: int = 0x5EED) -> None:
+    def __init__(self, flat: IntArray, cols: IntArray | None = None, seed: int = 0x5EED) -> None:
+        # hash only the columns that vary (slots that exist); lookup verifies whole rows
+        self.cols = np.arange(flat.shape[1]) if cols is None else np.asarray(cols)
         rng = np.random.default_rng(seed)
         while True:
-            self.mult = rng.integers(1, 2**62, size=flat.shape[1], dtype=np.int64) | 1
+            self.mult = rng.integers(1, 2**62, size=len(self.cols), dtype=np.int64) | 1
             keys = self._hash(flat)
             order = np.argsort(keys, kind="stable")
             sk = keys[order]
@@ -164,7 +181,8 @@ class _RowIndex:
 
     def _hash(self, flat: IntArray) -> IntArray:
         with np.errstate(over="ignore"):
-            return (flat.astype(np.uint64) * self.mult.astype(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
+            sub = flat[:, self.cols].view(np.uint64)
+            return (sub * self.mult.view(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
 
     def lookup(self, flat: IntArray) -> IntArray:
         """Row index of each query row, -1 where it is not in the table."""
@@ -340,50 +358,63 @@ class MapSpace:
         slots = [(lv, k) for lv in range(L) for k in (_T, _X, _Y) if self._allowed[lv, d, k]]
         S = len(slots)
         name = self.problem.dim_names[d]
+        # Build the table slot by slot, outermost first, keeping for every partial row a
+        # pointer to its parent (rows are rebuilt once at the end; lexicographic order).
+        # Exact: the state is the index of the remaining quotient among b's divisors, and a
+        # divisor table answers "does candidate j divide remainder i" for all rows at once.
+        divs = np.array(_divisors(b), dtype=np.int64)
         if not self.allow_padding:
-            cands = np.array(_divisors(b), dtype=np.int64)
+            pos = {int(v): i for i, v in enumerate(divs)}
+            div_ok = divs[:, None] % divs[None, :] == 0
+            quot = np.where(div_ok, divs[:, None] // np.where(div_ok, divs[None, :], 1), 0)
+            quot_idx = np.vectorize(lambda v: pos.get(int(v), -1), otypes=[np.int64])(quot)
+            state = np.array([len(divs) - 1], dtype=np.int64)  # remainder b
+            all_cands = divs
         else:
-            cands = np.arange(1, b + 1, dtype=np.int64)
-        rows = np.zeros((1, 0), dtype=np.int64)
-        prod = np.ones(1, dtype=np.int64)
+            state = np.ones(1, dtype=np.int64)  # product so far
+            all_cands = np.arange(1, b + 1, dtype=np.int64)
+        steps: list[tuple[IntArray, IntArray]] = []
         for si, (lv, k) in enumerate(slots):
             lo, hi, fx = self._lo[lv, d, k], self._hi[lv, d, k], self._fixed[lv, d, k]
-            last = si == S - 1
-            if last:
+            if si == S - 1:
                 if self.allow_padding:
-                    f = -(-b // prod)
+                    col = -(-b // state)
                 else:
-                    f = b // prod
-                col = f
-                ok = np.ones(len(rows), dtype=bool)
-                ok &= col >= lo
+                    col = divs[state]
+                ok = col >= lo
                 if hi:
                     ok &= col <= hi
                 if fx:
                     ok &= col == fx
-                rows = np.concatenate([rows[ok], col[ok, None]], axis=1)
-                prod = prod[ok] * col[ok]
+                keep_idx = np.nonzero(ok)[0]
+                steps.append((keep_idx, col[keep_idx]))
                 break
-            c = cands
-            if self.allow_padding:
-                ok = c[None, :] <= -(-b // prod)[:, None]
-            else:
-                ok = (b // prod)[:, None] % c[None, :] == 0
-            ok &= (c >= lo)[None, :]
+            cmask = all_cands >= lo
             if hi:
-                ok &= (c <= hi)[None, :]
+                cmask &= all_cands <= hi
             if fx:
-                ok &= (c == fx)[None, :]
+                cmask &= all_cands == fx
+            cj = np.nonzero(cmask)[0]
+            if self.allow_padding:
+                ok = all_cands[cj][None, :] <= (-(-b // state))[:, None]
+            else:
+                ok = div_ok[:, cj][state]
             r, ci = np.nonzero(ok)
             if len(r) > _MAX_TABLE_ROWS:
                 raise SpaceTooLargeError(
                     f"dim {name} (bound {b}) has more than {_MAX_TABLE_ROWS:,} factorizations over {S} slots; "
                     "add factor constraints (e.g. fix factors at some levels) or fewer spatial options"
                 )
-            rows = np.concatenate([rows[r], c[ci, None]], axis=1)
-            prod = prod[r] * c[ci]
-        if S == 0:
-            rows = np.zeros((1, 0), dtype=np.int64)
+            vals = all_cands[cj[ci]]
+            steps.append((r, vals))
+            state = state[r] * vals if self.allow_padding else quot_idx[state[r], cj[ci]]
+        n_rows = len(steps[-1][0])
+        rows = np.empty((n_rows, S), dtype=np.int64)
+        idx = np.arange(n_rows)
+        for si in range(S - 1, -1, -1):
+            parent, vals = steps[si]
+            rows[:, si] = vals[idx]
+            idx = parent[idx]
         if self.allow_padding and len(rows):
             # keep minimal covers only: lowering any factor > 1 by one would not cover b
             P = rows.prod(axis=1)
@@ -396,11 +427,12 @@ class MapSpace:
         for si, (lv, k) in enumerate(slots):
             table[:, lv, k] = rows[:, si]
         # spatial product rules (X times Y at a level)
-        sp = table[:, :, _X] * table[:, :, _Y]
-        ok = (sp >= self._sp_lo[None, :, d]).all(axis=1)
-        ok &= ((self._sp_hi[None, :, d] == 0) | (sp <= self._sp_hi[None, :, d])).all(axis=1)
-        ok &= ((self._sp_fixed[None, :, d] == 0) | (sp == self._sp_fixed[None, :, d])).all(axis=1)
-        table = table[ok]
+        if (self._sp_lo[:, d] > 1).any() or self._sp_hi[:, d].any() or self._sp_fixed[:, d].any():
+            sp = table[:, :, _X] * table[:, :, _Y]
+            ok = (sp >= self._sp_lo[None, :, d]).all(axis=1)
+            ok &= ((self._sp_hi[None, :, d] == 0) | (sp <= self._sp_hi[None, :, d])).all(axis=1)
+            ok &= ((self._sp_fixed[None, :, d] == 0) | (sp == self._sp_fixed[None, :, d])).all(axis=1)
+            table = table[ok]
         if len(table) == 0:
             raise InfeasibleSpaceError(
                 f"dim {name} (bound {b}) has no factorization that meets the constraints "
@@ -414,7 +446,10 @@ class MapSpace:
         self._table_rows = np.array([len(t) for t in self._tables], dtype=np.int64)
         self._offsets = np.concatenate([[0], np.cumsum(self._table_rows)[:-1]]).astype(np.int64)
         self._big = np.concatenate(self._tables, axis=0)
-        self._index = [_RowIndex(t.reshape(len(t), -1)) for t in self._tables]
+        # the per-dim tables become views into the one concatenated table (half the memory)
+        self._tables = [self._big[o: o + r] for o, r in zip(self._offsets, self._table_rows, strict=True)]
+        self._index = [_RowIndex(t.reshape(len(t), -1), np.nonzero(self._allowed[:, d, :].reshape(-1))[0])
+                       for d, t in enumerate(self._tables)]
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         # per table row, for the fast legality path of sample_valid (fanout, capacity and
