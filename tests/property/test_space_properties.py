@@ -184,3 +184,46 @@ def test_sample_valid_reject_is_uniform_over_legal_points() -> None:
     assert counts[grid_index[~legal]].sum() == 0
     _, pvalue = stats.chisquare(counts[grid_index[legal]])
     assert pvalue > 1e-4
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.tuples(st.integers(1, 9), st.integers(1, 5), st.integers(1, 7)), st.integers(1, 3), st.integers(0, 2**32 - 1))
+def test_padded_spaces_round_trip_and_cover(bounds, fanout, seed) -> None:
+    arch = Arch(
+        name="pad",
+        levels=(StorageLevel(name="DRAM", capacity_words=None),
+                StorageLevel(name="RF", capacity_words=64, fanout_x=fanout)),
+        compute=Compute(energy_per_mac_pj=1.0),
+    )
+    space = MapSpace(_problem(bounds), arch, allow_padding=True)
+    exact = MapSpace(_problem(bounds), arch)
+    assert space.size().total >= exact.size().total
+    rng = np.random.default_rng(seed)
+    b = space.sample(64, rng)
+    prod = b.factors().prod(axis=1)
+    assert (prod >= space.problem.bounds).all()
+    # minimal covers: no factor (of any slot) can be lowered by one and still cover the bound
+    for d in range(3):
+        for g in (b.temporal[:, 0, d], b.temporal[:, 1, d], b.spatial[:, 1, d, 0]):
+            assert ((g == 1) | (prod[:, d] // g * (g - 1) < bounds[d])).all()
+    assert space.decode(space.encode(b)) == b
+    nb = space.neighbours(b, rng)
+    assert space.decode(space.encode(nb)) == nb
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spaces(max_bound=4))
+def test_enumerate_yields_each_cost_distinct_point_once(space: MapSpace) -> None:
+    assume(space.size().total <= 30_000)
+    pts = MappingBatch.concat(list(space.enumerate(chunk_size=997)))
+    assert len(pts) == space.n_distinct()
+    assert space.constraint_ok(pts).all()
+
+    def key(m):
+        runs = tuple(tuple(int(d) for d in m.order[lv] if m.temporal[lv, d] > 1) for lv in range(m.n_levels))
+        return (m.temporal.tobytes(), m.spatial.tobytes(), runs, m.keep.tobytes())
+
+    keys = {key(m) for m in pts}
+    assert len(keys) == len(pts)
+    grid = np.array(list(itertools.product(*[range(int(b)) for b in space.bounds])), dtype=np.int64)
+    assert {key(m) for m in space.decode(grid)} == keys
