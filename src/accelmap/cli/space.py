@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser(
         "space", help="size of a layer's map space on an arch, and sampled legal mappings",
         description="Print the exact number of mappings of LAYER on ARCH (in all, and per sub-space: "

@@ -236,7 +236,7 @@ def _enum(cls: type[Enum], value: Any, what: str) -> Any:
         return cls(value)
     except ValueError:
         raise SpecError(
-            f"{what} = {value!r}; expected one of {[m.value for m in cls]}"  # type: ignore[attr-defined]
+            f"{what} = {value!r}; expected one of {[m.value for m in cls]}"
         ) from None
 
 

@@ -140,10 +140,10 @@ def _prime_table(max_value: int, width: int = 8) -> tuple[IntArray, IntArray]:
     from a smallest-prime-factor sieve."""
     n = max_value + 1
     spf = np.arange(n, dtype=np.int64)
-    for p in range(2, math.isqrt(max_value) + 1):
-        if spf[p] == p:
-            block = spf[p * p:: p]
-            np.minimum(block, p, out=block, where=block == np.arange(p * p, n, p))
+    for q in range(2, math.isqrt(max_value) + 1):
+        if spf[q] == q:
+            block = spf[q * q:: q]
+            np.minimum(block, q, out=block, where=block == np.arange(q * q, n, q))
     primes = np.ones((n, width), dtype=np.int64)
     count = np.zeros(n, dtype=np.int64)
     cur = np.arange(n, dtype=np.int64)
@@ -182,7 +182,8 @@ class _RowIndex:
     def _hash(self, flat: IntArray) -> IntArray:
         with np.errstate(over="ignore"):
             sub = flat[:, self.cols].view(np.uint64)
-            return (sub * self.mult.view(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
+            out: IntArray = (sub * self.mult.view(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
+            return out
 
     def lookup(self, flat: IntArray) -> IntArray:
         """Row index of each query row, -1 where it is not in the table."""
@@ -306,12 +307,12 @@ class MapSpace:
         allowed[:, :, _T] = True
         allowed[:, :, _X] = fan[:, 0:1] > 1
         allowed[:, :, _Y] = fan[:, 1:2] > 1
-        for rule in c.spatial:
-            lv = self._level(rule.level, f"{src}: spatial rule")
-            for axis, dims in ((_X, rule.x), (_Y, rule.y)):
+        for srule in c.spatial:
+            lv = self._level(srule.level, f"{src}: spatial rule")
+            for axis, dims in ((_X, srule.x), (_Y, srule.y)):
                 if dims is None:
                     continue
-                ok = set(self._dims_of(sorted(dims), f"{src}: spatial rule at {rule.level}"))
+                ok = set(self._dims_of(sorted(dims), f"{src}: spatial rule at {srule.level}"))
                 for d in range(D):
                     if d not in ok:
                         allowed[lv, d, axis] = False
@@ -469,8 +470,8 @@ class MapSpace:
         L, D = self._L, self._D
         src = self.constraints.source or "constraints"
         rules: dict[int, OrderRule] = {}
-        for rule in self.constraints.orders:
-            rules[self._level(rule.level, f"{src}: order rule")] = rule
+        for orule in self.constraints.orders:
+            rules[self._level(orule.level, f"{src}: order rule")] = orule
         self._order_outer: list[list[int]] = []
         self._order_inner: list[list[int]] = []
         self._order_free: list[IntArray] = []
@@ -725,7 +726,8 @@ class MapSpace:
     def utilization(self, batch: MappingBatch) -> FloatArray:
         """(n,) PE utilization: MACs / (n_macs x temporal steps); padded work is waste."""
         steps = np.prod(batch.temporal.reshape(len(batch), -1).astype(np.float64), axis=1)
-        return self.problem.macs / (self.arch.n_macs * steps)
+        util: FloatArray = self.problem.macs / (self.arch.n_macs * steps)
+        return util
 
     def constraint_ok(self, batch: MappingBatch) -> BoolArray:
         """(n,) True where the mapping obeys the constraints (factors, spatial dims, order, keep).
@@ -737,7 +739,6 @@ class MapSpace:
         ok = (rows >= 0).all(axis=1)
         fixed_keep = self._keep_state >= 0
         ok &= (batch.keep[:, fixed_keep] == self._keep_base[fixed_keep][None]).all(axis=1)
-        n = len(batch)
         pos = np.empty_like(batch.order)
         np.put_along_axis(pos, batch.order, np.broadcast_to(np.arange(self._D), batch.order.shape), axis=2)
         for lv in range(self._L):
@@ -758,8 +759,7 @@ class MapSpace:
                         continue
                     if rank[a] < rank[b]:
                         ok &= ~(nonunit[:, a] & nonunit[:, b] & (p[:, a] > p[:, b]))
-        del n
-        return ok
+        return np.asarray(ok, dtype=bool)
 
     def check(self, batch: MappingBatch) -> BatchCheck:
         """Legality of every mapping: `check_batch` (factors, order, keep, fanout, capacity),
@@ -1213,7 +1213,7 @@ class MapSpace:
         total = 0
         for _rows, counts in self._tile_chunks(max_points):
             total += int(counts.sum())
-        return total * 2 ** len(self._keep_free)
+        return int(total * 2 ** len(self._keep_free))
 
     def _tile_combos(self) -> int:
         return math.prod(int(r) for r in self._table_rows)

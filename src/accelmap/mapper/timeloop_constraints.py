@@ -62,7 +62,8 @@ def _targets(data: Any, source: str) -> list[Any]:
     if isinstance(body, list):
         return body
     if isinstance(body, Mapping) and set(body) <= {"targets", "version"} and isinstance(body.get("targets"), list):
-        return body["targets"]
+        targets: list[Any] = body["targets"]
+        return targets
     raise SpecError(f"{source}: {keys[0]}: expected a `targets:` list")
 
 
