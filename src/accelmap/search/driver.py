@@ -206,18 +206,31 @@ class Driver:
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()
 
     # --- evaluation ---------------------------------------------------------------------
-    def evaluate(self, x: IntArray) -> tuple[Any, BoolArray, IntArray, IntArray]:
-        """Metrics, validity, reason and reason level of encoded points (decode + model + check)."""
+    def evaluate(self, x: IntArray) -> tuple[FloatArray, FloatArray, BoolArray, IntArray, IntArray]:
+        """Energy (pJ), cycles, validity, reason and reason level of encoded points.
+
+        The MapSpace check runs first; the cost model scores only the rows it passes (an
+        illegal row needs no cost), and the rows the model rejects keep its reason.
+        """
         batch = self.mapspace.decode(x)
-        metrics = self.model.evaluate(self.problem, self.arch, batch)
         chk = self.mapspace.check(batch)
-        model_ok = np.asarray(metrics.valid, dtype=bool)
-        space_ok = np.asarray(chk.valid, dtype=bool)
-        valid = model_ok & space_ok & np.isfinite(metrics.cycles) & np.isfinite(metrics.energy_pj)
-        reason = np.where(space_ok, np.asarray(metrics.reason), np.asarray(chk.reason))
-        level = np.where(space_ok, np.asarray(metrics.reason_level), np.asarray(chk.level))
-        reason = np.where(valid | (reason != 0), reason, int(Reason.MODEL))
-        return metrics, valid, reason, level
+        n = len(batch)
+        energy = np.full(n, np.inf)
+        cycles = np.full(n, np.inf)
+        reason = np.asarray(chk.reason, dtype=np.int64).copy()
+        level = np.asarray(chk.level, dtype=np.int64).copy()
+        ok = np.asarray(chk.valid, dtype=bool)
+        idx = np.flatnonzero(ok)
+        if idx.size:
+            sub = batch if idx.size == n else batch.take(idx)
+            m = self.model.evaluate(self.problem, self.arch, sub)
+            good = np.asarray(m.valid, dtype=bool) & np.isfinite(m.cycles) & np.isfinite(m.energy_pj)
+            energy[idx] = np.where(good, m.energy_pj, np.inf)
+            cycles[idx] = np.where(good, m.cycles, np.inf)
+            mr = np.asarray(m.reason, dtype=np.int64)
+            reason[idx] = np.where(good, 0, np.where(mr != 0, mr, int(Reason.MODEL)))
+            level[idx] = np.where(good, -1, np.asarray(m.reason_level, dtype=np.int64))
+        return energy, cycles, reason == 0, reason, level
 
     # --- the loop ----------------------------------------------------------------------
     def run(self) -> SearchResult:
@@ -251,8 +264,8 @@ class Driver:
                         f"searcher {self.searcher_name!r} returned shape {x.shape} for ask({n}); "
                         f"expected (<= {n}, {self.space.n_params})"
                     )
-                metrics, valid, rsn, lvl = self.evaluate(x)
-                values = self.objective.values(metrics.energy_pj, metrics.cycles, valid)
+                energy, cycles, valid, rsn, lvl = self.evaluate(x)
+                values = self.objective.values(energy, cycles, valid)
                 told = values if self.multi else self.objective.scalarize(values)
                 self.searcher.tell(x, told, valid)
                 st.elapsed_s = base_elapsed + (time.perf_counter() - t0)
