@@ -7,14 +7,19 @@ Run by hand::
 
 Writes ``benchmarks/results/bench_ray.json``:
 
-* ``tasks_per_s`` for 1 and 2 workers: finished tasks / wall time of the sweep (Ray start
-  excluded, workers warmed up), every task committed to a SQLite store as in a real sweep;
-* ``speedup`` = tasks_per_s[2] / tasks_per_s[1] (target >= 1.8 on tasks of a few seconds);
-* ``overhead_per_task_ms``: wall time per no-op task on one worker (Ray round trip, pickling,
-  one store commit), and ``driver_overhead_per_task_ms``: (sweep wall - sum of task wall
-  times) / tasks with one worker;
-* ``ray_init_s``; the load average before and after (the machine may be shared: a load well
-  above the core count spoils the speedup, and the JSON says so).
+* ``tasks_per_s`` for 1 and 2 workers: finished tasks / wall time of the sweep, every task
+  committed to a SQLite store as in a real sweep. One local Ray with 2 CPUs is started once
+  (``ray_init_s``) and warmed up; "1 worker" keeps one task in flight, "2 workers" two.
+  Rounds of 1 and 2 workers alternate (``--rounds``) so that load from other processes hits
+  both alike; the figures are medians over rounds;
+* ``speedup`` = tasks_per_s[2] / tasks_per_s[1] (target >= 1.8 on tasks of a few seconds),
+  and ``speedup_per_round``;
+* ``overhead_per_task_ms``: wall time per no-op task with one worker (Ray round trip,
+  pickling, one store commit); ``driver_overhead_per_task_ms``: (sweep wall - sum of task
+  wall times) / tasks with one worker;
+* ``serial``: the same tasks in-process without Ray; the load average before and after (the
+  machine may be shared: a load above the core count spoils the speedup, and the JSON says
+  so in ``contended`` and ``note``).
 
 Synthetic tasks do a fixed amount of CPU work (numpy on small arrays, calibrated once), not a
 fixed time, so that contention shows as it would for real searches.
@@ -26,6 +31,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -99,6 +105,7 @@ def main() -> None:
     ap.add_argument("--budget", type=int, default=20000, help="evaluations per search (--task search)")
     ap.add_argument("--searcher", default="random", help="searcher of --task search")
     ap.add_argument("--model", default="loopnest", help="cost model of --task search")
+    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of 1 and 2 workers")
     ap.add_argument("--n-noop", type=int, default=100, help="no-op tasks for the overhead figure")
     ap.add_argument("--settle-s", type=float, default=8.0,
                     help="wait after ray.init for Ray's own helper processes to finish starting")
@@ -135,36 +142,45 @@ def main() -> None:
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
         "loadavg_before": load_before,
     }
+    import ray
+
     with tempfile.TemporaryDirectory() as tmp:
         tmpdir = Path(tmp)
         # Serial baseline: the same tasks in this process, no Ray.
         wall, task_s = _sweep(SerialBackend(), fn, tasks("serial"), tmpdir / "serial.sqlite")
         out["serial"] = {"wall_s": wall, "task_s": task_s, "tasks_per_s": args.n_tasks / wall}
-        tps = {}
-        for workers in (1, 2):
-            t0 = time.perf_counter()
-            backend = RayBackend(workers=workers)
-            init_s = time.perf_counter() - t0
-            try:
-                # Ray's agents keep importing for seconds after init returns; let them settle,
-                # then warm the workers up (process start, imports), not counted
-                time.sleep(args.settle_s)
-                _sweep(backend, noop_task, _tasks(2 * workers, {}, f"warm{workers}"), tmpdir / f"warm{workers}.sqlite")
-                wall, task_s = _sweep(backend, fn, tasks(f"w{workers}"), tmpdir / f"w{workers}.sqlite")
-                rec = {"ray_init_s": init_s, "wall_s": wall, "task_s": task_s,
-                       "tasks_per_s": args.n_tasks / wall, "mean_task_s": task_s / args.n_tasks}
-                if workers == 1:
-                    nw, _ = _sweep(backend, noop_task, _tasks(args.n_noop, {}, "noop"), tmpdir / "noop.sqlite")
-                    rec["overhead_per_task_ms"] = 1e3 * nw / args.n_noop
-                    rec["driver_overhead_per_task_ms"] = 1e3 * (wall - task_s) / args.n_tasks
-                out[f"workers_{workers}"] = rec
-                tps[workers] = rec["tasks_per_s"]
-            finally:
-                backend.close()
+        # One local Ray with 2 CPUs; "1 worker" = at most one task in flight. Rounds of 1 and
+        # 2 workers alternate so that load from other processes hits both alike.
+        t0 = time.perf_counter()
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+                 object_store_memory=256 * 1024**2)
+        out["ray_init_s"] = time.perf_counter() - t0
+        # Ray's agents keep importing for seconds after init returns; let them settle, then
+        # warm the workers up (process start, imports), not counted.
+        time.sleep(args.settle_s)
+        _sweep(RayBackend(workers=2), noop_task, _tasks(4, {}, "warm"), tmpdir / "warm.sqlite")
+        rounds: dict[int, list[dict]] = {1: [], 2: []}
+        try:
+            for r in range(args.rounds):
+                for workers in (1, 2):
+                    wall, task_s = _sweep(RayBackend(workers=workers), fn, tasks(f"r{r}w{workers}"),
+                                          tmpdir / f"r{r}w{workers}.sqlite")
+                    rounds[workers].append({"wall_s": wall, "task_s": task_s, "tasks_per_s": args.n_tasks / wall,
+                                            "mean_task_s": task_s / args.n_tasks,
+                                            "driver_overhead_per_task_ms": 1e3 * (wall * workers - task_s) / args.n_tasks,
+                                            "loadavg": os.getloadavg()[0]})
+            nw, _ = _sweep(RayBackend(workers=1), noop_task, _tasks(args.n_noop, {}, "noop"), tmpdir / "noop.sqlite")
+        finally:
+            ray.shutdown()
+    for workers in (1, 2):
+        out[f"workers_{workers}"] = {"rounds": rounds[workers],
+                                     "tasks_per_s_median": statistics.median(x["tasks_per_s"] for x in rounds[workers])}
+    tps = {w: out[f"workers_{w}"]["tasks_per_s_median"] for w in (1, 2)}
     out["tasks_per_s"] = {"1": tps[1], "2": tps[2]}
     out["speedup"] = tps[2] / tps[1]
-    out["overhead_per_task_ms"] = out["workers_1"]["overhead_per_task_ms"]
-    out["driver_overhead_per_task_ms"] = out["workers_1"]["driver_overhead_per_task_ms"]
+    out["speedup_per_round"] = [b["tasks_per_s"] / a["tasks_per_s"] for a, b in zip(rounds[1], rounds[2], strict=True)]
+    out["overhead_per_task_ms"] = 1e3 * nw / args.n_noop
+    out["driver_overhead_per_task_ms"] = statistics.median(x["driver_overhead_per_task_ms"] for x in rounds[1])
     out["loadavg_after"] = os.getloadavg()
     busy = max(load_before[0], out["loadavg_after"][0]) > (os.cpu_count() or 1) + 0.5
     out["contended"] = bool(busy)
@@ -172,7 +188,7 @@ def main() -> None:
                    "the cores, so the speedup understates what 2 free cores give") if busy else "machine quiet"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "overhead_per_task_ms",
+    print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "speedup_per_round", "overhead_per_task_ms",
                                           "driver_overhead_per_task_ms", "loadavg_before", "loadavg_after")}, indent=2))
 
 

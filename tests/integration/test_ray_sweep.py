@@ -123,3 +123,22 @@ def test_portfolio_of_real_searches_on_ray(local_ray, tmp_path):
     serial = run_portfolio(small_conv(), small_arch(), searchers=("random", "anneal"), seeds=2, seed=3,
                            budget=300, backend="serial")
     assert [m.edp for m in serial.members] == [m.edp for m in res.members]
+
+
+def suicidal_task(task) -> dict:
+    if task.seed == 0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"cycles": 1.0, "energy_pj": 1.0, "edp": 1.0}
+
+
+def test_worker_lost_on_every_try_is_an_error_row(local_ray, tmp_path):
+    sweep = _sweep(tmp_path, 3)
+    with ResultStore(tmp_path / "r.sqlite") as store:
+        s = run_sweep(sweep, store=store, backend=RayBackend(workers=2, max_retries=0), task_fn=suicidal_task)
+        assert (s.n_ok, s.n_failed, s.n_remaining) == (2, 1, 1)
+        (row,) = store.rows(status="error")
+        assert row["seed"] == 0 and "failed after retries" in row["error"]
+        # the next run retries only that task
+        s = run_sweep(sweep, store=store, backend=RayBackend(workers=2), task_fn=marked_task)
+        assert (s.n_skipped, s.n_run, s.n_ok, s.n_remaining) == (2, 1, 1, 0)
+        assert store.get(row["task_key"])["attempts"] == 2
