@@ -1346,6 +1346,27 @@ class MapSpace:
         kinds = np.array(self.param_kinds)
         return {k: np.nonzero(kinds == k)[0] for k in PARAM_KINDS if (kinds == k).any()}
 
+    def resample(self, x: IntArray, kinds: tuple[str, ...] | str, n: int, rng: np.random.Generator) -> IntArray:
+        """n variants of every row of ``x`` with the params of ``kinds`` redrawn uniformly.
+
+        E.g. an Optuna trial fixes the loop orders and bypass bits and a vectorized inner
+        loop completes the tiling: ``space.resample(x_trial, "tile", 4096, rng)``.
+
+        Returns
+        -------
+        (len(x) * n, n_params) encoded vectors; rows ``i*n .. i*n+n-1`` come from ``x[i]``.
+        """
+        x = self._check_x(x)
+        kinds = (kinds,) if isinstance(kinds, str) else tuple(kinds)
+        unknown = [k for k in kinds if k not in PARAM_KINDS]
+        if unknown:
+            raise SpecError(f"resample kinds {unknown}; expected some of {list(PARAM_KINDS)}")
+        out = np.repeat(x, n, axis=0)
+        cols = np.nonzero(np.isin(np.array(self.param_kinds, dtype=object), kinds))[0]
+        if len(cols):
+            out[:, cols] = rng.integers(0, self.bounds[cols], size=(len(out), len(cols)), dtype=np.int64)
+        return out
+
     def describe(self) -> str:
         return f"map space of {self.problem.describe()} on {self.arch.name}: {self.n_params} params\n" + self.size().describe()
 

@@ -235,3 +235,17 @@ def test_param_groups_and_describe(space: MapSpace) -> None:
     assert all(space.param_kinds[i] == k for k, cols in groups.items() for i in cols)
     text = space.describe()
     assert "factorizations" in text and "small_conv" in text
+
+
+def test_resample_varies_only_the_given_kinds(space: MapSpace) -> None:
+    rng = np.random.default_rng(12)
+    x = space.sample_encoded(3, rng)
+    y = space.resample(x, "tile", 50, rng)
+    assert y.shape == (150, space.n_params)
+    tile = space.param_groups()["tile"]
+    other = np.setdiff1d(np.arange(space.n_params), tile)
+    np.testing.assert_array_equal(y[:, other], np.repeat(x, 50, axis=0)[:, other])
+    assert len(np.unique(y[:, tile], axis=0)) > 100
+    assert ((y >= 0) & (y < space.bounds)).all()
+    with pytest.raises(SpecError, match="resample kinds"):
+        space.resample(x, "tiles", 2, rng)
