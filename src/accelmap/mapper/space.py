@@ -954,6 +954,8 @@ class MapSpace:
                 if frac * (max_draws - drawn) < (n - n_found):
                     use_repair = True
         if n_found >= n or (n_found and allow_fewer):
+            if not found:
+                return self.decode(np.zeros((0, self.n_params), dtype=np.int64))
             return self.decode(np.concatenate(found)[:n])
         if last_u is not None:
             x = self.sample_encoded(len(last_u[1]), rng)

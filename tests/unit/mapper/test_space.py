@@ -249,3 +249,16 @@ def test_resample_varies_only_the_given_kinds(space: MapSpace) -> None:
     assert ((y >= 0) & (y < space.bounds)).all()
     with pytest.raises(SpecError, match="resample kinds"):
         space.resample(x, "tiles", 2, rng)
+
+
+def test_empty_batches_and_one_point_space(space: MapSpace) -> None:
+    rng = np.random.default_rng(13)
+    empty = space.sample(0, rng)
+    assert len(empty) == 0 and len(space.sample_valid(0, rng)) == 0
+    assert space.check(empty).valid.shape == (0,) and space.encode(empty).shape == (0, space.n_params)
+    assert len(space.neighbours(empty, rng)) == 0 and len(space.repair(empty)) == 0
+    one = MapSpace(tiny_matmul(1, 1, 1), tiny_arch(fx=1, cap=None),
+                   Constraints(keep=tuple(KeepRule(level="RF", tensor=t, keep=False) for t in "ABC")))
+    assert one.n_params == 0 and one.size().total == 1 and one.n_distinct() == 1
+    b = one.sample_valid(4, rng)
+    assert len(b) == 4 and one.neighbours(b, rng) == b
