@@ -1058,7 +1058,7 @@ class MapSpace:
             todo_any = ~done
             if not todo_any.any():
                 break
-            kind_now = (kinds + attempt) % 3 if attempt >= 3 else kinds
+            kind_now = (kinds + attempt // 2) % 3  # two tries of the drawn kind, then the others
             # --- factor moves
             sel = np.nonzero(todo_any & (kind_now == 0))[0]
             if len(sel) and len(self._tile_dims):
@@ -1093,8 +1093,14 @@ class MapSpace:
             sel = np.nonzero(~done & (kind_now == 1))[0]
             levels_ok = np.array([len(f) >= 2 for f in self._order_free])
             if len(sel) and levels_ok.any():
-                lv_choices = np.nonzero(levels_ok)[0]
-                lv_pick = lv_choices[rng.integers(0, len(lv_choices), size=len(sel))]
+                # prefer a level with two running (bound > 1) free loops: swapping unit
+                # loops changes no cost
+                running = np.zeros((len(sel), self._L), dtype=np.int64)
+                for lv in np.nonzero(levels_ok)[0]:
+                    running[:, lv] = (temporal[sel][:, lv, self._order_free[lv]] > 1).sum(axis=1)
+                score = rng.random((len(sel), self._L)) + 1.0 * (running >= 2)
+                score[:, ~levels_ok] = -1.0
+                lv_pick = score.argmax(axis=1)
                 for lv in np.unique(lv_pick):
                     ii = sel[lv_pick == lv]
                     free = self._order_free[lv]
@@ -1118,8 +1124,6 @@ class MapSpace:
                 lv, t = self._keep_free[k, 0], self._keep_free[k, 1]
                 keep[sel, lv, t] = ~keep[sel, lv, t]
                 done[sel] = True
-            if attempt >= 2:
-                kinds = rng.integers(0, 3, size=n)
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
     def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
