@@ -115,10 +115,16 @@ class SearchTask:
     network: str | None = None
     seed_index: int = 0
     sweep: str = ""
+    # The key, computed once (hashing the canonical specs costs about half a millisecond).
+    _key: str = field(init=False, repr=False, compare=False, hash=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_key", task_key(self))
 
     @property
     def key(self) -> str:
-        return task_key(self)
+        """SHA-256 (hex) of the canonical spec; see :func:`task_key`."""
+        return self._key
 
     def spec(self) -> dict[str, Any]:
         """The canonical, JSON-ready spec that the key hashes."""
