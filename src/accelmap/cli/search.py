@@ -32,7 +32,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic or anneal (default: anneal)")
     p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help="evaluations per layer (default: 30000, or unlimited with --time)")
+                   help="evaluations per layer (default: 100000; 30000 per layer with --network; "
+                        "unlimited with --time)")
     p.add_argument("--time", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit per layer in seconds")
     p.add_argument("--objective", default="edp", metavar="O",
@@ -137,8 +138,8 @@ def _layer_label(layer: str) -> str:
 
 def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:
     from accelmap._registry import costmodels
-    from accelmap.errors import InfeasibleSpaceError
     from accelmap.arch.io import load_arch
+    from accelmap.errors import InfeasibleSpaceError
     from accelmap.mapper.check import render_loop_nest
     from accelmap.search.api import search
     from accelmap.workloads.io import load_problem

@@ -23,12 +23,14 @@ from accelmap.search.objectives import ObjectiveSpec, parse_objective
 from accelmap.search.result import SearchResult, versions
 
 __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEFAULT_BUDGET",
+           "NETWORK_DEFAULT_BUDGET",
            "load_constraints_any", "build_space"]
 
 # Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
 DEFAULT_SEARCHER = "anneal"
-DEFAULT_BUDGET = 30_000
+DEFAULT_BUDGET = 100_000  # one layer: about 5-8 CPU seconds with loopnest
+NETWORK_DEFAULT_BUDGET = 30_000  # per distinct layer of a network search
 
 
 def _problem(problem: Any) -> Any:
@@ -132,7 +134,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"`` or ``"exhaustive"``
         (any name registered under ``accelmap.searchers``).
     budget
-        Evaluations (mappings scored). None: 30,000 when no time limit is given (the
+        Evaluations (mappings scored). None: 100,000 when no time limit is given (the
         whole space for ``exhaustive``), unlimited when ``time_limit_s`` is given.
     time_limit_s
         Wall-clock limit in seconds.
@@ -310,7 +312,8 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     checkpoint_dir
         Directory for one checkpoint file per layer (resumable network searches).
     **kwargs
-        Every other option of :func:`search` (budget and time limit apply per layer).
+        Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
+        layer (default budget 30,000 per layer when neither is given).
 
     Layers with the same shape (dims and tensors) are searched once; their occurrences
     (``Problem.repeat`` and duplicates in the list) weight the totals.
@@ -332,6 +335,8 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     if not layers:
         raise SpecError(f"network {name}: no layers to search")
     arc = _arch(arch, kwargs.pop("energy", None))
+    if kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
+        kwargs["budget"] = NETWORK_DEFAULT_BUDGET
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for p in layers:
         groups.setdefault(_shape_key(p), []).append(p)
