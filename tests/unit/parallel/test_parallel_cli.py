@@ -18,7 +18,7 @@ SWEEP = {
                        "variants": {"buffers": [{"level": "shared_glb", "capacity_words": [32768, 65536]}]}}],
     "searchers": ["random"],
     "seeds": 1,
-    "budget": 200,
+    "budget": 100,
 }
 
 
@@ -60,6 +60,7 @@ def test_sweep_resume_and_report(sweep_file, tmp_path, capsys):
         assert len(list(csv.DictReader(fh))) == 4
 
 
+@pytest.mark.slow  # matplotlib's import and a savefig take a second or two
 def test_report_plot(sweep_file, tmp_path):
     pytest.importorskip("matplotlib")
     store = tmp_path / "r.sqlite"
