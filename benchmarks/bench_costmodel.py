@@ -157,10 +157,23 @@ def bench_aspect(sizes: list[int], repeats: int, seed: int = 0) -> dict:
         batch = reg_pool.take(slice(0, min(n, len(reg_pool))))
         secs = _time_best(lambda b=batch: model.evaluate(problem, arch, b), repeats)
         reg_rows.append({"batch": len(batch), "seconds": secs, "evals_per_s": len(batch) / secs})
+    # what a search feeds the model: MapSpace samples under aspect_constraints (valid or not)
+    from accelmap.costmodels.aspect import aspect_constraints
+    from accelmap.mapper.space import MapSpace
+
+    space = MapSpace(problem, arch, aspect_constraints(problem, arch))
+    drawn = space.sample(max(sizes), np.random.default_rng(seed + 1))
+    space_rows = []
+    for n in sizes:
+        batch = drawn.take(slice(0, n))
+        secs = _time_best(lambda b=batch: model.evaluate(problem, arch, b), repeats)
+        valid = float(model.evaluate(problem, arch, batch).valid.mean())
+        space_rows.append({"batch": n, "seconds": secs, "evals_per_s": n / secs, "valid_fraction": valid})
     scalar_n = 200
     one = pool.take(slice(0, scalar_n))
     t_scalar = _time_best(lambda: [model.evaluate_one(problem, arch, one[i]) for i in range(len(one))], 1)
     return {
+        "mapspace_rows": space_rows,
         "problem": problem.describe(), "arch": arch.name, "valid_fraction_of_raw": float(keep.mean()),
         "pool": len(pool), "regular_fraction_of_pool": float(regular.mean()), "sampling_s": sample_s,
         "rows": rows, "regular_rows": reg_rows, "scalar_evals_per_s": len(one) / t_scalar,

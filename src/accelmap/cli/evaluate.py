@@ -60,9 +60,8 @@ def _finite(x: Any) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from accelmap._registry import costmodels
-    from accelmap.mapper.check import render_loop_nest, validate
-
     from accelmap.cli import _maestro
+    from accelmap.mapper.check import render_loop_nest, validate
 
     if _maestro.wants_maestro(args):
         return _maestro.run(args)

@@ -39,6 +39,7 @@ Two entry points:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
@@ -47,7 +48,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from accelmap.arch.spec import Arch, StorageLevel
+from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch
@@ -488,7 +489,7 @@ class _Reuse:
     def __init__(self, level: _Level, states: tuple[_State, ...]) -> None:
         self.lv = level
         self.df = level.dataflow
-        self.st = {x.dim: s for x, s in zip(self.df, states)}
+        self.st = {x.dim: s for x, s in zip(self.df, states, strict=True)}
         self.idx = {x.dim: i for i, x in enumerate(self.df)}
 
     def _sp_state(self, vars_: Sequence[str], *, any_spatial: bool = False) -> tuple[bool, bool, _State | None]:
@@ -1254,8 +1255,10 @@ class AspectModel:
             ridx = idx[regular & macs_ok]
             for k in rows:
                 rows[k][ridx] = sub[k][regular & macs_ok]
-            reason[idx[regular & ~macs_ok]] = int(Reason.MODEL)
-            done[idx[regular]] = True
+            # no directive form (spatial unrolling off the array level, two dims on one axis)
+            shape_bad = _unrepresentable(view, mappings.take(idx))
+            reason[idx[(regular & ~macs_ok) | shape_bad]] = int(Reason.MODEL)
+            done[idx[regular | shape_bad]] = True
         for i in np.flatnonzero(ok & ~done):
             res = self._row(problem, arch, mappings[int(i)])
             if res is None:
@@ -1289,8 +1292,12 @@ class AspectModel:
             dm, hw = directives_from_mapping(problem, arch, mapping)
         except SpecError:
             return None
-        res = analyze(dm, hw)
+        res = _analyze_cached(dm, hw)
         return res if res.num_macs == problem.macs else None
+
+
+# searches revisit mappings; specs are frozen and hashable, results are never mutated
+_analyze_cached = functools.lru_cache(maxsize=4096)(analyze)
 
 
 def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.ndarray],
@@ -1389,6 +1396,17 @@ def _stride_adjust(size: np.ndarray, ofs: np.ndarray, stride: int, r_full: int, 
     new_size = n_out * min(stride, r_full) + max(r_full - stride, 0)
     new_ofs = n_out * (r_full if (not top and r_full < stride) else stride)
     return np.where(hit, new_size, size), np.where(hit, new_ofs, ofs)
+
+
+def _unrepresentable(view: AspectView, batch: MappingBatch) -> np.ndarray:
+    """(n,) rows `_row_plan` rejects: spatial unrolling off the array level, or more than
+    one dim unrolled along one array axis."""
+    a = view.array_level
+    sp = batch.spatial
+    others = np.ones(sp.shape[1], dtype=bool)
+    others[a] = False
+    bad = (sp[:, others] > 1).any(axis=(1, 2, 3))
+    return bad | ((sp[:, a, :, 0] > 1).sum(axis=1) > 1) | ((sp[:, a, :, 1] > 1).sum(axis=1) > 1)
 
 
 def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
