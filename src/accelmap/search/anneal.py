@@ -10,9 +10,9 @@ Metropolis rule on the *log* of the objective::
     accept  if  log f' <= log f   or   u < exp(-(log f' - log f) / T)     (u ~ U(0, 1))
 
 (Kirkpatrick, Gelatt & Vecchi, Science 1983), for all chains in one vectorized step. The
-log makes the temperature scale-free: T = 0.1 accepts a 10% worse mapping with probability
-exp(-log(1.1) / 0.1), about 0.39. T falls geometrically from ``t_start`` to ``t_end`` over the budget (or
-per step when only a time limit is known). Every ``elite_every`` steps the worst quarter of
+log makes the temperature scale-free: T = 0.1 accepts a 10% worse mapping with
+probability exp(-log(1.1) / 0.1), about 0.39. T falls geometrically from ``t_start`` to
+``t_end`` over the budget (or per step when only a time limit is known). Every ``elite_every`` steps the worst quarter of
 the chains restart from the best points found so far (a population-annealing style
 resampling, which is what makes many short chains converge within a small budget).
 
