@@ -988,7 +988,8 @@ class MapSpace:
         prime factor of one of its spatial factors there to a temporal loop at level <= l;
         while it overflows level l, move a prime factor of a dim that indexes a tensor kept
         at l, from a slot at level >= l to a temporal loop at a level < l. Either move
-        shrinks what failed and grows nothing inside it. Moves that would leave the dim's
+        shrinks what failed and grows nothing inside it. Rows below the minimum
+        utilization get the opposite move (`_push_in`). Moves that would leave the dim's
         table (a constraint) are skipped and another is drawn in the next round.
 
         rows (n, D) table rows, keep (n, L, T); returns the new rows.
@@ -1002,10 +1003,17 @@ class MapSpace:
         active = np.arange(len(rows))
         for _ in range(max_rounds):
             reason, level = self._fast_reasons(rows[active], keep[active])
+            low = reason == int(Reason.UTILIZATION)
             sel = (reason == int(Reason.FANOUT)) | (reason == int(Reason.CAPACITY))
+            if low.any():
+                self._push_in(rows, active[low], rng)
+            active_low = active[low]
             active = active[sel]
             if len(active) == 0:
-                break
+                active = active_low
+                if len(active) == 0:
+                    break
+                continue
             lvl = level[sel]
             is_cap = reason[sel] == int(Reason.CAPACITY)
             m = len(active)
@@ -1035,7 +1043,49 @@ class MapSpace:
                 moved = self._move_prime(rows[active[ii], d], int(d), s_sel[ii], dst[ii], prime)
                 ok = moved >= 0
                 rows[active[ii[ok]], d] = moved[ok]
+            active = np.concatenate([active, active_low])
         return rows
+
+    def _push_in(self, rows: IntArray, idx: IntArray, rng: np.random.Generator) -> None:
+        """Raise the utilization of rows ``idx`` (in place): move a prime factor of a
+        temporal loop into a spatial slot whose axis has room for it. A source inside the
+        slot's level (a deeper temporal loop) shrinks tiles and grows none, so it is
+        preferred; otherwise the factor comes from a temporal loop at or above the level
+        (tiles grow; a later push-out round may have to undo it)."""
+        if len(self._fan_cols) == 0 or len(idx) == 0:
+            return
+        L, D = self._L, self._D
+        S = L * 3
+        m = len(idx)
+        vec = self._big[rows[idx] + self._offsets[None, :]].reshape(m, D, S)
+        used = self._row_sxy[rows[idx] + self._offsets[None, :]].prod(axis=1, dtype=np.int64)  # (m, n_fan)
+        room = self._fan_limits[None, :] // np.maximum(used, 1)  # largest factor that still fits
+        # destination: a spatial (level, axis) with room for a factor >= 2, at random
+        fan_lv = self._fan_cols // 2
+        fan_slot = fan_lv * 3 + 1 + self._fan_cols % 2  # flat slot index of (level, X|Y)
+        dscore = np.where(room >= 2, rng.random(room.shape), -1.0)
+        dj = dscore.argmax(axis=1)
+        has = dscore[np.arange(m), dj] >= 0
+        dst = fan_slot[dj]
+        dst_lv = fan_lv[dj]
+        exists = self._slot_exists.reshape(D, S)  # (D, S)
+        slot_lv = np.repeat(np.arange(L), 3)
+        is_t = np.tile(np.arange(3), L) == _T
+        # source: a temporal loop (> 1) of a dim that may use the destination slot
+        src_ok = (vec > 1) & is_t[None, None, :] & exists[None, :, :] & exists[:, dst].T[:, :, None]
+        deeper = slot_lv[None, :] > dst_lv[:, None]  # (m, S)
+        score = np.where(src_ok, rng.random(src_ok.shape) + 1.0 * deeper[:, None, :], -1.0).reshape(m, -1)
+        pick = score.argmax(axis=1)
+        has &= score[np.arange(m), pick] >= 0
+        d_sel, s_sel = pick // S, pick % S
+        for d in np.unique(d_sel[has]):
+            ii = np.nonzero(has & (d_sel == d))[0]
+            f = vec[ii, d, s_sel[ii]]
+            prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
+            fits = prime <= room[ii, dj[ii]]
+            moved = self._move_prime(rows[idx[ii], d], int(d), s_sel[ii], dst[ii], prime)
+            ok = fits & (moved >= 0)
+            rows[idx[ii[ok]], d] = moved[ok]
 
     def neighbours(self, batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
         """One random move per row (vectorized): move a prime factor of one dim between

@@ -267,3 +267,13 @@ def test_empty_batches_and_one_point_space(space: MapSpace) -> None:
     assert pinned.n_params == 0 and pinned.size().total == 1
     b = pinned.sample_valid(4, rng)
     assert len(b) == 4 and pinned.neighbours(b, rng) == b
+
+
+def test_repair_sampling_raises_utilization() -> None:
+    # 16 x 16 PEs and a 90 % floor: uniform draws rarely reach it
+    sp = MapSpace(small_conv(k=16, c=16, p=8, q=8), small_arch(fanout=(16, 16), glb_words=1 << 20, rf_words=1 << 10),
+                  Constraints(min_utilization=0.9))
+    rng = np.random.default_rng(14)
+    assert sp.check(sp.sample(4096, rng)).valid.mean() < 0.015
+    b = sp.sample_valid(200, rng, method="repair")
+    assert sp.check(b).valid.all() and (sp.utilization(b) >= 0.9).all()
