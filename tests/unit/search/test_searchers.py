@@ -125,3 +125,33 @@ def test_pareto_with_multi_objective_searchers(small):
     for name, so in (("genetic", {"population": 32}), ("optuna", {"inner": 64})):
         r = _driver(small, name, budget=2000, objective="energy,cycles", **so).run()
         assert r.pareto and all(pt["edp"] >= r.edp * (1 - 1e-12) for pt in r.pareto)
+
+
+def test_anneal_polish_and_time_limited_schedule():
+    p, a = tiny_problem(), tiny_arch()
+    s = MapSpace(p, a)
+    d = Driver(p, a, s, ToyModel(), searchers.get("anneal"), objective=parse_objective("edp"),
+               options=DriverOptions(budget=6000),
+               searcher_options={"chains": 16, "proposals": 4, "polish": 0.5, "warmup": 200})
+    r = d.run()
+    assert r.n_evaluations == 6000 and d.searcher.polishing() and d.searcher.pol_x is not None
+    es = EncodedSpace(s)
+    t = AnnealSearcher(es, seed=0, budget_hint=None, chains=8, proposals=2, warmup=16, polish=0.2)
+    for _ in range(30):
+        x = t.ask(64)
+        assert ((x >= 0) & (x < es.bounds)).all()
+        t.tell(x, np.arange(len(x), dtype=float) + 1.0, np.ones(len(x), bool))
+    assert t.temperature() < t.t_start
+
+
+def test_network_checkpoints_one_file_per_layer(tmp_path):
+    from accelmap.search import search_network
+
+    layers = [tiny_problem(), tiny_problem(4, 4, 2)]
+    res = search_network(layers, tiny_arch(), model=ToyModel(), searcher="random", budget=300,
+                         checkpoint_dir=tmp_path)
+    assert len(list(tmp_path.glob("*.ckpt"))) == 2
+    again = search_network(layers, tiny_arch(), model=ToyModel(), searcher="random", budget=600,
+                           checkpoint_dir=tmp_path)
+    assert all(r.n_evaluations == 600 for r in again.layers)
+    assert all(b.edp <= a.edp for a, b in zip(res.layers, again.layers, strict=True))
