@@ -786,15 +786,22 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     t_full = _distinct_words(coef, used, box(rc, ur, [tc]))
     t_last = _distinct_words(coef, used, box(rc, last_r, [tc]))
     # Window chunks on the rows (WS-like) make tiles that are shifted copies of one another:
-    # once two of them exceed the window, nothing is reused from one to the next.
-    shifted = (rc == _K) & (2 * t_full >= w)
+    # nothing is reused from one to the next once two of them exceed the window, or once the
+    # tile that shares a word with this one (``step / ur`` tiles back) is a window away.
+    step = _neighbour_step_batch(coef, used, dim_class, bounds, order)
+    shifted = (rc == _K) & ((2 * t_full >= w) | (step * t_full >= w * ur))
+    # A tile larger than the window keeps the duplicates of neighbouring pixels only when
+    # they come back within the window: `step` im2col elements later, `u` words a step.
+    u_pix = np.where(rc == _M, ur, np.where(cc == _M, uc, 1))
+    near = step * u_pix < w
+    big_tile = np.where(near, _reset_loss(d_arr, np.full(n, w), w, reads_pass), reads_pass)
     c_est = np.where(
         shifted, (f_r - 1) * t_full + t_last,
-        np.where(t_full >= w, reads_pass, _reset_loss(d_arr, t_full - d_tot // (2 * f_r), w, reads_pass)),
+        np.where(t_full >= w, big_tile, _reset_loss(d_arr, t_full - d_tot // (2 * f_r), w, reads_pass)),
     )
     # Cases A and B: a group of folds shares one column chunk, tiled like case C.
     group = _distinct_words(coef, used, box(cc, uc, [tc, rc]))
-    ab_est = np.where(group >= w, reads_pass, _reset_loss(d_arr, group - d_tot // (2 * f_c), w, reads_pass))
+    ab_est = np.where(group >= w, big_tile, _reset_loss(d_arr, group - d_tot // (2 * f_c), w, reads_pass))
     est = np.where(case_c, c_est, ab_est)
     return passes * est * b_rep
 
@@ -839,16 +846,75 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     if case_c:
         t_full = _distinct_words_one(coef, used, box(rc, ur, [tc]))
         t_last = _distinct_words_one(coef, used, box(rc, s_r - (f_r - 1) * ur, [tc]))
-        if rc == _K and 2 * t_full >= w:
+        if rc == _K and (2 * t_full >= w or _neighbour_step_one(coef, used, dim_class, bounds, order) * t_full
+                         >= w * ur):
             est = (f_r - 1) * t_full + t_last
         elif t_full >= w:
-            est = reads_pass
+            est = _big_tile_one(coef, used, dim_class, bounds, order, rc, cc, ur, uc, d_tot, w, reads_pass)
         else:
             est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
         group = _distinct_words_one(coef, used, box(cc, uc, [tc, rc]))
-        est = reads_pass if group >= w else _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
+        if group >= w:
+            est = _big_tile_one(coef, used, dim_class, bounds, order, rc, cc, ur, uc, d_tot, w, reads_pass)
+        else:
+            est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
     return passes * est * b_rep
+
+
+def _neighbour_step_batch(coef: IntArray, used: BoolArray, dim_class: IntArray, bounds: IntArray,
+                          order: IntArray) -> IntArray:
+    """(n,) im2col elements between a word's uses by two neighbouring pixels.
+
+    In a coordinate ``a * x_m + 1 * x_k`` (pixel dim ``x_m``, window dim ``x_k``) the next
+    pixel reads what the window read ``a`` steps of ``x_k`` earlier; one step of ``x_k`` is
+    the product of the window dims flattened inside it (``order``: outermost first). A huge
+    value when no coordinate pairs a pixel dim with a window dim.
+    """
+    n, n_dims = order.shape
+    pos = np.argsort(order, axis=1)  # (n, D) position of each dim in the flattening order
+    best = np.full(n, np.iinfo(np.int64).max // 4, dtype=np.int64)
+    for c in range(coef.shape[0]):
+        if not used[c]:
+            continue
+        ms = [d for d in range(n_dims) if coef[c, d] > 0 and dim_class[d] == _M and bounds[d] > 1]
+        ks = [d for d in range(n_dims) if coef[c, d] > 0 and dim_class[d] == _K and bounds[d] > 1]
+        for dm in ms:
+            for dk in ks:
+                inner = np.ones(n, dtype=np.int64)
+                for d in range(n_dims):
+                    if dim_class[d] == _K:
+                        inner = inner * np.where(pos[:, d] > pos[:, dk], bounds[d], 1)
+                best = np.minimum(best, int(coef[c, dm]) * inner)
+    return best
+
+
+def _neighbour_step_one(coef: IntArray, used: BoolArray, dim_class: tuple[int, ...], bounds: list[int],
+                        order: list[int]) -> int:
+    """Scalar twin of `_neighbour_step_batch`."""
+    pos = {d: i for i, d in enumerate(order)}
+    step = int(np.iinfo(np.int64).max // 4)
+    for c in range(coef.shape[0]):
+        if not used[c]:
+            continue
+        ms = [d for d in range(len(bounds)) if coef[c, d] > 0 and dim_class[d] == _M and bounds[d] > 1]
+        ks = [d for d in range(len(bounds)) if coef[c, d] > 0 and dim_class[d] == _K and bounds[d] > 1]
+        for dm in ms:
+            for dk in ks:
+                inner = math.prod(bounds[d] for d in range(len(bounds)) if dim_class[d] == _K and pos[d] > pos[dk])
+                step = min(step, int(coef[c, dm]) * inner)
+    return step
+
+
+def _big_tile_one(coef: IntArray, used: BoolArray, dim_class: tuple[int, ...], bounds: list[int],
+                  order: list[int], rc: int, cc: int, ur: int, uc: int, d_tot: int, w: float,
+                  reads_pass: int) -> int:
+    """Scalar twin of the batched rule for a fold tile larger than the window."""
+    step = _neighbour_step_one(coef, used, dim_class, bounds, order)
+    u_pix = ur if rc == _M else (uc if cc == _M else 1)
+    if step * u_pix < w:
+        return _reset_loss(d_tot, w, w, reads_pass)
+    return reads_pass
 
 
 def _invalid_stats(n: int, *, reason: IntArray | None = None, level: IntArray | None = None) -> SystolicStats:
