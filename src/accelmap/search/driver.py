@@ -166,6 +166,10 @@ class Driver:
         self.lower_bound = lower_bound
         self.space = EncodedSpace(mapspace)
         caps = getattr(searcher_cls, "capabilities", frozenset())
+        o = self.options
+        if o.budget is None and o.time_limit_s is None and o.early_stop is None and Cap.FINITE not in caps:
+            raise SpecError(f"searcher {getattr(searcher_cls, 'name', searcher_cls.__name__)!r} never runs out "
+                            "of points: give a budget, a time limit or an early stop")
         self.multi = objective.is_pareto and Cap.MULTI_OBJECTIVE in caps
         root = np.random.SeedSequence(self.seed)
         (searcher_seed,) = root.spawn(1)

@@ -135,3 +135,8 @@ def test_bad_options():
         DriverOptions(budget=0)
     with pytest.raises(SpecError, match="time_limit_s"):
         DriverOptions(time_limit_s=-1)
+
+
+def test_an_endless_search_is_refused(setup):
+    with pytest.raises(SpecError, match="budget, a time limit or an early stop"):
+        _run(setup, budget=None)
