@@ -227,3 +227,23 @@ def test_enumerate_yields_each_cost_distinct_point_once(space: MapSpace) -> None
     assert len(keys) == len(pts)
     grid = np.array(list(itertools.product(*[range(int(b)) for b in space.bounds])), dtype=np.int64)
     assert {key(m) for m in space.decode(grid)} == keys
+
+
+@SETTINGS
+@given(spaces(), st.sampled_from([0.0, 0.2, 0.6]), st.booleans(), st.integers(0, 2**32 - 1))
+def test_fast_legality_path_agrees_with_check(space: MapSpace, min_util: float, pad: bool, seed: int) -> None:
+    """sample_valid's table-driven check gives the same reasons and levels as check()."""
+    c = space.constraints.override(Constraints(min_utilization=min_util))
+    try:
+        space = MapSpace(space.problem, space.arch, c, allow_padding=pad)
+    except (SpecError, InfeasibleSpaceError):
+        assume(False)
+    rng = np.random.default_rng(seed)
+    x = space.sample_encoded(256, rng)
+    b = space.decode(x)
+    rows = np.zeros((len(x), space.problem.n_dims), dtype=np.int64)
+    rows[:, space._tile_dims] = x[:, space._tile_cols]
+    reason, level = space._fast_reasons(rows, b.keep)
+    ref = space.check(b)
+    np.testing.assert_array_equal(reason, ref.reason)
+    np.testing.assert_array_equal(level[reason > 0][reason[reason > 0] != 7], ref.level[ref.reason > 0][ref.reason[ref.reason > 0] != 7])
