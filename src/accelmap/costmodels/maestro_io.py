@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
+from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.aspect import (
     ClusterDirective,
     Directive,
@@ -30,6 +33,7 @@ from accelmap.costmodels.aspect import (
     MaestroLayer,
 )
 from accelmap.errors import SpecError
+from accelmap.mapper.mapping import Mapping
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
 __all__ = [
@@ -41,6 +45,8 @@ __all__ = [
     "to_problem",
     "render_mapping_file",
     "render_hardware_file",
+    "to_arch",
+    "to_accelmap",
 ]
 
 _HW_KEYS = {
@@ -360,3 +366,158 @@ def render_hardware_file(hw: MaestroHardware) -> str:
         rows.append(f"l2_size_cstr: {hw.l2_size}")
     rows += [f"noc_bw_cstr: {hw.noc_bw}", f"offchip_bw_cstr: {hw.offchip_bw}"]
     return "\n".join(rows) + "\n"
+
+
+# --- MAESTRO -> accelmap (the exactly representable subset) --------------------------------
+
+def to_arch(hw: MaestroHardware, x: int = 1, y: int | None = None, *, name: str = "maestro") -> Arch:
+    """An accelmap `Arch` for MAESTRO hardware: off-chip (bandwidth ``offchip_bw``), an L2
+    whose ``x`` by ``y`` fanout is the PE array (NoC bandwidth ``noc_bw``), a per-PE L1.
+    Energies are MAESTRO's, in units of one MAC (L2 18.61, L1 1.68, MAC 1)."""
+    from accelmap.costmodels.aspect import L1_ENERGY_PER_ACCESS_X_MAC, L2_ENERGY_PER_ACCESS_X_MAC
+
+    y = hw.num_pes // x if y is None else y
+    if x < 1 or y < 1 or x * y > hw.num_pes:
+        raise SpecError(f"array {x} x {y} does not fit the hardware's {hw.num_pes} PEs")
+    return Arch(
+        name=f"{name}-{x}x{y}",
+        levels=(
+            StorageLevel(name="DRAM", capacity_words=None, read_bandwidth_words_per_cycle=hw.offchip_bw),
+            StorageLevel(name="L2", capacity_words=hw.l2_size, read_bandwidth_words_per_cycle=hw.noc_bw,
+                         fanout_x=x, fanout_y=y, read_energy_pj=L2_ENERGY_PER_ACCESS_X_MAC,
+                         write_energy_pj=L2_ENERGY_PER_ACCESS_X_MAC),
+            StorageLevel(name="L1", capacity_words=hw.l1_size, read_energy_pj=L1_ENERGY_PER_ACCESS_X_MAC,
+                         write_energy_pj=L1_ENERGY_PER_ACCESS_X_MAC),
+        ),
+        compute=Compute(energy_per_mac_pj=1.0),
+        description="MAESTRO hardware file (energies in MAC units)",
+    )
+
+
+def _tile(var: str, size: int, ofs: int, filt: dict[str, int], stride: dict[str, int], where: str) -> int:
+    """The accelmap tile of a MAESTRO directive (output rows for Y / X)."""
+    if var in ("Y", "X"):
+        s = stride[var]
+        n, rem = divmod(ofs, s)
+        if rem or n < 1 or size != (n - 1) * s + filt[var]:
+            raise SpecError(
+                f"{where}: Map({size},{ofs}) {var} is a sliding window that is not a tile of whole "
+                f"outputs (expected size (n-1)*{s} + {filt[var]} and offset n*{s}); it has no "
+                "accelmap factor form. Evaluate the directive form itself (analyze) instead"
+            )
+        return n
+    if size != ofs:
+        raise SpecError(
+            f"{where}: Map({size},{ofs}) {var} overlaps or skips elements (offset != size); "
+            "only tilings have an accelmap factor form"
+        )
+    return size
+
+
+def to_accelmap(mapping: DirectiveMapping, hw: MaestroHardware) -> tuple[Problem, Arch, Mapping]:
+    """The accelmap (problem, arch, mapping) of a MAESTRO layer, when one exists exactly.
+
+    Supported: one or two cluster levels; every directive a tiling (sliding windows over
+    input rows/columns that hold whole filters and tile the outputs, as MAESTRO writes
+    ``TemporalMap(Sz(R),1) Y``); filters whole above the PE; tiles that divide their
+    dimension (no edge iterations); an inner level that unrolls everything but its
+    SpatialMap in one step. The arch is `to_arch` with the clusters as the X axis. The top
+    level's temporal loops become the L2 level's loops in directive order.
+
+    Raises
+    ------
+    SpecError
+        Naming the directive and why it has no exact accelmap form (edge tiles, a sliding
+        window that is not a tiling, temporal steps inside a cluster, more levels). The
+        directive form stays evaluable with `analyze`.
+    """
+    layer = mapping.layer
+    where = f"layer {layer.name}"
+    clusters = [i for i, d in enumerate(mapping.directives) if isinstance(d, ClusterDirective)]
+    if len(clusters) > 1:
+        raise SpecError(f"{where}: {len(clusters)} Cluster levels; an accelmap arch has one PE array (at most one Cluster)")
+    cut = clusters[0] if clusters else len(mapping.directives)
+    top = [d for d in mapping.directives[:cut] if isinstance(d, Directive)]
+    inner = [d for d in mapping.directives[cut + 1:] if isinstance(d, Directive)]
+    csize = mapping.directives[cut].size if clusters else 1  # type: ignore[union-attr]
+    n_sub = hw.num_pes // csize
+    problem = to_problem(layer)
+    full = layer.dim_dict
+    stride = {"Y": layer.stride_y, "X": layer.stride_x}
+
+    def norm(ds: list[Directive]) -> list[Directive]:
+        out = []
+        for d in ds:
+            if d.dim in ("Y'", "X'"):
+                f = "R" if d.dim == "Y'" else "S"
+                fs = next((x.size for x in ds if x.dim == f), full[f])
+                out.append(Directive(d.kind, d.dim[0], d.size + fs - 1, d.offset))
+            else:
+                out.append(d)
+        return out
+
+    top, inner = norm(top), norm(inner)
+    out_ext = {"Y": layer.output_rows(), "X": layer.output_cols()}
+    ext = {v: out_ext.get(v, full.get(v, 1)) for v in ("N", "K", "C", "R", "S", "Y", "X")}
+    acc = {"Y": "P", "X": "Q"}
+    if layer.kind == "DSCONV":
+        ext.pop("K")
+
+    def tiles(ds: list[Directive], parent: dict[str, int], lvl: str) -> dict[str, int]:
+        filt = {"Y": next((x.size for x in ds if x.dim == "R"), parent.get("R", full["R"])),
+                "X": next((x.size for x in ds if x.dim == "S"), parent.get("S", full["S"]))}
+        t = dict(parent)
+        for d in ds:
+            if d.dim not in ext:
+                continue
+            t[d.dim] = min(_tile(d.dim, d.size, d.offset, filt, stride, f"{where} ({lvl})"), parent[d.dim])
+        for f in ("R", "S"):
+            if t[f] != full[f]:
+                raise SpecError(f"{where} ({lvl}): the filter dim {f} is tiled ({t[f]} of {full[f]}); "
+                                "MAESTRO's sliding windows then do not tile the outputs")
+        return t
+
+    cl = tiles(top, ext, "top level")
+    pe = tiles(inner, cl, "cluster level") if clusters else dict(cl)
+    L, D = 3, problem.n_dims
+    temporal = np.ones((L, D), np.int64)
+    spatial = np.ones((L, D, 2), np.int64)
+    sp_top = [d for d in top if d.kind is DirectiveKind.SPATIAL]
+    sp_in = [d for d in inner if d.kind is DirectiveKind.SPATIAL]
+    if len(sp_top) != 1 or (clusters and len(sp_in) != 1):
+        raise SpecError(f"{where}: each level needs exactly one SpatialMap for an accelmap form")
+    for v, e in ext.items():
+        if v not in ("Y", "X") and v not in full:
+            continue
+        d = problem.dim_index(acc.get(v, v))
+        if e % cl[v] or cl[v] % pe[v]:
+            raise SpecError(f"{where}: dim {v}: tile {cl[v]} (cluster) / {pe[v]} (PE) does not divide {e}; "
+                            "MAESTRO's edge iterations have no exact accelmap form")
+        steps = e // cl[v]
+        if v == sp_top[0].dim:
+            f_y = min(n_sub, steps)
+            if steps % f_y:
+                raise SpecError(f"{where}: SpatialMap over {v}: {steps} tiles on {n_sub} clusters leave a "
+                                "partial last fold (edge); no exact accelmap form")
+            spatial[1, d, 1] = f_y
+            steps //= f_y
+        temporal[1, d] = steps
+        inner_steps = cl[v] // pe[v]
+        if clusters and v == sp_in[0].dim:
+            if inner_steps > csize:
+                raise SpecError(f"{where}: inner SpatialMap over {v} needs {inner_steps} PEs per step; "
+                                f"clusters have {csize} (temporal folding inside a cluster)")
+            spatial[1, d, 0] = inner_steps
+        elif inner_steps != 1:
+            raise SpecError(f"{where}: dim {v} steps {inner_steps} times inside a cluster; temporal loops "
+                            "between the clusters and the PEs have no accelmap form (one PE array level)")
+        temporal[2, d] = pe[v]
+    order_vars = [acc.get(d.dim, d.dim) for d in top if d.dim in ext]
+    rest = [n for n in problem.dim_names if n not in order_vars]
+    order = np.tile(np.arange(D), (L, 1))
+    order[1] = [problem.dim_index(n) for n in order_vars + rest]
+    x = int(spatial[1, :, 0].max()) if clusters else 1
+    arch = to_arch(hw, max(csize, 1), n_sub) if clusters else to_arch(hw, 1, hw.num_pes)
+    del x
+    return problem, arch, Mapping(temporal=temporal, spatial=spatial, order=order,
+                                  keep=np.ones((L, problem.n_tensors), bool))

@@ -319,3 +319,22 @@ def test_cli_run_prints_maestro_names(capsys: pytest.CaptureFixture[str]) -> Non
     assert _maestro.run(args) == 0
     text = capsys.readouterr().out
     assert "runtime_cycles" in text and "l2_size_req" in text
+
+
+def test_to_accelmap_kcp_and_its_refusals() -> None:
+    import dataclasses
+
+    from accelmap.costmodels.maestro_io import to_accelmap, to_arch
+
+    lay = parse_mapping(KCP).layers[0]
+    hw = dataclasses.replace(parse_hardware(HW), l1_size=None, l2_size=None)
+    p, a, m = to_accelmap(lay, hw)
+    assert (aspect_view(a).x, aspect_view(a).y) == (64, 16)
+    assert AspectModel().evaluate(p, a, m.as_batch()).cycles[0] == 18_876_000
+    with pytest.raises(SpecError, match="edge"):
+        to_accelmap(parse_mapping(KCP.replace("TemporalMap(64,64) C;", "TemporalMap(48,48) C;")).layers[0], hw)
+    with pytest.raises(SpecError, match="not a tile of whole outputs"):
+        to_accelmap(parse_mapping(KCP.replace("TemporalMap(Sz(R),1) Y;\n        TemporalMap(Sz(S),1) X;\n        Cluster",
+                                              "TemporalMap(4,1) Y;\n        TemporalMap(Sz(S),1) X;\n        Cluster")).layers[0], hw)
+    with pytest.raises(SpecError, match="does not fit"):
+        to_arch(hw, 64, 32)
