@@ -50,9 +50,14 @@ it is dropped whole and refilled. The model follows that window at the granulari
 tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
 consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
 its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
-These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions); for
-sliding-window inputs (im2col duplicates) a reset-loss estimate is used (see
-``docs/validation.md`` for how close it comes). Stalls: with a finite DRAM bandwidth the
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). For
+sliding-window inputs (im2col duplicates) the model estimates: window chunks on the rows
+(WS-like) give tiles that are shifted copies, sharing nothing once two exceed the window or
+once the tile holding a word's previous use is a window away; otherwise every window reset
+loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
+the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
+close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
+in `scalesim_mapping`: pixels row-major; window rows, columns, then channels). Stalls: with a finite DRAM bandwidth the
 layer cannot end before its DRAM words have crossed the interface,
 ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per direction (a
 roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are zero).
