@@ -516,8 +516,6 @@ def to_accelmap(mapping: DirectiveMapping, hw: MaestroHardware) -> tuple[Problem
     rest = [n for n in problem.dim_names if n not in order_vars]
     order = np.tile(np.arange(D), (L, 1))
     order[1] = [problem.dim_index(n) for n in order_vars + rest]
-    x = int(spatial[1, :, 0].max()) if clusters else 1
-    arch = to_arch(hw, max(csize, 1), n_sub) if clusters else to_arch(hw, 1, hw.num_pes)
-    del x
+    arch = to_arch(hw, csize, n_sub) if clusters else to_arch(hw, 1, hw.num_pes)
     return problem, arch, Mapping(temporal=temporal, spatial=spatial, order=order,
                                   keep=np.ones((L, problem.n_tensors), bool))
