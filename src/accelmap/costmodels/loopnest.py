@@ -86,6 +86,8 @@ class _Compiled:
     fanout: IntArray  # (L,) X*Y
     mac_pj: float
     n_macs: int
+    holds: BoolArray  # (L, T) levels that may keep each tensor
+    slots: tuple[tuple[IntArray, ...], ...]  # per tensor, per used coordinate: (D,) coefficients
 
 
 def _compile(problem: Problem, arch: Arch) -> _Compiled:
@@ -108,6 +110,9 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         fanout=np.array([lv.fanout for lv in arch.levels], dtype=np.int64),
         mac_pj=float(arch.compute.energy_per_mac_pj),
         n_macs=int(arch.n_macs),
+        holds=arch.holds_mask(problem),
+        slots=tuple(tuple(coef[t, c].astype(np.int32) for c in range(coef.shape[1]) if problem.rank_used[t, c])
+                    for t in range(coef.shape[0])),
     )
 
 
@@ -353,42 +358,59 @@ def _ceil_div(a: IntArray, b: IntArray) -> IntArray:
 
 
 def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
-    """Eq. S for every row, level and tensor: (n, L, T) distinct child offset vectors.
+    """Eq. S for every row, level and tensor: (n, L, T) distinct child offsets.
 
     ``g`` (n, L, D) spatial factors (X*Y) below each level; ``tile_below`` (n, L, D) the tile
-    of the next inner level (the stride of one spatial step).
+    of the next inner level (the stride of one spatial step). Per coordinate: one unrolled
+    dim gives its factor; two dims with step sizes ``a``, ``b`` and factors ``n1``, ``n2``
+    give ``n1*n2 - max(0, n1 - b/gcd) * max(0, n2 - a/gcd)`` distinct sums (the equal sums
+    form chains along ``(+b/gcd, -a/gcd)``; each chain link is one coincidence); more dims
+    are enumerated.
     """
-    coef, used = comp.coef, comp.rank_used  # (T, C, D), (T, C)
-    # Fast path: each coordinate has at most one unrolled dim -> product of the factors of
-    # the dims that index the tensor.
-    logs = np.where(comp.relevance[None, None], g[:, :, None, :], 1)  # (n, L, T, D)
-    fast = np.prod(logs, axis=-1)
-    unrolled = (g > 1)[:, :, None, None, :] & (coef > 0)[None, None]  # (n, L, T, C, D)
-    alias = (unrolled.sum(-1) >= 2) & used[None, None]  # (n, L, T, C)
-    if not alias.any():
-        return fast
-    # Slow path, vectorized over the aliasing (row, level, tensor, coord) cases: enumerate
-    # the spatial grid (at most the level's fanout) and count distinct sums.
-    rows, lvs, ts, cs = np.nonzero(alias)
-    out = fast.copy()
-    g_sel = g[rows, lvs]  # (k, D)
-    a_sel = coef[ts, cs] * tile_below[rows, lvs]  # (k, D) weight of one step per dim
-    g_eff = np.where(coef[ts, cs] > 0, g_sel, 1)
-    size = int(comp.fanout.max())
-    idx = np.arange(size)
-    radix = np.cumprod(np.concatenate([np.ones((len(rows), 1), np.int64), g_eff[:, :-1]], axis=1), axis=1)
-    digits = (idx[None, :, None] // radix[:, None, :]) % g_eff[:, None, :]  # (k, size, D)
+    n, L, _ = g.shape
+    T = comp.coef.shape[0]
+    out = np.ones((n, L, T), dtype=np.int64)
+    for t in range(T):
+        for c in np.flatnonzero(comp.rank_used[t]):
+            dims = np.flatnonzero(comp.coef[t, c])
+            if len(dims) == 1:
+                out[:, :, t] *= g[:, :, dims[0]]
+            elif len(dims) == 2:
+                d1, d2 = dims
+                n1, n2 = g[:, :, d1], g[:, :, d2]
+                a = comp.coef[t, c, d1] * tile_below[:, :, d1]
+                b = comp.coef[t, c, d2] * tile_below[:, :, d2]
+                k = np.gcd(a, b)
+                links = np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
+                out[:, :, t] *= n1 * n2 - links
+            else:
+                out[:, :, t] *= _distinct_sums(comp.coef[t, c], g, tile_below, int(comp.fanout.max()))
+    return out
+
+
+def _distinct_sums(coef_c: IntArray, g: IntArray, tile_below: IntArray, grid: int) -> IntArray:
+    """(n, L) distinct values of ``sum_d coef_c[d] * tile_below[d] * i_d`` over the spatial
+    grid ``i_d < g[d]``, by enumeration (at most ``grid`` points per row and level)."""
+    n, L, D = g.shape
+    g_eff = np.where(coef_c > 0, g, 1).reshape(n * L, D)
+    step = (coef_c * tile_below).reshape(n * L, D)
+    idx = np.arange(grid)
+    radix = np.ones_like(g_eff)
+    radix[:, 1:] = np.cumprod(g_eff[:, :-1], axis=1)
+    digits = (idx[None, :, None] // radix[:, None, :]) % g_eff[:, None, :]
     valid = idx[None, :] < np.prod(g_eff, axis=1)[:, None]
-    vals = np.where(valid, (digits * a_sel[:, None, :]).sum(-1), -1)
+    vals = np.where(valid, (digits * step[:, None, :]).sum(-1), -1)
     vals.sort(axis=1)
-    n_distinct = ((np.diff(vals, axis=1) != 0) & (vals[:, 1:] >= 0)).sum(1) + (vals[:, :1] >= 0).sum(1)
-    # Replace the fast count's contribution of that coordinate by the exact one.
-    naive = np.prod(g_eff, axis=1)
-    ratio_num = np.ones_like(out)
-    ratio_den = np.ones_like(out)
-    np.multiply.at(ratio_num, (rows, lvs, ts), n_distinct)
-    np.multiply.at(ratio_den, (rows, lvs, ts), naive)
-    return out * ratio_num // ratio_den
+    distinct = ((np.diff(vals, axis=1) != 0) & (vals[:, 1:] >= 0)).sum(1) + (vals[:, 0] >= 0)
+    return distinct.reshape(n, L)
+
+
+def _spans(comp: _Compiled, ext: IntArray) -> IntArray:
+    """(..., T, C) spans ``1 + sum_d coef[t, c, d] (ext[d] - 1)`` (1 for unused coordinates),
+    as one float64 matrix product (exact: every value is far below 2**53)."""
+    T, C, D = comp.coef.shape
+    flat = (ext - 1).astype(np.float64) @ comp.coef.reshape(T * C, D).T.astype(np.float64)
+    return (flat.astype(np.int64) + 1).reshape(ext.shape[:-1] + (T, C))
 
 
 def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
@@ -401,50 +423,77 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     tile[:, :L] = np.cumprod(fac[:, ::-1], axis=1)[:, ::-1]
     stride = g * tile[:, 1:]  # (n, L, D) stride of the temporal loop (l, d)
 
-    # Loops in nest order, outermost first: P = L*D positions.
+    # Loops in nest order, outermost first (P = L*D positions), then compacted so that the
+    # active loops (bound >= 2) of each row come first, in order: inactive loops neither
+    # weigh nor move anything, and most loops of a mapping are inactive.
     P = L * D
-    dim_pos = b.order.reshape(n, P)
-    bound_pos = np.take_along_axis(temporal, b.order, axis=2).reshape(n, P)
-    stride_pos = np.take_along_axis(stride, b.order, axis=2).reshape(n, P)
-    active = bound_pos >= 2
-    # Coordinate shift of one step of each loop, per tensor: (n, P, T, C).
-    a_pos = comp.coef_dtc[dim_pos] * stride_pos[:, :, None, None]
-    a_act = np.where(active[:, :, None, None], a_pos, 0)
-    sfx = np.zeros((n, P + 1) + a_pos.shape[2:], dtype=np.int64)
-    sfx[:, :P] = np.cumsum(a_act[:, ::-1], axis=1)[:, ::-1]
-    prefix = np.ones((n, P), dtype=np.int64)
-    prefix[:, 1:] = np.cumprod(bound_pos[:, :-1], axis=1)
-    weight = prefix * (bound_pos - 1)  # (n, P)
+    rows = np.arange(n)
+    bound_all = np.take_along_axis(temporal, b.order, axis=2).reshape(n, P)
+    active = bound_all >= 2
+    n_active = active.sum(axis=1)
+    K = max(int(n_active.max()) if n else 0, 1)
+    pick = np.argsort(~active, axis=1, kind="stable")[:, :K]
+    real = np.arange(K)[None, :] < n_active[:, None]  # (n, K)
+    dim_k = np.take_along_axis(b.order.reshape(n, P), pick, axis=1)
+    bound_k = np.where(real, np.take_along_axis(bound_all, pick, axis=1), 1)
+    stride_k = np.take_along_axis(np.take_along_axis(stride, b.order, axis=2).reshape(n, P), pick, axis=1)
+    level_k = np.where(real, pick // D, L)
+    prefix = np.ones((n, K), dtype=np.int64)
+    prefix[:, 1:] = np.cumprod(bound_k[:, :-1], axis=1)
+    weight = prefix * (bound_k - 1)  # (n, K)
+    step_k = (stride_k * real).astype(np.int32)  # inactive padding moves nothing
 
     # Spans and sizes of each level's tile: (n, L+1, T, C), (n, L+1, T).
-    span = 1 + np.einsum("tcd,nld->nltc", comp.coef, tile - 1)
-    span = np.where(comp.rank_used[None, None], span, 1)
+    span = _spans(comp, tile)
     size = np.prod(span, axis=-1)
 
-    # Eq. D for every level c = 1..L-1 (level 0 is delivered once: the whole tensor).
+    # Eq. D, per tensor and per level c = 1..L-1 that may keep it (level 0 is delivered
+    # once: the whole tensor). Work is per coordinate ("slot") on (n, loops) arrays.
     deliv = np.zeros((n, L + 1, T), dtype=np.int64)
     deliv[:, 0] = comp.tensor_sizes
-    for c in range(1, L):
-        k = c * D
-        sigma = a_pos[:, :k] - (sfx[:, 1:k + 1] - sfx[:, k:k + 1])  # (n, k, T, C)
-        sp = span[:, c][:, None]  # (n, 1, T, C)
-        sz = size[:, c][:, None]  # (n, 1, T)
-        moved = sigma != 0
-        n_moved = moved.sum(-1)
-        mag = np.abs(sigma)
-        slide = (n_moved == 1) & np.all(mag < sp, axis=-1)  # (n, k, T)
-        # Direction of a slide: +-(coord + 1); compared with the innermost active loop's.
-        direction = np.where(moved, np.sign(sigma) * (np.arange(1, sigma.shape[-1] + 1)), 0).sum(-1)
-        act = active[:, :k]
-        has_inner = act.any(axis=1)
-        inner = np.where(has_inner, k - 1 - np.argmax(act[:, ::-1], axis=1), 0)  # (n,)
-        rows = np.arange(n)
-        inner_slide = slide[rows, inner] & has_inner[:, None]  # (n, T)
-        inner_dir = direction[rows, inner]  # (n, T)
-        reset = inner_slide[:, None] & (direction != inner_dir[:, None])
-        partial = np.where(moved, mag * (sz[..., None] // sp), 0).sum(-1)
-        delta = np.where(n_moved == 0, 0, np.where(slide & ~reset, partial, sz))
-        deliv[:, c] = size[:, c] + np.einsum("nk,nkt->nt", weight[:, :k], delta)
+    kcs = [(level_k < c).sum(axis=1) for c in range(L)]  # loops above c: first kc positions
+    for t in range(T):
+        levels_t = [c for c in range(1, L) if comp.holds[c, t]]
+        if not levels_t:
+            continue
+        used_c = np.flatnonzero(comp.rank_used[t])
+        # pow3[k]: k is a power of three (exactly one slot moved).
+        pow3 = np.zeros(3 ** len(used_c), dtype=bool)
+        pow3[[3 ** u for u in range(len(used_c))]] = True
+        shift = []  # per slot: shift of one step of each loop, and its suffix sums
+        for u, coef_u in enumerate(comp.slots[t]):
+            a_u = coef_u[dim_k] * step_k  # (n, K)
+            sfx_u = np.zeros((n, K + 1), dtype=np.int32)
+            sfx_u[:, :K] = np.cumsum(a_u[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+            shift.append((a_u, sfx_u, used_c[u]))
+        for c in levels_t:
+            kc = kcs[c]
+            Kc = int(kc.max()) if n else 0
+            sz = size[:, c, t]
+            if Kc == 0:
+                deliv[:, c, t] = sz
+                continue
+            # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
+            # way (one moved slot <=> |key| is a power of 3); partial += |shift_u| x (size /
+            # span_u) is the new volume when only slot u moves (>= size when it jumps).
+            key = np.zeros((n, Kc), dtype=np.int32)
+            partial = np.zeros((n, Kc), dtype=np.int64)
+            for u, (a_u, sfx_u, cu) in enumerate(shift):
+                # Step of loop j: forward along its dim, every active loop inside it (and
+                # above c) back to its start.
+                sigma = a_u[:, :Kc] - sfx_u[:, 1:Kc + 1] + sfx_u[rows, kc][:, None]
+                key += np.sign(sigma) * np.int32(3 ** u)
+                partial += np.abs(sigma) * (sz // span[:, c, t, cu])[:, None]
+            one_moved = pow3[np.abs(key)]
+            slide = one_moved & (partial < sz[:, None])
+            # Timeloop's gradient reset: a slide other than the innermost loop's (same
+            # coordinate, same direction) fetches the whole tile.
+            inner = np.maximum(kc - 1, 0)
+            inner_slide = slide[rows, inner] & (kc > 0)
+            keep_slide = slide & (~inner_slide[:, None] | (key == key[rows, inner][:, None]))
+            delta = np.where(key == 0, 0, np.where(keep_slide, partial, sz[:, None]))
+            w = np.where(np.arange(Kc)[None, :] < kc[:, None], weight[:, :Kc], 0)
+            deliv[:, c, t] = sz + (w * delta).sum(axis=1)
     macs_per_unit = np.prod(temporal, axis=(1, 2))
     deliv[:, L] = macs_per_unit[:, None]
 
@@ -474,7 +523,7 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     above = np.ones((n, L, D), dtype=np.int64)
     above[:, 1:] = np.cumprod(temporal[:, :-1], axis=1)
     ext = tile[:, :L] * above
-    part = np.prod(np.where(comp.rank_used[None, None], 1 + np.einsum("tcd,nld->nltc", comp.coef, ext - 1), 1), axis=-1)
+    part = np.prod(_spans(comp, ext), axis=-1)
 
     out = comp.is_output[None, None]
     r = np.where(out, a_p - part, a_p)

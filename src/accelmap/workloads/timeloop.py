@@ -147,7 +147,7 @@ def problem_from_timeloop(data: dict, source: str) -> Problem:
             )
     tensors = tuple(
         Tensor(name=name, projection=coords, role=role)  # type: ignore[arg-type]
-        for (name, coords, _), role in zip(parsed, roles)
+        for (name, coords, _), role in zip(parsed, roles, strict=True)
     )
     name = str(shape.get("name") or "timeloop-problem")
     try:
