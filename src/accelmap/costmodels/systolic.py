@@ -130,7 +130,8 @@ class SystolicLayout:
     the PE array (``rows`` = fanout Y, ``cols`` = fanout X); ``pe_level`` the innermost level
     (PE registers), whose ``keep`` names the dataflow. ``dim_class[d]`` is the GEMM class of
     dim ``d`` (0 m, 1 n, 2 k, 3 all three, -1 none; bound-1 dims are free);
-    ``window_words[o]`` SCALE-Sim's active prefetch window of operand ``o``'s SRAM.
+    ``window_words[o]`` SCALE-Sim's active prefetch window of operand ``o``'s SRAM, in words
+    of that operand's width.
     """
 
     tensor: tuple[int, int, int]
@@ -222,7 +223,10 @@ def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None
             size[c] *= problem.dims[d].bound
     window: list[float] = []
     for o in range(3):
-        cap = arch.levels[sram[o]].capacity_words
+        level = arch.levels[sram[o]]
+        cap = level.capacity_words
+        if cap is not None:  # in words of the operand (the level counts words of its own width)
+            cap = cap * level.word_bits // problem.tensors[tensor[o]].word_bits
         # SCALE-Sim: 100 sets of floor(size / 100) words, half of them active (read_buffer).
         window.append(math.inf if cap is None else float(50 * (cap // 100)))
     layout = SystolicLayout(

@@ -259,3 +259,13 @@ def test_registry_finds_the_model():
     from accelmap._registry import costmodels
 
     assert costmodels.get("systolic") is SystolicModel
+
+
+def test_sram_window_counts_words_of_the_operand_width():
+    """A 16-bit operand in an SRAM of 8-bit words gets half as many words."""
+    arch = _arch(8, 8, kb=4)
+    narrow = matmul("g", m=64, n=64, k=64, word_bits=8)
+    wide = matmul("g", m=64, n=64, k=64, word_bits=16)
+    w8 = systolic_layout(narrow, arch)[0].window_words
+    w16 = systolic_layout(wide, arch)[0].window_words
+    assert w8[0] == 50 * (4096 // 100) and w16[0] == 50 * (2048 // 100)
