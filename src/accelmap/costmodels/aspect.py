@@ -976,7 +976,8 @@ def _layout(problem: Problem) -> _Layout:
     coef = problem.coefficients
     err = (
         f"problem {problem.name}: the aspect model reads convolutions (dims N K C P Q R S, or "
-        f"N C P Q R S for depthwise, stride >= 1, dilation 1) and matmuls (M N K); received dims "
+        f"N C P Q R S for depthwise, stride >= 1, dilation 1), fully connected layers (N K C) and "
+        f"matmuls (M N K); received dims "
         f"{list(names)} with tensors {[f'{t.name} ({t.role.value})' for t in problem.tensors]}"
     )
     if tensor_of is None:
@@ -989,6 +990,14 @@ def _layout(problem: Problem) -> _Layout:
                 raise SpecError(err)
         dim_of = (("N", None), ("K", idx["N"]), ("C", idx["K"]), ("R", None), ("S", None),
                   ("Y'", idx["M"]), ("X'", None))
+        return _Layout("CONV", dim_of, 1, 1, tensor_of)
+    if {"K", "C"} <= set(names) <= {"N", "K", "C"}:  # fully connected: a 1x1 convolution on a 1x1 map
+        want = {ti: {"N", "C"}, tw: {"K", "C"}, to: {"N", "K"}}
+        for t, dims in want.items():
+            if {names[d] for d in np.flatnonzero(rel[t])} != dims & set(names):
+                raise SpecError(err)
+        dim_of = (("N", idx.get("N")), ("K", idx["K"]), ("C", idx["C"]), ("R", None), ("S", None),
+                  ("Y'", None), ("X'", None))
         return _Layout("CONV", dim_of, 1, 1, tensor_of)
     allowed = {"N", "K", "C", "P", "Q", "R", "S"}
     if not set(names) <= allowed or not {"C", "P", "Q", "R", "S"} <= set(names):

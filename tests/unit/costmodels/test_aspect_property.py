@@ -12,7 +12,7 @@ from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.aspect import AspectModel
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.testing.costmodel_checks import assert_metrics_equal
-from accelmap.workloads.builders import conv2d, matmul
+from accelmap.workloads.builders import conv2d, fully_connected, matmul
 
 
 def _arch(x: int, y: int, noc: int, off: int) -> Arch:
@@ -30,7 +30,10 @@ def _arch(x: int, y: int, noc: int, off: int) -> Arch:
 
 @st.composite
 def problems(draw):
-    kind = draw(st.sampled_from(["conv", "dw", "mm"]))
+    kind = draw(st.sampled_from(["conv", "dw", "mm", "fc"]))
+    if kind == "fc":
+        return fully_connected("fc", n=draw(st.sampled_from([1, 2, 4])), c=draw(st.sampled_from([4, 6, 8])),
+                               k=draw(st.sampled_from([2, 4, 8])))
     if kind == "mm":
         return matmul("mm", m=draw(st.sampled_from([4, 6, 8, 12])), n=draw(st.sampled_from([2, 4, 6])),
                       k=draw(st.sampled_from([2, 3, 4])))
