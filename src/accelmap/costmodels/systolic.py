@@ -76,7 +76,7 @@ from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
 from accelmap.errors import SpecError
-from accelmap.mapper.check import Reason, check_batch
+from accelmap.mapper.check import Reason, check_batch, validate
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem, TensorRole
 
@@ -403,7 +403,8 @@ class SystolicModel:
             return msgs
         check = check_batch(problem, arch, mapping.as_batch(), allow_padding=True)
         if not check.valid[0] and check.reason[0] != Reason.CAPACITY:
-            return [f"illegal mapping: {Reason(int(check.reason[0])).name.lower()}"]
+            return [f"illegal mapping ({Reason(int(check.reason[0])).name.lower()})",
+                    *validate(problem, arch, mapping, allow_padding=True)]
         _, why = _axes_one(problem, layout, mapping)
         return [why] if why else []
 
@@ -557,7 +558,7 @@ class SystolicModel:
         compute = folds * per_fold - 1
         acc, ir_l, ic_l = [], [], []
         for o in range(3):
-            ir, ic, it = (_indexes_class(problem, layout, o, c) for c in (rc, cc, tc))
+            ir, ic, it = (_class_indexes(o, c) for c in (rc, cc, tc))
             a = (s_r if ir else f_r) * (s_c if ic else f_c) * (t_len if it else 1) * b_rep
             acc.append(a)
             ir_l.append(ir)
@@ -595,16 +596,9 @@ class SystolicModel:
 
 
 def _class_indexes(o: int, c: int) -> bool:
-    """Whether operand ``o`` (ifmap, filter, ofmap) is indexed by class ``c`` by definition."""
-    return {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o].__contains__(c)
-
-
-def _indexes_class(problem: Problem, layout: SystolicLayout, o: int, c: int) -> bool:
-    # By construction of the classes, operand o is indexed by class c exactly when the
-    # class definition says so (an empty class has size 1 and changes nothing either way).
-    del problem
-    del layout
-    return _class_indexes(o, c)
+    """Whether operand ``o`` (ifmap, filter, ofmap) is indexed by class ``c`` (by the classes'
+    definition; an empty class has size 1 and changes no count either way)."""
+    return c in {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o]
 
 
 def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tuple[tuple[Dataflow, int, int] | None, str]:

@@ -197,6 +197,8 @@ def test_illegal_factors_keep_their_reason():
     m = MODEL.evaluate(prob, arch, Mapping(temporal=t, spatial=good.spatial, order=good.order,
                                            keep=good.keep).as_batch())
     assert m.reason[0] == Reason.FACTORS
+    msgs = MODEL.explain(prob, arch, Mapping(temporal=t, spatial=good.spatial, order=good.order, keep=good.keep))
+    assert msgs[0] == "illegal mapping (factors)" and any("dim M" in x for x in msgs[1:])
 
 
 def test_stalls_for_a_given_bandwidth():
