@@ -52,6 +52,9 @@ def measure(space, n: int, repeats: int) -> dict:
         "encodes_per_s": n / _best(lambda: space.encode(batch), repeats),
         "checks_per_s": n / _best(lambda: space.check(batch), repeats),
         "neighbours_per_s": n / _best(lambda: space.neighbours(batch, rng), repeats),
+        "neighbours_encoded_per_s": n / _best(lambda: space.neighbours_encoded(x, rng), repeats),
+        "decode_neighbours_encode_per_s": n / _best(lambda: space.encode(space.neighbours(space.decode(x), rng)),
+                                                    repeats),
         "repairs_per_s": n / _best(lambda: space.repair(batch), repeats),
     }
     for method in ("reject", "auto", "repair"):

@@ -1092,75 +1092,94 @@ class MapSpace:
         two slots (levels, temporal <-> spatial), swap two free loops of one level, or
         flip one free bypass bit. The result stays in the space (factor products and
         constraints hold). Rows admitting no move of the drawn kind try the others; a
-        space of one point returns the batch unchanged.
+        space of one point returns the batch unchanged. `neighbours_encoded` does the
+        same on encoded vectors.
         """
         self._check_batch_shape(batch)
-        n = len(batch)
         rows = self._factor_rows(batch)
         if (rows < 0).any():
             raise SpecError("neighbours: some mappings are not points of this space; call MapSpace.repair first")
-        temporal, spatial = batch.temporal.copy(), batch.spatial.copy()
-        order = batch.order.copy()
+        bits = batch.keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] if len(self._keep_free) else \
+            np.zeros((len(batch), 0), dtype=bool)
+        rows, order, bits = self._moves(rows, batch.order.copy(), bits.copy(), rng)
+        temporal, spatial = self._rows_to_factors(rows)
         keep = batch.keep.copy()
+        if len(self._keep_free):
+            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = bits
+        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+
+    def neighbours_encoded(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+        """`neighbours` on encoded vectors (n, n_params), without building mappings."""
+        x = self._check_x(x)
+        rows = np.zeros((len(x), self._D), dtype=np.int64)
+        rows[:, self._tile_dims] = x[:, self._tile_cols]
+        bits = x[:, self._keep_cols].astype(bool)
+        rows, order, bits = self._moves(rows, self._decode_orders(x), bits, rng)
+        out = np.zeros_like(x)
+        out[:, self._tile_cols] = rows[:, self._tile_dims]
+        self._encode_orders(order, out)
+        out[:, self._keep_cols] = bits
+        return out
+
+    def _moves(self, rows: IntArray, order: IntArray, bits: BoolArray,
+               rng: np.random.Generator) -> tuple[IntArray, IntArray, BoolArray]:
+        """The moves of `neighbours` on table rows (n, D), orders (n, L, D) and free keep
+        bits (n, n_keep_free); ``order`` and ``bits`` are modified in place."""
+        n = len(rows)
+        rows = rows.copy()
+        temporal_t = self._big[rows + self._offsets[None, :], :, _T]  # (n, D, L)
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
         done = np.zeros(n, dtype=bool)
+        levels_ok = np.array([len(f) >= 2 for f in self._order_free])
         for attempt in range(6):
-            todo_any = ~done
-            if not todo_any.any():
+            if done.all():
                 break
             kind_now = (kinds + attempt // 2) % 3  # two tries of the drawn kind, then the others
             # --- factor moves
-            sel = np.nonzero(todo_any & (kind_now == 0))[0]
+            sel = np.nonzero(~done & (kind_now == 0))[0]
             if len(sel) and len(self._tile_dims):
-                new_rows = rows[sel].copy()
                 d_pick = self._tile_dims[rng.integers(0, len(self._tile_dims), size=len(sel))]
-                moved_any = np.zeros(len(sel), dtype=bool)
                 for d in np.unique(d_pick):
                     ii = np.nonzero(d_pick == d)[0]
+                    r_ = sel[ii]
                     tab = self._tables[d].reshape(len(self._tables[d]), -1)
-                    vec = tab[rows[sel[ii], d]]
+                    vec = tab[rows[r_, d]]
                     exists = self._slot_exists[d].reshape(-1)
                     src_ok = (vec > 1) & exists[None, :]
                     src = np.where(src_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
-                    has = src_ok[np.arange(len(ii)), src]
+                    ar = np.arange(len(ii))
+                    has = src_ok[ar, src]
                     dst_ok = np.broadcast_to(exists, vec.shape).copy()
-                    dst_ok[np.arange(len(ii)), src] = False
+                    dst_ok[ar, src] = False
                     dst = np.where(dst_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
-                    has &= dst_ok[np.arange(len(ii)), dst]
-                    f = vec[np.arange(len(ii)), src]
+                    has &= dst_ok[ar, dst]
+                    f = vec[ar, src]
                     pick = (rng.random(len(ii)) * np.maximum(self._n_primes[f], 1)).astype(np.int64)
                     prime = self._primes[f, pick]
-                    moved = self._move_prime(rows[sel[ii], d], int(d), src, dst, prime)
+                    moved = self._move_prime(rows[r_, d], int(d), src, dst, prime)
                     okm = has & (moved >= 0) & (prime > 1)
-                    new_rows[ii[okm], d] = moved[okm]
-                    moved_any[ii[okm]] = True
-                rr = sel[moved_any]
-                rows[rr] = new_rows[moved_any]
-                t2, s2 = self._rows_to_factors(rows[rr])
-                temporal[rr], spatial[rr] = t2, s2
-                done[rr] = True
+                    rows[r_[okm], d] = moved[okm]
+                    temporal_t[r_[okm], d] = self._tables[d][moved[okm], :, _T]
+                    done[r_[okm]] = True
             # --- swaps of two free loops in one level
             sel = np.nonzero(~done & (kind_now == 1))[0]
-            levels_ok = np.array([len(f) >= 2 for f in self._order_free])
             if len(sel) and levels_ok.any():
                 # prefer a level with two running (bound > 1) free loops: swapping unit
                 # loops changes no cost
                 running = np.zeros((len(sel), self._L), dtype=np.int64)
                 for lv in np.nonzero(levels_ok)[0]:
-                    running[:, lv] = (temporal[sel][:, lv, self._order_free[lv]] > 1).sum(axis=1)
+                    running[:, lv] = (temporal_t[sel][:, self._order_free[lv], lv] > 1).sum(axis=1)
                 score = rng.random((len(sel), self._L)) + 1.0 * (running >= 2)
                 score[:, ~levels_ok] = -1.0
                 lv_pick = score.argmax(axis=1)
                 for lv in np.unique(lv_pick):
                     ii = sel[lv_pick == lv]
-                    free = self._order_free[lv]
                     o = len(self._order_outer[lv])
-                    m = len(free)
+                    m = len(self._order_free[lv])
                     seg = order[ii, lv, o: o + m]  # free dims in their current positions
-                    # prefer loops with bound > 1 (a swap of unit loops changes nothing)
-                    nonunit = np.take_along_axis(temporal[ii, lv, :], seg, axis=1) > 1
-                    score = rng.random(seg.shape) + nonunit * 1.0
-                    two = np.argsort(-score, axis=1)[:, :2]
+                    nonunit = np.take_along_axis(temporal_t[ii, :, lv], seg, axis=1) > 1
+                    score2 = rng.random(seg.shape) + nonunit * 1.0
+                    two = np.argsort(-score2, axis=1)[:, :2]
                     a, b = two[:, 0], two[:, 1]
                     r = np.arange(len(ii))
                     va, vb = seg[r, a].copy(), seg[r, b].copy()
@@ -1169,12 +1188,11 @@ class MapSpace:
                     done[ii] = True
             # --- bypass flips
             sel = np.nonzero(~done & (kind_now == 2))[0]
-            if len(sel) and len(self._keep_free):
-                k = rng.integers(0, len(self._keep_free), size=len(sel))
-                lv, t = self._keep_free[k, 0], self._keep_free[k, 1]
-                keep[sel, lv, t] = ~keep[sel, lv, t]
+            if len(sel) and bits.shape[1]:
+                k = rng.integers(0, bits.shape[1], size=len(sel))
+                bits[sel, k] = ~bits[sel, k]
                 done[sel] = True
-        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        return rows, order, bits
 
     def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
                legalize: bool = False) -> MappingBatch:

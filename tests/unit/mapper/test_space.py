@@ -277,3 +277,11 @@ def test_repair_sampling_raises_utilization() -> None:
     assert sp.check(sp.sample(4096, rng)).valid.mean() < 0.015
     b = sp.sample_valid(200, rng, method="repair")
     assert sp.check(b).valid.all() and (sp.utilization(b) >= 0.9).all()
+
+
+def test_neighbours_encoded_matches_neighbours(space: MapSpace) -> None:
+    x = space.sample_encoded(300, np.random.default_rng(15))
+    a = space.neighbours_encoded(x, np.random.default_rng(16))
+    b = space.encode(space.neighbours(space.decode(x), np.random.default_rng(16)))
+    np.testing.assert_array_equal(a, b)
+    assert ((a >= 0) & (a < space.bounds)).all() and (a != x).any(axis=1).all()
