@@ -1235,7 +1235,8 @@ class AspectModel:
     reads = L2 fills of the operands and off-chip updates = L2 reads of the output (the
     write-back); energy = counts x the arch's per-access energies + MACs x MAC energy.
 
-    A row is invalid (`Reason`) when `check_batch` rejects it (capacity excepted), when it
+    A problem or arch the model cannot read (`unsupported` says why) gives all rows
+    ``Reason.MODEL``. A row is invalid (`Reason`) when `check_batch` rejects it (capacity excepted), when it
     has no directive form or the directive form does not do exactly the problem's MACs
     (``MODEL``: e.g. a filter dim tiled above the PE, which MAESTRO's sliding-window
     directives cannot express), or when MAESTRO's double-buffered L1 / L2 requirements
@@ -1248,10 +1249,24 @@ class AspectModel:
     def __init__(self, *, vectorized: bool = True) -> None:
         self.vectorized = vectorized
 
+    @staticmethod
+    def unsupported(problem: Problem, arch: Arch) -> str | None:
+        """Why this model cannot read ``problem`` on ``arch`` (None when it can).
+
+        `evaluate` then marks every row invalid (``Reason.MODEL``) instead of raising."""
+        try:
+            _layout(problem)
+            aspect_view(arch)
+        except SpecError as exc:
+            return str(exc)
+        return None
+
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        n = len(mappings)
+        if self.unsupported(problem, arch) is not None:
+            return _all_model_invalid(problem, arch, n)
         lay = _layout(problem)
         view = aspect_view(arch)
-        n = len(mappings)
         chk = check_batch(problem, arch, mappings)
         ok = chk.valid | (chk.reason == int(Reason.CAPACITY))
         reason = np.where(ok, 0, chk.reason)
@@ -1278,9 +1293,9 @@ class AspectModel:
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
         """Scalar reference: the directive form of the mapping through `analyze`."""
-        lay = _layout(problem)
+        if self.unsupported(problem, arch) is not None:
+            return _all_model_invalid(problem, arch, 1)
         view = aspect_view(arch)
-        del lay
         batch = mapping.as_batch()
         chk = check_batch(problem, arch, batch)
         ok = bool(chk.valid[0] or chk.reason[0] == int(Reason.CAPACITY))
@@ -1303,6 +1318,18 @@ class AspectModel:
             return None
         res = _analyze_cached(dm, hw)
         return res if res.num_macs == problem.macs else None
+
+
+def _all_model_invalid(problem: Problem, arch: Arch, n: int) -> Metrics:
+    L, T = arch.n_levels, problem.n_tensors
+    z = np.zeros((n, L, T))
+    return Metrics(
+        cycles=np.full(n, np.inf), energy_pj=np.full(n, np.inf), compute_energy_pj=np.zeros(n),
+        utilization=np.zeros(n), valid=np.zeros(n, bool), reason=np.full(n, int(Reason.MODEL), np.int64),
+        reason_level=np.full(n, -1, np.int64), reads=z, fills=z.copy(), updates=z.copy(),
+        energy_breakdown_pj=z.copy(), multicast=z.copy(), spatial_reductions=z.copy(),
+        macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
+    )
 
 
 # searches revisit mappings; specs are frozen and hashable, results are never mutated

@@ -234,12 +234,18 @@ def test_capacity_uses_maestro_requirements() -> None:
     assert AspectModel().evaluate(p, _arch(64, 16, l1=54, l2=19_616), m.as_batch()).valid[0]
 
 
-def test_unsupported_problem_raises_spec_error() -> None:
+def test_unsupported_problem_gives_model_invalid_rows_and_a_reason() -> None:
     from accelmap.workloads.builders import batched_matmul
 
     p = batched_matmul("bmm", b=2, m=4, n=4, k=4)
+    a = _arch(2, 2)
+    assert "aspect model reads convolutions" in AspectModel.unsupported(p, a)
+    m = _mapping(p, a, {(1, "B"): 2, (1, "M"): 4, (1, "N"): 4, (1, "K"): 4})
+    met = AspectModel().evaluate(p, a, m.as_batch())
+    assert not met.valid[0] and met.reason[0] == int(Reason.MODEL)
+    assert AspectModel().evaluate_one(p, a, m).reason[0] == int(Reason.MODEL)
     with pytest.raises(SpecError, match="aspect model reads convolutions"):
-        AspectModel().evaluate(p, _arch(2, 2), _kcp_mapping()[2].as_batch())
+        directives_from_mapping(p, a, m)
 
 
 def test_conformance_on_random_mappings() -> None:
