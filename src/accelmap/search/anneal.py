@@ -60,6 +60,11 @@ class AnnealSearcher(SearcherBase):
     islands
         0 (default): restarts draw from the global elite pool; k > 0: chains form k
         groups and restart from their own group's best (more diversity, slower).
+    restarts
+        Independent runs the budget is split into (each with its own warm-up, chains
+        and schedule); the best of all is the result. Needs a budget. None (default):
+        one run per 100,000 evaluations (the landscape is multi-modal; a second run
+        from a fresh warm-up is the cheapest insurance against a poor basin).
     polish
         Fraction of the budget spent on coordinate-descent sweeps at the end (0 = none).
         Without a budget (time limit only), polishing starts once the chains have cooled.
@@ -77,10 +82,10 @@ class AnnealSearcher(SearcherBase):
                  chains: int = 64, warmup: int | None = None, t_start: float = 1.0,
                  t_end: float = 0.003, multi_move: float = 0.5, elite_every: int = 10,
                  polish: float = 0.0, polish_max_values: int = 2048, proposals: int = 16,
-                 islands: int = 0) -> None:
+                 islands: int = 0, restarts: int | None = None) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("chains", chains), ("elite_every", elite_every), ("proposals", proposals),
-                       ("islands", islands + 1)):
+                       ("islands", islands + 1), ("restarts", 1 if restarts is None else restarts)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise SpecError(f"anneal searcher: {key} = {v!r}; expected an int >= 1")
         if not (t_start > 0 and t_end > 0 and t_end <= t_start):
@@ -93,14 +98,20 @@ class AnnealSearcher(SearcherBase):
         if isinstance(polish_max_values, bool) or not isinstance(polish_max_values, int) or polish_max_values < 2:
             raise SpecError(f"anneal searcher: polish_max_values = {polish_max_values!r}; expected an int >= 2")
         self.chains = chains
+        # independent runs share the budget (restarts need a budget to split)
+        if restarts is None:  # one independent run per 100k evaluations of budget
+            restarts = max(1, (budget_hint or 0) // 100_000)
+        self.restarts = restarts if budget_hint else 1
+        self.budget_run = budget_hint // self.restarts if budget_hint else None
+        self.run_index = 0
         if warmup is None:
-            warmup = int(min(50_000, max(4 * chains, 0.1 * (budget_hint or 0))))
+            warmup = int(min(50_000, max(4 * chains, 0.1 * (self.budget_run or 0))))
         self.warmup = int(warmup)
         self.t_start = float(t_start)
         self.t_end = float(t_end)
         self.multi_move = float(multi_move)
         self.elite_every = elite_every
-        self.seen = 0  # points told so far
+        self.seen = 0  # points told so far in the current run
         self.step = 0
         self.pool_x = np.zeros((0, space.n_params), dtype=np.int64)  # warm-up elite
         self.pool_f = np.zeros(0)
@@ -133,14 +144,14 @@ class AnnealSearcher(SearcherBase):
         """True once the coordinate-descent phase has begun."""
         if self.polish <= 0 or self.seen < self.warmup:
             return False
-        if self.budget_hint:
-            return self.seen >= self.warmup + (1.0 - self.polish) * max(self.budget_hint - self.warmup, 0)
+        if self.budget_run:
+            return self.seen >= self.warmup + (1.0 - self.polish) * max(self.budget_run - self.warmup, 0)
         return self.step >= 400
 
     def temperature(self) -> float:
         """Current temperature (log-objective units)."""
-        if self.budget_hint:
-            span = max(self.budget_hint - self.warmup, 1)
+        if self.budget_run:
+            span = max(self.budget_run - self.warmup, 1)
             frac = min(max((self.seen - self.warmup) / span, 0.0), 1.0)
         else:  # time-limited: cool over ~400 steps, then stay cold
             frac = min(self.step / 400.0, 1.0)
@@ -252,7 +263,22 @@ class AnnealSearcher(SearcherBase):
         self.pool_x, self.pool_f = px[keep], pf[keep]
 
     def tell(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
-        f = _log(objective, valid)
+        self._tell(x, _log(objective, valid))
+        if self.budget_run and self.run_index < self.restarts - 1 and self.seen >= self.budget_run:
+            self._restart()
+
+    def _restart(self) -> None:
+        """Begin the next independent run: fresh warm-up, chains, elite and schedule."""
+        self.run_index += 1
+        self.seen = 0
+        self.step = 0
+        self._cursor = 0
+        self.pool_x = np.zeros((0, self.space.n_params), dtype=np.int64)
+        self.pool_f = np.zeros(0)
+        self.cur_x = self.cur_f = None
+        self.pol_x, self.pol_f, self.pol_done = None, math.inf, []
+
+    def _tell(self, x: IntArray, f: FloatArray) -> None:
         if self._pol_pending:
             self._tell_polish(x, f)
             return

@@ -29,7 +29,7 @@ __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEF
 # Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
 DEFAULT_SEARCHER = "anneal"
-DEFAULT_BUDGET = 100_000  # one layer: about 5-8 CPU seconds with loopnest
+DEFAULT_BUDGET = 200_000  # one layer: two annealing runs, about 5-6 CPU seconds with loopnest
 NETWORK_DEFAULT_BUDGET = 30_000  # per distinct layer of a network search
 
 
@@ -134,7 +134,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"`` or ``"exhaustive"``
         (any name registered under ``accelmap.searchers``).
     budget
-        Evaluations (mappings scored). None: 100,000 when no time limit is given (the
+        Evaluations (mappings scored). None: 200,000 when no time limit is given (the
         whole space for ``exhaustive``), unlimited when ``time_limit_s`` is given.
     time_limit_s
         Wall-clock limit in seconds.
@@ -182,9 +182,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     cons = load_constraints_any(constraints, arc, prob) if space is None else None
     ms = space if space is not None else build_space(prob, arc, cons, allow_padding=allow_padding)
     if budget is None and time_limit_s is None:
-        budget = getattr(searcher_cls, "default_budget", DEFAULT_BUDGET)
-        if budget is not None:
-            budget = min(int(budget), DEFAULT_BUDGET)
+        budget = DEFAULT_BUDGET if getattr(searcher_cls, "default_budget", DEFAULT_BUDGET) else None
     opts = dict(searcher_options or {})
     options = DriverOptions(budget=budget, time_limit_s=time_limit_s, early_stop=early_stop,
                             batch_size=batch_size, progress=progress,
