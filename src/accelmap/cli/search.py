@@ -201,6 +201,24 @@ def _run_network(args: argparse.Namespace, common: dict[str, Any], out_dir: Path
     from accelmap.search.api import search_network
 
     arch = load_arch(args.arch, energy=args.energy)
+    if args.model == "aspect":  # best PE-array shape per layer (accelmap.search.shapes)
+        from accelmap.search.shapes import search_shapes_network
+
+        kw = {k: v for k, v in common.items() if k not in ("model", "budget")}
+        rows = search_shapes_network(args.network, arch, budget=common["budget"] or 30_000, **kw)
+        table = [{"layer": name, "repeat": rep, "shape": [r.best.x, r.best.y], "objective": r.best.objective,
+                  "cycles": (r.best.result.best_metrics["cycles"] if r.best.result and r.best.result.best else None)}
+                 for name, rep, r in rows]
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "shapes.json").write_text(json.dumps(table, indent=1) + "\n")
+        if args.json:
+            print(json.dumps(table, indent=1))
+        else:
+            for t in table:
+                print(f"{t['layer']:<28} x{t['repeat']:<3} best shape {t['shape'][0]:>5} x {t['shape'][1]:<5} "
+                      f"objective {t['objective']:.4g}")
+            print(f"wrote {out_dir / 'shapes.json'}")
+        return 0
 
     def on_layer(i: int, n: int, r: Any) -> None:
         if not args.json:

@@ -18,7 +18,7 @@ from accelmap.costmodels.aspect import arch_with_shape, aspect_constraints, aspe
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.search.result import SearchResult
 
-__all__ = ["ShapeResult", "ShapeSearchResult", "search_shapes"]
+__all__ = ["ShapeResult", "ShapeSearchResult", "search_shapes", "search_shapes_network"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,13 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     """
     from accelmap.search.api import _arch, _problem, load_constraints_any, search
 
+    from accelmap.costmodels.aspect import AspectModel
+
     prob = _problem(problem)
     arc = _arch(arch)
+    why = AspectModel.unsupported(prob, arc)
+    if why is not None:
+        raise SpecError(why)
     view = aspect_view(arc)
     total = n_pes if n_pes is not None else view.x * view.y
     cands = candidates if candidates is not None else shapes(total)
@@ -103,3 +108,28 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         except InfeasibleSpaceError as exc:
             out.append(ShapeResult(x, y, None, str(exc).splitlines()[0]))
     return ShapeSearchResult(tuple(out))
+
+
+def search_shapes_network(network_or_layers: Any, arch: Any, **kwargs: Any) -> list[tuple[str, int, ShapeSearchResult]]:
+    """`search_shapes` for every distinct layer of a network: (layer name, occurrences,
+    result) per layer, so a reconfigurable array's best shape per layer can be read off.
+    ``kwargs`` go to `search_shapes` (``budget`` is per layer)."""
+    from accelmap.search.api import _arch
+
+    if isinstance(network_or_layers, str):
+        from accelmap.workloads.zoo import network
+
+        layers = list(network(network_or_layers).layers)
+    else:
+        layers = list(getattr(network_or_layers, "layers", network_or_layers))
+    arc = _arch(arch)
+    seen: dict[tuple[Any, ...], int] = {}
+    order: list[Any] = []
+    for p in layers:
+        key = (p.dims, p.tensors)
+        if key in seen:
+            seen[key] += p.repeat
+        else:
+            seen[key] = p.repeat
+            order.append(p)
+    return [(p.name, seen[(p.dims, p.tensors)], search_shapes(p, arc, **kwargs)) for p in order]

@@ -55,3 +55,19 @@ def test_cli_search_model_aspect_reports_shape(tmp_path: Path, capsys) -> None:
     assert rc == 0, cap.err
     assert "best shape" in cap.err
     assert json.loads(cap.out)["model"] == "aspect"
+
+
+def test_search_shapes_network_merges_repeated_layers() -> None:
+    import pytest
+
+    from accelmap.errors import SpecError
+    from accelmap.search.shapes import search_shapes_network
+    from accelmap.workloads.builders import batched_matmul, fully_connected
+
+    a = conv2d("a", c=4, k=8, p=4, q=4, r=3, s=3)
+    b = fully_connected("fc", n=2, c=8, k=4)
+    rows = search_shapes_network([a, b, a], _arch(), budget=200, searcher="random", objective="cycles")
+    assert [(name, rep) for name, rep, _ in rows] == [("a", 2), ("fc", 1)]
+    assert all(r.best.result is not None for _, _, r in rows)
+    with pytest.raises(SpecError, match="aspect model reads"):
+        search_shapes(batched_matmul("bmm", b=2, m=4, n=4, k=4), _arch(), budget=50)
