@@ -80,9 +80,8 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     search_kwargs
         Passed to `search` (searcher, objective, time_limit_s, ...); the model is ``aspect``.
     """
-    from accelmap.search.api import _arch, _problem, load_constraints_any, search
-
     from accelmap.costmodels.aspect import AspectModel
+    from accelmap.search.api import _arch, _problem, load_constraints_any, search
 
     prob = _problem(problem)
     arc = _arch(arch)
