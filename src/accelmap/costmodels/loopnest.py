@@ -87,6 +87,7 @@ class _Compiled:
     mac_pj: float
     n_macs: int
     holds: BoolArray  # (L, T) levels that may keep each tensor
+    coef_tc_d: FloatArray  # (D, T*C) coefficients as a float matrix (spans by one matmul)
     slots: tuple[tuple[IntArray, ...], ...]  # per tensor, per used coordinate: (D,) coefficients
 
 
@@ -111,6 +112,7 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         mac_pj=float(arch.compute.energy_per_mac_pj),
         n_macs=int(arch.n_macs),
         holds=arch.holds_mask(problem),
+        coef_tc_d=np.ascontiguousarray(coef.reshape(-1, coef.shape[2]).T.astype(np.float64)),
         slots=tuple(tuple(coef[t, c].astype(np.int32) for c in range(coef.shape[1]) if problem.rank_used[t, c])
                     for t in range(coef.shape[0])),
     )
@@ -409,7 +411,7 @@ def _spans(comp: _Compiled, ext: IntArray) -> IntArray:
     """(..., T, C) spans ``1 + sum_d coef[t, c, d] (ext[d] - 1)`` (1 for unused coordinates),
     as one float64 matrix product (exact: every value is far below 2**53)."""
     T, C, D = comp.coef.shape
-    flat = (ext - 1).astype(np.float64) @ comp.coef.reshape(T * C, D).T.astype(np.float64)
+    flat = (ext - 1).reshape(-1, D).astype(np.float64) @ comp.coef_tc_d
     return (flat.astype(np.int64) + 1).reshape(ext.shape[:-1] + (T, C))
 
 
