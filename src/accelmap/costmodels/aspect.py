@@ -52,6 +52,7 @@ from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch
+from accelmap.mapper.constraints import Constraints
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 
@@ -923,7 +924,7 @@ def analyze(mapping: DirectiveMapping, hw: MaestroHardware) -> AspectResult:
             "l1_size_req": int(inner.down_req[name]),
             "l2_size_req": int(top.up_req[name]),
         }
-    d = top.delays
+    dl = top.delays
     return AspectResult(
         layer=mapping.layer.name,
         runtime_cycles=int(top.runtime),
@@ -935,9 +936,9 @@ def analyze(mapping: DirectiveMapping, hw: MaestroHardware) -> AspectResult:
         offchip_bw_req=int(top.offchip_bw),
         avg_utilized_pes=float(top.avg_active),
         num_pes_used=an.levels[0].n_sub * math.prod(lv.n_sub for lv in an.levels[1:]),
-        ingress_delay=(int(d["ingress"][0]), int(d["ingress"][1]), float(d["ingress"][2])),
-        egress_delay=(int(d["egress"][0]), int(d["egress"][1]), float(d["egress"][2])),
-        computation_delay=(int(d["compute"][0]), int(d["compute"][1]), float(d["compute"][2])),
+        ingress_delay=(int(dl["ingress"][0]), int(dl["ingress"][1]), float(dl["ingress"][2])),
+        egress_delay=(int(dl["egress"][0]), int(dl["egress"][1]), float(dl["egress"][2])),
+        computation_delay=(int(dl["compute"][0]), int(dl["compute"][1]), float(dl["compute"][2])),
     )
 
 
@@ -988,7 +989,7 @@ def _layout(problem: Problem) -> _Layout:
         for t, dims in want.items():
             if {names[d] for d in np.flatnonzero(rel[t])} != dims:
                 raise SpecError(err)
-        dim_of = (("N", None), ("K", idx["N"]), ("C", idx["K"]), ("R", None), ("S", None),
+        dim_of: tuple[tuple[str, int | None], ...] = (("N", None), ("K", idx["N"]), ("C", idx["K"]), ("R", None), ("S", None),
                   ("Y'", idx["M"]), ("X'", None))
         return _Layout("CONV", dim_of, 1, 1, tensor_of)
     if {"K", "C"} <= set(names) <= {"N", "K", "C"}:  # fully connected: a 1x1 convolution on a 1x1 map
@@ -1659,7 +1660,7 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
             rows["l1_write"][:, j] = total * psum_size
             rows["l1_read"][:, j] = total * psum_size
             size = ones.copy()
-            for v in np.flatnonzero(vm):
+            for v in (int(i) for i in np.flatnonzero(vm)):
                 size = size * (d_full[v] - d_full[filt[v]] + 1 if v in filt else d_full[v])
             rows["l2_read"][:, j] = size
         else:
@@ -1673,11 +1674,11 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
     return rows, regular, macs_ok
 
 
-def aspect_constraints(problem: Problem, arch: Arch) -> object:
+def aspect_constraints(problem: Problem, arch: Arch) -> Constraints:
     """Constraints that keep a `MapSpace` inside what the directive form expresses: the
     filter dims (R, S) whole inside the PE (MAESTRO's sliding windows need whole filters
     at every level above the PE). Returns a `accelmap.mapper.constraints.Constraints`."""
-    from accelmap.mapper.constraints import Constraints, FactorRule
+    from accelmap.mapper.constraints import FactorRule
 
     names = problem.dim_names
     inner = arch.levels[-1].name

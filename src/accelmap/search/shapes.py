@@ -51,7 +51,7 @@ class ShapeSearchResult:
             if s.result is None or s.result.best is None:
                 rows.append(f"{f'{s.x} x {s.y}':<36}{'-':>18}{'-':>16}  {s.why}")
             else:
-                cyc = s.result.best_metrics.get("cycles", float("nan"))
+                cyc = (s.result.best_metrics or {}).get("cycles", float("nan"))
                 rows.append(f"{f'{s.x} x {s.y}':<36}{s.objective:>18.4g}{cyc:>16,.0f}")
         b = self.best
         if b.result is None or b.result.best is None:
