@@ -132,6 +132,9 @@ class EncodedSpace:
     def neighbours(self, x: IntArray, rng: np.random.Generator) -> IntArray:
         if len(x) == 0:
             return np.asarray(x, dtype=np.int64)
+        fast = getattr(self.mapspace, "neighbours_encoded", None)
+        if fast is not None:  # the same moves without building mappings (~4x faster)
+            return np.asarray(fast(np.asarray(x, dtype=np.int64), rng), dtype=np.int64)
         return self.encode(self.mapspace.neighbours(self.decode(x), rng))
 
     def repair(self, x: IntArray) -> IntArray:
