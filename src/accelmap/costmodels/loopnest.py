@@ -123,7 +123,14 @@ class LoopNestModel:
 
     Examples
     --------
-    >>> from accelmap.testing.examples import tiny_conv, tiny_arch  # doctest: +SKIP
+    >>> from accelmap.testing.examples import small_arch, small_conv, trivial_mapping
+    >>> problem, arch = small_conv(), small_arch()
+    >>> mapping = trivial_mapping(problem, arch)  # every loop at DRAM, one MAC busy
+    >>> m = LoopNestModel().evaluate(problem, arch, mapping.as_batch())
+    >>> int(m.cycles[0]) == problem.macs, float(m.utilization[0])
+    (True, 0.0625)
+    >>> m.row(0)["levels"]["RF"]["Weights"]["reads"] == problem.macs
+    True
     """
 
     name: ClassVar[str] = "loopnest"
