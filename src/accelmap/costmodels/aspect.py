@@ -1343,14 +1343,22 @@ def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.
     L, T = arch.n_levels, problem.n_tensors
     lay = _layout(problem)
     a = view.array_level
-    l1 = a + 1 if a + 1 < L else None
+    holds = arch.holds_mask(problem)
+    # MAESTRO's L1 is all per-PE storage: each tensor goes to the first level below the
+    # array that may hold it (one level for all when none says so)
+    l1_of: dict[str, int | None] = {}
+    for tname in _TNAMES:
+        t = lay.tensor(tname)
+        below = [lv for lv in range(a + 1, L) if holds[lv, t]]
+        l1_of[tname] = below[0] if below else (a + 1 if a + 1 < L else None)
     caps = arch.capacities_words
     valid = reason == 0
     l2_need = rows["l2_req"].sum(axis=1)
     cap_bad = valid & (l2_need > caps[a])
-    if l1 is not None:
-        l1_bad = valid & ~cap_bad & (rows["l1_req"].sum(axis=1) > caps[l1])
-        level = np.where(l1_bad, l1, level)
+    for lv in sorted({v for v in l1_of.values() if v is not None}):
+        need = sum(rows["l1_req"][:, j] for j, tn in enumerate(_TNAMES) if l1_of[tn] == lv)
+        l1_bad = valid & ~cap_bad & (reason == 0) & (need > caps[lv])
+        level = np.where(l1_bad, lv, level)
         reason = np.where(l1_bad, int(Reason.CAPACITY), reason)
     level = np.where(cap_bad, a, level)
     reason = np.where(cap_bad, int(Reason.CAPACITY), reason)
@@ -1360,6 +1368,7 @@ def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.
     updates = np.zeros((n, L, T))
     for j, tname in enumerate(_TNAMES):
         t = lay.tensor(tname)
+        l1 = l1_of[tname]
         if tname == "output":
             reads[:, a, t] = rows["l2_read"][:, j]
             updates[:, a, t] = rows["l2_write"][:, j]
