@@ -211,10 +211,10 @@ def test_padded_spaces_round_trip_and_cover(bounds, fanout, seed) -> None:
     assert space.decode(space.encode(nb)) == nb
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(spaces(max_bound=4))
 def test_enumerate_yields_each_cost_distinct_point_once(space: MapSpace) -> None:
-    assume(space.size().total <= 30_000)
+    assume(space.size().total <= 10_000)
     pts = MappingBatch.concat(list(space.enumerate(chunk_size=997)))
     assert len(pts) == space.n_distinct()
     assert space.constraint_ok(pts).all()

@@ -45,6 +45,7 @@ from accelmap.mapper.constraints import (
     Slot,
     arch_default_constraints,
 )
+from accelmap.mapper.lower_bounds import LowerBounds, lower_bounds
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.workloads.problem import Problem
 
@@ -79,35 +80,6 @@ class SpaceSize:
                 f"  factorizations {self.factorizations:,} ({dims})\n"
                 f"  loop orders {self.orders:,} ({lv})\n"
                 f"  bypass choices {self.bypass:,}")
-
-
-@dataclass(frozen=True, slots=True)
-class LowerBounds:
-    """What no mapping of the space can beat.
-
-    tensor_words (n_tensors,): size of each tensor.
-    compulsory_words (n_levels, n_tensors): words of each tensor that must be written
-    into each level at least once (the whole tensor at every level that keeps it in every
-    mapping of the space: the outermost level always, others when constraints or the arch
-    force the keep; 0 where the level may bypass). For the output at the outermost level
-    this is the final write-back.
-    min_compute_cycles: ceil(MACs / n_macs), every MAC busy every cycle.
-    min_energy_pj: MACs x energy per MAC plus, at every level, reading each compulsory
-    word once and writing it once (per-access energies divided by the block size).
-    """
-
-    tensor_words: IntArray
-    compulsory_words: IntArray
-    min_compute_cycles: int
-    min_energy_pj: float
-
-    def describe(self, problem: Problem, arch: Arch) -> str:
-        rows = [f"min compute cycles {self.min_compute_cycles:,}; min energy {self.min_energy_pj:,.4g} pJ"]
-        for lv, level in enumerate(arch.levels):
-            parts = ", ".join(f"{t.name} {int(self.compulsory_words[lv, ti]):,}"
-                              for ti, t in enumerate(problem.tensors) if self.compulsory_words[lv, ti])
-            rows.append(f"  {level.name}: {parts or '-'}")
-        return "\n".join(rows)
 
 
 # --- helpers -----------------------------------------------------------------------------
@@ -995,56 +967,65 @@ class MapSpace:
         rows (n, D) table rows, keep (n, L, T); returns the new rows.
         """
         rows = rows.copy()
-        L, D = self._L, self._D
+        L = self._L
         S = L * 3
         slot_lv = np.repeat(np.arange(L), 3)
         slot_k = np.tile(np.arange(3), L)
         rel = self.problem.relevance  # (T, D)
         active = np.arange(len(rows))
+        strikes = np.zeros(len(rows), dtype=np.int64)  # rounds in a row without a move
         for _ in range(max_rounds):
+            if len(active) == 0:
+                break
+            before = rows[active].copy()
             reason, level = self._fast_reasons(rows[active], keep[active])
             low = reason == int(Reason.UTILIZATION)
             sel = (reason == int(Reason.FANOUT)) | (reason == int(Reason.CAPACITY))
             if low.any():
                 self._push_in(rows, active[low], rng)
-            active_low = active[low]
-            active = active[sel]
-            if len(active) == 0:
-                active = active_low
-                if len(active) == 0:
-                    break
-                continue
-            lvl = level[sel]
-            is_cap = reason[sel] == int(Reason.CAPACITY)
-            m = len(active)
-            vec = self._big[rows[active] + self._offsets[None, :]].reshape(m, D, S)
-            src_ok = np.where(
-                is_cap[:, None], slot_lv[None, :] >= lvl[:, None],
-                (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
-            )  # (m, S)
-            dims_ok = np.ones((m, D), dtype=bool)
-            if is_cap.any():
-                kept = keep[active, lvl, :]  # (m, T)
-                dims_ok = np.where(is_cap[:, None], (kept.astype(np.int64) @ rel.astype(np.int64)) > 0, True)
-            movable = (vec > 1) & src_ok[:, None, :] & dims_ok[:, :, None]
-            score = np.where(movable, rng.random(movable.shape), -1.0).reshape(m, -1)
-            pick = score.argmax(axis=1)
-            has = score[np.arange(m), pick] >= 0
-            d_sel, s_sel = pick // S, pick % S
-            # destination: a temporal loop at a level < l (capacity) or <= l (fanout)
-            top = np.where(is_cap, lvl - 1, lvl)
-            has &= top >= 0
-            dst_lv = (rng.random(m) * (np.maximum(top, 0) + 1)).astype(np.int64)
-            dst = dst_lv * 3 + _T
-            for d in np.unique(d_sel[has]):
-                ii = np.nonzero(has & (d_sel == d))[0]
-                f = vec[ii, d, s_sel[ii]]
-                prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
-                moved = self._move_prime(rows[active[ii], d], int(d), s_sel[ii], dst[ii], prime)
-                ok = moved >= 0
-                rows[active[ii[ok]], d] = moved[ok]
-            active = np.concatenate([active, active_low])
+            out = active[sel]
+            if len(out):
+                self._push_out_round(rows, keep, out, level[sel], reason[sel] == int(Reason.CAPACITY), rng,
+                                     slot_lv, slot_k, rel, S)
+            # rows still failing stay; rows that could not move 3 rounds running leave
+            changed = (rows[active] != before).any(axis=1)
+            strikes[active] = np.where(changed, 0, strikes[active] + 1)
+            failing = low | sel
+            active = active[failing & (strikes[active] < 3)]
         return rows
+
+    def _push_out_round(self, rows: IntArray, keep: BoolArray, active: IntArray, lvl: IntArray, is_cap: BoolArray,
+                        rng: np.random.Generator, slot_lv: IntArray, slot_k: IntArray, rel: BoolArray,
+                        S: int) -> None:
+        """One push-out move for each row of ``active`` (in place); see `_push_out`."""
+        D = self._D
+        m = len(active)
+        vec = self._big[rows[active] + self._offsets[None, :]].reshape(m, D, S)
+        src_ok = np.where(
+            is_cap[:, None], slot_lv[None, :] >= lvl[:, None],
+            (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
+        )  # (m, S)
+        dims_ok = np.ones((m, D), dtype=bool)
+        if is_cap.any():
+            kept = keep[active, lvl, :]  # (m, T)
+            dims_ok = np.where(is_cap[:, None], (kept.astype(np.int64) @ rel.astype(np.int64)) > 0, True)
+        movable = (vec > 1) & src_ok[:, None, :] & dims_ok[:, :, None]
+        score = np.where(movable, rng.random(movable.shape), -1.0).reshape(m, -1)
+        pick = score.argmax(axis=1)
+        has = score[np.arange(m), pick] >= 0
+        d_sel, s_sel = pick // S, pick % S
+        # destination: a temporal loop at a level < l (capacity) or <= l (fanout)
+        top = np.where(is_cap, lvl - 1, lvl)
+        has &= top >= 0
+        dst_lv = (rng.random(m) * (np.maximum(top, 0) + 1)).astype(np.int64)
+        dst = dst_lv * 3 + _T
+        for d in np.unique(d_sel[has]):
+            ii = np.nonzero(has & (d_sel == d))[0]
+            f = vec[ii, d, s_sel[ii]]
+            prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
+            moved = self._move_prime(rows[active[ii], d], int(d), s_sel[ii], dst[ii], prime)
+            ok = moved >= 0
+            rows[active[ii[ok]], d] = moved[ok]
 
     def _push_in(self, rows: IntArray, idx: IntArray, rng: np.random.Generator) -> None:
         """Raise the utilization of rows ``idx`` (in place): move a prime factor of a
@@ -1396,23 +1377,10 @@ class MapSpace:
 
     # --- lower bounds ---------------------------------------------------------------------
     def lower_bounds(self) -> LowerBounds:
-        """Compulsory traffic per tensor per level and the minimum compute cycles."""
-        sizes = self.problem.tensor_sizes().astype(np.int64)
-        must_keep = self._keep_state == 1  # (L, T)
-        comp = must_keep * sizes[None, :]
-        cycles = -(-self.problem.macs // self.arch.n_macs)
-        energy = float(self.problem.macs) * self.arch.compute.energy_per_mac_pj
-        for lv, level in enumerate(self.arch.levels):
-            words = float(comp[lv].sum())
-            if lv == 0:
-                # outermost: operands read once, outputs written once
-                out = self.problem.output_index
-                reads = words - float(comp[lv, out])
-                energy += (reads * level.read_energy_pj + float(comp[lv, out]) * level.write_energy_pj) / level.block_words
-            else:
-                energy += words * (level.read_energy_pj + level.write_energy_pj) / level.block_words
-        return LowerBounds(tensor_words=sizes, compulsory_words=comp.astype(np.int64),
-                           min_compute_cycles=int(cycles), min_energy_pj=energy)
+        """Compulsory traffic per tensor per level and the minimum compute cycles
+        (see `accelmap.mapper.lower_bounds`); a level counts as keeping a tensor when
+        every mapping of this space keeps it there."""
+        return lower_bounds(self.problem, self.arch, must_keep=self._keep_state == 1)
 
     # --- helpers for searchers -------------------------------------------------------------
     def param_groups(self) -> dict[str, IntArray]:

@@ -274,8 +274,8 @@ def test_repair_sampling_raises_utilization() -> None:
     sp = MapSpace(small_conv(k=16, c=16, p=8, q=8), small_arch(fanout=(16, 16), glb_words=1 << 20, rf_words=1 << 10),
                   Constraints(min_utilization=0.9))
     rng = np.random.default_rng(14)
-    assert sp.check(sp.sample(4096, rng)).valid.mean() < 0.015
-    b = sp.sample_valid(200, rng, method="repair")
+    assert sp.check(sp.sample(2048, rng)).valid.mean() < 0.02
+    b = sp.sample_valid(50, rng, method="repair")
     assert sp.check(b).valid.all() and (sp.utilization(b) >= 0.9).all()
 
 
