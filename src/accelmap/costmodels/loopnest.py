@@ -535,19 +535,19 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     part = np.prod(_spans(comp, ext), axis=-1)
 
     out = comp.is_output[None, None]
-    r = np.where(out, a_p - part, a_p)
-    f = np.where(out, np.where(lv_idx[None, :, None] > 0, f_p - part, 0), f_p)
-    u = np.where(out, a_p, 0)
-    r, f, u = r * keep, f * keep, u * keep
+    rd = np.where(out, a_p - part, a_p)
+    fl = np.where(out, np.where(lv_idx[None, :, None] > 0, f_p - part, 0), f_p)
+    up = np.where(out, a_p, 0)
+    rd, fl, up = rd * keep, fl * keep, up * keep
     shared = (f_child * kids - a_p) * keep * inst[:, :, None]
     mc = np.where(out, 0, shared)
     sr = np.where(out, shared, 0)
 
     blk = comp.block[None, :, None]
-    e_pi = _ceil_div(r, blk) * comp.read_pj[None, :, None] + \
-        (_ceil_div(f, blk) + _ceil_div(u, blk)) * comp.write_pj[None, :, None]
-    rd_pi, wr_pi = r.sum(-1), (f + u).sum(-1)  # (n, L) words per instance
+    e_pi = _ceil_div(rd, blk) * comp.read_pj[None, :, None] + \
+        (_ceil_div(fl, blk) + _ceil_div(up, blk)) * comp.write_pj[None, :, None]
+    rd_pi, wr_pi = rd.sum(-1), (fl + up).sum(-1)  # (n, L) words per instance
     bw_cyc = np.maximum(rd_pi / comp.read_bw, wr_pi / comp.write_bw).max(axis=1)
     cyc = np.ceil(np.maximum(macs_per_unit.astype(np.float64), bw_cyc))
     i3 = inst[:, :, None]
-    return r * i3, f * i3, u * i3, e_pi * i3, mc, sr, cyc
+    return rd * i3, fl * i3, up * i3, e_pi * i3, mc, sr, cyc
