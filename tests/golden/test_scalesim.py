@@ -170,90 +170,16 @@ def test_cli_prints_scalesim_naming(capsys):
 
 
 # --- SCALE-Sim's prefetch window, replayed --------------------------------------------------
-# An independent replay of SCALE-Sim's demand streams (operand_matrix.py addresses: ifmap in
-# row, column, channel layout, -1 past the edge; systolic_compute_{os,ws,is}.py fold order and
-# skew) through its CALC-mode read buffer (read_buffer_estimate_bw.py: a window of
-# 50 * floor(words / 100) distinct words, dropped whole when full). It pins down the
-# behaviour the model's DRAM rules follow; slow (pure Python over ~10^7 addresses).
-
-
-def _operands(ref_layer: dict) -> tuple:
-    import numpy as np
-
-    d = ref_layer["dims"]
-    if "M" in d:
-        h, w, fh, fw, ch, nf, st = d["M"], d["K"], 1, d["K"], 1, d["N"], 1
-    else:
-        h, w, fh, fw = d["ifmap_h"], d["ifmap_w"], d["filter_h"], d["filter_w"]
-        ch, nf, st = d["channels"], d["num_filters"], d["stride"]
-    eh, ew = -(-(h - fh) // st) + 1, -(-(w - fw) // st) + 1
-    win = fh * fw * ch
-    p = np.arange(eh * ew)
-    j = np.arange(win)
-    r = (p // ew)[:, None] * st + (j // (fw * ch))[None, :]
-    c = (p % ew)[:, None] * st + ((j % (fw * ch)) // ch)[None, :]
-    ifmap = np.where((r >= h) | (c >= w), -1, r * w * ch + c * ch + (j % ch)[None, :])
-    filt = np.arange(nf)[None, :] * win + j[:, None]
-    return ifmap, filt
-
-
-def _replay(ifmap, filt, rows: int, cols: int, df: str, sram_words: tuple[int, int]) -> tuple[int, int]:
-    import numpy as np
-
-    def skewed(nr, nc):
-        i, c = np.meshgrid(np.arange(nr), np.arange(nc), indexing="ij")
-        key = np.lexsort((c.ravel(), (i + c).ravel()))
-        return i.ravel()[key], c.ravel()[key]
-
-    def bottom_up(nr, nc):
-        i, c = np.meshgrid(np.arange(nr)[::-1], np.arange(nc), indexing="ij")
-        return i.ravel(), c.ravel()
-
-    px, win = ifmap.shape
-    nf = filt.shape[1]
-    sr, sc = {"os": (px, nf), "ws": (win, nf), "is": (win, px)}[df]
-    s_i, s_f = [], []
-    for fc in range(-(-sc // cols)):
-        for fr in range(-(-sr // rows)):
-            r0, r1 = fr * rows, min(fr * rows + rows, sr)
-            c0, c1 = fc * cols, min(fc * cols + cols, sc)
-            if df == "os":
-                t, c = skewed(win, r1 - r0)
-                s_i.append(ifmap[r0 + c, t])
-                t, c = skewed(win, c1 - c0)
-                s_f.append(filt[t, c0 + c])
-            elif df == "ws":
-                t, c = skewed(px, r1 - r0)
-                s_i.append(ifmap[t, r0 + c])
-                i, c = bottom_up(r1 - r0, c1 - c0)
-                s_f.append(filt[r0 + i, c0 + c])
-            else:
-                i, c = bottom_up(r1 - r0, c1 - c0)
-                s_i.append(ifmap[c0 + c, r0 + i])
-                t, c = skewed(nf, r1 - r0)
-                s_f.append(filt[r0 + c, t])
-    def fetches(stream, words):
-        window = 50 * (words // 100)
-        seen: set[int] = set()
-        n = 0
-        for a in stream[stream >= 0].tolist():
-            if a not in seen:
-                seen.add(a)
-                n += 1
-                if len(seen) == window:
-                    seen = set()
-        return n
-
-    return fetches(np.concatenate(s_i), sram_words[0]), fetches(np.concatenate(s_f), sram_words[1])
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("run", "layer"), POINTS, ids=IDS)
 def test_replayed_window_reproduces_scalesim_dram_reads(run: str, layer: str):
+    """`replay_dram_reads` (SCALE-Sim's demand streams through its CALC-mode prefetch window,
+    the behaviour the model's DRAM rules follow) gives SCALE-Sim's own DRAM reads exactly."""
+    from accelmap.costmodels.scalesim_io import replay_dram_reads
+
     config = read_config(REF / "configs" / f"{run}.cfg")
+    (lay,) = [x for x in read_topology(_topology(run)) if x.name == layer]
     ref = _ref(run, layer)
-    ifmap, filt = _operands(ref)
-    got = _replay(ifmap, filt, config.rows, config.cols, config.dataflow.name.lower(),
-                  (config.ifmap_sram_kb * 1024 // config.word_bytes,
-                   config.filter_sram_kb * 1024 // config.word_bytes))
-    assert got == (ref["dram_reads"]["ifmap"], ref["dram_reads"]["filter"])
+    assert replay_dram_reads(lay, config) == (ref["dram_reads"]["ifmap"], ref["dram_reads"]["filter"])

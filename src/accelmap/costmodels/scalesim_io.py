@@ -23,12 +23,14 @@ import math
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.systolic import Dataflow
 from accelmap.errors import SpecError
 from accelmap.workloads.problem import Problem
 
-__all__ = ["ScaleSimConfig", "ScaleSimLayer", "read_config", "config_arch", "read_topology"]
+__all__ = ["ScaleSimConfig", "ScaleSimLayer", "read_config", "config_arch", "read_topology", "replay_dram_reads"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -218,3 +220,103 @@ def read_topology(path: str | Path, *, word_bits: int = 8) -> list[ScaleSimLayer
     if not layers:
         raise SpecError(f"{path}: no layers after the header")
     return layers
+
+
+# --- SCALE-Sim's prefetch window, replayed (exact DRAM reads for comparisons) -----------------
+
+
+def _operand_addresses(layer: ScaleSimLayer) -> tuple[np.ndarray, np.ndarray]:
+    """SCALE-Sim's operand address matrices of a layer: ifmap (pixels x window), filter
+    (window x filters). Conv ifmaps are laid out row, column, channel; windows past the
+    edge (its rounded-up output size) read address -1. GEMM: ifmap M x K, filter K x N."""
+    f = dict(layer.fields)
+    if layer.kind == "gemm":
+        m, n, k = f["M"], f["N"], f["K"]
+        return np.arange(m * k, dtype=np.int64).reshape(m, k), np.arange(k * n, dtype=np.int64).reshape(k, n)
+    h, w, fh, fw = f["ifmap_h"], f["ifmap_w"], f["filter_h"], f["filter_w"]
+    ch, nf, st, eh, ew = f["channels"], f["num_filters"], f["stride"], f["ofmap_h"], f["ofmap_w"]
+    win = fh * fw * ch
+    p, j = np.arange(eh * ew, dtype=np.int64), np.arange(win, dtype=np.int64)
+    r = (p // ew)[:, None] * st + (j // (fw * ch))[None, :]
+    c = (p % ew)[:, None] * st + ((j % (fw * ch)) // ch)[None, :]
+    ifmap = np.where((r >= h) | (c >= w), -1, r * w * ch + c * ch + (j % ch)[None, :])
+    return ifmap, np.arange(nf, dtype=np.int64)[None, :] * win + j[:, None]
+
+
+def _skewed(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of a skewed fold read line by line: along anti-diagonals, left to right."""
+    i, c = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
+    key = np.lexsort((c.ravel(), (i + c).ravel()))
+    return i.ravel()[key], c.ravel()[key]
+
+
+def _bottom_up(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
+    """(row, col) of a pre-filled stationary fold: bottom row first, left to right."""
+    i, c = np.meshgrid(np.arange(n_rows)[::-1], np.arange(n_cols), indexing="ij")
+    return i.ravel(), c.ravel()
+
+
+def _demand_streams(ifmap: np.ndarray, filt: np.ndarray, rows: int, cols: int,
+                    dataflow: Dataflow) -> tuple[np.ndarray, np.ndarray]:
+    """The ifmap and filter addresses in the order SCALE-Sim's array demands them (column
+    folds outer, row folds inner; ``systolic_compute_{os,ws,is}.py``)."""
+    px, win = ifmap.shape
+    nf = filt.shape[1]
+    sr, sc = {Dataflow.OS: (px, nf), Dataflow.WS: (win, nf), Dataflow.IS: (win, px)}[dataflow]
+    s_i: list[np.ndarray] = []
+    s_f: list[np.ndarray] = []
+    for fc in range(-(-sc // cols)):
+        for fr in range(-(-sr // rows)):
+            r0, r1 = fr * rows, min(fr * rows + rows, sr)
+            c0, c1 = fc * cols, min(fc * cols + cols, sc)
+            if dataflow is Dataflow.OS:
+                t, c = _skewed(win, r1 - r0)
+                s_i.append(ifmap[r0 + c, t])
+                t, c = _skewed(win, c1 - c0)
+                s_f.append(filt[t, c0 + c])
+            elif dataflow is Dataflow.WS:
+                t, c = _skewed(px, r1 - r0)
+                s_i.append(ifmap[t, r0 + c])
+                i, c = _bottom_up(r1 - r0, c1 - c0)
+                s_f.append(filt[r0 + i, c0 + c])
+            else:
+                i, c = _bottom_up(r1 - r0, c1 - c0)
+                s_i.append(ifmap[c0 + c, r0 + i])
+                t, c = _skewed(nf, r1 - r0)
+                s_f.append(filt[r0 + c, t])
+    return np.concatenate(s_i), np.concatenate(s_f)
+
+
+def _window_fetches(stream: np.ndarray, window: int) -> int:
+    """Words fetched by SCALE-Sim's CALC-mode read buffer for a demand stream: the distinct
+    addresses since the last reset, the window dropped whole when it holds ``window`` words.
+    Vectorized per window: the reset falls at the first use of the window-th new address."""
+    s = stream[stream >= 0]
+    total, start, n = 0, 0, s.shape[0]
+    while start < n:
+        span = max(4 * window, 1 << 16)
+        while True:
+            uniq, first = np.unique(s[start:start + span], return_index=True)
+            if uniq.shape[0] >= window:
+                first.sort()
+                total += window
+                start += int(first[window - 1]) + 1
+                break
+            if start + span >= n:
+                total += int(uniq.shape[0])
+                start = n
+                break
+            span *= 2
+    return total
+
+
+def replay_dram_reads(layer: ScaleSimLayer, config: ScaleSimConfig) -> tuple[int, int]:
+    """SCALE-Sim's own DRAM reads (ifmap, filter) of one layer, by replaying its demand
+    streams through its CALC-mode prefetch window (``read_buffer_estimate_bw.py``: 100 sets
+    of ``floor(words / 100)`` words, half active). Exact on the reference runs; seconds per
+    layer, so it is a comparison tool, not a cost model (the systolic model estimates the
+    same count in closed form)."""
+    ifmap, filt = _operand_addresses(layer)
+    s_i, s_f = _demand_streams(ifmap, filt, config.rows, config.cols, config.dataflow)
+    words = (config.ifmap_sram_kb * 1024 // config.word_bytes, config.filter_sram_kb * 1024 // config.word_bytes)
+    return (_window_fetches(s_i, 50 * (words[0] // 100)), _window_fetches(s_f, 50 * (words[1] // 100)))
