@@ -26,10 +26,11 @@ Which class sits on rows and which on columns follows from the mapping's spatial
 at the array level (Y = rows, X = columns); with no unrolling the table's default holds. The
 product of the spatial factors on an axis is the number of rows (columns) a fold uses; the
 class's dimensions are flattened (im2col) and cut into chunks of that size, so
-``folds = ceil(Sr / rows_used) * ceil(Sc / cols_used)`` as in SCALE-Sim. Temporal factors and
+``folds = ceil(Sr / rows_used) * ceil(Sc / cols_used)`` as in SCALE-Sim; the array level's
+loop order says in which order a class's dims are flattened. Temporal factors and the other
 loop orders do not change a systolic array's schedule (column folds outer, row folds inner),
-so the model reads only the dataflow and the spatial factors; the rest of the mapping must
-still be legal (checked with padding allowed, i.e. ceil-divided tiles).
+so the model reads only the dataflow, the spatial factors and that order; the rest of the
+mapping must still be legal (checked with padding allowed, i.e. ceil-divided tiles).
 
 Per fold, with ``R x C`` the physical array (SCALE-Sim's demand matrices, ``systolic_compute_
 {os,ws,is}.py``): OS takes ``T + R + C - 2`` cycles (operands skewed in, outputs drained);
@@ -57,10 +58,13 @@ once the tile holding a word's previous use is a window away; otherwise every wi
 loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
 the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
 close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
-in `scalesim_mapping`: pixels row-major; window rows, columns, then channels). Stalls: with a finite DRAM bandwidth the
-layer cannot end before its DRAM words have crossed the interface,
-``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per direction (a
-roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are zero).
+in `scalesim_mapping`: pixels row-major; window rows, columns, then channels).
+
+Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
+crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
+direction (a roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are
+zero). Energy: every access times its level's per-access energy, plus MACs times the MAC
+energy (SCALE-Sim models none; see `_to_metrics` for which access lands where).
 """
 
 from __future__ import annotations
