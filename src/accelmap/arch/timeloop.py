@@ -95,23 +95,25 @@ def _components(data: dict, source: str) -> list[dict]:
             _, count = _split_name(str(sub.get("name", "")))
             _walk(sub, count, f"architecture.subtree[{i}]", source, out)
     elif "nodes" in arch:
-        # v0.4 flat form: containers set a repetition for everything after them.
-        mult = 1
-        for i, n in enumerate(arch["nodes"] or []):
-            if not isinstance(n, dict):
-                raise SpecError(f"{source}: architecture.nodes[{i}]: expected a mapping")
-            spatial = n.get("spatial") or {}
-            reps = int(spatial.get("meshX", 1)) * int(spatial.get("meshY", 1)) if isinstance(spatial, dict) else 1
-            if "class" not in n:  # a container
-                mult *= reps
+        # v0.4 flat form (timeloopfe): a `spatial: {meshX, meshY}` on a container or a
+        # component repeats it and everything after it; the meshes multiply down the list.
+        mesh_x, mesh_y = 1, 1
+        for i, node in enumerate(arch["nodes"] or []):
+            where = f"architecture.nodes[{i}]"
+            if not isinstance(node, dict):
+                raise SpecError(f"{source}: {where}: expected a mapping")
+            spatial = node.get("spatial") or {}
+            if not isinstance(spatial, dict):
+                raise SpecError(f"{source}: {where}.spatial = {spatial!r}; expected {{meshX: .., meshY: ..}}")
+            mesh_x *= int(spatial.get("meshX", 1))
+            mesh_y *= int(spatial.get("meshY", 1))
+            if "class" not in node:  # a container
                 continue
-            cattrs = dict(n.get("attributes") or {})
-            inst = mult * reps
-            if isinstance(spatial, dict) and "meshX" in spatial:
-                cattrs.setdefault("meshX", int(spatial["meshX"]) * 1)
-            out.append({"name": str(n["name"]), "class": str(n["class"]), "subclass": str(n.get("subclass", "")),
-                        "instances": inst, "attrs": cattrs, "where": f"architecture.nodes[{i}]"})
-            mult = inst
+            cattrs = dict(node.get("attributes") or {})
+            cattrs["meshX"] = mesh_x
+            out.append({"name": str(node["name"]), "class": str(node["class"]),
+                        "subclass": str(node.get("subclass", "")), "instances": mesh_x * mesh_y,
+                        "attrs": cattrs, "where": where})
     else:
         raise SpecError(f"{source}: architecture: expected `subtree:` (v0.3/v0.4 tree) or `nodes:` (v0.4)")
     return out

@@ -143,3 +143,24 @@ def test_mapping_reader_rejects_unknown_target() -> None:
     p = problem_from_timeloop(CONV, "p")
     with pytest.raises(SpecError, match=r"mapping\[0\]\.target = 'L2'"):
         mapping_from_timeloop({"mapping": [{"target": "L2", "type": "temporal"}]}, p, a, "map.yaml")
+
+
+def test_arch_v04_nodes_form_matches_tree_form() -> None:
+    nodes = yaml.safe_load("""
+architecture:
+  version: 0.4
+  nodes:
+  - {name: system}
+  - {name: DRAM, class: DRAM, attributes: {word_bits: 16, block_size: 4, vector-access-energy: 512}}
+  - {name: eyeriss}
+  - {name: shared_glb, class: SRAM, attributes: {depth: 16384, block_size: 4, vector-access-energy: 75}}
+  - {name: DummyBuffer, class: regfile, spatial: {meshX: 14}, attributes: {depth: 16, vector-access-energy: 0.2}}
+  - {name: PE, spatial: {meshY: 12}}
+  - {name: ifmap_spad, class: regfile, attributes: {depth: 12, vector-access-energy: 0.24}}
+  - {name: mac, class: intmac, attributes: {energy: 2.2}}
+""")
+    a = arch_from_timeloop(nodes, "nodes.yaml")
+    assert a.level_names == ("DRAM", "shared_glb", "DummyBuffer", "ifmap_spad")
+    assert a.instances.tolist() == [1, 1, 14, 168]
+    assert a.fanouts.tolist() == [[1, 1], [14, 1], [1, 12], [1, 1]]
+    assert a.levels[1].capacity_words == 65536
