@@ -15,6 +15,7 @@ from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.testing.costmodel_checks import assert_metrics_equal
 from accelmap.testing.examples import small_arch, small_conv
+from accelmap.workloads.builders import conv2d, matmul
 from accelmap.workloads.problem import Problem
 
 DATA = Path(__file__).resolve().parents[1] / "golden" / "data" / "timeloop"
@@ -64,6 +65,10 @@ CASES = {
     "small-conv": lambda: (small_conv(), small_arch(glb_words=10**6, rf_words=10**4)),
     "strided-conv": lambda: (small_conv(k=4, c=2, p=4, q=6, r=3, s=2, stride=2), small_arch(glb_words=10**6, rf_words=10**4)),
     "eyeriss-like": lambda: (small_conv(k=8, c=6, p=4, q=4, r=3, s=3), _eyeriss()),
+    "matmul": lambda: (matmul("mm", m=12, n=8, k=18), small_arch(glb_words=10**6, rf_words=10**4)),
+    "dilated-grouped": lambda: (conv2d("g", c=8, k=8, p=4, q=3, r=3, s=2, stride=(2, 1), dilation=(1, 2), groups=2),
+                                small_arch(glb_words=10**6, rf_words=10**4)),
+    "depthwise": lambda: (conv2d("dw", c=6, k=6, p=6, q=4, r=3, s=3, groups=6), small_arch(glb_words=10**6, rf_words=10**4)),
 }
 
 
