@@ -429,7 +429,10 @@ class MapSpace:
         # utilization need only these): tile extent per level, spatial X/Y per level, and
         # the product of temporal factors
         f = self._big.prod(axis=2)  # (R, L)
-        self._row_tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1].copy()
+        caps = self.arch.capacities_words
+        self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
+        tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
+        self._row_tiles = np.ascontiguousarray(tiles[:, self._cap_levels])  # (R, levels with a capacity)
         # only (level, axis) pairs with a fanout > 1 can overflow (other slots do not exist)
         fan = self.arch.fanouts.reshape(-1)
         self._fan_cols = np.nonzero(fan > 1)[0]
@@ -789,7 +792,6 @@ class MapSpace:
         bits alone (orders never change legality). Same rules and reason order as
         `check_batch` followed by the utilization check of `check`."""
         n = len(rows)
-        L = self._L
         flat = rows + self._offsets[None, :]
         reason = np.zeros(n, dtype=np.int64)
         level = np.full(n, -1, dtype=np.int64)
@@ -802,13 +804,13 @@ class MapSpace:
         else:
             anyb = np.zeros(n, dtype=bool)
         caps = self.arch.capacities_words
-        cap_levels = [lv for lv in range(L) if np.isfinite(caps[lv])]
+        cap_levels = self._cap_levels
         live = np.nonzero(~anyb)[0]
         if cap_levels and len(live):
             fl = flat[live]
             kp = keep[live]
             m = len(live)
-            tiles = self._row_tiles[:, cap_levels][fl]  # (m, D, Lc)
+            tiles = self._row_tiles[fl]  # (m, D, Lc)
             need = np.zeros((m, len(cap_levels)), dtype=np.int64)
             for t, coords in enumerate(self._fp_terms):
                 kt = kp[:, cap_levels, t]
