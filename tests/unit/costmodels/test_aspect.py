@@ -344,3 +344,16 @@ def test_to_accelmap_kcp_and_its_refusals() -> None:
                                               "TemporalMap(4,1) Y;\n        TemporalMap(Sz(S),1) X;\n        Cluster")).layers[0], hw)
     with pytest.raises(SpecError, match="does not fit"):
         to_arch(hw, 64, 32)
+
+
+def test_evaluate_verb_dispatches_maestro_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from accelmap.cli import main
+
+    (tmp_path / "m.m").write_text(KCP)
+    (tmp_path / "hw.m").write_text(HW)
+    assert main(["evaluate", "--maestro-hw", str(tmp_path / "hw.m"), "--maestro-mapping", str(tmp_path / "m.m"),
+                 "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["layers"][0]["runtime_cycles"] == 18_876_000
+    assert main(["evaluate", "--maestro-mapping", str(tmp_path / "m.m")]) == 2
+    assert "go together" in capsys.readouterr().err
+    assert main(["evaluate"]) == 2
