@@ -33,8 +33,13 @@ Two entry points:
 
 * `analyze` evaluates one `DirectiveMapping` (a MAESTRO layer) and returns an
   `AspectResult` in MAESTRO's naming (this is what ``accelmap evaluate --maestro-*`` prints);
-* `AspectModel` is the `CostModel` plugin for accelmap `MappingBatch` es: each mapping is
-  converted to directives (`directives_from_mapping`) and analysed.
+* `AspectModel` is the `CostModel` plugin for accelmap `MappingBatch` es: a mapping's
+  directive form (`directives_from_mapping`) is analysed with numpy closed forms over the
+  whole batch where it has no edge tiles, and with `analyze` otherwise; `evaluate_one` is
+  always `analyze` (the scalar reference).
+
+The PE-array shape is a variable: `shapes` lists the candidates, `arch_with_shape` builds
+the arch, and `accelmap.search.shapes` searches shape and mapping together.
 """
 
 from __future__ import annotations
