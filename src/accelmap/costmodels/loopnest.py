@@ -88,6 +88,7 @@ class _Compiled:
     n_macs: int
     holds: BoolArray  # (L, T) levels that may keep each tensor
     coef_tc_d: FloatArray  # (D, T*C) coefficients as a float matrix (spans by one matmul)
+    output: int  # index of the output tensor
     slots: tuple[tuple[IntArray, ...], ...]  # per tensor, per used coordinate: (D,) coefficients
 
 
@@ -113,6 +114,7 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         n_macs=int(arch.n_macs),
         holds=arch.holds_mask(problem),
         coef_tc_d=np.ascontiguousarray(coef.reshape(-1, coef.shape[2]).T.astype(np.float64)),
+        output=problem.output_index,
         slots=tuple(tuple(coef[t, c].astype(np.int32) for c in range(coef.shape[1]) if problem.rank_used[t, c])
                     for t in range(coef.shape[0])),
     )
@@ -362,8 +364,9 @@ def _scalar_counts(problem: Problem, arch: Arch, m: Mapping) -> dict:
 # ========================================================================================
 # Batched path
 # ========================================================================================
-def _ceil_div(a: IntArray, b: IntArray) -> IntArray:
-    return -(-a // b)
+def _ceil_div(a: IntArray, b: IntArray) -> FloatArray:
+    """``ceil(a / b)`` as floats (exact for counts below 2**50; float division is fast)."""
+    return np.ceil(a / b)
 
 
 def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
@@ -523,8 +526,11 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     inst = pu[:, :L]  # utilized instances of each level
 
     f_child = np.take_along_axis(deliv, child, axis=1)
-    grp = np.take_along_axis(pg, child, axis=1) // pg[:, :L]
-    kids = np.take_along_axis(np.broadcast_to(pu[:, :, None], (n, L + 1, T)), child, axis=1) // pu[:, :L, None]
+    # Exact quotients of products (float division is far faster than integer division and
+    # exact here: the divisor divides the dividend and both are below 2**53).
+    grp = np.rint(np.take_along_axis(pg, child, axis=1) / pg[:, :L]).astype(np.int64)
+    kids = np.rint(np.take_along_axis(pu, child.reshape(n, -1), axis=1).reshape(n, L, T)
+                   / pu[:, :L, None]).astype(np.int64)
     a_p = f_child * grp
     f_p = np.where(lv_idx[None, :, None] > 0, deliv[:, :L], 0)
 
@@ -532,7 +538,9 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     above = np.ones((n, L, D), dtype=np.int64)
     above[:, 1:] = np.cumprod(temporal[:, :-1], axis=1)
     ext = tile[:, :L] * above
-    part = np.prod(_spans(comp, ext), axis=-1)
+    o = comp.output
+    span_o = (ext - 1).reshape(-1, D).astype(np.float64) @ comp.coef_tc_d.reshape(D, T, -1)[:, o]
+    part = np.prod(span_o + 1, axis=-1).astype(np.int64).reshape(n, L)[:, :, None]
 
     out = comp.is_output[None, None]
     rd = np.where(out, a_p - part, a_p)
