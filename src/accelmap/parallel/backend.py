@@ -121,7 +121,8 @@ class RayBackend:
     Parameters
     ----------
     address
-        None starts a local Ray on demand (``ray.init()``) and shuts it down on `close`;
+        None starts a local Ray on demand (``ray.init()``) and shuts it down on `close`,
+        unless the ``RAY_ADDRESS`` environment variable names a cluster to join;
         ``"auto"`` joins the cluster this node belongs to (``ray start``); ``"ray://host:port"``
         connects through Ray Client. When Ray is already initialised in this process it is
         used as is (and left running).
@@ -157,6 +158,8 @@ class RayBackend:
             ) from exc
         self._ray = ray
         self._owns = False
+        if address is None and os.environ.get("RAY_ADDRESS"):
+            address = os.environ["RAY_ADDRESS"]  # Ray's own convention for "join this cluster"
         if not ray.is_initialized():
             kwargs: dict[str, Any] = {
                 "include_dashboard": False,
