@@ -73,9 +73,7 @@ class _Compiled:
     """Everything the batched path needs that depends only on (problem, arch)."""
 
     coef: IntArray  # (T, C, D)
-    coef_dtc: IntArray  # (D, T, C): coef moved so a dim index picks a (T, C) block
     rank_used: BoolArray  # (T, C)
-    relevance: BoolArray  # (T, D)
     is_output: BoolArray  # (T,)
     tensor_sizes: IntArray  # (T,)
     block: IntArray  # (L,)
@@ -97,9 +95,7 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
     inf = np.inf
     return _Compiled(
         coef=coef,
-        coef_dtc=np.ascontiguousarray(coef.transpose(2, 0, 1)),
         rank_used=problem.rank_used,
-        relevance=problem.relevance,
         is_output=np.array([t.is_output for t in problem.tensors]),
         tensor_sizes=problem.tensor_sizes(),
         block=np.array([lv.block_words for lv in arch.levels], dtype=np.int64),
