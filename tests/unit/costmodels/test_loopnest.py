@@ -226,3 +226,17 @@ def test_conformance_checks() -> None:
                  spatial={"GLB": {"K": (4, 1), "C": (1, 2)}})
     batch = MappingBatch.from_mappings([base, m2, base])
     check_cost_model(LoopNestModel(), prob, arch, batch)
+
+
+def test_three_dim_coordinate_is_enumerated() -> None:
+    # A coordinate P + 2R + S with P, R and S unrolled together: distinct sums by enumeration.
+    dims = (Dim(name="P", bound=2), Dim(name="R", bound=2), Dim(name="S", bound=3))
+    prob = Problem(name="odd", dims=dims, tensors=(
+        Tensor(name="Weights", projection=((Term(dim="R"),), (Term(dim="S"),)), role=TensorRole.WEIGHT),
+        Tensor(name="Inputs", projection=((Term(dim="P"), Term(dim="R", coef=2), Term(dim="S")),), role=TensorRole.INPUT),
+        Tensor(name="Outputs", projection=((Term(dim="P"),),), role=TensorRole.OUTPUT),
+    ))
+    arch = two_level((12, 1))
+    row, _ = both(prob, arch, mapping(prob, arch, {}, spatial={"Buf": {"P": (2, 1), "R": (2, 1), "S": (3, 1)}}))
+    # p + 2r + s over p<2, r<2, s<3 takes the values 0..6: 7 distinct input words.
+    assert counts(row, "Buf", "Inputs")[0] == 7
