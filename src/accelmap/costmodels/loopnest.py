@@ -85,7 +85,8 @@ class _Compiled:
     mac_pj: float
     n_macs: int
     holds: BoolArray  # (L, T) levels that may keep each tensor
-    coef_tc_d: FloatArray  # (D, T*C) coefficients as a float matrix (spans by one matmul)
+    coef_rows: FloatArray  # (T*C, D) coefficients as a float matrix (spans by one matmul)
+    coef_rows_out: FloatArray  # (C, D) the output tensor's rows
     output: int  # index of the output tensor
     slots: tuple[tuple[IntArray, ...], ...]  # per tensor, per used coordinate: (D,) coefficients
 
@@ -109,7 +110,8 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         mac_pj=float(arch.compute.energy_per_mac_pj),
         n_macs=int(arch.n_macs),
         holds=arch.holds_mask(problem),
-        coef_tc_d=np.ascontiguousarray(coef.reshape(-1, coef.shape[2]).T.astype(np.float64)),
+        coef_rows=coef.reshape(-1, coef.shape[2]).astype(np.float64),
+        coef_rows_out=coef[problem.output_index].astype(np.float64),
         output=problem.output_index,
         slots=tuple(tuple(coef[t, c].astype(np.int32) for c in range(coef.shape[1]) if problem.rank_used[t, c])
                     for t in range(coef.shape[0])),
@@ -365,43 +367,48 @@ def _ceil_div(a: IntArray, b: IntArray) -> FloatArray:
     return np.ceil(a / b)
 
 
-def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
-    """Eq. S for every row, level and tensor: (n, L, T) distinct child offsets.
+# Layout: the batch axis is the *last* axis of every array below ("structure of arrays"),
+# so that each numpy operation runs over long contiguous rows even though levels, dims,
+# tensors and coordinates are only a handful each.
 
-    ``g`` (n, L, D) spatial factors (X*Y) below each level; ``tile_below`` (n, L, D) the tile
+
+def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
+    """Eq. S for every level, tensor and row: (L, T, n) distinct child offsets.
+
+    ``g`` (L, D, n) spatial factors (X*Y) below each level; ``tile_below`` (L, D, n) the tile
     of the next inner level (the stride of one spatial step). Per coordinate: one unrolled
     dim gives its factor; two dims with step sizes ``a``, ``b`` and factors ``n1``, ``n2``
     give ``n1*n2 - max(0, n1 - b/gcd) * max(0, n2 - a/gcd)`` distinct sums (the equal sums
     form chains along ``(+b/gcd, -a/gcd)``; each chain link is one coincidence); more dims
     are enumerated.
     """
-    n, L, _ = g.shape
+    L, _, n = g.shape
     T = comp.coef.shape[0]
-    out = np.ones((n, L, T), dtype=np.int64)
+    out = np.ones((L, T, n), dtype=np.int64)
     for t in range(T):
         for c in np.flatnonzero(comp.rank_used[t]):
             dims = np.flatnonzero(comp.coef[t, c])
             if len(dims) == 1:
-                out[:, :, t] *= g[:, :, dims[0]]
+                out[:, t] *= g[:, dims[0]]
             elif len(dims) == 2:
                 d1, d2 = dims
-                n1, n2 = g[:, :, d1], g[:, :, d2]
-                a = comp.coef[t, c, d1] * tile_below[:, :, d1]
-                b = comp.coef[t, c, d2] * tile_below[:, :, d2]
+                n1, n2 = g[:, d1], g[:, d2]
+                a = comp.coef[t, c, d1] * tile_below[:, d1]
+                b = comp.coef[t, c, d2] * tile_below[:, d2]
                 k = np.gcd(a, b)
                 links = np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
-                out[:, :, t] *= n1 * n2 - links
+                out[:, t] *= n1 * n2 - links
             else:
-                out[:, :, t] *= _distinct_sums(comp.coef[t, c], g, tile_below, int(comp.fanout.max()))
+                out[:, t] *= _distinct_sums(comp.coef[t, c], g, tile_below, int(comp.fanout.max()))
     return out
 
 
 def _distinct_sums(coef_c: IntArray, g: IntArray, tile_below: IntArray, grid: int) -> IntArray:
-    """(n, L) distinct values of ``sum_d coef_c[d] * tile_below[d] * i_d`` over the spatial
-    grid ``i_d < g[d]``, by enumeration (at most ``grid`` points per row and level)."""
-    n, L, D = g.shape
-    g_eff = np.where(coef_c > 0, g, 1).reshape(n * L, D)
-    step = (coef_c * tile_below).reshape(n * L, D)
+    """(L, n) distinct values of ``sum_d coef_c[d] * tile_below[d] * i_d`` over the spatial
+    grid ``i_d < g[d]``, by enumeration (at most ``grid`` points per level and row)."""
+    L, D, n = g.shape
+    g_eff = np.where(coef_c[None, :, None] > 0, g, 1).transpose(0, 2, 1).reshape(L * n, D)
+    step = (coef_c[None, :, None] * tile_below).transpose(0, 2, 1).reshape(L * n, D)
     idx = np.arange(grid)
     radix = np.ones_like(g_eff)
     radix[:, 1:] = np.cumprod(g_eff[:, :-1], axis=1)
@@ -410,56 +417,58 @@ def _distinct_sums(coef_c: IntArray, g: IntArray, tile_below: IntArray, grid: in
     vals = np.where(valid, (digits * step[:, None, :]).sum(-1), -1)
     vals.sort(axis=1)
     distinct = ((np.diff(vals, axis=1) != 0) & (vals[:, 1:] >= 0)).sum(1) + (vals[:, 0] >= 0)
-    return distinct.reshape(n, L)
+    return distinct.reshape(L, n)
 
 
-def _spans(comp: _Compiled, ext: IntArray) -> IntArray:
-    """(..., T, C) spans ``1 + sum_d coef[t, c, d] (ext[d] - 1)`` (1 for unused coordinates),
-    as one float64 matrix product (exact: every value is far below 2**53)."""
-    T, C, D = comp.coef.shape
-    flat = (ext - 1).reshape(-1, D).astype(np.float64) @ comp.coef_tc_d
-    return (flat.astype(np.int64) + 1).reshape(ext.shape[:-1] + (T, C))
+def _spans(coef_rows: FloatArray, ext: IntArray) -> IntArray:
+    """(..., R, n) spans ``1 + sum_d coef[r, d] (ext[..., d, :] - 1)`` for coefficient rows
+    ``coef_rows`` (R, D), as one float64 matrix product (exact: values far below 2**53)."""
+    return (coef_rows @ (ext - 1).astype(np.float64)).astype(np.int64) + 1
 
 
 def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
+    """Counts of one chunk; returns arrays with the batch axis first, like `Metrics`."""
     n, L, D = b.temporal.shape
-    T = comp.coef.shape[0]
-    temporal = b.temporal
-    g = b.spatial[..., 0] * b.spatial[..., 1]  # (n, L, D)
+    T, C, _ = comp.coef.shape
+    cols = np.arange(n)
+    temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
+    g = np.ascontiguousarray((b.spatial[..., 0] * b.spatial[..., 1]).transpose(1, 2, 0))
+    order = np.ascontiguousarray(b.order.transpose(1, 2, 0))  # (L, D, n): dim at position k
+    keep = np.ascontiguousarray(b.keep.transpose(1, 2, 0))  # (L, T, n)
     fac = temporal * g
-    tile = np.ones((n, L + 1, D), dtype=np.int64)
-    tile[:, :L] = np.cumprod(fac[:, ::-1], axis=1)[:, ::-1]
-    stride = g * tile[:, 1:]  # (n, L, D) stride of the temporal loop (l, d)
+    tile = np.ones((L + 1, D, n), dtype=np.int64)  # tile[L]: one MAC
+    for lv in range(L - 1, -1, -1):
+        tile[lv] = tile[lv + 1] * fac[lv]
+    stride = g * tile[1:]  # (L, D, n) stride of the temporal loop (l, d)
 
     # Loops in nest order, outermost first (P = L*D positions), then compacted so that the
     # active loops (bound >= 2) of each row come first, in order: inactive loops neither
     # weigh nor move anything, and most loops of a mapping are inactive.
     P = L * D
-    rows = np.arange(n)
-    bound_all = np.take_along_axis(temporal, b.order, axis=2).reshape(n, P)
+    bound_all = np.take_along_axis(temporal, order, axis=1).reshape(P, n)
     active = bound_all >= 2
-    n_active = active.sum(axis=1)
+    n_active = active.sum(axis=0)
     K = max(int(n_active.max()) if n else 0, 1)
-    pick = np.argsort(~active, axis=1, kind="stable")[:, :K]
-    real = np.arange(K)[None, :] < n_active[:, None]  # (n, K)
-    dim_k = np.take_along_axis(b.order.reshape(n, P), pick, axis=1)
-    bound_k = np.where(real, np.take_along_axis(bound_all, pick, axis=1), 1)
-    stride_k = np.take_along_axis(np.take_along_axis(stride, b.order, axis=2).reshape(n, P), pick, axis=1)
+    pick = np.argsort(~active, axis=0, kind="stable")[:K]  # (K, n)
+    real = np.arange(K)[:, None] < n_active[None, :]
+    dim_k = np.take_along_axis(order.reshape(P, n), pick, axis=0)
+    bound_k = np.where(real, np.take_along_axis(bound_all, pick, axis=0), 1)
+    stride_k = np.take_along_axis(np.take_along_axis(stride, order, axis=1).reshape(P, n), pick, axis=0)
     level_k = np.where(real, pick // D, L)
-    prefix = np.ones((n, K), dtype=np.int64)
-    prefix[:, 1:] = np.cumprod(bound_k[:, :-1], axis=1)
-    weight = prefix * (bound_k - 1)  # (n, K)
+    prefix = np.ones((K, n), dtype=np.int64)
+    np.cumprod(bound_k[:-1], axis=0, out=prefix[1:])
+    weight = prefix * (bound_k - 1)  # (K, n)
     step_k = (stride_k * real).astype(np.int32)  # inactive padding moves nothing
 
-    # Spans and sizes of each level's tile: (n, L+1, T, C), (n, L+1, T).
-    span = _spans(comp, tile)
-    size = np.prod(span, axis=-1)
+    # Spans and sizes of each level's tile: (L+1, T, C, n), (L+1, T, n).
+    span = _spans(comp.coef_rows, tile).reshape(L + 1, T, C, n)
+    size = np.prod(span, axis=2)
 
     # Eq. D, per tensor and per level c = 1..L-1 that may keep it (level 0 is delivered
-    # once: the whole tensor). Work is per coordinate ("slot") on (n, loops) arrays.
-    deliv = np.zeros((n, L + 1, T), dtype=np.int64)
-    deliv[:, 0] = comp.tensor_sizes
-    kcs = [(level_k < c).sum(axis=1) for c in range(L)]  # loops above c: first kc positions
+    # once: the whole tensor). Work is per coordinate ("slot") on (loops, n) arrays.
+    deliv = np.zeros((L + 1, T, n), dtype=np.int64)
+    deliv[0] = comp.tensor_sizes[:, None]
+    kcs = [(level_k < c).sum(axis=0) for c in range(L)]  # loops above c: first kc positions
     for t in range(T):
         levels_t = [c for c in range(1, L) if comp.holds[c, t]]
         if not levels_t:
@@ -470,88 +479,92 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
         pow3[[3 ** u for u in range(len(used_c))]] = True
         shift = []  # per slot: shift of one step of each loop, and its suffix sums
         for u, coef_u in enumerate(comp.slots[t]):
-            a_u = coef_u[dim_k] * step_k  # (n, K)
-            sfx_u = np.zeros((n, K + 1), dtype=np.int32)
-            sfx_u[:, :K] = np.cumsum(a_u[:, ::-1], axis=1, dtype=np.int32)[:, ::-1]
+            a_u = coef_u[dim_k] * step_k  # (K, n)
+            sfx_u = np.zeros((K + 1, n), dtype=np.int32)
+            np.cumsum(a_u[::-1], axis=0, dtype=np.int32, out=sfx_u[K - 1::-1])
             shift.append((a_u, sfx_u, used_c[u]))
         for c in levels_t:
             kc = kcs[c]
             Kc = int(kc.max()) if n else 0
-            sz = size[:, c, t]
+            sz = size[c, t]
             if Kc == 0:
-                deliv[:, c, t] = sz
+                deliv[c, t] = sz
                 continue
             # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
             # way (one moved slot <=> |key| is a power of 3); partial += |shift_u| x (size /
             # span_u) is the new volume when only slot u moves (>= size when it jumps).
-            key = np.zeros((n, Kc), dtype=np.int32)
-            partial = np.zeros((n, Kc), dtype=np.int64)
+            key = np.zeros((Kc, n), dtype=np.int32)
+            partial = np.zeros((Kc, n), dtype=np.int64)
             for u, (a_u, sfx_u, cu) in enumerate(shift):
                 # Step of loop j: forward along its dim, every active loop inside it (and
                 # above c) back to its start.
-                sigma = a_u[:, :Kc] - sfx_u[:, 1:Kc + 1] + sfx_u[rows, kc][:, None]
+                sigma = a_u[:Kc] - sfx_u[1:Kc + 1] + sfx_u[kc, cols]
                 key += np.sign(sigma) * np.int32(3 ** u)
-                partial += np.abs(sigma) * (sz // span[:, c, t, cu])[:, None]
-            one_moved = pow3[np.abs(key)]
-            slide = one_moved & (partial < sz[:, None])
+                partial += np.abs(sigma) * (sz // span[c, t, cu])
+            slide = pow3[np.abs(key)] & (partial < sz)
             # Timeloop's gradient reset: a slide other than the innermost loop's (same
             # coordinate, same direction) fetches the whole tile.
             inner = np.maximum(kc - 1, 0)
-            inner_slide = slide[rows, inner] & (kc > 0)
-            keep_slide = slide & (~inner_slide[:, None] | (key == key[rows, inner][:, None]))
-            delta = np.where(key == 0, 0, np.where(keep_slide, partial, sz[:, None]))
-            w = np.where(np.arange(Kc)[None, :] < kc[:, None], weight[:, :Kc], 0)
-            deliv[:, c, t] = sz + (w * delta).sum(axis=1)
-    macs_per_unit = np.prod(temporal, axis=(1, 2))
-    deliv[:, L] = macs_per_unit[:, None]
+            inner_slide = slide[inner, cols] & (kc > 0)
+            keep_slide = slide & (~inner_slide | (key == key[inner, cols]))
+            delta = np.where(key == 0, 0, np.where(keep_slide, partial, sz))
+            w = np.where(np.arange(Kc)[:, None] < kc, weight[:Kc], 0)
+            deliv[c, t] = sz + (w * delta).sum(axis=0)
+    macs_per_unit = np.prod(temporal, axis=(0, 1))
+    deliv[L] = macs_per_unit
 
     # Keepers: child of (p, t) = next inner level keeping t, or L (the MACs).
-    keep = b.keep
-    lv_idx = np.arange(L)
-    nxt = np.full((n, L + 1, T), L, dtype=np.int64)
+    nxt = np.full((L + 1, T, n), L, dtype=np.int64)
     for p in range(L - 1, -1, -1):
-        nxt[:, p] = np.where(keep[:, p], p, nxt[:, p + 1])
-    child = nxt[:, 1:]  # (n, L, T): first keeper strictly below p
+        nxt[p] = np.where(keep[p], p, nxt[p + 1])
+    child = nxt[1:]  # (L, T, n): first keeper strictly below p
 
-    groups = _distinct_groups(comp, g, tile[:, 1:])  # (n, L, T)
-    pg = np.ones((n, L + 1, T), dtype=np.int64)
-    pg[:, 1:] = np.cumprod(groups, axis=1)
-    used_below = np.prod(g, axis=2)  # (n, L)
-    pu = np.ones((n, L + 1), dtype=np.int64)
-    pu[:, 1:] = np.cumprod(used_below, axis=1)
-    inst = pu[:, :L]  # utilized instances of each level
+    groups = _distinct_groups(comp, g, tile[1:])  # (L, T, n)
+    pg = np.ones((L + 1, T, n), dtype=np.int64)
+    np.cumprod(groups, axis=0, out=pg[1:])
+    used_below = np.prod(g, axis=1)  # (L, n)
+    pu = np.ones((L + 1, n), dtype=np.int64)
+    np.cumprod(used_below, axis=0, out=pu[1:])
+    inst = pu[:L]  # utilized instances of each level
 
-    f_child = np.take_along_axis(deliv, child, axis=1)
+    f_child = np.take_along_axis(deliv, child, axis=0)
     # Exact quotients of products (float division is far faster than integer division and
     # exact here: the divisor divides the dividend and both are below 2**53).
-    grp = np.rint(np.take_along_axis(pg, child, axis=1) / pg[:, :L]).astype(np.int64)
-    kids = np.rint(np.take_along_axis(pu, child.reshape(n, -1), axis=1).reshape(n, L, T)
-                   / pu[:, :L, None]).astype(np.int64)
+    grp = np.rint(np.take_along_axis(pg, child, axis=0) / pg[:L]).astype(np.int64)
+    kids = np.rint(np.take_along_axis(np.broadcast_to(pu[:, None, :], (L + 1, T, n)), child, axis=0)
+                   / pu[:L, None]).astype(np.int64)
     a_p = f_child * grp
-    f_p = np.where(lv_idx[None, :, None] > 0, deliv[:, :L], 0)
+    f_p = deliv[:L].copy()
+    f_p[0] = 0
 
     # Outputs: distinct outputs one instance ever holds (tile widened by the loops above).
-    above = np.ones((n, L, D), dtype=np.int64)
-    above[:, 1:] = np.cumprod(temporal[:, :-1], axis=1)
-    ext = tile[:, :L] * above
+    above = np.ones((L, D, n), dtype=np.int64)
+    np.cumprod(temporal[:-1], axis=0, out=above[1:])
+    ext = tile[:L] * above
+    part = np.prod(_spans(comp.coef_rows_out, ext), axis=1)  # (L, n)
+
     o = comp.output
-    span_o = (ext - 1).reshape(-1, D).astype(np.float64) @ comp.coef_tc_d.reshape(D, T, -1)[:, o]
-    part = np.prod(span_o + 1, axis=-1).astype(np.int64).reshape(n, L)[:, :, None]
-
-    out = comp.is_output[None, None]
-    rd = np.where(out, a_p - part, a_p)
-    fl = np.where(out, np.where(lv_idx[None, :, None] > 0, f_p - part, 0), f_p)
-    up = np.where(out, a_p, 0)
+    rd, fl, up = a_p.copy(), f_p, np.zeros_like(a_p)
+    rd[:, o] = a_p[:, o] - part
+    fl[1:, o] = f_p[1:, o] - part[1:]
+    up[:, o] = a_p[:, o]
     rd, fl, up = rd * keep, fl * keep, up * keep
-    shared = (f_child * kids - a_p) * keep * inst[:, :, None]
-    mc = np.where(out, 0, shared)
-    sr = np.where(out, shared, 0)
+    shared = (f_child * kids - a_p) * keep * inst[:, None]
+    mc = shared.copy()
+    mc[:, o] = 0
+    sr = np.zeros_like(shared)
+    sr[:, o] = shared[:, o]
 
-    blk = comp.block[None, :, None]
-    e_pi = _ceil_div(rd, blk) * comp.read_pj[None, :, None] + \
-        (_ceil_div(fl, blk) + _ceil_div(up, blk)) * comp.write_pj[None, :, None]
-    rd_pi, wr_pi = rd.sum(-1), (fl + up).sum(-1)  # (n, L) words per instance
-    bw_cyc = np.maximum(rd_pi / comp.read_bw, wr_pi / comp.write_bw).max(axis=1)
+    blk = comp.block[:, None, None]
+    e_pi = _ceil_div(rd, blk) * comp.read_pj[:, None, None] + \
+        (_ceil_div(fl, blk) + _ceil_div(up, blk)) * comp.write_pj[:, None, None]
+    rd_pi, wr_pi = rd.sum(axis=1), (fl + up).sum(axis=1)  # (L, n) words per instance
+    bw_cyc = np.maximum(rd_pi / comp.read_bw[:, None], wr_pi / comp.write_bw[:, None]).max(axis=0)
     cyc = np.ceil(np.maximum(macs_per_unit.astype(np.float64), bw_cyc))
-    i3 = inst[:, :, None]
-    return rd * i3, fl * i3, up * i3, e_pi * i3, mc, sr, cyc
+    i3 = inst[:, None]
+
+    def batch_first(x: np.ndarray) -> np.ndarray:
+        return x.transpose(2, 0, 1)
+
+    return (batch_first(rd * i3), batch_first(fl * i3), batch_first(up * i3), batch_first(e_pi * i3),
+            batch_first(mc), batch_first(sr), cyc)
