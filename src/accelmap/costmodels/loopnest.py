@@ -162,17 +162,16 @@ class LoopNestModel:
         comp = self._compiled(problem, arch)
         check = check_batch(problem, arch, mappings)
         n, L, T = len(mappings), arch.n_levels, problem.n_tensors
-        reads = np.zeros((n, L, T), dtype=np.int64)
-        fills = np.zeros((n, L, T), dtype=np.int64)
-        updates = np.zeros((n, L, T), dtype=np.int64)
-        energy_lt = np.zeros((n, L, T))
-        mcast = np.zeros((n, L, T), dtype=np.int64)
-        sred = np.zeros((n, L, T), dtype=np.int64)
+        # Counts are integers but `Metrics` holds floats: allocate floats once.
+        reads, fills, updates = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
+        energy_lt, mcast, sred = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
         cycles = np.full(n, np.inf)
         util = np.zeros(n)
         ok = np.flatnonzero(check.valid)
+        every = ok.size == n
         for start in range(0, ok.size, _CHUNK_ROWS):
-            rows = ok[start:start + _CHUNK_ROWS]
+            # All rows legal (the common case in a search): plain slices, no gathers.
+            rows = slice(start, min(start + _CHUNK_ROWS, n)) if every else ok[start:start + _CHUNK_ROWS]
             part = mappings.take(rows)
             r, f, u, e, mc, sr, cyc = _batch_counts(comp, part)
             reads[rows], fills[rows], updates[rows], energy_lt[rows] = r, f, u, e
@@ -189,9 +188,8 @@ class LoopNestModel:
         return Metrics(
             cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
             valid=check.valid, reason=check.reason, reason_level=check.level,
-            reads=reads.astype(np.float64), fills=fills.astype(np.float64),
-            updates=updates.astype(np.float64), energy_breakdown_pj=energy_lt,
-            multicast=mcast.astype(np.float64), spatial_reductions=sred.astype(np.float64),
+            reads=reads, fills=fills, updates=updates, energy_breakdown_pj=energy_lt,
+            multicast=mcast, spatial_reductions=sred,
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
 
