@@ -160,34 +160,45 @@ class LoopNestModel:
         and zero counts.
         """
         comp = self._compiled(problem, arch)
-        check = check_batch(problem, arch, mappings)
         n, L, T = len(mappings), arch.n_levels, problem.n_tensors
         # Counts are integers but `Metrics` holds floats: allocate floats once.
         reads, fills, updates = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
         energy_lt, mcast, sred = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
         cycles = np.full(n, np.inf)
         util = np.zeros(n)
-        ok = np.flatnonzero(check.valid)
-        every = ok.size == n
-        for start in range(0, ok.size, _CHUNK_ROWS):
-            # All rows legal (the common case in a search): plain slices, no gathers.
-            rows = slice(start, min(start + _CHUNK_ROWS, n)) if every else ok[start:start + _CHUNK_ROWS]
-            part = mappings.take(rows)
+        valid = np.zeros(n, dtype=bool)
+        reason = np.zeros(n, dtype=np.int64)
+        reason_level = np.full(n, -1, dtype=np.int64)
+        # Chunks of rows keep every temporary (the legality check's too) cache-sized.
+        for start in range(0, n, _CHUNK_ROWS):
+            block = slice(start, min(start + _CHUNK_ROWS, n))
+            chunk = mappings.take(block)
+            check = check_batch(problem, arch, chunk)
+            valid[block], reason[block], reason_level[block] = check.valid, check.reason, check.level
+            if check.valid.all():  # the common case in a search: plain slices, no gathers
+                rows: slice | IntArray = block
+                part = chunk
+            else:
+                keep_rows = np.flatnonzero(check.valid)
+                if keep_rows.size == 0:
+                    continue
+                rows = keep_rows + start
+                part = chunk.take(keep_rows)
             r, f, u, e, mc, sr, cyc = _batch_counts(comp, part)
             reads[rows], fills[rows], updates[rows], energy_lt[rows] = r, f, u, e
             mcast[rows], sred[rows], cycles[rows] = mc, sr, cyc
             util[rows] = problem.macs / (comp.n_macs * cyc)
-        compute_pj = np.where(check.valid, problem.macs * comp.mac_pj, np.inf)
+        compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
         # Summed level by level, tensor by tensor: the scalar path adds in the same order,
         # so both agree to the last bit.
         total = np.zeros(n)
         for lv in range(L):
             for t in range(T):
                 total = total + energy_lt[:, lv, t]
-        energy = np.where(check.valid, total + problem.macs * comp.mac_pj, np.inf)
+        energy = np.where(valid, total + problem.macs * comp.mac_pj, np.inf)
         return Metrics(
             cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
-            valid=check.valid, reason=check.reason, reason_level=check.level,
+            valid=valid, reason=reason, reason_level=reason_level,
             reads=reads, fills=fills, updates=updates, energy_breakdown_pj=energy_lt,
             multicast=mcast, spatial_reductions=sred,
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
