@@ -44,6 +44,11 @@ ARCHS = ("eyeriss-like", "simba-like")
 SEARCHERS = ("anneal", "genetic", "optuna", "random")
 BUDGETS = (600, 10_000, 100_000)
 EXHAUSTIVE_LIMIT = 2_000_000
+# Layers searched under the Eyeriss-like constraints Timeloop's mapper used (shared/reference),
+# small enough for an exhaustive optimum.
+CONSTRAINED_LAYERS = ("resnet50/conv1", "resnet50/res2a_branch2a", "resnet50/res2a_branch2b",
+                      "resnet50/res3a_branch2b")
+REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "timeloop" / "constraints"
 
 OUT = Path(__file__).resolve().parent / "results"
 
@@ -88,12 +93,17 @@ def main() -> None:
     ap.add_argument("--optimum-from", default=None, metavar="JSON",
                     help="an earlier bench_search JSON whose optima (best EDP per arch and layer) "
                          "count too, e.g. to score a new default against the full benchmark")
+    ap.add_argument("--constrained", action="store_true",
+                    help="only the Timeloop-constrained Eyeriss cases (exhaustive optimum; writes "
+                         "bench_search_constrained.json)")
     ap.add_argument("--out", default=str(OUT / "bench_search.json"))
     args = ap.parse_args()
     if args.quick:
         args.layers, args.archs, args.budgets = args.layers[:2], args.archs[:1], [600, 10_000]
         args.ref_budget, args.network = 30_000, ""
 
+    if args.constrained:
+        return constrained(args)
     known: dict[tuple[str, str], float] = {}
     if args.optimum_from:
         for c in json.loads(Path(args.optimum_from).read_text())["cases"]:
@@ -164,6 +174,50 @@ def main() -> None:
         print(f"wrote {png}")
     except ImportError:
         print("matplotlib is not installed; no plot")
+
+
+def constrained(args: argparse.Namespace) -> None:
+    """Every searcher against the exact optimum of the Timeloop-constrained Eyeriss spaces."""
+    from accelmap.arch.presets import preset
+    from accelmap.mapper.timeloop_constraints import EYERISS_PRESET_LEVEL_MAP, load_timeloop_constraints
+
+    if not REFERENCE.exists():
+        print(f"{REFERENCE} not found; nothing to do")
+        return
+    arch = preset("eyeriss-like")
+    cases = []
+    for layer in CONSTRAINED_LAYERS:
+        problem = load_problem(layer)
+        cons = load_timeloop_constraints([REFERENCE / "eyeriss_like" / "arch_constraints.yaml",
+                                          REFERENCE / "eyeriss_like" / "map_constraints.yaml"],
+                                         problem=problem, arch=arch, level_map=EYERISS_PRESET_LEVEL_MAP)
+        space = build_space(problem, arch, cons)
+        c0 = time.process_time()
+        exact = search(problem, arch, searcher="exhaustive", space=space,
+                       searcher_options={"max_size": EXHAUSTIVE_LIMIT})
+        ex_cpu = time.process_time() - c0
+        runs = []
+        for searcher in args.searchers:
+            for budget in (600, 2_000, 10_000):
+                for seed in range(max(args.seeds, 3)):
+                    run = _run(problem, arch, space, searcher, budget, seed)
+                    run["ratio"] = run["edp"] / exact.edp
+                    run.pop("history")
+                    runs.append(run)
+        cases.append({"arch": arch.name, "layer": layer, "problem": problem.describe(),
+                      "space_points": exact.n_evaluations, "optimum_edp": exact.edp,
+                      "exhaustive_cpu_s": round(ex_cpu, 2), "runs": runs})
+        print(f"{layer}: {exact.n_evaluations:,} points, optimum EDP {exact.edp:.5g} ({ex_cpu:.1f} s CPU)", flush=True)
+        for searcher in args.searchers:
+            cells = []
+            for budget in (600, 2_000, 10_000):
+                rs = [r["ratio"] for r in runs if r["searcher"] == searcher and r["budget"] == budget]
+                cells.append(f"{budget:>6,}: {sum(x <= 1.0 + 1e-9 for x in rs)}/{len(rs)} exact, worst {max(rs):.3f}")
+            print(f"  {searcher:8s} " + "   ".join(cells), flush=True)
+    out = Path(args.out).with_name("bench_search_constrained.json")
+    out.write_text(json.dumps({"benchmark": "bench_search --constrained", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
+                               "versions": versions(), "cases": cases}, indent=1) + "\n")
+    print(f"wrote {out}")
 
 
 def _summary(cases: list[dict[str, Any]], searchers: list[str], budgets: list[int]) -> dict[str, Any]:

@@ -50,43 +50,28 @@ def _arch(arch: Any, energy: str | Path | None = None) -> Any:
 
 
 def load_constraints_any(spec: Any, arch: Any, problem: Any = None) -> Any:
-    """Constraints from None, a `Constraints`, a file (accelmap or Timeloop format) or a
-    list of files (later files override earlier ones, rule by rule)."""
+    """Constraints from None, a `Constraints`, a file, or a list of files and `Constraints`.
+
+    Files may be in accelmap or Timeloop format (told apart by content; Timeloop's arch and
+    mapspace constraint files are read together); later accelmap files override earlier
+    ones rule by rule, and `Constraints` objects are layered last, in order.
+    """
     if spec is None:
         return None
-    from accelmap.mapper.constraints import Constraints, load_constraints
+    from accelmap.mapper.constraints import Constraints, load_constraint_files
 
     if isinstance(spec, Constraints):
         return spec
     items = [spec] if isinstance(spec, (str, Path)) else list(spec)
-    out: Any = None
-    for item in items:
-        if isinstance(item, Constraints):
-            c = item
-        else:
-            path = Path(item)
-            if not path.exists():
-                raise SpecError(f"constraints file {path} does not exist")
-            try:
-                c = load_constraints(path, arch=arch)
-            except SpecError as exc:
-                if "Timeloop constraints file" not in str(exc):
-                    raise
-                c = _timeloop_constraints(path, arch, problem)
-        out = c if out is None else out.override(c)
+    paths = [Path(i) for i in items if not isinstance(i, Constraints)]
+    for path in paths:
+        if not path.exists():
+            raise SpecError(f"constraints file {path} does not exist")
+    out: Any = load_constraint_files(paths, problem=problem, arch=arch) if paths else None
+    for c in items:
+        if isinstance(c, Constraints):
+            out = c if out is None else out.override(c)
     return out
-
-
-def _timeloop_constraints(path: Path, arch: Any, problem: Any) -> Any:
-    try:
-        from accelmap.mapper import timeloop_constraints as tc
-    except ImportError as exc:
-        raise SpecError(f"{path}: Timeloop constraint files are not supported in this build") from exc
-    fn = tc.load_timeloop_constraints
-    try:
-        return fn(path, arch=arch, problem=problem)
-    except TypeError:
-        return fn(path, arch=arch)
 
 
 def build_space(problem: Any, arch: Any, constraints: Any = None, *, allow_padding: bool = False) -> Any:
