@@ -20,7 +20,13 @@ stride. So, with ``Delta_j`` the new words after that step,
 moves; ``|shift| x (other spans)`` if exactly one coordinate moves by less than its span
 (the sliding-window halo reuse of convolutions); the whole tile otherwise. This gives
 temporal reuse across the innermost loops that do not index the tensor, and halo reuse when
-an output (or filter) loop advances.
+an output (or filter) loop advances. One more Timeloop rule (its ``RESET_ON_GRADIENT_CHANGE``):
+a window keeps sliding only while successive moves go the same way, so when the innermost
+active loop above ``c`` slides along a coordinate, any other loop whose step slides along a
+different coordinate or direction reloads the whole tile (eq. G).
+
+Mappings must factorize every bound exactly (``check_batch`` without padding); Timeloop's
+residual iterations of imperfect factorizations are not modelled.
 
 **Spatial sharing** (eq. S). Below level ``l`` the children with identical deltas are served
 by one read (multicast) and, for the output, their updates are combined (spatial
