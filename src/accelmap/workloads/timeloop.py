@@ -75,6 +75,16 @@ def problem_from_timeloop(data: dict, source: str) -> Problem:
         key = str(key)
         if key in dim_names:
             continue
+        if key == "densities":
+            # Timeloop's sparse extension; the dense models accept only density 1.
+            sparse = {k: v for k, v in (value or {}).items()
+                      if not (isinstance(v, (int, float)) and v == 1)
+                      and not (isinstance(v, dict) and v.get("density", 1) == 1)}
+            if sparse:
+                raise _err(source, "problem.instance.densities",
+                           f"{sparse!r}: sparse tensors are not modelled; remove the densities "
+                           "(or set them to 1) to evaluate the dense layer")
+            continue
         if key not in coefs:
             raise _err(
                 source, f"problem.instance.{key}",

@@ -164,3 +164,13 @@ architecture:
     assert a.instances.tolist() == [1, 1, 14, 168]
     assert a.fanouts.tolist() == [[1, 1], [14, 1], [1, 12], [1, 1]]
     assert a.levels[1].capacity_words == 65536
+
+
+def test_problem_dense_densities_accepted_sparse_rejected() -> None:
+    dense = yaml.safe_load(yaml.safe_dump(CONV))
+    dense["problem"]["instance"]["densities"] = {"Weights": 1.0, "Inputs": {"distribution": "fixed", "density": 1}}
+    assert problem_from_timeloop(dense, "p").macs == problem_from_timeloop(CONV, "p").macs
+    sparse = yaml.safe_load(yaml.safe_dump(CONV))
+    sparse["problem"]["instance"]["densities"] = {"Weights": 0.5}
+    with pytest.raises(SpecError, match="sparse tensors are not modelled"):
+        problem_from_timeloop(sparse, "p")
