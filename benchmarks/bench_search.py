@@ -53,9 +53,12 @@ REFERENCE = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" 
 OUT = Path(__file__).resolve().parent / "results"
 
 
+WARM_START: str | None = None  # set by --warm-start
+
+
 def _run(problem: Any, arch: Any, space: Any, searcher: str, budget: int, seed: int) -> dict[str, Any]:
     c0, t0 = time.process_time(), time.perf_counter()
-    r = search(problem, arch, searcher=searcher, budget=budget, seed=seed, space=space)
+    r = search(problem, arch, searcher=searcher, budget=budget, seed=seed, space=space, warm_start=WARM_START)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     # the driver's history is in wall seconds; scale it to CPU seconds of this process
     scale = cpu / wall if wall > 0 else 1.0
@@ -93,11 +96,15 @@ def main() -> None:
     ap.add_argument("--optimum-from", default=None, metavar="JSON",
                     help="an earlier bench_search JSON whose optima (best EDP per arch and layer) "
                          "count too, e.g. to score a new default against the full benchmark")
+    ap.add_argument("--warm-start", default=None, choices=("dataflows",),
+                    help="warm start of every search (search(warm_start=...))")
     ap.add_argument("--constrained", action="store_true",
                     help="only the Timeloop-constrained Eyeriss cases (exhaustive optimum; writes "
                          "bench_search_constrained.json)")
     ap.add_argument("--out", default=str(OUT / "bench_search.json"))
     args = ap.parse_args()
+    global WARM_START
+    WARM_START = args.warm_start
     if args.quick:
         args.layers, args.archs, args.budgets = args.layers[:2], args.archs[:1], [600, 10_000]
         args.ref_budget, args.network = 30_000, ""
@@ -160,7 +167,8 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "loadavg_at_end": os.getloadavg()},
         "versions": versions(), "default_searcher": DEFAULT_SEARCHER,
-        "budgets": args.budgets, "seeds": args.seeds, "cases": cases, "summary": summary, "network": network,
+        "budgets": args.budgets, "seeds": args.seeds, "warm_start": args.warm_start,
+        "cases": cases, "summary": summary, "network": network,
     }
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

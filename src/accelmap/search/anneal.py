@@ -118,6 +118,8 @@ class AnnealSearcher(SearcherBase):
         self.cur_x: IntArray | None = None
         self.cur_f: FloatArray | None = None
         self._idx: IntArray | None = None  # chains of the pending proposals
+        self.seed_x = np.zeros((0, space.n_params), dtype=np.int64)  # warm-start points
+        self.seed_f = np.zeros(0)
         self._k = 1  # proposals per chain in the pending step
         self._cursor = 0
         self.polish = float(polish)
@@ -185,7 +187,20 @@ class AnnealSearcher(SearcherBase):
             extra &= self.rng.random(m) < 0.5
         return y
 
+    def seed_points(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
+        """Warm-start points join the elite pool of every run (before its chains start)."""
+        f = _log(objective, valid)
+        ok = np.isfinite(f)
+        self.seed_x = np.asarray(x, dtype=np.int64)[ok].copy()
+        self.seed_f = f[ok].copy()
+
     def _start_chains(self) -> None:
+        if len(self.seed_x):  # warm-start points compete with the warm-up's best
+            px = np.concatenate([self.pool_x, self.seed_x])
+            pf = np.concatenate([self.pool_f, self.seed_f])
+            _, first = np.unique(px, axis=0, return_index=True)
+            keep = first[np.argsort(pf[first], kind="stable")[: self.chains]]
+            self.pool_x, self.pool_f = px[keep], pf[keep]
         k = len(self.pool_x)
         reps = np.resize(np.arange(k), self.chains)  # repeat the elite if it is small
         self.cur_x = self.pool_x[reps].copy()

@@ -103,7 +103,8 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
            early_stop: int | None = None, progress: bool = False, checkpoint: str | Path | None = None,
            searcher_options: dict[str, Any] | None = None, allow_padding: bool = False,
            batch_size: int | None = None, checkpoint_every_s: float = 10.0,
-           energy: str | Path | None = None, space: Any = None) -> SearchResult:
+           energy: str | Path | None = None, space: Any = None,
+           warm_start: str | None = None) -> SearchResult:
     """Find the best mapping of one layer on one accelerator.
 
     Parameters
@@ -145,6 +146,11 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         Points per batch (None = the searcher's preference).
     space
         A prebuilt `MapSpace` (then ``constraints`` and ``allow_padding`` are ignored).
+    warm_start
+        ``"dataflows"``: first search the layer under each dataflow preset
+        (`accelmap.mapper.constraints.DATAFLOWS`: weight-, output-, input- and
+        row-stationary, where they apply) with ``anneal`` for 5% of the budget each, and
+        hand the best mappings to the searcher as starting points; None: no warm start.
 
     Returns
     -------
@@ -173,11 +179,52 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             batch_size=batch_size, progress=progress,
                             checkpoint=Path(checkpoint) if checkpoint is not None else None,
                             checkpoint_every_s=checkpoint_every_s)
-    extra = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding}
+    extra: dict[str, Any] = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding,
+                             "warm_start": warm_start}
+    initial, n_pre = None, 0
+    resuming = checkpoint is not None and Path(checkpoint).exists()
+    if warm_start is not None and not resuming:
+        if warm_start != "dataflows":
+            raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
+        per = max(1000, int(0.05 * budget)) if budget is not None else 10_000
+        initial, n_pre, info = _dataflow_seeds(prob, arc, ms, cost, obj, seed, per, cons, allow_padding)
+        extra["warm_start_runs"] = info
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
-                    config=extra, lower_bound=_lower_bound(ms))
+                    config=extra, lower_bound=_lower_bound(ms), initial=initial, initial_evaluations=n_pre)
     return driver.run()
+
+
+def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: ObjectiveSpec, seed: int,
+                    budget: int, constraints: Any, allow_padding: bool) -> tuple[Any, int, list[dict[str, Any]]]:
+    """Best mapping under each applicable dataflow preset, encoded in ``space``."""
+    import numpy as np
+
+    from accelmap.errors import InfeasibleSpaceError
+    from accelmap.mapper.constraints import DATAFLOWS, dataflow
+
+    anneal = searchers.get("anneal")
+    rows, info, spent = [], [], 0
+    for i, name in enumerate(DATAFLOWS):
+        try:
+            df = dataflow(name, arch)
+            sub = build_space(problem, arch, df if constraints is None else df.override(constraints),
+                              allow_padding=allow_padding)
+            sub_seed = int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+            r = Driver(problem, arch, sub, model, anneal, objective=objective, seed=sub_seed,
+                       options=DriverOptions(budget=budget)).run()
+        except (SpecError, InfeasibleSpaceError) as exc:  # the dataflow does not apply here
+            info.append({"dataflow": name, "skipped": str(exc)[:200]})
+            continue
+        spent += r.n_evaluations
+        try:
+            x = space.encode(r.best.as_batch())
+        except SpecError as exc:  # not a point of the main space (user constraints)
+            info.append({"dataflow": name, "evaluations": r.n_evaluations, "skipped": str(exc)[:200]})
+            continue
+        rows.append(np.asarray(x, dtype=np.int64))
+        info.append({"dataflow": name, "evaluations": r.n_evaluations, "edp": r.edp, "objective": r.best_objective})
+    return (np.concatenate(rows) if rows else None), spent, info
 
 
 def _describe_constraints(spec: Any) -> Any:

@@ -242,6 +242,13 @@ class SearcherBase:
     def batch_size(self) -> int:
         return self.default_batch
 
+    def seed_points(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
+        """Scored points found elsewhere (a warm start) that the searcher may build on.
+
+        Optional in the protocol; the driver calls it once, before the first ``ask``, when
+        it has such points. The default ignores them (the driver still counts them).
+        """
+
     def state_dict(self) -> dict[str, Any]:
         return {k: v for k, v in self.__dict__.items() if k != "space"}
 

@@ -145,13 +145,20 @@ class Driver:
         Extra configuration recorded in the result (constraints, ...).
     lower_bound
         ``{"cycles", "energy_pj", "edp"}`` lower bounds recorded for the gap, or None.
+    initial
+        (k, n_params) encoded warm-start points, scored before the first ask and handed
+        to the searcher's ``seed_points`` (when it has one); they count in the budget.
+    initial_evaluations
+        Evaluations spent elsewhere to find ``initial`` (e.g. searches under dataflow
+        constraints); they count in the budget and the result's ``n_evaluations``.
     """
 
     def __init__(self, problem: Any, arch: Any, mapspace: Any, model: Any, searcher_cls: type, *,
                  objective: ObjectiveSpec, seed: int = 0, options: DriverOptions | None = None,
                  searcher_options: dict[str, Any] | None = None, model_name: str = "",
                  searcher_name: str = "", config: dict[str, Any] | None = None,
-                 lower_bound: dict[str, float] | None = None) -> None:
+                 lower_bound: dict[str, float] | None = None, initial: IntArray | None = None,
+                 initial_evaluations: int = 0) -> None:
         self.problem = problem
         self.arch = arch
         self.mapspace = mapspace
@@ -178,6 +185,8 @@ class Driver:
             budget_hint=self.options.budget, **self.searcher_options,
         )
         self.state = _State()
+        self.initial = None if initial is None else np.asarray(initial, dtype=np.int64).reshape(-1, self.space.n_params)
+        self.initial_evaluations = int(initial_evaluations)
         self._stop_requested = False
         self._n_levels = int(getattr(arch, "n_levels", 0))
         self._level_names = tuple(getattr(arch, "level_names", ()))
@@ -250,6 +259,8 @@ class Driver:
         restore = self._install_sigint()
         interrupted = False
         try:
+            if st.n_evals == 0 and (self.initial is not None or self.initial_evaluations):
+                self._warm_start()
             while True:
                 st.elapsed_s = base_elapsed + (time.perf_counter() - t0)
                 reason = self._should_stop()
@@ -294,6 +305,19 @@ class Driver:
         if o.checkpoint is not None and not interrupted:
             self._save_checkpoint(Path(o.checkpoint))
         return self._result()
+
+    def _warm_start(self) -> None:
+        st = self.state
+        st.n_evals += self.initial_evaluations
+        if self.initial is None or len(self.initial) == 0:
+            return
+        x = self.initial
+        energy, cycles, valid, rsn, lvl = self.evaluate(x)
+        values = self.objective.values(energy, cycles, valid)
+        self._record(x, values, valid, rsn, lvl)
+        seed = getattr(self.searcher, "seed_points", None)
+        if seed is not None:
+            seed(x, values if self.multi else self.objective.scalarize(values), valid)
 
     def _should_stop(self) -> str:
         o, st = self.options, self.state

@@ -132,6 +132,8 @@ class GeneticSearcher(SearcherBase):
         self.pop_f: FloatArray | None = None  # (population, n_objectives), log objective
         self.hof_x = np.zeros((0, space.n_params), dtype=np.int64)
         self.hof_f = np.zeros((0, self.n_objectives))
+        self.seed_x: IntArray | None = None  # warm-start points (generation 0)
+        self.seed_f: FloatArray | None = None
         self.logbook: list[dict[str, Any]] = []  # DEAP Logbook records (a list pickles anywhere)
         self._n_levels = int(space.n_levels)
 
@@ -210,6 +212,9 @@ class GeneticSearcher(SearcherBase):
         base, _, tools = _deap()
         if self.pop_x is None:
             cand_x, cand_f = x, f
+            if self.seed_x is not None:  # warm-start points compete for generation 0
+                cand_x = np.concatenate([self.seed_x, x])
+                cand_f = np.concatenate([self.seed_f, f])
         else:
             cand_x = np.concatenate([self.pop_x, x])
             cand_f = np.concatenate([self.pop_f, f])
@@ -244,6 +249,12 @@ class GeneticSearcher(SearcherBase):
             "valid": int(finite.sum()),
         })
         self.generation += 1
+
+    def seed_points(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
+        """Warm-start points join the candidates of generation 0."""
+        f = _logf(objective, valid, self.n_objectives)
+        ok = np.isfinite(f).all(axis=1)
+        self.seed_x, self.seed_f = np.asarray(x, dtype=np.int64)[ok].copy(), f[ok].copy()
 
     def deap_logbook(self) -> Any:
         """The per-generation statistics as a `deap.tools.Logbook`."""

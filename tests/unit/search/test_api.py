@@ -52,3 +52,13 @@ def test_search_network_searches_each_shape_once(tmp_path):
     res.save(tmp_path / "net.json")
     with pytest.raises(SpecError, match="checkpoint_dir"):
         search_network(layers, a, model=ToyModel(), checkpoint="x")
+
+
+def test_dataflow_warm_start_counts_in_the_budget():
+    r = search(tiny_problem(), tiny_arch(), model=ToyModel(), budget=4000, warm_start="dataflows", seed=2)
+    runs = r.config["warm_start_runs"]
+    assert r.n_evaluations == 4000 and {d["dataflow"] for d in runs} >= {"weight-stationary"}
+    seeded = [d for d in runs if "edp" in d]
+    assert seeded and r.edp <= min(d["edp"] for d in seeded) * (1 + 1e-12)
+    with pytest.raises(SpecError, match="warm_start"):
+        search(tiny_problem(), tiny_arch(), model=ToyModel(), budget=100, warm_start="magic")

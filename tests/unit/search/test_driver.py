@@ -140,3 +140,16 @@ def test_bad_options():
 def test_an_endless_search_is_refused(setup):
     with pytest.raises(SpecError, match="budget, a time limit or an early stop"):
         _run(setup, budget=None)
+
+
+@pytest.mark.parametrize("searcher", ["anneal", "genetic", "random", "optuna"])
+def test_initial_points_are_scored_and_offered_to_the_searcher(setup, searcher):
+    p, a, s = setup
+    x0 = s.sample_encoded(50, np.random.default_rng(5))
+    so = {"inner": 64} if searcher == "optuna" else None
+    d = Driver(p, a, s, ToyModel(), searchers.get(searcher), objective=parse_objective("edp"),
+               options=DriverOptions(budget=2000), searcher_options=so, initial=x0, initial_evaluations=100)
+    r = d.run()
+    assert r.n_evaluations == 2000 and r.history.evaluations[0] >= 150
+    e, c, valid, _, _ = d.evaluate(x0)
+    assert r.best_objective <= np.min(np.where(valid, e * c, np.inf))
