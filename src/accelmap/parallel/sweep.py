@@ -311,7 +311,9 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
             opts = s.get("options") or {}
             if not isinstance(opts, dict):
                 raise SpecError(f"{where}.options = {opts!r}; expected a mapping of option: value")
-            searcher_list.append((_plugin_name(s["name"], searchers.names(), f"{where}.name", "searcher"), dict(opts)))
+            sname = _plugin_name(s["name"], searchers.names(), f"{where}.name", "searcher")
+            _check_searcher_options(sname, opts, f"{where}.options")
+            searcher_list.append((sname, dict(opts)))
         else:
             searcher_list.append((_plugin_name(s, searchers.names(), where, "searcher"), {}))
 
@@ -369,6 +371,30 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
         time_limit_s=None if time_limit_s is None else float(time_limit_s),
         constraint_files=tuple(constraint_files), allow_padding=allow_padding, early_stop=early_stop,
     )
+
+
+def _check_searcher_options(name: str, options: dict[str, Any], where: str) -> None:
+    """Unknown searcher options fail here, once, rather than in every task."""
+    import inspect
+
+    from accelmap._registry import searchers
+
+    if not options:
+        return
+    try:
+        cls = searchers.get(name)
+    except LookupError as exc:
+        raise SpecError(f"{where}: {exc}") from exc
+    params = inspect.signature(cls.__init__).parameters
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    # n_objectives, seed and budget_hint are set by the search driver, not by users
+    accepted = sorted(n for n, p in params.items() if p.kind is inspect.Parameter.KEYWORD_ONLY
+                      and n not in ("n_objectives", "seed", "budget_hint"))
+    unknown = sorted(set(options) - set(accepted))
+    if unknown:
+        raise SpecError(f"{where}: searcher {name!r} has no option(s) {unknown}; its options: "
+                        f"{', '.join(accepted) or '(none)'}")
 
 
 def _check_objective(objective: str, where: str) -> None:

@@ -91,6 +91,7 @@ def test_load_sweep_file_with_relative_paths(tmp_path):
         ({"models": ["loopnet"]}, "loopnest"),
         ({"searchers": [{"name": "genetc"}]}, "genetic"),
         ({"searchers": [{"name": "genetic", "opts": {}}]}, "unknown key"),
+        ({"searchers": [{"name": "genetic", "options": {"populaton": 8}}]}, r"no option\(s\) \['populaton'\]"),
         ({"seeds": 0}, "seeds = 0"),
         ({"seeds": [1, 2]}, "explicit list without `seed`"),
         ({"budget": -5}, "budget = -5"),
