@@ -19,7 +19,14 @@ from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.parallel.backend import Backend, make_backend
 from accelmap.parallel.store import ResultStore
-from accelmap.parallel.sweep import SearchTask, raise_if_interrupted, result_row, search_kwargs, spawn_seeds
+from accelmap.parallel.sweep import (
+    SearchTask,
+    _check_searcher_options,
+    raise_if_interrupted,
+    result_row,
+    search_kwargs,
+    spawn_seeds,
+)
 from accelmap.workloads.problem import Problem
 
 __all__ = ["PortfolioMember", "PortfolioResult", "run_portfolio", "run_portfolio_task"]
@@ -158,6 +165,8 @@ def run_portfolio(
     unknown = sorted(set(options) - set(searchers))
     if unknown:
         raise SpecError(f"portfolio: searcher_options for {unknown}, which are not in searchers {list(searchers)}")
+    for name, opts in options.items():
+        _check_searcher_options(name, dict(opts), f"portfolio: searcher_options[{name!r}]")
     if isinstance(seeds, int) and not isinstance(seeds, bool):
         if seeds < 1:
             raise SpecError(f"portfolio: seeds = {seeds}; expected an int >= 1 or a list of seeds")

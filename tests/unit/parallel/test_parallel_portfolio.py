@@ -60,6 +60,7 @@ def test_all_infeasible_raises():
         ({"searchers": ("randon",)}, "random"),
         ({"seeds": 0}, "seeds = 0"),
         ({"searcher_options": {"genetic": {}}}, "not in searchers"),
+        ({"searchers": ("genetic",), "searcher_options": {"genetic": {"popsize": 3}}}, "no option"),
         ({"backend": "dask"}, "backend"),
     ],
 )
