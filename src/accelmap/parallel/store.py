@@ -211,7 +211,8 @@ class ResultStore:
                 c.execute(f"CREATE INDEX IF NOT EXISTS results_{name} ON results({name})")
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:  # a Ctrl-C may land after COMMIT returned
+                c.execute("ROLLBACK")
             raise
 
     def close(self) -> None:
@@ -271,7 +272,8 @@ class ResultStore:
             cur = c.execute(sql, values)
             c.execute("COMMIT")
         except BaseException:
-            c.execute("ROLLBACK")
+            if c.in_transaction:  # a Ctrl-C may land after COMMIT returned
+                c.execute("ROLLBACK")
             raise
         return cur.rowcount > 0
 
