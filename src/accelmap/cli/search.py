@@ -43,6 +43,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="constraint files (accelmap or Timeloop format); later ones override earlier")
     p.add_argument("--energy", default=None, metavar="ERT", help="Timeloop energy reference table for ARCH")
     p.add_argument("--padding", action="store_true", help="allow imperfect factorization (padded tiles)")
+    p.add_argument("--warm-start", default=None, choices=("dataflows",),
+                   help="first search under each dataflow preset (5%% of the budget each) and start "
+                        "from the best mappings")
     p.add_argument("--early-stop", type=int, default=None, metavar="N",
                    help="stop after N evaluations without improvement")
     p.add_argument("--searcher-option", action="append", default=[], metavar="KEY=VALUE",
@@ -122,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     common = dict(model=args.model, searcher=searcher, budget=args.budget, time_limit_s=args.time,
                   objective=objective, seed=args.seed, constraints=args.constraints,
                   early_stop=args.early_stop, progress=progress, searcher_options=opts,
-                  allow_padding=args.padding)
+                  allow_padding=args.padding, warm_start=args.warm_start)
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / label
     if args.network:
         return _run_network(args, common, out_dir)
