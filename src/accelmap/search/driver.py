@@ -261,6 +261,8 @@ class Driver:
         try:
             if st.n_evals == 0 and (self.initial is not None or self.initial_evaluations):
                 self._warm_start()
+                if bar is not None:
+                    bar.update(st.n_evals)
             while True:
                 st.elapsed_s = base_elapsed + (time.perf_counter() - t0)
                 reason = self._should_stop()
