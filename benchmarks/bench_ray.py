@@ -17,9 +17,10 @@ Writes ``benchmarks/results/bench_ray.json``:
 * ``overhead_per_task_ms``: wall time per no-op task with one worker (Ray round trip,
   pickling, one store commit); ``driver_overhead_per_task_ms``: (sweep wall - sum of task
   wall times) / tasks with one worker;
-* ``serial``: the same tasks in-process without Ray; the load average before and after (the
-  machine may be shared: a load above the core count spoils the speedup, and the JSON says
-  so in ``contended`` and ``note``).
+* ``serial``: the same tasks in-process without Ray; the load average before and after, and
+  ``task_slowdown_2_vs_1`` per round (mean task time with 2 workers / with 1: about 1.0
+  when both cores are free). The machine may be shared: ``contended`` and ``note`` say when
+  other processes took CPU from the run.
 
 Synthetic tasks do a fixed amount of CPU work (numpy on small arrays, calibrated once), not a
 fixed time, so that contention shows as it would for real searches.
@@ -182,10 +183,15 @@ def main() -> None:
     out["overhead_per_task_ms"] = 1e3 * nw / args.n_noop
     out["driver_overhead_per_task_ms"] = statistics.median(x["driver_overhead_per_task_ms"] for x in rounds[1])
     out["loadavg_after"] = os.getloadavg()
-    busy = max(load_before[0], out["loadavg_after"][0]) > (os.cpu_count() or 1) + 0.5
+    # How much slower a task ran beside another than alone: about 1.0 when both cores are free.
+    out["task_slowdown_2_vs_1"] = [b["mean_task_s"] / a["mean_task_s"]
+                                   for a, b in zip(rounds[1], rounds[2], strict=True)]
+    busy = load_before[0] > 0.5 or statistics.median(out["task_slowdown_2_vs_1"]) > 1.15
     out["contended"] = bool(busy)
-    out["note"] = ("load average above the core count during the run: other processes competed for "
-                   "the cores, so the speedup understates what 2 free cores give") if busy else "machine quiet"
+    out["note"] = ("other processes competed for the cores (load before the run "
+                   f"{load_before[0]:.2f}; a task ran {statistics.median(out['task_slowdown_2_vs_1']):.2f}x "
+                   "slower beside another than alone), so the speedup understates what 2 free cores give"
+                   ) if busy else "machine quiet"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "speedup_per_round", "overhead_per_task_ms",
