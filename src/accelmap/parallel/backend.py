@@ -157,7 +157,8 @@ class RayBackend:
                 "or use --backend serial"
             ) from exc
         self._ray = ray
-        self._owns = False
+        self._owns = False  # this backend called ray.init (and so calls ray.shutdown)
+        started_local = False  # ... and that started a local Ray of `workers` CPUs
         if address is None and os.environ.get("RAY_ADDRESS"):
             address = os.environ["RAY_ADDRESS"]  # Ray's own convention for "join this cluster"
         if not ray.is_initialized():
@@ -183,13 +184,14 @@ class RayBackend:
                     "there (or ray://HEAD:10001 from elsewhere); for no cluster, omit --address"
                 ) from exc
             self._owns = True
+            started_local = address is None
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.n_workers = workers
         # Tasks in flight: on a joined cluster `workers` is the user's cap on concurrency; on
         # a local Ray we started with num_cpus=workers, Ray itself caps concurrency, and one
         # queued task per worker hides the driver's round trip between tasks.
-        self._window = 2 * workers if self._owns else workers
+        self._window = 2 * workers if started_local else workers
         self._remote = ray.remote(  # type: ignore[call-overload]  # stubs say bool; a list is documented
             num_cpus=1, max_retries=max_retries, retry_exceptions=list(SYSTEM_EXCEPTIONS)
         )(_ray_execute)
