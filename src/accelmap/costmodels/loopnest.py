@@ -458,20 +458,33 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
 
     # Loops in nest order, outermost first (P = L*D positions), then compacted so that the
     # active loops (bound >= 2) of each row come first, in order: inactive loops neither
-    # weigh nor move anything, and most loops of a mapping are inactive.
+    # weigh nor move anything, and most loops of a mapping are inactive. The compaction
+    # sorts small integer keys ``inactive << bits | position`` along each row (batch-first,
+    # contiguous rows: numpy sorts and scans along a strided axis many times slower).
     P = L * D
-    bound_all = np.take_along_axis(temporal, order, axis=1).reshape(P, n)
-    active = bound_all >= 2
-    n_active = active.sum(axis=0)
+    order_bf = b.order  # (n, L, D)
+    bound_bf = np.take_along_axis(b.temporal, order_bf, axis=2).reshape(n, P)
+    active_bf = bound_bf >= 2
+    n_active = active_bf.sum(axis=1)
     K = max(int(n_active.max()) if n else 0, 1)
-    pick = np.argsort(~active, axis=0, kind="stable")[:K]  # (K, n)
+    bits = max(P - 1, 1).bit_length()
+    key_dtype = np.int16 if bits < 15 else np.int64
+    keys = (~active_bf).astype(key_dtype) << bits
+    keys |= np.arange(P, dtype=key_dtype)
+    keys.sort(axis=1)
+    pick_bf = keys[:, :K] & key_dtype((1 << bits) - 1)  # (n, K) nest positions
+    pick = pick_bf.T.astype(np.int64)
     real = np.arange(K)[:, None] < n_active[None, :]
-    dim_k = np.take_along_axis(order.reshape(P, n), pick, axis=0)
-    bound_k = np.where(real, np.take_along_axis(bound_all, pick, axis=0), 1)
-    stride_k = np.take_along_axis(np.take_along_axis(stride, order, axis=1).reshape(P, n), pick, axis=0)
+    rows_bf = np.arange(n)[:, None] * P
+    flat_pick = (rows_bf + pick_bf).ravel()
+    dim_k = np.ascontiguousarray(order_bf.reshape(-1)[flat_pick].reshape(n, K).T)
+    bound_k = np.where(real, bound_bf.reshape(-1)[flat_pick].reshape(n, K).T, 1)
+    stride_nest = np.take_along_axis(stride, order, axis=1).reshape(P, n)
+    stride_k = stride_nest.reshape(-1)[(pick * n + cols[None, :]).ravel()].reshape(K, n)
     level_k = np.where(real, pick // D, L)
     prefix = np.ones((K, n), dtype=np.int64)
-    np.cumprod(bound_k[:-1], axis=0, out=prefix[1:])
+    for k in range(1, K):
+        np.multiply(prefix[k - 1], bound_k[k - 1], out=prefix[k])
     weight = prefix * (bound_k - 1)  # (K, n)
     step_k = (stride_k * real).astype(np.int32)  # inactive padding moves nothing
 
@@ -483,7 +496,11 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     # once: the whole tensor). Work is per coordinate ("slot") on (loops, n) arrays.
     deliv = np.zeros((L + 1, T, n), dtype=np.int64)
     deliv[0] = comp.tensor_sizes[:, None]
-    kcs = [(level_k < c).sum(axis=0) for c in range(L)]  # loops above c: first kc positions
+    # Loops above level c: the first kc positions (the active loops of levels 0..c-1).
+    per_level = (temporal >= 2).sum(axis=1)  # (L, n)
+    kcs = [np.zeros(n, dtype=np.int64)]
+    for c in range(1, L):
+        kcs.append(kcs[-1] + per_level[c - 1])
     for t in range(T):
         levels_t = [c for c in range(1, L) if comp.holds[c, t]]
         if not levels_t:
@@ -496,7 +513,8 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
         for u, coef_u in enumerate(comp.slots[t]):
             a_u = coef_u[dim_k] * step_k  # (K, n)
             sfx_u = np.zeros((K + 1, n), dtype=np.int32)
-            np.cumsum(a_u[::-1], axis=0, dtype=np.int32, out=sfx_u[K - 1::-1])
+            for k in range(K - 1, -1, -1):
+                np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
             shift.append((a_u, sfx_u, used_c[u]))
         for c in levels_t:
             kc = kcs[c]
@@ -536,10 +554,12 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
 
     groups = _distinct_groups(comp, g, tile[1:])  # (L, T, n)
     pg = np.ones((L + 1, T, n), dtype=np.int64)
-    np.cumprod(groups, axis=0, out=pg[1:])
+    for lv in range(L):
+        np.multiply(pg[lv], groups[lv], out=pg[lv + 1])
     used_below = np.prod(g, axis=1)  # (L, n)
     pu = np.ones((L + 1, n), dtype=np.int64)
-    np.cumprod(used_below, axis=0, out=pu[1:])
+    for lv in range(L):
+        np.multiply(pu[lv], used_below[lv], out=pu[lv + 1])
     inst = pu[:L]  # utilized instances of each level
 
     f_child = np.take_along_axis(deliv, child, axis=0)
@@ -554,7 +574,8 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
 
     # Outputs: distinct outputs one instance ever holds (tile widened by the loops above).
     above = np.ones((L, D, n), dtype=np.int64)
-    np.cumprod(temporal[:-1], axis=0, out=above[1:])
+    for lv in range(1, L):
+        np.multiply(above[lv - 1], temporal[lv - 1], out=above[lv])
     ext = tile[:L] * above
     part = np.prod(_spans(comp.coef_rows_out, ext), axis=1)  # (L, n)
 
