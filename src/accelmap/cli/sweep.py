@@ -28,6 +28,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "default: start a local Ray")
     p.add_argument("--workers", type=int, default=None, metavar="N",
                    help="tasks in flight at once (default: every CPU of the local machine or cluster)")
+    p.add_argument("--retries", type=int, default=3, metavar="N",
+                   help="Ray retries of a task whose worker or node is lost (default 3)")
     p.add_argument("--max-tasks", type=int, default=None, metavar="N",
                    help="run at most N of the remaining tasks, leave the rest for a later run")
     p.add_argument("--dry-run", action="store_true",
@@ -44,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     if args.workers is not None and args.workers < 1:
         raise UsageError(f"--workers {args.workers}; expected an int >= 1")
+    if args.retries < 0:
+        raise UsageError(f"--retries {args.retries}; expected an int >= 0")
     if args.max_tasks is not None and args.max_tasks < 0:
         raise UsageError(f"--max-tasks {args.max_tasks}; expected an int >= 0")
     if args.backend == "serial" and (args.address or args.workers not in (None, 1)):
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
         if left == 0:
             return 0
         backend = make_backend(args.backend, address=args.address, workers=args.workers,
-                               log_to_driver=args.verbose > 0)
+                               max_retries=args.retries, log_to_driver=args.verbose > 0)
         try:
             if args.backend == "ray":
                 print(f"running on Ray with {backend.n_workers} worker(s)", file=sys.stderr)

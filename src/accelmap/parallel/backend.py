@@ -241,7 +241,12 @@ class RayBackend:
 
 
 def make_backend(
-    name: str = "ray", *, address: str | None = None, workers: int | None = None, log_to_driver: bool = False
+    name: str = "ray",
+    *,
+    address: str | None = None,
+    workers: int | None = None,
+    max_retries: int = 3,
+    log_to_driver: bool = False,
 ) -> Backend:
     """A backend by name: ``"ray"`` or ``"serial"`` (which takes no address)."""
     if name == "serial":
@@ -249,5 +254,5 @@ def make_backend(
             raise SpecError(f"--address {address!r} needs the Ray backend; drop --backend serial")
         return SerialBackend()
     if name == "ray":
-        return RayBackend(address=address, workers=workers, log_to_driver=log_to_driver)
+        return RayBackend(address=address, workers=workers, max_retries=max_retries, log_to_driver=log_to_driver)
     raise SpecError(f"backend {name!r}; expected 'ray' or 'serial'")
