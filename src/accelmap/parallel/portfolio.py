@@ -2,18 +2,25 @@
 
 Each member (one searcher, one seed) is one task on the backend: a whole search, with the
 frozen `Problem` and `Arch`, plugin names and a seed spawned from one
-`numpy.random.SeedSequence`. Members run independently (islands without migration); the
-portfolio's result is the member whose best scalar objective is lowest, plus a table of
-every member.
+`numpy.random.SeedSequence`. With ``rounds=1`` (the default) members run independently;
+with ``rounds=R`` each member's budget is split into R rounds and, between rounds, the best
+mappings found by all members (the elites) are handed to every member's next search as
+starting points (an island model with migration; the searcher's ``seed_points`` takes
+them in). The portfolio's result is the member whose best scalar objective is lowest, plus
+a table of every member.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpecError
@@ -29,7 +36,8 @@ from accelmap.parallel.sweep import (
 )
 from accelmap.workloads.problem import Problem
 
-__all__ = ["PortfolioMember", "PortfolioResult", "run_portfolio", "run_portfolio_task"]
+__all__ = ["PortfolioMember", "PortfolioResult", "IslandTask", "run_portfolio", "run_portfolio_task",
+           "run_island_task"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -64,6 +72,7 @@ class PortfolioResult:
     members: tuple[PortfolioMember, ...]
     n_evaluations: int
     wall_s: float
+    rounds: int = 1
 
     def table(self) -> str:
         """One line per member, the winner marked with ``*``."""
@@ -77,12 +86,67 @@ class PortfolioResult:
         return "\n".join(rows)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IslandTask:
+    """One member's search in one round of a portfolio with migration.
+
+    ``elites`` are mappings (as in ``SearchResult.to_dict()["best"]["mapping"]``) found by
+    any member in earlier rounds; the search starts from them.
+    """
+
+    task: SearchTask
+    elites: tuple[dict[str, Any], ...] = field(default=(), hash=False)
+    round: int = 0
+
+
 def run_portfolio_task(task: SearchTask) -> dict[str, Any]:
     """One member: a search whose whole `SearchResult` comes back as a dict."""
     from accelmap.search.api import search
 
     result = search(task.problem, task.arch, **search_kwargs(task))
     raise_if_interrupted(result)
+    return _member_payload(result)
+
+
+def run_island_task(island: IslandTask) -> dict[str, Any]:
+    """One member in one round: a search that starts from the elites of earlier rounds.
+
+    The search is the one :func:`accelmap.search.api.search` runs (same space, cost model,
+    searcher, objective, budget), with the elites encoded in the map space and handed to the
+    search driver as warm-start points (they count in the round's budget). Elites that are
+    not points of the space are skipped.
+    """
+    task = island.task
+    if not island.elites:
+        return run_portfolio_task(task)
+    from accelmap._registry import costmodels, searchers
+    from accelmap.search.api import build_space, load_constraints_any
+    from accelmap.search.driver import Driver, DriverOptions
+    from accelmap.search.objectives import parse_objective
+    from accelmap.search.result import mapping_from_json
+
+    constraints = load_constraints_any(task.constraints, task.arch, task.problem)
+    space = build_space(task.problem, task.arch, constraints, allow_padding=task.allow_padding)
+    rows = []
+    for m in island.elites:
+        try:
+            rows.append(np.asarray(space.encode(mapping_from_json(m).as_batch()), dtype=np.int64))
+        except (SpecError, KeyError, ValueError):  # not a point of this space
+            continue
+    driver = Driver(
+        task.problem, task.arch, space, costmodels.get(task.model)(), searchers.get(task.searcher),
+        objective=parse_objective(task.objective), seed=int(task.seed),
+        options=DriverOptions(budget=task.budget, time_limit_s=task.time_limit_s, early_stop=task.early_stop),
+        searcher_options=dict(task.searcher_options), model_name=task.model, searcher_name=task.searcher,
+        config={"portfolio_round": island.round, "elites": len(rows), "allow_padding": task.allow_padding},
+        initial=np.concatenate(rows) if rows else None,
+    )
+    result = driver.run()
+    raise_if_interrupted(result)
+    return _member_payload(result)
+
+
+def _member_payload(result: Any) -> dict[str, Any]:
     data = result.to_dict()
     best = data.get("best")
     out: dict[str, Any] = {"n_evaluations": data.get("n_evaluations"), "result": data}
@@ -113,6 +177,8 @@ def run_portfolio(
     workers: int | None = None,
     address: str | None = None,
     store: ResultStore | None = None,
+    rounds: int = 1,
+    n_elites: int = 2,
     task_fn: Any = None,
 ) -> PortfolioResult:
     """Run every (searcher, seed) pair as one task and keep the best.
@@ -138,9 +204,17 @@ def run_portfolio(
     workers, address
         For the Ray backend: tasks in flight and the cluster to join.
     store
-        Also commit every member to this results store.
+        Also commit every member (every round of it) to this results store.
+    rounds
+        1: members run independently. R > 1: each member's budget (default: the search
+        default) is split into R rounds; every round after the first starts each member's
+        search from the ``n_elites`` best mappings found so far by all members (each round
+        with a fresh seed spawned from the member's seed).
+    n_elites
+        Mappings handed on between rounds.
     task_fn
-        Replaces :func:`run_portfolio_task` (tests).
+        Replaces :func:`run_portfolio_task` (``rounds=1``; it gets a `SearchTask`) or
+        :func:`run_island_task` (``rounds > 1``; it gets an `IslandTask`), for tests.
 
     Returns
     -------
@@ -182,31 +256,71 @@ def run_portfolio(
                    allow_padding=allow_padding, early_stop=early_stop, seed_index=si, sweep="portfolio")
         for name in searchers for si, s in enumerate(seed_list)
     ]
+    for key, value in (("rounds", rounds), ("n_elites", n_elites)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise SpecError(f"portfolio: {key} = {value!r}; expected an int >= 1")
+    if rounds > 1:
+        from accelmap.search.api import DEFAULT_BUDGET
+
+        per_round = max(1, math.ceil((budget or DEFAULT_BUDGET) / rounds))
+        if budget is not None and budget < rounds:
+            raise SpecError(f"portfolio: budget = {budget} cannot be split into {rounds} rounds")
     t0 = time.perf_counter()
     owned = isinstance(backend, str)
     runner: Backend = make_backend(backend, address=address, workers=workers) if isinstance(backend, str) else backend
-    outcomes: dict[int, dict[str, Any]] = {}
+    # Per member: its best (objective, outcome, task of that round), evaluations and wall time.
+    best_of: list[tuple[float, dict[str, Any] | None, SearchTask]] = [(math.inf, None, t) for t in tasks]
+    last: list[dict[str, Any]] = [{"status": "error", "payload": {}, "error": "not run"} for _ in tasks]
+    evals = [0] * len(tasks)
+    walls = [0.0] * len(tasks)
+    elites: tuple[dict[str, Any], ...] = ()
     try:
-        for i, outcome in runner.run(task_fn or run_portfolio_task, tasks):
-            outcomes[i] = outcome
-            if store is not None:
-                store.commit(result_row(tasks[i], {**outcome, "payload": _store_payload(outcome)}))
+        for r in range(rounds):
+            if rounds == 1:
+                round_tasks: list[Any] = list(tasks)
+                fn = task_fn or run_portfolio_task
+            else:
+                round_tasks = [
+                    IslandTask(task=dataclasses.replace(t, seed=_round_seed(t.seed, r), budget=per_round,
+                                                        sweep=f"portfolio-round{r}"),
+                               elites=elites, round=r)
+                    for t in tasks
+                ]
+                fn = task_fn or run_island_task
+            found: list[tuple[float, str, dict[str, Any]]] = []
+            for i, outcome in runner.run(fn, round_tasks):
+                task_i = round_tasks[i].task if rounds > 1 else round_tasks[i]
+                if store is not None:
+                    store.commit(result_row(task_i, {**outcome, "payload": _store_payload(outcome)}))
+                p = outcome.get("payload") or {}
+                last[i] = outcome
+                evals[i] += int(p.get("n_evaluations") or 0)
+                walls[i] += float(outcome.get("wall_s") or 0.0)
+                data = p.get("result")
+                best = data.get("best") if isinstance(data, dict) else None
+                obj = _objective(best) if outcome["status"] == "ok" else math.inf
+                if obj < best_of[i][0]:
+                    best_of[i] = (obj, outcome, task_i)
+                if math.isfinite(obj) and isinstance(best, dict) and best.get("mapping") is not None:
+                    found.append((obj, json.dumps(best["mapping"], sort_keys=True), best["mapping"]))
+            # The elites: the best distinct mappings so far, over every member and round.
+            pool = {text: (obj, m) for obj, text, m in found}
+            for m in elites:
+                pool.setdefault(json.dumps(m, sort_keys=True), (_elite_objective(m, best_of), m))
+            elites = tuple(m for _, m in sorted(pool.values(), key=lambda om: om[0])[:n_elites])
     finally:
         if owned:
             runner.close()
     members = []
     for i, task in enumerate(tasks):
-        o = outcomes.get(i, {"status": "error", "payload": {}, "error": "not run"})
+        obj, o_best, t_best = best_of[i]
+        o = o_best if o_best is not None else last[i]
         p = o.get("payload") or {}
-        data = p.get("result") or {}
-        best = data.get("best") if isinstance(data, dict) else None
-        obj = _objective(best)
         members.append(PortfolioMember(
-            searcher=task.searcher, seed=task.seed, status=o["status"],
-            best_objective=obj if o["status"] == "ok" else math.inf,
+            searcher=task.searcher, seed=task.seed, status=o["status"], best_objective=obj,
             cycles=p.get("cycles"), energy_pj=p.get("energy_pj"), edp=p.get("edp"),
-            n_evaluations=int(p.get("n_evaluations") or 0), wall_s=o.get("wall_s"),
-            worker=o.get("worker"), error=o.get("error"), task_key=task.key,
+            n_evaluations=evals[i], wall_s=walls[i] if walls[i] else o.get("wall_s"),
+            worker=o.get("worker"), error=o.get("error"), task_key=t_best.key,
         ))
     finite = [(m.best_objective, i) for i, m in enumerate(members) if math.isfinite(m.best_objective)]
     wall = time.perf_counter() - t0
@@ -218,9 +332,31 @@ def run_portfolio(
             f"portfolio on {problem.name} / {arch.name}: no member found a legal mapping ({why})"
         )
     _, win = min(finite)
-    best_result = _search_result(outcomes[win]["payload"]["result"])
+    winner = best_of[win][1]
+    assert winner is not None  # a finite objective comes with its outcome
+    best_result = _search_result(winner["payload"]["result"])
     return PortfolioResult(best=best_result, best_member=members[win], members=tuple(members),
-                           n_evaluations=n_evals, wall_s=wall)
+                           n_evaluations=n_evals, wall_s=wall, rounds=rounds)
+
+
+def _round_seed(seed: int, r: int) -> int:
+    """Round 0 keeps the member's seed; later rounds get seeds spawned from it."""
+    if r == 0:
+        return int(seed)
+    return int(np.random.SeedSequence([int(seed), r]).generate_state(1, dtype=np.uint32)[0])
+
+
+def _elite_objective(mapping: dict[str, Any], best_of: list[tuple[float, Any, Any]]) -> float:
+    """Objective of an earlier elite: that of the member best it came from (else inf)."""
+    text = json.dumps(mapping, sort_keys=True)
+    for obj, outcome, _ in best_of:
+        if outcome is None:
+            continue
+        data = (outcome.get("payload") or {}).get("result")
+        best = data.get("best") if isinstance(data, dict) else None
+        if isinstance(best, dict) and json.dumps(best.get("mapping"), sort_keys=True) == text:
+            return obj
+    return math.inf
 
 
 def _objective(best: Any) -> float:

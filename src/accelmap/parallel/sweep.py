@@ -385,7 +385,7 @@ def _check_searcher_options(name: str, options: dict[str, Any], where: str) -> N
         cls = searchers.get(name)
     except LookupError as exc:
         raise SpecError(f"{where}: {exc}") from exc
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cls).parameters
     if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
         return
     # n_objectives, seed and budget_hint are set by the search driver, not by users
