@@ -61,6 +61,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where result.json goes (default: ./accelmap-out/<layer or network>)")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from accelmap.cli.sweep import add_portfolio_arguments
+
+    add_portfolio_arguments(p)  # --workers/--seeds/--address/--backend/--rounds: a portfolio
     p.set_defaults(func=run)
 
 
@@ -109,6 +112,10 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.layer is None) == (args.network is None):
         raise UsageError("give exactly one of LAYER or --network NET")
+    from accelmap.cli.sweep import run_portfolio_cli, wants_portfolio
+
+    if wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)
+        return run_portfolio_cli(args)
     if args.budget is not None and args.budget < 1:
         raise UsageError(f"--budget {args.budget}; expected an int >= 1")
     if args.time is not None and not args.time > 0:

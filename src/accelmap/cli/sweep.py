@@ -100,7 +100,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 # --- the portfolio options of `accelmap search` ------------------------------------------
-_PORTFOLIO_OPTIONS = ("workers", "seeds", "address", "backend")
+_PORTFOLIO_OPTIONS = ("workers", "seeds", "address", "backend", "rounds")
 
 
 def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
@@ -115,6 +115,11 @@ def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
                    help="Ray cluster to join ('auto' or ray://HOST:10001); default: a local Ray")
     g.add_argument("--backend", choices=("ray", "serial"), default=None,
                    help="portfolio backend (default ray; serial runs the members one by one)")
+    g.add_argument("--rounds", type=int, default=None, metavar="R",
+                   help="split each member's budget into R rounds; between rounds the best "
+                        "mappings of all members start every member's next search (default 1)")
+    g.add_argument("--elites", type=int, default=2, metavar="K",
+                   help="with --rounds: mappings handed on between rounds (default 2)")
 
 
 def wants_portfolio(args: argparse.Namespace) -> bool:
@@ -147,6 +152,10 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--workers {args.workers}; expected an int >= 1")
     if args.seeds is not None and args.seeds < 1:
         raise UsageError(f"--seeds {args.seeds}; expected an int >= 1")
+    if args.rounds is not None and args.rounds < 1:
+        raise UsageError(f"--rounds {args.rounds}; expected an int >= 1")
+    if args.elites < 1:
+        raise UsageError(f"--elites {args.elites}; expected an int >= 1")
     backend = args.backend or "ray"
     if backend == "serial" and args.address is not None:
         raise UsageError("--address needs the Ray backend; drop --backend serial")
@@ -167,14 +176,16 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     # Constraint files are read here: members may run on nodes that do not have them.
     constraints = load_constraints_any(args.constraints, arch, problem) if args.constraints else None
     n_seeds = args.seeds or max(1, math.ceil((args.workers or 1) / len(names)))
+    rounds = f", {args.rounds} rounds with migration" if (args.rounds or 1) > 1 else ""
     print(f"portfolio: {problem.describe()} on {arch.name}: {', '.join(names)} x {n_seeds} seed(s) "
-          f"({args.model}, objective {objective.name}) on {backend}"
+          f"({args.model}, objective {objective.name}{rounds}) on {backend}"
           f"{f' with {args.workers} worker(s)' if args.workers and backend == 'ray' else ''}", file=sys.stderr)
     res = run_portfolio(
         problem, arch, searchers=names, seeds=n_seeds, seed=args.seed, model=args.model,
         budget=args.budget, objective=objective.name, time_limit_s=args.time, constraints=constraints,
         allow_padding=args.padding, early_stop=args.early_stop, searcher_options=options,
         backend=backend, workers=args.workers, address=args.address,
+        rounds=args.rounds or 1, n_elites=args.elites,
     )
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / problem.name
     path = res.best.save(out_dir / "result.json")
@@ -185,7 +196,7 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
                for m in res.members]
     (out_dir / "portfolio.json").write_text(json.dumps(
         {"winner": members[res.members.index(res.best_member)], "members": members,
-         "n_evaluations": res.n_evaluations, "wall_s": res.wall_s}, indent=2) + "\n")
+         "n_evaluations": res.n_evaluations, "wall_s": res.wall_s, "rounds": res.rounds}, indent=2) + "\n")
     if args.json:
         print(res.best.to_json())
         return 0

@@ -80,3 +80,21 @@ def test_user_errors_exit_2(tmp_path, sweep_file, capsys):
     assert "seeds = 0" in capsys.readouterr().err
     assert main(["sweep", str(sweep_file), "--backend", "serial", "--address", "auto"]) == 2
     assert main(["sweep", str(sweep_file), "--workers", "0"]) == 2
+
+
+def test_search_portfolio_serial(tmp_path, capsys):
+    out = tmp_path / "out"
+    argv = ["search", "resnet50/fc", "--arch", "eyeriss-like", "--searcher", "random,anneal", "--budget", "200",
+            "--workers", "2", "--backend", "serial", "--rounds", "2", "--out", str(out), "--no-progress"]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "best of 2 searches" in captured.out and "2 rounds with migration" in captured.err
+    import json
+
+    portfolio = json.loads((out / "portfolio.json").read_text())
+    assert len(portfolio["members"]) == 2 and portfolio["rounds"] == 2
+    assert json.loads((out / "result.json").read_text())["best"]["edp"] == pytest.approx(
+        min(m["edp"] for m in portfolio["members"]))
+    assert main(["search", "--network", "resnet50", "--arch", "eyeriss-like", "--workers", "2"]) == 2
+    assert "use `accelmap sweep`" in capsys.readouterr().err
+    assert main(["search", "resnet50/fc", "--arch", "eyeriss-like", "--backend", "serial", "--address", "auto"]) == 2
