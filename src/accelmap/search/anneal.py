@@ -115,8 +115,8 @@ class AnnealSearcher(SearcherBase):
         self.step = 0
         self.pool_x = np.zeros((0, space.n_params), dtype=np.int64)  # warm-up elite
         self.pool_f = np.zeros(0)
-        self.cur_x: IntArray | None = None
-        self.cur_f: FloatArray | None = None
+        self.cur_x: IntArray = np.zeros((0, space.n_params), dtype=np.int64)  # chain states (empty: not started)
+        self.cur_f: FloatArray = np.zeros(0)
         self._idx: IntArray | None = None  # chains of the pending proposals
         self.seed_x = np.zeros((0, space.n_params), dtype=np.int64)  # warm-start points
         self.seed_f = np.zeros(0)
@@ -126,7 +126,7 @@ class AnnealSearcher(SearcherBase):
         self.proposals = proposals
         self.islands = islands
         self.polish_max_values = polish_max_values
-        self.pol_x: IntArray | None = None  # the point being polished
+        self.pol_x: IntArray = np.zeros(0, dtype=np.int64)  # the point being polished (empty: none)
         self.pol_f = math.inf
         self.pol_order = np.zeros(0, dtype=np.int64)  # parameter sweep order
         self.pol_pos = 0
@@ -161,9 +161,9 @@ class AnnealSearcher(SearcherBase):
 
     def ask(self, n: int) -> IntArray:
         n = int(n)
-        if self.seen < self.warmup or self.cur_x is None and len(self.pool_x) == 0:
+        if self.seen < self.warmup or len(self.cur_x) == 0 and len(self.pool_x) == 0:
             return self.space.sample(max(1, min(n, max(self.warmup - self.seen, 1))), self.rng)
-        if self.cur_x is None:
+        if len(self.cur_x) == 0:
             self._start_chains()
         if self.polishing():
             return self._ask_polish(n)
@@ -230,7 +230,7 @@ class AnnealSearcher(SearcherBase):
         self.pol_improved = False
 
     def _ask_polish(self, n: int) -> IntArray:
-        if self.pol_x is None:
+        if len(self.pol_x) == 0:
             self._next_polish_point()
         bounds = np.asarray(self.space.bounds)
         rows = []
@@ -290,8 +290,9 @@ class AnnealSearcher(SearcherBase):
         self._cursor = 0
         self.pool_x = np.zeros((0, self.space.n_params), dtype=np.int64)
         self.pool_f = np.zeros(0)
-        self.cur_x = self.cur_f = None
-        self.pol_x, self.pol_f, self.pol_done = None, math.inf, []
+        self.cur_x = np.zeros((0, self.space.n_params), dtype=np.int64)
+        self.cur_f = np.zeros(0)
+        self.pol_x, self.pol_f, self.pol_done = np.zeros(0, dtype=np.int64), math.inf, []
 
     def _tell(self, x: IntArray, f: FloatArray) -> None:
         if self._pol_pending:

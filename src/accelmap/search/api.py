@@ -204,7 +204,9 @@ def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: 
     from accelmap.mapper.constraints import DATAFLOWS, dataflow
 
     anneal = searchers.get("anneal")
-    rows, info, spent = [], [], 0
+    rows: list[Any] = []
+    info: list[dict[str, Any]] = []
+    spent = 0
     for i, name in enumerate(DATAFLOWS):
         try:
             df = dataflow(name, arch)
@@ -217,6 +219,8 @@ def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: 
             info.append({"dataflow": name, "skipped": str(exc)[:200]})
             continue
         spent += r.n_evaluations
+        if r.best is None:
+            continue
         try:
             x = space.encode(r.best.as_batch())
         except SpecError as exc:  # not a point of the main space (user constraints)

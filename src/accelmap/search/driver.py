@@ -172,7 +172,7 @@ class Driver:
         self.extra_config = dict(config or {})
         self.lower_bound = lower_bound
         self.space = EncodedSpace(mapspace)
-        caps = getattr(searcher_cls, "capabilities", frozenset())
+        caps: frozenset[Cap] = getattr(searcher_cls, "capabilities", frozenset())
         o = self.options
         if o.budget is None and o.time_limit_s is None and o.early_stop is None and Cap.FINITE not in caps:
             raise SpecError(f"searcher {getattr(searcher_cls, 'name', searcher_cls.__name__)!r} never runs out "
@@ -458,7 +458,7 @@ class Driver:
             best_metrics = metrics.row(0)
             best_json = mapping_to_json(best, self.problem, self.arch)
         pareto = None
-        if self.objective.is_pareto and st.front_x is not None:
+        if self.objective.is_pareto and st.front_x is not None and st.front_f is not None:
             order = np.lexsort((st.front_f[:, 1], st.front_f[:, 0]))
             fx = st.front_x[order]
             batch = self.mapspace.decode(fx)

@@ -178,7 +178,7 @@ class GeneticSearcher(SearcherBase):
     # --- ask/tell ---------------------------------------------------------------------------
     def ask(self, n: int) -> IntArray:
         n = int(n)
-        if self.pop_x is None:
+        if self.pop_x is None or self.pop_f is None:
             return self.space.sample(max(1, min(n, self.population * self.init_factor)), self.rng)
         m = max(1, min(n, self.population))
         inds = self._individuals(self.pop_x, self.pop_f)

@@ -223,7 +223,7 @@ def non_dominated(values: FloatArray) -> BoolArray:
         a = f[s:s + chunk, None, :]  # (c, 1, m)
         le = (f[None] <= a).all(axis=2)  # (c, n): row j <= row i everywhere
         lt = (f[None] < a).any(axis=2)
-        dominated = (le & lt).any(axis=1)
+        dominated = np.any(le & lt, axis=1)
         keep[s:s + chunk] &= ~dominated
     # drop exact duplicates, keeping the first
     _, first = np.unique(f, axis=0, return_index=True)

@@ -1,9 +1,10 @@
 """`SearchResult`: what a search found, how it got there, and how to reproduce it.
 
 A result is plain data with a JSON round trip (:meth:`SearchResult.to_dict` /
-:meth:`SearchResult.from_dict`, :meth:`save` / :meth:`load`). Mappings are written with
-`accelmap.mapper.io.mapping_to_dict` when that module is available, else as their four
-arrays (``temporal``, ``spatial``, ``order``, ``keep``) as nested lists.
+:meth:`SearchResult.from_dict`, :meth:`save` / :meth:`load`). Mappings are written in
+accelmap's mapping format (`accelmap.mapper.io.mapping_to_dict`) together with their four
+arrays (``temporal``, ``spatial``, ``order``, ``keep``) as nested lists, which is what
+:func:`mapping_from_json` reads back.
 """
 
 from __future__ import annotations
@@ -74,16 +75,11 @@ def _jnum(x: float) -> float | str:
 
 def mapping_to_json(mapping: Mapping, problem: Any = None, arch: Any = None) -> dict[str, Any]:
     """A JSON-ready dict of one mapping (see the module docstring for the format)."""
-    try:
-        from accelmap.mapper import io as mio  # written alongside MapSpace; optional here
-    except ImportError:
-        mio = None
-    if mio is not None and hasattr(mio, "mapping_to_dict") and problem is not None and arch is not None:
-        try:
-            d = mio.mapping_to_dict(mapping, problem, arch)
-        except TypeError:
-            d = mio.mapping_to_dict(mapping)
-        return {"format": "accelmap.mapper.io", "mapping": d, "arrays": _arrays(mapping)}
+    if problem is not None and arch is not None:
+        from accelmap.mapper.io import mapping_to_dict
+
+        return {"format": "accelmap.mapper.io", "mapping": mapping_to_dict(mapping, problem, arch),
+                "arrays": _arrays(mapping)}
     return {"format": "arrays", "arrays": _arrays(mapping)}
 
 
