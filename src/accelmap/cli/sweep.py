@@ -145,7 +145,8 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     if args.network is not None or args.layer is None:
         raise UsageError("a portfolio (--workers/--seeds/--address/--backend) searches one LAYER; "
                          "for a network use `accelmap sweep` (docs/sweeps.md)")
-    for opt, value in (("--checkpoint", args.checkpoint), ("--storage", args.storage)):
+    for opt, value in (("--checkpoint", args.checkpoint), ("--storage", args.storage),
+                       ("--warm-start", getattr(args, "warm_start", None))):
         if value is not None:
             raise UsageError(f"{opt} applies to a single search, not to a portfolio")
     if args.workers is not None and args.workers < 1:
