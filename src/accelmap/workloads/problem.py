@@ -245,9 +245,30 @@ class Problem:
         (..., n_tensors) words.
         """
         t = np.asarray(tiles, dtype=np.int64)
-        span = 1 + np.einsum("tcd,...d->...tc", self._coef, t - 1)
-        span = np.where(self.rank_used, span, 1)
-        return np.prod(span, axis=-1)
+        if t.ndim == 0 or t.shape[-1] != self.n_dims:
+            raise ValueError(f"footprint: tiles have shape {t.shape}; expected (..., {self.n_dims})")
+        # Term by term over the few nonzero coefficients (int64, so the result equals the
+        # dense product bit for bit); each dim's extents are made contiguous once.
+        lead = t.shape[:-1]
+        t = t.reshape(-1, self.n_dims)  # 2-d: wraps on overflow silently, like the dense form
+        ext = [None] * self.n_dims
+        out = np.ones((t.shape[0], self.n_tensors), dtype=np.int64)
+        for ti, rows in enumerate(self._coef):
+            prod = None
+            for row in rows:
+                dims = np.flatnonzero(row)
+                if dims.size == 0:
+                    continue  # an unused (padding) coordinate spans one value
+                span = None
+                for d in dims.tolist():
+                    if ext[d] is None:
+                        ext[d] = t[:, d] - 1
+                    term = ext[d] * row[d] if row[d] != 1 else ext[d]
+                    span = term + 1 if span is None else span + term
+                prod = span if prod is None else prod * span
+            if prod is not None:
+                out[:, ti] = prod
+        return out.reshape(lead + (self.n_tensors,))
 
     def tensor_sizes(self) -> IntArray:
         """(n_tensors,) words of each whole tensor."""
