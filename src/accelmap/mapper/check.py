@@ -67,30 +67,62 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
         reason[new] = int(code)
         level[new] = lvl[new] if isinstance(lvl, np.ndarray) else lvl
 
+    # Reductions over the small level/dim axes run as a few whole-batch operations, one
+    # per level or dim (numpy reduces short middle axes slowly); products are int64 like
+    # ``np.prod``, so the results are the same bit for bit.
+    L, D = arch.n_levels, problem.n_dims
+    temporal, spatial, keep = batch.temporal, batch.spatial, batch.keep
+    sx, sy = spatial[..., 0], spatial[..., 1]
+    fac = temporal * sx * sy  # (n, L, D) == batch.factors()
+    prod = fac[:, 0].copy()
+    for lv in range(1, L):
+        prod *= fac[:, lv]
+    positive = (temporal.reshape(n, L * D).min(axis=1, initial=1) >= 1) & \
+        (spatial.reshape(n, L * D * 2).min(axis=1, initial=1) >= 1)
     bounds = problem.bounds
-    prod = batch.factors().prod(axis=1)  # (n, n_dims)
-    positive = (batch.temporal >= 1).all(axis=(1, 2)) & (batch.spatial >= 1).all(axis=(1, 2, 3))
     ok = (prod >= bounds).all(axis=1) if allow_padding else (prod == bounds).all(axis=1)
     mark(~(ok & positive), Reason.FACTORS, -1)
 
     # order: every row a permutation of 0..n_dims-1
     sorted_order = np.sort(batch.order, axis=2)
-    perm_ok = (sorted_order == np.arange(problem.n_dims)).all(axis=2)  # (n, n_levels)
+    perm_ok = (sorted_order == np.arange(D)).all(axis=2)  # (n, n_levels)
     mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
 
     holds = arch.holds_mask(problem)  # (L, T)
-    keep_bad = (batch.keep & ~holds).any(axis=2)  # (n, L)
-    keep_bad[:, 0] |= ~batch.keep[:, 0, :].all(axis=1)
+    keep_bad = (keep & ~holds).any(axis=2)  # (n, L)
+    keep_bad[:, 0] |= ~keep[:, 0, :].all(axis=1)
     mark(keep_bad.any(axis=1), Reason.KEEP, np.argmax(keep_bad, axis=1))
 
-    used = batch.spatial_used()  # (n, L, 2)
-    fan_bad = (used > arch.fanouts[None]).any(axis=2)  # (n, L)
+    used_x, used_y = sx[:, :, 0].copy(), sy[:, :, 0].copy()  # (n, L) == batch.spatial_used()
+    for d in range(1, D):
+        used_x *= sx[:, :, d]
+        used_y *= sy[:, :, d]
+    fanouts = arch.fanouts
+    fan_bad = (used_x > fanouts[None, :, 0]) | (used_y > fanouts[None, :, 1])  # (n, L)
     mark(fan_bad.any(axis=1), Reason.FANOUT, np.argmax(fan_bad, axis=1))
 
-    need = capacity_need_words(problem, batch)  # (n, L)
+    need = _need_words(problem, _tiles(fac), keep)  # (n, L)
     cap_bad = need > arch.capacities_words[None]
     mark(cap_bad.any(axis=1), Reason.CAPACITY, np.argmax(cap_bad, axis=1))
     return BatchCheck(reason == 0, reason, level)
+
+
+def _tiles(fac: IntArray) -> IntArray:
+    """(n, L, D) tiles from (n, L, D) factors: ``MappingBatch.tiles`` one level at a time."""
+    tiles = np.empty_like(fac)
+    tiles[:, -1] = fac[:, -1]
+    for lv in range(fac.shape[1] - 2, -1, -1):
+        np.multiply(tiles[:, lv + 1], fac[:, lv], out=tiles[:, lv])
+    return tiles
+
+
+def _need_words(problem: Problem, tiles: IntArray, keep: BoolArray) -> IntArray:
+    """(n, L) footprints of the kept tiles summed per level (tensor by tensor, int64)."""
+    fp = problem.footprint(tiles)  # (n, L, T)
+    need = fp[..., 0] * keep[..., 0]
+    for t in range(1, fp.shape[-1]):
+        need += fp[..., t] * keep[..., t]
+    return need
 
 
 def capacity_need_words(problem: Problem, batch: MappingBatch) -> IntArray:
@@ -98,8 +130,7 @@ def capacity_need_words(problem: Problem, batch: MappingBatch) -> IntArray:
 
     Input tiles include the sliding-window halo (see `Problem.footprint`).
     """
-    fp = problem.footprint(batch.tiles())  # (n, L, T)
-    return (fp * batch.keep).sum(axis=2)
+    return _need_words(problem, _tiles(batch.factors()), batch.keep)
 
 
 def validate(problem: Problem, arch: Arch, mapping: Mapping, *, allow_padding: bool = False) -> list[str]:
