@@ -94,12 +94,18 @@ class _Compiled:
     coef_rows: FloatArray  # (T*C, D) coefficients as a float matrix (spans by one matmul)
     coef_rows_out: FloatArray  # (C, D) the output tensor's rows
     output: int  # index of the output tensor
-    slots: tuple[tuple[IntArray, ...], ...]  # per tensor, per used coordinate: (D,) coefficients
+    # Per tensor, per *moving* coordinate (one with a dim of bound > 1): ((D,) int32
+    # coefficients, coordinate index). Coordinates that never move never change a delta.
+    slots: tuple[tuple[tuple[IntArray, int], ...], ...]
+    # Per tensor: every moving coordinate has one dim (the closed form of eq. D applies).
+    closed: tuple[bool, ...]
+    rel: BoolArray  # (T, D) the dim indexes the tensor
 
 
 def _compile(problem: Problem, arch: Arch) -> _Compiled:
     coef = problem.coefficients
     inf = np.inf
+    moving_dims = ((coef > 0) & (problem.bounds > 1)).sum(axis=2)  # (T, C) dims that can move
     return _Compiled(
         coef=coef,
         rank_used=problem.rank_used,
@@ -119,8 +125,10 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         coef_rows=coef.reshape(-1, coef.shape[2]).astype(np.float64),
         coef_rows_out=coef[problem.output_index].astype(np.float64),
         output=problem.output_index,
-        slots=tuple(tuple(coef[t, c].astype(np.int32) for c in range(coef.shape[1]) if problem.rank_used[t, c])
+        slots=tuple(tuple((coef[t, c].astype(np.int32), c) for c in range(coef.shape[1]) if moving_dims[t, c] > 0)
                     for t in range(coef.shape[0])),
+        closed=tuple(bool((moving_dims[t] <= 1).all()) for t in range(coef.shape[0])),
+        rel=problem.relevance,
     )
 
 
@@ -481,11 +489,10 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     bound_k = np.where(real, bound_bf.reshape(-1)[flat_pick].reshape(n, K).T, 1)
     stride_nest = np.take_along_axis(stride, order, axis=1).reshape(P, n)
     stride_k = stride_nest.reshape(-1)[(pick * n + cols[None, :]).ravel()].reshape(K, n)
-    level_k = np.where(real, pick // D, L)
-    prefix = np.ones((K, n), dtype=np.int64)
-    for k in range(1, K):
-        np.multiply(prefix[k - 1], bound_k[k - 1], out=prefix[k])
-    weight = prefix * (bound_k - 1)  # (K, n)
+    prefix_ext = np.ones((K + 1, n), dtype=np.int64)  # product of the bounds of loops 0..k-1
+    for k in range(K):
+        np.multiply(prefix_ext[k], bound_k[k], out=prefix_ext[k + 1])
+    weight = prefix_ext[:K] * (bound_k - 1)  # (K, n)
     step_k = (stride_k * real).astype(np.int32)  # inactive padding moves nothing
 
     # Spans and sizes of each level's tile: (L+1, T, C, n), (L+1, T, n).
@@ -505,22 +512,37 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
         levels_t = [c for c in range(1, L) if comp.holds[c, t]]
         if not levels_t:
             continue
-        used_c = np.flatnonzero(comp.rank_used[t])
+        if comp.closed[t]:
+            # Closed form of eq. D when every moving coordinate has one dim: a step of loop
+            # j moves some coordinate exactly when a loop of a relevant dim is among loops
+            # j..kc-1, and then by at least the tile's span (strides of nested loops of one
+            # dim shrink by at least their bounds), so it never slides: Delta_j = |tile|
+            # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
+            # F_c = |tile| x (product of the bounds of loops 0..J).
+            rel_k = comp.rel[t][dim_k]
+            last_rel = np.zeros((K + 1, n), dtype=np.int64)  # loops 0..J among the first k
+            for k in range(K):
+                np.copyto(last_rel[k + 1], last_rel[k])
+                np.copyto(last_rel[k + 1], k + 1, where=rel_k[k])
+            for c in levels_t:
+                deliv[c, t] = size[c, t] * prefix_ext[last_rel[kcs[c], cols], cols]
+            continue
+        n_slots = len(comp.slots[t])
         # pow3[k]: k is a power of three (exactly one slot moved).
-        pow3 = np.zeros(3 ** len(used_c), dtype=bool)
-        pow3[[3 ** u for u in range(len(used_c))]] = True
+        pow3 = np.zeros(3 ** n_slots, dtype=bool)
+        pow3[[3 ** u for u in range(n_slots)]] = True
         shift = []  # per slot: shift of one step of each loop, and its suffix sums
-        for u, coef_u in enumerate(comp.slots[t]):
+        for coef_u, cu in comp.slots[t]:
             a_u = coef_u[dim_k] * step_k  # (K, n)
             sfx_u = np.zeros((K + 1, n), dtype=np.int32)
             for k in range(K - 1, -1, -1):
                 np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
-            shift.append((a_u, sfx_u, used_c[u]))
+            shift.append((a_u, sfx_u, cu))
         for c in levels_t:
             kc = kcs[c]
             Kc = int(kc.max()) if n else 0
             sz = size[c, t]
-            if Kc == 0:
+            if Kc == 0 or n_slots == 0:
                 deliv[c, t] = sz
                 continue
             # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
