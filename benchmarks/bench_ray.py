@@ -22,6 +22,10 @@ Writes ``benchmarks/results/bench_ray.json``:
   when both cores are free). The machine may be shared: ``contended`` and ``note`` say when
   other processes took CPU from the run.
 
+``--migration`` instead compares portfolio quality at equal budget: the best EDP of a
+portfolio whose members exchange elites over ``--rounds`` rounds against independent
+members (``bench_ray_migration.json``).
+
 Synthetic tasks do a fixed amount of CPU work (numpy on small arrays, calibrated once), not a
 fixed time, so that contention shows as it would for real searches.
 """
@@ -98,20 +102,64 @@ def _sweep(backend, fn, tasks, store_path: Path) -> tuple[float, float]:
     return wall, task_s
 
 
+def migration(args: argparse.Namespace) -> None:
+    """Portfolio quality at equal budget: independent members vs islands with migration."""
+    from accelmap.arch.presets import preset
+    from accelmap.parallel.portfolio import run_portfolio
+    from accelmap.workloads.zoo import layer
+
+    prob, arch = layer(args.layer), preset(args.arch)
+    searchers = tuple(args.searchers.split(","))
+    runs = []
+    for root in range(args.n_portfolios):
+        for rounds in (1, args.rounds):
+            t0 = time.perf_counter()
+            res = run_portfolio(prob, arch, searchers=searchers, seeds=args.seeds, seed=root, budget=args.budget,
+                                rounds=rounds, n_elites=2, backend="serial")
+            runs.append({"seed": root, "rounds": rounds, "best_edp": res.best.edp, "n_evaluations": res.n_evaluations,
+                         "wall_s": time.perf_counter() - t0, "winner": res.best_member.searcher})
+    ratios = []
+    for root in range(args.n_portfolios):
+        one = next(r for r in runs if r["seed"] == root and r["rounds"] == 1)
+        many = next(r for r in runs if r["seed"] == root and r["rounds"] == args.rounds)
+        ratios.append(many["best_edp"] / one["best_edp"])
+    out = {"benchmark": "bench_ray --migration", "layer": args.layer, "arch": args.arch, "searchers": searchers,
+           "seeds_per_searcher": args.seeds, "budget_per_member": args.budget, "rounds": args.rounds,
+           "runs": runs, "edp_ratio_migration_over_independent": ratios,
+           "median_edp_ratio": statistics.median(ratios)}
+    path = Path(args.out).with_name("bench_ray_migration.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(json.dumps({k: out[k] for k in ("edp_ratio_migration_over_independent", "median_edp_ratio")}, indent=2))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--task", choices=("synthetic", "search"), default="synthetic")
+    ap.add_argument("--migration", action="store_true",
+                    help="instead: portfolio best EDP with --rounds rounds of migration vs none, equal budget "
+                         "(writes bench_ray_migration.json)")
+    ap.add_argument("--layer", default="resnet50/conv3_1", help="--migration: zoo layer")
+    ap.add_argument("--arch", default="eyeriss-like", help="--migration: arch preset")
+    ap.add_argument("--searchers", default="anneal,genetic", help="--migration: portfolio searchers")
+    ap.add_argument("--seeds", type=int, default=2, help="--migration: seeds per searcher")
+    ap.add_argument("--n-portfolios", type=int, default=3, help="--migration: portfolios (root seeds) compared")
     ap.add_argument("--n-tasks", type=int, default=8, help="tasks per sweep (default 8)")
     ap.add_argument("--task-s", type=float, default=2.0, help="synthetic task length on an idle core")
-    ap.add_argument("--budget", type=int, default=20000, help="evaluations per search (--task search)")
+    ap.add_argument("--budget", type=int, default=20000,
+                    help="evaluations per search (--task search) or per portfolio member (--migration)")
     ap.add_argument("--searcher", default="random", help="searcher of --task search")
     ap.add_argument("--model", default="loopnest", help="cost model of --task search")
-    ap.add_argument("--rounds", type=int, default=3, help="alternating rounds of 1 and 2 workers")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="alternating rounds of 1 and 2 workers; with --migration: portfolio rounds")
     ap.add_argument("--n-noop", type=int, default=100, help="no-op tasks for the overhead figure")
     ap.add_argument("--settle-s", type=float, default=8.0,
                     help="wait after ray.init for Ray's own helper processes to finish starting")
     ap.add_argument("--out", default=str(OUT))
     args = ap.parse_args()
+    if args.migration:
+        migration(args)
+        return
 
     load_before = os.getloadavg()
     if args.task == "synthetic":
