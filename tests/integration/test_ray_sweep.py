@@ -142,3 +142,13 @@ def test_worker_lost_on_every_try_is_an_error_row(local_ray, tmp_path):
         s = run_sweep(sweep, store=store, backend=RayBackend(workers=2), task_fn=marked_task)
         assert (s.n_skipped, s.n_run, s.n_ok, s.n_remaining) == (2, 1, 1, 0)
         assert store.get(row["task_key"])["attempts"] == 2
+
+
+def test_portfolio_islands_on_ray_match_serial(local_ray):
+    from accelmap.parallel.portfolio import run_portfolio
+
+    kw = dict(searchers=("anneal", "genetic"), seeds=1, seed=9, budget=400, rounds=2)
+    on_ray = run_portfolio(small_conv(), small_arch(), backend=RayBackend(workers=2), **kw)
+    serial = run_portfolio(small_conv(), small_arch(), backend="serial", **kw)
+    assert [m.best_objective for m in on_ray.members] == [m.best_objective for m in serial.members]
+    assert on_ray.best.best_objective == serial.best.best_objective
