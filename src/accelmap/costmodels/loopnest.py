@@ -71,32 +71,40 @@ from accelmap.workloads.problem import Problem
 __all__ = ["LoopNestModel"]
 
 # Rows per chunk of the batched path: bounds the (rows, loops, tensors, coords) temporaries.
-_CHUNK_ROWS = 4096
+_CHUNK_ROWS = 1024
 
 
 @dataclass(frozen=True, slots=True, eq=False)
 class _Compiled:
-    """Everything the batched path needs that depends only on (problem, arch)."""
+    """Everything the batched path needs that depends only on (problem, arch).
 
-    coef: IntArray  # (T, C, D)
-    rank_used: BoolArray  # (T, C)
-    is_output: BoolArray  # (T,)
-    tensor_sizes: IntArray  # (T,)
+    A *moving* coordinate of a tensor has a dim of bound > 1 (a dim of bound 1 has factor 1
+    at every level of a legal mapping: it never tiles, unrolls or moves anything).
+    """
+
+    n_tensors: int
+    macs: int
+    output: int  # index of the output tensor
     block: IntArray  # (L,)
     read_pj: FloatArray  # (L,)
     write_pj: FloatArray  # (L,)
     read_bw: FloatArray  # (L,) inf = unlimited
     write_bw: FloatArray  # (L,)
     fanout: IntArray  # (L,) X*Y
+    fan_levels: tuple[int, ...]  # levels with a spatial fanout (X*Y > 1)
     mac_pj: float
     n_macs: int
     holds: BoolArray  # (L, T) levels that may keep each tensor
-    coef_rows: FloatArray  # (T*C, D) coefficients as a float matrix (spans by one matmul)
-    coef_rows_out: FloatArray  # (C, D) the output tensor's rows
-    output: int  # index of the output tensor
-    # Per tensor, per *moving* coordinate (one with a dim of bound > 1): ((D,) int32
-    # coefficients, coordinate index). Coordinates that never move never change a delta.
+    held: tuple[tuple[int, ...], ...]  # per tensor: the levels that may keep it
+    level_offsets: IntArray  # (L*D,) l*D of each nest position
+    # Per tensor, per moving coordinate: its terms ((dim, coefficient), ...) over dims of
+    # bound > 1.
+    coords: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
+    # Per tensor, per moving coordinate of several dims: ((D,) coefficients, its index in
+    # ``coords``).
     slots: tuple[tuple[tuple[IntArray, int], ...], ...]
+    jump_dims: BoolArray  # (T, D) the sole moving dim of a one-dim moving coordinate
+    shift_dtype: type  # integer type of loop shifts (int32 unless the bounds are huge)
     # Per tensor: every moving coordinate has one dim (the closed form of eq. D applies).
     closed: tuple[bool, ...]
     rel: BoolArray  # (T, D) the dim indexes the tensor
@@ -104,13 +112,30 @@ class _Compiled:
 
 def _compile(problem: Problem, arch: Arch) -> _Compiled:
     coef = problem.coefficients
+    T, C, D = coef.shape
+    L = arch.n_levels
     inf = np.inf
-    moving_dims = ((coef > 0) & (problem.bounds > 1)).sum(axis=2)  # (T, C) dims that can move
+    big = problem.bounds > 1
+    coords = tuple(
+        tuple(tuple((int(d), int(coef[t, c, d])) for d in np.flatnonzero((coef[t, c] > 0) & big))
+              for c in range(C) if ((coef[t, c] > 0) & big).any())
+        for t in range(T))
+    moving = [[c for c in range(C) if ((coef[t, c] > 0) & big).any()] for t in range(T)]
+    # Shifts and their sums stay below sum_d coef * bound: int32 when that fits.
+    shift_dtype = np.int32 if int((coef.max(axis=(0, 1)) * problem.bounds).sum()) < 2 ** 30 else np.int64
+    slots = tuple(tuple((coef[t, c].astype(shift_dtype), u) for u, c in enumerate(moving[t]) if len(coords[t][u]) > 1)
+                  for t in range(T))
+    jump_dims = np.zeros((T, D), dtype=bool)
+    for t in range(T):
+        for terms in coords[t]:
+            if len(terms) == 1:
+                jump_dims[t, terms[0][0]] = True
+    holds = arch.holds_mask(problem)
+    fanout = np.array([lv.fanout for lv in arch.levels], dtype=np.int64)
     return _Compiled(
-        coef=coef,
-        rank_used=problem.rank_used,
-        is_output=np.array([t.is_output for t in problem.tensors]),
-        tensor_sizes=problem.tensor_sizes(),
+        n_tensors=T,
+        macs=problem.macs,
+        output=problem.output_index,
         block=np.array([lv.block_words for lv in arch.levels], dtype=np.int64),
         read_pj=np.array([lv.read_energy_pj for lv in arch.levels], dtype=np.float64),
         write_pj=np.array([lv.write_energy_pj for lv in arch.levels], dtype=np.float64),
@@ -118,16 +143,18 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
                           for lv in arch.levels], dtype=np.float64),
         write_bw=np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
                            for lv in arch.levels], dtype=np.float64),
-        fanout=np.array([lv.fanout for lv in arch.levels], dtype=np.int64),
+        fanout=fanout,
+        fan_levels=tuple(int(lv) for lv in np.flatnonzero(fanout > 1)),
         mac_pj=float(arch.compute.energy_per_mac_pj),
         n_macs=int(arch.n_macs),
-        holds=arch.holds_mask(problem),
-        coef_rows=coef.reshape(-1, coef.shape[2]).astype(np.float64),
-        coef_rows_out=coef[problem.output_index].astype(np.float64),
-        output=problem.output_index,
-        slots=tuple(tuple((coef[t, c].astype(np.int32), c) for c in range(coef.shape[1]) if moving_dims[t, c] > 0)
-                    for t in range(coef.shape[0])),
-        closed=tuple(bool((moving_dims[t] <= 1).all()) for t in range(coef.shape[0])),
+        holds=holds,
+        held=tuple(tuple(int(lv) for lv in np.flatnonzero(holds[:, t])) for t in range(T)),
+        level_offsets=np.repeat(np.arange(L, dtype=np.int64) * D, D),
+        coords=coords,
+        slots=slots,
+        jump_dims=jump_dims,
+        shift_dtype=shift_dtype,
+        closed=tuple(all(len(terms) == 1 for terms in coords[t]) for t in range(T)),
         rel=problem.relevance,
     )
 
@@ -176,10 +203,10 @@ class LoopNestModel:
         comp = self._compiled(problem, arch)
         n, L, T = len(mappings), arch.n_levels, problem.n_tensors
         # Counts are integers but `Metrics` holds floats: allocate floats once.
-        reads, fills, updates = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
-        energy_lt, mcast, sred = np.zeros((n, L, T)), np.zeros((n, L, T)), np.zeros((n, L, T))
-        cycles = np.full(n, np.inf)
-        util = np.zeros(n)
+        out = {name: np.zeros((n, L, T)) for name in
+               ("reads", "fills", "updates", "energy", "multicast", "reductions")}
+        out["cycles"] = np.full(n, np.inf)
+        out["util"] = np.zeros(n)
         valid = np.zeros(n, dtype=bool)
         reason = np.zeros(n, dtype=np.int64)
         reason_level = np.full(n, -1, dtype=np.int64)
@@ -198,10 +225,9 @@ class LoopNestModel:
                     continue
                 rows = keep_rows + start
                 part = chunk.take(keep_rows)
-            r, f, u, e, mc, sr, cyc = _batch_counts(comp, part)
-            reads[rows], fills[rows], updates[rows], energy_lt[rows] = r, f, u, e
-            mcast[rows], sred[rows], cycles[rows] = mc, sr, cyc
-            util[rows] = problem.macs / (comp.n_macs * cyc)
+            _chunk_counts(comp, part, out, rows)
+        reads, fills, updates, energy_lt = out["reads"], out["fills"], out["updates"], out["energy"]
+        mcast, sred, cycles, util = out["multicast"], out["reductions"], out["cycles"], out["util"]
         compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
         # Summed level by level, tensor by tensor: the scalar path adds in the same order,
         # so both agree to the last bit.
@@ -385,44 +411,41 @@ def _scalar_counts(problem: Problem, arch: Arch, m: Mapping) -> dict:
 # ========================================================================================
 # Batched path
 # ========================================================================================
-def _ceil_div(a: IntArray, b: IntArray) -> FloatArray:
-    """``ceil(a / b)`` as floats (exact for counts below 2**50; float division is fast)."""
-    return np.ceil(a / b)
-
-
 # Layout: the batch axis is the *last* axis of every array below ("structure of arrays"),
 # so that each numpy operation runs over long contiguous rows even though levels, dims,
-# tensors and coordinates are only a handful each.
+# tensors and coordinates are only a handful each. Work is done only where it can be
+# nonzero, decided once per (problem, arch) in `_compile`: coordinates with a dim of bound
+# > 1, (level, tensor) pairs the arch lets a level keep, levels with a spatial fanout.
 
 
-def _distinct_groups(comp: _Compiled, g: IntArray, tile_below: IntArray) -> IntArray:
-    """Eq. S for every level, tensor and row: (L, T, n) distinct child offsets.
+def _distinct_level(comp: _Compiled, t: int, g: IntArray, tile_below: IntArray) -> IntArray | None:
+    """Eq. S at one level for tensor ``t``: (n,) distinct child offsets (None: all ones).
 
-    ``g`` (L, D, n) spatial factors (X*Y) below each level; ``tile_below`` (L, D, n) the tile
-    of the next inner level (the stride of one spatial step). Per coordinate: one unrolled
-    dim gives its factor; two dims with step sizes ``a``, ``b`` and factors ``n1``, ``n2``
-    give ``n1*n2 - max(0, n1 - b/gcd) * max(0, n2 - a/gcd)`` distinct sums (the equal sums
-    form chains along ``(+b/gcd, -a/gcd)``; each chain link is one coincidence); more dims
-    are enumerated.
+    ``g`` (D, n) spatial factors (X*Y) below the level; ``tile_below`` (D, n) the tile of the
+    next inner level (the stride of one spatial step). Per coordinate: one unrolled dim
+    gives its factor; two dims with step sizes ``a``, ``b`` and factors ``n1``, ``n2`` give
+    ``n1*n2 - max(0, n1 - b/gcd) * max(0, n2 - a/gcd)`` distinct sums (the equal sums form
+    chains along ``(+b/gcd, -a/gcd)``; each chain link is one coincidence); more dims are
+    enumerated.
     """
-    L, _, n = g.shape
-    T = comp.coef.shape[0]
-    out = np.ones((L, T, n), dtype=np.int64)
-    for t in range(T):
-        for c in np.flatnonzero(comp.rank_used[t]):
-            dims = np.flatnonzero(comp.coef[t, c])
-            if len(dims) == 1:
-                out[:, t] *= g[:, dims[0]]
-            elif len(dims) == 2:
-                d1, d2 = dims
-                n1, n2 = g[:, d1], g[:, d2]
-                a = comp.coef[t, c, d1] * tile_below[:, d1]
-                b = comp.coef[t, c, d2] * tile_below[:, d2]
-                k = np.gcd(a, b)
-                links = np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
-                out[:, t] *= n1 * n2 - links
-            else:
-                out[:, t] *= _distinct_sums(comp.coef[t, c], g, tile_below, int(comp.fanout.max()))
+    out = None
+    for terms in comp.coords[t]:
+        if len(terms) == 1:
+            f = g[terms[0][0]]
+        elif len(terms) == 2:
+            (d1, c1), (d2, c2) = terms
+            n1, n2 = g[d1], g[d2]
+            a = c1 * tile_below[d1]
+            b = c2 * tile_below[d2]
+            k = np.gcd(a, b)
+            links = np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
+            f = n1 * n2 - links
+        else:
+            coef_c = np.zeros(g.shape[0], dtype=np.int64)
+            for d, a in terms:
+                coef_c[d] = a
+            f = _distinct_sums(coef_c, g[None], tile_below[None], int(comp.fanout.max()))[0]
+        out = f if out is None else out * f
     return out
 
 
@@ -443,26 +466,55 @@ def _distinct_sums(coef_c: IntArray, g: IntArray, tile_below: IntArray, grid: in
     return distinct.reshape(L, n)
 
 
-def _spans(coef_rows: FloatArray, ext: IntArray) -> IntArray:
-    """(..., R, n) spans ``1 + sum_d coef[r, d] (ext[..., d, :] - 1)`` for coefficient rows
-    ``coef_rows`` (R, D), as one float64 matrix product (exact: values far below 2**53)."""
-    return (coef_rows @ (ext - 1).astype(np.float64)).astype(np.int64) + 1
+def _coord_spans(terms_t: tuple, ext: IntArray) -> list[IntArray]:
+    """Per moving coordinate of a tensor: (n,) spans ``1 + sum_d a_d (ext[d] - 1)`` of a
+    box of extents ``ext`` (D, n) (`Problem.footprint`, over the few nonzero terms)."""
+    spans = []
+    for terms in terms_t:
+        if len(terms) == 1 and terms[0][1] == 1:
+            spans.append(ext[terms[0][0]])  # one dim, coefficient 1: the extent itself
+            continue
+        acc = None
+        for d, a in terms:
+            x = ext[d] * a if a != 1 else ext[d]
+            acc = x.copy() if acc is None else acc + x
+        acc += 1 - sum(a for _, a in terms)
+        spans.append(acc)
+    return spans
 
 
-def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
-    """Counts of one chunk; returns arrays with the batch axis first, like `Metrics`."""
+def _product(arrays: list[IntArray], n: int) -> IntArray:
+    """Elementwise product of (n,) arrays (ones when the list is empty)."""
+    if not arrays:
+        return np.ones(n, dtype=np.int64)
+    out = arrays[0].copy()
+    for x in arrays[1:]:
+        out *= x
+    return out
+
+
+def _chunk_counts(comp: _Compiled, b: MappingBatch, out: dict[str, np.ndarray], rows: slice | IntArray) -> None:
+    """Counts of the legal mappings ``b`` (one chunk), written into the (N, L, T) arrays of
+    ``out`` (and its (N,) ``cycles``, ``util``) at ``rows``."""
     n, L, D = b.temporal.shape
-    T, C, _ = comp.coef.shape
     cols = np.arange(n)
     temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
-    g = np.ascontiguousarray((b.spatial[..., 0] * b.spatial[..., 1]).transpose(1, 2, 0))
-    order = np.ascontiguousarray(b.order.transpose(1, 2, 0))  # (L, D, n): dim at position k
-    keep = np.ascontiguousarray(b.keep.transpose(1, 2, 0))  # (L, T, n)
-    fac = temporal * g
-    tile = np.ones((L + 1, D, n), dtype=np.int64)  # tile[L]: one MAC
+    g: list[IntArray | None] = [None] * L  # (D, n) spatial factors X*Y, None below no fanout
+    for lv in comp.fan_levels:
+        g[lv] = (b.spatial[:, lv, :, 0] * b.spatial[:, lv, :, 1]).T
+    tile = np.empty((L + 1, D, n), dtype=np.int64)  # tile[L]: one MAC
+    tile[L] = 1
     for lv in range(L - 1, -1, -1):
-        tile[lv] = tile[lv + 1] * fac[lv]
-    stride = g * tile[1:]  # (L, D, n) stride of the temporal loop (l, d)
+        np.multiply(tile[lv + 1], temporal[lv], out=tile[lv])
+        if g[lv] is not None:
+            tile[lv] *= g[lv]
+    # (L, D, n) stride of the temporal loop (l, d): one step moves by the tile below it.
+    stride = np.empty((L, D, n), dtype=np.int64)
+    for lv in range(L):
+        if g[lv] is None:
+            stride[lv] = tile[lv + 1]
+        else:
+            np.multiply(g[lv], tile[lv + 1], out=stride[lv])
 
     # Loops in nest order, outermost first (P = L*D positions), then compacted so that the
     # active loops (bound >= 2) of each row come first, in order: inactive loops neither
@@ -470,48 +522,40 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
     # sorts small integer keys ``inactive << bits | position`` along each row (batch-first,
     # contiguous rows: numpy sorts and scans along a strided axis many times slower).
     P = L * D
-    order_bf = b.order  # (n, L, D)
-    bound_bf = np.take_along_axis(b.temporal, order_bf, axis=2).reshape(n, P)
-    active_bf = bound_bf >= 2
-    n_active = active_bf.sum(axis=1)
+    ld = b.order.reshape(n, P) + comp.level_offsets  # (n, P) l*D + d of each nest position
+    active = np.take_along_axis(b.temporal.reshape(n, P), ld, axis=1) >= 2
+    n_active = active.sum(axis=1)
     K = max(int(n_active.max()) if n else 0, 1)
     bits = max(P - 1, 1).bit_length()
     key_dtype = np.int16 if bits < 15 else np.int64
-    keys = (~active_bf).astype(key_dtype) << bits
+    keys = (~active).astype(key_dtype) << bits
     keys |= np.arange(P, dtype=key_dtype)
     keys.sort(axis=1)
-    pick_bf = keys[:, :K] & key_dtype((1 << bits) - 1)  # (n, K) nest positions
-    pick = pick_bf.T.astype(np.int64)
-    real = np.arange(K)[:, None] < n_active[None, :]
-    rows_bf = np.arange(n)[:, None] * P
-    flat_pick = (rows_bf + pick_bf).ravel()
-    dim_k = np.ascontiguousarray(order_bf.reshape(-1)[flat_pick].reshape(n, K).T)
-    bound_k = np.where(real, bound_bf.reshape(-1)[flat_pick].reshape(n, K).T, 1)
-    stride_nest = np.take_along_axis(stride, order, axis=1).reshape(P, n)
-    stride_k = stride_nest.reshape(-1)[(pick * n + cols[None, :]).ravel()].reshape(K, n)
+    pick = (keys[:, :K] & key_dtype((1 << bits) - 1)).astype(np.intp)  # (n, K) nest positions
+    ld_k = np.take_along_axis(ld, pick, axis=1).T  # (K, n)
+    flat_k = ld_k * n + cols  # index into (L, D, n) arrays
+    dim_k = ld_k % D
+    bound_k = temporal.reshape(-1)[flat_k]  # 1 on the padding (inactive loops)
+    # Padding (inactive loops) moves nothing.
+    step_k = np.where(bound_k >= 2, stride.reshape(-1)[flat_k], 0).astype(comp.shift_dtype, copy=False)
     prefix_ext = np.ones((K + 1, n), dtype=np.int64)  # product of the bounds of loops 0..k-1
     for k in range(K):
         np.multiply(prefix_ext[k], bound_k[k], out=prefix_ext[k + 1])
-    weight = prefix_ext[:K] * (bound_k - 1)  # (K, n)
-    step_k = (stride_k * real).astype(np.int32)  # inactive padding moves nothing
-
-    # Spans and sizes of each level's tile: (L+1, T, C, n), (L+1, T, n).
-    span = _spans(comp.coef_rows, tile).reshape(L + 1, T, C, n)
-    size = np.prod(span, axis=2)
-
-    # Eq. D, per tensor and per level c = 1..L-1 that may keep it (level 0 is delivered
-    # once: the whole tensor). Work is per coordinate ("slot") on (loops, n) arrays.
-    deliv = np.zeros((L + 1, T, n), dtype=np.int64)
-    deliv[0] = comp.tensor_sizes[:, None]
     # Loops above level c: the first kc positions (the active loops of levels 0..c-1).
-    per_level = (temporal >= 2).sum(axis=1)  # (L, n)
-    kcs = [np.zeros(n, dtype=np.int64)]
+    kcs = [np.zeros(n, dtype=np.intp)]
     for c in range(1, L):
-        kcs.append(kcs[-1] + per_level[c - 1])
-    for t in range(T):
-        levels_t = [c for c in range(1, L) if comp.holds[c, t]]
+        kcs.append(kcs[-1] + (temporal[c - 1] >= 2).sum(axis=0))
+    weight = None
+
+    # Eq. D, per tensor and per level c >= 1 that may keep it (level 0 is delivered once:
+    # the whole tensor).
+    deliv: dict[tuple[int, int], IntArray] = {}
+    for t in range(comp.n_tensors):
+        levels_t = [c for c in comp.held[t] if c > 0]
         if not levels_t:
             continue
+        spans_c = {c: _coord_spans(comp.coords[t], tile[c]) for c in levels_t}
+        size_c = {c: _product(spans_c[c], n) for c in levels_t}
         if comp.closed[t]:
             # Closed form of eq. D when every moving coordinate has one dim: a step of loop
             # j moves some coordinate exactly when a loop of a relevant dim is among loops
@@ -520,109 +564,163 @@ def _batch_counts(comp: _Compiled, b: MappingBatch) -> tuple:
             # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
             # F_c = |tile| x (product of the bounds of loops 0..J).
             rel_k = comp.rel[t][dim_k]
-            last_rel = np.zeros((K + 1, n), dtype=np.int64)  # loops 0..J among the first k
+            last_rel = np.zeros((K + 1, n), dtype=np.intp)  # loops 0..J among the first k
             for k in range(K):
                 np.copyto(last_rel[k + 1], last_rel[k])
                 np.copyto(last_rel[k + 1], k + 1, where=rel_k[k])
             for c in levels_t:
-                deliv[c, t] = size[c, t] * prefix_ext[last_rel[kcs[c], cols], cols]
+                deliv[c, t] = size_c[c] * prefix_ext[last_rel[kcs[c], cols], cols]
             continue
-        n_slots = len(comp.slots[t])
-        # pow3[k]: k is a power of three (exactly one slot moved).
-        pow3 = np.zeros(3 ** n_slots, dtype=bool)
-        pow3[[3 ** u for u in range(n_slots)]] = True
-        shift = []  # per slot: shift of one step of each loop, and its suffix sums
-        for coef_u, cu in comp.slots[t]:
+        # General path: the moving coordinates of several dims (sliding windows). A loop
+        # step that moves a one-dim coordinate moves it by at least its span (see above),
+        # so it fetches the whole tile: such steps are "forced" jumps, and only the
+        # several-dim coordinates ("slots") need the shift analysis.
+        if weight is None:
+            weight = prefix_ext[:K] * (bound_k - 1)  # (K, n)
+        slots = comp.slots[t]
+        n_slots = len(slots)
+        if comp.jump_dims[t].any():
+            jd_k = comp.jump_dims[t][dim_k]
+            last_jd = np.zeros((K + 1, n), dtype=np.intp)  # 1 + the last forcing loop among the first k
+            for k in range(K):
+                np.copyto(last_jd[k + 1], last_jd[k])
+                np.copyto(last_jd[k + 1], k + 1, where=jd_k[k])
+        else:
+            last_jd = None
+        shift = []  # per slot: shift of each loop's step up to the inner loops' end, suffix sums
+        for coef_u, _ in slots:
             a_u = coef_u[dim_k] * step_k  # (K, n)
-            sfx_u = np.zeros((K + 1, n), dtype=np.int32)
+            sfx_u = np.zeros((K + 1, n), dtype=a_u.dtype)
             for k in range(K - 1, -1, -1):
                 np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
-            shift.append((a_u, sfx_u, cu))
+            a_u -= sfx_u[1:]
+            shift.append((a_u, sfx_u))
+        if n_slots > 2:
+            pow3 = np.zeros(3 ** n_slots, dtype=bool)  # pow3[k]: k is a power of three
+            pow3[[3 ** u for u in range(n_slots)]] = True
         for c in levels_t:
             kc = kcs[c]
             Kc = int(kc.max()) if n else 0
-            sz = size[c, t]
-            if Kc == 0 or n_slots == 0:
+            sz = size_c[c]
+            if Kc == 0:
                 deliv[c, t] = sz
                 continue
             # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
-            # way (one moved slot <=> |key| is a power of 3); partial += |shift_u| x (size /
-            # span_u) is the new volume when only slot u moves (>= size when it jumps).
+            # way (one moved slot <=> |key| is a power of 3, <=> key is odd for two slots);
+            # partial += |shift_u| x (size / span_u) is the new volume when only slot u
+            # moves (>= size when it jumps).
+            spans = spans_c[c]
             key = np.zeros((Kc, n), dtype=np.int32)
             partial = np.zeros((Kc, n), dtype=np.int64)
-            for u, (a_u, sfx_u, cu) in enumerate(shift):
+            for u, (a_u, sfx_u) in enumerate(shift):
                 # Step of loop j: forward along its dim, every active loop inside it (and
                 # above c) back to its start.
-                sigma = a_u[:Kc] - sfx_u[1:Kc + 1] + sfx_u[kc, cols]
-                key += np.sign(sigma) * np.int32(3 ** u)
-                partial += np.abs(sigma) * (sz // span[c, t, cu])
-            slide = pow3[np.abs(key)] & (partial < sz)
+                sigma = a_u[:Kc] + sfx_u[kc, cols]
+                key += np.sign(sigma).astype(np.int32, copy=False) * np.int32(3 ** u)
+                np.abs(sigma, out=sigma)
+                cu = slots[u][1]
+                partial += sigma * _product(spans[:cu] + spans[cu + 1:], n)  # size / span_u
+            one = pow3[np.abs(key)] if n_slots > 2 else (key & 1).astype(bool)
+            slide = one & (partial < sz)
+            moved = key != 0
+            if last_jd is not None:
+                forced = np.arange(Kc)[:, None] < last_jd[kc, cols]
+                slide &= ~forced
+                moved |= forced
             # Timeloop's gradient reset: a slide other than the innermost loop's (same
             # coordinate, same direction) fetches the whole tile.
             inner = np.maximum(kc - 1, 0)
             inner_slide = slide[inner, cols] & (kc > 0)
             keep_slide = slide & (~inner_slide | (key == key[inner, cols]))
-            delta = np.where(key == 0, 0, np.where(keep_slide, partial, sz))
-            w = np.where(np.arange(Kc)[:, None] < kc, weight[:Kc], 0)
-            deliv[c, t] = sz + (w * delta).sum(axis=0)
-    macs_per_unit = np.prod(temporal, axis=(0, 1))
-    deliv[L] = macs_per_unit
+            delta = np.where(keep_slide, partial, sz)
+            delta *= weight[:Kc]
+            delta[~moved | (np.arange(Kc)[:, None] >= kc)] = 0
+            deliv[c, t] = sz + delta.sum(axis=0)
+    macs_per_unit = temporal.reshape(P, n).prod(axis=0)
 
-    # Keepers: child of (p, t) = next inner level keeping t, or L (the MACs).
-    nxt = np.full((L + 1, T, n), L, dtype=np.int64)
-    for p in range(L - 1, -1, -1):
-        nxt[p] = np.where(keep[p], p, nxt[p + 1])
-    child = nxt[1:]  # (L, T, n): first keeper strictly below p
-
-    groups = _distinct_groups(comp, g, tile[1:])  # (L, T, n)
-    pg = np.ones((L + 1, T, n), dtype=np.int64)
-    for lv in range(L):
-        np.multiply(pg[lv], groups[lv], out=pg[lv + 1])
-    used_below = np.prod(g, axis=1)  # (L, n)
-    pu = np.ones((L + 1, n), dtype=np.int64)
-    for lv in range(L):
-        np.multiply(pu[lv], used_below[lv], out=pu[lv + 1])
-    inst = pu[:L]  # utilized instances of each level
-
-    f_child = np.take_along_axis(deliv, child, axis=0)
-    # Exact quotients of products (float division is far faster than integer division and
-    # exact here: the divisor divides the dividend and both are below 2**53).
-    grp = np.rint(np.take_along_axis(pg, child, axis=0) / pg[:L]).astype(np.int64)
-    kids = np.rint(np.take_along_axis(np.broadcast_to(pu[:, None, :], (L + 1, T, n)), child, axis=0)
-                   / pu[:L, None]).astype(np.int64)
-    a_p = f_child * grp
-    f_p = deliv[:L].copy()
-    f_p[0] = 0
-
-    # Outputs: distinct outputs one instance ever holds (tile widened by the loops above).
-    above = np.ones((L, D, n), dtype=np.int64)
+    # Spatial: used instances below each level, and the utilized instances of each level.
+    used_below: list[IntArray | None] = [None] * L
+    for lv in comp.fan_levels:
+        used_below[lv] = g[lv].prod(axis=0)
+    inst: list[IntArray | int] = [1] * L
     for lv in range(1, L):
-        np.multiply(above[lv - 1], temporal[lv - 1], out=above[lv])
-    ext = tile[:L] * above
-    part = np.prod(_spans(comp.coef_rows_out, ext), axis=1)  # (L, n)
+        inst[lv] = inst[lv - 1] if used_below[lv - 1] is None else inst[lv - 1] * used_below[lv - 1]
 
+    # Per tensor, from the innermost level out: ``child`` of a keeper p is the next inner
+    # level keeping the tensor (or the MACs). Walking up, ``f_next`` is the deliveries into
+    # that child, ``grp``/``kids`` the products of distinct groups / used instances of the
+    # levels from p down to the child (exclusive).
+    rd_pi: list[IntArray | None] = [None] * L  # words read per instance
+    wr_pi: list[IntArray | None] = [None] * L  # words written per instance
+    above = [None] * L  # (D, n) temporal loops above level p (for output parts)
     o = comp.output
-    rd, fl, up = a_p.copy(), f_p, np.zeros_like(a_p)
-    rd[:, o] = a_p[:, o] - part
-    fl[1:, o] = f_p[1:, o] - part[1:]
-    up[:, o] = a_p[:, o]
-    rd, fl, up = rd * keep, fl * keep, up * keep
-    shared = (f_child * kids - a_p) * keep * inst[:, None]
-    mc = shared.copy()
-    mc[:, o] = 0
-    sr = np.zeros_like(shared)
-    sr[:, o] = shared[:, o]
+    for t in range(comp.n_tensors):
+        f_next: IntArray = macs_per_unit
+        grp_next: IntArray | int = 1
+        kids_next: IntArray | int = 1
+        for p in range(L - 1, -1, -1):
+            grp, kids = grp_next, kids_next
+            if g[p] is not None:
+                groups_p = _distinct_level(comp, t, g[p], tile[p + 1])
+                if groups_p is not None:
+                    grp = groups_p * grp
+                kids = used_below[p] * kids
+            if not comp.holds[p, t]:
+                grp_next, kids_next = grp, kids
+                continue
+            keep_p = b.keep[:, p, t]
+            a_p = f_next * grp
+            shared = None if isinstance(kids, int) else f_next * kids - a_p  # int: no fanout below
+            if t == o:
+                if above[p] is None:
+                    above[p] = temporal[:p].prod(axis=0) if p > 0 else np.ones((D, n), dtype=np.int64)
+                part = _product(_coord_spans(comp.coords[t], tile[p] * above[p]), n)
+                r = a_p - part
+                f = deliv[p, t] - part if p > 0 else None
+                u = a_p
+            else:
+                r, f, u = a_p, (deliv[p, t] if p > 0 else None), None
+            if p > 0:  # the outermost level keeps every tensor of a legal mapping
+                r = r * keep_p
+                f = f * keep_p
+                if u is not None:
+                    u = u * keep_p
+                if shared is not None:
+                    shared = shared * keep_p
+            ip = inst[p]
+            # Energy per instance (reads at the read energy; fills and updates at the
+            # write energy, per block), times the utilized instances.
+            blk = int(comp.block[p])
+            e = np.ceil(r / blk) * comp.read_pj[p]
+            w = np.zeros(n) if f is None else np.ceil(f / blk)
+            if u is not None:
+                w = w + np.ceil(u / blk)
+            e = e + w * comp.write_pj[p]
+            out["reads"][rows, p, t] = r * ip
+            if f is not None:
+                out["fills"][rows, p, t] = f * ip
+            if u is not None:
+                out["updates"][rows, p, t] = u * ip
+            out["energy"][rows, p, t] = e * ip
+            if shared is not None:
+                out["reductions" if t == o else "multicast"][rows, p, t] = shared * ip
+            wr = f if u is None else (u if f is None else f + u)
+            rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
+            if wr is not None:
+                wr_pi[p] = wr if wr_pi[p] is None else wr_pi[p] + wr
+            # Above p: p is the next keeper when it keeps the tensor.
+            if p > 0:
+                f_next = np.where(keep_p, deliv[p, t], f_next)
+                grp_next = 1 if isinstance(grp, int) else np.where(keep_p, 1, grp)
+                kids_next = 1 if isinstance(kids, int) else np.where(keep_p, 1, kids)
 
-    blk = comp.block[:, None, None]
-    e_pi = _ceil_div(rd, blk) * comp.read_pj[:, None, None] + \
-        (_ceil_div(fl, blk) + _ceil_div(up, blk)) * comp.write_pj[:, None, None]
-    rd_pi, wr_pi = rd.sum(axis=1), (fl + up).sum(axis=1)  # (L, n) words per instance
-    bw_cyc = np.maximum(rd_pi / comp.read_bw[:, None], wr_pi / comp.write_bw[:, None]).max(axis=0)
-    cyc = np.ceil(np.maximum(macs_per_unit.astype(np.float64), bw_cyc))
-    i3 = inst[:, None]
-
-    def batch_first(x: np.ndarray) -> np.ndarray:
-        return x.transpose(2, 0, 1)
-
-    return (batch_first(rd * i3), batch_first(fl * i3), batch_first(up * i3), batch_first(e_pi * i3),
-            batch_first(mc), batch_first(sr), cyc)
+    # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
+    cyc = macs_per_unit.astype(np.float64)
+    for lv in range(L):
+        if rd_pi[lv] is not None and np.isfinite(comp.read_bw[lv]):
+            np.maximum(cyc, rd_pi[lv] / comp.read_bw[lv], out=cyc)
+        if wr_pi[lv] is not None and np.isfinite(comp.write_bw[lv]):
+            np.maximum(cyc, wr_pi[lv] / comp.write_bw[lv], out=cyc)
+    np.ceil(cyc, out=cyc)
+    out["cycles"][rows] = cyc
+    out["util"][rows] = comp.macs / (comp.n_macs * cyc)
