@@ -64,7 +64,7 @@ import numpy as np
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
-from accelmap.mapper.check import check_batch
+from accelmap.mapper.check import Reason, check_batch
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 
@@ -108,6 +108,15 @@ class _Compiled:
     # Per tensor: every moving coordinate has one dim (the closed form of eq. D applies).
     closed: tuple[bool, ...]
     rel: BoolArray  # (T, D) the dim indexes the tensor
+    # Legality (`check_batch` without padding) on the model's arrays:
+    bounds: IntArray  # (D,)
+    fanouts_xy: IntArray  # (L, 2)
+    capacity: FloatArray  # (L,) words, inf = unbounded
+    capped_levels: tuple[int, ...]  # levels with a finite capacity
+    held_at: tuple[tuple[int, ...], ...]  # per level: the tensors it may keep
+    # (level, tensor) pairs whose tile footprint is needed: every level >= 1 that may keep
+    # the tensor (deliveries), and any capped level that may keep it (capacity).
+    pairs: tuple[tuple[int, int], ...]
 
 
 def _compile(problem: Problem, arch: Arch) -> _Compiled:
@@ -132,6 +141,7 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
                 jump_dims[t, terms[0][0]] = True
     holds = arch.holds_mask(problem)
     fanout = np.array([lv.fanout for lv in arch.levels], dtype=np.int64)
+    capped = tuple(int(lv) for lv in np.flatnonzero(np.isfinite(arch.capacities_words)))
     return _Compiled(
         n_tensors=T,
         macs=problem.macs,
@@ -156,6 +166,12 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         shift_dtype=shift_dtype,
         closed=tuple(all(len(terms) == 1 for terms in coords[t]) for t in range(T)),
         rel=problem.relevance,
+        bounds=problem.bounds,
+        fanouts_xy=arch.fanouts,
+        capacity=arch.capacities_words,
+        capped_levels=capped,
+        held_at=tuple(tuple(int(t) for t in np.flatnonzero(holds[lv])) for lv in range(L)),
+        pairs=tuple((lv, t) for lv in range(L) for t in range(T) if holds[lv, t] and (lv > 0 or lv in capped)),
     )
 
 
@@ -211,21 +227,25 @@ class LoopNestModel:
         reason = np.zeros(n, dtype=np.int64)
         reason_level = np.full(n, -1, dtype=np.int64)
         # Chunks of rows keep every temporary (the legality check's too) cache-sized.
+        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (L, problem.n_dims, T)
         for start in range(0, n, _CHUNK_ROWS):
             block = slice(start, min(start + _CHUNK_ROWS, n))
             chunk = mappings.take(block)
-            check = check_batch(problem, arch, chunk)
-            valid[block], reason[block], reason_level[block] = check.valid, check.reason, check.level
-            if check.valid.all():  # the common case in a search: plain slices, no gathers
-                rows: slice | IntArray = block
-                part = chunk
-            else:
-                keep_rows = np.flatnonzero(check.valid)
-                if keep_rows.size == 0:
-                    continue
-                rows = keep_rows + start
-                part = chunk.take(keep_rows)
-            _chunk_counts(comp, part, out, rows)
+            if not shapes_ok:  # every row is a SHAPE error: nothing to count
+                check = check_batch(problem, arch, chunk)
+                valid[block], reason[block], reason_level[block] = check.valid, check.reason, check.level
+                continue
+            # The legality check runs on the model's own arrays (tiles, footprints).
+            ch = _Chunk.build(comp, chunk)
+            why, lvl = _check_chunk(comp, problem, arch, chunk, ch)
+            ok = why == 0
+            valid[block], reason[block], reason_level[block] = ok, why, lvl
+            if ok.all():  # the common case in a search: plain slices, no gathers
+                _chunk_counts(comp, chunk, ch, out, block)
+                continue
+            keep_rows = np.flatnonzero(ok)
+            if keep_rows.size:
+                _chunk_counts(comp, chunk.take(keep_rows), ch.take(keep_rows), out, keep_rows + start)
         reads, fills, updates, energy_lt = out["reads"], out["fills"], out["updates"], out["energy"]
         mcast, sred, cycles, util = out["multicast"], out["reductions"], out["cycles"], out["util"]
         compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
@@ -493,21 +513,116 @@ def _product(arrays: list[IntArray], n: int) -> IntArray:
     return out
 
 
-def _chunk_counts(comp: _Compiled, b: MappingBatch, out: dict[str, np.ndarray], rows: slice | IntArray) -> None:
+class _Chunk:
+    """The batch-last arrays of one chunk that both the legality check and the counts use:
+    temporal (L, D, n); g, per level, (D, n) spatial factors X*Y (None at a level without
+    fanout); tile (L+1, D, n) (tile[L]: one MAC); per kept (level, tensor) pair the spans
+    of the tile's moving coordinates and their product, the tile's footprint in words."""
+
+    __slots__ = ("temporal", "g", "tile", "spans", "sizes")
+
+    def __init__(self, temporal: IntArray, g: list, tile: IntArray, spans: dict, sizes: dict) -> None:
+        self.temporal, self.g, self.tile, self.spans, self.sizes = temporal, g, tile, spans, sizes
+
+    @staticmethod
+    def build(comp: _Compiled, b: MappingBatch) -> _Chunk:
+        n, L, D = b.temporal.shape
+        temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
+        g: list[IntArray | None] = [None] * L
+        for lv in comp.fan_levels:
+            g[lv] = (b.spatial[:, lv, :, 0] * b.spatial[:, lv, :, 1]).T
+        tile = np.empty((L + 1, D, n), dtype=np.int64)
+        tile[L] = 1
+        for lv in range(L - 1, -1, -1):
+            np.multiply(tile[lv + 1], temporal[lv], out=tile[lv])
+            if g[lv] is not None:
+                tile[lv] *= g[lv]
+        spans, sizes = {}, {}
+        for lv, t in comp.pairs:
+            spans[lv, t] = _coord_spans(comp.coords[t], tile[lv])
+            sizes[lv, t] = _product(spans[lv, t], n)
+        return _Chunk(temporal, g, tile, spans, sizes)
+
+    def take(self, idx: IntArray) -> _Chunk:
+        """The rows ``idx`` only."""
+        return _Chunk(self.temporal[..., idx], [None if x is None else x[:, idx] for x in self.g],
+                      self.tile[..., idx], {k: [x[idx] for x in v] for k, v in self.spans.items()},
+                      {k: v[idx] for k, v in self.sizes.items()})
+
+
+def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
+                 ch: _Chunk) -> tuple[IntArray, IntArray]:
+    """`check_batch` (no padding) of one chunk on the chunk's batch-last arrays: the same
+    checks in the same order, so the same (reason, level) per row. Footprints come from
+    the model's spans over moving coordinates: equal to `Problem.footprint` on every row
+    that passes the factor check (dims of bound 1 then have tile 1), and only such rows
+    reach the capacity check."""
+    n, L, D = b.temporal.shape
+    reason = np.zeros(n, dtype=np.int64)
+    level = np.full(n, -1, dtype=np.int64)
+
+    def mark(bad: BoolArray, code: Reason, lvl: IntArray | int) -> None:
+        new = bad & (reason == 0)
+        reason[new] = int(code)
+        level[new] = lvl[new] if isinstance(lvl, np.ndarray) else lvl
+
+    def first_level(bad: list[BoolArray]) -> tuple[BoolArray, IntArray]:
+        """Any level bad, and the first bad level (0 where none), from per-level masks."""
+        any_bad = np.zeros(n, dtype=bool)
+        first = np.zeros(n, dtype=np.int64)
+        for lv in range(len(bad) - 1, -1, -1):
+            first[bad[lv]] = lv
+            any_bad |= bad[lv]
+        return any_bad, first
+
+    temporal = ch.temporal
+    sx = b.spatial[..., 0].transpose(1, 2, 0)  # (L, D, n) views
+    sy = b.spatial[..., 1].transpose(1, 2, 0)
+    prod = temporal[0] * sx[0] * sy[0]  # (D, n)
+    for lv in range(1, L):
+        prod *= temporal[lv]
+        prod *= sx[lv]
+        prod *= sy[lv]
+    ok = (prod == comp.bounds[:, None]).all(axis=0)
+    ok &= b.temporal.reshape(n, L * D).min(axis=1, initial=1) >= 1
+    ok &= b.spatial.reshape(n, L * D * 2).min(axis=1, initial=1) >= 1
+    mark(~ok, Reason.FACTORS, -1)
+
+    perm_ok = (np.sort(b.order, axis=2) == np.arange(D)).all(axis=2)  # (n, L)
+    mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
+
+    keep_bad = (b.keep & ~comp.holds).any(axis=2)  # (n, L)
+    keep_bad[:, 0] |= ~b.keep[:, 0, :].all(axis=1)
+    mark(keep_bad.any(axis=1), Reason.KEEP, np.argmax(keep_bad, axis=1))
+
+    fan_bad = []
+    for lv in range(L):
+        ux, uy = sx[lv, 0].copy(), sy[lv, 0].copy()
+        for d in range(1, D):
+            ux *= sx[lv, d]
+            uy *= sy[lv, d]
+        fan_bad.append((ux > comp.fanouts_xy[lv, 0]) | (uy > comp.fanouts_xy[lv, 1]))
+    bad, first = first_level(fan_bad)
+    mark(bad, Reason.FANOUT, first)
+
+    cap_bad = [np.zeros(n, dtype=bool)] * L
+    for lv in comp.capped_levels:
+        need = np.zeros(n, dtype=np.int64)
+        for t in comp.held_at[lv]:
+            need += ch.sizes[lv, t] * b.keep[:, lv, t]
+        cap_bad[lv] = need > comp.capacity[lv]
+    bad, first = first_level(cap_bad)
+    mark(bad, Reason.CAPACITY, first)
+    return reason, level
+
+
+def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, np.ndarray],
+                  rows: slice | IntArray) -> None:
     """Counts of the legal mappings ``b`` (one chunk), written into the (N, L, T) arrays of
     ``out`` (and its (N,) ``cycles``, ``util``) at ``rows``."""
     n, L, D = b.temporal.shape
     cols = np.arange(n)
-    temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
-    g: list[IntArray | None] = [None] * L  # (D, n) spatial factors X*Y, None below no fanout
-    for lv in comp.fan_levels:
-        g[lv] = (b.spatial[:, lv, :, 0] * b.spatial[:, lv, :, 1]).T
-    tile = np.empty((L + 1, D, n), dtype=np.int64)  # tile[L]: one MAC
-    tile[L] = 1
-    for lv in range(L - 1, -1, -1):
-        np.multiply(tile[lv + 1], temporal[lv], out=tile[lv])
-        if g[lv] is not None:
-            tile[lv] *= g[lv]
+    temporal, g, tile = ch.temporal, ch.g, ch.tile
     # (L, D, n) stride of the temporal loop (l, d): one step moves by the tile below it.
     stride = np.empty((L, D, n), dtype=np.int64)
     for lv in range(L):
@@ -554,8 +669,8 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, out: dict[str, np.ndarray], 
         levels_t = [c for c in comp.held[t] if c > 0]
         if not levels_t:
             continue
-        spans_c = {c: _coord_spans(comp.coords[t], tile[c]) for c in levels_t}
-        size_c = {c: _product(spans_c[c], n) for c in levels_t}
+        spans_c = {c: ch.spans[c, t] for c in levels_t}
+        size_c = {c: ch.sizes[c, t] for c in levels_t}
         if comp.closed[t]:
             # Closed form of eq. D when every moving coordinate has one dim: a step of loop
             # j moves some coordinate exactly when a loop of a relevant dim is among loops
