@@ -54,6 +54,7 @@ read bandwidth and its written words over its write bandwidth.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from dataclasses import dataclass
@@ -616,6 +617,25 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
     return reason, level
 
 
+@functools.lru_cache(maxsize=8)
+def _nest_base(L: int, D: int, n: int) -> IntArray:
+    """(n, L*D) ``l*D*n + row``: with ``d*n`` added, the flat index of (l, d, row) in an
+    (L, D, n) array (read-only; cached per chunk shape)."""
+    base = (np.arange(L, dtype=np.intp)[:, None] * (D * n) + np.zeros(D, dtype=np.intp)).reshape(1, -1) \
+        + np.arange(n, dtype=np.intp)[:, None]
+    base.setflags(write=False)
+    return base
+
+
+def _last_index(flag: BoolArray) -> IntArray:
+    """(K+1, n) from (K, n) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
+    K, n = flag.shape
+    out = np.zeros((K + 1, n), dtype=np.intp)
+    for k in range(K):
+        np.maximum(out[k], flag[k] * (k + 1), out=out[k + 1])
+    return out
+
+
 def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, np.ndarray],
                   rows: slice | IntArray) -> None:
     """Counts of the legal mappings ``b`` (one chunk), written into the (N, L, T) arrays of
@@ -637,8 +657,10 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     # sorts small integer keys ``inactive << bits | position`` along each row (batch-first,
     # contiguous rows: numpy sorts and scans along a strided axis many times slower).
     P = L * D
-    ld = b.order.reshape(n, P) + comp.level_offsets  # (n, P) l*D + d of each nest position
-    active = np.take_along_axis(b.temporal.reshape(n, P), ld, axis=1) >= 2
+    # idx[row, p]: flat index into the (L, D, n) arrays of the loop at nest position p.
+    idx = b.order.reshape(n, P) * n
+    idx += _nest_base(L, D, n)
+    active = temporal.reshape(-1)[idx] >= 2
     n_active = active.sum(axis=1)
     K = max(int(n_active.max()) if n else 0, 1)
     bits = max(P - 1, 1).bit_length()
@@ -647,9 +669,9 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     keys |= np.arange(P, dtype=key_dtype)
     keys.sort(axis=1)
     pick = (keys[:, :K] & key_dtype((1 << bits) - 1)).astype(np.intp)  # (n, K) nest positions
-    ld_k = np.take_along_axis(ld, pick, axis=1).T  # (K, n)
-    flat_k = ld_k * n + cols  # index into (L, D, n) arrays
-    dim_k = ld_k % D
+    flat_k = np.ascontiguousarray(np.take_along_axis(idx, pick, axis=1).T)  # (K, n)
+    dim_k = flat_k // n
+    dim_k %= D
     bound_k = temporal.reshape(-1)[flat_k]  # 1 on the padding (inactive loops)
     # Padding (inactive loops) moves nothing.
     step_k = np.where(bound_k >= 2, stride.reshape(-1)[flat_k], 0).astype(comp.shift_dtype, copy=False)
@@ -678,11 +700,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # dim shrink by at least their bounds), so it never slides: Delta_j = |tile|
             # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
             # F_c = |tile| x (product of the bounds of loops 0..J).
-            rel_k = comp.rel[t][dim_k]
-            last_rel = np.zeros((K + 1, n), dtype=np.intp)  # loops 0..J among the first k
-            for k in range(K):
-                np.copyto(last_rel[k + 1], last_rel[k])
-                np.copyto(last_rel[k + 1], k + 1, where=rel_k[k])
+            last_rel = _last_index(comp.rel[t][dim_k])  # loops 0..J among the first k
             for c in levels_t:
                 deliv[c, t] = size_c[c] * prefix_ext[last_rel[kcs[c], cols], cols]
             continue
@@ -691,15 +709,11 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
         # so it fetches the whole tile: such steps are "forced" jumps, and only the
         # several-dim coordinates ("slots") need the shift analysis.
         if weight is None:
-            weight = prefix_ext[:K] * (bound_k - 1)  # (K, n)
+            weight = prefix_ext[1:] - prefix_ext[:K]  # (K, n) prefix x (bound - 1)
         slots = comp.slots[t]
         n_slots = len(slots)
         if comp.jump_dims[t].any():
-            jd_k = comp.jump_dims[t][dim_k]
-            last_jd = np.zeros((K + 1, n), dtype=np.intp)  # 1 + the last forcing loop among the first k
-            for k in range(K):
-                np.copyto(last_jd[k + 1], last_jd[k])
-                np.copyto(last_jd[k + 1], k + 1, where=jd_k[k])
+            last_jd = _last_index(comp.jump_dims[t][dim_k])  # 1 + the last forcing loop
         else:
             last_jd = None
         shift = []  # per slot: shift of each loop's step up to the inner loops' end, suffix sums
