@@ -618,21 +618,32 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
 
 
 @functools.lru_cache(maxsize=8)
-def _nest_base(L: int, D: int, n: int) -> IntArray:
-    """(n, L*D) ``l*D*n + row``: with ``d*n`` added, the flat index of (l, d, row) in an
-    (L, D, n) array (read-only; cached per chunk shape)."""
-    base = (np.arange(L, dtype=np.intp)[:, None] * (D * n) + np.zeros(D, dtype=np.intp)).reshape(1, -1) \
-        + np.arange(n, dtype=np.intp)[:, None]
+def _nest_keys(L: int, D: int, n: int) -> tuple[int, int, type, IntArray]:
+    """Bit widths, integer type and (n, L*D) base of the loop-compaction sort keys.
+
+    key = position << (dim + index bits) | dim << index bits | (l*D + dim)*n + row; the
+    base holds every term but the dim's (``dim * ((1 << index bits) + n)``). Read-only,
+    cached per chunk shape.
+    """
+    P = L * D
+    idx_bits = max(L * D * n - 1, 1).bit_length()
+    dim_bits = max(D - 1, 1).bit_length()
+    pos_bits = max(P - 1, 1).bit_length()
+    key_dtype = np.int32 if 1 + pos_bits + dim_bits + idx_bits <= 31 else np.int64
+    pos = np.arange(P, dtype=np.int64)
+    base = ((pos << (dim_bits + idx_bits)) + (pos // D) * (D * n))[None, :] + np.arange(n, dtype=np.int64)[:, None]
+    base = base.astype(key_dtype)
     base.setflags(write=False)
-    return base
+    return idx_bits, dim_bits, key_dtype, base
 
 
 def _last_index(flag: BoolArray) -> IntArray:
     """(K+1, n) from (K, n) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
     K, n = flag.shape
-    out = np.zeros((K + 1, n), dtype=np.intp)
+    dtype = np.int16 if K < 2 ** 15 - 1 else np.intp
+    out = np.zeros((K + 1, n), dtype=dtype)
     for k in range(K):
-        np.maximum(out[k], flag[k] * (k + 1), out=out[k + 1])
+        np.maximum(out[k], flag[k] * dtype(k + 1), out=out[k + 1])
     return out
 
 
@@ -643,45 +654,43 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     n, L, D = b.temporal.shape
     cols = np.arange(n)
     temporal, g, tile = ch.temporal, ch.g, ch.tile
-    # (L, D, n) stride of the temporal loop (l, d): one step moves by the tile below it.
-    stride = np.empty((L, D, n), dtype=np.int64)
+    active = temporal >= 2  # (L, D, n) loops that run (bound 1 neither weighs nor moves)
+    # (L, D, n) step of the temporal loop (l, d): the tile below it times the level's
+    # spatial factor; zero for an inactive loop.
+    step = np.empty((L, D, n), dtype=comp.shift_dtype)
     for lv in range(L):
-        if g[lv] is None:
-            stride[lv] = tile[lv + 1]
-        else:
-            np.multiply(g[lv], tile[lv + 1], out=stride[lv])
+        np.multiply(tile[lv + 1], active[lv], out=step[lv], casting="unsafe")
+        if g[lv] is not None:
+            np.multiply(step[lv], g[lv], out=step[lv], casting="unsafe")
+    # Loops above level c: the first kc positions (the active loops of levels 0..c-1).
+    per_level = active.sum(axis=1)  # (L, n)
+    kcs = [np.zeros(n, dtype=np.intp)]
+    for c in range(1, L + 1):
+        kcs.append(kcs[-1] + per_level[c - 1])
+    K = max(int(kcs[L].max()) if n else 0, 1)
 
-    # Loops in nest order, outermost first (P = L*D positions), then compacted so that the
-    # active loops (bound >= 2) of each row come first, in order: inactive loops neither
-    # weigh nor move anything, and most loops of a mapping are inactive. The compaction
-    # sorts small integer keys ``inactive << bits | position`` along each row (batch-first,
-    # contiguous rows: numpy sorts and scans along a strided axis many times slower).
+    # Loops in nest order, outermost first (P = L*D positions), compacted so that the
+    # active loops of each row come first, in order. One sort along each row (batch-first,
+    # contiguous rows: numpy sorts and scans along a strided axis many times slower) of
+    # keys packing ``inactive | position | dim | flat index of (l, d, row)`` in (L, D, n).
     P = L * D
-    # idx[row, p]: flat index into the (L, D, n) arrays of the loop at nest position p.
-    idx = b.order.reshape(n, P) * n
-    idx += _nest_base(L, D, n)
-    active = temporal.reshape(-1)[idx] >= 2
-    n_active = active.sum(axis=1)
-    K = max(int(n_active.max()) if n else 0, 1)
-    bits = max(P - 1, 1).bit_length()
-    key_dtype = np.int16 if bits < 15 else np.int64
-    keys = (~active).astype(key_dtype) << bits
-    keys |= np.arange(P, dtype=key_dtype)
+    idx_bits, dim_bits, key_dtype, key_base = _nest_keys(L, D, n)
+    idx_mask = key_dtype((1 << idx_bits) - 1)
+    keys = np.multiply(b.order.reshape(n, P), (1 << idx_bits) + n, dtype=key_dtype, casting="unsafe")
+    keys += key_base
+    inactive_bit = key_dtype(1 << (idx_bits + dim_bits + max(P - 1, 1).bit_length()))
+    inactive = ~np.take(active.reshape(-1), keys & idx_mask)
+    keys |= inactive.astype(key_dtype) * inactive_bit
     keys.sort(axis=1)
-    pick = (keys[:, :K] & key_dtype((1 << bits) - 1)).astype(np.intp)  # (n, K) nest positions
-    flat_k = np.ascontiguousarray(np.take_along_axis(idx, pick, axis=1).T)  # (K, n)
-    dim_k = flat_k // n
-    dim_k %= D
-    bound_k = temporal.reshape(-1)[flat_k]  # 1 on the padding (inactive loops)
-    # Padding (inactive loops) moves nothing.
-    step_k = np.where(bound_k >= 2, stride.reshape(-1)[flat_k], 0).astype(comp.shift_dtype, copy=False)
+    top = np.ascontiguousarray(keys[:, :K].T)  # (K, n)
+    flat_k = top & idx_mask  # index into (L, D, n) arrays
+    top >>= idx_bits
+    dim_k = top & key_dtype((1 << dim_bits) - 1)
+    bound_k = np.take(temporal.reshape(-1), flat_k)  # 1 on the padding (inactive loops)
+    step_k = np.take(step.reshape(-1), flat_k)  # 0 on the padding
     prefix_ext = np.ones((K + 1, n), dtype=np.int64)  # product of the bounds of loops 0..k-1
     for k in range(K):
         np.multiply(prefix_ext[k], bound_k[k], out=prefix_ext[k + 1])
-    # Loops above level c: the first kc positions (the active loops of levels 0..c-1).
-    kcs = [np.zeros(n, dtype=np.intp)]
-    for c in range(1, L):
-        kcs.append(kcs[-1] + (temporal[c - 1] >= 2).sum(axis=0))
     weight = None
 
     # Eq. D, per tensor and per level c >= 1 that may keep it (level 0 is delivered once:
@@ -700,7 +709,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # dim shrink by at least their bounds), so it never slides: Delta_j = |tile|
             # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
             # F_c = |tile| x (product of the bounds of loops 0..J).
-            last_rel = _last_index(comp.rel[t][dim_k])  # loops 0..J among the first k
+            last_rel = _last_index(np.take(comp.rel[t], dim_k))  # loops 0..J among the first k
             for c in levels_t:
                 deliv[c, t] = size_c[c] * prefix_ext[last_rel[kcs[c], cols], cols]
             continue
@@ -713,12 +722,12 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
         slots = comp.slots[t]
         n_slots = len(slots)
         if comp.jump_dims[t].any():
-            last_jd = _last_index(comp.jump_dims[t][dim_k])  # 1 + the last forcing loop
+            last_jd = _last_index(np.take(comp.jump_dims[t], dim_k))  # 1 + the last forcing loop
         else:
             last_jd = None
         shift = []  # per slot: shift of each loop's step up to the inner loops' end, suffix sums
         for coef_u, _ in slots:
-            a_u = coef_u[dim_k] * step_k  # (K, n)
+            a_u = np.take(coef_u, dim_k) * step_k  # (K, n)
             sfx_u = np.zeros((K + 1, n), dtype=a_u.dtype)
             for k in range(K - 1, -1, -1):
                 np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
