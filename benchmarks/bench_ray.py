@@ -20,7 +20,8 @@ Writes ``benchmarks/results/bench_ray.json``:
 * ``serial``: the same tasks in-process without Ray; the load average before and after, and
   ``task_slowdown_2_vs_1`` per round (mean task time with 2 workers / with 1: about 1.0
   when both cores are free). The machine may be shared: ``contended`` and ``note`` say when
-  other processes took CPU from the run.
+  other processes took CPU from the run; ``speedup_free_rounds_median`` is the median
+  speedup over the ``free_rounds`` rounds whose slowdown was at most 1.1.
 
 ``--migration`` instead compares portfolio quality at equal budget: the best EDP of a
 portfolio whose members exchange elites over ``--rounds`` rounds against independent
@@ -234,6 +235,10 @@ def main() -> None:
     # How much slower a task ran beside another than alone: about 1.0 when both cores are free.
     out["task_slowdown_2_vs_1"] = [b["mean_task_s"] / a["mean_task_s"]
                                    for a, b in zip(rounds[1], rounds[2], strict=True)]
+    # Rounds in which two tasks side by side ran at their solo speed: the cores were free.
+    free = [sp for sp, sl in zip(out["speedup_per_round"], out["task_slowdown_2_vs_1"], strict=True) if sl <= 1.1]
+    out["free_rounds"] = len(free)
+    out["speedup_free_rounds_median"] = statistics.median(free) if free else None
     busy = load_before[0] > 0.5 or statistics.median(out["task_slowdown_2_vs_1"]) > 1.15
     out["contended"] = bool(busy)
     out["note"] = ("other processes competed for the cores (load before the run "
@@ -242,7 +247,8 @@ def main() -> None:
                    ) if busy else "machine quiet"
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(out, indent=2) + "\n")
-    print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "speedup_per_round", "overhead_per_task_ms",
+    print(json.dumps({k: out[k] for k in ("tasks_per_s", "speedup", "speedup_per_round", "free_rounds",
+                                          "speedup_free_rounds_median", "overhead_per_task_ms",
                                           "driver_overhead_per_task_ms", "loadavg_before", "loadavg_after")}, indent=2))
 
 
