@@ -65,7 +65,7 @@ import numpy as np
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
-from accelmap.mapper.check import Reason, check_batch
+from accelmap.mapper.check import Reason, check_batch, permutation_rows
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 
@@ -589,7 +589,7 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
     ok &= b.spatial.reshape(n, L * D * 2).min(axis=1, initial=1) >= 1
     mark(~ok, Reason.FACTORS, -1)
 
-    perm_ok = (np.sort(b.order, axis=2) == np.arange(D)).all(axis=2)  # (n, L)
+    perm_ok = permutation_rows(b.order)  # (n, L)
     mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
 
     keep_bad = (b.keep & ~comp.holds).any(axis=2)  # (n, L)

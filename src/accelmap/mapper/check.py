@@ -83,9 +83,7 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
     ok = (prod >= bounds).all(axis=1) if allow_padding else (prod == bounds).all(axis=1)
     mark(~(ok & positive), Reason.FACTORS, -1)
 
-    # order: every row a permutation of 0..n_dims-1
-    sorted_order = np.sort(batch.order, axis=2)
-    perm_ok = (sorted_order == np.arange(D)).all(axis=2)  # (n, n_levels)
+    perm_ok = permutation_rows(batch.order)  # (n, n_levels)
     mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
 
     holds = arch.holds_mask(problem)  # (L, T)
@@ -105,6 +103,24 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
     cap_bad = need > arch.capacities_words[None]
     mark(cap_bad.any(axis=1), Reason.CAPACITY, np.argmax(cap_bad, axis=1))
     return BatchCheck(reason == 0, reason, level)
+
+
+def permutation_rows(order: IntArray) -> BoolArray:
+    """(n, L) from (n, L, D) orders: True where a level's order is a permutation of 0..D-1.
+
+    The OR of ``1 << value`` over a row is ``2**D - 1`` exactly when its D values are
+    distinct and in range (a value out of range sets bit D instead), one pass per position.
+    """
+    n, L, D = order.shape
+    if D > 62:
+        return (np.sort(order, axis=2) == np.arange(D)).all(axis=2)
+    rows = order.reshape(n * L, D)
+    acc = np.zeros(n * L, dtype=np.int64)
+    for k in range(D):
+        # negative values wrap to huge unsigned ones: both ends clip to the bit D
+        v = np.minimum(rows[:, k].view(np.uint64), np.uint64(D)).view(np.int64)
+        acc |= np.left_shift(1, v)
+    return (acc == (1 << D) - 1).reshape(n, L)
 
 
 def _tiles(fac: IntArray) -> IntArray:
