@@ -101,6 +101,10 @@ def main() -> None:
     ap.add_argument("--constrained", action="store_true",
                     help="only the Timeloop-constrained Eyeriss cases (exhaustive optimum; writes "
                          "bench_search_constrained.json)")
+    ap.add_argument("--best-known", nargs="+", default=None, metavar="JSON",
+                    help="no search: merge these bench_search JSONs into the best EDP known per "
+                         "(arch, layer), write bench_search_best_known.json and print every "
+                         "file's runs as ratios to it")
     ap.add_argument("--out", default=str(OUT / "bench_search.json"))
     args = ap.parse_args()
     global WARM_START
@@ -111,6 +115,8 @@ def main() -> None:
 
     if args.constrained:
         return constrained(args)
+    if args.best_known:
+        return best_known(args.best_known, Path(args.out).with_name("bench_search_best_known.json"))
     known: dict[tuple[str, str], float] = {}
     if args.optimum_from:
         for c in json.loads(Path(args.optimum_from).read_text())["cases"]:
@@ -226,6 +232,31 @@ def constrained(args: argparse.Namespace) -> None:
     out.write_text(json.dumps({"benchmark": "bench_search --constrained", "date": time.strftime("%Y-%m-%d %H:%M:%S %Z"),
                                "versions": versions(), "cases": cases}, indent=1) + "\n")
     print(f"wrote {out}")
+
+
+def best_known(files: list[str], out: Path) -> None:
+    """The best EDP of any run in ``files`` per (arch, layer), and every run against it."""
+    data = {f: json.loads(Path(f).read_text()) for f in files}
+    best: dict[str, float] = {}
+    for d in data.values():
+        for c in d["cases"]:
+            vals = [r["edp"] for r in c["runs"]] + ([c["reference_run"]["edp"]] if c.get("reference_run") else [])
+            key = f"{c['arch']}|{c['layer']}"
+            best[key] = min([best.get(key, math.inf)] + vals)
+    out.write_text(json.dumps(best, indent=1) + "\n")
+    print(f"wrote {out}")
+    for f, d in data.items():
+        print(f)
+        ratios = []
+        for c in d["cases"]:
+            key = f"{c['arch']}|{c['layer']}"
+            for r in c["runs"]:
+                ratio = r["edp"] / best[key]
+                ratios.append(ratio)
+                print(f"  {c['arch']:13s} {c['layer']:26s} {r['searcher']:8s} {r['budget']:>8,} seed {r['seed']}: "
+                      f"{ratio:.3f}  {r['cpu_s']:.1f} s CPU")
+        print(f"  within 1%: {sum(x <= 1.01 for x in ratios)}/{len(ratios)}, geo-mean "
+              f"{math.exp(np.mean(np.log(ratios))):.4f}, worst {max(ratios):.3f}")
 
 
 def _summary(cases: list[dict[str, Any]], searchers: list[str], budgets: list[int]) -> dict[str, Any]:
