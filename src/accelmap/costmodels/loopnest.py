@@ -577,13 +577,13 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
         return any_bad, first
 
     temporal = ch.temporal
-    sx = b.spatial[..., 0].transpose(1, 2, 0)  # (L, D, n) views
-    sy = b.spatial[..., 1].transpose(1, 2, 0)
-    prod = temporal[0] * sx[0] * sy[0]  # (D, n)
+    sx_t = b.spatial[..., 0].transpose(1, 2, 0)  # (L, D, n) views
+    sy_t = b.spatial[..., 1].transpose(1, 2, 0)
+    prod = temporal[0] * sx_t[0] * sy_t[0]  # (D, n) factor products
     for lv in range(1, L):
         prod *= temporal[lv]
-        prod *= sx[lv]
-        prod *= sy[lv]
+        prod *= sx_t[lv]
+        prod *= sy_t[lv]
     ok = (prod == comp.bounds[:, None]).all(axis=0)
     ok &= b.temporal.reshape(n, L * D).min(axis=1, initial=1) >= 1
     ok &= b.spatial.reshape(n, L * D * 2).min(axis=1, initial=1) >= 1
@@ -592,19 +592,20 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
     perm_ok = permutation_rows(b.order)  # (n, L)
     mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
 
-    keep_bad = (b.keep & ~comp.holds).any(axis=2)  # (n, L)
+    forbidden = b.keep & ~comp.holds  # (n, L, T)
+    keep_bad = forbidden[:, :, 0].copy()  # (n, L)
+    for t in range(1, forbidden.shape[2]):
+        keep_bad |= forbidden[:, :, t]
     keep_bad[:, 0] |= ~b.keep[:, 0, :].all(axis=1)
     mark(keep_bad.any(axis=1), Reason.KEEP, np.argmax(keep_bad, axis=1))
 
-    fan_bad = []
-    for lv in range(L):
-        ux, uy = sx[lv, 0].copy(), sy[lv, 0].copy()
-        for d in range(1, D):
-            ux *= sx[lv, d]
-            uy *= sy[lv, d]
-        fan_bad.append((ux > comp.fanouts_xy[lv, 0]) | (uy > comp.fanouts_xy[lv, 1]))
-    bad, first = first_level(fan_bad)
-    mark(bad, Reason.FANOUT, first)
+    sx, sy = b.spatial[..., 0], b.spatial[..., 1]  # (n, L, D)
+    used_x, used_y = sx[:, :, 0].copy(), sy[:, :, 0].copy()  # (n, L) instances used below
+    for d in range(1, D):
+        used_x *= sx[:, :, d]
+        used_y *= sy[:, :, d]
+    fan_bad = (used_x > comp.fanouts_xy[:, 0]) | (used_y > comp.fanouts_xy[:, 1])  # (n, L)
+    mark(fan_bad.any(axis=1), Reason.FANOUT, np.argmax(fan_bad, axis=1))
 
     cap_bad = [np.zeros(n, dtype=bool)] * L
     for lv in comp.capped_levels:

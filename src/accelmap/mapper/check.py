@@ -87,7 +87,10 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
     mark(~perm_ok.all(axis=1), Reason.ORDER, np.argmin(perm_ok, axis=1))
 
     holds = arch.holds_mask(problem)  # (L, T)
-    keep_bad = (keep & ~holds).any(axis=2)  # (n, L)
+    forbidden = keep & ~holds  # (n, L, T)
+    keep_bad = forbidden[:, :, 0].copy()  # (n, L): any over T, one pass per tensor
+    for t in range(1, forbidden.shape[2]):
+        keep_bad |= forbidden[:, :, t]
     keep_bad[:, 0] |= ~keep[:, 0, :].all(axis=1)
     mark(keep_bad.any(axis=1), Reason.KEEP, np.argmax(keep_bad, axis=1))
 
