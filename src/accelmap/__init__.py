@@ -16,6 +16,9 @@ from accelmap.errors import (
     UnknownPluginError,
 )
 from accelmap.mapper.mapping import Mapping, MappingBatch
+# Binds `accelmap.search` to the callable search package: `accelmap.search(problem, arch)`
+# runs a search and `accelmap.search.search_network` stays reachable.
+from accelmap.search import SearchResult
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
 from accelmap._version import __version__
@@ -37,4 +40,6 @@ __all__ = [
     "Compute",
     "Mapping",
     "MappingBatch",
+    "search",
+    "SearchResult",
 ]
