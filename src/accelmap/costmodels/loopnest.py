@@ -749,16 +749,24 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # partial += |shift_u| x (size / span_u) is the new volume when only slot u
             # moves (>= size when it jumps).
             spans = spans_c[c]
-            key = np.zeros((Kc, n), dtype=np.int32)
-            partial = np.zeros((Kc, n), dtype=np.int64)
+            key, partial = None, None
             for u, (a_u, sfx_u) in enumerate(shift):
                 # Step of loop j: forward along its dim, every active loop inside it (and
                 # above c) back to its start.
                 sigma = a_u[:Kc] + sfx_u[kc, cols]
-                key += np.sign(sigma).astype(np.int32, copy=False) * np.int32(3 ** u)
+                sign = np.sign(sigma)
+                if u:
+                    sign *= sign.dtype.type(3 ** u)
+                    key += sign
+                else:
+                    key = sign
                 np.abs(sigma, out=sigma)
                 cu = slots[u][1]
-                partial += sigma * _product(spans[:cu] + spans[cu + 1:], n)  # size / span_u
+                term = sigma * _product(spans[:cu] + spans[cu + 1:], n)  # |shift| x size / span_u
+                if u:
+                    partial += term
+                else:
+                    partial = term
             one = pow3[np.abs(key)] if n_slots > 2 else (key & 1).astype(bool)
             slide = one & (partial < sz)
             moved = key != 0
@@ -766,14 +774,15 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 forced = np.arange(Kc)[:, None] < last_jd[kc, cols]
                 slide &= ~forced
                 moved |= forced
+            moved &= np.arange(Kc)[:, None] < kc  # only the loops above c step
             # Timeloop's gradient reset: a slide other than the innermost loop's (same
             # coordinate, same direction) fetches the whole tile.
             inner = np.maximum(kc - 1, 0)
             inner_slide = slide[inner, cols] & (kc > 0)
             keep_slide = slide & (~inner_slide | (key == key[inner, cols]))
             delta = np.where(keep_slide, partial, sz)
+            delta *= moved
             delta *= weight[:Kc]
-            delta[~moved | (np.arange(Kc)[:, None] >= kc)] = 0
             deliv[c, t] = sz + delta.sum(axis=0)
     macs_per_unit = temporal.reshape(P, n).prod(axis=0)
 
