@@ -223,6 +223,7 @@ class LoopNestModel:
         out = {name: np.zeros((n, L, T)) for name in
                ("reads", "fills", "updates", "energy", "multicast", "reductions")}
         out["cycles"] = np.full(n, np.inf)
+        out["total"] = np.zeros(n)  # energy of the levels, pJ
         out["util"] = np.zeros(n)
         valid = np.zeros(n, dtype=bool)
         reason = np.zeros(n, dtype=np.int64)
@@ -250,13 +251,7 @@ class LoopNestModel:
         reads, fills, updates, energy_lt = out["reads"], out["fills"], out["updates"], out["energy"]
         mcast, sred, cycles, util = out["multicast"], out["reductions"], out["cycles"], out["util"]
         compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
-        # Summed level by level, tensor by tensor: the scalar path adds in the same order,
-        # so both agree to the last bit.
-        total = np.zeros(n)
-        for lv in range(L):
-            for t in range(T):
-                total = total + energy_lt[:, lv, t]
-        energy = np.where(valid, total + problem.macs * comp.mac_pj, np.inf)
+        energy = np.where(valid, out["total"] + problem.macs * comp.mac_pj, np.inf)
         return Metrics(
             cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
             valid=valid, reason=reason, reason_level=reason_level,
@@ -801,6 +796,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     rd_pi: list[IntArray | None] = [None] * L  # words read per instance
     wr_pi: list[IntArray | None] = [None] * L  # words written per instance
     above = [None] * L  # (D, n) temporal loops above level p (for output parts)
+    energy_pairs: dict[tuple[int, int], FloatArray] = {}  # (level, tensor): pJ, all instances
     o = comp.output
     for t in range(comp.n_tensors):
         f_next: IntArray = macs_per_unit
@@ -849,7 +845,9 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 out["fills"][rows, p, t] = f * ip
             if u is not None:
                 out["updates"][rows, p, t] = u * ip
-            out["energy"][rows, p, t] = e * ip
+            e = e * ip
+            out["energy"][rows, p, t] = e
+            energy_pairs[p, t] = e
             if shared is not None:
                 out["reductions" if t == o else "multicast"][rows, p, t] = shared * ip
             wr = f if u is None else (u if f is None else f + u)
@@ -861,6 +859,14 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 f_next = np.where(keep_p, deliv[p, t], f_next)
                 grp_next = 1 if isinstance(grp, int) else np.where(keep_p, 1, grp)
                 kids_next = 1 if isinstance(kids, int) else np.where(keep_p, 1, kids)
+
+    # Summed level by level, tensor by tensor: the scalar path adds in the same order, so
+    # both agree to the last bit (the pairs left out add exact zeros).
+    total = None
+    for key in sorted(energy_pairs):
+        total = energy_pairs[key] if total is None else total + energy_pairs[key]
+    if total is not None:
+        out["total"][rows] = total
 
     # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
     cyc = macs_per_unit.astype(np.float64)
