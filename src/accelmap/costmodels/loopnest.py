@@ -71,8 +71,9 @@ from accelmap.workloads.problem import Problem
 
 __all__ = ["LoopNestModel"]
 
-# Rows per chunk of the batched path: bounds the (rows, loops, tensors, coords) temporaries.
-_CHUNK_ROWS = 1024
+# Rows per chunk of the batched path: bounds the (loops, rows) temporaries so that a chunk's
+# working set stays in a core's L2 cache (measured best between 1,536 and 3,072 rows).
+_CHUNK_ROWS = 2048
 
 
 @dataclass(frozen=True, slots=True, eq=False)
