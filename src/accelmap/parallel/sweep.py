@@ -240,7 +240,12 @@ class Sweep:
                 if (problem, arch) not in loaded:
                     from accelmap.search.api import load_constraints_any
 
-                    loaded[problem, arch] = load_constraints_any(list(self.constraint_files), arch, problem)
+                    c = load_constraints_any(list(self.constraint_files), arch, problem)
+                    if dataclasses.is_dataclass(c) and hasattr(c, "source"):
+                        # The label goes into the key: file names, not absolute paths, so
+                        # that moving the sweep's folder keeps the keys.
+                        c = dataclasses.replace(c, source=" + ".join(Path(f).name for f in self.constraint_files))
+                    loaded[problem, arch] = c
                 constraints = loaded[problem, arch]
             task = SearchTask(
                 problem=problem, arch=arch, model=model, searcher=searcher,

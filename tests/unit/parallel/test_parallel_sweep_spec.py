@@ -171,3 +171,19 @@ def test_constraints_padding_early_stop(tmp_path):
                           ({"allow_padding": "yes"}, "allow_padding"), ({"early_stop": 0}, "early_stop")):
         with pytest.raises(SpecError, match=match):
             parse_sweep({**doc, **change}, source="s.yaml", base_dir=tmp_path)
+
+
+def test_constraint_keys_survive_moving_the_folder(tmp_path):
+    from accelmap.arch.io import save_arch
+
+    keys = []
+    for sub in ("a", "b"):
+        d = tmp_path / sub
+        d.mkdir()
+        (d / "c.yaml").write_text(yaml.safe_dump(
+            {"version": 1, "factors": [{"level": "GLB", "dim": "K", "slot": "temporal", "fixed": 2}]}))
+        save_arch(small_arch(), d / "a.yaml")
+        doc = {"version": 1, "workloads": [{"layer": "resnet50/fc"}], "architectures": [{"file": "a.yaml"}],
+               "constraints": ["c.yaml"]}
+        keys.append(parse_sweep(doc, source="s.yaml", base_dir=d).tasks()[0].key)
+    assert keys[0] == keys[1]
