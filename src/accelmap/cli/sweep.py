@@ -120,6 +120,10 @@ def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
                         "mappings of all members start every member's next search (default 1)")
     g.add_argument("--elites", type=int, default=2, metavar="K",
                    help="with --rounds: mappings handed on between rounds (default 2)")
+    g.add_argument("--store", default=None, metavar="PATH",
+                   help="commit every member's result to this SQLite results store "
+                        "(default ./accelmap-results.sqlite; read it with `accelmap report`)")
+    g.add_argument("--no-store", action="store_true", help="do not write a results store")
 
 
 def wants_portfolio(args: argparse.Namespace) -> bool:
@@ -181,13 +185,21 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     print(f"portfolio: {problem.describe()} on {arch.name}: {', '.join(names)} x {n_seeds} seed(s) "
           f"({args.model}, objective {objective.name}{rounds}) on {backend}"
           f"{f' with {args.workers} worker(s)' if args.workers and backend == 'ray' else ''}", file=sys.stderr)
-    res = run_portfolio(
-        problem, arch, searchers=names, seeds=n_seeds, seed=args.seed, model=args.model,
-        budget=args.budget, objective=objective.name, time_limit_s=args.time, constraints=constraints,
-        allow_padding=args.padding, early_stop=args.early_stop, searcher_options=options,
-        backend=backend, workers=args.workers, address=args.address,
-        rounds=args.rounds or 1, n_elites=args.elites,
-    )
+    from contextlib import nullcontext
+
+    from accelmap.parallel.store import DEFAULT_STORE, ResultStore
+
+    if args.no_store and args.store is not None:
+        raise UsageError("--store and --no-store contradict each other; give one")
+    store_path = None if args.no_store else Path(args.store or DEFAULT_STORE)
+    with (ResultStore(store_path) if store_path is not None else nullcontext()) as store:
+        res = run_portfolio(
+            problem, arch, searchers=names, seeds=n_seeds, seed=args.seed, model=args.model,
+            budget=args.budget, objective=objective.name, time_limit_s=args.time, constraints=constraints,
+            allow_padding=args.padding, early_stop=args.early_stop, searcher_options=options,
+            backend=backend, workers=args.workers, address=args.address,
+            rounds=args.rounds or 1, n_elites=args.elites, store=store,
+        )
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / problem.name
     path = res.best.save(out_dir / "result.json")
     members = [{"searcher": m.searcher, "seed": m.seed, "status": m.status,
@@ -209,5 +221,6 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     print()
     print(f"best of {len(res.members)} searches ({res.n_evaluations:,} evaluations, {res.wall_s:.1f} s): "
           f"{res.best.summary()}")
-    print(f"wrote {path} and {out_dir / 'portfolio.json'}")
+    stored = f"; results committed to {store_path}" if store_path is not None else ""
+    print(f"wrote {path} and {out_dir / 'portfolio.json'}{stored}")
     return 0
