@@ -216,12 +216,15 @@ class LoopNestModel:
 
         Returns `Metrics` whose count arrays have shape (n, n_levels, n_tensors) and hold
         totals over all instances of a level; invalid rows have ``inf`` cycles and energy
-        and zero counts.
+        and zero counts. The count arrays are (n, L, T) views of level-major storage
+        (``metrics.reads[:, level, tensor]`` is contiguous).
         """
         comp = self._compiled(problem, arch)
         n, L, T = len(mappings), arch.n_levels, problem.n_tensors
         # Counts are integers but `Metrics` holds floats: allocate floats once.
-        out = {name: np.zeros((n, L, T)) for name in
+        # (L, T, n) storage, so that each (level, tensor) count is one contiguous row to
+        # fill; `Metrics` gets (n, L, T) views of it.
+        out = {name: np.zeros((L, T, n)) for name in
                ("reads", "fills", "updates", "energy", "multicast", "reductions")}
         out["cycles"] = np.full(n, np.inf)
         out["total"] = np.zeros(n)  # energy of the levels, pJ
@@ -249,8 +252,9 @@ class LoopNestModel:
             keep_rows = np.flatnonzero(ok)
             if keep_rows.size:
                 _chunk_counts(comp, chunk.take(keep_rows), ch.take(keep_rows), out, keep_rows + start)
-        reads, fills, updates, energy_lt = out["reads"], out["fills"], out["updates"], out["energy"]
-        mcast, sred, cycles, util = out["multicast"], out["reductions"], out["cycles"], out["util"]
+        reads, fills, updates, energy_lt, mcast, sred = (
+            out[name].transpose(2, 0, 1) for name in ("reads", "fills", "updates", "energy", "multicast", "reductions"))
+        cycles, util = out["cycles"], out["util"]
         compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
         energy = np.where(valid, out["total"] + problem.macs * comp.mac_pj, np.inf)
         return Metrics(
@@ -646,8 +650,8 @@ def _last_index(flag: BoolArray) -> IntArray:
 
 def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, np.ndarray],
                   rows: slice | IntArray) -> None:
-    """Counts of the legal mappings ``b`` (one chunk), written into the (N, L, T) arrays of
-    ``out`` (and its (N,) ``cycles``, ``util``) at ``rows``."""
+    """Counts of the legal mappings ``b`` (one chunk), written into the (L, T, N) arrays of
+    ``out`` (and its (N,) ``cycles``, ``util``, ``total``) at ``rows``."""
     n, L, D = b.temporal.shape
     cols = np.arange(n)
     temporal, g, tile = ch.temporal, ch.g, ch.tile
@@ -841,16 +845,16 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             if u is not None:
                 w = w + np.ceil(u / blk)
             e = e + w * comp.write_pj[p]
-            out["reads"][rows, p, t] = r * ip
+            out["reads"][p, t, rows] = r * ip
             if f is not None:
-                out["fills"][rows, p, t] = f * ip
+                out["fills"][p, t, rows] = f * ip
             if u is not None:
-                out["updates"][rows, p, t] = u * ip
+                out["updates"][p, t, rows] = u * ip
             e = e * ip
-            out["energy"][rows, p, t] = e
+            out["energy"][p, t, rows] = e
             energy_pairs[p, t] = e
             if shared is not None:
-                out["reductions" if t == o else "multicast"][rows, p, t] = shared * ip
+                out["reductions" if t == o else "multicast"][p, t, rows] = shared * ip
             wr = f if u is None else (u if f is None else f + u)
             rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
             if wr is not None:
