@@ -518,20 +518,24 @@ class _Chunk:
     """The batch-last arrays of one chunk that both the legality check and the counts use:
     temporal (L, D, n); g, per level, (D, n) spatial factors X*Y (None at a level without
     fanout); tile (L+1, D, n) (tile[L]: one MAC); per kept (level, tensor) pair the spans
-    of the tile's moving coordinates and their product, the tile's footprint in words."""
+    of the tile's moving coordinates and their product, the tile's footprint in words;
+    spatial (L, 2, D, n) the X and Y factors (for the legality check; None after `take`)."""
 
-    __slots__ = ("temporal", "g", "tile", "spans", "sizes")
+    __slots__ = ("temporal", "g", "tile", "spans", "sizes", "spatial")
 
-    def __init__(self, temporal: IntArray, g: list, tile: IntArray, spans: dict, sizes: dict) -> None:
+    def __init__(self, temporal: IntArray, g: list, tile: IntArray, spans: dict, sizes: dict,
+                 spatial: IntArray | None) -> None:
         self.temporal, self.g, self.tile, self.spans, self.sizes = temporal, g, tile, spans, sizes
+        self.spatial = spatial
 
     @staticmethod
     def build(comp: _Compiled, b: MappingBatch) -> _Chunk:
         n, L, D = b.temporal.shape
         temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
+        spatial = np.ascontiguousarray(b.spatial.transpose(1, 3, 2, 0))  # (L, 2, D, n)
         g: list[IntArray | None] = [None] * L
         for lv in comp.fan_levels:
-            g[lv] = (b.spatial[:, lv, :, 0] * b.spatial[:, lv, :, 1]).T
+            g[lv] = spatial[lv, 0] * spatial[lv, 1]
         tile = np.empty((L + 1, D, n), dtype=np.int64)
         tile[L] = 1
         for lv in range(L - 1, -1, -1):
@@ -542,13 +546,13 @@ class _Chunk:
         for lv, t in comp.pairs:
             spans[lv, t] = _coord_spans(comp.coords[t], tile[lv])
             sizes[lv, t] = _product(spans[lv, t], n)
-        return _Chunk(temporal, g, tile, spans, sizes)
+        return _Chunk(temporal, g, tile, spans, sizes, spatial)
 
     def take(self, idx: IntArray) -> _Chunk:
         """The rows ``idx`` only."""
         return _Chunk(self.temporal[..., idx], [None if x is None else x[:, idx] for x in self.g],
                       self.tile[..., idx], {k: [x[idx] for x in v] for k, v in self.spans.items()},
-                      {k: v[idx] for k, v in self.sizes.items()})
+                      {k: v[idx] for k, v in self.sizes.items()}, None)
 
 
 def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
@@ -576,17 +580,15 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
             any_bad |= bad[lv]
         return any_bad, first
 
-    temporal = ch.temporal
-    sx_t = b.spatial[..., 0].transpose(1, 2, 0)  # (L, D, n) views
-    sy_t = b.spatial[..., 1].transpose(1, 2, 0)
-    prod = temporal[0] * sx_t[0] * sy_t[0]  # (D, n) factor products
+    temporal, spatial = ch.temporal, ch.spatial  # (L, D, n), (L, 2, D, n)
+    prod = temporal[0] * spatial[0, 0] * spatial[0, 1]  # (D, n) factor products
     for lv in range(1, L):
         prod *= temporal[lv]
-        prod *= sx_t[lv]
-        prod *= sy_t[lv]
+        prod *= spatial[lv, 0]
+        prod *= spatial[lv, 1]
     ok = (prod == comp.bounds[:, None]).all(axis=0)
-    ok &= b.temporal.reshape(n, L * D).min(axis=1, initial=1) >= 1
-    ok &= b.spatial.reshape(n, L * D * 2).min(axis=1, initial=1) >= 1
+    ok &= temporal.min(axis=(0, 1), initial=1) >= 1
+    ok &= spatial.min(axis=(0, 1, 2), initial=1) >= 1
     mark(~ok, Reason.FACTORS, -1)
 
     perm_ok = permutation_rows(b.order)  # (n, L)
@@ -599,13 +601,11 @@ def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
     keep_bad[:, 0] |= ~b.keep[:, 0, :].all(axis=1)
     mark(keep_bad.any(axis=1), Reason.KEEP, np.argmax(keep_bad, axis=1))
 
-    sx, sy = b.spatial[..., 0], b.spatial[..., 1]  # (n, L, D)
-    used_x, used_y = sx[:, :, 0].copy(), sy[:, :, 0].copy()  # (n, L) instances used below
+    used = spatial[:, :, 0].copy()  # (L, 2, n) instances used below each level, X and Y
     for d in range(1, D):
-        used_x *= sx[:, :, d]
-        used_y *= sy[:, :, d]
-    fan_bad = (used_x > comp.fanouts_xy[:, 0]) | (used_y > comp.fanouts_xy[:, 1])  # (n, L)
-    mark(fan_bad.any(axis=1), Reason.FANOUT, np.argmax(fan_bad, axis=1))
+        used *= spatial[:, :, d]
+    fan_bad = (used[:, 0] > comp.fanouts_xy[:, 0, None]) | (used[:, 1] > comp.fanouts_xy[:, 1, None])  # (L, n)
+    mark(fan_bad.any(axis=0), Reason.FANOUT, np.argmax(fan_bad, axis=0))
 
     cap_bad = [np.zeros(n, dtype=bool)] * L
     for lv in comp.capped_levels:
