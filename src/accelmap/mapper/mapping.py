@@ -27,6 +27,13 @@ from accelmap.errors import SpecError
 __all__ = ["Mapping", "MappingBatch"]
 
 
+_FIELDS = ("temporal", "spatial", "order", "keep")
+
+
+def _same_arrays(a: Mapping | MappingBatch, b: Mapping | MappingBatch) -> bool:
+    return all(np.array_equal(getattr(a, k), getattr(b, k)) for k in _FIELDS)
+
+
 def _frozen(a: np.ndarray, dtype: type) -> np.ndarray:
     a = np.ascontiguousarray(a, dtype=dtype)
     a.setflags(write=False)
@@ -56,12 +63,7 @@ class Mapping:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):
             return NotImplemented
-        return (
-            np.array_equal(self.temporal, other.temporal)
-            and np.array_equal(self.spatial, other.spatial)
-            and np.array_equal(self.order, other.order)
-            and np.array_equal(self.keep, other.keep)
-        )
+        return _same_arrays(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -134,12 +136,7 @@ class MappingBatch:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, MappingBatch):
             return NotImplemented
-        return (
-            np.array_equal(self.temporal, other.temporal)
-            and np.array_equal(self.spatial, other.spatial)
-            and np.array_equal(self.order, other.order)
-            and np.array_equal(self.keep, other.keep)
-        )
+        return _same_arrays(self, other)
 
     __hash__ = None  # type: ignore[assignment]
 
@@ -152,25 +149,17 @@ class MappingBatch:
 
     @staticmethod
     def concat(batches: Sequence[MappingBatch]) -> MappingBatch:
+        """Rows of several batches, in order."""
         if not batches:
             raise ValueError("concat needs at least one batch")
-        return MappingBatch(
-            temporal=np.concatenate([b.temporal for b in batches]),
-            spatial=np.concatenate([b.spatial for b in batches]),
-            order=np.concatenate([b.order for b in batches]),
-            keep=np.concatenate([b.keep for b in batches]),
-        )
+        return MappingBatch(**{k: np.concatenate([getattr(b, k) for b in batches]) for k in _FIELDS})
 
     @staticmethod
     def from_mappings(mappings: Sequence[Mapping]) -> MappingBatch:
+        """A batch whose rows are the given mappings."""
         if not mappings:
             raise ValueError("from_mappings needs at least one mapping")
-        return MappingBatch(
-            temporal=np.stack([m.temporal for m in mappings]),
-            spatial=np.stack([m.spatial for m in mappings]),
-            order=np.stack([m.order for m in mappings]),
-            keep=np.stack([m.keep for m in mappings]),
-        )
+        return MappingBatch(**{k: np.stack([getattr(m, k) for m in mappings]) for k in _FIELDS})
 
     # --- shapes and derived arrays ----------------------------------------------------
     @property
