@@ -7,6 +7,7 @@ product. Imports here are cheap; heavy backends (Ray, Optuna) load on first use.
 
 from __future__ import annotations
 
+from accelmap._version import __version__
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.errors import (
     AccelmapError,
@@ -16,12 +17,11 @@ from accelmap.errors import (
     UnknownPluginError,
 )
 from accelmap.mapper.mapping import Mapping, MappingBatch
+
 # Binds `accelmap.search` to the callable search package: `accelmap.search(problem, arch)`
 # runs a search and `accelmap.search.search_network` stays reachable.
 from accelmap.search import SearchResult
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
-
-from accelmap._version import __version__
 
 __all__ = [
     "__version__",

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from accelmap._registry import costmodels
-from accelmap.errors import InfeasibleSpaceError
 from accelmap.arch.presets import preset
+from accelmap.errors import InfeasibleSpaceError
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace
 from accelmap.testing.costmodel_checks import check_cost_model

@@ -184,7 +184,7 @@ class Arch:
                     "add its name or role to some level's `holds`"
                 )
         if not holds[0].all():
-            missing = [t.name for t, h in zip(problem.tensors, holds[0]) if not h]
+            missing = [t.name for t, h in zip(problem.tensors, holds[0], strict=True) if not h]
             problems.append(
                 f"outermost level {self.levels[0].name} of arch {self.name} cannot hold {missing}; "
                 "the outermost level must hold every tensor"
@@ -200,7 +200,7 @@ class Arch:
         head = f"  {'level':<14}{'instances':>10}{'capacity':>16}{'bits':>6}{'block':>6}" \
                f"{'read pJ':>10}{'write pJ':>10}{'rd w/cyc':>10}{'wr w/cyc':>10}{'fanout XxY':>12}  holds"
         rows.append(head)
-        for lv, inst in zip(self.levels, self.instances):
+        for lv, inst in zip(self.levels, self.instances, strict=True):
             cap = "unbounded" if lv.capacity_words is None else f"{lv.capacity_words:,} w"
             bw_r = "-" if lv.read_bandwidth_words_per_cycle is None else f"{lv.read_bandwidth_words_per_cycle:g}"
             bw_w = "-" if lv.write_bandwidth_words_per_cycle is None else f"{lv.write_bandwidth_words_per_cycle:g}"

@@ -45,6 +45,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
-    print("  ".join(h.ljust(w) for h, w in zip(head, widths)).rstrip())
+    print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     for r in rows:
-        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip())

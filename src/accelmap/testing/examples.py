@@ -20,7 +20,7 @@ def _tensor(name: str, coords: list[list[tuple[str, int]]], role: TensorRole) ->
 
 
 def small_conv(k: int = 8, c: int = 4, p: int = 6, q: int = 6, r: int = 3, s: int = 3, stride: int = 1) -> Problem:
-    dims = tuple(Dim(name=n, bound=b) for n, b in zip("NKCPQRS", (1, k, c, p, q, r, s)))
+    dims = tuple(Dim(name=n, bound=b) for n, b in zip("NKCPQRS", (1, k, c, p, q, r, s), strict=True))
     return Problem(
         name="small_conv",
         dims=dims,

@@ -30,7 +30,7 @@ def test_round_trip(tmp_path, suffix):
 
 def test_partial_order_and_defaults():
     p, a = small_conv(), small_arch()
-    data = {"version": 1, "mapping": {"levels": [{"level": "DRAM", "temporal": dict(zip(p.dim_names, p.bounds.tolist())), "order": ["Q", "P"]}]}}
+    data = {"version": 1, "mapping": {"levels": [{"level": "DRAM", "temporal": dict(zip(p.dim_names, p.bounds.tolist(), strict=True)), "order": ["Q", "P"]}]}}
     m = mapping_from_dict(data, p, a)
     assert [p.dim_names[d] for d in m.order[0][:3]] == ["Q", "P", "N"]
     assert m.keep.all()
