@@ -98,7 +98,6 @@ class _Compiled:
     n_macs: int
     holds: BoolArray  # (L, T) levels that may keep each tensor
     held: tuple[tuple[int, ...], ...]  # per tensor: the levels that may keep it
-    level_offsets: IntArray  # (L*D,) l*D of each nest position
     # Per tensor, per moving coordinate: its terms ((dim, coefficient), ...) over dims of
     # bound > 1.
     coords: tuple[tuple[tuple[tuple[int, int], ...], ...], ...]
@@ -161,7 +160,6 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         n_macs=int(arch.n_macs),
         holds=holds,
         held=tuple(tuple(int(lv) for lv in np.flatnonzero(holds[:, t])) for t in range(T)),
-        level_offsets=np.repeat(np.arange(L, dtype=np.int64) * D, D),
         coords=coords,
         slots=slots,
         jump_dims=jump_dims,
