@@ -347,6 +347,29 @@ def _systolic_levels(
     )
 
 
+def _systolic_constraints(names: tuple[str, ...]) -> tuple[tuple[str, object], ...]:
+    """Default mapping constraints of the systolic layout, as ``Arch.constraints`` plain data.
+
+    Only what the hardware fixes for every cost model: each SRAM buffers its operand
+    (SCALE-Sim's double-buffered ifmap / filter / ofmap SRAMs never bypass), and the array
+    unrolls only GEMM dims (``@irrelevant:<role>``: dims that leave one of the three tensors
+    out; a dim indexing all three, e.g. groups, repeats the GEMM and is never on the
+    array). Which dims sit on rows and columns and what the PE registers keep (the
+    dataflow) stay free: one MapSpace cannot say "one GEMM class per array axis" (its
+    rules are per dim), so the ``systolic`` cost model searches one sub-space per dataflow
+    instead (`accelmap.costmodels.systolic.systolic_variants`).
+    """
+    gemm = ["@irrelevant:input", "@irrelevant:weight", "@irrelevant:output"]
+    return (
+        ("keep", [
+            {"level": names[1], "keep": ["output"]},
+            {"level": names[2], "keep": ["weight"]},
+            {"level": names[3], "keep": ["input"]},
+        ]),
+        ("spatial", [{"level": names[3], "x": list(gemm), "y": list(gemm)}]),
+    )
+
+
 def systolic_array(
     rows: int = 128,
     cols: int = 128,
@@ -428,6 +451,7 @@ def systolic_array(
     return Arch(
         name=name or f"systolic-{rows}x{cols}",
         levels=levels,
+        constraints=_systolic_constraints(tuple(lv.name for lv in levels)),
         compute=Compute(name="MAC", energy_per_mac_pj=mac_pj, clock_hz=clock_hz, word_bits=word_bits),
         description=(
             f"SCALE-Sim-style {rows}x{cols} systolic array, {ifmap_sram_kb}/{filter_sram_kb}/"
@@ -476,6 +500,7 @@ def _tpu_v1_like() -> Arch:
     return Arch(
         name="tpu-v1-like",
         levels=levels,
+        constraints=_systolic_constraints(tuple(lv.name for lv in levels)),
         compute=Compute(
             name="MAC",
             energy_per_mac_pj=round(_INT8_MAC_45NM_PJ * _NODE_SCALE[node], 4),  # estimate: int8 MAC at 28 nm

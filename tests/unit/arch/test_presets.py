@@ -49,7 +49,10 @@ def test_preset_builds_with_expected_macs(name):
     assert arch.levels[0].capacity_words is None, "outermost level is unbounded DRAM"
     assert arch.levels[0].holds is None, "outermost level holds every tensor"
     assert all(lv.capacity_words is not None for lv in arch.levels[1:])
-    assert arch.constraints == ()
+    if name in ("systolic", "tpu-v1-like"):  # the systolic layout's default constraints
+        assert set(dict(arch.constraints)) == {"keep", "spatial"}
+    else:
+        assert arch.constraints == ()
     assert arch.description
     assert arch.compute.energy_per_mac_pj > 0
     # DRAM is the most expensive level per word, and dearer than a MAC
