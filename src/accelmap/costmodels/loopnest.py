@@ -241,7 +241,7 @@ class LoopNestModel:
                 continue
             # The legality check runs on the model's own arrays (tiles, footprints).
             ch = _Chunk.build(comp, chunk)
-            why, lvl = _check_chunk(comp, problem, arch, chunk, ch)
+            why, lvl = _check_chunk(comp, chunk, ch)
             ok = why == 0
             valid[block], reason[block], reason_level[block] = ok, why, lvl
             if ok.all():  # the common case in a search: plain slices, no gathers
@@ -553,8 +553,7 @@ class _Chunk:
                       {k: v[idx] for k, v in self.sizes.items()}, None)
 
 
-def _check_chunk(comp: _Compiled, problem: Problem, arch: Arch, b: MappingBatch,
-                 ch: _Chunk) -> tuple[IntArray, IntArray]:
+def _check_chunk(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> tuple[IntArray, IntArray]:
     """`check_batch` (no padding) of one chunk on the chunk's batch-last arrays: the same
     checks in the same order, so the same (reason, level) per row. Footprints come from
     the model's spans over moving coordinates: equal to `Problem.footprint` on every row
