@@ -185,6 +185,8 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
     print(render_loop_nest(problem, arch, result.best))
     print()
     print(metrics.table(0))
+    if hasattr(model, "search_variants") and hasattr(model, "stats"):  # systolic: the chosen dataflow
+        print(model.stats(problem, arch, result.best.as_batch()).summary(0))
     gap = result.gap()
     if gap:
         lb = result.lower_bound or {}

@@ -183,7 +183,14 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                              "warm_start": warm_start}
     initial, n_pre = None, 0
     resuming = checkpoint is not None and Path(checkpoint).exists()
-    if warm_start is not None and not resuming:
+    variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
+    if variants is not None and space is None and checkpoint is None:
+        plan = _variant_seeds(prob, arc, variants(prob, arc), cost, obj, seed, budget, time_limit_s, cons,
+                              allow_padding)
+        if plan is not None:
+            ms, initial, n_pre, extra["warm_start_runs"] = plan
+            extra["variant"] = extra["warm_start_runs"][-1]["chosen"]
+    if warm_start is not None and not resuming and initial is None:
         if warm_start != "dataflows":
             raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
         per = max(1000, int(0.05 * budget)) if budget is not None else 10_000
@@ -229,6 +236,55 @@ def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: 
         rows.append(np.asarray(x, dtype=np.int64))
         info.append({"dataflow": name, "evaluations": r.n_evaluations, "edp": r.edp, "objective": r.best_objective})
     return (np.concatenate(rows) if rows else None), spent, info
+
+
+def _variant_seeds(problem: Any, arch: Any, variants: list[Any], model: Any, objective: ObjectiveSpec, seed: int,
+                   budget: int | None, time_limit_s: float | None, constraints: Any,
+                   allow_padding: bool) -> tuple[Any, Any, int, list[dict[str, Any]]] | None:
+    """Search each sub-space a cost model names (``search_variants``), keep the best one.
+
+    Each variant (label, constraints, seed mappings) gets ``anneal`` over its sub-space
+    (its constraints under the user's), started from its seeds, for half the budget split
+    evenly (1/12 of the time limit each). Returns the best variant's space, its best
+    mapping plus its seeds (encoded there) as starting points, the evaluations spent and
+    a per-variant record; None when no variant applies.
+    """
+    import numpy as np
+
+    from accelmap.errors import InfeasibleSpaceError
+
+    if not variants:
+        return None
+    anneal = searchers.get("anneal")
+    per = max(50, budget // (2 * len(variants))) if budget is not None else 10_000
+    per_s = None if time_limit_s is None else time_limit_s / (2 * len(variants))
+    info: list[dict[str, Any]] = []
+    best: tuple[float, Any, Any, str] | None = None
+    spent = 0
+    for i, (label, cons, seeds) in enumerate(variants):
+        try:
+            sub = build_space(problem, arch, cons if constraints is None else cons.override(constraints),
+                              allow_padding=allow_padding)
+            try:
+                x0 = sub.encode(seeds)
+            except SpecError:  # the user's constraints exclude the seeds
+                x0 = None
+            sub_seed = int(np.random.SeedSequence([seed, 100 + i]).generate_state(1)[0])
+            r = Driver(problem, arch, sub, model, anneal, objective=objective, seed=sub_seed,
+                       options=DriverOptions(budget=per, time_limit_s=per_s), initial=x0).run()
+        except (SpecError, InfeasibleSpaceError) as exc:  # the variant does not apply here
+            info.append({"variant": label, "skipped": str(exc)[:200]})
+            continue
+        spent += r.n_evaluations
+        info.append({"variant": label, "evaluations": r.n_evaluations, "objective": r.best_objective,
+                     "cycles": r.best_metrics["cycles"] if r.best_metrics else None})
+        if r.best is not None and (best is None or r.best_objective < best[0]):
+            xb = sub.encode(r.best.as_batch())
+            best = (r.best_objective, sub, xb if x0 is None else np.concatenate([xb, x0]), label)
+    if best is None:
+        return None
+    info.append({"chosen": best[3]})
+    return best[1], best[2], spent, info
 
 
 def _describe_constraints(spec: Any) -> Any:
