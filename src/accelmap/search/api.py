@@ -185,11 +185,18 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     resuming = checkpoint is not None and Path(checkpoint).exists()
     variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
     if variants is not None and space is None and checkpoint is None:
+        import dataclasses
+        import time
+
+        t_plan = time.perf_counter()
         plan = _variant_seeds(prob, arc, variants(prob, arc), cost, obj, seed, budget, time_limit_s, cons,
                               allow_padding)
         if plan is not None:
             ms, initial, n_pre, extra["warm_start_runs"] = plan
             extra["variant"] = extra["warm_start_runs"][-1]["chosen"]
+            if time_limit_s is not None:  # the sub-space runs count against the time limit
+                left_s = max(time_limit_s - (time.perf_counter() - t_plan), 1e-3)
+                options = dataclasses.replace(options, time_limit_s=left_s)
     if warm_start is not None and not resuming and initial is None:
         if warm_start != "dataflows":
             raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
