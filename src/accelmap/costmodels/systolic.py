@@ -65,6 +65,13 @@ crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_c
 direction (a roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are
 zero). Energy: every access times its level's per-access energy, plus MACs times the MAC
 energy (SCALE-Sim models none; see `_to_metrics` for which access lands where).
+
+Searching: only a few percent of a systolic arch's whole map space are mappings this model
+accepts (two classes on one axis are not a systolic mapping, and per-dim constraints cannot
+rule that out for every dataflow at once), so `SystolicModel.search_variants` names six
+sub-spaces, one per dataflow and row class (`systolic_variants`), each seeded with
+SCALE-Sim's mapping of it (`variant_seeds`); `accelmap.search.search` runs them and refines
+the best (docs/search.md, "Searching a systolic array").
 """
 
 from __future__ import annotations
