@@ -105,8 +105,12 @@ def main() -> None:
                     help="no search: merge these bench_search JSONs into the best EDP known per "
                          "(arch, layer), write bench_search_best_known.json and print every "
                          "file's runs as ratios to it")
+    ap.add_argument("--network-only", action="store_true",
+                    help="no per-layer cases: only time the --network search with the defaults")
     ap.add_argument("--out", default=str(OUT / "bench_search.json"))
     args = ap.parse_args()
+    if args.network_only:
+        args.layers, args.ref_budget = [], 0
     global WARM_START
     WARM_START = args.warm_start
     if args.quick:
@@ -182,6 +186,8 @@ def main() -> None:
     print(f"wrote {out}")
     for line in _table(summary, args.budgets):
         print(line)
+    if not cases:  # --network-only: nothing to plot
+        return
     try:
         png = out.with_suffix(".png")
         plot(data, png)

@@ -32,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic or anneal (default: anneal)")
     p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help="evaluations per layer (default: 600000; 30000 per layer with --network; "
+                   help="evaluations per layer (default: 600000; 60000 per layer with --network; "
                         "unlimited with --time)")
     p.add_argument("--time", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit per layer in seconds")
