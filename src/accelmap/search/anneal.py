@@ -49,8 +49,9 @@ class AnnealSearcher(SearcherBase):
     proposals
         Neighbours proposed per chain and step; the chain considers the best (default 16).
     warmup
-        Uniform samples before annealing (None = 10% of the budget, at least 4 x chains,
-        at most 50_000).
+        Uniform samples before annealing. None: 10% of a run of up to 100k evaluations,
+        rising linearly to 25% of a run of 200k or more; at least 4 x chains, at most
+        50_000 (see `_default_warmup`).
     t_start, t_end
         Start and end temperatures in units of log-objective.
     multi_move
@@ -110,7 +111,7 @@ class AnnealSearcher(SearcherBase):
         self.budget_run = budget_hint // self.restarts if budget_hint else None
         self.run_index = 0
         if warmup is None:
-            warmup = int(min(50_000, max(4 * chains, 0.1 * (self.budget_run or 0))))
+            warmup = _default_warmup(self.budget_run or 0, chains)
         self.warmup = int(warmup)
         self.t_start = float(t_start)
         self.t_end = float(t_end)
@@ -363,6 +364,20 @@ class AnnealSearcher(SearcherBase):
             src = best[self.rng.integers(0, q, size=q)]
             self.cur_x[worst] = self.cur_x[src]
             self.cur_f[worst] = self.cur_f[src]
+
+
+def _default_warmup(run: int, chains: int) -> int:
+    """Uniform warm-up samples for a run of ``run`` evaluations.
+
+    A long run gains from a wide warm-up: the best distinct uniform samples start the chains,
+    and more of them cover more basins (at 200k per run, a 50k warm-up ended within 1% of
+    the best known EDP on 54 of 60 benchmark runs, a 20k one on 51, a 4k one on 8 of 15
+    hard ones). A short run (a network search's 60k per layer) needs its evaluations for
+    the annealing itself (a 15k warm-up there made the ResNet-50 network EDP 2-3% worse
+    than 6k). Hence 10% up to 100k, rising linearly to 25% at 200k.
+    """
+    frac = 0.10 + 0.15 * min(max((run - 100_000) / 100_000, 0.0), 1.0)
+    return int(min(50_000, max(4 * chains, frac * run)))
 
 
 def _log(objective: FloatArray, valid: BoolArray) -> FloatArray:
