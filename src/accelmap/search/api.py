@@ -29,7 +29,7 @@ __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEF
 # Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
 DEFAULT_SEARCHER = "anneal"
-DEFAULT_BUDGET = 600_000  # one layer: three 200k annealing runs, 7-10 CPU seconds with loopnest
+DEFAULT_BUDGET = 600_000  # one layer: three 200k annealing runs, 4-8 CPU seconds with loopnest
 NETWORK_DEFAULT_BUDGET = 60_000  # per distinct layer of a network search (ResNet-50: ~16-20 CPU s)
 
 
