@@ -90,7 +90,8 @@ class OptunaSearcher(SearcherBase):
         if need and importlib.util.find_spec(need) is None:
             raise UnknownPluginError(
                 f"optuna sampler {sampler!r} needs the {need!r} package, which is not installed; "
-                f"`pip install {need}` or choose sampler 'tpe', 'nsga2' or 'random'"
+                + ("`pip install 'accelmap[cmaes]'`" if need == "cmaes" else f"`pip install {need}`")
+                + " or choose sampler 'tpe', 'nsga2' or 'random'"
             )
         self.sampler_name = sampler
         self.inner = inner
