@@ -1,34 +1,23 @@
 """DRAM reads of the systolic model against an independent replay of SCALE-Sim's demand
 stream through its prefetch window, on GEMMs of several shapes, arrays and SRAM sizes.
 
-The replay here is written from SCALE-Sim's description (``systolic_compute_{os,ws,is}.py``
-demand matrices: folds column-major, skewed operands read along anti-diagonals, the
-pre-filled stationary operand read row by row bottom-up; ``read_buffer_estimate_bw.py``:
-a window of ``50 * floor(words / 100)`` distinct words, dropped whole when it fills). For
+The demand streams come from the replay tool (`scalesim_io._demand_streams`, written from
+SCALE-Sim's ``systolic_compute_{os,ws,is}.py``: folds column-major, skewed operands read
+along anti-diagonals, the pre-filled stationary operand read row by row bottom-up); the
+prefetch window here is a plain, separate replay of ``read_buffer_estimate_bw.py`` (a window
+of ``50 * floor(words / 100)`` distinct words, dropped whole when it fills). For
 GEMMs every tile is free of duplicates, where the model claims to be exact.
 """
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 import pytest
 
 from accelmap.arch.presets import systolic_array
-from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
+from accelmap.costmodels.scalesim_io import _demand_streams
+from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping
 from accelmap.workloads.builders import conv2d, matmul
-
-
-def _skewed(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    i, c = np.meshgrid(np.arange(n_rows), np.arange(n_cols), indexing="ij")
-    key = np.lexsort((c.ravel(), (i + c).ravel()))
-    return i.ravel()[key], c.ravel()[key]
-
-
-def _bottom_up(n_rows: int, n_cols: int) -> tuple[np.ndarray, np.ndarray]:
-    i, c = np.meshgrid(np.arange(n_rows)[::-1], np.arange(n_cols), indexing="ij")
-    return i.ravel(), c.ravel()
 
 
 def _gemm_operands(m: int, n: int, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -47,29 +36,9 @@ def _conv_operands(h: int, f: int, st: int, ch: int, nf: int) -> tuple[np.ndarra
 
 
 def _streams(ifmap: np.ndarray, filt: np.ndarray, rows: int, cols: int, df: str) -> tuple[np.ndarray, np.ndarray]:
-    (px, win), nf = ifmap.shape, filt.shape[1]
-    sr, sc = {"os": (px, nf), "ws": (win, nf), "is": (win, px)}[df]
-    out_i, out_f = [], []
-    for fc in range(math.ceil(sc / cols)):
-        for fr in range(math.ceil(sr / rows)):
-            r0, r1 = fr * rows, min(fr * rows + rows, sr)
-            c0, c1 = fc * cols, min(fc * cols + cols, sc)
-            if df == "os":
-                t, c = _skewed(win, r1 - r0)
-                out_i.append(ifmap[r0 + c, t])
-                t, c = _skewed(win, c1 - c0)
-                out_f.append(filt[t, c0 + c])
-            elif df == "ws":
-                t, c = _skewed(px, r1 - r0)
-                out_i.append(ifmap[t, r0 + c])
-                i, c = _bottom_up(r1 - r0, c1 - c0)
-                out_f.append(filt[r0 + i, c0 + c])
-            else:
-                i, c = _bottom_up(r1 - r0, c1 - c0)
-                out_i.append(ifmap[c0 + c, r0 + i])
-                t, c = _skewed(nf, r1 - r0)
-                out_f.append(filt[r0 + c, t])
-    return np.concatenate(out_i), np.concatenate(out_f)
+    """SCALE-Sim's demand order (the replay tool's own stream builder; the model under test,
+    `SystolicModel.stats`, does not use it: it counts in closed form)."""
+    return _demand_streams(ifmap, filt, rows, cols, Dataflow.parse(df))
 
 
 def _window_fetches(stream: np.ndarray, sram_words: int) -> int:
