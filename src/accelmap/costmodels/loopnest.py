@@ -118,6 +118,9 @@ class _Compiled:
     # (level, tensor) pairs whose tile footprint is needed: every level >= 1 that may keep
     # the tensor (deliveries), and any capped level that may keep it (capacity).
     pairs: tuple[tuple[int, int], ...]
+    output_size: int  # product of the output's coordinate spans over the whole problem
+    plain_runs: tuple[tuple[int, int], ...]  # runs [lo, hi) of levels without a fanout
+    forbidden_keep: BoolArray  # (L, T) ~holds
 
 
 def _compile(problem: Problem, arch: Arch) -> _Compiled:
@@ -143,6 +146,9 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
     holds = arch.holds_mask(problem)
     fanout = np.array([lv.fanout for lv in arch.levels], dtype=np.int64)
     capped = tuple(int(lv) for lv in np.flatnonzero(np.isfinite(arch.capacities_words)))
+    output_size = 1
+    for terms in coords[problem.output_index]:
+        output_size *= 1 + sum(a * (int(problem.bounds[d]) - 1) for d, a in terms)
     return _Compiled(
         n_tensors=T,
         macs=problem.macs,
@@ -172,7 +178,23 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         capped_levels=capped,
         held_at=tuple(tuple(int(t) for t in np.flatnonzero(holds[lv])) for lv in range(L)),
         pairs=tuple((lv, t) for lv in range(L) for t in range(T) if holds[lv, t] and (lv > 0 or lv in capped)),
+        output_size=output_size,
+        plain_runs=_plain_runs(fanout),
+        forbidden_keep=~holds,
     )
+
+
+def _plain_runs(fanout: IntArray) -> tuple[tuple[int, int], ...]:
+    """Runs [lo, hi) of consecutive levels whose fanout is one."""
+    runs: list[tuple[int, int]] = []
+    for lv, f in enumerate(fanout.tolist()):
+        if f > 1:
+            continue
+        if runs and runs[-1][1] == lv:
+            runs[-1] = (runs[-1][0], lv + 1)
+        else:
+            runs.append((lv, lv + 1))
+    return tuple(runs)
 
 
 class LoopNestModel:
@@ -241,9 +263,17 @@ class LoopNestModel:
                 continue
             # The legality check runs on the model's own arrays (tiles, footprints).
             ch = _Chunk.build(comp, chunk)
-            why, lvl = _check_chunk(comp, chunk, ch)
-            ok = why == 0
-            valid[block], reason[block], reason_level[block] = ok, why, lvl
+            ok = _fast_ok(comp, chunk, ch)
+            if ok is None:
+                why, lvl = _check_chunk(comp, chunk, ch)
+                ok = why == 0
+                valid[block], reason[block], reason_level[block] = ok, why, lvl
+            else:
+                valid[block] = ok
+                bad = np.flatnonzero(~ok)
+                if bad.size:  # their reasons and levels from the full check
+                    why, lvl = _check_chunk(comp, chunk.take(bad), ch.take(bad))
+                    reason[bad + start], reason_level[bad + start] = why, lvl
             if ok.all():  # the common case in a search: plain slices, no gathers
                 _chunk_counts(comp, chunk, ch, out, block)
                 continue
@@ -515,25 +545,28 @@ def _product(arrays: list[IntArray], n: int) -> IntArray:
 class _Chunk:
     """The batch-last arrays of one chunk that both the legality check and the counts use:
     temporal (L, D, n); g, per level, (D, n) spatial factors X*Y (None at a level without
-    fanout); tile (L+1, D, n) (tile[L]: one MAC); per kept (level, tensor) pair the spans
-    of the tile's moving coordinates and their product, the tile's footprint in words;
-    spatial (L, 2, D, n) the X and Y factors (for the legality check; None after `take`)."""
+    fanout); used, per level with a fanout, (2, n) instances used along X and Y; tile
+    (L+1, D, n) (tile[L]: one MAC); per kept (level, tensor) pair the spans of the tile's
+    moving coordinates and their product, the tile's footprint in words."""
 
-    __slots__ = ("temporal", "g", "tile", "spans", "sizes", "spatial")
+    __slots__ = ("temporal", "g", "used", "tile", "spans", "sizes")
 
-    def __init__(self, temporal: IntArray, g: list, tile: IntArray, spans: dict, sizes: dict,
-                 spatial: IntArray | None) -> None:
-        self.temporal, self.g, self.tile, self.spans, self.sizes = temporal, g, tile, spans, sizes
-        self.spatial = spatial
+    def __init__(self, temporal: IntArray, g: list, used: list, tile: IntArray, spans: dict, sizes: dict) -> None:
+        self.temporal, self.g, self.used, self.tile, self.spans, self.sizes = temporal, g, used, tile, spans, sizes
 
     @staticmethod
     def build(comp: _Compiled, b: MappingBatch) -> _Chunk:
         n, L, D = b.temporal.shape
-        temporal = np.ascontiguousarray(b.temporal.transpose(1, 2, 0))  # (L, D, n)
-        spatial = np.ascontiguousarray(b.spatial.transpose(1, 3, 2, 0))  # (L, 2, D, n)
+        temporal = _batch_last(b.temporal.reshape(n, L * D)).reshape(L, D, n)
         g: list[IntArray | None] = [None] * L
+        used: list[IntArray | None] = [None] * L
         for lv in comp.fan_levels:
-            g[lv] = spatial[lv, 0] * spatial[lv, 1]
+            xy = _batch_last(b.spatial[:, lv].transpose(0, 2, 1).reshape(n, 2 * D)).reshape(2, D, n)
+            g[lv] = xy[0] * xy[1]
+            u = xy[:, 0].copy()  # (2, n) instances used along X and Y
+            for d in range(1, D):
+                u *= xy[:, d]
+            used[lv] = u
         tile = np.empty((L + 1, D, n), dtype=np.int64)
         tile[L] = 1
         for lv in range(L - 1, -1, -1):
@@ -544,13 +577,67 @@ class _Chunk:
         for lv, t in comp.pairs:
             spans[lv, t] = _coord_spans(comp.coords[t], tile[lv])
             sizes[lv, t] = _product(spans[lv, t], n)
-        return _Chunk(temporal, g, tile, spans, sizes, spatial)
+        return _Chunk(temporal, g, used, tile, spans, sizes)
 
     def take(self, idx: IntArray) -> _Chunk:
         """The rows ``idx`` only."""
         return _Chunk(self.temporal[..., idx], [None if x is None else x[:, idx] for x in self.g],
+                      [None if x is None else x[:, idx] for x in self.used],
                       self.tile[..., idx], {k: [x[idx] for x in v] for k, v in self.spans.items()},
-                      {k: v[idx] for k, v in self.sizes.items()}, None)
+                      {k: v[idx] for k, v in self.sizes.items()})
+
+
+# Rows per block of the batch-first -> batch-last copies: a block's source rows stay in the
+# L1/L2 cache while they are transposed (a whole chunk's rows would be fetched many times).
+_COPY_ROWS = 256
+
+
+def _batch_last(a: IntArray) -> IntArray:
+    """(k, n) contiguous copy of an (n, k) array (rows may be strided), block by block."""
+    n, k = a.shape
+    out = np.empty((k, n), dtype=a.dtype)
+    for lo in range(0, n, _COPY_ROWS):
+        hi = min(lo + _COPY_ROWS, n)
+        out[:, lo:hi] = a[lo:hi].T
+    return out
+
+
+def _fast_ok(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> BoolArray | None:
+    """Legal rows of a chunk by cheaper tests, or None when they do not apply.
+
+    They apply when chunk-wide tests pass: every factor >= 1, no spatial unrolling below a
+    level without fanout, every kept tensor allowed and all kept at the outermost level
+    (what a MapSpace sample satisfies). Then a row is legal exactly when its factors
+    multiply out (the outermost tile is the bounds), its orders are permutations, its
+    unrolling fits the fanouts and its tiles fit the capacities; illegal rows still go
+    through `_check_chunk` for their reason and level.
+    """
+    n, L, D = b.temporal.shape
+    if b.temporal.min(initial=1) < 1 or b.spatial.min(initial=1) < 1:
+        return None
+    for lo, hi in comp.plain_runs:
+        if b.spatial[:, lo:hi].max(initial=1) > 1:
+            return None
+    if comp.forbidden_keep.any() and (b.keep & comp.forbidden_keep).any():
+        return None
+    if not b.keep[:, 0].all():
+        return None
+    tile0 = ch.tile[0]
+    ok = tile0[0] == comp.bounds[0]
+    for d in range(1, D):
+        ok &= tile0[d] == comp.bounds[d]
+    perm_ok = permutation_rows(b.order)  # (n, L)
+    for lv in range(L):
+        ok &= perm_ok[:, lv]
+    for lv in comp.fan_levels:
+        ok &= ch.used[lv][0] <= comp.fanouts_xy[lv, 0]
+        ok &= ch.used[lv][1] <= comp.fanouts_xy[lv, 1]
+    for lv in comp.capped_levels:
+        need = np.zeros(n, dtype=np.int64)
+        for t in comp.held_at[lv]:
+            need += ch.sizes[lv, t] * b.keep[:, lv, t]
+        ok &= need <= comp.capacity[lv]
+    return ok
 
 
 def _check_chunk(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> tuple[IntArray, IntArray]:
@@ -577,7 +664,8 @@ def _check_chunk(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> tuple[IntArray
             any_bad |= bad[lv]
         return any_bad, first
 
-    temporal, spatial = ch.temporal, ch.spatial  # (L, D, n), (L, 2, D, n)
+    temporal = ch.temporal  # (L, D, n)
+    spatial = np.ascontiguousarray(b.spatial.transpose(1, 3, 2, 0))  # (L, 2, D, n)
     prod = temporal[0] * spatial[0, 0] * spatial[0, 1]  # (D, n) factor products
     for lv in range(1, L):
         prod *= temporal[lv]
@@ -786,7 +874,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     # Spatial: used instances below each level, and the utilized instances of each level.
     used_below: list[IntArray | None] = [None] * L
     for lv in comp.fan_levels:
-        used_below[lv] = g[lv].prod(axis=0)
+        used_below[lv] = ch.used[lv][0] * ch.used[lv][1]  # the product of g[lv] over the dims
     inst: list[IntArray | int] = [1] * L
     for lv in range(1, L):
         inst[lv] = inst[lv - 1] if used_below[lv - 1] is None else inst[lv - 1] * used_below[lv - 1]
@@ -794,13 +882,29 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     # Per tensor, from the innermost level out: ``child`` of a keeper p is the next inner
     # level keeping the tensor (or the MACs). Walking up, ``f_next`` is the deliveries into
     # that child, ``grp``/``kids`` the products of distinct groups / used instances of the
-    # levels from p down to the child (exclusive).
+    # levels from p down to the child (exclusive). Counts go straight into the output rows.
+    keep = np.ascontiguousarray(b.keep.transpose(1, 2, 0))  # (L, T, n)
     rd_pi: list[IntArray | None] = [None] * L  # words read per instance
     wr_pi: list[IntArray | None] = [None] * L  # words written per instance
-    above = [None] * L  # (D, n) temporal loops above level p (for output parts)
+    above: dict[int, IntArray] = {}  # (D, n) temporal loops above level p (for output parts)
     energy_pairs: dict[tuple[int, int], FloatArray] = {}  # (level, tensor): pJ, all instances
     o = comp.output
-    for t in range(comp.n_tensors):
+    T = comp.n_tensors
+    cnt = {name: out[name].reshape(L * T, -1) for name in ("reads", "fills", "updates", "energy",
+                                                            "multicast", "reductions")}
+
+    def put(name: str, row: int, values: IntArray | FloatArray, ip: IntArray | int) -> None:
+        """out[name][row, rows] = values x ip (an integer product for counts)."""
+        dest = cnt[name][row]
+        if isinstance(rows, slice):
+            if isinstance(ip, int):
+                dest[rows] = values
+            else:
+                np.multiply(values, ip, out=dest[rows])
+        else:
+            dest[rows] = values if isinstance(ip, int) else values * ip
+
+    for t in range(T):
         f_next: IntArray = macs_per_unit
         grp_next: IntArray | int = 1
         kids_next: IntArray | int = 1
@@ -814,13 +918,16 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             if not comp.holds[p, t]:
                 grp_next, kids_next = grp, kids
                 continue
-            keep_p = b.keep[:, p, t]
-            a_p = f_next * grp
+            keep_p = keep[p, t]
+            a_p = f_next if isinstance(grp, int) else f_next * grp  # an int grp is 1
             shared = None if isinstance(kids, int) else f_next * kids - a_p  # int: no fanout below
             if t == o:
-                if above[p] is None:
-                    above[p] = temporal[:p].prod(axis=0) if p > 0 else np.ones((D, n), dtype=np.int64)
-                part = _product(_coord_spans(comp.coords[t], tile[p] * above[p]), n)
+                if p > 0:
+                    if p not in above:
+                        above[p] = temporal[:p].prod(axis=0)
+                    part = _product(_coord_spans(comp.coords[t], tile[p] * above[p]), n)
+                else:
+                    part = comp.output_size  # a legal mapping's outermost tile is the whole output
                 r = a_p - part
                 f = deliv[p, t] - part if p > 0 else None
                 u = a_p
@@ -832,26 +939,34 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 if u is not None:
                     u = u * keep_p
                 if shared is not None:
-                    shared = shared * keep_p
+                    shared *= keep_p
             ip = inst[p]
             # Energy per instance (reads at the read energy; fills and updates at the
             # write energy, per block), times the utilized instances.
             blk = int(comp.block[p])
-            e = np.ceil(r / blk) * comp.read_pj[p]
-            w = np.zeros(n) if f is None else np.ceil(f / blk)
-            if u is not None:
-                w = w + np.ceil(u / blk)
-            e = e + w * comp.write_pj[p]
-            out["reads"][p, t, rows] = r * ip
+            e = _blocks(r, blk)
+            e *= comp.read_pj[p]
+            if f is not None or u is not None:
+                if f is None:
+                    w = _blocks(u, blk)  # 0 + ceil(u / blk)
+                else:
+                    w = _blocks(f, blk)
+                    if u is not None:
+                        w += _blocks(u, blk)
+                w *= comp.write_pj[p]
+                e += w
+            lt = p * T + t
+            put("reads", lt, r, ip)
             if f is not None:
-                out["fills"][p, t, rows] = f * ip
+                put("fills", lt, f, ip)
             if u is not None:
-                out["updates"][p, t, rows] = u * ip
-            e = e * ip
-            out["energy"][p, t, rows] = e
+                put("updates", lt, u, ip)
+            if not isinstance(ip, int):
+                e *= ip
+            put("energy", lt, e, 1)
             energy_pairs[p, t] = e
             if shared is not None:
-                out["reductions" if t == o else "multicast"][p, t, rows] = shared * ip
+                put("reductions" if t == o else "multicast", lt, shared, ip)
             wr = f if u is None else (u if f is None else f + u)
             rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
             if wr is not None:
@@ -866,7 +981,10 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     # both agree to the last bit (the pairs left out add exact zeros).
     total = None
     for key in sorted(energy_pairs):
-        total = energy_pairs[key] if total is None else total + energy_pairs[key]
+        if total is None:
+            total = energy_pairs[key].copy()
+        else:
+            total += energy_pairs[key]
     if total is not None:
         out["total"][rows] = total
 
@@ -880,3 +998,13 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     np.ceil(cyc, out=cyc)
     out["cycles"][rows] = cyc
     out["util"][rows] = comp.macs / (comp.n_macs * cyc)
+
+
+def _blocks(words: IntArray, block: int) -> FloatArray:
+    """``ceil(words / block)`` as floats (true division, then ``ceil``). A block of one needs
+    neither; dividing by a power of two is multiplying by its exact reciprocal."""
+    if block == 1:
+        return words.astype(np.float64)
+    out = np.multiply(words, 1.0 / block) if block & (block - 1) == 0 else np.divide(words, block)
+    np.ceil(out, out=out)
+    return out
