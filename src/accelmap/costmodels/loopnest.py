@@ -723,6 +723,12 @@ def _nest_keys(L: int, D: int, n: int) -> tuple[int, int, type, IntArray]:
     return idx_bits, dim_bits, key_dtype, base
 
 
+def _dim_flags(table: BoolArray, dim_k: IntArray) -> BoolArray:
+    """``table[dim_k]`` for a (D,) bool table: bits of an integer mask, shifted (no gather)."""
+    bits = sum(1 << d for d in np.flatnonzero(table).tolist())
+    return ((dim_k.dtype.type(bits) >> dim_k) & 1).astype(bool)
+
+
 def _last_index(flag: BoolArray) -> IntArray:
     """(K+1, n) from (K, n) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
     K, n = flag.shape
@@ -765,11 +771,12 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     keys = np.multiply(b.order.reshape(n, P), (1 << idx_bits) + n, dtype=key_dtype, casting="unsafe")
     keys += key_base
     inactive_bit = key_dtype(1 << (idx_bits + dim_bits + max(P - 1, 1).bit_length()))
-    inactive = ~np.take(active.reshape(-1), keys & idx_mask)
+    # (numpy gathers with intp indices many times faster than with int32 ones)
+    inactive = ~np.take(active.reshape(-1), (keys & idx_mask).astype(np.intp))
     keys |= inactive.astype(key_dtype) * inactive_bit
     keys.sort(axis=1)
     top = np.ascontiguousarray(keys[:, :K].T)  # (K, n)
-    flat_k = top & idx_mask  # index into (L, D, n) arrays
+    flat_k = (top & idx_mask).astype(np.intp)  # index into (L, D, n) arrays
     top >>= idx_bits
     dim_k = top & key_dtype((1 << dim_bits) - 1)
     bound_k = np.take(temporal.reshape(-1), flat_k)  # 1 on the padding (inactive loops)
@@ -795,9 +802,10 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # dim shrink by at least their bounds), so it never slides: Delta_j = |tile|
             # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
             # F_c = |tile| x (product of the bounds of loops 0..J).
-            last_rel = _last_index(np.take(comp.rel[t], dim_k))  # loops 0..J among the first k
+            last_rel = _last_index(_dim_flags(comp.rel[t], dim_k))  # loops 0..J among the first k
             for c in levels_t:
-                deliv[c, t] = size_c[c] * prefix_ext[last_rel[kcs[c], cols], cols]
+                at = np.take(last_rel, kcs[c] * n + cols).astype(np.intp) * n + cols
+                deliv[c, t] = size_c[c] * np.take(prefix_ext, at)
             continue
         # General path: the moving coordinates of several dims (sliding windows). A loop
         # step that moves a one-dim coordinate moves it by at least its span (see above),
@@ -808,12 +816,15 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
         slots = comp.slots[t]
         n_slots = len(slots)
         if comp.jump_dims[t].any():
-            last_jd = _last_index(np.take(comp.jump_dims[t], dim_k))  # 1 + the last forcing loop
+            last_jd = _last_index(_dim_flags(comp.jump_dims[t], dim_k))  # 1 + the last forcing loop
         else:
             last_jd = None
         shift = []  # per slot: shift of each loop's step up to the inner loops' end, suffix sums
         for coef_u, _ in slots:
-            a_u = np.take(coef_u, dim_k) * step_k  # (K, n)
+            if ((coef_u == 0) | (coef_u == 1)).all():
+                a_u = _dim_flags(coef_u > 0, dim_k).astype(step_k.dtype) * step_k  # (K, n)
+            else:
+                a_u = np.take(coef_u, dim_k.astype(np.intp)) * step_k
             sfx_u = np.zeros((K + 1, n), dtype=a_u.dtype)
             for k in range(K - 1, -1, -1):
                 np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
@@ -829,6 +840,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             if Kc == 0:
                 deliv[c, t] = sz
                 continue
+            at_kc = kc * n + cols  # flat index of (kc, row) in (k, n) arrays
             # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
             # way (one moved slot <=> |key| is a power of 3, <=> key is odd for two slots);
             # partial += |shift_u| x (size / span_u) is the new volume when only slot u
@@ -838,7 +850,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             for u, (a_u, sfx_u) in enumerate(shift):
                 # Step of loop j: forward along its dim, every active loop inside it (and
                 # above c) back to its start.
-                sigma = a_u[:Kc] + sfx_u[kc, cols]
+                sigma = a_u[:Kc] + np.take(sfx_u, at_kc)
                 sign = np.sign(sigma)
                 if u:
                     sign *= sign.dtype.type(3 ** u)
@@ -856,20 +868,24 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             slide = one & (partial < sz)
             moved = key != 0
             if last_jd is not None:
-                forced = np.arange(Kc)[:, None] < last_jd[kc, cols]
+                forced = np.arange(Kc)[:, None] < np.take(last_jd, at_kc)
                 slide &= ~forced
                 moved |= forced
             moved &= np.arange(Kc)[:, None] < kc  # only the loops above c step
             # Timeloop's gradient reset: a slide other than the innermost loop's (same
             # coordinate, same direction) fetches the whole tile.
-            inner = np.maximum(kc - 1, 0)
-            inner_slide = slide[inner, cols] & (kc > 0)
-            keep_slide = slide & (~inner_slide | (key == key[inner, cols]))
-            delta = np.where(keep_slide, partial, sz)
+            at_inner = np.maximum(kc - 1, 0) * n + cols
+            inner_slide = np.take(slide, at_inner) & (kc > 0)
+            keep_slide = slide & (~inner_slide | (key == np.take(key, at_inner)))
+            delta = partial  # new words per step: the partial volume of a kept slide, else the tile
+            np.copyto(delta, sz, where=~keep_slide)
             delta *= moved
             delta *= weight[:Kc]
-            deliv[c, t] = sz + delta.sum(axis=0)
-    macs_per_unit = temporal.reshape(P, n).prod(axis=0)
+            total_c = sz + delta[0]
+            for k in range(1, Kc):
+                total_c += delta[k]
+            deliv[c, t] = total_c
+    macs_per_unit = prefix_ext[K]  # the product of every temporal bound (inactive ones are 1)
 
     # Spatial: used instances below each level, and the utilized instances of each level.
     used_below: list[IntArray | None] = [None] * L
