@@ -205,7 +205,8 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     members = [{"searcher": m.searcher, "seed": m.seed, "status": m.status,
                 "best_objective": m.best_objective if math.isfinite(m.best_objective) else None,
                 "cycles": m.cycles, "energy_pj": m.energy_pj, "edp": m.edp,
-                "n_evaluations": m.n_evaluations, "wall_s": m.wall_s, "worker": m.worker, "error": m.error}
+                "n_evaluations": m.n_evaluations, "wall_s": m.wall_s, "cpu_s": m.cpu_s, "worker": m.worker,
+                "error": m.error}
                for m in res.members]
     (out_dir / "portfolio.json").write_text(json.dumps(
         {"winner": members[res.members.index(res.best_member)], "members": members,

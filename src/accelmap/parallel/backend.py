@@ -48,13 +48,14 @@ def execute(task_fn: TaskFn, task: Any) -> Outcome:
 
     Returns
     -------
-    ``{"status", "payload", "error", "worker", "started_at", "finished_at", "wall_s"}``;
+    ``{"status", "payload", "error", "worker", "started_at", "finished_at", "wall_s", "cpu_s"}``
+    (``cpu_s``: CPU seconds of the worker process during the task);
     status is ``ok``, ``infeasible`` (the task raised `InfeasibleSpaceError`) or ``error``
     (any other exception, with its message and traceback). `SYSTEM_EXCEPTIONS` propagate so
     that Ray retries the task.
     """
     started = time.time()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     payload: dict[str, Any] = {}
     error: str | None = None
     try:
@@ -76,6 +77,7 @@ def execute(task_fn: TaskFn, task: Any) -> Outcome:
         "started_at": started,
         "finished_at": time.time(),
         "wall_s": time.perf_counter() - t0,
+        "cpu_s": time.process_time() - c0,
     }
 
 

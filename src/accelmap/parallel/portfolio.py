@@ -56,6 +56,7 @@ class PortfolioMember:
     worker: str | None
     error: str | None
     task_key: str
+    cpu_s: float | None = None  # CPU seconds of the member's worker process (all rounds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,13 +77,14 @@ class PortfolioResult:
 
     def table(self) -> str:
         """One line per member, the winner marked with ``*``."""
-        rows = [f"  {'':1} {'searcher':<12}{'seed':>12}{'status':>12}{'objective':>14}{'evals':>10}{'wall s':>9}  worker"]
+        rows = [f"  {'':1} {'searcher':<12}{'seed':>12}{'status':>12}{'objective':>14}{'evals':>10}{'wall s':>9}{'CPU s':>8}  worker"]
         for m in self.members:
             mark = "*" if self.best_member is not None and m.task_key == self.best_member.task_key else " "
             obj = f"{m.best_objective:.4g}" if math.isfinite(m.best_objective) else "-"
             wall = f"{m.wall_s:.1f}" if m.wall_s is not None else "-"
+            cpu = f"{m.cpu_s:.1f}" if m.cpu_s is not None else "-"
             rows.append(f"  {mark} {m.searcher:<12}{m.seed:>12}{m.status:>12}{obj:>14}{m.n_evaluations:>10,}"
-                        f"{wall:>9}  {m.worker or '-'}")
+                        f"{wall:>9}{cpu:>8}  {m.worker or '-'}")
         return "\n".join(rows)
 
 
@@ -273,6 +275,7 @@ def run_portfolio(
     last: list[dict[str, Any]] = [{"status": "error", "payload": {}, "error": "not run"} for _ in tasks]
     evals = [0] * len(tasks)
     walls = [0.0] * len(tasks)
+    cpus = [0.0] * len(tasks)
     elites: tuple[dict[str, Any], ...] = ()
     try:
         for r in range(rounds):
@@ -296,6 +299,7 @@ def run_portfolio(
                 last[i] = outcome
                 evals[i] += int(p.get("n_evaluations") or 0)
                 walls[i] += float(outcome.get("wall_s") or 0.0)
+                cpus[i] += float(outcome.get("cpu_s") or 0.0)
                 data = p.get("result")
                 best = data.get("best") if isinstance(data, dict) else None
                 obj = _objective(best) if outcome["status"] == "ok" else math.inf
@@ -321,6 +325,7 @@ def run_portfolio(
             cycles=p.get("cycles"), energy_pj=p.get("energy_pj"), edp=p.get("edp"),
             n_evaluations=evals[i], wall_s=walls[i] if walls[i] else o.get("wall_s"),
             worker=o.get("worker"), error=o.get("error"), task_key=t_best.key,
+            cpu_s=cpus[i] if cpus[i] else o.get("cpu_s"),
         ))
     finite = [(m.best_objective, i) for i, m in enumerate(members) if math.isfinite(m.best_objective)]
     wall = time.perf_counter() - t0

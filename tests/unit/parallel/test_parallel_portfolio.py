@@ -34,7 +34,8 @@ def test_best_member_wins():
     assert res.best_member == winner
     assert res.best["seed"] == winner.seed
     assert res.n_evaluations == 6 * 10 + 3 * 5
-    assert "*" in res.table()
+    assert "*" in res.table() and "CPU s" in res.table()
+    assert all(m.cpu_s is not None and 0 <= m.cpu_s <= 60 for m in res.members)
 
 
 def test_members_committed_to_store(tmp_path):
