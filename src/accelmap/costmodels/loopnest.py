@@ -119,6 +119,7 @@ class _Compiled:
     # the tensor (deliveries), and any capped level that may keep it (capacity).
     pairs: tuple[tuple[int, int], ...]
     output_size: int  # product of the output's coordinate spans over the whole problem
+    output_dims: tuple[int, ...] | None  # the output's coordinate dims when each is one dim, coefficient 1
     plain_runs: tuple[tuple[int, int], ...]  # runs [lo, hi) of levels without a fanout
     forbidden_keep: BoolArray  # (L, T) ~holds
 
@@ -179,6 +180,8 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         held_at=tuple(tuple(int(t) for t in np.flatnonzero(holds[lv])) for lv in range(L)),
         pairs=tuple((lv, t) for lv in range(L) for t in range(T) if holds[lv, t] and (lv > 0 or lv in capped)),
         output_size=output_size,
+        output_dims=(tuple(terms[0][0] for terms in coords[problem.output_index])
+                     if all(len(terms) == 1 and terms[0][1] == 1 for terms in coords[problem.output_index]) else None),
         plain_runs=_plain_runs(fanout),
         forbidden_keep=~holds,
     )
@@ -484,11 +487,17 @@ def _distinct_level(comp: _Compiled, t: int, g: IntArray, tile_below: IntArray) 
         elif len(terms) == 2:
             (d1, c1), (d2, c2) = terms
             n1, n2 = g[d1], g[d2]
-            a = c1 * tile_below[d1]
-            b = c2 * tile_below[d2]
-            k = np.gcd(a, b)
-            links = np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
-            f = n1 * n2 - links
+            f = n1 * n2
+            # No links unless both dims are unrolled (a factor of 1 leaves n - b/gcd <= 0):
+            # the gcds only on those rows.
+            rows = np.flatnonzero((n1 > 1) & (n2 > 1))
+            if rows.size:
+                sub = rows if 4 * rows.size < f.size else slice(None)
+                n1, n2 = n1[sub], n2[sub]
+                a = c1 * tile_below[d1, sub]
+                b = c2 * tile_below[d2, sub]
+                k = np.gcd(a, b)
+                f[sub] -= np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
         else:
             coef_c = np.zeros(g.shape[0], dtype=np.int64)
             for d, a in terms:
@@ -561,7 +570,7 @@ class _Chunk:
         g: list[IntArray | None] = [None] * L
         used: list[IntArray | None] = [None] * L
         for lv in comp.fan_levels:
-            xy = _batch_last(b.spatial[:, lv].transpose(0, 2, 1).reshape(n, 2 * D)).reshape(2, D, n)
+            xy = np.ascontiguousarray(b.spatial[:, lv].transpose(2, 1, 0))  # (2, D, n)
             g[lv] = xy[0] * xy[1]
             u = xy[:, 0].copy()  # (2, n) instances used along X and Y
             for d in range(1, D):
@@ -938,12 +947,21 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             a_p = f_next if isinstance(grp, int) else f_next * grp  # an int grp is 1
             shared = None if isinstance(kids, int) else f_next * kids - a_p  # int: no fanout below
             if t == o:
-                if p > 0:
+                if p == 0 or not any(g[lv] is not None for lv in range(p)):
+                    part = comp.output_size  # no spatial loop above p: the widened tile is the whole output
+                elif comp.output_dims is not None:
+                    # One dim per coordinate, coefficient 1: the tile widened by the temporal
+                    # loops above p spans bound / (spatial factors above p) along each dim.
+                    spread = None
+                    for lv in range(p):
+                        if g[lv] is not None:
+                            for d in comp.output_dims:
+                                spread = g[lv][d] if spread is None else spread * g[lv][d]
+                    part = comp.output_size // spread
+                else:
                     if p not in above:
                         above[p] = temporal[:p].prod(axis=0)
                     part = _product(_coord_spans(comp.coords[t], tile[p] * above[p]), n)
-                else:
-                    part = comp.output_size  # a legal mapping's outermost tile is the whole output
                 r = a_p - part
                 f = deliv[p, t] - part if p > 0 else None
                 u = a_p
