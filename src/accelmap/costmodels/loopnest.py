@@ -105,7 +105,7 @@ class _Compiled:
     # ``coords``).
     slots: tuple[tuple[tuple[IntArray, int], ...], ...]
     jump_dims: BoolArray  # (T, D) the sole moving dim of a one-dim moving coordinate
-    shift_dtype: type  # integer type of loop shifts (int32 unless the bounds are huge)
+    shift_dtype: type  # integer type of loop shifts (int16 or int32 unless the bounds are huge)
     # Per tensor: every moving coordinate has one dim (the closed form of eq. D applies).
     closed: tuple[bool, ...]
     rel: BoolArray  # (T, D) the dim indexes the tensor
@@ -136,7 +136,8 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         for t in range(T))
     moving = [[c for c in range(C) if ((coef[t, c] > 0) & big).any()] for t in range(T)]
     # Shifts and their sums stay below sum_d coef * bound: int32 when that fits.
-    shift_dtype = np.int32 if int((coef.max(axis=(0, 1)) * problem.bounds).sum()) < 2 ** 30 else np.int64
+    max_shift = int((coef.max(axis=(0, 1)) * problem.bounds).sum())
+    shift_dtype = np.int16 if max_shift < 2 ** 14 else np.int32 if max_shift < 2 ** 30 else np.int64
     slots = tuple(tuple((coef[t, c].astype(shift_dtype), u) for u, c in enumerate(moving[t]) if len(coords[t][u]) > 1)
                   for t in range(T))
     jump_dims = np.zeros((T, D), dtype=bool)
@@ -886,8 +887,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             at_inner = np.maximum(kc - 1, 0) * n + cols
             inner_slide = np.take(slide, at_inner) & (kc > 0)
             keep_slide = slide & (~inner_slide | (key == np.take(key, at_inner)))
-            delta = partial  # new words per step: the partial volume of a kept slide, else the tile
-            np.copyto(delta, sz, where=~keep_slide)
+            delta = np.where(keep_slide, partial, sz)  # new words: a kept slide's partial volume, else the tile
             delta *= moved
             delta *= weight[:Kc]
             total_c = sz + delta[0]
