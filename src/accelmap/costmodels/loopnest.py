@@ -119,6 +119,8 @@ class _Compiled:
     # the tensor (deliveries), and any capped level that may keep it (capacity).
     pairs: tuple[tuple[int, int], ...]
     output_size: int  # product of the output's coordinate spans over the whole problem
+    read_limited: tuple[bool, ...]  # per level: a finite read bandwidth
+    write_limited: tuple[bool, ...]  # per level: a finite write bandwidth
     output_dims: tuple[int, ...] | None  # the output's coordinate dims when each is one dim, coefficient 1
     plain_runs: tuple[tuple[int, int], ...]  # runs [lo, hi) of levels without a fanout
     forbidden_keep: BoolArray  # (L, T) ~holds
@@ -148,6 +150,10 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
     holds = arch.holds_mask(problem)
     fanout = np.array([lv.fanout for lv in arch.levels], dtype=np.int64)
     capped = tuple(int(lv) for lv in np.flatnonzero(np.isfinite(arch.capacities_words)))
+    read_bw = np.array([inf if lv.read_bandwidth_words_per_cycle is None else lv.read_bandwidth_words_per_cycle
+                        for lv in arch.levels], dtype=np.float64)
+    write_bw = np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
+                         for lv in arch.levels], dtype=np.float64)
     output_size = 1
     for terms in coords[problem.output_index]:
         output_size *= 1 + sum(a * (int(problem.bounds[d]) - 1) for d, a in terms)
@@ -158,10 +164,8 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         block=np.array([lv.block_words for lv in arch.levels], dtype=np.int64),
         read_pj=np.array([lv.read_energy_pj for lv in arch.levels], dtype=np.float64),
         write_pj=np.array([lv.write_energy_pj for lv in arch.levels], dtype=np.float64),
-        read_bw=np.array([inf if lv.read_bandwidth_words_per_cycle is None else lv.read_bandwidth_words_per_cycle
-                          for lv in arch.levels], dtype=np.float64),
-        write_bw=np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
-                           for lv in arch.levels], dtype=np.float64),
+        read_bw=read_bw,
+        write_bw=write_bw,
         fanout=fanout,
         fan_levels=tuple(int(lv) for lv in np.flatnonzero(fanout > 1)),
         mac_pj=float(arch.compute.energy_per_mac_pj),
@@ -181,6 +185,8 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
         held_at=tuple(tuple(int(t) for t in np.flatnonzero(holds[lv])) for lv in range(L)),
         pairs=tuple((lv, t) for lv in range(L) for t in range(T) if holds[lv, t] and (lv > 0 or lv in capped)),
         output_size=output_size,
+        read_limited=tuple(bool(x) for x in np.isfinite(read_bw)),
+        write_limited=tuple(bool(x) for x in np.isfinite(write_bw)),
         output_dims=(tuple(terms[0][0] for terms in coords[problem.output_index])
                      if all(len(terms) == 1 and terms[0][1] == 1 for terms in coords[problem.output_index]) else None),
         plain_runs=_plain_runs(fanout),
@@ -986,16 +992,16 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # Energy per instance (reads at the read energy; fills and updates at the
             # write energy, per block), times the utilized instances.
             blk = int(comp.block[p])
-            e = _blocks(r, blk)
-            e *= comp.read_pj[p]
+            e = _scaled_blocks(r, blk, comp.read_pj[p])
             if f is not None or u is not None:
                 if f is None:
-                    w = _blocks(u, blk)  # 0 + ceil(u / blk)
+                    w = _scaled_blocks(u, blk, comp.write_pj[p])  # (0 + ceil(u / blk)) x energy
+                elif u is None:
+                    w = _scaled_blocks(f, blk, comp.write_pj[p])
                 else:
                     w = _blocks(f, blk)
-                    if u is not None:
-                        w += _blocks(u, blk)
-                w *= comp.write_pj[p]
+                    w += _blocks(u, blk)
+                    w *= comp.write_pj[p]
                 e += w
             lt = p * T + t
             put("reads", lt, r, ip)
@@ -1003,15 +1009,24 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 put("fills", lt, f, ip)
             if u is not None:
                 put("updates", lt, u, ip)
-            if not isinstance(ip, int):
-                e *= ip
-            put("energy", lt, e, 1)
-            energy_pairs[p, t] = e
+            if isinstance(rows, slice):  # times the instances, straight into the output row
+                dest = cnt["energy"][lt, rows]
+                if isinstance(ip, int):
+                    dest[...] = e
+                else:
+                    np.multiply(e, ip, out=dest)
+                energy_pairs[p, t] = dest
+            else:
+                if not isinstance(ip, int):
+                    e *= ip
+                put("energy", lt, e, 1)
+                energy_pairs[p, t] = e
             if shared is not None:
                 put("reductions" if t == o else "multicast", lt, shared, ip)
-            wr = f if u is None else (u if f is None else f + u)
-            rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
-            if wr is not None:
+            if comp.read_limited[p]:
+                rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
+            if comp.write_limited[p] and (f is not None or u is not None):
+                wr = f if u is None else (u if f is None else f + u)
                 wr_pi[p] = wr if wr_pi[p] is None else wr_pi[p] + wr
             # Above p: p is the next keeper when it keeps the tensor.
             if p > 0:
@@ -1033,13 +1048,22 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
     cyc = macs_per_unit.astype(np.float64)
     for lv in range(L):
-        if rd_pi[lv] is not None and np.isfinite(comp.read_bw[lv]):
+        if rd_pi[lv] is not None:  # only summed where the bandwidth is limited
             np.maximum(cyc, rd_pi[lv] / comp.read_bw[lv], out=cyc)
-        if wr_pi[lv] is not None and np.isfinite(comp.write_bw[lv]):
+        if wr_pi[lv] is not None:
             np.maximum(cyc, wr_pi[lv] / comp.write_bw[lv], out=cyc)
     np.ceil(cyc, out=cyc)
     out["cycles"][rows] = cyc
     out["util"][rows] = comp.macs / (comp.n_macs * cyc)
+
+
+def _scaled_blocks(words: IntArray, block: int, energy_pj: float) -> FloatArray:
+    """``ceil(words / block) x energy_pj`` (one pass when the block is one word)."""
+    if block == 1:
+        return np.multiply(words, energy_pj)  # the words as floats, times the energy
+    out = _blocks(words, block)
+    out *= energy_pj
+    return out
 
 
 def _blocks(words: IntArray, block: int) -> FloatArray:
