@@ -748,16 +748,20 @@ def _nest_keys(L: int, D: int, n: int) -> tuple[int, int, type, IntArray]:
 
 
 def _dim_flags(table: BoolArray, dim_k: IntArray) -> BoolArray:
-    """``table[dim_k]`` for a (D,) bool table: bits of an integer mask, shifted (no gather)."""
-    bits = sum(1 << d for d in np.flatnonzero(table).tolist())
-    return ((dim_k.dtype.type(bits) >> dim_k) & 1).astype(bool)
+    """``table[dim_k]`` for a (D,) bool table, (K, n) from (K, n); for (m, D) tables,
+    (K, m, n): bits of an integer mask, shifted (no gather)."""
+    if table.ndim == 1:
+        bits = sum(1 << d for d in np.flatnonzero(table).tolist())
+        return ((dim_k.dtype.type(bits) >> dim_k) & 1).astype(bool)
+    bits = np.array([sum(1 << d for d in np.flatnonzero(row).tolist()) for row in table], dtype=dim_k.dtype)
+    return ((bits[None, :, None] >> dim_k[:, None, :]) & 1).astype(bool)
 
 
 def _last_index(flag: BoolArray) -> IntArray:
-    """(K+1, n) from (K, n) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
-    K, n = flag.shape
+    """(K+1, ...) from (K, ...) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
+    K = flag.shape[0]
     dtype = np.int16 if K < 2 ** 15 - 1 else np.intp
-    out = np.zeros((K + 1, n), dtype=dtype)
+    out = np.zeros((K + 1,) + flag.shape[1:], dtype=dtype)
     for k in range(K):
         np.maximum(out[k], flag[k] * dtype(k + 1), out=out[k + 1])
     return out
@@ -810,6 +814,20 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
         np.multiply(prefix_ext[k], bound_k[k], out=prefix_ext[k + 1])
     weight = None
 
+    # Eq. D's scans along the loop nest, every tensor in one pass: the last loop of a
+    # relevant dim (closed form) or of a forcing dim (sliding windows), per prefix of loops.
+    scans: list[BoolArray] = []
+    scan_of: dict[int, int] = {}
+    for t in range(comp.n_tensors):
+        if any(c > 0 for c in comp.held[t]):
+            table = comp.rel[t] if comp.closed[t] else comp.jump_dims[t]
+            if table.any():
+                scan_of[t] = len(scans)
+                scans.append(table)
+    n_scans = len(scans)
+    if n_scans:
+        last_loop = _last_index(_dim_flags(np.array(scans), dim_k))  # (K+1, scans, n)
+
     # Eq. D, per tensor and per level c >= 1 that may keep it (level 0 is delivered once:
     # the whole tensor).
     deliv: dict[tuple[int, int], IntArray] = {}
@@ -826,9 +844,12 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # dim shrink by at least their bounds), so it never slides: Delta_j = |tile|
             # up to the innermost relevant loop J and 0 below it, and the sum telescopes to
             # F_c = |tile| x (product of the bounds of loops 0..J).
-            last_rel = _last_index(_dim_flags(comp.rel[t], dim_k))  # loops 0..J among the first k
             for c in levels_t:
-                at = np.take(last_rel, kcs[c] * n + cols).astype(np.intp) * n + cols
+                if t not in scan_of:  # no moving coordinate: one delivery
+                    deliv[c, t] = size_c[c]
+                    continue
+                # loops 0..J among the loops above c
+                at = np.take(last_loop, (kcs[c] * n_scans + scan_of[t]) * n + cols).astype(np.intp) * n + cols
                 deliv[c, t] = size_c[c] * np.take(prefix_ext, at)
             continue
         # General path: the moving coordinates of several dims (sliding windows). A loop
@@ -839,21 +860,19 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             weight = prefix_ext[1:] - prefix_ext[:K]  # (K, n) prefix x (bound - 1)
         slots = comp.slots[t]
         n_slots = len(slots)
-        if comp.jump_dims[t].any():
-            last_jd = _last_index(_dim_flags(comp.jump_dims[t], dim_k))  # 1 + the last forcing loop
-        else:
-            last_jd = None
-        shift = []  # per slot: shift of each loop's step up to the inner loops' end, suffix sums
-        for coef_u, _ in slots:
+        jd = scan_of.get(t)  # 1 + the last forcing loop, in ``last_loop``
+        # Per slot u: shift[:, u] the shift of each loop's step, up to the inner loops' end
+        # (its suffix sums in ``sfx``), all slots in one scan.
+        shift = np.empty((K, n_slots, n), dtype=step_k.dtype)
+        for u, (coef_u, _) in enumerate(slots):
             if ((coef_u == 0) | (coef_u == 1)).all():
-                a_u = _dim_flags(coef_u > 0, dim_k).astype(step_k.dtype) * step_k  # (K, n)
+                np.multiply(_dim_flags(coef_u > 0, dim_k), step_k, out=shift[:, u])
             else:
-                a_u = np.take(coef_u, dim_k.astype(np.intp)) * step_k
-            sfx_u = np.zeros((K + 1, n), dtype=a_u.dtype)
-            for k in range(K - 1, -1, -1):
-                np.add(sfx_u[k + 1], a_u[k], out=sfx_u[k])
-            a_u -= sfx_u[1:]
-            shift.append((a_u, sfx_u))
+                np.multiply(np.take(coef_u, dim_k.astype(np.intp)), step_k, out=shift[:, u])
+        sfx = np.zeros((K + 1, n_slots, n), dtype=shift.dtype)
+        for k in range(K - 1, -1, -1):
+            np.add(sfx[k + 1], shift[k], out=sfx[k])
+        shift -= sfx[1:]
         if n_slots > 2:
             pow3 = np.zeros(3 ** n_slots, dtype=bool)  # pow3[k]: k is a power of three
             pow3[[3 ** u for u in range(n_slots)]] = True
@@ -864,17 +883,16 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             if Kc == 0:
                 deliv[c, t] = sz
                 continue
-            at_kc = kc * n + cols  # flat index of (kc, row) in (k, n) arrays
             # Per slot u: key += sign(shift_u) * 3**u identifies which slots moved and which
             # way (one moved slot <=> |key| is a power of 3, <=> key is odd for two slots);
             # partial += |shift_u| x (size / span_u) is the new volume when only slot u
             # moves (>= size when it jumps).
             spans = spans_c[c]
             key, partial = None, None
-            for u, (a_u, sfx_u) in enumerate(shift):
+            for u in range(n_slots):
                 # Step of loop j: forward along its dim, every active loop inside it (and
                 # above c) back to its start.
-                sigma = a_u[:Kc] + np.take(sfx_u, at_kc)
+                sigma = shift[:Kc, u] + np.take(sfx, (kc * n_slots + u) * n + cols)
                 sign = np.sign(sigma)
                 if u:
                     sign *= sign.dtype.type(3 ** u)
@@ -891,8 +909,8 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             one = pow3[np.abs(key)] if n_slots > 2 else (key & 1).astype(bool)
             slide = one & (partial < sz)
             moved = key != 0
-            if last_jd is not None:
-                forced = np.arange(Kc)[:, None] < np.take(last_jd, at_kc)
+            if jd is not None:
+                forced = np.arange(Kc)[:, None] < np.take(last_loop, (kc * n_scans + jd) * n + cols)
                 slide &= ~forced
                 moved |= forced
             moved &= np.arange(Kc)[:, None] < kc  # only the loops above c step
