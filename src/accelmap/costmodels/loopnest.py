@@ -266,7 +266,7 @@ class LoopNestModel:
         shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (L, problem.n_dims, T)
         for start in range(0, n, _CHUNK_ROWS):
             block = slice(start, min(start + _CHUNK_ROWS, n))
-            chunk = mappings.take(block)
+            chunk = mappings if n <= _CHUNK_ROWS else mappings.take(block)
             if not shapes_ok:  # every row is a SHAPE error: nothing to count
                 check = check_batch(problem, arch, chunk)
                 valid[block], reason[block], reason_level[block] = check.valid, check.reason, check.level
@@ -761,9 +761,11 @@ def _last_index(flag: BoolArray) -> IntArray:
     """(K+1, ...) from (K, ...) flags: out[k] = 1 + the last i < k with flag[i] (0 if none)."""
     K = flag.shape[0]
     dtype = np.int16 if K < 2 ** 15 - 1 else np.intp
-    out = np.zeros((K + 1,) + flag.shape[1:], dtype=dtype)
-    for k in range(K):
-        np.maximum(out[k], flag[k] * dtype(k + 1), out=out[k + 1])
+    out = np.empty((K + 1,) + flag.shape[1:], dtype=dtype)
+    out[0] = 0
+    np.multiply(flag, np.arange(1, K + 1, dtype=dtype).reshape((K,) + (1,) * (flag.ndim - 1)), out=out[1:])
+    for k in range(1, K + 1):
+        np.maximum(out[k - 1], out[k], out=out[k])
     return out
 
 
