@@ -646,11 +646,14 @@ def _fast_ok(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> BoolArray | None:
     # permutation exactly when the OR of their one-hot bits is 2**D - 1.
     if b.order.min(initial=0) < 0 or b.order.max(initial=0) >= D:
         return None
-    bits = np.left_shift(1, b.order).reshape(n * L, D)
-    acc = bits[:, 0].copy()
-    for j in range(1, D):
-        acc |= bits[:, j]
-    perm_ok = (acc == (1 << D) - 1).reshape(n, L)
+    if D > 62:
+        perm_ok = permutation_rows(b.order)
+    else:
+        bits = np.left_shift(1, b.order).reshape(n * L, D)
+        acc = bits[:, 0].copy()
+        for j in range(1, D):
+            acc |= bits[:, j]
+        perm_ok = (acc == (1 << D) - 1).reshape(n, L)
     for lv in range(L):
         ok &= perm_ok[:, lv]
     for lv in comp.fan_levels:
@@ -750,6 +753,9 @@ def _nest_keys(L: int, D: int, n: int) -> tuple[int, int, type, IntArray]:
 def _dim_flags(table: BoolArray, dim_k: IntArray) -> BoolArray:
     """``table[dim_k]`` for a (D,) bool table, (K, n) from (K, n); for (m, D) tables,
     (K, m, n): bits of an integer mask, shifted (no gather)."""
+    if table.shape[-1] >= 8 * dim_k.dtype.itemsize - 1:  # more dims than bits: gather
+        idx = dim_k.astype(np.intp)
+        return np.take(table, idx) if table.ndim == 1 else np.moveaxis(table[:, idx], 0, 1)
     if table.ndim == 1:
         bits = sum(1 << d for d in np.flatnonzero(table).tolist())
         return ((dim_k.dtype.type(bits) >> dim_k) & 1).astype(bool)
