@@ -977,9 +977,9 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             grp, kids = grp_next, kids_next
             if g[p] is not None:
                 groups_p = _distinct_level(comp, t, g[p], tile[p + 1])
-                if groups_p is not None:
-                    grp = groups_p * grp
-                kids = used_below[p] * kids
+                if groups_p is not None:  # (never modified in place: may share g's rows)
+                    grp = groups_p if isinstance(grp, int) else groups_p * grp
+                kids = used_below[p] if isinstance(kids, int) else used_below[p] * kids
             if not comp.holds[p, t]:
                 grp_next, kids_next = grp, kids
                 continue
