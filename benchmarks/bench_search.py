@@ -94,8 +94,9 @@ def main() -> None:
     ap.add_argument("--network", default="resnet50", help="network to time end to end ('' = none)")
     ap.add_argument("--quick", action="store_true", help="2 layers, 1 arch, budgets 600 and 10k, no network")
     ap.add_argument("--optimum-from", default=None, metavar="JSON",
-                    help="an earlier bench_search JSON whose optima (best EDP per arch and layer) "
-                         "count too, e.g. to score a new default against the full benchmark")
+                    help="an earlier bench_search JSON (or bench_search_best_known.json) whose optima "
+                         "(best EDP per arch and layer) count too, e.g. to score a new default "
+                         "against the full benchmark")
     ap.add_argument("--warm-start", default=None, choices=("dataflows",),
                     help="warm start of every search (search(warm_start=...))")
     ap.add_argument("--constrained", action="store_true",
@@ -129,10 +130,7 @@ def main() -> None:
         return constrained(args)
     if args.best_known:
         return best_known(args.best_known, Path(args.out).with_name("bench_search_best_known.json"))
-    known: dict[tuple[str, str], float] = {}
-    if args.optimum_from:
-        for c in json.loads(Path(args.optimum_from).read_text())["cases"]:
-            known[(c["arch"], c["layer"])] = c["optimum_edp"]
+    known = _known_optima(args.optimum_from)
     cases = []
     for arch_name in args.archs:
         arch = load_arch(arch_name)

@@ -642,18 +642,7 @@ def _fast_ok(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> BoolArray | None:
     ok = tile0[0] == comp.bounds[0]
     for d in range(1, D):
         ok &= tile0[d] == comp.bounds[d]
-    # Loop orders: with every value in 0..D-1 (chunk-wide), a level's D values are a
-    # permutation exactly when the OR of their one-hot bits is 2**D - 1.
-    if b.order.min(initial=0) < 0 or b.order.max(initial=0) >= D:
-        return None
-    if D > 62:
-        perm_ok = permutation_rows(b.order)
-    else:
-        bits = np.left_shift(1, b.order).reshape(n * L, D)
-        acc = bits[:, 0].copy()
-        for j in range(1, D):
-            acc |= bits[:, j]
-        perm_ok = (acc == (1 << D) - 1).reshape(n, L)
+    perm_ok = permutation_rows(b.order)  # (n, L)
     for lv in range(L):
         ok &= perm_ok[:, lv]
     for lv in comp.fan_levels:

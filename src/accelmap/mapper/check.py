@@ -118,10 +118,16 @@ def permutation_rows(order: IntArray) -> BoolArray:
     if D > 62:
         return (np.sort(order, axis=2) == np.arange(D)).all(axis=2)
     rows = order.reshape(n * L, D)
+    if rows.size and 0 <= rows.min() and rows.max() < D:  # all in range: one whole-array shift
+        bits = np.left_shift(1, rows.astype(np.int64, copy=False))
+        acc = bits[:, 0].copy()
+        for k in range(1, D):
+            acc |= bits[:, k]
+        return (acc == (1 << D) - 1).reshape(n, L)
     acc = np.zeros(n * L, dtype=np.int64)
     for k in range(D):
         # negative values wrap to huge unsigned ones: both ends clip to the bit D
-        v = np.minimum(rows[:, k].view(np.uint64), np.uint64(D)).view(np.int64)
+        v = np.minimum(rows[:, k].astype(np.int64, copy=False).view(np.uint64), np.uint64(D)).view(np.int64)
         acc |= np.left_shift(1, v)
     return (acc == (1 << D) - 1).reshape(n, L)
 
@@ -197,7 +203,7 @@ def validate(problem: Problem, arch: Arch, mapping: Mapping, *, allow_padding: b
                 msgs.append(f"outermost level {names[0]} must keep {problem.tensors[t].name}")
     used = np.prod(mapping.spatial, axis=1)  # (L, 2)
     for lv, level in enumerate(arch.levels):
-        for axis, (u, cap) in enumerate(zip(used[lv], (level.fanout_x, level.fanout_y))):
+        for axis, (u, cap) in enumerate(zip(used[lv], (level.fanout_x, level.fanout_y), strict=True)):
             if u > cap:
                 dims = " x ".join(
                     f"{problem.dim_names[d]}={int(mapping.spatial[lv, d, axis])}"

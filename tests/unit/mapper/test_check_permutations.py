@@ -19,6 +19,9 @@ def test_permutation_rows_equals_sorting(D: int) -> None:
     order[1201, 2, 0] = 2**62
     expected = (np.sort(order, axis=2) == np.arange(D)).all(axis=2)
     assert np.array_equal(permutation_rows(order), expected)
+    # every value in range (the one-shift path): permutations and rows with a duplicate
+    assert np.array_equal(permutation_rows(order[:1100]), expected[:1100])
+    assert permutation_rows(order[1000:1100]).sum() == (0 if D > 1 else 400)
 
 
 def test_permutation_rows_empty() -> None:
