@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -134,43 +134,50 @@ def _prime_table(max_value: int, width: int = 8) -> tuple[IntArray, IntArray]:
 
 
 class _RowIndex:
-    """Vectorized lookup of factor rows (n, L*3) in a dim's table (hash + verify)."""
+    """Vectorized lookup of factor rows in the tables of all dims at once (hash + verify).
 
-    def __init__(self, flat: IntArray, cols: IntArray | None = None, seed: int = 0x5EED) -> None:
-        # hash only the columns that vary (slots that exist); lookup verifies whole rows
-        self.cols = np.arange(flat.shape[1]) if cols is None else np.asarray(cols)
+    ``flat`` (R, S) holds every dim's table one after the other and ``dim_of_row`` (R,)
+    names each row's dim. A query is a row of factors (S,) and a dim: its key is a random
+    linear hash of the row plus a per-dim term (distinct per dim), keys of the table are
+    all distinct, and a hit is verified on the whole row, so the answer is exact: the
+    row's global index in ``flat`` (a row of the queried dim), or -1.
+    """
+
+    def __init__(self, flat: IntArray, dim_of_row: IntArray, n_dims: int, seed: int = 0x5EED) -> None:
+        self.flat = np.ascontiguousarray(flat, dtype=np.int64)
         rng = np.random.default_rng(seed)
         while True:
-            self.mult = rng.integers(1, 2**62, size=len(self.cols), dtype=np.int64) | 1
-            keys = self._hash(flat)
+            self.mult = (rng.integers(1, 2**62, size=flat.shape[1], dtype=np.int64) | 1).view(np.uint64)
+            self.dim_mult = rng.integers(1, 2**62, size=n_dims, dtype=np.int64).view(np.uint64)
+            if len(np.unique(self.dim_mult)) < n_dims:
+                continue
+            keys = self._hash(self.flat, dim_of_row)
             order = np.argsort(keys, kind="stable")
             sk = keys[order]
             if len(sk) < 2 or (np.diff(sk) != 0).all():
                 break
         self.keys = sk
         self.rows = order
-        self.flat = flat
+        # whole rows compared as single byte strings (one comparison per row)
+        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))
+        self._flat_void = self.flat.view(self._void).reshape(-1)
 
-    def _hash(self, flat: IntArray) -> IntArray:
-        with np.errstate(over="ignore"):
-            sub = flat[:, self.cols].view(np.uint64)
-            out: IntArray = (sub * self.mult.view(np.uint64)).sum(axis=1, dtype=np.uint64).view(np.int64)
-            return out
+    def _hash(self, flat: IntArray, dims: IntArray | int) -> IntArray:
+        # uint64 arithmetic wraps (modulo 2**64) without warnings
+        out: IntArray = (flat.view(np.uint64) @ self.mult + self.dim_mult[dims]).view(np.int64)
+        return out
 
-    def lookup(self, flat: IntArray) -> IntArray:
-        """Row index of each query row, -1 where it is not in the table."""
-        keys = self._hash(flat)
+    def lookup(self, flat: IntArray, dims: IntArray | int) -> IntArray:
+        """(k,) global row of each query row (k, S) of dim ``dims`` (scalar or (k,)), -1 where
+        it is not in that dim's table."""
+        flat = np.ascontiguousarray(flat, dtype=np.int64)
+        keys = self._hash(flat, dims)
         pos = np.searchsorted(self.keys, keys)
-        pos = np.minimum(pos, len(self.keys) - 1)
-        hit = self.keys[pos] == keys
-        idx = np.where(hit, self.rows[pos], -1)
-        found = idx >= 0
-        if found.any():
-            same = (self.flat[idx[found]] == flat[found]).all(axis=1)
-            sub = idx[found]
-            sub[~same] = -1
-            idx[found] = sub
-        return idx
+        np.minimum(pos, len(self.keys) - 1, out=pos)
+        g = self.rows[pos]
+        # a verified hit has the queried dim: equal rows and equal keys mean equal dim terms
+        hit = (self.keys[pos] == keys) & (self._flat_void[g] == flat.view(self._void).reshape(-1))
+        return np.where(hit, g, -1)
 
 
 def _lehmer_digits(local: IntArray) -> IntArray:
@@ -421,10 +428,12 @@ class MapSpace:
         self._big = np.concatenate(self._tables, axis=0)
         # the per-dim tables become views into the one concatenated table (half the memory)
         self._tables = [self._big[o: o + r] for o, r in zip(self._offsets, self._table_rows, strict=True)]
-        self._index = [_RowIndex(t.reshape(len(t), -1), np.nonzero(self._allowed[:, d, :].reshape(-1))[0])
-                       for d, t in enumerate(self._tables)]
+        self._flat = self._big.reshape(len(self._big), -1)  # (R, L*3) rows of all dims
+        self._index = _RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
+        self._big_t = np.ascontiguousarray(self._big[:, :, _T])  # (R, L) temporal factors
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
+        self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
         # per table row, for the fast legality path of sample_valid (fanout, capacity and
         # utilization need only these): tile extent per level, spatial X/Y per level, and
         # the product of temporal factors
@@ -450,7 +459,9 @@ class MapSpace:
         self._order_outer: list[list[int]] = []
         self._order_inner: list[list[int]] = []
         self._order_free: list[IntArray] = []
-        self._perm_tables: list[IntArray | None] = []
+        self._perms_by_m: dict[int, IntArray] = {}  # all m! permutations of 0..m-1, lexicographic
+        self._rank_tables: dict[int, tuple[IntArray, IntArray, IntArray, IntArray]] = {}  # see _lehmer_of
+        blocks: list[IntArray] = []
         for lv in range(L):
             rule = rules.get(lv)
             outer: list[int] = []
@@ -464,10 +475,29 @@ class MapSpace:
             self._order_inner.append(inner)
             self._order_free.append(free)
             m = len(free)
+            local = np.zeros((1, m), dtype=np.int64) + np.arange(m)  # m > table size: decoded digit by digit
             if 1 < m <= _PERM_TABLE_MAX_M:
-                self._perm_tables.append(np.array(list(itertools.permutations(range(m))), dtype=np.int64).reshape(-1, m))
-            else:
-                self._perm_tables.append(None)
+                if m not in self._perms_by_m:
+                    self._perms_by_m[m] = np.array(list(itertools.permutations(range(m))), dtype=np.int64)
+                local = self._perms_by_m[m]
+            block = np.empty((len(local), D), dtype=np.int64)
+            block[:, : len(outer)] = outer
+            block[:, len(outer): len(outer) + m] = free[local]
+            block[:, D - len(inner):] = inner
+            blocks.append(block)
+        # Every level's loop orders decode through one table of whole orders (pinned outer
+        # dims, the free dims permuted, pinned inner dims): one block per level, its rows in
+        # lexicographic order of the free permutation, which is the order of the Lehmer
+        # index sum_i digit_i (m-1-i)!; levels with more free dims than the table allows
+        # have one placeholder row and are decoded digit by digit.
+        self._order_tab = np.concatenate(blocks)  # (sum of block sizes, D)
+        self._order_off = np.cumsum([0] + [len(b) for b in blocks[:-1]]).astype(np.int64)  # (L,)
+        self._order_untabled = [lv for lv in range(L) if len(self._order_free[lv]) > _PERM_TABLE_MAX_M]
+        self._order_lut = []  # per level: dim -> position among the free dims (m for the others)
+        for free in self._order_free:
+            lut = np.full(D, len(free), dtype=np.int64)
+            lut[free] = np.arange(len(free))
+            self._order_lut.append(lut)
 
     def _build_keep(self) -> None:
         L, T = self._L, self._T
@@ -518,6 +548,20 @@ class MapSpace:
                 kinds.append("order")
                 bounds.append(m - i)
             self._order_cols.append(np.arange(start, len(names), dtype=np.int64))
+        # Lehmer digits -> row in the order table (float64 matmul: exact, sums < 8!)
+        tabled = [lv for lv in range(self._L) if lv not in self._order_untabled]
+        self._order_tab_cols = np.concatenate([self._order_cols[lv] for lv in tabled] + [np.zeros(0, np.int64)])
+        self._order_weights = np.zeros((len(self._order_tab_cols), self._L))
+        i = 0
+        for lv in tabled:
+            m = len(self._order_free[lv])
+            for j in range(m - 1):
+                self._order_weights[i, lv] = math.factorial(m - 1 - j)
+                i += 1
+        self._levels_ok = np.array([len(f) >= 2 for f in self._order_free])
+        self._free_mask = np.zeros((self._D, self._L), dtype=bool)  # (D, L) free dims per level
+        for lv, free in enumerate(self._order_free):
+            self._free_mask[free, lv] = True
         start = len(names)
         for lv, t in self._keep_free:
             names.append(f"keep.{lv_names[lv]}.{self.problem.tensor_names[t]}")
@@ -566,30 +610,50 @@ class MapSpace:
         return temporal, spatial
 
     def _decode_orders(self, x: IntArray) -> IntArray:
+        """(n, L, D) loop orders of encoded vectors: every level through the order table at
+        once (Lehmer index of each level's digits -> row), digit by digit past the table."""
         n = len(x)
-        order = np.empty((n, self._L, self._D), dtype=np.int64)
-        for lv in range(self._L):
-            outer, inner, free = self._order_outer[lv], self._order_inner[lv], self._order_free[lv]
-            m = len(free)
-            o = len(outer)
-            order[:, lv, :o] = outer
-            if inner:
-                order[:, lv, self._D - len(inner):] = inner
-            if m == 0:
-                continue
-            if m == 1:
-                order[:, lv, o] = free[0]
-                continue
-            digits = x[:, self._order_cols[lv]]  # (n, m-1)
-            table = self._perm_tables[lv]
-            if table is not None:
-                weights = np.array([math.factorial(m - 1 - i) for i in range(m - 1)], dtype=np.int64)
-                local = table[digits @ weights]
-            else:
-                full = np.concatenate([digits, np.zeros((n, 1), dtype=np.int64)], axis=1)
-                local = _lehmer_decode(full, np.arange(m, dtype=np.int64))
-            order[:, lv, o: o + m] = free[local]
+        if len(self._order_tab_cols):
+            idx = (x[:, self._order_tab_cols].astype(np.float64) @ self._order_weights).astype(np.int64)
+            idx += self._order_off
+        else:
+            idx = np.broadcast_to(self._order_off, (n, self._L))
+        order: IntArray = self._order_tab[idx]
+        for lv in self._order_untabled:
+            order[:, lv, len(self._order_outer[lv]): len(self._order_outer[lv]) + len(self._order_free[lv])] = \
+                self._free_orders(x, lv)
         return order
+
+    def _free_orders(self, x: IntArray, lv: int) -> IntArray:
+        """(n, m) the free dims of level lv in loop order (outermost first) for encoded vectors."""
+        free = self._order_free[lv]
+        m = len(free)
+        digits = x[:, self._order_cols[lv]]
+        if m < 2:
+            return np.broadcast_to(free, (len(x), m)).copy()
+        if m <= _PERM_TABLE_MAX_M:
+            w = np.array([math.factorial(m - 1 - i) for i in range(m - 1)], dtype=np.int64)
+            return free[self._perms_by_m[m][digits @ w]]
+        full = np.concatenate([digits, np.zeros((len(x), 1), dtype=np.int64)], axis=1)
+        return free[_lehmer_decode(full, np.arange(m, dtype=np.int64))]
+
+    def _lehmer_of(self, local: IntArray) -> IntArray:
+        """(k, m) permutations of 0..m-1 -> (k, m-1) Lehmer digits. Up to the table size: the
+        permutation's rank among all m! in lexicographic order (a binary search on their
+        base-m values), written in the factorial number system."""
+        m = local.shape[1]
+        if m > _PERM_TABLE_MAX_M:
+            return _lehmer_digits(local)[:, : m - 1]
+        cached = self._rank_tables.get(m)
+        if cached is None:
+            pw = m ** np.arange(m - 1, -1, -1, dtype=np.int64)
+            fw = np.array([math.factorial(m - 1 - i) for i in range(m - 1)], dtype=np.int64)
+            cached = (self._perms_by_m[m] @ pw, pw, fw, np.arange(m, 1, -1, dtype=np.int64))
+            self._rank_tables[m] = cached
+        keys, pw, fw, radix = cached
+        rank = np.searchsorted(keys, local @ pw)
+        out: IntArray = rank[:, None] // fw % radix
+        return out
 
     def decode(self, x: IntArray) -> MappingBatch:
         """Encoded vectors (n, n_params) inside the box -> the mappings they stand for."""
@@ -607,10 +671,10 @@ class MapSpace:
         """(n, D) table row of each dim's factors, -1 where not in the table."""
         n = len(batch)
         F = np.concatenate([batch.temporal[..., None], batch.spatial], axis=-1)  # (n, L, D, 3)
-        F = F.transpose(0, 2, 1, 3).reshape(n, self._D, self._L * 3)
-        rows = np.empty((n, self._D), dtype=np.int64)
-        for d in range(self._D):
-            rows[:, d] = self._index[d].lookup(F[:, d])
+        F = np.ascontiguousarray(F.transpose(0, 2, 1, 3)).reshape(n * self._D, self._L * 3)
+        dims = np.tile(np.arange(self._D), n)
+        g = self._index.lookup(F, dims)
+        rows: IntArray = np.where(g >= 0, g - self._offsets[dims], -1).reshape(n, self._D)
         return rows
 
     def _order_positions_ok(self, order: IntArray) -> BoolArray:
@@ -631,11 +695,7 @@ class MapSpace:
             if m < 2:
                 continue
             o = len(self._order_outer[lv])
-            seq = order[:, lv, o: o + m]
-            lut = np.full(self._D, m, dtype=np.int64)
-            lut[free] = np.arange(m)
-            local = lut[seq]
-            x[:, self._order_cols[lv]] = _lehmer_digits(local)[:, : m - 1]
+            x[:, self._order_cols[lv]] = self._lehmer_of(self._order_lut[lv][order[:, lv, o: o + m]])
 
     def encode(self, batch: MappingBatch, *, canonicalize: bool = False) -> IntArray:
         """Mappings of this space -> encoded vectors (n, n_params); ``decode(encode(b)) == b``.
@@ -947,14 +1007,13 @@ class MapSpace:
     def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,
                     prime: IntArray) -> IntArray:
         """Move ``prime`` of dim d from flat slot src to dst in table rows; -1 where illegal."""
-        tab = self._tables[d].reshape(len(self._tables[d]), -1)
-        vec = tab[rows].copy()
+        vec = self._flat[rows + self._offsets[d]]  # a copy
         i = np.arange(len(rows))
         ok = vec[i, src_slot] % prime == 0
         vec[i, src_slot] = np.where(ok, vec[i, src_slot] // prime, vec[i, src_slot])
         vec[i, dst_slot] = np.where(ok, vec[i, dst_slot] * prime, vec[i, dst_slot])
-        new = self._index[d].lookup(vec)
-        return np.where(ok, new, -1)
+        g = self._index.lookup(vec, d)
+        return np.where(ok & (g >= 0), g - self._offsets[d], -1)
 
     def _push_out(self, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
                   max_rounds: int = 64) -> IntArray:
@@ -1084,7 +1143,18 @@ class MapSpace:
             raise SpecError("neighbours: some mappings are not points of this space; call MapSpace.repair first")
         bits = batch.keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] if len(self._keep_free) else \
             np.zeros((len(batch), 0), dtype=bool)
-        rows, order, bits = self._moves(rows, batch.order.copy(), bits.copy(), rng)
+        order = batch.order.copy()
+
+        def seg_of(ii: IntArray, lv: int) -> IntArray:
+            o = len(self._order_outer[lv])
+            return order[ii, lv, o: o + len(self._order_free[lv])]
+
+        def set_seg(ii: IntArray, lv: int, seg: IntArray) -> None:
+            o = len(self._order_outer[lv])
+            order[ii, lv, o: o + len(self._order_free[lv])] = seg
+
+        bits = bits.copy()
+        rows = self._moves(rows, seg_of, set_seg, bits, rng)
         temporal, spatial = self._rows_to_factors(rows)
         keep = batch.keep.copy()
         if len(self._keep_free):
@@ -1092,90 +1162,133 @@ class MapSpace:
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
     def neighbours_encoded(self, x: IntArray, rng: np.random.Generator) -> IntArray:
-        """`neighbours` on encoded vectors (n, n_params), without building mappings."""
+        """`neighbours` on encoded vectors (n, n_params), without building mappings: only
+        the swapped levels of the swapped rows are decoded and re-encoded."""
         x = self._check_x(x)
         rows = np.zeros((len(x), self._D), dtype=np.int64)
         rows[:, self._tile_dims] = x[:, self._tile_cols]
         bits = x[:, self._keep_cols].astype(bool)
-        rows, order, bits = self._moves(rows, self._decode_orders(x), bits, rng)
-        out = np.zeros_like(x)
+        out = x.copy()
+
+        def seg_of(ii: IntArray, lv: int) -> IntArray:
+            return self._free_orders(x[ii], lv)
+
+        def set_seg(ii: IntArray, lv: int, seg: IntArray) -> None:
+            out[ii[:, None], self._order_cols[lv][None, :]] = self._lehmer_of(self._order_lut[lv][seg])
+
+        rows = self._moves(rows, seg_of, set_seg, bits, rng)
         out[:, self._tile_cols] = rows[:, self._tile_dims]
-        self._encode_orders(order, out)
         out[:, self._keep_cols] = bits
         return out
 
-    def _moves(self, rows: IntArray, order: IntArray, bits: BoolArray,
-               rng: np.random.Generator) -> tuple[IntArray, IntArray, BoolArray]:
-        """The moves of `neighbours` on table rows (n, D), orders (n, L, D) and free keep
-        bits (n, n_keep_free); ``order`` and ``bits`` are modified in place."""
+    def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, int], IntArray],
+               set_seg: Callable[[IntArray, int, IntArray], None], bits: BoolArray,
+               rng: np.random.Generator) -> IntArray:
+        """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
+        modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
+        lv)``: the free dims of level lv in rows ii, outermost first ((len(ii), m)), and
+        written through ``set_seg(ii, lv, seg)``; each row is written at most once."""
         n = len(rows)
         rows = rows.copy()
-        temporal_t = self._big[rows + self._offsets[None, :], :, _T]  # (n, D, L)
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
         done = np.zeros(n, dtype=bool)
-        levels_ok = np.array([len(f) >= 2 for f in self._order_free])
+        levels_ok = self._levels_ok
         for attempt in range(6):
             if done.all():
                 break
             kind_now = (kinds + attempt // 2) % 3  # two tries of the drawn kind, then the others
             # --- factor moves
-            sel = np.nonzero(~done & (kind_now == 0))[0]
+            sel = np.flatnonzero(~done & (kind_now == 0))
             if len(sel) and len(self._tile_dims):
-                d_pick = self._tile_dims[rng.integers(0, len(self._tile_dims), size=len(sel))]
-                for d in np.unique(d_pick):
-                    ii = np.nonzero(d_pick == d)[0]
-                    r_ = sel[ii]
-                    tab = self._tables[d].reshape(len(self._tables[d]), -1)
-                    vec = tab[rows[r_, d]]
-                    exists = self._slot_exists[d].reshape(-1)
-                    src_ok = (vec > 1) & exists[None, :]
-                    src = np.where(src_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
-                    ar = np.arange(len(ii))
-                    has = src_ok[ar, src]
-                    dst_ok = np.broadcast_to(exists, vec.shape).copy()
-                    dst_ok[ar, src] = False
-                    dst = np.where(dst_ok, rng.random(vec.shape), -1.0).argmax(axis=1)
-                    has &= dst_ok[ar, dst]
-                    f = vec[ar, src]
-                    pick = (rng.random(len(ii)) * np.maximum(self._n_primes[f], 1)).astype(np.int64)
-                    prime = self._primes[f, pick]
-                    moved = self._move_prime(rows[r_, d], int(d), src, dst, prime)
-                    okm = has & (moved >= 0) & (prime > 1)
-                    rows[r_[okm], d] = moved[okm]
-                    temporal_t[r_[okm], d] = self._tables[d][moved[okm], :, _T]
-                    done[r_[okm]] = True
+                self._factor_moves(rows, sel, done, rng)
             # --- swaps of two free loops in one level
-            sel = np.nonzero(~done & (kind_now == 1))[0]
+            sel = np.flatnonzero(~done & (kind_now == 1))
             if len(sel) and levels_ok.any():
-                # prefer a level with two running (bound > 1) free loops: swapping unit
-                # loops changes no cost
-                running = np.zeros((len(sel), self._L), dtype=np.int64)
-                for lv in np.nonzero(levels_ok)[0]:
-                    running[:, lv] = (temporal_t[sel][:, self._order_free[lv], lv] > 1).sum(axis=1)
-                score = rng.random((len(sel), self._L)) + 1.0 * (running >= 2)
-                score[:, ~levels_ok] = -1.0
-                lv_pick = score.argmax(axis=1)
-                for lv in np.unique(lv_pick):
-                    ii = sel[lv_pick == lv]
-                    o = len(self._order_outer[lv])
-                    m = len(self._order_free[lv])
-                    seg = order[ii, lv, o: o + m]  # free dims in their current positions
-                    nonunit = np.take_along_axis(temporal_t[ii, :, lv], seg, axis=1) > 1
-                    score2 = rng.random(seg.shape) + nonunit * 1.0
-                    two = np.argsort(-score2, axis=1)[:, :2]
-                    a, b = two[:, 0], two[:, 1]
-                    r = np.arange(len(ii))
-                    va, vb = seg[r, a].copy(), seg[r, b].copy()
-                    seg[r, a], seg[r, b] = vb, va
-                    order[ii, lv, o: o + m] = seg
-                    done[ii] = True
+                self._swap_moves(rows, sel, seg_of, set_seg, rng)
+                done[sel] = True
             # --- bypass flips
-            sel = np.nonzero(~done & (kind_now == 2))[0]
+            sel = np.flatnonzero(~done & (kind_now == 2))
             if len(sel) and bits.shape[1]:
                 k = rng.integers(0, bits.shape[1], size=len(sel))
                 bits[sel, k] = ~bits[sel, k]
                 done[sel] = True
-        return rows, order, bits
+        return rows
+
+    def _factor_moves(self, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
+        """Move a prime factor of one random dim between two of its slots, for rows ``sel``
+        (in place; rows that moved are marked in ``done``).
+
+        The random stream is the one of a loop over the picked dims in increasing order
+        drawing, per dim with k rows, source scores (k, S), destination scores (k, S) and
+        prime picks (k,): all are drawn at once and each row takes its slice."""
+        S = self._L * 3
+        k = len(sel)
+        d_pick = self._tile_dims[rng.integers(0, len(self._tile_dims), size=k)]
+        perm = np.argsort(d_pick, kind="stable")
+        d = d_pick[perm]
+        r_ = sel[perm]
+        cnt = np.bincount(d, minlength=self._D)
+        gs = (np.cumsum(cnt) - cnt)[d]  # where each row's dim group starts
+        kd = cnt[d]
+        w = np.arange(k) - gs  # row within its group
+        u = rng.random(k * (2 * S + 1))
+        base = gs * (2 * S + 1) + w * S
+        cols = np.arange(S)
+        src_u = u[base[:, None] + cols]
+        dst_u = u[(base + kd * S)[:, None] + cols]
+        pick_u = u[gs * (2 * S + 1) + 2 * kd * S + w]
+        g = rows[r_, d] + self._offsets[d]
+        vec = self._flat[g]  # (k, S)
+        exists = self._slot_exists_flat[d]  # (k, S), a copy
+        src_ok = (vec > 1) & exists
+        src = np.where(src_ok, src_u, -1.0).argmax(axis=1)
+        ar = np.arange(k)
+        has = src_ok[ar, src]
+        exists[ar, src] = False
+        dst = np.where(exists, dst_u, -1.0).argmax(axis=1)
+        has &= exists[ar, dst]
+        f = vec[ar, src]
+        pick = (pick_u * np.maximum(self._n_primes[f], 1)).astype(np.int64)
+        prime = self._primes[f, pick]
+        # prime divides f (it is one of f's primes, or 1 where f == 1): move it
+        live = np.flatnonzero(has & (prime > 1))
+        if len(live) == 0:
+            return
+        nv = vec[live]
+        al = np.arange(len(live))
+        p = prime[live]
+        nv[al, src[live]] //= p
+        nv[al, dst[live]] *= p
+        dl = d[live]
+        moved = self._index.lookup(nv, dl)
+        okm = moved >= 0
+        rr = r_[live[okm]]
+        rows[rr, dl[okm]] = moved[okm] - self._offsets[dl[okm]]
+        done[rr] = True
+
+    def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, int], IntArray],
+                    set_seg: Callable[[IntArray, int, IntArray], None], rng: np.random.Generator) -> None:
+        """Swap two free loops of one level in each row of ``sel`` (see `_moves`)."""
+        # prefer a level with two running (bound > 1) free loops: swapping unit loops
+        # changes no cost
+        nonunit_all = self._big_t[rows[sel] + self._offsets] > 1  # (k, D, L)
+        running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
+        score = rng.random((len(sel), self._L)) + 1.0 * (running >= 2)
+        score[:, ~self._levels_ok] = -1.0
+        lv_pick = score.argmax(axis=1)
+        for lv in np.flatnonzero(np.bincount(lv_pick, minlength=self._L)):  # picked levels, in order
+            j = np.flatnonzero(lv_pick == lv)
+            ii = sel[j]
+            seg = seg_of(ii, int(lv))  # free dims in their current positions
+            nonunit = np.take_along_axis(nonunit_all[j, :, lv], seg, axis=1)
+            score2 = rng.random(seg.shape) + nonunit * 1.0
+            two = np.argsort(-score2, axis=1)[:, :2]
+            a, b = two[:, 0], two[:, 1]
+            r = np.arange(len(ii))
+            seg = seg.copy()
+            va, vb = seg[r, a].copy(), seg[r, b].copy()
+            seg[r, a], seg[r, b] = vb, va
+            set_seg(ii, int(lv), seg)
 
     def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
                legalize: bool = False) -> MappingBatch:
@@ -1201,7 +1314,7 @@ class MapSpace:
         for d in range(D):
             vec = F[:, d] * self._slot_exists[d].reshape(-1)[None, :]
             vec = np.maximum(vec, 1)
-            idx = self._index[d].lookup(vec)
+            idx = self._lookup_dim(vec, d)
             miss = np.nonzero(idx < 0)[0]
             if len(miss):
                 b = int(self.problem.bounds[d])
@@ -1213,7 +1326,7 @@ class MapSpace:
                         v[:, s] = g
                         rem //= g
                     v[:, 0] = rem
-                idx2 = self._index[d].lookup(v)
+                idx2 = self._lookup_dim(v, d)
                 still = idx2 < 0
                 if still.any():
                     idx2[still] = self._nearest_rows(d, v[still])
@@ -1251,6 +1364,11 @@ class MapSpace:
             rows = self._push_out(rows, keep, rng if rng is not None else np.random.default_rng(0))
             temporal, spatial = self._rows_to_factors(rows)
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+
+    def _lookup_dim(self, vec: IntArray, d: int) -> IntArray:
+        """(k,) row of dim d's table of each factor row (k, L*3), -1 where not in it."""
+        g = self._index.lookup(vec, d)
+        return np.where(g >= 0, g - self._offsets[d], -1)
 
     def _nearest_rows(self, d: int, vec: IntArray, chunk: int = 1 << 22) -> IntArray:
         tab = np.log(self._tables[d].reshape(len(self._tables[d]), -1).astype(np.float64))
