@@ -56,6 +56,7 @@ PARAM_KINDS = ("tile", "spatial", "order", "keep")
 _T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
 _MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
 _PERM_TABLE_MAX_M = 8  # decode orders through a table of all m! permutations up to this m
+_DECODED_MEMO_ROWS = 1 << 16  # `check` recognizes the last decoded batch up to this size
 
 
 @dataclass(frozen=True, slots=True)
@@ -252,6 +253,11 @@ class MapSpace:
         if self.allow_padding:
             self._max_bound = int(max(self._max_bound, max(int(t[..., :].max()) for t in self._tables)))
         self._primes, self._n_primes = _prime_table(self._max_bound)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state.pop("_decoded", None)  # the last decoded batch (see `check`) is not part of the space
+        return state
 
     # --- construction -------------------------------------------------------------------
     def _dims_of(self, names: object, where: str) -> list[int]:
@@ -527,6 +533,10 @@ class MapSpace:
         self._keep_state = state
         self._keep_base = state == 1
         self._keep_free = np.argwhere(state == -1)  # (n_free, 2) (level, tensor)
+        # decoded points pass check_batch's factor, order and keep rules and the constraints
+        # (so `check` of a decoded batch needs only `_fast_reasons`) unless a rule is odd
+        perms = (np.sort(self._order_tab, axis=1) == np.arange(self._D)).all()
+        self._decoded_clean = bool(perms and not (self._keep_base & ~holds).any() and self._keep_base[0].all())
 
     def _build_params(self) -> None:
         names: list[str] = []
@@ -559,6 +569,18 @@ class MapSpace:
                 self._order_weights[i, lv] = math.factorial(m - 1 - j)
                 i += 1
         self._levels_ok = np.array([len(f) >= 2 for f in self._order_free])
+        # free loops of every level padded to the largest count M (for swaps of many levels
+        # at once): positions in the order (padding repeats the first), which are real, and
+        # the level's Lehmer digit columns (padding: column 0, never written)
+        self._n_free = np.array([len(f) for f in self._order_free], dtype=np.int64)
+        M = max(int(self._n_free.max()), 1)
+        outer_n = np.array([len(o) for o in self._order_outer], dtype=np.int64)
+        self._free_valid = np.arange(M)[None, :] < self._n_free[:, None]  # (L, M)
+        self._free_pos = np.where(self._free_valid, outer_n[:, None] + np.arange(M), np.minimum(outer_n, self._D - 1)[:, None])
+        self._order_cols_pad = np.zeros((self._L, max(M - 1, 1)), dtype=np.int64)
+        for lv, c in enumerate(self._order_cols):
+            self._order_cols_pad[lv, : len(c)] = c
+        self._order_lut_all = np.stack(self._order_lut)  # (L, D)
         self._free_mask = np.zeros((self._D, self._L), dtype=bool)  # (D, L) free dims per level
         for lv, free in enumerate(self._order_free):
             self._free_mask[free, lv] = True
@@ -665,7 +687,12 @@ class MapSpace:
         keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
         if len(self._keep_free):
             keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-        return MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+        batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+        if n <= _DECODED_MEMO_ROWS:
+            # a batch's arrays are read-only, so `check` may judge this very batch from
+            # its table rows and keep bits
+            self._decoded = (batch, rows, batch.keep)
+        return batch
 
     def _factor_rows(self, batch: MappingBatch) -> IntArray:
         """(n, D) table row of each dim's factors, -1 where not in the table."""
@@ -799,6 +826,13 @@ class MapSpace:
     def check(self, batch: MappingBatch) -> BatchCheck:
         """Legality of every mapping: `check_batch` (factors, order, keep, fanout, capacity),
         then the minimum utilization, then the constraints. Returns valid/reason/level."""
+        memo = getattr(self, "_decoded", None)
+        if memo is not None and memo[0] is batch and self._decoded_clean:
+            # the last decoded batch: factors, orders, keep bits and the constraints hold by
+            # construction, which leaves fanout, capacity and utilization (same rules and
+            # reason order as below, see `_fast_reasons`)
+            reason, level = self._fast_reasons(memo[1], memo[2])
+            return BatchCheck(reason == 0, reason, level)
         base = check_batch(self.problem, self.arch, batch, allow_padding=self.allow_padding)
         reason = base.reason.copy()
         level = base.level.copy()
@@ -1145,13 +1179,12 @@ class MapSpace:
             np.zeros((len(batch), 0), dtype=bool)
         order = batch.order.copy()
 
-        def seg_of(ii: IntArray, lv: int) -> IntArray:
-            o = len(self._order_outer[lv])
-            return order[ii, lv, o: o + len(self._order_free[lv])]
+        def seg_of(ii: IntArray, lv: IntArray) -> IntArray:
+            return order[ii[:, None], lv[:, None], self._free_pos[lv]]
 
-        def set_seg(ii: IntArray, lv: int, seg: IntArray) -> None:
-            o = len(self._order_outer[lv])
-            order[ii, lv, o: o + len(self._order_free[lv])] = seg
+        def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
+            rr, cc = np.nonzero(self._free_valid[lv])
+            order[ii[rr], lv[rr], self._free_pos[lv[rr], cc]] = seg[rr, cc]
 
         bits = bits.copy()
         rows = self._moves(rows, seg_of, set_seg, bits, rng)
@@ -1170,24 +1203,37 @@ class MapSpace:
         bits = x[:, self._keep_cols].astype(bool)
         out = x.copy()
 
-        def seg_of(ii: IntArray, lv: int) -> IntArray:
-            return self._free_orders(x[ii], lv)
+        def seg_of(ii: IntArray, lv: IntArray) -> IntArray:
+            xs = x[ii]
+            idx = (xs[:, self._order_tab_cols].astype(np.float64) @ self._order_weights)[np.arange(len(ii)), lv]
+            full = self._order_tab[idx.astype(np.int64) + self._order_off[lv]]  # (k, D) orders of the levels lv
+            for ul in self._order_untabled:
+                r = np.flatnonzero(lv == ul)
+                if len(r):
+                    o = len(self._order_outer[ul])
+                    full[r, o: o + len(self._order_free[ul])] = self._free_orders(xs[r], ul)
+            return np.take_along_axis(full, self._free_pos[lv], axis=1)
 
-        def set_seg(ii: IntArray, lv: int, seg: IntArray) -> None:
-            out[ii[:, None], self._order_cols[lv][None, :]] = self._lehmer_of(self._order_lut[lv][seg])
+        def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
+            local = self._order_lut_all[lv[:, None], seg]  # positions among the free dims
+            m_row = self._n_free[lv]
+            for m in np.flatnonzero(np.bincount(m_row)):
+                r = np.flatnonzero(m_row == m)
+                out[ii[r, None], self._order_cols_pad[lv[r], : m - 1]] = self._lehmer_of(local[r, :m])
 
         rows = self._moves(rows, seg_of, set_seg, bits, rng)
         out[:, self._tile_cols] = rows[:, self._tile_dims]
         out[:, self._keep_cols] = bits
         return out
 
-    def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, int], IntArray],
-               set_seg: Callable[[IntArray, int, IntArray], None], bits: BoolArray,
+    def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
+               set_seg: Callable[[IntArray, IntArray, IntArray], None], bits: BoolArray,
                rng: np.random.Generator) -> IntArray:
         """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
         modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
-        lv)``: the free dims of level lv in rows ii, outermost first ((len(ii), m)), and
-        written through ``set_seg(ii, lv, seg)``; each row is written at most once."""
+        lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
+        first, padded to the largest free count M ((k, M); see ``_free_pos``), and written
+        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once."""
         n = len(rows)
         rows = rows.copy()
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
@@ -1266,29 +1312,39 @@ class MapSpace:
         rows[rr, dl[okm]] = moved[okm] - self._offsets[dl[okm]]
         done[rr] = True
 
-    def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, int], IntArray],
-                    set_seg: Callable[[IntArray, int, IntArray], None], rng: np.random.Generator) -> None:
-        """Swap two free loops of one level in each row of ``sel`` (see `_moves`)."""
+    def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
+                    set_seg: Callable[[IntArray, IntArray, IntArray], None], rng: np.random.Generator) -> None:
+        """Swap two free loops of one level in each row of ``sel`` (see `_moves`).
+
+        The random stream is the one of a loop over the picked levels in increasing order
+        drawing, per level with k rows and m free loops, scores (k, m): drawn at once, and
+        each row scores its free loops (padded to the largest m, padding never picked)."""
+        k = len(sel)
         # prefer a level with two running (bound > 1) free loops: swapping unit loops
         # changes no cost
         nonunit_all = self._big_t[rows[sel] + self._offsets] > 1  # (k, D, L)
         running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
-        score = rng.random((len(sel), self._L)) + 1.0 * (running >= 2)
+        score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
-        lv_pick = score.argmax(axis=1)
-        for lv in np.flatnonzero(np.bincount(lv_pick, minlength=self._L)):  # picked levels, in order
-            j = np.flatnonzero(lv_pick == lv)
-            ii = sel[j]
-            seg = seg_of(ii, int(lv))  # free dims in their current positions
-            nonunit = np.take_along_axis(nonunit_all[j, :, lv], seg, axis=1)
-            score2 = rng.random(seg.shape) + nonunit * 1.0
-            two = np.argsort(-score2, axis=1)[:, :2]
-            a, b = two[:, 0], two[:, 1]
-            r = np.arange(len(ii))
-            seg = seg.copy()
-            va, vb = seg[r, a].copy(), seg[r, b].copy()
-            seg[r, a], seg[r, b] = vb, va
-            set_seg(ii, int(lv), seg)
+        lv = score.argmax(axis=1)
+        m = self._n_free[lv]
+        cnt = np.bincount(lv, minlength=self._L)
+        perm = np.argsort(lv, kind="stable")
+        w = np.empty(k, dtype=np.int64)  # row within its level's group
+        w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
+        size = cnt * self._n_free
+        u = rng.random(int(size.sum()))
+        valid = self._free_valid[lv]  # (k, M)
+        uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
+        seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
+        nonunit = np.take_along_axis(nonunit_all[np.arange(k), :, lv], seg, axis=1)
+        score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
+        two = np.argsort(-score2, axis=1)[:, :2]
+        a, b = two[:, 0], two[:, 1]
+        r = np.arange(k)
+        va, vb = seg[r, a].copy(), seg[r, b].copy()
+        seg[r, a], seg[r, b] = vb, va
+        set_seg(sel, lv, seg)
 
     def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
                legalize: bool = False) -> MappingBatch:
