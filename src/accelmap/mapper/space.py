@@ -437,6 +437,10 @@ class MapSpace:
         self._flat = self._big.reshape(len(self._big), -1)  # (R, L*3) rows of all dims
         self._index = _RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
         self._big_t = np.ascontiguousarray(self._big[:, :, _T])  # (R, L) temporal factors
+        R = len(self._big)
+        self._lvl_off = np.arange(self._L, dtype=np.int64) * R  # level-major: row r of level l at l*R + r
+        self._lvl_t = np.ascontiguousarray(self._big[:, :, _T].T).reshape(-1)  # (L*R,)
+        self._lvl_s = np.ascontiguousarray(self._big[:, :, 1:].transpose(1, 0, 2)).reshape(-1, 2)  # (L*R, 2)
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
@@ -448,6 +452,16 @@ class MapSpace:
         self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
         tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
         self._row_tiles = np.ascontiguousarray(tiles[:, self._cap_levels])  # (R, levels with a capacity)
+        self._row_tiles_m1 = (self._row_tiles - 1).astype(np.float64)
+        # coefficient of each dim in each coordinate of each tensor, (D, T * most coordinates)
+        terms = self._fp_terms
+        n_coords = max([len(c) for c in terms] + [1])
+        coef = np.zeros((self._D, self._T * n_coords))
+        for t, coords in enumerate(terms):
+            for c, dims in enumerate(coords):
+                for d, a in dims:
+                    coef[d, t * n_coords + c] = a
+        self._span_coef = (coef, n_coords)
         # only (level, axis) pairs with a fanout > 1 can overflow (other slots do not exist)
         fan = self.arch.fanouts.reshape(-1)
         self._fan_cols = np.nonzero(fan > 1)[0]
@@ -626,10 +640,9 @@ class MapSpace:
 
     def _rows_to_factors(self, rows: IntArray) -> tuple[IntArray, IntArray]:
         """(n, D) table row indices -> temporal (n, L, D), spatial (n, L, D, 2)."""
-        F = self._big[rows + self._offsets[None, :]]  # (n, D, L, 3)
-        temporal = np.ascontiguousarray(F[..., _T].transpose(0, 2, 1))
-        spatial = np.ascontiguousarray(F[..., 1:].transpose(0, 2, 1, 3))
-        return temporal, spatial
+        # gathers straight into the (n, L, D) layout from level-major copies of the tables
+        idx = (rows + self._offsets[None, :])[:, None, :] + self._lvl_off[None, :, None]  # (n, L, D)
+        return np.take(self._lvl_t, idx), np.take(self._lvl_s, idx, axis=0)
 
     def _decode_orders(self, x: IntArray) -> IntArray:
         """(n, L, D) loop orders of encoded vectors: every level through the order table at
@@ -640,7 +653,7 @@ class MapSpace:
             idx += self._order_off
         else:
             idx = np.broadcast_to(self._order_off, (n, self._L))
-        order: IntArray = self._order_tab[idx]
+        order: IntArray = np.take(self._order_tab, idx, axis=0)
         for lv in self._order_untabled:
             order[:, lv, len(self._order_outer[lv]): len(self._order_outer[lv]) + len(self._order_free[lv])] = \
                 self._free_orders(x, lv)
@@ -890,7 +903,7 @@ class MapSpace:
         reason = np.zeros(n, dtype=np.int64)
         level = np.full(n, -1, dtype=np.int64)
         if len(self._fan_cols):
-            used = self._row_sxy[flat].prod(axis=1, dtype=np.int64)  # (n, n_fan_cols)
+            used = np.multiply.reduce(np.take(self._row_sxy, flat.T, axis=0), axis=0, dtype=np.int64)  # (n, n_fan_cols)
             bad = used > self._fan_limits[None, :]
             anyb = bad.any(axis=1)
             reason[anyb] = int(Reason.FANOUT)
@@ -902,22 +915,16 @@ class MapSpace:
         live = np.nonzero(~anyb)[0]
         if cap_levels and len(live):
             fl = flat[live]
-            kp = keep[live]
-            m = len(live)
-            tiles = self._row_tiles[fl]  # (m, D, Lc)
-            need = np.zeros((m, len(cap_levels)), dtype=np.int64)
-            for t, coords in enumerate(self._fp_terms):
-                kt = kp[:, cap_levels, t]
-                fp = np.ones((m, len(cap_levels)), dtype=np.int64)
-                for terms in coords:
-                    if len(terms) == 1 and terms[0][1] == 1:
-                        fp *= tiles[:, terms[0][0]]
-                        continue
-                    span = np.ones((m, len(cap_levels)), dtype=np.int64)
-                    for d, a in terms:
-                        span += a * (tiles[:, d] - 1)
-                    fp *= span
-                need += fp * kt
+            m, Lc = len(live), len(cap_levels)
+            coef, n_coords = self._span_coef
+            # a coordinate sum_d a_d x_d over a tile spans 1 + sum_d a_d (t_d - 1) values
+            # (`Problem.footprint`); integers far below 2**53, so the float64 product is exact
+            tm1 = np.take(self._row_tiles_m1, fl, axis=0)  # (m, D, Lc)
+            span = (np.tensordot(tm1, coef, axes=([1], [0])).astype(np.int64) + 1).reshape(m, Lc, self._T, n_coords)
+            fp = span[..., 0].copy()  # (m, Lc, T) footprints: product over the coordinates
+            for c in range(1, n_coords):
+                fp *= span[..., c]
+            need = (fp * keep[live][:, cap_levels, :]).sum(axis=2)
             over = need > caps[cap_levels][None, :]
             anyo = over.any(axis=1)
             idx = live[anyo]
@@ -1041,7 +1048,7 @@ class MapSpace:
     def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,
                     prime: IntArray) -> IntArray:
         """Move ``prime`` of dim d from flat slot src to dst in table rows; -1 where illegal."""
-        vec = self._flat[rows + self._offsets[d]]  # a copy
+        vec = np.take(self._flat, rows + self._offsets[d], axis=0)  # a copy
         i = np.arange(len(rows))
         ok = vec[i, src_slot] % prime == 0
         vec[i, src_slot] = np.where(ok, vec[i, src_slot] // prime, vec[i, src_slot])
@@ -1095,7 +1102,7 @@ class MapSpace:
         """One push-out move for each row of ``active`` (in place); see `_push_out`."""
         D = self._D
         m = len(active)
-        vec = self._big[rows[active] + self._offsets[None, :]].reshape(m, D, S)
+        vec = np.take(self._big, rows[active] + self._offsets[None, :], axis=0).reshape(m, D, S)
         src_ok = np.where(
             is_cap[:, None], slot_lv[None, :] >= lvl[:, None],
             (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
@@ -1133,8 +1140,8 @@ class MapSpace:
         L, D = self._L, self._D
         S = L * 3
         m = len(idx)
-        vec = self._big[rows[idx] + self._offsets[None, :]].reshape(m, D, S)
-        used = self._row_sxy[rows[idx] + self._offsets[None, :]].prod(axis=1, dtype=np.int64)  # (m, n_fan)
+        vec = np.take(self._big, rows[idx] + self._offsets[None, :], axis=0).reshape(m, D, S)
+        used = np.take(self._row_sxy, rows[idx] + self._offsets[None, :], axis=0).prod(axis=1, dtype=np.int64)  # (m, n_fan)
         room = self._fan_limits[None, :] // np.maximum(used, 1)  # largest factor that still fits
         # destination: a spatial (level, axis) with room for a factor >= 2, at random
         fan_lv = self._fan_cols // 2
@@ -1206,7 +1213,7 @@ class MapSpace:
         def seg_of(ii: IntArray, lv: IntArray) -> IntArray:
             xs = x[ii]
             idx = (xs[:, self._order_tab_cols].astype(np.float64) @ self._order_weights)[np.arange(len(ii)), lv]
-            full = self._order_tab[idx.astype(np.int64) + self._order_off[lv]]  # (k, D) orders of the levels lv
+            full = np.take(self._order_tab, idx.astype(np.int64) + self._order_off[lv], axis=0)  # (k, D) orders of the levels lv
             for ul in self._order_untabled:
                 r = np.flatnonzero(lv == ul)
                 if len(r):
@@ -1284,8 +1291,8 @@ class MapSpace:
         dst_u = u[(base + kd * S)[:, None] + cols]
         pick_u = u[gs * (2 * S + 1) + 2 * kd * S + w]
         g = rows[r_, d] + self._offsets[d]
-        vec = self._flat[g]  # (k, S)
-        exists = self._slot_exists_flat[d]  # (k, S), a copy
+        vec = np.take(self._flat, g, axis=0)  # (k, S)
+        exists = np.take(self._slot_exists_flat, d, axis=0)  # (k, S), a copy
         src_ok = (vec > 1) & exists
         src = np.where(src_ok, src_u, -1.0).argmax(axis=1)
         ar = np.arange(k)
@@ -1322,7 +1329,7 @@ class MapSpace:
         k = len(sel)
         # prefer a level with two running (bound > 1) free loops: swapping unit loops
         # changes no cost
-        nonunit_all = self._big_t[rows[sel] + self._offsets] > 1  # (k, D, L)
+        nonunit_all = np.take(self._big_t, rows[sel] + self._offsets, axis=0) > 1  # (k, D, L)
         running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
