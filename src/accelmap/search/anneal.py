@@ -82,13 +82,17 @@ class AnnealSearcher(SearcherBase):
     default_budget: ClassVar[int] = 100_000
     #: evaluations per independent run when ``restarts`` is None (docs/search.md)
     RUN_EVALUATIONS: ClassVar[int] = 200_000
+    #: share of a budget of at least SWEEP_MIN_BUDGET spent on the bypass-pattern sweep
+    SWEEP_SHARE: ClassVar[float] = 1 / 3
+    SWEEP_MIN_BUDGET: ClassVar[int] = 400_000
 
     def __init__(self, space: SearchSpace, *, n_objectives: int = 1,
                  seed: np.random.SeedSequence | int | None = None, budget_hint: int | None = None,
                  chains: int = 64, warmup: int | None = None, t_start: float = 1.0,
                  t_end: float = 0.003, multi_move: float = 0.5, elite_every: int = 10,
                  polish: float = 0.0, polish_max_values: int = 2048, proposals: int = 16,
-                 islands: int = 0, restarts: int | None = None) -> None:
+                 islands: int = 0, restarts: int | None = None, sweep: float | None = None,
+                 sweep_chains: int = 8, sweep_top: int = 4, sweep_patterns: int = 64) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("chains", chains), ("elite_every", elite_every), ("proposals", proposals),
                        ("islands", islands + 1), ("restarts", 1 if restarts is None else restarts)):
@@ -104,11 +108,21 @@ class AnnealSearcher(SearcherBase):
         if isinstance(polish_max_values, bool) or not isinstance(polish_max_values, int) or polish_max_values < 2:
             raise SpecError(f"anneal searcher: polish_max_values = {polish_max_values!r}; expected an int >= 2")
         self.chains = chains
+        keep_cols = np.flatnonzero(np.asarray(space.param_kinds) == "keep")
+        if sweep is None:
+            sweep = self.SWEEP_SHARE if (budget_hint and budget_hint >= self.SWEEP_MIN_BUDGET and len(keep_cols)
+                                         and n_objectives == 1) else 0.0
+        if not 0 <= sweep < 1:
+            raise SpecError(f"anneal searcher: sweep = {sweep!r}; expected a fraction in [0, 1)")
+        self.sweep_budget = int(sweep * budget_hint) if budget_hint and len(keep_cols) else 0
+        main_budget = (budget_hint - self.sweep_budget) if budget_hint else None
         # independent runs share the budget (restarts need a budget to split)
         if restarts is None:  # one independent run per RUN_EVALUATIONS of budget
-            restarts = max(1, (budget_hint or 0) // self.RUN_EVALUATIONS)
-        self.restarts = restarts if budget_hint else 1
-        self.budget_run = budget_hint // self.restarts if budget_hint else None
+            restarts = max(1, (main_budget or 0) // self.RUN_EVALUATIONS)
+        self.restarts = restarts if main_budget else 1
+        self.budget_run = main_budget // self.restarts if main_budget else None
+        self.sweep_state: _PatternSweep | None = None
+        self._sweep_args = (keep_cols, sweep_chains, sweep_top, sweep_patterns)
         self.run_index = 0
         if warmup is None:
             warmup = _default_warmup(self.budget_run or 0, chains)
@@ -142,6 +156,8 @@ class AnnealSearcher(SearcherBase):
 
     @property
     def batch_size(self) -> int:
+        if self.sweep_state is not None and not self.sweep_state.done:
+            return self.sweep_state.batch_size()
         if self.seen < self.warmup:
             return max(1, min(4096, self.warmup - self.seen))
         if self.polishing():
@@ -167,6 +183,8 @@ class AnnealSearcher(SearcherBase):
 
     def ask(self, n: int) -> IntArray:
         n = int(n)
+        if self.sweep_state is not None and not self.sweep_state.done:
+            return self.sweep_state.ask(n, self.space, self.rng)
         if self.seen < self.warmup or len(self.cur_x) == 0 and len(self.pool_x) == 0:
             return self.space.sample(max(1, min(n, max(self.warmup - self.seen, 1))), self.rng)
         if len(self.cur_x) == 0:
@@ -205,7 +223,7 @@ class AnnealSearcher(SearcherBase):
             px = np.concatenate([self.pool_x, self.seed_x])
             pf = np.concatenate([self.pool_f, self.seed_f])
             _, first = np.unique(px, axis=0, return_index=True)
-            keep = first[np.argsort(pf[first], kind="stable")[: self.chains]]
+            keep = first[np.argsort(pf[first], kind="stable")[: self.pool_size]]
             self.pool_x, self.pool_f = px[keep], pf[keep]
         k = len(self.pool_x)
         reps = np.resize(np.arange(k), self.chains)  # repeat the elite if it is small
@@ -284,9 +302,37 @@ class AnnealSearcher(SearcherBase):
         self.pool_x, self.pool_f = px[keep], pf[keep]
 
     def tell(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
+        if self.sweep_state is not None and not self.sweep_state.done:
+            self.sweep_state.tell(x, _log(objective, valid), self.rng)
+            if self.sweep_state.done:  # budget left over (rounding): one more plain run
+                self._restart()
+            return
         self._tell(x, _log(objective, valid))
-        if self.budget_run and self.run_index < self.restarts - 1 and self.seen >= self.budget_run:
-            self._restart()
+        if self.budget_run and self.seen >= self.budget_run:
+            if self.run_index < self.restarts - 1:
+                self._restart()
+            elif self.sweep_budget and self.sweep_state is None:
+                self._start_sweep()
+
+    def _start_sweep(self) -> None:
+        """After the plain runs: the bypass-pattern sweep (`_PatternSweep`)."""
+        keep_cols, chains, top, max_patterns = self._sweep_args
+        k = len(keep_cols)
+        if k <= 16 and 2 ** k <= max_patterns:
+            patterns = (np.arange(2 ** k)[:, None] >> np.arange(k)[::-1][None, :]) & 1
+        else:  # too many: the plain runs' best pattern and distinct random others
+            draw = self.rng.integers(0, 2, size=(4 * max_patterns, k))
+            if len(self.pool_x):
+                draw = np.concatenate([self.pool_x[:1, keep_cols], draw])
+            _, first = np.unique(draw, axis=0, return_index=True)
+            patterns = draw[np.sort(first)][:max_patterns]
+        n_pat = len(patterns)
+        top = min(top, n_pat)
+        share_a = 0.6 if top else 1.0
+        eval_a = int(share_a * self.sweep_budget / n_pat)
+        eval_b = int((1 - share_a) * self.sweep_budget / top) if top else 0
+        self.sweep_state = _PatternSweep(patterns, keep_cols, eval_a, eval_b, top, chains, self.proposals,
+                                         self.t_start, self.t_end, self.elite_every)
 
     def _restart(self) -> None:
         """Begin the next independent run: fresh warm-up, chains, elite and schedule."""
@@ -385,3 +431,204 @@ def _log(objective: FloatArray, valid: BoolArray) -> FloatArray:
     with np.errstate(divide="ignore", invalid="ignore"):
         f = np.log(np.maximum(v, 1e-300))
     return np.where(np.asarray(valid, dtype=bool) & np.isfinite(f), f, np.inf)
+
+
+class _PatternSweep:
+    """The bypass-pattern sweep: short annealing runs, each with its keep bits fixed.
+
+    Basins of the mapping landscape follow the keep/bypass pattern (which level keeps which
+    tensor): a chain tuned to one pattern almost never crosses to another, since a flip
+    alone leaves the tiling tuned to the old pattern (docs/performance.md, "Bypass-pattern
+    basins"). The sweep gives every pattern (or up to ``max_patterns`` of them) a run of its
+    own: stage A runs each for ``eval_a`` evaluations, stage B runs the ``top`` best
+    patterns of stage A again, fresh, for ``eval_b`` each. Every run is an island of
+    ``chains`` chains with its own warm-up (uniform samples with the pattern's keep bits),
+    temperature schedule and elite, and all islands of a stage step together, so each ask
+    is one large batch although each run is short. The sweep holds no reference to the
+    space (it is pickled with the searcher for checkpoints).
+    """
+
+    def __init__(self, patterns: IntArray, keep_cols: IntArray, eval_a: int, eval_b: int, top: int,
+                 chains: int, proposals: int, t_start: float, t_end: float, elite_every: int) -> None:
+        self.patterns = np.asarray(patterns, dtype=np.int64)
+        self.keep_cols = np.asarray(keep_cols, dtype=np.int64)
+        self.eval_a, self.eval_b, self.top = int(eval_a), int(eval_b), int(top)
+        self.chains, self.proposals = chains, proposals
+        self.t_start, self.t_end, self.elite_every = t_start, t_end, elite_every
+        self.stage = ""
+        self.told = 0  # evaluations told to the sweep (all stages)
+        self.total = int(eval_a) * len(self.patterns) + int(eval_b) * int(top)
+        self.stage_a_best = np.zeros(0)
+        self._start_stage("A", np.arange(len(self.patterns)), self.eval_a)
+
+    # --- islands ----------------------------------------------------------------------
+    def _start_stage(self, stage: str, which: IntArray, budget: int) -> None:
+        self.stage = stage
+        self.which = np.asarray(which, dtype=np.int64)  # pattern index of each island
+        n_isl = len(self.which)
+        self.budget = int(budget)
+        self.warmup = int(min(max(4 * self.chains, 0.1 * budget), budget // 2))
+        self.seen = np.zeros(n_isl, dtype=np.int64)
+        self.step = 0
+        self.best_f = np.full(n_isl, np.inf)
+        self.pool_max = np.full(n_isl, np.inf)  # worst point of a full elite (inf: not full)
+        self.pool_size = max(8, self.chains)
+        self.cur_x: IntArray | None = None  # (n_isl * chains, n_params) once annealing
+        self.cur_f = np.zeros(0)
+        self.pool_x: list[IntArray] = [np.zeros((0, len(self.keep_cols)), dtype=np.int64)] * n_isl
+        self.pool_f: list[FloatArray] = [np.zeros(0)] * n_isl
+        self.dead = np.zeros(n_isl, dtype=bool)  # no legal point found in the warm-up
+        self._pending: tuple[str, IntArray] | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.stage == "done"
+
+    def batch_size(self) -> int:
+        live = int((~self.dead).sum())
+        if self.cur_x is None:
+            return max(1, live * (self.warmup // 2 or 1))
+        return max(1, live * self.chains * self.proposals)
+
+    def _set_pattern(self, x: IntArray, isl: IntArray) -> IntArray:
+        if len(self.keep_cols):
+            x[:, self.keep_cols] = self.patterns[self.which[isl]]
+        return x
+
+    def ask(self, n: int, space: SearchSpace, rng: np.random.Generator) -> IntArray:
+        live = np.flatnonzero(~self.dead)
+        if self.cur_x is None:  # warm-up: uniform samples with each island's keep bits
+            per = max(1, min(self.warmup - int(self.seen[live].min()), max(1, n // max(len(live), 1))))
+            isl = np.repeat(live, per)[:n]
+            x = self._set_pattern(space.sample(len(isl), rng), isl)
+            self._pending = ("warm", isl)
+            return x
+        c, k = self.chains, self.proposals
+        k = max(1, min(k, n // max(len(live) * c, 1)))
+        chain = (live[:, None] * c + np.arange(c)[None, :]).reshape(-1)
+        idx = np.repeat(chain, k)
+        parent = self.cur_x[idx]
+        y = space.neighbours(parent, rng)
+        y = self._set_pattern(y, idx // c)
+        # a move that only flipped a keep bit is now a copy of its parent: draw again
+        for _ in range(3):
+            same = (y == parent).all(axis=1)
+            if not same.any():
+                break
+            y[same] = self._set_pattern(space.neighbours(parent[same], rng), idx[same] // c)
+        extra = rng.random(len(y)) < 0.5
+        if extra.any():  # multi-move proposals, as in the main runs
+            y[extra] = self._set_pattern(space.neighbours(y[extra], rng), idx[extra] // c)
+        self._pending = ("step", idx)
+        self._k = k
+        return y[:n]
+
+    def tell(self, x: IntArray, f: FloatArray, rng: np.random.Generator) -> tuple[IntArray, FloatArray]:
+        """Take the scores of the last ask; returns the island bests (x, f) improved by it."""
+        kind, ref = self._pending  # type: ignore[misc]
+        self._pending = None
+        self.told += len(x)
+        ref = ref[: len(x)]
+        if kind == "warm":
+            isl = ref
+            np.add.at(self.seen, isl, 1)
+            for i in np.unique(isl):
+                sel = isl == i
+                self._pool_add(int(i), x[sel], f[sel])
+            if int(self.seen[~self.dead].min(initial=self.warmup)) >= self.warmup:
+                self._start_chains()
+            return self._bests()
+        idx = ref
+        c, k = self.chains, self._k
+        n_full = (len(idx) // k) * k
+        idx, x, f = idx[:n_full], x[:n_full], f[:n_full]
+        np.add.at(self.seen, idx // c, 1)
+        self.step += 1
+        if len(f):
+            fk = f.reshape(-1, k)
+            j = np.argmin(fk, axis=1)
+            rows = np.arange(len(fk)) * k + j
+            xb, fb, cb = x[rows], f[rows], idx[rows]
+            frac = np.clip((self.seen[cb // c] - self.warmup) / max(self.budget - self.warmup, 1), 0.0, 1.0)
+            t = self.t_start * (self.t_end / self.t_start) ** frac
+            old = self.cur_f[cb]
+            with np.errstate(invalid="ignore", over="ignore"):
+                delta = fb - old
+                p = np.where(np.isfinite(delta), np.exp(-np.maximum(delta, 0.0) / t), 0.0)
+            both_bad = ~np.isfinite(fb) & ~np.isfinite(old)
+            p = np.where(both_bad, 0.5, np.where(np.isfinite(fb) & ~np.isfinite(old), 1.0, p))
+            acc = rng.random(len(cb)) < p
+            self.cur_x[cb[acc]] = xb[acc]
+            self.cur_f[cb[acc]] = fb[acc]
+            # each island's elite: the best distinct points among all its proposals
+            isl_all = idx // c
+            better = f < self.pool_max[isl_all]
+            for i in np.unique(isl_all[better]):
+                sel = better & (isl_all == i)
+                self._pool_add(int(i), x[sel], f[sel])
+        if self.step % self.elite_every == 0:
+            self._resample(rng)
+        if int(self.seen[~self.dead].min(initial=self.budget)) >= self.budget:
+            out = self._bests()
+            self._next_stage()
+            return out
+        return self._bests()
+
+    def _pool_add(self, i: int, x: IntArray, f: FloatArray) -> None:
+        px = np.concatenate([self.pool_x[i], x]) if len(self.pool_x[i]) else x
+        pf = np.concatenate([self.pool_f[i], f])
+        _, first = np.unique(px, axis=0, return_index=True)
+        keep = first[np.argsort(pf[first], kind="stable")[: self.pool_size]]
+        keep = keep[np.isfinite(pf[keep])]
+        self.pool_x[i], self.pool_f[i] = px[keep], pf[keep]
+        if len(keep):
+            self.best_f[i] = min(self.best_f[i], float(pf[keep].min()))
+            self.pool_max[i] = float(pf[keep].max()) if len(keep) >= self.pool_size else np.inf
+
+    def _bests(self) -> tuple[IntArray, FloatArray]:
+        xs = [p[:1] for p in self.pool_x if len(p)]
+        fs = [p[:1] for p in self.pool_f if len(p)]
+        if not xs:
+            return np.zeros((0, 0), dtype=np.int64), np.zeros(0)
+        return np.concatenate(xs), np.concatenate(fs)
+
+    def _start_chains(self) -> None:
+        c = self.chains
+        n_isl = len(self.which)
+        width = next(len(p[0]) for p in self.pool_x if len(p)) if any(len(p) for p in self.pool_x) else 0
+        self.cur_x = np.zeros((n_isl * c, width), dtype=np.int64)
+        self.cur_f = np.full(n_isl * c, np.inf)
+        for i in range(n_isl):
+            if len(self.pool_x[i]) == 0:
+                self.dead[i] = True
+                continue
+            reps = np.resize(np.arange(len(self.pool_x[i])), c)
+            self.cur_x[i * c:(i + 1) * c] = self.pool_x[i][reps]
+            self.cur_f[i * c:(i + 1) * c] = self.pool_f[i][reps]
+        self.seen[:] = self.warmup
+        if self.dead.all():
+            self._next_stage()
+
+    def _resample(self, rng: np.random.Generator) -> None:
+        """In each island the worst quarter of the chains restart from its elite."""
+        c = self.chains
+        q = max(1, c // 4)
+        cf = self.cur_f.reshape(-1, c)
+        worst = np.argsort(-cf, axis=1, kind="stable")[:, :q]  # (n_isl, q)
+        for i in np.flatnonzero(~self.dead):
+            if len(self.pool_x[i]):
+                pick = rng.integers(0, len(self.pool_x[i]), size=q)
+                rows = i * c + worst[i]
+                self.cur_x[rows] = self.pool_x[i][pick]
+                self.cur_f[rows] = self.pool_f[i][pick]
+
+    def _next_stage(self) -> None:
+        if self.stage == "A" and self.top > 0 and self.eval_b > 0:
+            self.stage_a_best = self.best_f.copy()
+            order = np.argsort(self.best_f, kind="stable")
+            order = order[np.isfinite(self.best_f[order])][: self.top]
+            if len(order):  # what stage A left of the sweep's budget, shared evenly
+                left = max(self.total - self.told, 0)
+                self._start_stage("B", self.which[order], max(left // len(order), 16 * self.chains))
+                return
+        self.stage = "done"
