@@ -436,7 +436,6 @@ class MapSpace:
         self._tables = [self._big[o: o + r] for o, r in zip(self._offsets, self._table_rows, strict=True)]
         self._flat = self._big.reshape(len(self._big), -1)  # (R, L*3) rows of all dims
         self._index = _RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
-        self._big_t = np.ascontiguousarray(self._big[:, :, _T])  # (R, L) temporal factors
         R = len(self._big)
         self._lvl_off = np.arange(self._L, dtype=np.int64) * R  # level-major: row r of level l at l*R + r
         self._lvl_t = np.ascontiguousarray(self._big[:, :, _T].T).reshape(-1)  # (L*R,)
@@ -451,8 +450,7 @@ class MapSpace:
         caps = self.arch.capacities_words
         self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
         tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
-        self._row_tiles = np.ascontiguousarray(tiles[:, self._cap_levels])  # (R, levels with a capacity)
-        self._row_tiles_m1 = (self._row_tiles - 1).astype(np.float64)
+        self._row_tiles_m1 = (tiles[:, self._cap_levels] - 1).astype(np.float64)  # (R, levels with a capacity)
         # coefficient of each dim in each coordinate of each tensor, (D, T * most coordinates)
         terms = self._fp_terms
         n_coords = max([len(c) for c in terms] + [1])
@@ -630,7 +628,7 @@ class MapSpace:
         if x.ndim != 2 or x.shape[1] != self.n_params:
             raise SpecError(f"encoded vectors have shape {x.shape}; expected (n, {self.n_params})")
         x = x.astype(np.int64, copy=False)
-        if len(x) and ((x < 0) | (x >= self.bounds[None])).any():
+        if len(x) and (x.view(np.uint64) >= self.bounds.view(np.uint64)).any():  # negatives wrap to huge
             bad = np.argwhere((x < 0) | (x >= self.bounds[None]))[0]
             raise SpecError(
                 f"encoded vector row {bad[0]}: {self.param_names[bad[1]]} = {x[bad[0], bad[1]]}; "
@@ -1329,7 +1327,8 @@ class MapSpace:
         k = len(sel)
         # prefer a level with two running (bound > 1) free loops: swapping unit loops
         # changes no cost
-        nonunit_all = np.take(self._big_t, rows[sel] + self._offsets, axis=0) > 1  # (k, D, L)
+        idx = (rows[sel] + self._offsets)[:, :, None] + self._lvl_off  # (k, D, L)
+        nonunit_all = np.take(self._lvl_t, idx) > 1
         running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
