@@ -593,9 +593,11 @@ class MapSpace:
         for lv, c in enumerate(self._order_cols):
             self._order_cols_pad[lv, : len(c)] = c
         self._order_lut_all = np.stack(self._order_lut)  # (L, D)
-        self._free_mask = np.zeros((self._D, self._L), dtype=bool)  # (D, L) free dims per level
+        ms = {int(c) for c in self._n_free if c >= 2}
+        self._swap_m = ms.pop() if len(ms) == 1 and M in ms else 0  # the one free count of swappable levels, or 0
+        self._free_mask_ld = np.zeros((self._L, self._D), dtype=bool)  # free dims per level
         for lv, free in enumerate(self._order_free):
-            self._free_mask[free, lv] = True
+            self._free_mask_ld[lv, free] = True
         start = len(names)
         for lv, t in self._keep_free:
             names.append(f"keep.{lv_names[lv]}.{self.problem.tensor_names[t]}")
@@ -1221,6 +1223,9 @@ class MapSpace:
 
         def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
             local = self._order_lut_all[lv[:, None], seg]  # positions among the free dims
+            if self._swap_m:  # every level with swaps has this many free loops
+                out[ii[:, None], self._order_cols_pad[lv]] = self._lehmer_of(local)
+                return
             m_row = self._n_free[lv]
             for m in np.flatnonzero(np.bincount(m_row)):
                 r = np.flatnonzero(m_row == m)
@@ -1247,18 +1252,20 @@ class MapSpace:
         for attempt in range(6):
             if done.all():
                 break
-            kind_now = (kinds + attempt // 2) % 3  # two tries of the drawn kind, then the others
+            # two tries of the drawn kind, then the others; a move of one kind never marks
+            # rows of another kind done, so the three selections can be made up front
+            kind_now = np.where(done, 3, (kinds + attempt // 2) % 3)
             # --- factor moves
-            sel = np.flatnonzero(~done & (kind_now == 0))
+            sel = np.flatnonzero(kind_now == 0)
             if len(sel) and len(self._tile_dims):
                 self._factor_moves(rows, sel, done, rng)
             # --- swaps of two free loops in one level
-            sel = np.flatnonzero(~done & (kind_now == 1))
+            sel = np.flatnonzero(kind_now == 1)
             if len(sel) and levels_ok.any():
                 self._swap_moves(rows, sel, seg_of, set_seg, rng)
                 done[sel] = True
             # --- bypass flips
-            sel = np.flatnonzero(~done & (kind_now == 2))
+            sel = np.flatnonzero(kind_now == 2)
             if len(sel) and bits.shape[1]:
                 k = rng.integers(0, bits.shape[1], size=len(sel))
                 bits[sel, k] = ~bits[sel, k]
@@ -1327,9 +1334,9 @@ class MapSpace:
         k = len(sel)
         # prefer a level with two running (bound > 1) free loops: swapping unit loops
         # changes no cost
-        idx = (rows[sel] + self._offsets)[:, :, None] + self._lvl_off  # (k, D, L)
+        idx = (rows[sel] + self._offsets)[:, None, :] + self._lvl_off[:, None]  # (k, L, D)
         nonunit_all = np.take(self._lvl_t, idx) > 1
-        running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
+        running = (nonunit_all & self._free_mask_ld).sum(axis=2)  # (k, L)
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
         lv = score.argmax(axis=1)
@@ -1343,7 +1350,7 @@ class MapSpace:
         valid = self._free_valid[lv]  # (k, M)
         uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
         seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
-        nonunit = np.take_along_axis(nonunit_all[np.arange(k), :, lv], seg, axis=1)
+        nonunit = np.take_along_axis(nonunit_all[np.arange(k), lv], seg, axis=1)
         score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
         two = np.argsort(-score2, axis=1)[:, :2]
         a, b = two[:, 0], two[:, 1]
