@@ -56,7 +56,7 @@ PARAM_KINDS = ("tile", "spatial", "order", "keep")
 _T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
 _MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
 _PERM_TABLE_MAX_M = 8  # decode orders through a table of all m! permutations up to this m
-_DECODED_MEMO_ROWS = 1 << 16  # `check` recognizes the last decoded batch up to this size
+_DECODED_MEMO_ROWS = 1 << 14  # `check` recognizes the last decoded batch up to this size (it is held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +159,7 @@ class _RowIndex:
                 break
         self.keys = sk
         self.rows = order
-        # whole rows compared as single byte strings (one comparison per row)
-        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))
-        self._flat_void = self.flat.view(self._void).reshape(-1)
+        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))  # a whole row as one byte string
 
     def _hash(self, flat: IntArray, dims: IntArray | int) -> IntArray:
         # uint64 arithmetic wraps (modulo 2**64) without warnings
@@ -176,8 +174,10 @@ class _RowIndex:
         pos = np.searchsorted(self.keys, keys)
         np.minimum(pos, len(self.keys) - 1, out=pos)
         g = self.rows[pos]
-        # a verified hit has the queried dim: equal rows and equal keys mean equal dim terms
-        hit = (self.keys[pos] == keys) & (self._flat_void[g] == flat.view(self._void).reshape(-1))
+        # rows compared as byte strings (one comparison per row); a verified hit has the
+        # queried dim: equal rows and equal keys mean equal dim terms
+        table_rows = self.flat.view(self._void).reshape(-1)
+        hit = (self.keys[pos] == keys) & (table_rows[g] == flat.view(self._void).reshape(-1))
         return np.where(hit, g, -1)
 
 
