@@ -56,7 +56,7 @@ PARAM_KINDS = ("tile", "spatial", "order", "keep")
 _T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
 _MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
 _PERM_TABLE_MAX_M = 8  # decode orders through a table of all m! permutations up to this m
-_DECODED_MEMO_ROWS = 1 << 16  # `check` recognizes the last decoded batch up to this size
+_DECODED_MEMO_ROWS = 1 << 14  # `check` recognizes the last decoded batch up to this size (it is held)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +159,7 @@ class _RowIndex:
                 break
         self.keys = sk
         self.rows = order
-        # whole rows compared as single byte strings (one comparison per row)
-        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))
-        self._flat_void = self.flat.view(self._void).reshape(-1)
+        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))  # a whole row as one byte string
 
     def _hash(self, flat: IntArray, dims: IntArray | int) -> IntArray:
         # uint64 arithmetic wraps (modulo 2**64) without warnings
@@ -176,8 +174,10 @@ class _RowIndex:
         pos = np.searchsorted(self.keys, keys)
         np.minimum(pos, len(self.keys) - 1, out=pos)
         g = self.rows[pos]
-        # a verified hit has the queried dim: equal rows and equal keys mean equal dim terms
-        hit = (self.keys[pos] == keys) & (self._flat_void[g] == flat.view(self._void).reshape(-1))
+        # rows compared as byte strings (one comparison per row); a verified hit has the
+        # queried dim: equal rows and equal keys mean equal dim terms
+        table_rows = self.flat.view(self._void).reshape(-1)
+        hit = (self.keys[pos] == keys) & (table_rows[g] == flat.view(self._void).reshape(-1))
         return np.where(hit, g, -1)
 
 
@@ -436,7 +436,6 @@ class MapSpace:
         self._tables = [self._big[o: o + r] for o, r in zip(self._offsets, self._table_rows, strict=True)]
         self._flat = self._big.reshape(len(self._big), -1)  # (R, L*3) rows of all dims
         self._index = _RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
-        self._big_t = np.ascontiguousarray(self._big[:, :, _T])  # (R, L) temporal factors
         R = len(self._big)
         self._lvl_off = np.arange(self._L, dtype=np.int64) * R  # level-major: row r of level l at l*R + r
         self._lvl_t = np.ascontiguousarray(self._big[:, :, _T].T).reshape(-1)  # (L*R,)
@@ -451,8 +450,7 @@ class MapSpace:
         caps = self.arch.capacities_words
         self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
         tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
-        self._row_tiles = np.ascontiguousarray(tiles[:, self._cap_levels])  # (R, levels with a capacity)
-        self._row_tiles_m1 = (self._row_tiles - 1).astype(np.float64)
+        self._row_tiles_m1 = (tiles[:, self._cap_levels] - 1).astype(np.float64)  # (R, levels with a capacity)
         # coefficient of each dim in each coordinate of each tensor, (D, T * most coordinates)
         terms = self._fp_terms
         n_coords = max([len(c) for c in terms] + [1])
@@ -595,9 +593,11 @@ class MapSpace:
         for lv, c in enumerate(self._order_cols):
             self._order_cols_pad[lv, : len(c)] = c
         self._order_lut_all = np.stack(self._order_lut)  # (L, D)
-        self._free_mask = np.zeros((self._D, self._L), dtype=bool)  # (D, L) free dims per level
+        ms = {int(c) for c in self._n_free if c >= 2}
+        self._swap_m = ms.pop() if len(ms) == 1 and M in ms else 0  # the one free count of swappable levels, or 0
+        self._free_mask_ld = np.zeros((self._L, self._D), dtype=bool)  # free dims per level
         for lv, free in enumerate(self._order_free):
-            self._free_mask[free, lv] = True
+            self._free_mask_ld[lv, free] = True
         start = len(names)
         for lv, t in self._keep_free:
             names.append(f"keep.{lv_names[lv]}.{self.problem.tensor_names[t]}")
@@ -630,7 +630,7 @@ class MapSpace:
         if x.ndim != 2 or x.shape[1] != self.n_params:
             raise SpecError(f"encoded vectors have shape {x.shape}; expected (n, {self.n_params})")
         x = x.astype(np.int64, copy=False)
-        if len(x) and ((x < 0) | (x >= self.bounds[None])).any():
+        if len(x) and (x.view(np.uint64) >= self.bounds.view(np.uint64)).any():  # negatives wrap to huge
             bad = np.argwhere((x < 0) | (x >= self.bounds[None]))[0]
             raise SpecError(
                 f"encoded vector row {bad[0]}: {self.param_names[bad[1]]} = {x[bad[0], bad[1]]}; "
@@ -1223,6 +1223,9 @@ class MapSpace:
 
         def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
             local = self._order_lut_all[lv[:, None], seg]  # positions among the free dims
+            if self._swap_m:  # every level with swaps has this many free loops
+                out[ii[:, None], self._order_cols_pad[lv]] = self._lehmer_of(local)
+                return
             m_row = self._n_free[lv]
             for m in np.flatnonzero(np.bincount(m_row)):
                 r = np.flatnonzero(m_row == m)
@@ -1249,18 +1252,20 @@ class MapSpace:
         for attempt in range(6):
             if done.all():
                 break
-            kind_now = (kinds + attempt // 2) % 3  # two tries of the drawn kind, then the others
+            # two tries of the drawn kind, then the others; a move of one kind never marks
+            # rows of another kind done, so the three selections can be made up front
+            kind_now = np.where(done, 3, (kinds + attempt // 2) % 3)
             # --- factor moves
-            sel = np.flatnonzero(~done & (kind_now == 0))
+            sel = np.flatnonzero(kind_now == 0)
             if len(sel) and len(self._tile_dims):
                 self._factor_moves(rows, sel, done, rng)
             # --- swaps of two free loops in one level
-            sel = np.flatnonzero(~done & (kind_now == 1))
+            sel = np.flatnonzero(kind_now == 1)
             if len(sel) and levels_ok.any():
                 self._swap_moves(rows, sel, seg_of, set_seg, rng)
                 done[sel] = True
             # --- bypass flips
-            sel = np.flatnonzero(~done & (kind_now == 2))
+            sel = np.flatnonzero(kind_now == 2)
             if len(sel) and bits.shape[1]:
                 k = rng.integers(0, bits.shape[1], size=len(sel))
                 bits[sel, k] = ~bits[sel, k]
@@ -1329,8 +1334,9 @@ class MapSpace:
         k = len(sel)
         # prefer a level with two running (bound > 1) free loops: swapping unit loops
         # changes no cost
-        nonunit_all = np.take(self._big_t, rows[sel] + self._offsets, axis=0) > 1  # (k, D, L)
-        running = (nonunit_all & self._free_mask).sum(axis=1)  # (k, L)
+        idx = (rows[sel] + self._offsets)[:, None, :] + self._lvl_off[:, None]  # (k, L, D)
+        nonunit_all = np.take(self._lvl_t, idx) > 1
+        running = (nonunit_all & self._free_mask_ld).sum(axis=2)  # (k, L)
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
         lv = score.argmax(axis=1)
@@ -1344,7 +1350,7 @@ class MapSpace:
         valid = self._free_valid[lv]  # (k, M)
         uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
         seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
-        nonunit = np.take_along_axis(nonunit_all[np.arange(k), :, lv], seg, axis=1)
+        nonunit = np.take_along_axis(nonunit_all[np.arange(k), lv], seg, axis=1)
         score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
         two = np.argsort(-score2, axis=1)[:, :2]
         a, b = two[:, 0], two[:, 1]
