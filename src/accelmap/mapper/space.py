@@ -1170,7 +1170,7 @@ class MapSpace:
             ok = fits & (moved >= 0)
             rows[idx[ii[ok]], d] = moved[ok]
 
-    def neighbours(self, batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
+    def neighbours(self, batch: MappingBatch, rng: np.random.Generator, *, flips: bool = True) -> MappingBatch:
         """One random move per row (vectorized): move a prime factor of one dim between
         two slots (levels, temporal <-> spatial), swap two free loops of one level, or
         flip one free bypass bit. The result stays in the space (factor products and
@@ -1194,16 +1194,18 @@ class MapSpace:
             order[ii[rr], lv[rr], self._free_pos[lv[rr], cc]] = seg[rr, cc]
 
         bits = bits.copy()
-        rows = self._moves(rows, seg_of, set_seg, bits, rng)
+        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
         temporal, spatial = self._rows_to_factors(rows)
         keep = batch.keep.copy()
         if len(self._keep_free):
             keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = bits
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
-    def neighbours_encoded(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+    def neighbours_encoded(self, x: IntArray, rng: np.random.Generator, *, flips: bool = True) -> IntArray:
         """`neighbours` on encoded vectors (n, n_params), without building mappings: only
-        the swapped levels of the swapped rows are decoded and re-encoded."""
+        the swapped levels of the swapped rows are decoded and re-encoded. With ``flips``
+        False the keep bits are held: the moves are those of a space whose keep bits are
+        all fixed (a drawn flip becomes a move of another kind)."""
         x = self._check_x(x)
         rows = np.zeros((len(x), self._D), dtype=np.int64)
         rows[:, self._tile_dims] = x[:, self._tile_cols]
@@ -1231,14 +1233,14 @@ class MapSpace:
                 r = np.flatnonzero(m_row == m)
                 out[ii[r, None], self._order_cols_pad[lv[r], : m - 1]] = self._lehmer_of(local[r, :m])
 
-        rows = self._moves(rows, seg_of, set_seg, bits, rng)
+        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
         out[:, self._tile_cols] = rows[:, self._tile_dims]
         out[:, self._keep_cols] = bits
         return out
 
     def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
                set_seg: Callable[[IntArray, IntArray, IntArray], None], bits: BoolArray,
-               rng: np.random.Generator) -> IntArray:
+               rng: np.random.Generator, flips: bool = True) -> IntArray:
         """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
         modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
         lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
@@ -1266,7 +1268,7 @@ class MapSpace:
                 done[sel] = True
             # --- bypass flips
             sel = np.flatnonzero(kind_now == 2)
-            if len(sel) and bits.shape[1]:
+            if len(sel) and bits.shape[1] and flips:
                 k = rng.integers(0, bits.shape[1], size=len(sel))
                 bits[sel, k] = ~bits[sel, k]
                 done[sel] = True

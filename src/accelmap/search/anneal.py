@@ -16,6 +16,11 @@ probability exp(-log(1.1) / 0.1), about 0.39. T falls geometrically from ``t_sta
 the chains restart from the best points found so far (a population-annealing style
 resampling, which is what makes many short chains converge within a small budget).
 
+With ``sweep`` > 0, a share of the budget goes, after the plain runs, to a sweep over the
+keep/bypass patterns: every pattern gets a short run of its own with its keep bits held
+(islands of a few chains, all stepped in one batch), and the best patterns of that round
+get a longer fresh run each (`_PatternSweep`; off by default, see its docstring).
+
 The last ``polish`` fraction of the budget is a vectorized coordinate descent from the
 best point: for one encoded parameter at a time, *every* value of it (every factorization
 of one dim over all levels, every digit of a loop order, each bypass bit) is scored in one
@@ -75,6 +80,15 @@ class AnnealSearcher(SearcherBase):
     polish_max_values
         At most this many values of one parameter per coordinate (drawn at random when
         the parameter has more).
+    sweep
+        Fraction of the budget (0 = none, the default) spent, after the plain runs, on the
+        bypass-pattern sweep (`_PatternSweep`): a short run of its own for every keep/bypass
+        pattern, ``sweep_chains`` chains each, then fresh runs of the ``sweep_top`` best
+        patterns with what is left. Needs a budget and free keep bits;
+        patterns are all 2^k of the k free keep bits, or ``sweep_patterns`` of them drawn at
+        random (the plain runs' best first) when there are more. Measured in
+        docs/performance.md ("Bypass-pattern sweep"): it helps where basins differ by their
+        whole dataflow and tiling each is easy (a GEMM), not on convolutions.
     """
 
     name: ClassVar[str] = "anneal"
@@ -82,20 +96,19 @@ class AnnealSearcher(SearcherBase):
     default_budget: ClassVar[int] = 100_000
     #: evaluations per independent run when ``restarts`` is None (docs/search.md)
     RUN_EVALUATIONS: ClassVar[int] = 200_000
-    #: share of a budget of at least SWEEP_MIN_BUDGET spent on the bypass-pattern sweep
-    SWEEP_SHARE: ClassVar[float] = 1 / 3
-    SWEEP_MIN_BUDGET: ClassVar[int] = 400_000
 
     def __init__(self, space: SearchSpace, *, n_objectives: int = 1,
                  seed: np.random.SeedSequence | int | None = None, budget_hint: int | None = None,
                  chains: int = 64, warmup: int | None = None, t_start: float = 1.0,
                  t_end: float = 0.003, multi_move: float = 0.5, elite_every: int = 10,
                  polish: float = 0.0, polish_max_values: int = 2048, proposals: int = 16,
-                 islands: int = 0, restarts: int | None = None, sweep: float | None = None,
+                 islands: int = 0, restarts: int | None = None, sweep: float = 0.0,
                  sweep_chains: int = 8, sweep_top: int = 4, sweep_patterns: int = 64) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("chains", chains), ("elite_every", elite_every), ("proposals", proposals),
-                       ("islands", islands + 1), ("restarts", 1 if restarts is None else restarts)):
+                       ("islands", islands + 1), ("restarts", 1 if restarts is None else restarts),
+                       ("sweep_chains", sweep_chains), ("sweep_top", sweep_top + 1),
+                       ("sweep_patterns", sweep_patterns)):
             if isinstance(v, bool) or not isinstance(v, int) or v < 1:
                 raise SpecError(f"anneal searcher: {key} = {v!r}; expected an int >= 1")
         if not (t_start > 0 and t_end > 0 and t_end <= t_start):
@@ -109,10 +122,7 @@ class AnnealSearcher(SearcherBase):
             raise SpecError(f"anneal searcher: polish_max_values = {polish_max_values!r}; expected an int >= 2")
         self.chains = chains
         keep_cols = np.flatnonzero(np.asarray(space.param_kinds) == "keep")
-        if sweep is None:
-            sweep = self.SWEEP_SHARE if (budget_hint and budget_hint >= self.SWEEP_MIN_BUDGET and len(keep_cols)
-                                         and n_objectives == 1) else 0.0
-        if not 0 <= sweep < 1:
+        if isinstance(sweep, bool) or not isinstance(sweep, (int, float)) or not 0 <= sweep < 1:
             raise SpecError(f"anneal searcher: sweep = {sweep!r}; expected a fraction in [0, 1)")
         self.sweep_budget = int(sweep * budget_hint) if budget_hint and len(keep_cols) else 0
         main_budget = (budget_hint - self.sweep_budget) if budget_hint else None
@@ -122,6 +132,8 @@ class AnnealSearcher(SearcherBase):
         self.restarts = restarts if main_budget else 1
         self.budget_run = main_budget // self.restarts if main_budget else None
         self.sweep_state: _PatternSweep | None = None
+        self.n_told = 0  # evaluations told in all (the sweep gets what the plain runs left)
+        self.budget_hint = budget_hint
         self._sweep_args = (keep_cols, sweep_chains, sweep_top, sweep_patterns)
         self.run_index = 0
         if warmup is None:
@@ -223,7 +235,7 @@ class AnnealSearcher(SearcherBase):
             px = np.concatenate([self.pool_x, self.seed_x])
             pf = np.concatenate([self.pool_f, self.seed_f])
             _, first = np.unique(px, axis=0, return_index=True)
-            keep = first[np.argsort(pf[first], kind="stable")[: self.pool_size]]
+            keep = first[np.argsort(pf[first], kind="stable")[: self.chains]]
             self.pool_x, self.pool_f = px[keep], pf[keep]
         k = len(self.pool_x)
         reps = np.resize(np.arange(k), self.chains)  # repeat the elite if it is small
@@ -302,6 +314,7 @@ class AnnealSearcher(SearcherBase):
         self.pool_x, self.pool_f = px[keep], pf[keep]
 
     def tell(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
+        self.n_told += len(x)
         if self.sweep_state is not None and not self.sweep_state.done:
             self.sweep_state.tell(x, _log(objective, valid), self.rng)
             if self.sweep_state.done:  # budget left over (rounding): one more plain run
@@ -329,9 +342,11 @@ class AnnealSearcher(SearcherBase):
         n_pat = len(patterns)
         top = min(top, n_pat)
         share_a = 0.6 if top else 1.0
-        eval_a = int(share_a * self.sweep_budget / n_pat)
-        eval_b = int((1 - share_a) * self.sweep_budget / top) if top else 0
-        self.sweep_state = _PatternSweep(patterns, keep_cols, eval_a, eval_b, top, chains, self.proposals,
+        budget = max((self.budget_hint or 0) - self.n_told, 0)
+        eval_a = int(share_a * budget / n_pat)
+        eval_b = int((1 - share_a) * budget / top) if top else 0
+        tile_cols = np.flatnonzero(np.asarray(self.space.param_kinds) == "tile")
+        self.sweep_state = _PatternSweep(patterns, keep_cols, tile_cols, eval_a, eval_b, top, chains, self.proposals,
                                          self.t_start, self.t_end, self.elite_every)
 
     def _restart(self) -> None:
@@ -448,10 +463,11 @@ class _PatternSweep:
     space (it is pickled with the searcher for checkpoints).
     """
 
-    def __init__(self, patterns: IntArray, keep_cols: IntArray, eval_a: int, eval_b: int, top: int,
+    def __init__(self, patterns: IntArray, keep_cols: IntArray, tile_cols: IntArray, eval_a: int, eval_b: int, top: int,
                  chains: int, proposals: int, t_start: float, t_end: float, elite_every: int) -> None:
         self.patterns = np.asarray(patterns, dtype=np.int64)
         self.keep_cols = np.asarray(keep_cols, dtype=np.int64)
+        self.tile_cols = np.asarray(tile_cols, dtype=np.int64)
         self.eval_a, self.eval_b, self.top = int(eval_a), int(eval_b), int(top)
         self.chains, self.proposals = chains, proposals
         self.t_start, self.t_end, self.elite_every = t_start, t_end, elite_every
@@ -507,24 +523,24 @@ class _PatternSweep:
         k = max(1, min(k, n // max(len(live) * c, 1)))
         chain = (live[:, None] * c + np.arange(c)[None, :]).reshape(-1)
         idx = np.repeat(chain, k)
-        parent = self.cur_x[idx]
-        y = space.neighbours(parent, rng)
-        y = self._set_pattern(y, idx // c)
-        # a move that only flipped a keep bit is now a copy of its parent: draw again
-        for _ in range(3):
-            same = (y == parent).all(axis=1)
-            if not same.any():
-                break
-            y[same] = self._set_pattern(space.neighbours(parent[same], rng), idx[same] // c)
+        y = self._neighbours(self.cur_x[idx], idx // c, space, rng)
         extra = rng.random(len(y)) < 0.5
-        if extra.any():  # multi-move proposals, as in the main runs
-            y[extra] = self._set_pattern(space.neighbours(y[extra], rng), idx[extra] // c)
+        for _ in range(2):  # multi-move proposals, as in the main runs
+            if not extra.any():
+                break
+            y[extra] = self._neighbours(y[extra], idx[extra] // c, space, rng)
+            extra &= rng.random(len(y)) < 0.5
         self._pending = ("step", idx)
         self._k = k
         return y[:n]
 
-    def tell(self, x: IntArray, f: FloatArray, rng: np.random.Generator) -> tuple[IntArray, FloatArray]:
-        """Take the scores of the last ask; returns the island bests (x, f) improved by it."""
+    def _neighbours(self, parent: IntArray, isl: IntArray, space: SearchSpace, rng: np.random.Generator) -> IntArray:
+        """One move per row with the island's keep bits held (the moves of a space whose
+        keep bits are fixed by constraints)."""
+        return self._set_pattern(space.neighbours(parent, rng, flips=False), isl)
+
+    def tell(self, x: IntArray, f: FloatArray, rng: np.random.Generator) -> None:
+        """Take the (log) scores of the last ask."""
         kind, ref = self._pending  # type: ignore[misc]
         self._pending = None
         self.told += len(x)
@@ -537,7 +553,7 @@ class _PatternSweep:
                 self._pool_add(int(i), x[sel], f[sel])
             if int(self.seen[~self.dead].min(initial=self.warmup)) >= self.warmup:
                 self._start_chains()
-            return self._bests()
+            return
         idx = ref
         c, k = self.chains, self._k
         n_full = (len(idx) // k) * k
@@ -569,10 +585,7 @@ class _PatternSweep:
         if self.step % self.elite_every == 0:
             self._resample(rng)
         if int(self.seen[~self.dead].min(initial=self.budget)) >= self.budget:
-            out = self._bests()
             self._next_stage()
-            return out
-        return self._bests()
 
     def _pool_add(self, i: int, x: IntArray, f: FloatArray) -> None:
         px = np.concatenate([self.pool_x[i], x]) if len(self.pool_x[i]) else x
@@ -584,13 +597,6 @@ class _PatternSweep:
         if len(keep):
             self.best_f[i] = min(self.best_f[i], float(pf[keep].min()))
             self.pool_max[i] = float(pf[keep].max()) if len(keep) >= self.pool_size else np.inf
-
-    def _bests(self) -> tuple[IntArray, FloatArray]:
-        xs = [p[:1] for p in self.pool_x if len(p)]
-        fs = [p[:1] for p in self.pool_f if len(p)]
-        if not xs:
-            return np.zeros((0, 0), dtype=np.int64), np.zeros(0)
-        return np.concatenate(xs), np.concatenate(fs)
 
     def _start_chains(self) -> None:
         c = self.chains
@@ -627,8 +633,9 @@ class _PatternSweep:
             self.stage_a_best = self.best_f.copy()
             order = np.argsort(self.best_f, kind="stable")
             order = order[np.isfinite(self.best_f[order])][: self.top]
-            if len(order):  # what stage A left of the sweep's budget, shared evenly
-                left = max(self.total - self.told, 0)
-                self._start_stage("B", self.which[order], max(left // len(order), 16 * self.chains))
+            if len(order):  # what stage A left of the sweep's budget, shared evenly (less
+                # one step of slack, the most a last step of a run can overshoot)
+                left = max(self.total - self.told, 0) // len(order) - self.chains * self.proposals
+                self._start_stage("B", self.which[order], max(left, 16 * self.chains))
                 return
         self.stage = "done"

@@ -64,9 +64,10 @@ class SearchSpace(Protocol):
         """(n, n_params) points drawn uniformly over the mappings."""
         ...
 
-    def neighbours(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+    def neighbours(self, x: IntArray, rng: np.random.Generator, *, flips: bool = True) -> IntArray:
         """(n, n_params) one random small move per row (move a prime factor between levels,
-        swap two loops, change a spatial dimension or a bypass bit)."""
+        swap two loops, change a spatial dimension or a bypass bit; with ``flips`` False,
+        never a bypass bit)."""
         ...
 
     def repair(self, x: IntArray) -> IntArray:
@@ -129,13 +130,13 @@ class EncodedSpace:
     def sample(self, n: int, rng: np.random.Generator) -> IntArray:
         return np.asarray(self.mapspace.sample_encoded(n, rng), dtype=np.int64)
 
-    def neighbours(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+    def neighbours(self, x: IntArray, rng: np.random.Generator, *, flips: bool = True) -> IntArray:
         if len(x) == 0:
             return np.asarray(x, dtype=np.int64)
         fast = getattr(self.mapspace, "neighbours_encoded", None)
         if fast is not None:  # the same moves without building mappings (~4x faster)
-            return np.asarray(fast(np.asarray(x, dtype=np.int64), rng), dtype=np.int64)
-        return self.encode(self.mapspace.neighbours(self.decode(x), rng))
+            return np.asarray(fast(np.asarray(x, dtype=np.int64), rng, flips=flips), dtype=np.int64)
+        return self.encode(self.mapspace.neighbours(self.decode(x), rng, flips=flips))
 
     def repair(self, x: IntArray) -> IntArray:
         if len(x) == 0:
