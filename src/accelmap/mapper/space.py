@@ -1044,6 +1044,24 @@ class MapSpace:
             "Try a larger buffer, fewer constraints, a lower min_utilization, or imperfect factorization."
         )
 
+    def legalize_encoded(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+        """Encoded points pushed towards legality with their keep bits and loop orders as
+        given: prime factors move outwards while a fanout or a capacity fails, inwards while
+        the utilization is too low (`_push_out`, the repair of `sample_valid`). Rows that
+        cannot be fixed come back as far as they got (still illegal)."""
+        x = self._check_x(x).copy()
+        n = len(x)
+        if n == 0 or len(self._tile_cols) == 0:
+            return x
+        rows = np.zeros((n, self._D), dtype=np.int64)
+        rows[:, self._tile_dims] = x[:, self._tile_cols]
+        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
+        if len(self._keep_free):
+            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+        rows = self._push_out(rows, keep, rng)
+        x[:, self._tile_cols] = rows[:, self._tile_dims]
+        return x
+
     # --- moves: repair towards legality, neighbours, repair of broken products --------
     def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,
                     prime: IntArray) -> IntArray:

@@ -96,6 +96,8 @@ class AnnealSearcher(SearcherBase):
     default_budget: ClassVar[int] = 100_000
     #: evaluations per independent run when ``restarts`` is None (docs/search.md)
     RUN_EVALUATIONS: ClassVar[int] = 200_000
+    #: share of the bypass-pattern sweep's budget spent on its first stage (every pattern)
+    SWEEP_SHARE_A: ClassVar[float] = 0.8
 
     def __init__(self, space: SearchSpace, *, n_objectives: int = 1,
                  seed: np.random.SeedSequence | int | None = None, budget_hint: int | None = None,
@@ -341,7 +343,7 @@ class AnnealSearcher(SearcherBase):
             patterns = draw[np.sort(first)][:max_patterns]
         n_pat = len(patterns)
         top = min(top, n_pat)
-        share_a = 0.6 if top else 1.0
+        share_a = self.SWEEP_SHARE_A if top else 1.0
         budget = max((self.budget_hint or 0) - self.n_told, 0)
         eval_a = int(share_a * budget / n_pat)
         eval_b = int((1 - share_a) * budget / top) if top else 0
@@ -517,6 +519,9 @@ class _PatternSweep:
             per = max(1, min(self.warmup - int(self.seen[live].min()), max(1, n // max(len(live), 1))))
             isl = np.repeat(live, per)[:n]
             x = self._set_pattern(space.sample(len(isl), rng), isl)
+            legalize = getattr(space, "legalize", None)
+            if legalize is not None:  # uniform draws pushed to fit: most of them become legal
+                x = legalize(x, rng)
             self._pending = ("warm", isl)
             return x
         c, k = self.chains, self.proposals

@@ -143,6 +143,13 @@ class EncodedSpace:
             return np.asarray(x, dtype=np.int64)
         return self.encode(self.mapspace.repair(self.decode(x)))
 
+    def legalize(self, x: IntArray, rng: np.random.Generator) -> IntArray:
+        """Points pushed towards legality (fanout, capacity, utilization) with their keep
+        bits and loop orders held; unchanged where the map space has no such repair."""
+        fix = getattr(self.mapspace, "legalize_encoded", None)
+        x = np.asarray(x, dtype=np.int64)
+        return x if fix is None or len(x) == 0 else np.asarray(fix(x, rng), dtype=np.int64)
+
     def cross_levels(self, xa: IntArray, xb: IntArray, take_b: BoolArray) -> IntArray:
         if len(xa) == 0:
             return np.asarray(xa, dtype=np.int64)
