@@ -450,7 +450,7 @@ class MapSpace:
         caps = self.arch.capacities_words
         self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
         tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
-        self._row_tiles_m1 = (tiles[:, self._cap_levels] - 1).astype(np.float64)  # (R, levels with a capacity)
+        self._row_tiles_m1 = np.ascontiguousarray(tiles[:, self._cap_levels] - 1, dtype=np.float64)  # (R, levels with a capacity)
         # coefficient of each dim in each coordinate of each tensor, (D, T * most coordinates)
         terms = self._fp_terms
         n_coords = max([len(c) for c in terms] + [1])
