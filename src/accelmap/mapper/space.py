@@ -1340,18 +1340,23 @@ class MapSpace:
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
         lv = score.argmax(axis=1)
-        m = self._n_free[lv]
-        cnt = np.bincount(lv, minlength=self._L)
-        perm = np.argsort(lv, kind="stable")
-        w = np.empty(k, dtype=np.int64)  # row within its level's group
-        w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
-        size = cnt * self._n_free
-        u = rng.random(int(size.sum()))
-        valid = self._free_valid[lv]  # (k, M)
-        uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
+        perm = np.argsort(lv, kind="stable")  # the rows level by level, in order within a level
         seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
         nonunit = np.take_along_axis(nonunit_all[np.arange(k), lv], seg, axis=1)
-        score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
+        if self._swap_m:  # every swappable level has M free loops: the draws are (k, M) rows
+            u = np.empty((k, self._swap_m))
+            u[perm] = rng.random((k, self._swap_m))
+            score2 = u + nonunit * 1.0
+        else:
+            m = self._n_free[lv]
+            cnt = np.bincount(lv, minlength=self._L)
+            w = np.empty(k, dtype=np.int64)  # row within its level's group
+            w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
+            size = cnt * self._n_free
+            u = rng.random(int(size.sum()))
+            valid = self._free_valid[lv]  # (k, M)
+            uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
+            score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
         two = np.argsort(-score2, axis=1)[:, :2]
         a, b = two[:, 0], two[:, 1]
         r = np.arange(k)
