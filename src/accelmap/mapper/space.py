@@ -443,6 +443,12 @@ class MapSpace:
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
+        # where a factor move's draws sit for row j of a group of kd rows (see _factor_moves):
+        # column c < S source score, S <= c < 2S destination score, 2S the prime pick
+        S = self._L * 3
+        self._draw_j = np.concatenate([np.full(2 * S, S), [1]]).astype(np.int64)
+        self._draw_kd = np.concatenate([np.zeros(S), np.full(S, S), [2 * S]]).astype(np.int64)
+        self._draw_c = np.concatenate([np.arange(S), np.arange(S), [0]]).astype(np.int64)
         # per table row, for the fast legality path of sample_valid (fanout, capacity and
         # utilization need only these): tile extent per level, spatial X/Y per level, and
         # the product of temporal factors
@@ -1288,13 +1294,13 @@ class MapSpace:
         cnt = np.bincount(d, minlength=self._D)
         gs = (np.cumsum(cnt) - cnt)[d]  # where each row's dim group starts
         kd = cnt[d]
-        w = np.arange(k) - gs  # row within its group
-        u = rng.random(k * (2 * S + 1))
-        base = gs * (2 * S + 1) + w * S
-        cols = np.arange(S)
-        src_u = u[base[:, None] + cols]
-        dst_u = u[(base + kd * S)[:, None] + cols]
-        pick_u = u[gs * (2 * S + 1) + 2 * kd * S + w]
+        j = np.arange(k) - gs  # row within its group
+        # row j of a group of kd rows that starts at gs reads its source scores at
+        # gs (2S+1) + j S + c, its destination scores kd S further on and its prime pick
+        # at gs (2S+1) + 2 kd S + j (c < S): one (k, 2S+1) gather, see `_draw_*`
+        at = (gs * (2 * S + 1))[:, None] + j[:, None] * self._draw_j + kd[:, None] * self._draw_kd + self._draw_c
+        u = rng.random(k * (2 * S + 1))[at]
+        src_u, dst_u, pick_u = u[:, :S], u[:, S: 2 * S], u[:, 2 * S]
         g = rows[r_, d] + self._offsets[d]
         vec = np.take(self._flat, g, axis=0)  # (k, S)
         exists = np.take(self._slot_exists_flat, d, axis=0)  # (k, S), a copy
@@ -1308,20 +1314,14 @@ class MapSpace:
         f = vec[ar, src]
         pick = (pick_u * np.maximum(self._n_primes[f], 1)).astype(np.int64)
         prime = self._primes[f, pick]
-        # prime divides f (it is one of f's primes, or 1 where f == 1): move it
-        live = np.flatnonzero(has & (prime > 1))
-        if len(live) == 0:
-            return
-        nv = vec[live]
-        al = np.arange(len(live))
-        p = prime[live]
-        nv[al, src[live]] //= p
-        nv[al, dst[live]] *= p
-        dl = d[live]
-        moved = self._index.lookup(nv, dl)
-        okm = moved >= 0
-        rr = r_[live[okm]]
-        rows[rr, dl[okm]] = moved[okm] - self._offsets[dl[okm]]
+        # prime divides f (it is one of f's primes, or 1 where f == 1): move it in every
+        # row, and keep the moves of rows that have one, of a prime > 1, into the table
+        vec[ar, src] = f // prime
+        vec[ar, dst] *= prime
+        moved = self._index.lookup(vec, d)
+        ok = np.flatnonzero(has & (prime > 1) & (moved >= 0))
+        rr, dd = r_[ok], d[ok]
+        rows[rr, dd] = moved[ok] - self._offsets[dd]
         done[rr] = True
 
     def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
