@@ -443,6 +443,12 @@ class MapSpace:
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
+        # where a factor move's draws sit for row j of a group of kd rows (see _factor_moves):
+        # column c < S source score, S <= c < 2S destination score, 2S the prime pick
+        S = self._L * 3
+        self._draw_j = np.concatenate([np.full(2 * S, S), [1]]).astype(np.int64)
+        self._draw_kd = np.concatenate([np.zeros(S), np.full(S, S), [2 * S]]).astype(np.int64)
+        self._draw_c = np.concatenate([np.arange(S), np.arange(S), [0]]).astype(np.int64)
         # per table row, for the fast legality path of sample_valid (fanout, capacity and
         # utilization need only these): tile extent per level, spatial X/Y per level, and
         # the product of temporal factors
@@ -450,7 +456,7 @@ class MapSpace:
         caps = self.arch.capacities_words
         self._cap_levels = [lv for lv in range(self._L) if np.isfinite(caps[lv])]
         tiles = np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
-        self._row_tiles_m1 = (tiles[:, self._cap_levels] - 1).astype(np.float64)  # (R, levels with a capacity)
+        self._row_tiles_m1 = np.ascontiguousarray(tiles[:, self._cap_levels] - 1, dtype=np.float64)  # (R, levels with a capacity)
         # coefficient of each dim in each coordinate of each tensor, (D, T * most coordinates)
         terms = self._fp_terms
         n_coords = max([len(c) for c in terms] + [1])
@@ -1308,13 +1314,13 @@ class MapSpace:
         cnt = np.bincount(d, minlength=self._D)
         gs = (np.cumsum(cnt) - cnt)[d]  # where each row's dim group starts
         kd = cnt[d]
-        w = np.arange(k) - gs  # row within its group
-        u = rng.random(k * (2 * S + 1))
-        base = gs * (2 * S + 1) + w * S
-        cols = np.arange(S)
-        src_u = u[base[:, None] + cols]
-        dst_u = u[(base + kd * S)[:, None] + cols]
-        pick_u = u[gs * (2 * S + 1) + 2 * kd * S + w]
+        j = np.arange(k) - gs  # row within its group
+        # row j of a group of kd rows that starts at gs reads its source scores at
+        # gs (2S+1) + j S + c, its destination scores kd S further on and its prime pick
+        # at gs (2S+1) + 2 kd S + j (c < S): one (k, 2S+1) gather, see `_draw_*`
+        at = (gs * (2 * S + 1))[:, None] + j[:, None] * self._draw_j + kd[:, None] * self._draw_kd + self._draw_c
+        u = rng.random(k * (2 * S + 1))[at]
+        src_u, dst_u, pick_u = u[:, :S], u[:, S: 2 * S], u[:, 2 * S]
         g = rows[r_, d] + self._offsets[d]
         vec = np.take(self._flat, g, axis=0)  # (k, S)
         exists = np.take(self._slot_exists_flat, d, axis=0)  # (k, S), a copy
@@ -1328,20 +1334,14 @@ class MapSpace:
         f = vec[ar, src]
         pick = (pick_u * np.maximum(self._n_primes[f], 1)).astype(np.int64)
         prime = self._primes[f, pick]
-        # prime divides f (it is one of f's primes, or 1 where f == 1): move it
-        live = np.flatnonzero(has & (prime > 1))
-        if len(live) == 0:
-            return
-        nv = vec[live]
-        al = np.arange(len(live))
-        p = prime[live]
-        nv[al, src[live]] //= p
-        nv[al, dst[live]] *= p
-        dl = d[live]
-        moved = self._index.lookup(nv, dl)
-        okm = moved >= 0
-        rr = r_[live[okm]]
-        rows[rr, dl[okm]] = moved[okm] - self._offsets[dl[okm]]
+        # prime divides f (it is one of f's primes, or 1 where f == 1): move it in every
+        # row, and keep the moves of rows that have one, of a prime > 1, into the table
+        vec[ar, src] = f // prime
+        vec[ar, dst] *= prime
+        moved = self._index.lookup(vec, d)
+        ok = np.flatnonzero(has & (prime > 1) & (moved >= 0))
+        rr, dd = r_[ok], d[ok]
+        rows[rr, dd] = moved[ok] - self._offsets[dd]
         done[rr] = True
 
     def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
@@ -1360,18 +1360,23 @@ class MapSpace:
         score = rng.random((k, self._L)) + 1.0 * (running >= 2)
         score[:, ~self._levels_ok] = -1.0
         lv = score.argmax(axis=1)
-        m = self._n_free[lv]
-        cnt = np.bincount(lv, minlength=self._L)
-        perm = np.argsort(lv, kind="stable")
-        w = np.empty(k, dtype=np.int64)  # row within its level's group
-        w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
-        size = cnt * self._n_free
-        u = rng.random(int(size.sum()))
-        valid = self._free_valid[lv]  # (k, M)
-        uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
+        perm = np.argsort(lv, kind="stable")  # the rows level by level, in order within a level
         seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
         nonunit = np.take_along_axis(nonunit_all[np.arange(k), lv], seg, axis=1)
-        score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
+        if self._swap_m:  # every swappable level has M free loops: the draws are (k, M) rows
+            u = np.empty((k, self._swap_m))
+            u[perm] = rng.random((k, self._swap_m))
+            score2 = u + nonunit * 1.0
+        else:
+            m = self._n_free[lv]
+            cnt = np.bincount(lv, minlength=self._L)
+            w = np.empty(k, dtype=np.int64)  # row within its level's group
+            w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
+            size = cnt * self._n_free
+            u = rng.random(int(size.sum()))
+            valid = self._free_valid[lv]  # (k, M)
+            uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
+            score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
         two = np.argsort(-score2, axis=1)[:, :2]
         a, b = two[:, 0], two[:, 1]
         r = np.arange(k)
