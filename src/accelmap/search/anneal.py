@@ -19,7 +19,7 @@ resampling, which is what makes many short chains converge within a small budget
 With ``sweep`` > 0, a share of the budget goes, after the plain runs, to a sweep over the
 keep/bypass patterns: every pattern gets a short run of its own with its keep bits held
 (islands of a few chains, all stepped in one batch), and the best patterns of that round
-get a longer fresh run each (`_PatternSweep`; off by default, see its docstring).
+get a longer fresh run each (`_PatternSweep`; by default 40% of budgets of 1M and more).
 
 The last ``polish`` fraction of the budget is a vectorized coordinate descent from the
 best point: for one encoded parameter at a time, *every* value of it (every factorization
@@ -81,14 +81,17 @@ class AnnealSearcher(SearcherBase):
         At most this many values of one parameter per coordinate (drawn at random when
         the parameter has more).
     sweep
-        Fraction of the budget (0 = none, the default) spent, after the plain runs, on the
+        Fraction of the budget (0 = none) spent, after the plain runs, on the
         bypass-pattern sweep (`_PatternSweep`): a short run of its own for every keep/bypass
         pattern, ``sweep_chains`` chains each, then fresh runs of the ``sweep_top`` best
         patterns with what is left. Needs a budget and free keep bits;
         patterns are all 2^k of the k free keep bits, or ``sweep_patterns`` of them drawn at
-        random (the plain runs' best first) when there are more. Measured in
-        docs/performance.md ("Bypass-pattern sweep"): it helps where basins differ by their
-        whole dataflow and tiling each is easy (a GEMM), not on convolutions.
+        random (the plain runs' best first) when there are more. None (default):
+        ``SWEEP_SHARE`` (0.4) of budgets of at least ``SWEEP_MIN_BUDGET`` (1M, the default
+        budget of one layer), else none. Measured in docs/performance.md ("Bypass-pattern
+        sweep"): it finds the basins a plain run does not enter, where they differ by their
+        whole dataflow and tiling each is quick (GEMMs); plain runs do better on
+        convolutions, hence the mix.
     """
 
     name: ClassVar[str] = "anneal"
@@ -96,6 +99,10 @@ class AnnealSearcher(SearcherBase):
     default_budget: ClassVar[int] = 100_000
     #: evaluations per independent run when ``restarts`` is None (docs/search.md)
     RUN_EVALUATIONS: ClassVar[int] = 200_000
+    #: the bypass-pattern sweep's share of a budget of at least SWEEP_MIN_BUDGET (``sweep``
+    #: None): the default 1M buys three 200k plain runs and a 400k sweep (docs/search.md)
+    SWEEP_SHARE: ClassVar[float] = 0.4
+    SWEEP_MIN_BUDGET: ClassVar[int] = 1_000_000
     #: share of the bypass-pattern sweep's budget spent on its first stage (every pattern)
     SWEEP_SHARE_A: ClassVar[float] = 0.8
 
@@ -104,7 +111,7 @@ class AnnealSearcher(SearcherBase):
                  chains: int = 64, warmup: int | None = None, t_start: float = 1.0,
                  t_end: float = 0.003, multi_move: float = 0.5, elite_every: int = 10,
                  polish: float = 0.0, polish_max_values: int = 2048, proposals: int = 16,
-                 islands: int = 0, restarts: int | None = None, sweep: float = 0.0,
+                 islands: int = 0, restarts: int | None = None, sweep: float | None = None,
                  sweep_chains: int = 8, sweep_top: int = 4, sweep_patterns: int = 64) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
         for key, v in (("chains", chains), ("elite_every", elite_every), ("proposals", proposals),
@@ -124,6 +131,8 @@ class AnnealSearcher(SearcherBase):
             raise SpecError(f"anneal searcher: polish_max_values = {polish_max_values!r}; expected an int >= 2")
         self.chains = chains
         keep_cols = np.flatnonzero(np.asarray(space.param_kinds) == "keep")
+        if sweep is None:  # the default: a share of budgets from SWEEP_MIN_BUDGET up
+            sweep = self.SWEEP_SHARE if (budget_hint or 0) >= self.SWEEP_MIN_BUDGET else 0.0
         if isinstance(sweep, bool) or not isinstance(sweep, (int, float)) or not 0 <= sweep < 1:
             raise SpecError(f"anneal searcher: sweep = {sweep!r}; expected a fraction in [0, 1)")
         self.sweep_budget = int(sweep * budget_hint) if budget_hint and len(keep_cols) else 0

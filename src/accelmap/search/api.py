@@ -29,7 +29,7 @@ __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEF
 # Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
 DEFAULT_SEARCHER = "anneal"
-DEFAULT_BUDGET = 600_000  # one layer: three 200k annealing runs, 4-8 CPU seconds with loopnest
+DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
 NETWORK_DEFAULT_BUDGET = 60_000  # per distinct layer of a network search (ResNet-50: ~16-20 CPU s)
 
 
@@ -120,7 +120,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"`` or ``"exhaustive"``
         (any name registered under ``accelmap.searchers``).
     budget
-        Evaluations (mappings scored). None: ``DEFAULT_BUDGET`` (600,000) when no time limit is given (the
+        Evaluations (mappings scored). None: ``DEFAULT_BUDGET`` (1,000,000) when no time limit is given (the
         whole space for ``exhaustive``), unlimited when ``time_limit_s`` is given.
     time_limit_s
         Wall-clock limit in seconds.

@@ -92,9 +92,12 @@ def test_sweep_draws_a_subset_when_there_are_too_many_patterns(setup):
     assert len(sw.patterns) == 8 and len(np.unique(sw.patterns, axis=0)) == 8
 
 
-def test_sweep_is_off_by_default_and_needs_a_budget(setup):
+def test_sweep_default_share_and_budget_split(setup):
     es = EncodedSpace(setup[2])
     assert AnnealSearcher(es, seed=0, budget_hint=600_000).sweep_budget == 0
+    default = AnnealSearcher(es, seed=0, budget_hint=1_000_000)  # the default budget of one layer
+    assert default.sweep_budget == 400_000 and (default.restarts, default.budget_run) == (3, 200_000)
+    assert AnnealSearcher(es, seed=0, budget_hint=1_000_000, sweep=0.0).sweep_budget == 0
     assert AnnealSearcher(es, seed=0, budget_hint=None, sweep=0.3).sweep_budget == 0
     assert AnnealSearcher(es, seed=0, budget_hint=600_000, sweep=0.3).sweep_budget == 180_000
 
