@@ -444,7 +444,7 @@ def _default_warmup(run: int, chains: int) -> int:
     A long run gains from a wide warm-up: the best distinct uniform samples start the chains,
     and more of them cover more basins (at 200k per run, a 50k warm-up ended within 1% of
     the best known EDP on 54 of 60 benchmark runs, a 20k one on 51, a 4k one on 8 of 15
-    hard ones). A short run (a network search's 60k per layer) needs its evaluations for
+    hard ones). A short run (60k, the per-layer budget of network searches when this was measured) needs its evaluations for
     the annealing itself (a 15k warm-up there made the ResNet-50 network EDP 2-3% worse
     than 6k). Hence 10% up to 100k, rising linearly to 25% at 200k.
     """

@@ -30,7 +30,7 @@ __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEF
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
 DEFAULT_SEARCHER = "anneal"
 DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
-NETWORK_DEFAULT_BUDGET = 60_000  # per distinct layer of a network search (ResNet-50: ~16-20 CPU s)
+NETWORK_DEFAULT_BUDGET = 150_000  # per distinct layer of a network search (ResNet-50: ~19-25 CPU s)
 
 
 def _problem(problem: Any) -> Any:
@@ -410,7 +410,7 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         Directory for one checkpoint file per layer (resumable network searches).
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
-        layer (default budget ``NETWORK_DEFAULT_BUDGET``, 60,000, per layer when neither is given).
+        layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given).
 
     Layers with the same shape (dims and tensors) are searched once; their occurrences
     (``Problem.repeat`` and duplicates in the list) weight the totals.
