@@ -356,8 +356,7 @@ class AnnealSearcher(SearcherBase):
         budget = max((self.budget_hint or 0) - self.n_told, 0)
         eval_a = int(share_a * budget / n_pat)
         eval_b = int((1 - share_a) * budget / top) if top else 0
-        tile_cols = np.flatnonzero(np.asarray(self.space.param_kinds) == "tile")
-        self.sweep_state = _PatternSweep(patterns, keep_cols, tile_cols, eval_a, eval_b, top, chains, self.proposals,
+        self.sweep_state = _PatternSweep(patterns, keep_cols, eval_a, eval_b, top, chains, self.proposals,
                                          self.t_start, self.t_end, self.elite_every)
 
     def _restart(self) -> None:
@@ -468,17 +467,16 @@ class _PatternSweep:
     basins"). The sweep gives every pattern (or up to ``max_patterns`` of them) a run of its
     own: stage A runs each for ``eval_a`` evaluations, stage B runs the ``top`` best
     patterns of stage A again, fresh, for ``eval_b`` each. Every run is an island of
-    ``chains`` chains with its own warm-up (uniform samples with the pattern's keep bits),
-    temperature schedule and elite, and all islands of a stage step together, so each ask
+    ``chains`` chains with its own warm-up (uniform samples with the pattern's keep bits,
+    pushed towards legality where the space can), temperature schedule and elite, and all islands of a stage step together, so each ask
     is one large batch although each run is short. The sweep holds no reference to the
     space (it is pickled with the searcher for checkpoints).
     """
 
-    def __init__(self, patterns: IntArray, keep_cols: IntArray, tile_cols: IntArray, eval_a: int, eval_b: int, top: int,
+    def __init__(self, patterns: IntArray, keep_cols: IntArray, eval_a: int, eval_b: int, top: int,
                  chains: int, proposals: int, t_start: float, t_end: float, elite_every: int) -> None:
         self.patterns = np.asarray(patterns, dtype=np.int64)
         self.keep_cols = np.asarray(keep_cols, dtype=np.int64)
-        self.tile_cols = np.asarray(tile_cols, dtype=np.int64)
         self.eval_a, self.eval_b, self.top = int(eval_a), int(eval_b), int(top)
         self.chains, self.proposals = chains, proposals
         self.t_start, self.t_end, self.elite_every = t_start, t_end, elite_every
@@ -500,7 +498,8 @@ class _PatternSweep:
         self.best_f = np.full(n_isl, np.inf)
         self.pool_max = np.full(n_isl, np.inf)  # worst point of a full elite (inf: not full)
         self.pool_size = max(8, self.chains)
-        self.cur_x: IntArray | None = None  # (n_isl * chains, n_params) once annealing
+        self.annealing = False  # False during the warm-up
+        self.cur_x: IntArray = np.zeros((0, 0), dtype=np.int64)  # (n_isl * chains, n_params) chain states
         self.cur_f = np.zeros(0)
         self.pool_x: list[IntArray] = [np.zeros((0, len(self.keep_cols)), dtype=np.int64)] * n_isl
         self.pool_f: list[FloatArray] = [np.zeros(0)] * n_isl
@@ -513,7 +512,7 @@ class _PatternSweep:
 
     def batch_size(self) -> int:
         live = int((~self.dead).sum())
-        if self.cur_x is None:
+        if not self.annealing:
             return max(1, live * (self.warmup // 2 or 1))
         return max(1, live * self.chains * self.proposals)
 
@@ -524,7 +523,7 @@ class _PatternSweep:
 
     def ask(self, n: int, space: SearchSpace, rng: np.random.Generator) -> IntArray:
         live = np.flatnonzero(~self.dead)
-        if self.cur_x is None:  # warm-up: uniform samples with each island's keep bits
+        if not self.annealing:  # warm-up: uniform samples with each island's keep bits
             per = max(1, min(self.warmup - int(self.seen[live].min()), max(1, n // max(len(live), 1))))
             isl = np.repeat(live, per)[:n]
             x = self._set_pattern(space.sample(len(isl), rng), isl)
@@ -626,6 +625,7 @@ class _PatternSweep:
             self.cur_x[i * c:(i + 1) * c] = self.pool_x[i][reps]
             self.cur_f[i * c:(i + 1) * c] = self.pool_f[i][reps]
         self.seen[:] = self.warmup
+        self.annealing = True
         if self.dead.all():
             self._next_stage()
 
