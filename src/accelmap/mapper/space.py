@@ -997,11 +997,7 @@ class MapSpace:
             drawn += k
             if use_repair:
                 x = self.sample_encoded(k, rng)
-                rows = np.zeros((k, self._D), dtype=np.int64)
-                rows[:, self._tile_dims] = x[:, self._tile_cols]
-                keep = np.broadcast_to(self._keep_base, (k, self._L, self._T)).copy()
-                if len(self._keep_free):
-                    keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+                rows, keep = self._rows_and_keep(x)
                 rows = self._push_out(rows, keep, rng)
                 x[:, self._tile_cols] = rows[:, self._tile_dims]
                 reason, _ = self._fast_reasons(rows, keep)
@@ -1056,17 +1052,22 @@ class MapSpace:
         the utilization is too low (`_push_out`, the repair of `sample_valid`). Rows that
         cannot be fixed come back as far as they got (still illegal)."""
         x = self._check_x(x).copy()
-        n = len(x)
-        if n == 0 or len(self._tile_cols) == 0:
+        if len(x) == 0 or len(self._tile_cols) == 0:
             return x
+        rows, keep = self._rows_and_keep(x)
+        rows = self._push_out(rows, keep, rng)
+        x[:, self._tile_cols] = rows[:, self._tile_dims]
+        return x
+
+    def _rows_and_keep(self, x: IntArray) -> tuple[IntArray, BoolArray]:
+        """Encoded points (n, n_params) -> their factor-table rows (n, D) and keep bits (n, L, T)."""
+        n = len(x)
         rows = np.zeros((n, self._D), dtype=np.int64)
         rows[:, self._tile_dims] = x[:, self._tile_cols]
         keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
         if len(self._keep_free):
             keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-        rows = self._push_out(rows, keep, rng)
-        x[:, self._tile_cols] = rows[:, self._tile_dims]
-        return x
+        return rows, keep
 
     # --- moves: repair towards legality, neighbours, repair of broken products --------
     def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,

@@ -46,6 +46,23 @@ def test_neighbours_without_flips_hold_the_keep_bits(setup):
     assert (b.keep == s.decode(x[:200]).keep).all()
 
 
+def test_legalize_holds_keep_bits_and_orders_and_makes_draws_fit(setup):
+    _, _, s = setup
+    es = EncodedSpace(s)
+    rng = np.random.default_rng(3)
+    x = es.sample(4000, rng)
+    y = es.legalize(x, rng)
+    kinds = np.asarray(es.param_kinds)
+    held = kinds != "tile"
+    assert (y[:, held] == x[:, held]).all()  # keep bits and loop orders as given
+    before = s.check(s.decode(x)).valid.mean()
+    after = s.check(s.decode(y)).valid
+    assert after.mean() > max(0.9, before)
+    # points already legal are left alone
+    legal = x[s.check(s.decode(x)).valid]
+    assert (es.legalize(legal, rng) == legal).all()
+
+
 def _drive(setup, budget, seed=0, batch=None, **opts):
     """Ask/tell by hand, recording each sweep step's rows and their islands."""
     p, a, s = setup
