@@ -54,11 +54,14 @@ OUT = Path(__file__).resolve().parent / "results"
 
 
 WARM_START: str | None = None  # set by --warm-start
+ANNEAL_OPTIONS: dict[str, Any] = {}  # set by --anneal-option
 
 
 def _run(problem: Any, arch: Any, space: Any, searcher: str, budget: int, seed: int) -> dict[str, Any]:
     c0, t0 = time.process_time(), time.perf_counter()
-    r = search(problem, arch, searcher=searcher, budget=budget, seed=seed, space=space, warm_start=WARM_START)
+    opts = ANNEAL_OPTIONS if searcher == "anneal" and ANNEAL_OPTIONS else None
+    r = search(problem, arch, searcher=searcher, budget=budget, seed=seed, space=space, warm_start=WARM_START,
+               searcher_options=opts)
     cpu, wall = time.process_time() - c0, time.perf_counter() - t0
     # the driver's history is in wall seconds; scale it to CPU seconds of this process
     scale = cpu / wall if wall > 0 else 1.0
@@ -99,6 +102,9 @@ def main() -> None:
                          "against the full benchmark")
     ap.add_argument("--warm-start", default=None, choices=("dataflows",),
                     help="warm start of every search (search(warm_start=...))")
+    ap.add_argument("--anneal-option", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option of every anneal search (repeatable; VALUE as JSON), e.g. sweep=0 for "
+                         "plain runs only")
     ap.add_argument("--constrained", action="store_true",
                     help="only the Timeloop-constrained Eyeriss cases (exhaustive optimum; writes "
                          "bench_search_constrained.json)")
@@ -122,6 +128,14 @@ def main() -> None:
         args.layers, args.ref_budget = [], 0
     global WARM_START
     WARM_START = args.warm_start
+    for item in args.anneal_option:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            ap.error(f"--anneal-option {item!r}: expected KEY=VALUE, e.g. sweep=0")
+        try:
+            ANNEAL_OPTIONS[key] = json.loads(value)
+        except json.JSONDecodeError:
+            ANNEAL_OPTIONS[key] = value
     if args.quick:
         args.layers, args.archs, args.budgets = args.layers[:2], args.archs[:1], [600, 10_000]
         args.ref_budget, args.network = 30_000, ""
@@ -183,7 +197,7 @@ def main() -> None:
         "machine": {"platform": platform.platform(), "cpus": os.cpu_count(),
                     "loadavg_at_end": os.getloadavg()},
         "versions": versions(), "default_searcher": DEFAULT_SEARCHER,
-        "budgets": args.budgets, "seeds": args.seeds, "warm_start": args.warm_start,
+        "budgets": args.budgets, "seeds": args.seeds, "warm_start": args.warm_start, "anneal_options": ANNEAL_OPTIONS,
         "cases": cases, "summary": summary, "network": network,
     }
     out = Path(args.out)
