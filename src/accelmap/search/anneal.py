@@ -443,9 +443,9 @@ def _default_warmup(run: int, chains: int) -> int:
     A long run gains from a wide warm-up: the best distinct uniform samples start the chains,
     and more of them cover more basins (at 200k per run, a 50k warm-up ended within 1% of
     the best known EDP on 54 of 60 benchmark runs, a 20k one on 51, a 4k one on 8 of 15
-    hard ones). A short run (60k, the per-layer budget of network searches when this was measured) needs its evaluations for
-    the annealing itself (a 15k warm-up there made the ResNet-50 network EDP 2-3% worse
-    than 6k). Hence 10% up to 100k, rising linearly to 25% at 200k.
+    hard ones). A short run (60k, then the per-layer budget of network searches) needs its
+    evaluations for the annealing itself (a 15k warm-up there made the ResNet-50 network
+    EDP 2-3% worse than 6k). Hence 10% up to 100k, rising linearly to 25% at 200k.
     """
     frac = 0.10 + 0.15 * min(max((run - 100_000) / 100_000, 0.0), 1.0)
     return int(min(50_000, max(4 * chains, frac * run)))
@@ -468,8 +468,9 @@ class _PatternSweep:
     own: stage A runs each for ``eval_a`` evaluations, stage B runs the ``top`` best
     patterns of stage A again, fresh, for ``eval_b`` each. Every run is an island of
     ``chains`` chains with its own warm-up (uniform samples with the pattern's keep bits,
-    pushed towards legality where the space can), temperature schedule and elite, and all islands of a stage step together, so each ask
-    is one large batch although each run is short. The sweep holds no reference to the
+    pushed towards legality where the space can), temperature schedule and elite, and all
+    islands of a stage step together, so each ask is one large batch although each run is
+    short. The sweep holds no reference to the
     space (it is pickled with the searcher for checkpoints).
     """
 
