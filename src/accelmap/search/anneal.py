@@ -86,7 +86,7 @@ class AnnealSearcher(SearcherBase):
         pattern, ``sweep_chains`` chains each, then fresh runs of the ``sweep_top`` best
         patterns with what is left. Needs a budget and free keep bits;
         patterns are all 2^k of the k free keep bits, or ``sweep_patterns`` of them drawn at
-        random (the plain runs' best first) when there are more. None (default):
+        random (the last plain run's best first) when there are more. None (default):
         ``SWEEP_SHARE`` (0.4) of budgets of at least ``SWEEP_MIN_BUDGET`` (1M, the default
         budget of one layer), else none. Measured in docs/performance.md ("Bypass-pattern
         sweep"): it finds the basins a plain run does not enter, where they differ by their
@@ -344,7 +344,7 @@ class AnnealSearcher(SearcherBase):
         k = len(keep_cols)
         if k <= 16 and 2 ** k <= max_patterns:
             patterns = (np.arange(2 ** k)[:, None] >> np.arange(k)[::-1][None, :]) & 1
-        else:  # too many: the plain runs' best pattern and distinct random others
+        else:  # too many: the last plain run's best pattern and distinct random others
             draw = self.rng.integers(0, 2, size=(4 * max_patterns, k))
             if len(self.pool_x):
                 draw = np.concatenate([self.pool_x[:1, keep_cols], draw])
