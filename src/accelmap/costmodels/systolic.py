@@ -1053,7 +1053,7 @@ def scalesim_mapping(problem: Problem, arch: Arch, dataflow: Dataflow | str) -> 
     layout, msgs = systolic_layout(problem, arch)
     if layout is None:
         raise SpecError("not a systolic shape: " + "; ".join(msgs))
-    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    L, D = arch.n_levels, problem.n_dims
     bounds = [int(b) for b in problem.bounds]
     spatial = np.ones((L, D, 2), dtype=np.int64)
     row_c, col_c = _DEFAULT_AXES[df]
@@ -1070,6 +1070,15 @@ def scalesim_mapping(problem: Problem, arch: Arch, dataflow: Dataflow | str) -> 
     per_dim = spatial.prod(axis=(0, 2))
     for d in range(D):
         temporal[0, d] = -(-bounds[d] // int(per_dim[d]))
+    order, keep = _native_order_keep(problem, arch, layout, df)
+    return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep).as_batch()
+
+
+def _native_order_keep(problem: Problem, arch: Arch, layout: SystolicLayout, df: Dataflow) -> tuple[IntArray, BoolArray]:
+    """Loop orders (L, D) and keep bits (L, T) of SCALE-Sim's native mapping: dim order
+    everywhere but SCALE-Sim's im2col order at the array level; DRAM keeps every tensor,
+    each SRAM its operand, the PE registers the dataflow's stationary operand."""
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
     order = np.tile(np.arange(D, dtype=np.int64), (L, 1))
     order[layout.array_level] = _im2col_order(problem, layout)
     keep = np.zeros((L, T), dtype=bool)
@@ -1077,7 +1086,7 @@ def scalesim_mapping(problem: Problem, arch: Arch, dataflow: Dataflow | str) -> 
     for o in range(3):
         keep[layout.sram[o], layout.tensor[o]] = True
     keep[layout.pe_level, layout.tensor[_STATIONARY[df]]] = True
-    return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep).as_batch()
+    return order, keep
 
 
 def _im2col_order(problem: Problem, layout: SystolicLayout) -> IntArray:
@@ -1209,19 +1218,13 @@ def variant_seeds(problem: Problem, arch: Arch, variant: SystolicVariant, n_best
     layout, msgs = systolic_layout(problem, arch)
     if layout is None:
         raise SpecError("not a systolic shape: " + "; ".join(msgs))
-    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    L, D = arch.n_levels, problem.n_dims
     bounds = [int(b) for b in problem.bounds]
     per_axis = []
     for cls, fanout in ((variant.row_class, layout.rows), (variant.col_class, layout.cols)):
         dims = [d for d in range(D) if layout.dim_class[d] == cls and bounds[d] > 1]
         per_axis.append(_axis_options(bounds, dims, fanout, layout.class_size[cls], n_best))
-    order = np.tile(np.arange(D, dtype=np.int64), (L, 1))
-    order[layout.array_level] = _im2col_order(problem, layout)
-    keep = np.zeros((L, T), dtype=bool)
-    keep[0, :] = True
-    for o in range(3):
-        keep[layout.sram[o], layout.tensor[o]] = True
-    keep[layout.pe_level, layout.tensor[_STATIONARY[variant.dataflow]]] = True
+    order, keep = _native_order_keep(problem, arch, layout, variant.dataflow)
     rows: list[Mapping] = []
     for ys in per_axis[0]:
         for xs in per_axis[1]:
