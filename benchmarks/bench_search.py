@@ -122,6 +122,9 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.portfolio is not None:
+        if args.anneal_option or args.warm_start:
+            ap.error("--portfolio runs the README's search with the defaults; it takes no --anneal-option "
+                     "or --warm-start")
         return portfolio(args)
     args.out = args.out or str(OUT / "bench_search.json")
     if args.network_only:

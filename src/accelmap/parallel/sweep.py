@@ -241,7 +241,7 @@ class Sweep:
                     from accelmap.search.api import load_constraints_any
 
                     c = load_constraints_any(list(self.constraint_files), arch, problem)
-                    if dataclasses.is_dataclass(c) and not isinstance(c, type) and hasattr(c, "source"):
+                    if c is not None:
                         # The label goes into the key: file names, not absolute paths, so
                         # that moving the sweep's folder keeps the keys.
                         c = dataclasses.replace(c, source=" + ".join(Path(f).name for f in self.constraint_files))

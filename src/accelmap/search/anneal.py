@@ -114,12 +114,16 @@ class AnnealSearcher(SearcherBase):
                  islands: int = 0, restarts: int | None = None, sweep: float | None = None,
                  sweep_chains: int = 8, sweep_top: int = 4, sweep_patterns: int = 64) -> None:
         super().__init__(space, n_objectives=n_objectives, seed=seed, budget_hint=budget_hint)
-        for key, v in (("chains", chains), ("elite_every", elite_every), ("proposals", proposals),
-                       ("islands", islands + 1), ("restarts", 1 if restarts is None else restarts),
-                       ("sweep_chains", sweep_chains), ("sweep_top", sweep_top + 1),
-                       ("sweep_patterns", sweep_patterns)):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-                raise SpecError(f"anneal searcher: {key} = {v!r}; expected an int >= 1")
+        for key, v, low in (("chains", chains, 1), ("elite_every", elite_every, 1), ("proposals", proposals, 1),
+                            ("islands", islands, 0), ("restarts", 1 if restarts is None else restarts, 1),
+                            ("sweep_chains", sweep_chains, 1), ("sweep_top", sweep_top, 0),
+                            ("sweep_patterns", sweep_patterns, 1), ("polish_max_values", polish_max_values, 2)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise SpecError(f"anneal searcher: {key} = {v!r}; expected an int >= {low}")
+        for name, num in (("t_start", t_start), ("t_end", t_end), ("multi_move", multi_move), ("polish", polish),
+                          ("sweep", 0.0 if sweep is None else sweep)):
+            if isinstance(num, bool) or not isinstance(num, (int, float)):
+                raise SpecError(f"anneal searcher: {name} = {num!r}; expected a number")
         if not (t_start > 0 and t_end > 0 and t_end <= t_start):
             raise SpecError(f"anneal searcher: t_start = {t_start!r}, t_end = {t_end!r}; "
                              "expected 0 < t_end <= t_start")
@@ -127,13 +131,11 @@ class AnnealSearcher(SearcherBase):
             raise SpecError(f"anneal searcher: multi_move = {multi_move!r}; expected a probability")
         if not 0 <= polish < 1:
             raise SpecError(f"anneal searcher: polish = {polish!r}; expected a fraction in [0, 1)")
-        if isinstance(polish_max_values, bool) or not isinstance(polish_max_values, int) or polish_max_values < 2:
-            raise SpecError(f"anneal searcher: polish_max_values = {polish_max_values!r}; expected an int >= 2")
         self.chains = chains
-        keep_cols = np.flatnonzero(np.asarray(space.param_kinds) == "keep")
+        keep_cols = np.flatnonzero(self.kind_mask("keep"))
         if sweep is None:  # the default: a share of budgets from SWEEP_MIN_BUDGET up
             sweep = self.SWEEP_SHARE if (budget_hint or 0) >= self.SWEEP_MIN_BUDGET else 0.0
-        if isinstance(sweep, bool) or not isinstance(sweep, (int, float)) or not 0 <= sweep < 1:
+        if not 0 <= sweep < 1:
             raise SpecError(f"anneal searcher: sweep = {sweep!r}; expected a fraction in [0, 1)")
         self.sweep_budget = int(sweep * budget_hint) if budget_hint and len(keep_cols) else 0
         main_budget = (budget_hint - self.sweep_budget) if budget_hint else None
@@ -144,7 +146,6 @@ class AnnealSearcher(SearcherBase):
         self.budget_run = main_budget // self.restarts if main_budget else None
         self.sweep_state: _PatternSweep | None = None
         self.n_told = 0  # evaluations told in all (the sweep gets what the plain runs left)
-        self.budget_hint = budget_hint
         self._sweep_args = (keep_cols, sweep_chains, sweep_top, sweep_patterns)
         self.run_index = 0
         if warmup is None:
@@ -243,11 +244,8 @@ class AnnealSearcher(SearcherBase):
 
     def _start_chains(self) -> None:
         if len(self.seed_x):  # warm-start points compete with the warm-up's best
-            px = np.concatenate([self.pool_x, self.seed_x])
-            pf = np.concatenate([self.pool_f, self.seed_f])
-            _, first = np.unique(px, axis=0, return_index=True)
-            keep = first[np.argsort(pf[first], kind="stable")[: self.chains]]
-            self.pool_x, self.pool_f = px[keep], pf[keep]
+            self.pool_x, self.pool_f = _elite(np.concatenate([self.pool_x, self.seed_x]),
+                                              np.concatenate([self.pool_f, self.seed_f]), self.chains)
         k = len(self.pool_x)
         reps = np.resize(np.arange(k), self.chains)  # repeat the elite if it is small
         self.cur_x = self.pool_x[reps].copy()
@@ -317,12 +315,8 @@ class AnnealSearcher(SearcherBase):
                 self._next_polish_point()
 
     def _add_to_pool(self, x: IntArray, f: FloatArray) -> None:
-        px = np.concatenate([self.pool_x, x])
-        pf = np.concatenate([self.pool_f, f])
-        _, first = np.unique(px, axis=0, return_index=True)
-        px, pf = px[first], pf[first]
-        keep = np.argsort(pf, kind="stable")[: max(8, self.chains // 8)]
-        self.pool_x, self.pool_f = px[keep], pf[keep]
+        self.pool_x, self.pool_f = _elite(np.concatenate([self.pool_x, x]), np.concatenate([self.pool_f, f]),
+                                          max(8, self.chains // 8))
 
     def tell(self, x: IntArray, objective: FloatArray, valid: BoolArray) -> None:
         self.n_told += len(x)
@@ -355,9 +349,11 @@ class AnnealSearcher(SearcherBase):
         share_a = self.SWEEP_SHARE_A if top else 1.0
         budget = max((self.budget_hint or 0) - self.n_told, 0)
         eval_a = int(share_a * budget / n_pat)
-        eval_b = int((1 - share_a) * budget / top) if top else 0
-        self.sweep_state = _PatternSweep(patterns, keep_cols, eval_a, eval_b, top, chains, self.proposals,
-                                         self.t_start, self.t_end, self.elite_every)
+        # what the sweep may spend: stage A's islands, then stage B's share in whole islands
+        total = eval_a * n_pat + (int((1 - share_a) * budget / top) * top if top else 0)
+        self.sweep_state = _PatternSweep(patterns, keep_cols, self.space.n_params, eval_a, total, top, chains,
+                                         self.proposals, self.multi_move, self.t_start, self.t_end,
+                                         self.elite_every)
 
     def _restart(self) -> None:
         """Begin the next independent run: fresh warm-up, chains, elite and schedule."""
@@ -377,12 +373,8 @@ class AnnealSearcher(SearcherBase):
             return
         if self._idx is None:  # warm-up
             self.seen += len(x)
-            px = np.concatenate([self.pool_x, x])
-            pf = np.concatenate([self.pool_f, f])
-            _, first = np.unique(px, axis=0, return_index=True)
-            px, pf = px[first], pf[first]
-            keep = np.argsort(pf, kind="stable")[: self.chains]
-            self.pool_x, self.pool_f = px[keep], pf[keep]
+            self.pool_x, self.pool_f = _elite(np.concatenate([self.pool_x, x]), np.concatenate([self.pool_f, f]),
+                                              self.chains)
             return
         idx = self._idx
         self._idx = None
@@ -398,12 +390,7 @@ class AnnealSearcher(SearcherBase):
             x, f, idx = x[rows], f[rows], idx[rows]
         else:
             x_all, f_all = x, f
-        old = self.cur_f[idx]
-        with np.errstate(invalid="ignore", over="ignore"):
-            delta = f - old
-            both_bad = ~np.isfinite(f) & ~np.isfinite(old)
-            p = np.where(np.isfinite(delta), np.exp(-np.maximum(delta, 0.0) / t), 0.0)
-        p = np.where(both_bad, 0.5, np.where(np.isfinite(f) & ~np.isfinite(old), 1.0, p))
+        p = _accept_prob(f, self.cur_f[idx], t)
         accept = self.rng.random(len(idx)) < p
         self.cur_x[idx[accept]] = x[accept]
         self.cur_f[idx[accept]] = f[accept]
@@ -464,27 +451,28 @@ class _PatternSweep:
     Basins of the mapping landscape follow the keep/bypass pattern (which level keeps which
     tensor): a chain tuned to one pattern almost never crosses to another, since a flip
     alone leaves the tiling tuned to the old pattern (docs/performance.md, "Bypass-pattern
-    basins"). The sweep gives every pattern (or up to ``max_patterns`` of them) a run of its
-    own: stage A runs each for ``eval_a`` evaluations, stage B runs the ``top`` best
-    patterns of stage A again, fresh, for ``eval_b`` each. Every run is an island of
-    ``chains`` chains with its own warm-up (uniform samples with the pattern's keep bits,
-    pushed towards legality where the space can), temperature schedule and elite, and all
-    islands of a stage step together, so each ask is one large batch although each run is
-    short. The sweep holds no reference to the
-    space (it is pickled with the searcher for checkpoints).
+    basins"). The sweep gives every pattern it is handed a run of its own: stage A runs each
+    for ``eval_a`` evaluations, stage B runs the ``top`` best patterns of stage A again,
+    fresh, sharing what stage A left of ``total``. Every run is an island of ``chains``
+    chains with its own warm-up (uniform samples with the pattern's keep bits, pushed
+    towards legality where the space can), temperature schedule and elite, and all islands
+    of a stage step together, so each ask is one large batch although each run is short.
+    The sweep holds no reference to the space (it is pickled with the searcher for
+    checkpoints).
     """
 
-    def __init__(self, patterns: IntArray, keep_cols: IntArray, eval_a: int, eval_b: int, top: int,
-                 chains: int, proposals: int, t_start: float, t_end: float, elite_every: int) -> None:
+    def __init__(self, patterns: IntArray, keep_cols: IntArray, n_params: int, eval_a: int, total: int, top: int,
+                 chains: int, proposals: int, multi_move: float, t_start: float, t_end: float,
+                 elite_every: int) -> None:
         self.patterns = np.asarray(patterns, dtype=np.int64)
         self.keep_cols = np.asarray(keep_cols, dtype=np.int64)
-        self.eval_a, self.eval_b, self.top = int(eval_a), int(eval_b), int(top)
-        self.chains, self.proposals = chains, proposals
+        self.n_params = int(n_params)
+        self.eval_a, self.total, self.top = int(eval_a), int(total), int(top)
+        self.chains, self.proposals, self.multi_move = chains, proposals, multi_move
         self.t_start, self.t_end, self.elite_every = t_start, t_end, elite_every
+        self.pool_size = max(8, chains)
         self.stage = ""
         self.told = 0  # evaluations told to the sweep (all stages)
-        self.total = int(eval_a) * len(self.patterns) + int(eval_b) * int(top)
-        self.stage_a_best = np.zeros(0)
         self._start_stage("A", np.arange(len(self.patterns)), self.eval_a)
 
     # --- islands ----------------------------------------------------------------------
@@ -498,14 +486,14 @@ class _PatternSweep:
         self.step = 0
         self.best_f = np.full(n_isl, np.inf)
         self.pool_max = np.full(n_isl, np.inf)  # worst point of a full elite (inf: not full)
-        self.pool_size = max(8, self.chains)
         self.annealing = False  # False during the warm-up
-        self.cur_x: IntArray = np.zeros((0, 0), dtype=np.int64)  # (n_isl * chains, n_params) chain states
-        self.cur_f = np.zeros(0)
-        self.pool_x: list[IntArray] = [np.zeros((0, len(self.keep_cols)), dtype=np.int64)] * n_isl
-        self.pool_f: list[FloatArray] = [np.zeros(0)] * n_isl
+        self.cur_x = np.zeros((n_isl * self.chains, self.n_params), dtype=np.int64)  # chain states
+        self.cur_f = np.full(n_isl * self.chains, np.inf)
+        self.pool_x = [np.zeros((0, self.n_params), dtype=np.int64) for _ in range(n_isl)]
+        self.pool_f = [np.zeros(0) for _ in range(n_isl)]
         self.dead = np.zeros(n_isl, dtype=bool)  # no legal point found in the warm-up
         self._pending: tuple[str, IntArray] | None = None
+        self._k = self.proposals
 
     @property
     def done(self) -> bool:
@@ -538,8 +526,8 @@ class _PatternSweep:
         chain = (live[:, None] * c + np.arange(c)[None, :]).reshape(-1)
         idx = np.repeat(chain, k)
         y = self._neighbours(self.cur_x[idx], idx // c, space, rng)
-        extra = rng.random(len(y)) < 0.5
-        for _ in range(2):  # multi-move proposals, as in the main runs
+        extra = rng.random(len(y)) < self.multi_move
+        for _ in range(2):  # multi-move proposals, as in the plain runs
             if not extra.any():
                 break
             y[extra] = self._neighbours(y[extra], idx[extra] // c, space, rng)
@@ -581,13 +569,7 @@ class _PatternSweep:
             xb, fb, cb = x[rows], f[rows], idx[rows]
             frac = np.clip((self.seen[cb // c] - self.warmup) / max(self.budget - self.warmup, 1), 0.0, 1.0)
             t = self.t_start * (self.t_end / self.t_start) ** frac
-            old = self.cur_f[cb]
-            with np.errstate(invalid="ignore", over="ignore"):
-                delta = fb - old
-                p = np.where(np.isfinite(delta), np.exp(-np.maximum(delta, 0.0) / t), 0.0)
-            both_bad = ~np.isfinite(fb) & ~np.isfinite(old)
-            p = np.where(both_bad, 0.5, np.where(np.isfinite(fb) & ~np.isfinite(old), 1.0, p))
-            acc = rng.random(len(cb)) < p
+            acc = rng.random(len(cb)) < _accept_prob(fb, self.cur_f[cb], t)
             self.cur_x[cb[acc]] = xb[acc]
             self.cur_f[cb[acc]] = fb[acc]
             # each island's elite: the best distinct points among all its proposals
@@ -602,23 +584,16 @@ class _PatternSweep:
             self._next_stage()
 
     def _pool_add(self, i: int, x: IntArray, f: FloatArray) -> None:
-        px = np.concatenate([self.pool_x[i], x]) if len(self.pool_x[i]) else x
-        pf = np.concatenate([self.pool_f[i], f])
-        _, first = np.unique(px, axis=0, return_index=True)
-        keep = first[np.argsort(pf[first], kind="stable")[: self.pool_size]]
-        keep = keep[np.isfinite(pf[keep])]
-        self.pool_x[i], self.pool_f[i] = px[keep], pf[keep]
-        if len(keep):
-            self.best_f[i] = min(self.best_f[i], float(pf[keep].min()))
-            self.pool_max[i] = float(pf[keep].max()) if len(keep) >= self.pool_size else np.inf
+        px, pf = _elite(np.concatenate([self.pool_x[i], x]), np.concatenate([self.pool_f[i], f]), self.pool_size)
+        ok = np.isfinite(pf)
+        self.pool_x[i], self.pool_f[i] = px[ok], pf[ok]
+        if ok.any():
+            self.best_f[i] = min(self.best_f[i], float(pf[ok].min()))
+            self.pool_max[i] = float(pf[ok].max()) if ok.sum() >= self.pool_size else np.inf
 
     def _start_chains(self) -> None:
         c = self.chains
-        n_isl = len(self.which)
-        width = next(len(p[0]) for p in self.pool_x if len(p)) if any(len(p) for p in self.pool_x) else 0
-        self.cur_x = np.zeros((n_isl * c, width), dtype=np.int64)
-        self.cur_f = np.full(n_isl * c, np.inf)
-        for i in range(n_isl):
+        for i in range(len(self.which)):
             if len(self.pool_x[i]) == 0:
                 self.dead[i] = True
                 continue
@@ -644,8 +619,7 @@ class _PatternSweep:
                 self.cur_f[rows] = self.pool_f[i][pick]
 
     def _next_stage(self) -> None:
-        if self.stage == "A" and self.top > 0 and self.eval_b > 0:
-            self.stage_a_best = self.best_f.copy()
+        if self.stage == "A" and self.top > 0 and self.total > self.eval_a * len(self.patterns):
             order = np.argsort(self.best_f, kind="stable")
             order = order[np.isfinite(self.best_f[order])][: self.top]
             if len(order):  # what stage A left of the sweep's budget, shared evenly (less
@@ -654,3 +628,22 @@ class _PatternSweep:
                 self._start_stage("B", self.which[order], max(left, 16 * self.chains))
                 return
         self.stage = "done"
+
+
+def _elite(px: IntArray, pf: FloatArray, n: int) -> tuple[IntArray, FloatArray]:
+    """The ``n`` best distinct rows of ``px`` by ``pf`` (ties in the order of np.unique)."""
+    _, first = np.unique(px, axis=0, return_index=True)
+    keep = first[np.argsort(pf[first], kind="stable")[:n]]
+    return px[keep], pf[keep]
+
+
+def _accept_prob(f: FloatArray, old: FloatArray, t: float | FloatArray) -> FloatArray:
+    """Metropolis acceptance probability of moving from log-objective ``old`` to ``f`` at
+    temperature ``t``: 1 when not worse, exp(-delta / t) when worse; a legal point always
+    replaces an illegal one, and between two illegal ones it is a coin toss."""
+    with np.errstate(invalid="ignore", over="ignore"):
+        delta = f - old
+        p = np.where(np.isfinite(delta), np.exp(-np.maximum(delta, 0.0) / t), 0.0)
+    both_bad = ~np.isfinite(f) & ~np.isfinite(old)
+    out: FloatArray = np.where(both_bad, 0.5, np.where(np.isfinite(f) & ~np.isfinite(old), 1.0, p))
+    return out

@@ -181,6 +181,8 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             checkpoint_every_s=checkpoint_every_s)
     extra: dict[str, Any] = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding,
                              "warm_start": warm_start}
+    if warm_start not in (None, "dataflows"):
+        raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
     initial, n_pre = None, 0
     resuming = checkpoint is not None and Path(checkpoint).exists()
     variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
@@ -198,8 +200,6 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                 left_s = max(time_limit_s - (time.perf_counter() - t_plan), 1e-3)
                 options = dataclasses.replace(options, time_limit_s=left_s)
     if warm_start is not None and not resuming and initial is None:
-        if warm_start != "dataflows":
-            raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
         per = max(1000, int(0.05 * budget)) if budget is not None else 10_000
         initial, n_pre, info = _dataflow_seeds(prob, arc, ms, cost, obj, seed, per, cons, allow_padding)
         extra["warm_start_runs"] = info
@@ -252,7 +252,7 @@ def _variant_seeds(problem: Any, arch: Any, variants: list[Any], model: Any, obj
 
     Each variant (label, constraints, seed mappings) gets ``anneal`` over its sub-space
     (its constraints under the user's), started from its seeds, for half the budget split
-    evenly (1/12 of the time limit each). Returns the best variant's space, its best
+    evenly (and half the time limit, split the same way). Returns the best variant's space, its best
     mapping plus its seeds (encoded there) as starting points, the evaluations spent and
     a per-variant record; None when no variant applies.
     """

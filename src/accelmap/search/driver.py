@@ -180,13 +180,16 @@ class Driver:
         self.multi = objective.is_pareto and Cap.MULTI_OBJECTIVE in caps
         root = np.random.SeedSequence(self.seed)
         (searcher_seed,) = root.spawn(1)
-        self.searcher = searcher_cls(
-            self.space, n_objectives=objective.n_objectives if self.multi else 1, seed=searcher_seed,
-            budget_hint=self.options.budget, **self.searcher_options,
-        )
-        self.state = _State()
         self.initial = None if initial is None else np.asarray(initial, dtype=np.int64).reshape(-1, self.space.n_params)
         self.initial_evaluations = int(initial_evaluations)
+        # the searcher plans with what the warm start leaves of the budget
+        spent = self.initial_evaluations + (0 if self.initial is None else len(self.initial))
+        hint = None if self.options.budget is None else max(1, self.options.budget - spent)
+        self.searcher = searcher_cls(
+            self.space, n_objectives=objective.n_objectives if self.multi else 1, seed=searcher_seed,
+            budget_hint=hint, **self.searcher_options,
+        )
+        self.state = _State()
         self._stop_requested = False
         self._n_levels = int(getattr(arch, "n_levels", 0))
         self._level_names = tuple(getattr(arch, "level_names", ()))

@@ -12,6 +12,7 @@ from toy import ToyModel, tiny_arch, tiny_problem
 from accelmap._registry import searchers
 from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
+from accelmap.search import anneal as anneal_module
 from accelmap.search.anneal import AnnealSearcher
 from accelmap.search.base import EncodedSpace
 from accelmap.search.driver import Driver, DriverOptions
@@ -84,7 +85,15 @@ def _drive(setup, budget, seed=0, batch=None, **opts):
     return sr, steps
 
 
-def test_sweep_runs_every_pattern_with_its_keep_bits_then_the_best_ones(setup):
+def test_sweep_runs_every_pattern_with_its_keep_bits_then_the_best_ones(setup, monkeypatch):
+    stage_best = {}  # each stage's island bests as it ends
+    end_stage = anneal_module._PatternSweep._next_stage
+
+    def record(self):
+        stage_best[self.stage] = self.best_f.copy()
+        end_stage(self)
+
+    monkeypatch.setattr(anneal_module._PatternSweep, "_next_stage", record)
     sr, steps = _drive(setup, 60_000, sweep=0.5, sweep_top=3)
     kc = _keep_cols(sr.space)
     sw = sr.sweep_state
@@ -95,7 +104,8 @@ def test_sweep_runs_every_pattern_with_its_keep_bits_then_the_best_ones(setup):
     for x, pat in steps:  # each island's proposals carry its own pattern
         assert (x[:, kc] == pat).all()
     # stage B re-ran the three best patterns of stage A, best first
-    a_best = sw.stage_a_best
+    assert set(stage_best) == {"A", "B"}
+    a_best = stage_best["A"]
     top = np.argsort(a_best, kind="stable")[:3]
     assert np.isfinite(a_best[top]).all()
     assert list(sw.which) == list(top)
@@ -120,9 +130,12 @@ def test_sweep_default_share_and_budget_split(setup):
 
 
 @pytest.mark.parametrize("bad", [{"sweep": 1.0}, {"sweep": -0.1}, {"sweep": True}, {"sweep": "half"},
-                                 {"sweep_chains": 0}, {"sweep_top": -1}, {"sweep_patterns": 0}])
+                                 {"sweep_chains": 0}, {"sweep_top": -1}, {"sweep_top": "x"}, {"sweep_top": True},
+                                 {"sweep_top": 1.5}, {"sweep_patterns": 0}, {"islands": -1}, {"islands": "x"},
+                                 {"t_start": "hot"}, {"multi_move": None}])
 def test_bad_sweep_options_are_refused(setup, bad):
-    with pytest.raises(SpecError, match="anneal searcher"):
+    ((key, value),) = bad.items()
+    with pytest.raises(SpecError, match=f"anneal searcher: {key} = {value!r}"):  # names the value given
         AnnealSearcher(EncodedSpace(setup[2]), seed=0, budget_hint=10_000, **bad)
 
 
@@ -153,3 +166,24 @@ def test_sweep_same_seed_same_result_and_resume_from_a_checkpoint(setup, tmp_pat
     assert done.n_evaluations == ref.n_evaluations == 12_000
     assert done.best_x == ref.best_x and done.best_objective == ref.best_objective
     assert done.history.best == ref.history.best
+
+
+def test_sweep_runs_when_warm_start_evaluations_took_part_of_the_budget(setup, monkeypatch):
+    """Evaluations spent before the search (a dataflow warm start) leave the sweep its share:
+    the searcher plans with what is left of the budget."""
+    stages = []
+    end_stage = anneal_module._PatternSweep._next_stage
+
+    def record(self):
+        stages.append(self.stage)
+        end_stage(self)
+
+    monkeypatch.setattr(anneal_module._PatternSweep, "_next_stage", record)
+    p, a, s = setup
+    d = Driver(p, a, s, ToyModel(), searchers.get("anneal"), objective=parse_objective("edp"), seed=0,
+               options=DriverOptions(budget=20_000), searcher_options={"sweep": 0.4, "sweep_patterns": 8},
+               initial_evaluations=8_000)
+    assert d.searcher.budget_hint == 12_000
+    r = d.run()
+    assert r.n_evaluations == 20_000
+    assert stages == ["A", "B"]

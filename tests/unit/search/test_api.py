@@ -62,3 +62,6 @@ def test_dataflow_warm_start_counts_in_the_budget():
     assert seeded and r.edp <= min(d["edp"] for d in seeded) * (1 + 1e-12)
     with pytest.raises(SpecError, match="warm_start"):
         search(tiny_problem(), tiny_arch(), model=ToyModel(), budget=100, warm_start="magic")
+    # also where the cost model searches its own variants first (systolic: one per dataflow)
+    with pytest.raises(SpecError, match="warm_start"):
+        search("resnet50/conv1", "systolic", model="systolic", budget=100, warm_start="magic")
