@@ -67,3 +67,36 @@ def test_import_unknown_content_is_a_user_error(tmp_path, capsys):
     bad.write_text("hello: 1\n")
     assert main(["import", str(bad)]) == 2
     assert "not an ONNX model" in capsys.readouterr().err
+
+
+def test_import_bad_out_and_binary_source_are_user_errors(tmp_path, capsys):
+    src = tmp_path / "prob.yaml"
+    src.write_text("hello: 1\n")
+    not_a_dir = tmp_path / "taken"
+    not_a_dir.write_text("")
+    assert main(["import", str(src), "--out", str(not_a_dir)]) == 2
+    assert "a file, not a folder" in capsys.readouterr().err
+    binary = tmp_path / "model.yaml"
+    binary.write_bytes(bytes(range(128, 256)))
+    assert main(["import", str(binary), "--out", str(tmp_path / "o")]) == 2
+    assert "not a text file" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()  # nothing created for a failed import
+    assert main(["search", "resnet50/fc", "--arch", str(binary)]) == 2  # the same for an arch file
+    assert "not a text file" in capsys.readouterr().err
+
+
+def test_import_onnx_layers_whose_names_collide_get_numbered_files(tmp_path, capsys):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper, numpy_helper
+
+    w1 = numpy_helper.from_array(np.zeros((16, 16), dtype=np.float32), "w1")
+    w2 = numpy_helper.from_array(np.zeros((16, 16), dtype=np.float32), "w2")
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["y"], name="fc/1"),
+             helper.make_node("MatMul", ["y", "w2"], ["z"], name="fc_1")]
+    graph = helper.make_graph(
+        nodes, "clash", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 16])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, 16])], initializer=[w1, w2])
+    model = tmp_path / "clash.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(model))
+    assert main(["import", str(model), "--out", str(tmp_path / "out")]) == 0
+    assert sorted(f.name for f in (tmp_path / "out").glob("*.yaml")) == ["fc_1.yaml", "fc_1_2.yaml"]

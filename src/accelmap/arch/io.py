@@ -49,6 +49,7 @@ from typing import Any
 
 import yaml
 
+from accelmap._files import read_text
 from accelmap._registry import did_you_mean
 from accelmap.arch.presets import preset, presets
 from accelmap.arch.spec import Arch, Compute, StorageLevel
@@ -119,7 +120,7 @@ def read_arch_tree(path: str | Path) -> Any:
     """
     p = Path(path)
     try:
-        text = p.read_text()
+        text = read_text(p)
     except FileNotFoundError:
         raise SpecError(f"{p}: no such file") from None
     except OSError as exc:

@@ -9,7 +9,6 @@
 from __future__ import annotations
 
 import argparse
-import re
 from pathlib import Path
 
 
@@ -26,20 +25,27 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "layer"
-
-
 def run(args: argparse.Namespace) -> int:
     from accelmap.cli import UsageError
     from accelmap.mapper.io import read_structured
+    from accelmap.workloads.io import file_stem
 
     src = Path(args.source)
     if not src.exists():
         raise FileNotFoundError(2, "No such file", str(src))
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise UsageError(f"--out {out}: a file, not a folder; give a folder to write into")
     written: list[Path] = []
+
+    def target(stem: str, suffix: str) -> Path:
+        """``out/<stem><suffix>``, numbered when an earlier file of this import took it."""
+        path, k = out / f"{file_stem(stem)}{suffix}", 2
+        while path in written:
+            path, k = out / f"{file_stem(stem)}_{k}{suffix}", k + 1
+        out.mkdir(parents=True, exist_ok=True)
+        return path
+
     if src.suffix.lower() == ".onnx":
         from accelmap.workloads.io import save_problem
         from accelmap.workloads.onnx_import import problems_from_onnx
@@ -51,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
                 raise UsageError(f"--dim {item!r}; expected NAME=VALUE with an integer value, e.g. batch=1")
             values[name] = int(value)
         for problem in problems_from_onnx(src, dim_values=values, word_bits=args.word_bits):
-            path = out / f"{_safe(problem.name)}.yaml"
+            path = target(problem.name, ".yaml")
             save_problem(problem, path)
             written.append(path)
     else:
@@ -60,14 +66,14 @@ def run(args: argparse.Namespace) -> int:
             from accelmap.workloads.io import load_problem, save_problem
 
             problem = load_problem(str(src))
-            path = out / f"{_safe(src.stem)}.accelmap.yaml"
+            path = target(src.stem, ".accelmap.yaml")
             save_problem(problem, path)
             written.append(path)
         elif isinstance(data, dict) and "architecture" in data:
             from accelmap.arch.io import load_arch, save_arch
 
             arch = load_arch(str(src), energy=args.energy)
-            path = out / f"{_safe(src.stem)}.accelmap.yaml"
+            path = target(src.stem, ".accelmap.yaml")
             save_arch(arch, path)
             written.append(path)
         else:

@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from accelmap.search.api import DEFAULT_BUDGET, NETWORK_DEFAULT_BUDGET
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -32,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic or anneal (default: anneal)")
     p.add_argument("--budget", type=int, default=None, metavar="N",
-                   help="evaluations per layer (default: 600000; 60000 per layer with --network; "
-                        "unlimited with --time)")
+                   help=f"evaluations per layer (default: {DEFAULT_BUDGET}; {NETWORK_DEFAULT_BUDGET} per layer "
+                        "with --network; unlimited with --time)")
     p.add_argument("--time", type=float, default=None, metavar="SECONDS",
                    help="wall-clock limit per layer in seconds")
     p.add_argument("--objective", default="edp", metavar="O",
@@ -114,14 +116,14 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give exactly one of LAYER or --network NET")
     from accelmap.cli.sweep import run_portfolio_cli, wants_portfolio
 
-    if wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)
-        return run_portfolio_cli(args)
     if args.budget is not None and args.budget < 1:
         raise UsageError(f"--budget {args.budget}; expected an int >= 1")
     if args.time is not None and not args.time > 0:
         raise UsageError(f"--time {args.time}; expected seconds > 0")
     if args.early_stop is not None and args.early_stop < 1:
         raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
+    if wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)
+        return run_portfolio_cli(args)
     searcher = args.searcher or DEFAULT_SEARCHER
     searchers.get(searcher)  # unknown name -> a "did you mean" error (exit 2)
     costmodels.get(args.model)

@@ -104,7 +104,8 @@ _PORTFOLIO_OPTIONS = ("workers", "seeds", "address", "backend", "rounds")
 
 
 def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
-    """Add ``--workers/--seeds/--address/--backend`` to the `accelmap search` parser."""
+    """Add ``--workers/--seeds/--address/--backend/--rounds`` (and ``--elites/--store/--no-store``,
+    which only a portfolio uses) to the `accelmap search` parser."""
     g = p.add_argument_group("portfolio (several searches of one layer at once, the best kept)")
     g.add_argument("--workers", type=int, default=None, metavar="N",
                    help="run a portfolio on N Ray workers: every searcher of --searcher (comma-"
@@ -118,7 +119,7 @@ def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--rounds", type=int, default=None, metavar="R",
                    help="split each member's budget into R rounds; between rounds the best "
                         "mappings of all members start every member's next search (default 1)")
-    g.add_argument("--elites", type=int, default=2, metavar="K",
+    g.add_argument("--elites", type=int, default=None, metavar="K",
                    help="with --rounds: mappings handed on between rounds (default 2)")
     g.add_argument("--store", default=None, metavar="PATH",
                    help="commit every member's result to this SQLite results store "
@@ -127,8 +128,17 @@ def add_portfolio_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def wants_portfolio(args: argparse.Namespace) -> bool:
-    """True when any portfolio option was given."""
-    return any(getattr(args, k, None) is not None for k in _PORTFOLIO_OPTIONS)
+    """True when any portfolio option was given. The options only a portfolio uses
+    (``--elites``, ``--store``, ``--no-store``) without one are a usage error."""
+    if any(getattr(args, k, None) is not None for k in _PORTFOLIO_OPTIONS):
+        return True
+    given = [f"--{k.replace('_', '-')}" for k in ("elites", "store", "no_store") if getattr(args, k, None)]
+    if given:
+        from accelmap.cli import UsageError
+
+        raise UsageError(f"{'/'.join(given)} apply to a portfolio only (--workers/--seeds/--address/--backend/"
+                         "--rounds); a single search writes its result.json and no results store")
+    return False
 
 
 def run_portfolio_cli(args: argparse.Namespace) -> int:
@@ -147,7 +157,7 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     from accelmap.workloads.io import load_problem
 
     if args.network is not None or args.layer is None:
-        raise UsageError("a portfolio (--workers/--seeds/--address/--backend) searches one LAYER; "
+        raise UsageError("a portfolio (--workers/--seeds/--address/--backend/--rounds) searches one LAYER; "
                          "for a network use `accelmap sweep` (docs/sweeps.md)")
     for opt, value in (("--checkpoint", args.checkpoint), ("--storage", args.storage),
                        ("--warm-start", getattr(args, "warm_start", None))):
@@ -159,6 +169,8 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--seeds {args.seeds}; expected an int >= 1")
     if args.rounds is not None and args.rounds < 1:
         raise UsageError(f"--rounds {args.rounds}; expected an int >= 1")
+    if args.elites is None:
+        args.elites = 2
     if args.elites < 1:
         raise UsageError(f"--elites {args.elites}; expected an int >= 1")
     backend = args.backend or "ray"

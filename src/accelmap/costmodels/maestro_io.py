@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelmap._files import read_text
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.aspect import (
     ClusterDirective,
@@ -72,7 +73,7 @@ class MaestroNetwork:
 
 def read_hardware(path: str | Path) -> MaestroHardware:
     p = Path(path)
-    return parse_hardware(p.read_text(), source=str(p))
+    return parse_hardware(read_text(p), source=str(p))
 
 
 def parse_hardware(text: str, *, source: str = "<hardware>") -> MaestroHardware:
@@ -108,7 +109,7 @@ _TOKEN = re.compile(r"//[^\n]*|/\*.*?\*/", re.S)
 
 def read_mapping(path: str | Path) -> MaestroNetwork:
     p = Path(path)
-    return parse_mapping(p.read_text(), source=str(p))
+    return parse_mapping(read_text(p), source=str(p))
 
 
 def _blocks(text: str, start: int) -> tuple[str, int]:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
+from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.systolic import Dataflow
 from accelmap.errors import SpecError
@@ -71,7 +72,7 @@ def read_config(path: str | Path) -> ScaleSimConfig:
         ``path`` does not exist.
     """
     path = Path(path)
-    text = path.read_text()
+    text = read_text(path)
     parser = configparser.ConfigParser()
     try:
         parser.read_string(text, source=str(path))

@@ -46,6 +46,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from accelmap._files import read_text
 from accelmap.errors import SpecError
 
 __all__ = [
@@ -360,7 +361,7 @@ def load_constraints(path: str | Path, *, arch: Any = None) -> Constraints:
 
     p = Path(path)
     try:
-        data = yaml.safe_load(p.read_text())
+        data = yaml.safe_load(read_text(p))
     except yaml.YAMLError as exc:
         raise SpecError(f"{p}: not valid YAML: {exc}") from None
     if isinstance(data, Mapping) and ("architecture_constraints" in data or "mapspace_constraints" in data):
@@ -389,7 +390,7 @@ def load_constraint_files(paths: Iterable[str | Path], *, problem: Any, arch: An
     for path in paths:
         p = Path(path)
         try:
-            data = yaml.safe_load(p.read_text())
+            data = yaml.safe_load(read_text(p))
         except yaml.YAMLError as exc:
             raise SpecError(f"{p}: not valid YAML: {exc}") from None
         if isinstance(data, Mapping) and any(k in data for k in ("architecture_constraints", "mapspace_constraints",

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
 from accelmap.mapper.mapping import Mapping
@@ -41,7 +42,7 @@ _LEVEL_KEYS = ("level", "temporal", "spatial_x", "spatial_y", "order", "keep")
 def read_structured(path: str | Path) -> Any:
     """Parse a YAML or JSON file; a syntax error becomes a `SpecError` naming file and line."""
     p = Path(path)
-    text = p.read_text()
+    text = read_text(p)
     try:
         if p.suffix.lower() == ".json":
             return json.loads(text)

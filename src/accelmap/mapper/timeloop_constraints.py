@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
 from accelmap.mapper.constraints import Constraints, FactorRule, KeepRule, OrderRule, Slot, SpatialRule
@@ -300,7 +301,7 @@ def load_timeloop_constraints(
     for p in paths:
         p = Path(p)
         try:
-            docs.append(yaml.safe_load(p.read_text()))
+            docs.append(yaml.safe_load(read_text(p)))
         except yaml.YAMLError as exc:
             raise SpecError(f"{p}: not valid YAML: {exc}") from None
         names.append(str(p))

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap._files import read_text
 from accelmap.arch.spec import Arch, StorageLevel
 from accelmap.errors import SpecError
 from accelmap.parallel.backend import Backend, Outcome, SerialBackend
@@ -271,7 +272,7 @@ def load_sweep(path: str | Path) -> Sweep:
     import yaml
 
     p = Path(path)
-    text = p.read_text()
+    text = read_text(p)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -443,7 +443,9 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         first = members[0]
         ck = None
         if checkpoint_dir is not None:
-            ck = Path(checkpoint_dir) / f"{i:03d}-{_safe(first.name)}.ckpt"
+            from accelmap.workloads.io import file_stem
+
+            ck = Path(checkpoint_dir) / f"{i:03d}-{file_stem(first.name)}.ckpt"
         r = search(first, arc, checkpoint=ck, **kwargs)
         results.append(r)
         repeats.append(sum(int(getattr(p, "repeat", 1)) for p in members))
@@ -457,7 +459,3 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     return NetworkResult(network=name, arch=getattr(arc, "name", str(arc)), layers=tuple(results),
                          repeats=tuple(repeats), names=tuple(names), n_distinct=len(groups),
                          elapsed_s=round(time.perf_counter() - t0, 3), config=cfg)
-
-
-def _safe(s: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_." else "_" for c in s)

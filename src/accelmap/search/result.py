@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from accelmap._files import read_text
 from accelmap.mapper.mapping import Mapping
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -264,7 +265,7 @@ class SearchResult:
 
     @staticmethod
     def load(path: str | Path) -> SearchResult:
-        return SearchResult.from_dict(json.loads(Path(path).read_text()))
+        return SearchResult.from_dict(json.loads(read_text(path)))
 
     def summary(self) -> str:
         """One line: problem, arch, best metrics, evaluations, time."""

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -52,6 +53,7 @@ __all__ = [
     "save_problem",
     "load_problem",
     "read_spec_file",
+    "file_stem",
 ]
 
 FORMAT_VERSION = 1
@@ -95,6 +97,13 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
             ],
         },
     }
+
+
+def file_stem(name: str) -> str:
+    """A layer or file name as a safe file-name stem: runs of characters other than
+    letters, digits, ``_``, ``.`` and ``-`` become ``_`` (``"block/conv 1"`` ->
+    ``"block_conv_1"``); ``"layer"`` when nothing is left."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "layer"
 
 
 def save_problem(problem: Problem, path: str | Path) -> None:

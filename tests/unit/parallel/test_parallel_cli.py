@@ -98,3 +98,9 @@ def test_search_portfolio_serial(tmp_path, capsys):
     assert main(["search", "--network", "resnet50", "--arch", "eyeriss-like", "--workers", "2"]) == 2
     assert "use `accelmap sweep`" in capsys.readouterr().err
     assert main(["search", "resnet50/fc", "--arch", "eyeriss-like", "--backend", "serial", "--address", "auto"]) == 2
+    capsys.readouterr()
+    # options only a portfolio uses are refused without one (they would be ignored)
+    for extra in (["--store", str(tmp_path / "s.sqlite")], ["--no-store"], ["--elites", "5"]):
+        assert main(["search", "resnet50/fc", "--arch", "eyeriss-like", "--budget", "50", *extra]) == 2
+        assert "apply to a portfolio only" in capsys.readouterr().err
+    assert not (tmp_path / "s.sqlite").exists()
