@@ -666,15 +666,12 @@ class MapSpace:
         return order
 
     def _free_orders(self, x: IntArray, lv: int) -> IntArray:
-        """(n, m) the free dims of level lv in loop order (outermost first) for encoded vectors."""
+        """(n, m) the free dims of level lv in loop order (outermost first) for encoded
+        vectors, for a level with more free loops than the order tables hold (smaller
+        levels are decoded through the tables)."""
         free = self._order_free[lv]
         m = len(free)
         digits = x[:, self._order_cols[lv]]
-        if m < 2:
-            return np.broadcast_to(free, (len(x), m)).copy()
-        if m <= _PERM_TABLE_MAX_M:
-            w = np.array([math.factorial(m - 1 - i) for i in range(m - 1)], dtype=np.int64)
-            return free[self._perms_by_m[m][digits @ w]]
         full = np.concatenate([digits, np.zeros((len(x), 1), dtype=np.int64)], axis=1)
         return free[_lehmer_decode(full, np.arange(m, dtype=np.int64))]
 

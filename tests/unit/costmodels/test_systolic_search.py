@@ -7,6 +7,7 @@ import pytest
 
 from accelmap.arch.presets import preset, systolic_array
 from accelmap.costmodels.systolic import (
+    _DEFAULT_AXES,
     Dataflow,
     SystolicModel,
     scalesim_mapping,
@@ -14,6 +15,7 @@ from accelmap.costmodels.systolic import (
     variant_seeds,
 )
 from accelmap.mapper.constraints import Constraints, KeepRule
+from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace
 from accelmap.search.api import search
 from accelmap.workloads.builders import conv2d, matmul, pointwise
@@ -29,15 +31,9 @@ ARRAYS = {"32x32": lambda: systolic_array(32, 32), "16x8": lambda: systolic_arra
 def _scalesim_best(problem, arch, key):
     """Best cycles / EDP of SCALE-Sim's own OS, WS and IS mappings."""
     model = SystolicModel()
-    m = model.evaluate(problem, arch, _concat([scalesim_mapping(problem, arch, df) for df in Dataflow]))
+    m = model.evaluate(problem, arch, MappingBatch.concat([scalesim_mapping(problem, arch, df) for df in Dataflow]))
     assert m.valid.all()
     return float(np.min(m.cycles if key == "cycles" else m.cycles * m.energy_pj))
-
-
-def _concat(batches):
-    from accelmap.mapper.mapping import MappingBatch
-
-    return MappingBatch.concat(batches)
 
 
 @pytest.mark.parametrize("layer", sorted(LAYERS))
@@ -68,12 +64,15 @@ def test_seeds_reproduce_scalesim_where_the_bounds_divide():
 
     problem, arch = layer("resnet50/conv3_1"), preset("systolic")
     model = SystolicModel()
+    compared = 0
     for v in systolic_variants(problem, arch):
-        if (v.row_class, v.col_class) != {Dataflow.OS: (0, 1), Dataflow.WS: (2, 1), Dataflow.IS: (2, 0)}[v.dataflow]:
+        if (v.row_class, v.col_class) != _DEFAULT_AXES[v.dataflow]:  # SCALE-Sim's own row/column classes
             continue
         ours = model.stats(problem, arch, variant_seeds(problem, arch, v)).total_cycles[0]
         ref = model.stats(problem, arch, scalesim_mapping(problem, arch, v.dataflow)).total_cycles[0]
         assert ours == ref
+        compared += 1
+    assert compared == len(Dataflow)  # one default variant per dataflow
 
 
 @pytest.mark.parametrize("array", sorted(ARRAYS))
