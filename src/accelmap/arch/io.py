@@ -96,18 +96,21 @@ class _Loader(yaml.SafeLoader):
     """
 
 
-_Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:float",
-    re.compile(
-        r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
-        |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
-        |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
-        |[-+]?\.(?:inf|Inf|INF)
-        |\.(?:nan|NaN|NAN))$""",
-        re.X,
-    ),
-    list("-+0123456789."),
+class _Dumper(yaml.SafeDumper):
+    """Safe YAML dumper that quotes every string `_Loader` would read as a float (``"0E0"``),
+    so that saved files load back unchanged."""
+
+
+_FLOAT_12 = re.compile(
+    r"""^(?:[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?(?:[0-9][0-9_]*)(?:[eE][-+]?[0-9]+)
+    |\.[0-9_]+(?:[eE][-+]?[0-9]+)?
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN))$""",
+    re.X,
 )
+for _cls in (_Loader, _Dumper):
+    _cls.add_implicit_resolver("tag:yaml.org,2002:float", _FLOAT_12, list("-+0123456789."))
 
 
 def read_arch_tree(path: str | Path) -> Any:
@@ -201,7 +204,7 @@ def save_arch(arch: Arch, path: str | Path) -> None:
     if p.suffix.lower() == ".json":
         p.write_text(json.dumps(data, indent=2) + "\n")
     else:
-        p.write_text(yaml.safe_dump(data, sort_keys=False))
+        p.write_text(yaml.dump(data, Dumper=_Dumper, sort_keys=False))
 
 
 # --- parsing -------------------------------------------------------------------------------

@@ -118,7 +118,7 @@ class _Compiled:
     # (level, tensor) pairs whose tile footprint is needed: every level >= 1 that may keep
     # the tensor (deliveries), and any capped level that may keep it (capacity).
     pairs: tuple[tuple[int, int], ...]
-    output_size: int  # product of the output's coordinate spans over the whole problem
+    output_size: int  # words of the output tensor (Problem.tensor_sizes)
     read_limited: tuple[bool, ...]  # per level: a finite read bandwidth
     write_limited: tuple[bool, ...]  # per level: a finite write bandwidth
     output_dims: tuple[int, ...] | None  # the output's coordinate dims when each is one dim, coefficient 1
@@ -154,9 +154,7 @@ def _compile(problem: Problem, arch: Arch) -> _Compiled:
                         for lv in arch.levels], dtype=np.float64)
     write_bw = np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
                          for lv in arch.levels], dtype=np.float64)
-    output_size = 1
-    for terms in coords[problem.output_index]:
-        output_size *= 1 + sum(a * (int(problem.bounds[d]) - 1) for d, a in terms)
+    output_size = int(problem.tensor_sizes()[problem.output_index])
     return _Compiled(
         n_tensors=T,
         macs=problem.macs,

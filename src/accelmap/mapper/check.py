@@ -13,7 +13,7 @@ import numpy as np
 
 from accelmap._typing import BoolArray, IntArray
 from accelmap.arch.spec import Arch
-from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.mapper.mapping import Mapping, MappingBatch, tiles_from_factors
 from accelmap.workloads.problem import Problem
 
 __all__ = ["Reason", "BatchCheck", "check_batch", "validate", "render_loop_nest"]
@@ -102,7 +102,7 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
     fan_bad = (used_x > fanouts[None, :, 0]) | (used_y > fanouts[None, :, 1])  # (n, L)
     mark(fan_bad.any(axis=1), Reason.FANOUT, np.argmax(fan_bad, axis=1))
 
-    need = _need_words(problem, _tiles(fac), keep)  # (n, L)
+    need = _need_words(problem, tiles_from_factors(fac), keep)  # (n, L)
     cap_bad = need > arch.capacities_words[None]
     mark(cap_bad.any(axis=1), Reason.CAPACITY, np.argmax(cap_bad, axis=1))
     return BatchCheck(reason == 0, reason, level)
@@ -132,15 +132,6 @@ def permutation_rows(order: IntArray) -> BoolArray:
     return (acc == (1 << D) - 1).reshape(n, L)
 
 
-def _tiles(fac: IntArray) -> IntArray:
-    """(n, L, D) tiles from (n, L, D) factors: ``MappingBatch.tiles`` one level at a time."""
-    tiles = np.empty_like(fac)
-    tiles[:, -1] = fac[:, -1]
-    for lv in range(fac.shape[1] - 2, -1, -1):
-        np.multiply(tiles[:, lv + 1], fac[:, lv], out=tiles[:, lv])
-    return tiles
-
-
 def _need_words(problem: Problem, tiles: IntArray, keep: BoolArray) -> IntArray:
     """(n, L) footprints of the kept tiles summed per level (tensor by tensor, int64)."""
     fp = problem.footprint(tiles)  # (n, L, T)
@@ -155,7 +146,7 @@ def capacity_need_words(problem: Problem, batch: MappingBatch) -> IntArray:
 
     Input tiles include the sliding-window halo (see `Problem.footprint`).
     """
-    return _need_words(problem, _tiles(batch.factors()), batch.keep)
+    return _need_words(problem, batch.tiles(), batch.keep)
 
 
 def validate(problem: Problem, arch: Arch, mapping: Mapping, *, allow_padding: bool = False) -> list[str]:

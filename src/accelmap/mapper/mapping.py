@@ -24,7 +24,18 @@ import numpy as np
 from accelmap._typing import BoolArray, IntArray
 from accelmap.errors import SpecError
 
-__all__ = ["Mapping", "MappingBatch"]
+__all__ = ["Mapping", "MappingBatch", "tiles_from_factors"]
+
+
+def tiles_from_factors(fac: IntArray) -> IntArray:
+    """(n, L, D) tiles from (n, L, D) per-level factors: ``tiles[:, l] = prod_{l' >= l}
+    fac[:, l']`` (a reversed cumulative product, one level at a time: faster than
+    ``np.cumprod`` over the reversed axis)."""
+    tiles = np.empty_like(fac)
+    tiles[:, -1] = fac[:, -1]
+    for lv in range(fac.shape[1] - 2, -1, -1):
+        np.multiply(tiles[:, lv + 1], fac[:, lv], out=tiles[:, lv])
+    return tiles
 
 
 _FIELDS = ("temporal", "spatial", "order", "keep")
@@ -183,8 +194,7 @@ class MappingBatch:
 
         ``tiles[:, l] = prod_{l' >= l} factors[:, l']`` (a reversed cumulative product).
         """
-        f = self.factors()
-        return np.cumprod(f[:, ::-1], axis=1)[:, ::-1]
+        return tiles_from_factors(self.factors())
 
     def spatial_used(self) -> IntArray:
         """(n, n_levels, 2) instances used below each level along X and Y."""

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset
+from accelmap.costmodels import loopnest
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.check import check_batch
 from accelmap.mapper.mapping import MappingBatch
@@ -25,7 +26,16 @@ CASES = [
 
 
 @pytest.mark.parametrize(("arch_name", "problem"), CASES, ids=[c[0] for c in CASES])
-def test_clean_batches_match_check_batch_and_scalar(arch_name, problem) -> None:
+def test_clean_batches_match_check_batch_and_scalar(arch_name, problem, monkeypatch) -> None:
+    taken = []  # what the cheaper legality pass returned, chunk by chunk (None: not taken)
+    fast_ok = loopnest._fast_ok
+
+    def spy(*args):
+        out = fast_ok(*args)
+        taken.append(out)
+        return out
+
+    monkeypatch.setattr(loopnest, "_fast_ok", spy)
     arch = preset(arch_name)
     rng = np.random.default_rng(5)
     space = MapSpace(problem, arch)
@@ -33,6 +43,7 @@ def test_clean_batches_match_check_batch_and_scalar(arch_name, problem) -> None:
     batch = MappingBatch.concat([space.sample(300, rng), space.sample_valid(60, rng)])
     model = LoopNestModel()
     m = model.evaluate(problem, arch, batch)
+    assert taken and all(t is not None for t in taken)  # the shortcut ran on every chunk
     ref = check_batch(problem, arch, batch)
     assert np.array_equal(m.valid, ref.valid)
     assert np.array_equal(m.reason, ref.reason)
