@@ -52,3 +52,23 @@ def test_clean_batches_match_check_batch_and_scalar(arch_name, problem, monkeypa
     rows = np.flatnonzero(m.valid)[:12].tolist() + np.flatnonzero(~m.valid)[:3].tolist()
     for i in rows:
         assert_metrics_equal(m.take([i]), model.evaluate_one(problem, arch, batch[i]), what=f"row {i}")
+
+
+def test_rows_past_the_first_chunk_keep_their_places() -> None:
+    """A batch of more than two chunks, legal and illegal rows mixed: every chunk's reasons
+    and counts land on its own rows (the same as evaluating those rows alone)."""
+    arch, problem = preset("eyeriss-like"), conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3)
+    rng = np.random.default_rng(11)
+    space = MapSpace(problem, arch)
+    n = 2 * loopnest._CHUNK_ROWS + 500
+    batch = MappingBatch.concat([space.sample(n - 400, rng), space.sample_valid(400, rng)])
+    order = rng.permutation(n)  # legal rows spread over every chunk
+    batch = batch.take(order)
+    model = LoopNestModel()
+    m = model.evaluate(problem, arch, batch)
+    ref = check_batch(problem, arch, batch)
+    assert np.array_equal(m.reason, ref.reason) and np.array_equal(m.reason_level, ref.level)
+    tail = np.arange(2 * loopnest._CHUNK_ROWS, n)
+    alone = model.evaluate(problem, arch, batch.take(tail))
+    assert m.valid[tail].any()
+    assert_metrics_equal(m.take(tail), alone, what="rows of the third chunk")
