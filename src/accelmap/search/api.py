@@ -10,6 +10,7 @@ this subpackage and, because the package module is callable, this function::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any
 
 from accelmap._registry import costmodels, searchers
 from accelmap.errors import SpecError
+from accelmap.search.base import Cap
 from accelmap.search.driver import Driver, DriverOptions
 from accelmap.search.objectives import ObjectiveSpec, parse_objective
 from accelmap.search.result import SearchResult, versions
@@ -31,6 +33,7 @@ __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEF
 DEFAULT_SEARCHER = "anneal"
 DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
 NETWORK_DEFAULT_BUDGET = 150_000  # per distinct layer of a network search (ResNet-50: ~19-25 CPU s)
+NETWORK_EXACT_TIME_S = 60.0  # per distinct layer of an exact network search without --time or --budget
 
 
 def _problem(problem: Any) -> Any:
@@ -81,14 +84,27 @@ def build_space(problem: Any, arch: Any, constraints: Any = None, *, allow_paddi
     return MapSpace(problem, arch, constraints, allow_padding=allow_padding)
 
 
-def _lower_bound(space: Any) -> dict[str, float] | None:
+def _lower_bound(space: Any, model_name: str = "", objective: ObjectiveSpec | None = None
+                 ) -> tuple[dict[str, float] | None, str]:
+    """The tightest cheap lower bound of the space and what produced it.
+
+    On the loopnest model: the exact mapper's root bound (`accelmap.search.exact.root_bound`,
+    proven for every mapping of the space, a fraction of a second). Otherwise compulsory
+    traffic at full utilization (`MapSpace.lower_bounds`).
+    """
+    if model_name == "loopnest" and objective is not None and not objective.is_pareto and hasattr(space, "_tables"):
+        from accelmap.search.exact import root_bound
+
+        rb = root_bound(space, objective)
+        if rb is not None:
+            return rb, "loopnest-root"
     fn = getattr(space, "lower_bounds", None)
     if fn is None:
-        return None
+        return None, "none"
     lb = fn()
     cycles = float(getattr(lb, "min_compute_cycles", math.nan))
     energy = float(getattr(lb, "min_energy_pj", math.nan))
-    return {"cycles": cycles, "energy_pj": energy, "edp": cycles * energy}
+    return {"cycles": cycles, "energy_pj": energy, "edp": cycles * energy}, "compulsory"
 
 
 def _model(model: Any) -> tuple[Any, str]:
@@ -117,11 +133,13 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     model
         Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance.
     searcher
-        ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"`` or ``"exhaustive"``
-        (any name registered under ``accelmap.searchers``).
+        ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"``, ``"exhaustive"`` or
+        ``"exact"`` (branch and bound on the loopnest model: the result says whether it is
+        ``proven_optimal`` and carries the certified bound; `accelmap.search.exact`), or any
+        name registered under ``accelmap.searchers``.
     budget
         Evaluations (mappings scored). None: ``DEFAULT_BUDGET`` (1,000,000) when no time limit is given (the
-        whole space for ``exhaustive``), unlimited when ``time_limit_s`` is given.
+        whole space for ``exhaustive``, until proven for ``exact``), unlimited when ``time_limit_s`` is given.
     time_limit_s
         Wall-clock limit in seconds.
     objective
@@ -187,7 +205,6 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     resuming = checkpoint is not None and Path(checkpoint).exists()
     variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
     if variants is not None and space is None and checkpoint is None:
-        import dataclasses
         import time
 
         t_plan = time.perf_counter()
@@ -203,10 +220,19 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         per = max(1000, int(0.05 * budget)) if budget is not None else 10_000
         initial, n_pre, info = _dataflow_seeds(prob, arc, ms, cost, obj, seed, per, cons, allow_padding)
         extra["warm_start_runs"] = info
+    if Cap.SOLVER in getattr(searcher_cls, "capabilities", frozenset()):
+        if checkpoint is not None or warm_start is not None or early_stop is not None:
+            raise SpecError(f"searcher {searcher} runs to a proof or a limit: it takes no checkpoint, warm_start "
+                            "or early_stop (give a time limit or a budget instead)")
+        return searcher_cls.run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
+                                seed=seed, budget=budget, time_limit_s=time_limit_s, options=opts,
+                                progress=progress, config=extra)
+    bound, kind = _lower_bound(ms, model_name, obj)
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
-                    config=extra, lower_bound=_lower_bound(ms), initial=initial, initial_evaluations=n_pre)
-    return driver.run()
+                    config=extra, lower_bound=bound, initial=initial, initial_evaluations=n_pre)
+    result = driver.run()
+    return dataclasses.replace(result, bound_kind=kind) if bound is not None else result
 
 
 def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: ObjectiveSpec, seed: int,
@@ -341,6 +367,27 @@ class NetworkResult:
     def edp(self) -> float:
         return self.cycles * self.energy_pj
 
+    @property
+    def n_proven(self) -> int:
+        """Distinct layers whose mapping an exact search proved optimal."""
+        return sum(1 for r in self.layers if r.proven_optimal)
+
+    def certified_gap(self) -> float | None:
+        """The gap of the layer objectives summed over the network (each layer weighted by its
+        repeat): sum(best) / sum(certified lower bound) - 1; 0 when every layer is proven,
+        None when a layer has no bound. Each layer is searched for its own objective, so this
+        is the gap of what the network search minimises."""
+        best = lbs = 0.0
+        for r, k in zip(self.layers, self.repeats, strict=False):
+            lb = r.objective_lower_bound() if not r.proven_optimal else r.best_objective
+            if lb is None or not math.isfinite(r.best_objective):
+                return None
+            best += k * r.best_objective
+            lbs += k * lb
+        if not lbs > 0:
+            return None
+        return max(best / lbs - 1.0, 0.0)
+
     def table(self) -> str:
         """A per-layer table with network totals."""
         head = f"{'layer':<28}{'x':>4}{'cycles':>16}{'energy pJ':>18}{'EDP':>13}{'gap EDP':>9}{'evals':>9}{'s':>7}"
@@ -354,6 +401,10 @@ class NetworkResult:
         rows.append("-" * len(head))
         rows.append(f"{'total (x repeat)':<28}{sum(self.repeats):>4}{self.cycles:>16,.0f}{self.energy_pj:>18,.1f}"
                     f"{self.edp:>13.4g}{'':>9}{sum(r.n_evaluations for r in self.layers):>9,}{self.elapsed_s:>7.1f}")
+        if any(r.bound_kind == "exact" for r in self.layers):
+            cg = self.certified_gap()
+            rows.append(f"proven optimal: {self.n_proven} of {len(self.layers)} distinct layers; certified gap of the "
+                        f"summed layer objectives: {'-' if cg is None else f'{cg:.2%}'}")
         return "\n".join(rows)
 
     def to_dict(self) -> dict[str, Any]:
@@ -362,7 +413,8 @@ class NetworkResult:
             "totals": {"cycles": self.cycles, "energy_pj": self.energy_pj, "edp": self.edp,
                        "layers": sum(self.repeats), "distinct_layers": self.n_distinct or len(self.layers),
                        "searched_layers": len(self.layers),
-                       "complete": self.complete},
+                       "complete": self.complete, "proven_layers": self.n_proven,
+                       "certified_gap": self.certified_gap()},
             "layers": [dict(r.to_dict(), repeat=k, names=list(n))
                        for r, k, n in zip(self.layers, self.repeats, self.names or [()] * len(self.layers), strict=False)],
             "elapsed_s": self.elapsed_s, "config": self.config, "versions": dict(self.versions),
@@ -410,7 +462,8 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         Directory for one checkpoint file per layer (resumable network searches).
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
-        layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given).
+        layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given;
+        for ``searcher="exact"`` a time limit of ``NETWORK_EXACT_TIME_S``, 60 s, per layer instead).
 
     Layers with the same shape (dims and tensors) are searched once; their occurrences
     (``Problem.repeat`` and duplicates in the list) weight the totals.
@@ -433,7 +486,10 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         raise SpecError(f"network {name}: no layers to search")
     arc = _arch(arch, kwargs.pop("energy", None))
     if kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
-        kwargs["budget"] = NETWORK_DEFAULT_BUDGET
+        if kwargs.get("searcher") == "exact":
+            kwargs["time_limit_s"] = NETWORK_EXACT_TIME_S
+        else:
+            kwargs["budget"] = NETWORK_DEFAULT_BUDGET
     groups: dict[tuple[Any, ...], list[Any]] = {}
     for p in layers:
         groups.setdefault(_shape_key(p), []).append(p)

@@ -44,6 +44,7 @@ class Cap(str, Enum):
     SEEDABLE = "seedable"  # same seed -> same proposals
     CHECKPOINT = "checkpoint"  # state_dict()/load_state_dict() resume to the same result
     FINITE = "finite"  # may run out of proposals (done = True) before the budget
+    SOLVER = "solver"  # owns its loop over the space and the cost model (`run`), no ask/tell
 
 
 @runtime_checkable

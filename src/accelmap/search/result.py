@@ -141,7 +141,19 @@ class SearchResult:
     invalid_reasons
         Histogram of why rejected mappings were illegal (``"capacity@GLB": 1234``).
     lower_bound
-        The MapSpace lower bound used for the gap (``cycles``, ``energy_pj``, ``edp``) or None.
+        Lower bounds of ``cycles``, ``energy_pj`` and ``edp`` over the whole space (each a
+        bound of its own metric; an exact search adds ``objective``, its certified bound of
+        the objective), or None.
+    proven_optimal
+        True only when an exact search covered or cut the whole space: no mapping of the
+        space beats ``best``.
+    bound_kind
+        What produced ``lower_bound``: ``"exact"`` (an exact search's certified bound),
+        ``"loopnest-root"`` (the exact mapper's root bound on the loopnest model),
+        ``"compulsory"`` (compulsory traffic and full utilization) or ``"none"``.
+    certificate
+        For an exact search: nodes explored and cut, mappings evaluated, the certified
+        lower bound and gap, the time and why it stopped (`accelmap.search.exact.Certificate`).
     config
         Every option of the search (budget, time limit, seed, searcher options, ...).
     seed
@@ -167,6 +179,9 @@ class SearchResult:
     stop_reason: str = "budget"
     invalid_reasons: dict[str, int] = field(default_factory=dict)
     lower_bound: dict[str, float] | None = None
+    proven_optimal: bool = False
+    bound_kind: str = "compulsory"
+    certificate: dict[str, Any] | None = None
     config: dict[str, Any] = field(default_factory=dict)
     seed: int = 0
     versions: dict[str, str] = field(default_factory=versions)
@@ -195,6 +210,25 @@ class SearchResult:
             if lb and lb > 0 and math.isfinite(lb):
                 out[key] = float(self.best_metrics[key]) / lb
         return out
+
+    def objective_lower_bound(self) -> float | None:
+        """The lower bound of the objective: an exact search's certified one, else the bound
+        of the metric the objective names (None when there is none)."""
+        if not self.lower_bound:
+            return None
+        if "objective" in self.lower_bound:
+            return float(self.lower_bound["objective"])
+        key = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}.get(self.objective.name)
+        return float(self.lower_bound[key]) if key and key in self.lower_bound else None
+
+    def certified_gap(self) -> float | None:
+        """best objective / its lower bound - 1 (0.0 when proven optimal; None without a bound)."""
+        if self.proven_optimal:
+            return 0.0
+        lb = self.objective_lower_bound()
+        if lb is None or not lb > 0 or not math.isfinite(self.best_objective):
+            return None
+        return max(self.best_objective / lb - 1.0, 0.0)
 
     # JSON ------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -226,6 +260,9 @@ class SearchResult:
             "stop_reason": self.stop_reason,
             "invalid_reasons": dict(self.invalid_reasons),
             "lower_bound": self.lower_bound,
+            "proven_optimal": self.proven_optimal,
+            "bound_kind": self.bound_kind,
+            "certificate": self.certificate,
             "gap": self.gap(),
             "config": self.config,
             "seed": self.seed,
@@ -248,6 +285,9 @@ class SearchResult:
             n_evaluations=int(d.get("n_evaluations", 0)), n_valid=int(d.get("n_valid", 0)),
             elapsed_s=float(d.get("elapsed_s", 0.0)), stop_reason=d.get("stop_reason", "budget"),
             invalid_reasons=dict(d.get("invalid_reasons", {})), lower_bound=d.get("lower_bound"),
+            proven_optimal=bool(d.get("proven_optimal", False)),
+            bound_kind=str(d.get("bound_kind", "compulsory" if d.get("lower_bound") else "none")),
+            certificate=d.get("certificate"),
             config=dict(d.get("config", {})), seed=int(d.get("seed", 0)),
             versions=dict(d.get("versions", {})),
             best_mapping_json=best["mapping"] if best else None,
@@ -273,4 +313,5 @@ class SearchResult:
             return f"{self.problem} on {self.arch}: no legal mapping found in {self.n_evaluations:,} evaluations"
         return (f"{self.problem} on {self.arch}: cycles {self.cycles:,.0f}, energy {self.energy_pj:,.1f} pJ, "
                 f"EDP {self.edp:.4g} ({self.searcher}, {self.n_evaluations:,} evaluations, "
-                f"{self.elapsed_s:.1f} s, stopped: {self.stop_reason})")
+                f"{self.elapsed_s:.1f} s, stopped: {self.stop_reason})"
+                + (" - proven optimal" if self.proven_optimal else ""))

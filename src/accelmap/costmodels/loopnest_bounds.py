@@ -1,0 +1,327 @@
+"""Admissible lower bounds of the ``loopnest`` model on partial mappings.
+
+A *partial mapping* fixes, for one keep pattern, every factor (temporal, spatial X and Y) at
+the levels ``k .. L-1`` (the inner levels) and leaves the outer levels ``0 .. k-1`` open:
+what is known of them per dim is the range of the product of their factors over the
+completions still allowed (``outer_min`` / ``outer_max``, and ``outer_tmin`` for the temporal
+factors alone). Loop orders may be fixed at some levels (the exact mapper fixes them last).
+:func:`partial_bounds` returns, for a batch of such partial mappings, a lower bound of the
+energy and of the cycles that the model (`accelmap.costmodels.loopnest`) gives *any*
+completion, and whether any completion can be legal.
+
+Notation as in the model's docstring: ``F_c`` the words delivered into one instance of level
+``c`` (eq. D), ``X(c) = inst[c] F_c`` the deliveries over all instances, ``S_c`` the tile's
+footprint, ``n_j`` the bound of loop ``j``, ``G_{p,c} = prod_{l=p}^{c-1} distinct_l`` (eq. S).
+For a tensor ``t`` a *jump dim* is the only moving dim of some coordinate of ``t`` (``K`` and
+``C`` of a convolution's weights, say); the other coordinates slide (``stride*P + R``).
+
+Why each bound holds, for every order of every loop:
+
+1. **Jump loops reload the whole tile.** Let ``J*`` be the innermost active loop above ``c``
+   over a jump dim of ``t``. For a loop ``j`` at or outside ``J*`` the step of eq. D moves a
+   jump coordinate by at least its span: the loop's own stride is a positive multiple of the
+   tile extent, and the inner loops of the same dim move back by strides that sum to less
+   than it (each inner stride is at most half the next outer one); a loop over another dim
+   moves that coordinate back by a whole inner stride. So ``Delta_j = S_c``, and summing the
+   terms of eq. D up to ``J*`` (the prefix products telescope) gives
+   ``F_c >= S_c prod_{j <= J*} n_j``; the loops inside ``J*`` add terms >= 0. This is
+   equality for tensors without sliding coordinates.
+2. **Orders are relaxed per level.** ``prod_{j <= J*} n_j`` is every loop of the levels
+   above the level ``l*`` of ``J*``, times the loops of ``l*`` ordered before ``J*``; the
+   fewest are the jump loops of ``t`` themselves (irrelevant loops placed innermost), unless
+   the level's order is fixed. The outer levels' loops multiply, with their spatial
+   factors, to the outer product of each dim, so the unknown split between temporal and
+   spatial factors cancels in ``X(c)``.
+3. **Unknown tiles are at least the known ones.** A tile of an outer level contains the tile
+   of level ``k``: its footprint, and so the capacity it needs, is at least that of
+   ``tile[k]``, and a jump coordinate's span over the tile times the number of tiles along
+   it is at least the dim's whole (padded) extent.
+4. **Multicast and reduction.** ``distinct_l`` is the product over coordinates of the number
+   of distinct offsets, at least the largest spatial factor among a coordinate's dims
+   (exact for one-dim coordinates); unknown levels count 1, and where a bound divides by
+   the instances, the unknown levels' spatial factors of non-jump dims are bounded by their
+   fanout.
+5. **Energy and cycles.** Energy charges ``ceil(count / block)`` accesses, at least
+   ``count / block``; the output's first reads and fills (``part``) are subtracted with an
+   upper bound of ``part``. Cycles are at least the temporal steps (every temporal factor
+   of the known levels times the smallest outer temporal product) and at least the padded
+   MACs over the most instances the partial mapping can use.
+
+The bounds are property-tested against the model on sampled mappings, and the exact mapper
+that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.arch.spec import Arch
+from accelmap.workloads.problem import Problem
+
+__all__ = ["BoundModel", "partial_bounds"]
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BoundModel:
+    """What the bounds need of one (problem, arch, keep pattern), computed once."""
+
+    L: int
+    D: int
+    T: int
+    keep: BoolArray  # (L, T)
+    pairs: tuple[tuple[int, int, int], ...]  # (tensor, parent level p, child level c or L)
+    jump: BoolArray  # (T, D) jump dims of each tensor
+    coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...]  # per tensor: (dims, coefs) of moving coords
+    sliding: tuple[tuple[int, ...], ...]  # per tensor: indices into coords with >= 2 dims
+    coef_fp: IntArray  # (T, C, D) footprint coefficients (Problem.coefficients)
+    output: int
+    out_simple: bool  # every output coordinate is one dim with coefficient 1
+    out_dims: BoolArray  # (D,) dims indexing the output
+    read_pj_word: FloatArray  # (L,) read energy per word (per access / block)
+    write_pj_word: FloatArray  # (L,)
+    fan_x: IntArray  # (L,)
+    fan_y: IntArray  # (L,)
+    fan: IntArray  # (L,) X*Y
+    capacity: FloatArray  # (L,) inf = unbounded
+    mac_energy_pj: float
+    n_macs: int
+
+    @staticmethod
+    def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
+        coef = problem.coefficients
+        T, C, D = coef.shape
+        L = arch.n_levels
+        big = problem.bounds > 1
+        jump = np.zeros((T, D), dtype=bool)
+        coords: list[tuple[tuple[IntArray, IntArray], ...]] = []
+        sliding: list[tuple[int, ...]] = []
+        for t in range(T):
+            cs = []
+            sl = []
+            for c in range(C):
+                dims = np.flatnonzero((coef[t, c] > 0) & big)
+                if len(dims) == 0:
+                    continue
+                if len(dims) == 1:
+                    jump[t, dims[0]] = True
+                else:
+                    sl.append(len(cs))
+                cs.append((dims.astype(np.int64), coef[t, c, dims].astype(np.int64)))
+            coords.append(tuple(cs))
+            sliding.append(tuple(sl))
+        keep = np.asarray(keep, dtype=bool)
+        pairs = []
+        for t in range(T):
+            keepers = [lv for lv in range(L) if keep[lv, t]]
+            for i, p in enumerate(keepers):
+                pairs.append((t, p, keepers[i + 1] if i + 1 < len(keepers) else L))
+        o = problem.output_index
+        out_simple = all(len(d) == 1 and int(a[0]) == 1 for d, a in coords[o])
+        block = np.array([lv.block_words for lv in arch.levels], dtype=np.float64)
+        return BoundModel(
+            L=L, D=D, T=T, keep=keep, pairs=tuple(pairs), jump=jump, coords=tuple(coords),
+            sliding=tuple(sliding), coef_fp=coef, output=o, out_simple=out_simple,
+            out_dims=problem.relevance[o].copy(),
+            read_pj_word=np.array([lv.read_energy_pj for lv in arch.levels]) / block,
+            write_pj_word=np.array([lv.write_energy_pj for lv in arch.levels]) / block,
+            fan_x=arch.fanouts[:, 0].copy(), fan_y=arch.fanouts[:, 1].copy(),
+            fan=arch.fanouts.prod(axis=1), capacity=arch.capacities_words,
+            mac_energy_pj=float(arch.compute.energy_per_mac_pj) * problem.macs,
+            n_macs=int(arch.n_macs),
+        )
+
+
+def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
+    """(n,) words of tensor t over tiles (n, D) (`Problem.footprint`, in float64)."""
+    out = np.ones(len(tile))
+    for dims, a in bm.coords[t]:
+        out = out * (1.0 + ((tile[:, dims] - 1.0) * a).sum(axis=1))
+    return out
+
+
+def _span(dims: IntArray, a: IntArray, tile: FloatArray) -> FloatArray:
+    return 1.0 + ((tile[:, dims] - 1.0) * a).sum(axis=1)
+
+
+def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
+                   outer_max: IntArray, order_pos: IntArray | None = None,
+                   order_fixed: BoolArray | None = None,
+                   next_level: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
+
+    Parameters
+    ----------
+    bm
+        `BoundModel.build` of the problem, arch and keep pattern.
+    k
+        Levels ``k .. L-1`` are fixed (``k = 0``: every factor is fixed).
+    fac
+        (n, L, D, 3) factors (temporal, spatial X, spatial Y); read at levels >= k only.
+    outer_min, outer_tmin, outer_max
+        (n, D) the smallest and largest product of the factors of levels < k over the
+        completions allowed (``outer_tmin``: temporal factors only).
+    order_pos, order_fixed
+        Optional (n, L, D) position of each dim in the loop order of level l, read where
+        ``order_fixed[l]`` (L,) is set.
+    next_level
+        Optional (n, D, 3) factors already chosen at level ``k-1`` for some dims (ones for
+        the others): level ``k-1`` must then fit its fanout with at least these spatial
+        factors and its capacity with at least these tiles. The outer ranges must already
+        include the chosen factors.
+
+    Returns
+    -------
+    energy_lb, cycles_lb (n,) float64 and feasible (n,) bool (False: no completion fits
+    the fanout or capacity of the known levels, or the capacity of the outer ones).
+    """
+    L, D = bm.L, bm.D
+    n = len(fac)
+    f = fac.astype(np.float64)
+    tt = f[..., 0]  # (n, L, D) temporal
+    g = f[..., 1] * f[..., 2]  # spatial X*Y
+    omin = outer_min.astype(np.float64)
+    otmin = outer_tmin.astype(np.float64)
+    omax = outer_max.astype(np.float64)
+    feasible = np.ones(n, dtype=bool)
+    # tiles of the known levels: tile[l] = prod_{l' >= l} t g
+    tile = np.ones((n, L + 1, D))
+    for lv in range(L - 1, k - 1, -1):
+        tile[:, lv] = tile[:, lv + 1] * tt[:, lv] * g[:, lv]
+    tile_k = tile[:, k]
+    used = g.prod(axis=2)  # (n, L)
+    t_all = tt.prod(axis=2)  # (n, L)
+    for lv in range(k, L):
+        feasible &= (fac[:, lv, :, 1].prod(axis=1) <= bm.fan_x[lv]) & (fac[:, lv, :, 2].prod(axis=1) <= bm.fan_y[lv])
+    # capacity: known levels exactly, outer levels at least the tile of level k (times the
+    # factors already chosen at level k-1)
+    tile_outer = tile_k * next_level.prod(axis=2) if next_level is not None and k > 0 else tile_k
+    for lv in range(L):
+        if not np.isfinite(bm.capacity[lv]) or not bm.keep[lv].any():
+            continue
+        tl = tile[:, lv] if lv >= k else tile_outer
+        need = np.zeros(n)
+        for t in np.flatnonzero(bm.keep[lv]):
+            need += _footprint(bm, int(t), tl)
+        feasible &= need <= bm.capacity[lv]
+    if next_level is not None and k > 0:
+        feasible &= (next_level[:, :, 1].prod(axis=1) <= bm.fan_x[k - 1]) & \
+            (next_level[:, :, 2].prod(axis=1) <= bm.fan_y[k - 1])
+    # spatial products of the outer (unknown) levels are at most their fanouts
+    fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
+    p_min = tile_k * omin  # (n, D) smallest full product of each dim
+    p_max = tile_k * omax
+    energy = np.full(n, bm.mac_energy_pj)
+
+    def dl_lb(t: int, lv: int) -> FloatArray:
+        """distinct_lv(t) >= prod over coords of the largest spatial factor of its dims."""
+        out = np.ones(n)
+        if lv < k:
+            return out
+        for dims, _ in bm.coords[t]:
+            out = out * g[:, lv][:, dims].max(axis=1)
+        return out
+
+    def jump_prefix(t: int, c: int) -> tuple[FloatArray, BoolArray]:
+        """For known levels k..c-1: (K, found) with K = prod of the loops up to J* at known
+        levels (all loops of levels k..l*-1 and the jump loops of l*, or the fixed order's
+        prefix of l*), found = an active jump loop exists in levels k..c-1."""
+        jr = bm.jump[t]
+        K = np.ones(n)
+        found = np.zeros(n, dtype=bool)
+        # walk from the deepest level up: the first level with an active jump loop is l*
+        for lv in range(c - 1, k - 1, -1):
+            act = (tt[:, lv][:, jr] >= 2).any(axis=1) if jr.any() else np.zeros(n, dtype=bool)
+            new = act & ~found
+            if new.any():
+                if order_fixed is not None and order_fixed[lv]:
+                    pos = order_pos[:, lv].astype(np.float64)  # (n, D)
+                    active_jr = (tt[:, lv] >= 2) & jr[None, :]
+                    last = np.where(active_jr, pos, -1.0).max(axis=1)  # innermost active jump loop
+                    pref = np.where(pos <= last[:, None], tt[:, lv], 1.0).prod(axis=1)
+                else:
+                    pref = tt[:, lv][:, jr].prod(axis=1)
+                K = np.where(new, pref, K)
+            # levels above l* (still known) multiply every loop
+            K = np.where(found, K * t_all[:, lv], K)
+            found |= new
+        return K, found
+
+    def deliveries(t: int, c: int) -> FloatArray:
+        """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
+        jr = bm.jump[t]
+        if c >= k:
+            S = _footprint(bm, t, tile[:, c])
+            used_kc = used[:, k:c].prod(axis=1)
+            K, found = jump_prefix(t, c)
+            with_star = omin.prod(axis=1) * used_kc * S * K
+            without = omin[:, jr].prod(axis=1) * used_kc * S
+            return np.where(found, with_star, without)
+        # c < k: unknown tile containing tile[k]
+        out = p_min[:, jr].prod(axis=1)
+        for ci in bm.sliding[t]:
+            dims, a = bm.coords[t][ci]
+            out = out * _span(dims, a, tile_outer)
+        return out
+
+    def parent_reads(t: int, p: int, c: int) -> FloatArray:
+        """inst[p] F_c G_{p,c} lower bound (the reads of p that serve its child c)."""
+        jr = bm.jump[t]
+        if c == L:
+            if p >= k:
+                x = p_min.prod(axis=1)
+                for lv in range(p, L):
+                    x = x * dl_lb(t, lv) / used[:, lv]
+                return x
+            known = t_all[:, k:].prod(axis=1)
+            for lv in range(k, L):
+                known = known * dl_lb(t, lv)
+            return omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known
+        if c < k:
+            return deliveries(t, c)
+        if p >= k:
+            x = deliveries(t, c)
+            for lv in range(p, c):
+                x = x * dl_lb(t, lv) / used[:, lv]
+            return x
+        # p < k <= c
+        S = _footprint(bm, t, tile[:, c])
+        K, found = jump_prefix(t, c)
+        dl = np.ones(n)
+        for lv in range(k, c):
+            dl = dl * dl_lb(t, lv)
+        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * S * K * dl
+        without = omin[:, jr].prod(axis=1) * S * dl
+        return np.where(found, with_star, without)
+
+    def part_ub(p: int) -> FloatArray:
+        """inst[p] part_p upper bound: distinct outputs held over all instances of p."""
+        o = bm.output
+        if bm.out_simple:
+            x = p_max[:, bm.out_dims].prod(axis=1)
+            for lv in range(p):
+                if lv >= k:
+                    x = x * g[:, lv][:, ~bm.out_dims].prod(axis=1)
+                else:
+                    x = x * bm.fan[lv]
+            return x
+        x = _footprint(bm, o, p_max)
+        for lv in range(p):
+            x = x * (used[:, lv] if lv >= k else bm.fan[lv])
+        return x
+
+    for t, p, c in bm.pairs:
+        reads = parent_reads(t, p, c)
+        fills = deliveries(t, p) if p > 0 else np.zeros(n)
+        if t == bm.output:
+            part = part_ub(p)
+            energy += bm.write_pj_word[p] * (reads + np.maximum(fills - part, 0.0) * (p > 0))
+            energy += bm.read_pj_word[p] * np.maximum(reads - part, 0.0)
+        else:
+            energy += bm.read_pj_word[p] * reads + bm.write_pj_word[p] * fills
+    steps = t_all[:, k:].prod(axis=1) * otmin.prod(axis=1)
+    spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
+    cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))
+    return energy, cycles, feasible

@@ -1,0 +1,688 @@
+"""``exact``: branch and bound over the whole map space of the ``loopnest`` model.
+
+The space (a `MapSpace`: per-dim factor tables, per-level loop orders, keep bits) is split
+as follows, and every branch is bounded by `accelmap.costmodels.loopnest_bounds`, whose
+bounds never exceed the model's cost of any mapping in the branch:
+
+1. **Keep pattern.** Every assignment of the free keep bits is a separate tree.
+2. **Factors, innermost level first.** A node fixes every factor (temporal, spatial X and
+   Y) of levels ``k .. L-1`` for every dim; its children fix level ``k-1``. Each dim's
+   factor table is sorted innermost level first, so the rows that agree with a node form
+   one contiguous run, and a node is one run index per dim. Innermost first makes the small
+   buffers' capacities cut early, makes every tile the bound reads exact, and leaves only
+   products of the outer factors unknown (their range per dim is read off the run).
+3. **Loop orders at the leaves.** With every factor fixed, only the relative order of the
+   loops with a bound of at least 2 changes a cost (the model skips unit loops), so each
+   level's candidates are the permutations of its active free loops (pinned loops stay
+   where the constraints pin them). Levels are fixed outermost first, bounded with the
+   order-aware bound, and complete orders are evaluated by the model itself.
+
+Search is depth first with the children of every node sorted by bound, starting from an
+incumbent found by a short default search (the warm start). A branch is cut when its bound
+is no better than the incumbent (``bound * (1 - 1e-12) >= incumbent``, which absorbs
+floating-point rounding of the bound). When the tree is exhausted the incumbent is proven
+optimal; when the time or evaluation limit stops the search first, the certified lower bound
+is the smallest bound among the open branches. The approach follows the branch-and-bound
+mappers that prove optimality in a space by pruning it (the Turbo-Charged Mapper, arXiv
+2602.15172), with bounds derived here from the model's own counting rules.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from accelmap._typing import IntArray
+from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
+from accelmap.errors import InfeasibleSpaceError, SpecError
+from accelmap.mapper.mapping import MappingBatch
+from accelmap.search.base import Cap
+from accelmap.search.objectives import ObjectiveSpec
+
+__all__ = ["ExactSearcher", "Certificate", "DimTree", "root_bound", "solve"]
+
+_EPS = 1e-12  # relative slack of the cut test (float rounding of the bound)
+_CHUNK = 32_768  # children bounded per numpy pass
+_ORDER_BATCH = 4_096  # complete order combinations evaluated at once
+
+
+@dataclass
+class Certificate:
+    """What the exact search proves.
+
+    proven_optimal: the whole space was covered or cut by bound, so no mapping of the space
+    beats the incumbent. lower_bound: the certified lower bound of the objective (the
+    incumbent when proven, else the smallest bound among the open branches). gap:
+    incumbent / lower_bound - 1 (0 when proven).
+    """
+
+    proven_optimal: bool = False
+    lower_bound: float = 0.0
+    incumbent: float = math.inf
+    nodes: int = 0  # nodes expanded (factor nodes and order nodes)
+    cut: int = 0  # branches cut by bound
+    infeasible: int = 0  # branches cut because no completion fits (fanout, capacity)
+    leaves: int = 0  # mappings evaluated by the model
+    patterns: int = 0  # keep patterns
+    elapsed_s: float = 0.0
+    stop_reason: str = "proven"
+    warm_start_evaluations: int = 0
+    root_lower_bound: float = 0.0
+
+    @property
+    def gap(self) -> float:
+        if self.proven_optimal:
+            return 0.0
+        if not math.isfinite(self.incumbent):
+            return math.inf
+        if self.lower_bound <= 0:
+            return math.inf
+        return max(self.incumbent / self.lower_bound - 1.0, 0.0)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"proven_optimal": self.proven_optimal, "lower_bound": self.lower_bound,
+                "incumbent": self.incumbent, "gap": self.gap, "nodes": self.nodes, "cut": self.cut,
+                "infeasible": self.infeasible, "leaves": self.leaves, "patterns": self.patterns,
+                "elapsed_s": round(self.elapsed_s, 6), "stop_reason": self.stop_reason,
+                "warm_start_evaluations": self.warm_start_evaluations,
+                "root_lower_bound": self.root_lower_bound}
+
+
+class DimTree:
+    """One dim's factor table sorted innermost level first, with its runs per depth.
+
+    Depth ``j`` fixes levels ``L-j .. L-1``. ``starts[j]`` (G_j,) are the first rows of the
+    runs of rows that agree on those levels; ``child_lo[j]``/``child_hi[j]`` the runs of
+    depth ``j+1`` inside each; ``omin[j]``, ``omax[j]``, ``otmin[j]`` the smallest and largest
+    product of a run's factors at levels ``< L-j`` (and the smallest temporal product).
+    """
+
+    def __init__(self, table: IntArray) -> None:
+        R, L, _ = table.shape
+        self.L = L
+        cols = [table[:, lv, s] for lv in range(L - 1, -1, -1) for s in range(3)]  # significance order
+        order = np.lexsort(cols[::-1])
+        self.rows = np.ascontiguousarray(table[order])  # (R, L, 3)
+        full = self.rows.prod(axis=2)  # (R, L)
+        self.starts: list[IntArray] = []
+        self.ends: list[IntArray] = []
+        self.omin: list[IntArray] = []
+        self.omax: list[IntArray] = []
+        self.otmin: list[IntArray] = []
+        keyed = self.rows[:, ::-1, :].reshape(R, -1)  # innermost level first
+        for j in range(L + 1):
+            if j == 0:
+                st = np.zeros(1, dtype=np.int64)
+            else:
+                key = keyed[:, : 3 * j]
+                change = np.ones(R, dtype=bool)
+                change[1:] = (key[1:] != key[:-1]).any(axis=1)
+                st = np.flatnonzero(change).astype(np.int64)
+            en = np.append(st[1:], R).astype(np.int64)
+            k = L - j
+            outer = full[:, :k].prod(axis=1) if k > 0 else np.ones(R, dtype=np.int64)
+            outer_t = self.rows[:, :k, 0].prod(axis=1) if k > 0 else np.ones(R, dtype=np.int64)
+            self.starts.append(st)
+            self.ends.append(en)
+            self.omin.append(np.minimum.reduceat(outer, st))
+            self.omax.append(np.maximum.reduceat(outer, st))
+            self.otmin.append(np.minimum.reduceat(outer_t, st))
+        self.child_lo: list[IntArray] = []
+        self.child_hi: list[IntArray] = []
+        for j in range(L):
+            self.child_lo.append(np.searchsorted(self.starts[j + 1], self.starts[j]).astype(np.int64))
+            self.child_hi.append(np.searchsorted(self.starts[j + 1], self.ends[j]).astype(np.int64))
+
+
+@dataclass
+class _Frame:
+    """Open siblings: dims ``< split`` sit at depth ``depth + 1`` (their factors at level
+    ``L - depth - 1`` chosen), the others at ``depth``."""
+
+    pattern: int
+    depth: int
+    split: int
+    ids: IntArray  # (m, D) run index per dim, sorted by bound
+    bounds: Any  # (m,) objective bounds, ascending
+    pos: int = 0
+
+
+@dataclass
+class _Problem:
+    """Everything the search shares: the space, the model, the objective, the patterns."""
+
+    space: Any
+    model: Any
+    objective: ObjectiveSpec
+    trees: list[DimTree]
+    patterns: list[Any]  # (L, T) keep arrays
+    bms: list[BoundModel]
+    L: int
+    D: int
+    free_orders: list[IntArray]
+    outer_orders: list[list[int]]
+    inner_orders: list[list[int]]
+    cert: Certificate = field(default_factory=Certificate)
+    best_value: float = math.inf
+    best_batch: MappingBatch | None = None
+    deadline: float = math.inf
+    max_leaves: int | None = None
+    stopped: str = ""
+    current: float = math.inf  # bound of the node being worked on (open while it is)
+
+    def objective_bound(self, e: Any, c: Any) -> Any:
+        return self.objective.scalar(e, c, np.ones(len(e), dtype=bool))
+
+
+def _patterns(space: Any) -> list[Any]:
+    state = space._keep_state  # (L, T): -1 free, 0 bypass, 1 keep
+    free = np.argwhere(state == -1)
+    out = []
+    for bits in itertools.product((False, True), repeat=len(free)):
+        keep = state == 1
+        for (lv, t), b in zip(free, bits, strict=True):
+            keep[lv, t] = b
+        out.append(keep)
+    return out
+
+
+def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
+    if getattr(model, "name", "") != "loopnest":
+        raise SpecError(f"searcher exact proves optimality on the loopnest model only; got model "
+                        f"{getattr(model, 'name', type(model).__name__)!r}. Use --model loopnest or another searcher")
+    if objective.is_pareto:
+        raise SpecError("searcher exact minimises one objective (edp, energy, cycles or energy^a*cycles^b), "
+                        "not a Pareto front; use --searcher anneal or optuna for energy,cycles")
+    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+    pats = _patterns(space)
+    return _Problem(space=space, model=model, objective=objective, trees=trees, patterns=pats,
+                    bms=[BoundModel.build(space.problem, space.arch, p) for p in pats],
+                    L=space._L, D=space._D,
+                    free_orders=[np.asarray(f, dtype=np.int64) for f in space._order_free],
+                    outer_orders=[list(o) for o in space._order_outer],
+                    inner_orders=[list(i) for i in space._order_inner])
+
+
+def _node_arrays(P: _Problem, depth: int, split: int, ids: IntArray
+                 ) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray | None]:
+    """Bound inputs of nodes: fac (n, L, D, 3) of the runs' first rows, the outer ranges
+    (n, D) over levels < L - depth, and the factors chosen at level L - depth - 1 for the
+    dims < split (None when split is 0)."""
+    n = len(ids)
+    k = P.L - depth
+    fac = np.empty((n, P.L, P.D, 3), dtype=np.int64)
+    omin = np.empty((n, P.D), dtype=np.int64)
+    omax = np.empty((n, P.D), dtype=np.int64)
+    otmin = np.empty((n, P.D), dtype=np.int64)
+    nxt = np.ones((n, P.D, 3), dtype=np.int64) if split else None
+    for d, tr in enumerate(P.trees):
+        g = ids[:, d]
+        if d < split:  # a run one level deeper: its outer range times its level k-1 factors
+            rows = tr.rows[tr.starts[depth + 1][g]]
+            f_next = rows[:, k - 1, :]
+            full = f_next.prod(axis=1)
+            fac[:, :, d, :] = rows
+            omin[:, d] = tr.omin[depth + 1][g] * full
+            omax[:, d] = tr.omax[depth + 1][g] * full
+            otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
+            nxt[:, d, :] = f_next  # type: ignore[index]
+        else:
+            fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
+            omin[:, d] = tr.omin[depth][g]
+            omax[:, d] = tr.omax[depth][g]
+            otmin[:, d] = tr.otmin[depth][g]
+    return fac, omin, otmin, omax, nxt
+
+
+def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
+    fac, omin, otmin, omax, nxt = _node_arrays(P, depth, split, ids)
+    e, c, ok = partial_bounds(P.bms[pattern], P.L - depth, fac, omin, otmin, omax, next_level=nxt)
+    return P.objective_bound(e, c), ok
+
+
+def _child_ranges(P: _Problem, depth: int, node: IntArray) -> tuple[IntArray, IntArray]:
+    lo = np.array([P.trees[d].child_lo[depth][node[d]] for d in range(P.D)], dtype=np.int64)
+    hi = np.array([P.trees[d].child_hi[depth][node[d]] for d in range(P.D)], dtype=np.int64)
+    return lo, hi
+
+
+def _children(P: _Problem, depth: int, split: int, node: IntArray, lo: IntArray, hi: IntArray,
+              dims: range) -> Any:
+    """Yield (m, D) chunks of children: the dims in ``dims`` take every child run (depth + 1)
+    of their run, the other dims keep theirs."""
+    sizes = (hi - lo)[list(dims)]
+    total = int(np.prod(sizes))
+    for start in range(0, total, _CHUNK):
+        idx = np.arange(start, min(start + _CHUNK, total), dtype=np.int64)
+        out = np.repeat(node[None], len(idx), axis=0)
+        for i in range(len(sizes) - 1, -1, -1):
+            d = dims[i]
+            out[:, d] = lo[d] + idx % sizes[i]
+            idx //= sizes[i]
+        yield out
+
+
+def _cut_test(bound: Any, incumbent: float) -> Any:
+    return bound * (1.0 - _EPS) >= incumbent
+
+
+def _expand(P: _Problem, f: _Frame, node: IntArray) -> tuple[_Frame | None, bool]:
+    """Children of one node: the next dims of level L - depth - 1, as many at once as keep the
+    product of their choices at most ``_CHUNK`` (one dim at least)."""
+    depth, split = f.depth, f.split
+    lo, hi = _child_ranges(P, depth, node) if split == 0 else _child_ranges_split(P, depth, split, node)
+    sizes = hi - lo
+    end = split + 1
+    while end < P.D and int(np.prod(sizes[split: end + 1])) <= _CHUNK:
+        end += 1
+    dims = range(split, end)
+    new_depth, new_split = (depth + 1, 0) if end == P.D else (depth, end)
+    kept_ids, kept_b = [], []
+    n_inf = n_cut = 0
+    for ch in _children(P, depth, split, node, lo, hi, dims):
+        if time.perf_counter() > P.deadline:  # the node stays open, nothing of it is counted
+            return None, False
+        b, ok = _bound_nodes(P, f.pattern, new_depth, new_split, ch)
+        n_inf += int((~ok).sum())
+        live = ok & ~_cut_test(b, P.best_value)
+        n_cut += int((ok & ~live).sum())
+        if live.any():
+            kept_ids.append(ch[live])
+            kept_b.append(b[live])
+    P.cert.infeasible += n_inf
+    P.cert.cut += n_cut
+    if not kept_ids:
+        return None, True
+    ids = np.concatenate(kept_ids)
+    b = np.concatenate(kept_b)
+    srt = np.argsort(b, kind="stable")
+    return _Frame(f.pattern, new_depth, new_split, ids[srt], b[srt]), True
+
+
+def _child_ranges_split(P: _Problem, depth: int, split: int, node: IntArray) -> tuple[IntArray, IntArray]:
+    """Child ranges of a node whose dims < split are already one level deeper (only the
+    dims >= split are read)."""
+    lo = np.zeros(P.D, dtype=np.int64)
+    hi = np.ones(P.D, dtype=np.int64)
+    for d in range(split, P.D):
+        lo[d] = P.trees[d].child_lo[depth][node[d]]
+        hi[d] = P.trees[d].child_hi[depth][node[d]]
+    return lo, hi
+
+
+# --- loop orders at a leaf ----------------------------------------------------------------
+def _level_orders(P: _Problem, lv: int, temporal: IntArray) -> IntArray:
+    """(m, D) full orders of level lv, one per relative order of its active free loops."""
+    free = P.free_orders[lv]
+    active = [int(d) for d in free if temporal[lv, d] >= 2]
+    idle = [int(d) for d in free if temporal[lv, d] < 2]
+    perms = list(itertools.permutations(active)) if active else [()]
+    return np.array([P.outer_orders[lv] + list(p) + idle + P.inner_orders[lv] for p in perms], dtype=np.int64)
+
+
+def _evaluate(P: _Problem, fac: IntArray, keep: Any, orders: IntArray) -> None:
+    """Evaluate complete mappings (one factorization, many orders) and update the incumbent."""
+    n = len(orders)
+    temporal = np.broadcast_to(fac[:, :, 0], (n,) + fac.shape[:2]).copy()
+    spatial = np.broadcast_to(fac[:, :, 1:], (n,) + fac.shape[:2] + (2,)).copy()
+    kp = np.broadcast_to(keep, (n,) + keep.shape).copy()
+    batch = MappingBatch(temporal=temporal, spatial=spatial, order=orders, keep=kp)
+    chk = P.space.check(batch)
+    P.cert.leaves += n
+    if not chk.valid.any():
+        return
+    m = P.model.evaluate(P.space.problem, P.space.arch, batch)
+    val = P.objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
+    i = int(np.argmin(val))
+    if val[i] < P.best_value:
+        P.best_value = float(val[i])
+        P.best_batch = batch.take(np.array([i]))
+
+
+def _solve_orders(P: _Problem, pattern: int, fac: IntArray) -> None:
+    """Exact minimum over loop orders of one complete factorization (fac (L, D, 3))."""
+    L, D = P.L, P.D
+    keep = P.patterns[pattern]
+    temporal = fac[:, :, 0]
+    cands = [_level_orders(P, lv, temporal) for lv in range(L)]
+    sizes = [len(c) for c in cands]
+    bm = P.bms[pattern]
+    ones = np.ones((1, D), dtype=np.int64)
+
+    def pos_of(orders: IntArray) -> IntArray:
+        pos = np.empty_like(orders)
+        np.put_along_axis(pos, orders, np.broadcast_to(np.arange(D), orders.shape), axis=-1)
+        return pos
+
+    def rec(chosen: list[IntArray]) -> None:
+        lv = len(chosen)
+        if math.prod(sizes[lv:]) <= _ORDER_BATCH:
+            rest = [cands[x] for x in range(lv, L)]
+            combos = list(itertools.product(*[range(len(c)) for c in rest]))
+            orders = np.empty((len(combos), L, D), dtype=np.int64)
+            for x, o in enumerate(chosen):
+                orders[:, x] = o
+            idx = np.array(combos, dtype=np.int64).reshape(len(combos), len(rest))
+            for i, c in enumerate(rest):
+                orders[:, lv + i] = c[idx[:, i]]
+            _evaluate(P, fac, keep, orders)
+            return
+        if time.perf_counter() > P.deadline:
+            P.stopped = "time"
+            return
+        # fix level lv: bound each candidate with the orders of levels <= lv fixed
+        m = sizes[lv]
+        pos = np.zeros((m, L, D), dtype=np.int64)
+        for x, o in enumerate(chosen):
+            pos[:, x] = pos_of(o[None])[0]
+        pos[:, lv] = pos_of(cands[lv])
+        fixed = np.zeros(L, dtype=bool)
+        fixed[: lv + 1] = True
+        facs = np.broadcast_to(fac, (m,) + fac.shape)
+        e, c, _ = partial_bounds(bm, 0, facs, np.repeat(ones, m, 0), np.repeat(ones, m, 0), np.repeat(ones, m, 0),
+                                 order_pos=pos, order_fixed=fixed)
+        b = P.objective_bound(e, c)
+        P.cert.nodes += m
+        for i in np.argsort(b, kind="stable"):
+            if _cut_test(b[i], P.best_value):
+                P.cert.cut += 1
+                continue
+            rec(chosen + [cands[lv][i]])
+            if P.stopped:
+                return
+
+    rec([])
+
+
+# --- the search ----------------------------------------------------------------------------
+def _root_frames(P: _Problem) -> list[_Frame]:
+    """One frame per keep pattern whose root can be legal, each holding its root node."""
+    frames = []
+    for pi in range(len(P.patterns)):
+        ids = np.zeros((1, P.D), dtype=np.int64)
+        b, ok = _bound_nodes(P, pi, 0, 0, ids)
+        if ok[0]:
+            frames.append(_Frame(pi, 0, 0, ids, b))
+    return frames
+
+
+def _open_min(frames: list[_Frame], extra: float = math.inf) -> float:
+    lb = extra
+    for f in frames:
+        if f.pos < len(f.bounds):
+            lb = min(lb, float(f.bounds[f.pos:].min()))
+    return lb
+
+
+def _loop(P: _Problem, stack: list[_Frame], progress: Any, t0: float) -> str:
+    """Depth-first branch and bound until the stack empties (returns "") or a limit stops it."""
+    last_report = t0
+    while stack:
+        if time.perf_counter() > P.deadline:
+            return "time"
+        if P.max_leaves is not None and P.cert.leaves >= P.max_leaves:
+            return "budget"
+        f = stack[-1]
+        if f.pos >= len(f.ids):
+            stack.pop()
+            continue
+        b = float(f.bounds[f.pos])
+        node = f.ids[f.pos]
+        if _cut_test(b, P.best_value):  # sorted: the rest of the frame is cut too
+            P.cert.cut += len(f.ids) - f.pos
+            stack.pop()
+            continue
+        f.pos += 1
+        P.cert.nodes += 1
+        P.current = b  # open until its children are on the stack (or its orders are searched)
+        if f.depth == P.L:
+            fac, *_ = _node_arrays(P, f.depth, 0, node[None])
+            _solve_orders(P, f.pattern, fac[0])
+            if P.stopped:
+                return P.stopped
+            P.current = math.inf
+            continue
+        child, complete = _expand(P, f, node)
+        if not complete:
+            return "time"
+        if child is not None:
+            stack.append(child)
+        P.current = math.inf
+        if progress is not None and time.perf_counter() - last_report > 1.0:
+            last_report = time.perf_counter()
+            progress(P.best_value, min(_open_min(stack), P.best_value), P.cert)
+    return ""
+
+
+def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None = None,
+          max_leaves: int | None = None, incumbent: MappingBatch | None = None,
+          progress: Any = None) -> tuple[MappingBatch | None, float, Certificate]:
+    """Branch and bound over ``space``.
+
+    Parameters
+    ----------
+    space, model, objective
+        A `MapSpace`, the ``loopnest`` model and a single objective.
+    time_limit_s, max_leaves
+        Stop after this many seconds, or once this many mappings were evaluated; the
+        certificate then holds the smallest bound among the open branches.
+    incumbent
+        Mappings to start from; the best legal one is the first incumbent.
+    progress
+        Optional callback ``progress(best, lower_bound, certificate)``, about once a second.
+
+    Returns
+    -------
+    (best mapping as a one-row batch or None, its objective value, `Certificate`)
+    """
+    t0 = time.perf_counter()
+    P = _setup(space, model, objective)
+    P.deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
+    P.max_leaves = max_leaves
+    if incumbent is not None and len(incumbent):
+        chk = space.check(incumbent)
+        m = model.evaluate(space.problem, space.arch, incumbent)
+        val = objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
+        i = int(np.argmin(val))
+        if math.isfinite(val[i]):
+            P.best_value, P.best_batch = float(val[i]), incumbent.take(np.array([i]))
+    P.cert.patterns = len(P.patterns)
+    roots = _root_frames(P)
+    roots.sort(key=lambda fr: -float(fr.bounds[0]))  # the most promising pattern on top
+    stack: list[_Frame] = roots
+    P.cert.root_lower_bound = min([float(fr.bounds[0]) for fr in roots] + [P.best_value])
+    try:
+        stop = _loop(P, stack, progress, t0)
+    except KeyboardInterrupt:  # Ctrl-C: keep the incumbent, certify what is open
+        stop = "interrupted"
+    current = P.current
+    cert = P.cert
+    cert.incumbent = P.best_value
+    cert.elapsed_s = time.perf_counter() - t0
+    if stop:
+        cert.stop_reason = stop
+        cert.proven_optimal = False
+        cert.lower_bound = min(_open_min(stack, current), P.best_value)
+    else:
+        cert.stop_reason = "proven" if math.isfinite(P.best_value) else "infeasible"
+        cert.proven_optimal = math.isfinite(P.best_value)
+        cert.lower_bound = P.best_value
+    return P.best_batch, P.best_value, cert
+
+
+def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096) -> dict[str, float] | None:
+    """A cheap lower bound of every mapping of the space under the loopnest model.
+
+    Expands every keep pattern's tree breadth first (one level of the map space, one or
+    more dims at a time, as the search does) while the open nodes stay at most
+    ``max_nodes``, and returns the smallest bound among them:
+    ``{"cycles", "energy_pj", "edp", "objective"}`` (each minimised separately, so each is
+    a bound of its own metric), or None when no mapping can be legal.
+    """
+    P = _setup(space, type("LoopNest", (), {"name": "loopnest"})(), objective)
+    best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
+    for pi in range(len(P.patterns)):
+        f = _Frame(pi, 0, 0, np.zeros((1, P.D), dtype=np.int64), np.zeros(1))
+        while f.depth < P.L:
+            lo_hi = [(_child_ranges(P, f.depth, n) if f.split == 0 else _child_ranges_split(P, f.depth, f.split, n))
+                     for n in f.ids]
+            sizes = np.array([hi - lo for lo, hi in lo_hi])  # (nodes, D)
+            end = f.split + 1
+            while end < P.D and int(sizes[:, f.split: end + 1].prod(axis=1).sum()) <= max_nodes:
+                end += 1
+            if int(sizes[:, f.split: end].prod(axis=1).sum()) > max_nodes:
+                break
+            dims = range(f.split, end)
+            new_depth, new_split = (f.depth + 1, 0) if end == P.D else (f.depth, end)
+            kids = []
+            for n, (lo, hi) in zip(f.ids, lo_hi, strict=True):
+                for ch in _children(P, f.depth, f.split, n, lo, hi, dims):
+                    _, ok = _bound_nodes(P, pi, new_depth, new_split, ch)
+                    kids.append(ch[ok])
+            ids = np.concatenate(kids) if kids else np.zeros((0, P.D), dtype=np.int64)
+            f = _Frame(pi, new_depth, new_split, ids, np.zeros(len(ids)))
+            if len(ids) == 0:
+                break
+        if len(f.ids) == 0:
+            continue
+        fac, omin, otmin, omax, nxt = _node_arrays(P, f.depth, f.split, f.ids)
+        e, c, ok = partial_bounds(P.bms[pi], P.L - f.depth, fac, omin, otmin, omax, next_level=nxt)
+        if not ok.any():
+            continue
+        e, c = e[ok], c[ok]
+        best["energy_pj"] = min(best["energy_pj"], float(e.min()))
+        best["cycles"] = min(best["cycles"], float(c.min()))
+        best["edp"] = min(best["edp"], float((e * c).min()))
+        best["objective"] = min(best["objective"], float(P.objective_bound(e, c).min()))
+    if not math.isfinite(best["objective"]):
+        return None
+    return best
+
+
+class ExactSearcher:
+    """The ``exact`` searcher: branch and bound with a certificate (see module doc).
+
+    It is a solver: it owns its loop over the space and the cost model, so the API runs
+    it through :meth:`run` rather than the ask/tell driver. Options (``searcher_options``):
+
+    warm_budget
+        Evaluations of the default searcher that find the first incumbent (default 50,000;
+        0: none, the search starts from no incumbent).
+    """
+
+    name: ClassVar[str] = "exact"
+    capabilities: ClassVar[frozenset[Cap]] = frozenset({Cap.SOLVER, Cap.SEEDABLE})
+    default_budget: ClassVar[int | None] = None
+    option_names: ClassVar[tuple[str, ...]] = ("warm_budget",)
+    DEFAULT_WARM_BUDGET: ClassVar[int] = 50_000
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        raise TypeError("the exact searcher is a solver: run it with accelmap.search(..., searcher='exact') "
+                        "or `accelmap search --searcher exact`, not through ask/tell")
+
+    @classmethod
+    def run(cls, *, problem: Any, arch: Any, space: Any, model: Any, model_name: str, objective: ObjectiveSpec,
+            seed: int, budget: int | None, time_limit_s: float | None, options: dict[str, Any],
+            progress: bool, config: dict[str, Any]) -> Any:
+        """Run the exact search; returns a `SearchResult` with its certificate.
+
+        ``budget`` caps the mappings the branch and bound evaluates (the warm start's
+        evaluations are counted apart); ``time_limit_s`` caps the whole run, warm start
+        included. Either limit ends the run with the certified bound of the open branches.
+        """
+        from accelmap.search.result import mapping_to_json
+        from accelmap.search.driver import Driver, DriverOptions
+        from accelmap.search.result import History, SearchResult
+
+        opts = dict(options)
+        warm = opts.pop("warm_budget", cls.DEFAULT_WARM_BUDGET)
+        if opts:
+            raise TypeError(f"searcher exact: unknown option(s) {sorted(opts)}; it takes warm_budget")
+        if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
+            raise SpecError(f"searcher exact: warm_budget = {warm!r}; expected an int >= 0")
+        if budget is not None and budget < 1:
+            raise SpecError(f"budget = {budget}; expected an int >= 1")
+        _setup(space, model, objective)  # refuse other models and Pareto objectives before any work
+        t0 = time.perf_counter()
+        incumbent = None
+        n_warm = 0
+        if warm:
+            from accelmap._registry import searchers
+
+            wopts = DriverOptions(budget=warm, time_limit_s=None if time_limit_s is None else 0.25 * time_limit_s)
+            try:
+                wr = Driver(problem, arch, space, model, searchers.get("anneal"), objective=objective, seed=seed,
+                            options=wopts, model_name=model_name, searcher_name="anneal").run()
+                n_warm = wr.n_evaluations
+                if wr.best is not None:
+                    incumbent = wr.best.as_batch()
+            except InfeasibleSpaceError:
+                pass  # no legal mapping found by sampling: the exact search decides
+        left = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.0)
+        bar = _progress_bar(progress)
+        try:
+            best, value, cert = solve(space, model, objective, time_limit_s=left, max_leaves=budget,
+                                      incumbent=incumbent, progress=bar)
+        finally:
+            if bar is not None:
+                bar.close()
+        cert.warm_start_evaluations = n_warm
+        cert.elapsed_s = time.perf_counter() - t0
+        if best is None:
+            if cert.proven_optimal or cert.stop_reason == "infeasible":
+                raise InfeasibleSpaceError(
+                    f"no mapping of {getattr(problem, 'name', 'the problem')} on {getattr(arch, 'name', 'the arch')} "
+                    "is legal: the exact search covered the whole space (every branch exceeds a capacity or "
+                    "fanout, or fails a constraint). Try a larger buffer, fewer constraints, or imperfect "
+                    "factorization.")
+            raise InfeasibleSpaceError(
+                f"the exact search found no legal mapping of {getattr(problem, 'name', 'the problem')} before it "
+                f"stopped ({cert.stop_reason}); give it more time or a budget")
+        metrics = model.evaluate(problem, arch, best)
+        row = metrics.row(0)
+        rb = root_bound(space, objective)
+        if rb is not None and not cert.proven_optimal:  # both bound the objective: keep the larger
+            cert.lower_bound = min(max(cert.lower_bound, rb["objective"]), value)
+        lb: dict[str, float] = dict(rb) if rb else {}
+        lb["objective"] = cert.lower_bound
+        key = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}.get(objective.name)
+        if key is not None:
+            lb[key] = max(lb.get(key, 0.0), cert.lower_bound)
+        n_eval = n_warm + cert.leaves
+        stop = "exhausted" if cert.proven_optimal else cert.stop_reason
+        cfg = dict(config)
+        cfg.update({"searcher_options": {"warm_budget": warm}, "budget": budget, "time_limit_s": time_limit_s,
+                    "seed": seed, "objective": objective.name, "model": model_name})
+        return SearchResult(
+            problem=getattr(problem, "name", str(problem)), arch=getattr(arch, "name", str(arch)),
+            model=model_name, searcher=cls.name, objective=objective, best=best[0],
+            best_x=tuple(int(v) for v in space.encode(best)[0]), best_metrics=row, best_objective=value,
+            history=History(evaluations=(n_eval,), seconds=(round(cert.elapsed_s, 6),), best=(value,)),
+            n_evaluations=n_eval, n_valid=n_eval, elapsed_s=round(cert.elapsed_s, 6), stop_reason=stop,
+            lower_bound=lb, proven_optimal=cert.proven_optimal, bound_kind="exact",
+            certificate=cert.to_dict(), config=cfg, seed=seed,
+            best_mapping_json=mapping_to_json(best[0], problem, arch),
+        )
+
+
+def _progress_bar(enabled: bool) -> Any:
+    """A tqdm line showing the incumbent, the certified bound and the node counts."""
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=None, unit="node", dynamic_ncols=True, desc="exact", leave=True)
+
+    def update(best: float, lb: float, cert: Certificate) -> None:
+        gap = best / lb - 1.0 if lb > 0 and math.isfinite(best) else math.inf
+        bar.set_postfix_str(f"best {best:.5g} bound {lb:.5g} gap {gap:.2%} cut {cert.cut:,} leaves {cert.leaves:,}")
+        bar.n = cert.nodes
+        bar.refresh()
+
+    update.close = bar.close  # type: ignore[attr-defined]
+    return update
