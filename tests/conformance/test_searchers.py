@@ -17,7 +17,11 @@ from accelmap.search.driver import Driver, DriverOptions
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import matmul
 
-NAMES = searchers.names()
+ALL_NAMES = searchers.names()
+# Solvers (Cap.SOLVER) own their loop over the space and the cost model; they get their
+# own checks below instead of the ask/tell contract.
+SOLVERS = [n for n in ALL_NAMES if Cap.SOLVER in searchers.get(n).capabilities]
+NAMES = [n for n in ALL_NAMES if n not in SOLVERS]
 SMALL_OPTIONS = {
     "optuna": {"inner": 64, "trials_per_ask": 2},
     "genetic": {"population": 32, "init_factor": 2},
@@ -116,3 +120,31 @@ def test_searches_a_layer_through_the_driver(name):
     r = d.run()
     assert r.best is not None and r.best_metrics["valid"] and 0 < r.n_evaluations <= 1500
     assert np.isfinite(r.best_objective) and r.best_objective == pytest.approx(r.edp)
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_solver_declares_itself_and_refuses_ask_tell(name):
+    cls = searchers.get(name)
+    assert isinstance(cls.name, str) and cls.name == name
+    assert isinstance(cls.capabilities, frozenset) and all(isinstance(c, Cap) for c in cls.capabilities)
+    assert callable(getattr(cls, "run", None))
+    assert isinstance(getattr(cls, "option_names", None), tuple)
+    with pytest.raises(TypeError, match="solver"):
+        _make(name)
+
+
+@pytest.mark.parametrize("name", SOLVERS)
+def test_solver_finds_the_exhaustive_optimum_of_a_small_space(name):
+    import accelmap
+
+    base = _space().mapspace
+    sp = MapSpace(matmul("conf-small", m=2, n=4, k=2), base.arch)
+    obj = parse_objective("edp")
+    ex = accelmap.search(sp.problem, sp.arch, searcher="exhaustive", space=sp, objective=obj)
+    r = accelmap.search(sp.problem, sp.arch, searcher=name, space=sp, objective=obj, seed=3,
+                        searcher_options={"warm_budget": 200} if "warm_budget" in searchers.get(name).option_names else {})
+    assert r.best is not None and r.searcher == name
+    assert r.best_objective == pytest.approx(ex.best_objective, rel=1e-12)
+    assert r.best_objective <= ex.best_objective * (1 + 1e-12)
+    if r.proven_optimal:
+        assert r.lower_bound["objective"] == pytest.approx(r.best_objective, rel=1e-12)

@@ -41,7 +41,16 @@ Why each bound holds, for every order of every loop:
    (exact for one-dim coordinates); unknown levels count 1, and where a bound divides by
    the instances, the unknown levels' spatial factors of non-jump dims are bounded by their
    fanout.
-5. **Energy and cycles.** Energy charges ``ceil(count / block)`` accesses, at least
+5. **Every touched word is delivered.** For one instance, ``F_c`` is at least the words of
+   the union of the tiles it visits: by induction over the loops from the innermost, a pass
+   of loop ``j`` is ``n_j`` translates of the inner pass's union ``X``, and the step that eq.
+   D charges ``Delta_j`` for compares two tiles of consecutive translates, so ``Delta_j >=
+   S - |X & (X + v)|`` and the new words of each translate are paid for. Summed over the
+   distinct instances (children with the same offsets share a tile sequence), deliveries and
+   the parent's reads are at least the words any MAC touches, and, inside ``J*``, at least
+   the union of the tiles the inner loops visit (a path that moves one coordinate at a time
+   adds ``min(shift, span)`` new rows of the window per step).
+6. **Energy and cycles.** Energy charges ``ceil(count / block)`` accesses, at least
    ``count / block``; the output's first reads and fills (``part``) are subtracted with an
    upper bound of ``part``. Cycles are at least the temporal steps (every temporal factor
    of the known levels times the smallest outer temporal product) and at least the padded
@@ -88,6 +97,8 @@ class BoundModel:
     capacity: FloatArray  # (L,) inf = unbounded
     mac_energy_pj: float
     n_macs: int
+    touched: FloatArray  # (T,) lower bound of the words of each tensor any MAC touches
+    disjoint: tuple[bool, ...]  # per tensor: its moving coordinates use disjoint dims
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -121,6 +132,14 @@ class BoundModel:
         o = problem.output_index
         out_simple = all(len(d) == 1 and int(a[0]) == 1 for d, a in coords[o])
         block = np.array([lv.block_words for lv in arch.levels], dtype=np.float64)
+        bounds = problem.bounds
+        disjoint = []
+        touched = np.ones(T)
+        for t in range(T):
+            dims_all = [int(d) for dims, _ in coords[t] for d in dims]
+            disjoint.append(len(dims_all) == len(set(dims_all)))
+            counts = [_distinct_full(dims, a, bounds) for dims, a in coords[t]]
+            touched[t] = float(np.prod(counts)) if disjoint[-1] else float(max(counts, default=1))
         return BoundModel(
             L=L, D=D, T=T, keep=keep, pairs=tuple(pairs), jump=jump, coords=tuple(coords),
             sliding=tuple(sliding), coef_fp=coef, output=o, out_simple=out_simple,
@@ -130,8 +149,23 @@ class BoundModel:
             fan_x=arch.fanouts[:, 0].copy(), fan_y=arch.fanouts[:, 1].copy(),
             fan=arch.fanouts.prod(axis=1), capacity=arch.capacities_words,
             mac_energy_pj=float(arch.compute.energy_per_mac_pj) * problem.macs,
-            n_macs=int(arch.n_macs),
+            n_macs=int(arch.n_macs), touched=touched, disjoint=tuple(disjoint),
         )
+
+
+def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
+    """Distinct values of ``sum_d a_d x_d`` over ``0 <= x_d < bounds[d]`` (a lower bound where
+    not exact): one dim, its bound; two dims, one with coefficient 1 (``stride*P + R``),
+    ``min(a (e_a - 1) + e_u, e_a e_u)`` (the windows of consecutive ``x_a`` overlap or not);
+    otherwise ``1 + sum_d (e_d - 1)`` (a path that raises one index at a time)."""
+    e = [int(bounds[d]) for d in dims]
+    if len(dims) == 1:
+        return e[0]
+    if len(dims) == 2 and 1 in (int(a[0]), int(a[1])):
+        u = 0 if int(a[0]) == 1 else 1
+        o = 1 - u
+        return min(int(a[o]) * (e[o] - 1) + e[u], e[o] * e[u])
+    return 1 + sum(x - 1 for x in e)
 
 
 def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
@@ -224,13 +258,16 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             out = out * g[:, lv][:, dims].max(axis=1)
         return out
 
-    def jump_prefix(t: int, c: int) -> tuple[FloatArray, BoolArray]:
-        """For known levels k..c-1: (K, found) with K = prod of the loops up to J* at known
+    def jump_prefix(t: int, c: int) -> tuple[FloatArray, BoolArray, FloatArray]:
+        """For known levels k..c-1: (K, found, U) with K = prod of the loops up to J* at known
         levels (all loops of levels k..l*-1 and the jump loops of l*, or the fixed order's
-        prefix of l*), found = an active jump loop exists in levels k..c-1."""
+        prefix of l*), found = an active jump loop exists in levels k..c-1, and U a lower
+        bound of the words of the union of the tiles that the known loops inside J* visit
+        (at least the tile's footprint)."""
         jr = bm.jump[t]
         K = np.ones(n)
         found = np.zeros(n, dtype=bool)
+        ext = np.ones((n, D))  # per dim: blocks of the tile visited by the known loops inside J*
         # walk from the deepest level up: the first level with an active jump loop is l*
         for lv in range(c - 1, k - 1, -1):
             act = (tt[:, lv][:, jr] >= 2).any(axis=1) if jr.any() else np.zeros(n, dtype=bool)
@@ -244,27 +281,42 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 else:
                     pref = tt[:, lv][:, jr].prod(axis=1)
                 K = np.where(new, pref, K)
+                if order_fixed is not None and order_fixed[lv]:  # the loops of l* after J*
+                    after = np.where(pos > last[:, None], tt[:, lv], 1.0)
+                    ext = np.where(new[:, None], ext * after, ext)
             # levels above l* (still known) multiply every loop
             K = np.where(found, K * t_all[:, lv], K)
+            ext = np.where((~found & ~new)[:, None], ext * tt[:, lv], ext)
             found |= new
-        return K, found
+        S = _footprint(bm, t, tile[:, c])
+        U = S
+        if bm.sliding[t] and bm.disjoint[t]:
+            extra = np.zeros(n)
+            for ci in bm.sliding[t]:
+                dims, a = bm.coords[t][ci]
+                span = _span(dims, a, tile[:, c])
+                step = np.zeros(n)
+                for d, ad in zip(dims.tolist(), a.tolist(), strict=True):
+                    step += (ext[:, d] - 1.0) * np.minimum(ad * tile[:, c, d], span)
+                extra += S / span * step
+            U = S + extra
+        return K, found, U
 
     def deliveries(t: int, c: int) -> FloatArray:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
         if c >= k:
-            S = _footprint(bm, t, tile[:, c])
             used_kc = used[:, k:c].prod(axis=1)
-            K, found = jump_prefix(t, c)
-            with_star = omin.prod(axis=1) * used_kc * S * K
-            without = omin[:, jr].prod(axis=1) * used_kc * S
-            return np.where(found, with_star, without)
+            K, found, U = jump_prefix(t, c)
+            with_star = omin.prod(axis=1) * used_kc * U * K
+            without = omin[:, jr].prod(axis=1) * used_kc * U
+            return np.maximum(np.where(found, with_star, without), bm.touched[t])
         # c < k: unknown tile containing tile[k]
         out = p_min[:, jr].prod(axis=1)
         for ci in bm.sliding[t]:
             dims, a = bm.coords[t][ci]
             out = out * _span(dims, a, tile_outer)
-        return out
+        return np.maximum(out, bm.touched[t])
 
     def parent_reads(t: int, p: int, c: int) -> FloatArray:
         """inst[p] F_c G_{p,c} lower bound (the reads of p that serve its child c)."""
@@ -274,27 +326,26 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 x = p_min.prod(axis=1)
                 for lv in range(p, L):
                     x = x * dl_lb(t, lv) / used[:, lv]
-                return x
+                return np.maximum(x, bm.touched[t])
             known = t_all[:, k:].prod(axis=1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
-            return omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known
+            return np.maximum(omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known, bm.touched[t])
         if c < k:
             return deliveries(t, c)
         if p >= k:
             x = deliveries(t, c)
             for lv in range(p, c):
                 x = x * dl_lb(t, lv) / used[:, lv]
-            return x
+            return np.maximum(x, bm.touched[t])
         # p < k <= c
-        S = _footprint(bm, t, tile[:, c])
-        K, found = jump_prefix(t, c)
+        K, found, U = jump_prefix(t, c)
         dl = np.ones(n)
         for lv in range(k, c):
             dl = dl * dl_lb(t, lv)
-        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * S * K * dl
-        without = omin[:, jr].prod(axis=1) * S * dl
-        return np.where(found, with_star, without)
+        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * U * K * dl
+        without = omin[:, jr].prod(axis=1) * U * dl
+        return np.maximum(np.where(found, with_star, without), bm.touched[t])
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""

@@ -19,8 +19,9 @@ bounds never exceed the model's cost of any mapping in the branch:
 
 Search is depth first with the children of every node sorted by bound, starting from an
 incumbent found by a short default search (the warm start). A branch is cut when its bound
-is no better than the incumbent (``bound * (1 - 1e-12) >= incumbent``, which absorbs
-floating-point rounding of the bound). When the tree is exhausted the incumbent is proven
+is no better than the incumbent (``bound >= incumbent * (1 - 1e-12)``: "optimal" means that
+no mapping is better by more than one part in 10^12, far above the rounding of float64 costs
+and far below any difference that matters). When the tree is exhausted the incumbent is proven
 optimal; when the time or evaluation limit stops the search first, the certified lower bound
 is the smallest bound among the open branches. The approach follows the branch-and-bound
 mappers that prove optimality in a space by pruning it (the Turbo-Charged Mapper, arXiv
@@ -46,9 +47,10 @@ from accelmap.search.objectives import ObjectiveSpec
 
 __all__ = ["ExactSearcher", "Certificate", "DimTree", "root_bound", "solve"]
 
-_EPS = 1e-12  # relative slack of the cut test (float rounding of the bound)
+_EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
 _CHUNK = 32_768  # children bounded per numpy pass
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
+_LEAF_GROUP = 256  # sibling leaves handled together
 
 
 @dataclass
@@ -268,7 +270,9 @@ def _children(P: _Problem, depth: int, split: int, node: IntArray, lo: IntArray,
 
 
 def _cut_test(bound: Any, incumbent: float) -> Any:
-    return bound * (1.0 - _EPS) >= incumbent
+    """Cut where no completion can beat the incumbent by more than the relative tolerance
+    ``_EPS`` (costs and bounds are float64 sums: their rounding is far below it)."""
+    return bound >= incumbent * (1.0 - _EPS)
 
 
 def _expand(P: _Problem, f: _Frame, node: IntArray) -> tuple[_Frame | None, bool]:
@@ -325,13 +329,41 @@ def _level_orders(P: _Problem, lv: int, temporal: IntArray) -> IntArray:
     return np.array([P.outer_orders[lv] + list(p) + idle + P.inner_orders[lv] for p in perms], dtype=np.int64)
 
 
-def _evaluate(P: _Problem, fac: IntArray, keep: Any, orders: IntArray) -> None:
-    """Evaluate complete mappings (one factorization, many orders) and update the incumbent."""
+def _solve_leaves(P: _Problem, pattern: int, facs: IntArray, bounds: Any) -> None:
+    """Leaves (n, L, D, 3) of one keep pattern: every order combination of those with few
+    is evaluated in one batch; the others go through :func:`_solve_orders` one by one."""
+    small_f, small_o = [], []
+    for fac, b in zip(facs, bounds, strict=True):
+        if _cut_test(b, P.best_value):
+            P.cert.cut += 1
+            continue
+        cands = [_level_orders(P, lv, fac[:, :, 0]) for lv in range(P.L)]
+        if math.prod(len(c) for c in cands) > _ORDER_BATCH:
+            _solve_orders(P, pattern, fac)
+            if P.stopped:
+                return
+            continue
+        orders = _combos(cands)
+        small_f.append(np.broadcast_to(fac, (len(orders),) + fac.shape))
+        small_o.append(orders)
+        if sum(len(o) for o in small_o) >= _ORDER_BATCH:
+            _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o))
+            small_f, small_o = [], []
+    if small_o:
+        _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o))
+
+
+def _combos(cands: list[IntArray]) -> IntArray:
+    """(m, L, D) every combination of the per-level candidate orders."""
+    idx = np.array(list(itertools.product(*[range(len(c)) for c in cands])), dtype=np.int64).reshape(-1, len(cands))
+    return np.stack([c[idx[:, i]] for i, c in enumerate(cands)], axis=1)
+
+
+def _evaluate_many(P: _Problem, facs: IntArray, keep: Any, orders: IntArray) -> None:
+    """Evaluate complete mappings (facs (n, L, D, 3), orders (n, L, D)); update the incumbent."""
     n = len(orders)
-    temporal = np.broadcast_to(fac[:, :, 0], (n,) + fac.shape[:2]).copy()
-    spatial = np.broadcast_to(fac[:, :, 1:], (n,) + fac.shape[:2] + (2,)).copy()
-    kp = np.broadcast_to(keep, (n,) + keep.shape).copy()
-    batch = MappingBatch(temporal=temporal, spatial=spatial, order=orders, keep=kp)
+    batch = MappingBatch(temporal=np.ascontiguousarray(facs[..., 0]), spatial=np.ascontiguousarray(facs[..., 1:]),
+                         order=orders, keep=np.broadcast_to(keep, (n,) + keep.shape).copy())
     chk = P.space.check(batch)
     P.cert.leaves += n
     if not chk.valid.any():
@@ -362,15 +394,8 @@ def _solve_orders(P: _Problem, pattern: int, fac: IntArray) -> None:
     def rec(chosen: list[IntArray]) -> None:
         lv = len(chosen)
         if math.prod(sizes[lv:]) <= _ORDER_BATCH:
-            rest = [cands[x] for x in range(lv, L)]
-            combos = list(itertools.product(*[range(len(c)) for c in rest]))
-            orders = np.empty((len(combos), L, D), dtype=np.int64)
-            for x, o in enumerate(chosen):
-                orders[:, x] = o
-            idx = np.array(combos, dtype=np.int64).reshape(len(combos), len(rest))
-            for i, c in enumerate(rest):
-                orders[:, lv + i] = c[idx[:, i]]
-            _evaluate(P, fac, keep, orders)
+            orders = _combos([o[None] for o in chosen] + [cands[x] for x in range(lv, L)])
+            _evaluate_many(P, np.broadcast_to(fac, (len(orders),) + fac.shape), keep, orders)
             return
         if time.perf_counter() > P.deadline:
             P.stopped = "time"
@@ -441,8 +466,16 @@ def _loop(P: _Problem, stack: list[_Frame], progress: Any, t0: float) -> str:
         P.cert.nodes += 1
         P.current = b  # open until its children are on the stack (or its orders are searched)
         if f.depth == P.L:
-            fac, *_ = _node_arrays(P, f.depth, 0, node[None])
-            _solve_orders(P, f.pattern, fac[0])
+            # this leaf and its open siblings (sorted by bound, not yet cut): their small order
+            # sets are evaluated in one batch, larger ones by the order search
+            hi = f.pos
+            while hi < len(f.ids) and hi - f.pos < _LEAF_GROUP and not _cut_test(f.bounds[hi], P.best_value):
+                hi += 1
+            ids = f.ids[f.pos - 1: hi]
+            P.cert.nodes += len(ids) - 1
+            f.pos = hi
+            P.current = b
+            _solve_leaves(P, f.pattern, _node_arrays(P, f.depth, 0, ids)[0], f.bounds[f.pos - len(ids): f.pos])
             if P.stopped:
                 return P.stopped
             P.current = math.inf
@@ -539,11 +572,14 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096) 
                 break
             dims = range(f.split, end)
             new_depth, new_split = (f.depth + 1, 0) if end == P.D else (f.depth, end)
+            every = [ch for n, (lo, hi) in zip(f.ids, lo_hi, strict=True)
+                     for ch in _children(P, f.depth, f.split, n, lo, hi, dims)]
+            allk = np.concatenate(every) if every else np.zeros((0, P.D), dtype=np.int64)
             kids = []
-            for n, (lo, hi) in zip(f.ids, lo_hi, strict=True):
-                for ch in _children(P, f.depth, f.split, n, lo, hi, dims):
-                    _, ok = _bound_nodes(P, pi, new_depth, new_split, ch)
-                    kids.append(ch[ok])
+            for start in range(0, len(allk), _CHUNK):
+                ch = allk[start: start + _CHUNK]
+                _, ok = _bound_nodes(P, pi, new_depth, new_split, ch)
+                kids.append(ch[ok])
             ids = np.concatenate(kids) if kids else np.zeros((0, P.D), dtype=np.int64)
             f = _Frame(pi, new_depth, new_split, ids, np.zeros(len(ids)))
             if len(ids) == 0:

@@ -1,0 +1,252 @@
+"""The exact searcher and its bounds: equal to exhaustive enumeration wherever a space is
+small enough, bounds never above the cost of a mapping in their branch, certified bounds of
+stopped runs never above the true optimum."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import accelmap
+from accelmap.arch.presets import preset
+from accelmap.arch.spec import Arch, Compute, StorageLevel
+from accelmap.costmodels.loopnest import LoopNestModel
+from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
+from accelmap.errors import SpecError
+from accelmap.mapper.space import MapSpace
+from accelmap.search.exact import DimTree, root_bound, solve
+from accelmap.search.objectives import parse_objective
+from accelmap.workloads.builders import conv2d, matmul
+
+MODEL = LoopNestModel()
+OBJECTIVES = ["edp", "energy", "cycles", "energy^2*cycles^1"]
+REF = Path(__file__).resolve().parents[3] / ".." / "shared" / "reference" / "timeloop" / "constraints" / "eyeriss_like"
+
+
+def small_arch(bw: float | None = None) -> Arch:
+    """DRAM > GLB (2x2 PEs below) > RF, with a block size, unequal read/write energies and,
+    optionally, a DRAM bandwidth limit."""
+    return Arch(name="tiny", compute=Compute(energy_per_mac_pj=1.0), levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=100.0, write_energy_pj=120.0, block_words=2,
+                     read_bandwidth_words_per_cycle=bw, write_bandwidth_words_per_cycle=bw),
+        StorageLevel(name="GLB", capacity_words=48, read_energy_pj=5.0, write_energy_pj=6.0, fanout_x=2, fanout_y=2),
+        StorageLevel(name="RF", capacity_words=8, read_energy_pj=0.5, write_energy_pj=0.6),
+    ))
+
+
+CASES = {
+    "gemm": (lambda: matmul("g", m=4, n=2, k=2), {}),
+    "gemm-padded": (lambda: matmul("gp", m=3, n=2, k=2), {"allow_padding": True}),
+    "conv-2x1": (lambda: conv2d("c", n=1, k=2, c=1, p=2, q=2, r=2, s=1), {}),
+    "conv-strided": (lambda: conv2d("cs", n=1, k=2, c=1, p=2, q=2, r=1, s=1, stride=2), {}),
+}
+SLOW_CASES = {
+    "gemm-4x4x2": (lambda: matmul("g", m=4, n=4, k=2), {}),
+    "conv-3x2": (lambda: conv2d("c", n=1, k=2, c=2, p=3, q=2, r=2, s=1), {}),
+}
+
+
+def _exhaustive(space: MapSpace, obj) -> float:
+    best = math.inf
+    for b in space.enumerate(65536, max_points=10**7):
+        chk = space.check(b)
+        m = MODEL.evaluate(space.problem, space.arch, b)
+        best = min(best, float(obj.scalar(m.energy_pj, m.cycles, m.valid & chk.valid).min()))
+    return best
+
+
+def _value(space: MapSpace, batch, obj) -> float:
+    m = MODEL.evaluate(space.problem, space.arch, batch)
+    return float(obj.scalar(m.energy_pj, m.cycles, m.valid & space.check(batch).valid)[0])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_exact_equals_exhaustive(case, objective) -> None:
+    make, kw = CASES[case]
+    bw = 4.0 if case == "gemm" else None  # one case where bandwidth sets the cycles
+    space = MapSpace(make(), small_arch(bw), **kw)
+    obj = parse_objective(objective)
+    truth = _exhaustive(space, obj)
+    best, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal and cert.stop_reason == "proven"
+    assert value == pytest.approx(truth, rel=1e-12)
+    assert _value(space, best, obj) == pytest.approx(value, rel=1e-12)  # the mapping really costs that
+    assert cert.lower_bound == value and cert.gap == 0.0
+    assert cert.root_lower_bound <= truth * (1 + 1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(SLOW_CASES))
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_exact_equals_exhaustive_larger(case, objective) -> None:
+    make, kw = SLOW_CASES[case]
+    space = MapSpace(make(), small_arch(), **kw)
+    obj = parse_objective(objective)
+    _, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal
+    assert value == pytest.approx(_exhaustive(space, obj), rel=1e-12)
+
+
+def test_exact_equals_exhaustive_with_padding_allowed() -> None:
+    space = MapSpace(conv2d("cp", n=1, k=3, c=1, p=3, q=1, r=2, s=1), small_arch(), allow_padding=True)
+    obj = parse_objective("edp")
+    _, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal
+    assert value == pytest.approx(_exhaustive(space, obj), rel=1e-12)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not REF.is_dir(), reason="../shared/reference/timeloop/constraints not present")
+@pytest.mark.parametrize("objective", OBJECTIVES)
+def test_exact_equals_exhaustive_on_timeloop_eyeriss_constraints(objective) -> None:
+    """The 79,920-point space of res2a_branch2b under Timeloop's Eyeriss constraint files."""
+    from accelmap.mapper.constraints import load_constraint_files
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem("resnet50/res2a_branch2b"), preset("eyeriss-like")
+    cons = load_constraint_files([REF / "arch_constraints.yaml", REF / "map_constraints.yaml"], problem=problem,
+                                 arch=arch, level_map={"DummyBuffer": "shared_glb:y"})
+    space = MapSpace(problem, arch, cons)
+    assert space.size().total == 79_920
+    obj = parse_objective(objective)
+    _, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal
+    assert value == pytest.approx(_exhaustive(space, obj), rel=1e-12)
+
+
+def _node_bounds_of(space: MapSpace, batch, keep) -> list[float]:
+    """The bound of every node on the path of each mapping of ``batch`` (one keep pattern):
+    every depth and every split, as the search computes them."""
+    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+    bm = BoundModel.build(space.problem, space.arch, keep)
+    L, D = space._L, space._D
+    fac = np.stack([batch.temporal, batch.spatial[..., 0], batch.spatial[..., 1]], axis=-1)  # (n, L, D, 3)
+    # each mapping's row in every sorted table
+    rows = np.empty((len(batch), D), dtype=np.int64)
+    for d, tr in enumerate(trees):
+        key = tr.rows.reshape(len(tr.rows), -1)
+        want = fac[:, :, d, :].reshape(len(batch), -1)
+        for i in range(len(batch)):
+            rows[i, d] = int(np.flatnonzero((key == want[i]).all(axis=1))[0])
+    out = []
+    for depth in range(L + 1):
+        k = L - depth
+        for split in range(D if depth < L else 1):
+            ids = np.empty((len(batch), D), dtype=np.int64)
+            omin = np.empty((len(batch), D), dtype=np.int64)
+            omax = np.empty_like(omin)
+            otmin = np.empty_like(omin)
+            nxt = np.ones((len(batch), D, 3), dtype=np.int64) if split else None
+            for d, tr in enumerate(trees):
+                dd = depth + 1 if d < split else depth
+                g = np.searchsorted(tr.starts[dd], rows[:, d], side="right") - 1
+                ids[:, d] = g
+                o_min, o_max, o_t = tr.omin[dd][g], tr.omax[dd][g], tr.otmin[dd][g]
+                if d < split:
+                    f = tr.rows[tr.starts[dd][g], k - 1, :]
+                    o_min, o_max, o_t = o_min * f.prod(axis=1), o_max * f.prod(axis=1), o_t * f[:, 0]
+                    nxt[:, d, :] = f
+                omin[:, d], omax[:, d], otmin[:, d] = o_min, o_max, o_t
+            e, c, ok = partial_bounds(bm, k, fac, omin, otmin, omax, next_level=nxt)
+            assert ok.all(), f"a legal mapping was declared infeasible at depth {depth}, split {split}"
+            out.append((e, c))
+    return out
+
+
+@pytest.mark.parametrize("arch_name,layer,padding", [
+    ("eyeriss-like", "resnet50/conv3_1", False),
+    ("simba-like", "resnet50/res2a_branch2a", False),
+    ("eyeriss-like", "mobilenet_v2/block2_2_dw", False),
+    ("simba-like", "bert_base_128/qkv_proj", False),
+    ("eyeriss-like", "resnet50/conv1", False),
+])
+def test_node_bounds_never_exceed_the_cost_of_a_mapping_in_the_node(arch_name, layer, padding) -> None:
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem(layer), preset(arch_name)
+    space = MapSpace(problem, arch, allow_padding=padding)
+    batch = space.sample_valid(24, np.random.default_rng(5))
+    m = MODEL.evaluate(problem, arch, batch)
+    assert m.valid.all()
+    for i in range(len(batch)):
+        one = batch.take(np.array([i]))
+        for e, c in _node_bounds_of(space, one, batch.keep[i]):
+            assert e[0] <= m.energy_pj[i] * (1 + 1e-12)
+            assert c[0] <= m.cycles[i] * (1 + 1e-12)
+
+
+def test_root_bound_is_admissible() -> None:
+    space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
+    obj = parse_objective("edp")
+    rb = root_bound(space, obj)
+    truth = _exhaustive(space, obj)
+    assert rb is not None and 0 < rb["objective"] <= truth * (1 + 1e-12)
+    assert rb["edp"] <= truth * (1 + 1e-12)
+
+
+def test_time_limited_run_certifies_a_bound_below_the_optimum() -> None:
+    space = MapSpace(conv2d("c", n=1, k=2, c=1, p=2, q=2, r=2, s=1), small_arch())
+    obj = parse_objective("edp")
+    truth = _exhaustive(space, obj)
+    for leaves in (1, 20, 200):
+        best, value, cert = solve(space, MODEL, obj, max_leaves=leaves)
+        assert cert.lower_bound <= truth * (1 + 1e-12) <= value * (1 + 1e-12)
+        if not cert.proven_optimal:
+            assert cert.stop_reason == "budget" and cert.gap >= 0
+    _, _, cert = solve(space, MODEL, obj, time_limit_s=0.0)
+    assert not cert.proven_optimal and cert.stop_reason == "time" and cert.lower_bound <= truth
+
+
+def test_api_result_carries_the_certificate_and_round_trips(tmp_path) -> None:
+    space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
+    r = accelmap.search(space.problem, space.arch, searcher="exact", space=space, seed=1,
+                        searcher_options={"warm_budget": 2000})
+    assert r.proven_optimal and r.bound_kind == "exact" and r.stop_reason == "exhausted"
+    assert r.certificate["proven_optimal"] and r.certificate["gap"] == 0.0
+    assert r.lower_bound["objective"] == pytest.approx(r.best_objective)
+    assert r.certified_gap() == 0.0
+    d = json.loads(r.to_json())
+    assert d["proven_optimal"] is True and d["bound_kind"] == "exact"
+    assert set(d["lower_bound"]) >= {"cycles", "energy_pj", "edp"}
+    from accelmap.search.result import SearchResult
+
+    back = SearchResult.from_dict(d)
+    assert back.proven_optimal and back.bound_kind == "exact" and back.certificate == r.certificate
+
+
+def test_every_loopnest_result_reports_the_root_bound() -> None:
+    space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
+    r = accelmap.search(space.problem, space.arch, searcher="random", space=space, budget=500, seed=0)
+    assert r.bound_kind == "loopnest-root" and not r.proven_optimal
+    assert r.lower_bound["edp"] <= r.edp
+    assert 0 <= r.certified_gap()
+
+
+def test_exact_refuses_what_it_cannot_prove() -> None:
+    space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
+    with pytest.raises(SpecError, match="loopnest"):
+        accelmap.search(space.problem, space.arch, searcher="exact", space=space, model="systolic")
+    with pytest.raises(SpecError, match="Pareto"):
+        accelmap.search(space.problem, space.arch, searcher="exact", space=space, objective="energy,cycles")
+    with pytest.raises(TypeError, match="unknown option"):
+        accelmap.search(space.problem, space.arch, searcher="exact", space=space, searcher_options={"chains": 2})
+    with pytest.raises(SpecError, match="warm_budget"):
+        accelmap.search(space.problem, space.arch, searcher="exact", space=space,
+                        searcher_options={"warm_budget": -1})
+
+
+def test_exact_network_reports_proven_layers_and_certified_gap() -> None:
+    arch = small_arch()
+    from accelmap.search.api import search_network
+
+    layers = [matmul("a", m=4, n=2, k=2), matmul("b", m=2, n=2, k=4), matmul("a2", m=4, n=2, k=2)]
+    net = search_network(layers, arch, searcher="exact", time_limit_s=60, searcher_options={"warm_budget": 1000})
+    assert len(net.layers) == 2 and net.n_proven == 2 and net.certified_gap() == 0.0
+    d = net.to_dict()
+    assert d["totals"]["proven_layers"] == 2 and d["totals"]["certified_gap"] == 0.0
+    assert "proven optimal: 2 of 2" in net.table()
