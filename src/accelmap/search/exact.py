@@ -548,20 +548,30 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     return P.best_batch, P.best_value, cert
 
 
-def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096) -> dict[str, float] | None:
+def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
+               time_s: float = 0.3) -> dict[str, float] | None:
     """A cheap lower bound of every mapping of the space under the loopnest model.
 
-    Expands every keep pattern's tree breadth first (one level of the map space, one or
-    more dims at a time, as the search does) while the open nodes stay at most
-    ``max_nodes``, and returns the smallest bound among them:
-    ``{"cycles", "energy_pj", "edp", "objective"}`` (each minimised separately, so each is
-    a bound of its own metric), or None when no mapping can be legal.
+    Bounds the root of every keep pattern's tree, then, patterns with the smallest bound
+    first and while ``time_s`` lasts, expands a pattern's tree breadth first (one level of
+    the map space, one or more dims at a time, as the search does) while it has at most
+    ``max_nodes`` open nodes. Returns the smallest bound among the open nodes of every
+    pattern, ``{"cycles", "energy_pj", "edp", "objective"}`` (each minimised on its own, so
+    each bounds its own metric), or None when no mapping can be legal.
     """
+    t0 = time.perf_counter()
     P = _setup(space, type("LoopNest", (), {"name": "loopnest"})(), objective)
-    best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
+    zero = np.zeros((1, P.D), dtype=np.int64)
+    frontier: list[tuple[float, _Frame]] = []
     for pi in range(len(P.patterns)):
-        f = _Frame(pi, 0, 0, np.zeros((1, P.D), dtype=np.int64), np.zeros(1))
-        while f.depth < P.L:
+        b, ok = _bound_nodes(P, pi, 0, 0, zero)
+        if ok[0]:
+            frontier.append((float(b[0]), _Frame(pi, 0, 0, zero, b)))
+    frontier.sort(key=lambda x: x[0])
+    finals: list[tuple[int, _Frame]] = []
+    for _, f in frontier:
+        pi = f.pattern
+        while f.depth < P.L and time.perf_counter() - t0 < time_s:
             lo_hi = [(_child_ranges(P, f.depth, n) if f.split == 0 else _child_ranges_split(P, f.depth, f.split, n))
                      for n in f.ids]
             sizes = np.array([hi - lo for lo, hi in lo_hi])  # (nodes, D)
@@ -584,8 +594,10 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096) 
             f = _Frame(pi, new_depth, new_split, ids, np.zeros(len(ids)))
             if len(ids) == 0:
                 break
-        if len(f.ids) == 0:
-            continue
+        if len(f.ids):
+            finals.append((pi, f))
+    best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
+    for pi, f in finals:
         fac, omin, otmin, omax, nxt = _node_arrays(P, f.depth, f.split, f.ids)
         e, c, ok = partial_bounds(P.bms[pi], P.L - f.depth, fac, omin, otmin, omax, next_level=nxt)
         if not ok.any():

@@ -1,0 +1,129 @@
+"""The exact searcher: time to proof, or the certified gap at a time limit, beside the default
+search's EDP and its ratio to the exact result.
+
+Groups of cases (``--groups``):
+
+* ``search``: the 12 cases of ``bench_search.py`` (6 layers x eyeriss-like, simba-like),
+  unconstrained spaces;
+* ``timeloop``: every ``mapper_edp_best`` case of ``../shared/reference/timeloop`` on its own
+  architecture, under the constraint files Timeloop's mapper searched under (as
+  ``bench_vs_timeloop.py``);
+* ``resnet50``: every distinct ResNet-50 layer on eyeriss-like (one ``search_network``).
+
+Usage::
+
+    python benchmarks/bench_exact.py [--time 60] [--groups search timeloop resnet50]
+        [--default-budget N] [--seed 0]
+
+Writes ``benchmarks/results/bench_exact.json`` (one row per case: proven, seconds, certified
+lower bound and gap of the EDP, the exact search's EDP, the default search's EDP and the
+ratios). Benchmarks are run by hand; nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from bench_search import ARCHS as SEARCH_ARCHS  # noqa: E402
+from bench_search import LAYERS as SEARCH_LAYERS  # noqa: E402
+from bench_vs_timeloop import ARCHS as TL_ARCHS  # noqa: E402
+from bench_vs_timeloop import REFERENCE as TL_REFERENCE  # noqa: E402
+from bench_vs_timeloop import _constraints  # noqa: E402
+
+RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
+
+
+def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
+         seed: int) -> dict[str, Any]:
+    from accelmap.search.api import search
+
+    t0 = time.perf_counter()
+    d = search(problem, arch, constraints=constraints, budget=default_budget, seed=seed)
+    t_default = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    r = search(problem, arch, constraints=constraints, searcher="exact", time_limit_s=time_s, seed=seed)
+    wall = time.perf_counter() - t0
+    c = r.certificate or {}
+    lb = float(c.get("lower_bound", 0.0))
+    row = {
+        "case": label, "proven": r.proven_optimal, "seconds": round(wall, 2), "stop": c.get("stop_reason"),
+        "exact_edp": r.edp, "certified_lower_bound": lb, "certified_gap": c.get("gap"),
+        "root_lower_bound": c.get("root_lower_bound"), "nodes": c.get("nodes"), "cut": c.get("cut"),
+        "infeasible": c.get("infeasible"), "leaves": c.get("leaves"),
+        "default_edp": d.edp, "default_seconds": round(t_default, 2),
+        "default_over_exact": d.edp / r.edp if r.edp else None,
+        "default_over_bound": d.edp / lb if lb > 0 else None,
+        "default_bound_kind": d.bound_kind,
+    }
+    gap = c.get("gap")
+    print(f"{label:<58} {'PROVEN' if r.proven_optimal else 'open  '} {wall:7.1f} s  "
+          f"gap {('-' if gap is None else f'{gap:8.2%}')}  default/exact {row['default_over_exact']:.4f}",
+          flush=True)
+    return row
+
+
+def run(groups: list[str], time_s: float, default_budget: int | None, seed: int) -> dict[str, Any]:
+    from accelmap.arch.io import load_arch
+    from accelmap.workloads.io import load_problem
+    from accelmap.workloads.zoo import network
+
+    rows: list[dict[str, Any]] = []
+    if "search" in groups:
+        for layer in SEARCH_LAYERS:
+            for arch in SEARCH_ARCHS:
+                rows.append(dict(_row(f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None, time_s,
+                                      default_budget, seed), group="search"))
+    if "timeloop" in groups and TL_REFERENCE.exists():
+        for case in sorted((TL_REFERENCE / "cases").iterdir()):
+            arch_name, layer, mapping_name = case.name.split("__")
+            if mapping_name != "mapper_edp_best":
+                continue
+            ert = TL_ARCHS / arch_name / "ERT.yaml"
+            arch = load_arch(str(TL_ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
+            cons = [str(p) for p in _constraints(arch_name, layer)] or None
+            rows.append(dict(_row(f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch,
+                                  cons, time_s, default_budget, seed), group="timeloop"))
+    if "resnet50" in groups:
+        seen: set[Any] = set()
+        arch = load_arch("eyeriss-like")
+        for p in network("resnet50").layers:
+            key = (p.dims, p.tensors)
+            if key in seen:
+                continue
+            seen.add(key)
+            rows.append(dict(_row(f"resnet50/{p.name} @ eyeriss-like", p, arch, None, time_s, default_budget, seed),
+                             group="resnet50"))
+    proven = sum(1 for r in rows if r["proven"])
+    return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
+            "default_budget": default_budget, "seed": seed, "groups": groups,
+            "summary": {"cases": len(rows), "proven": proven}, "cases": rows}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--time", type=float, default=60.0, help="seconds per case for the exact search (default 60)")
+    ap.add_argument("--groups", nargs="+", default=["search", "timeloop", "resnet50"],
+                    choices=["search", "timeloop", "resnet50"])
+    ap.add_argument("--default-budget", type=int, default=None,
+                    help="budget of the default search compared against (default: its own default)")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args()
+    out = run(args.groups, args.time, args.default_budget, args.seed)
+    path = Path(args.out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
+
+
+if __name__ == "__main__":
+    main()
