@@ -30,6 +30,7 @@ mappers that prove optimality in a space by pruning it (the Turbo-Charged Mapper
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import math
 import time
@@ -436,60 +437,116 @@ def _root_frames(P: _Problem) -> list[_Frame]:
     return frames
 
 
-def _open_min(frames: list[_Frame], extra: float = math.inf) -> float:
-    lb = extra
-    for f in frames:
-        if f.pos < len(f.bounds):
-            lb = min(lb, float(f.bounds[f.pos:].min()))
-    return lb
+class _Open:
+    """The open nodes: frames of sorted siblings, visited best first (the frame whose next
+    node has the smallest bound) while at most ``cap`` nodes are open, depth first (the
+    newest frame) above that, so memory stays bounded. Heap keys are lower bounds of a
+    frame's next bound (checked lazily), so the smallest key is the certified bound."""
+
+    def __init__(self, cap: int = 2_000_000) -> None:
+        self.heap: list[tuple[float, int, int, _Frame]] = []  # (bound, -depth, seq, frame): ties go deep
+        self.stack: list[_Frame] = []
+        self.n_open = 0
+        self.cap = cap
+        self._seq = 0
+
+    def push(self, f: _Frame) -> None:
+        if f.pos >= len(f.ids):
+            return
+        self._seq += 1
+        heapq.heappush(self.heap, (float(f.bounds[f.pos]), -self._deep(f), self._seq, f))
+        self.stack.append(f)
+        self.n_open += len(f.ids) - f.pos
+
+    def take(self, f: _Frame, n: int) -> None:
+        """n nodes of f leave the open set (expanded or cut)."""
+        f.pos += n
+        self.n_open -= n
+        # the frame's heap entry keeps its old key, still a lower bound of its next node;
+        # _clean_top raises it when it reaches the top
+        if f.pos >= len(f.ids):  # exhausted: free its arrays (its heap entry is dropped when seen)
+            f.ids = f.ids[:0]
+            f.bounds = f.bounds[:0]
+            f.pos = 0
+
+    @staticmethod
+    def _deep(f: _Frame) -> int:
+        return f.depth * 64 + f.split
+
+    def _clean_top(self) -> None:
+        while self.heap:
+            key, _, _, f = self.heap[0]
+            if f.pos >= len(f.ids):
+                heapq.heappop(self.heap)
+                continue
+            true = float(f.bounds[f.pos])
+            if true > key:
+                self._seq += 1
+                heapq.heapreplace(self.heap, (true, -self._deep(f), self._seq, f))
+                continue
+            return
+
+    def pick(self) -> _Frame | None:
+        if self.n_open > self.cap:  # depth first: the newest frame with open nodes
+            while self.stack and self.stack[-1].pos >= len(self.stack[-1].ids):
+                self.stack.pop()
+            if self.stack:
+                return self.stack[-1]
+        self._clean_top()
+        if not self.heap:
+            return None
+        return self.heap[0][3]
+
+    def min_bound(self) -> float:
+        self._clean_top()
+        return self.heap[0][0] if self.heap else math.inf
 
 
-def _loop(P: _Problem, stack: list[_Frame], progress: Any, t0: float) -> str:
-    """Depth-first branch and bound until the stack empties (returns "") or a limit stops it."""
+def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
+    """Branch and bound until no node is open (returns "") or a limit stops it."""
     last_report = t0
-    while stack:
+    while True:
         if time.perf_counter() > P.deadline:
             return "time"
         if P.max_leaves is not None and P.cert.leaves >= P.max_leaves:
             return "budget"
-        f = stack[-1]
-        if f.pos >= len(f.ids):
-            stack.pop()
-            continue
+        f = open_.pick()
+        if f is None:
+            return ""
         b = float(f.bounds[f.pos])
         node = f.ids[f.pos]
         if _cut_test(b, P.best_value):  # sorted: the rest of the frame is cut too
             P.cert.cut += len(f.ids) - f.pos
-            stack.pop()
+            open_.take(f, len(f.ids) - f.pos)
             continue
-        f.pos += 1
         P.cert.nodes += 1
-        P.current = b  # open until its children are on the stack (or its orders are searched)
+        P.current = b  # open until its children are pushed (or its orders are searched)
         if f.depth == P.L:
             # this leaf and its open siblings (sorted by bound, not yet cut): their small order
             # sets are evaluated in one batch, larger ones by the order search
-            hi = f.pos
-            while hi < len(f.ids) and hi - f.pos < _LEAF_GROUP and not _cut_test(f.bounds[hi], P.best_value):
+            lo = f.pos
+            hi = lo + 1
+            while hi < len(f.ids) and hi - lo < _LEAF_GROUP and not _cut_test(f.bounds[hi], P.best_value):
                 hi += 1
-            ids = f.ids[f.pos - 1: hi]
+            ids = f.ids[lo:hi]
+            bnds = f.bounds[lo:hi]
             P.cert.nodes += len(ids) - 1
-            f.pos = hi
-            P.current = b
-            _solve_leaves(P, f.pattern, _node_arrays(P, f.depth, 0, ids)[0], f.bounds[f.pos - len(ids): f.pos])
+            open_.take(f, hi - lo)
+            _solve_leaves(P, f.pattern, _node_arrays(P, f.depth, 0, ids)[0], bnds)
             if P.stopped:
                 return P.stopped
             P.current = math.inf
             continue
+        open_.take(f, 1)
         child, complete = _expand(P, f, node)
         if not complete:
             return "time"
         if child is not None:
-            stack.append(child)
+            open_.push(child)
         P.current = math.inf
         if progress is not None and time.perf_counter() - last_report > 1.0:
             last_report = time.perf_counter()
-            progress(P.best_value, min(_open_min(stack), P.best_value), P.cert)
-    return ""
+            progress(P.best_value, min(open_.min_bound(), P.best_value), P.cert)
 
 
 def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None = None,
@@ -526,11 +583,12 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
             P.best_value, P.best_batch = float(val[i]), incumbent.take(np.array([i]))
     P.cert.patterns = len(P.patterns)
     roots = _root_frames(P)
-    roots.sort(key=lambda fr: -float(fr.bounds[0]))  # the most promising pattern on top
-    stack: list[_Frame] = roots
+    open_ = _Open()
+    for fr in roots:
+        open_.push(fr)
     P.cert.root_lower_bound = min([float(fr.bounds[0]) for fr in roots] + [P.best_value])
     try:
-        stop = _loop(P, stack, progress, t0)
+        stop = _loop(P, open_, progress, t0)
     except KeyboardInterrupt:  # Ctrl-C: keep the incumbent, certify what is open
         stop = "interrupted"
     current = P.current
@@ -540,7 +598,7 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     if stop:
         cert.stop_reason = stop
         cert.proven_optimal = False
-        cert.lower_bound = min(_open_min(stack, current), P.best_value)
+        cert.lower_bound = min(open_.min_bound(), current, P.best_value)
     else:
         cert.stop_reason = "proven" if math.isfinite(P.best_value) else "infeasible"
         cert.proven_optimal = math.isfinite(P.best_value)
