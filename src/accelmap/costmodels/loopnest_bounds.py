@@ -243,6 +243,18 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     if next_level is not None and k > 0:
         feasible &= (next_level[:, :, 1].prod(axis=1) <= bm.fan_x[k - 1]) & \
             (next_level[:, :, 2].prod(axis=1) <= bm.fan_y[k - 1])
+    if not feasible.all():  # bound the feasible rows only (most children are not, at some levels)
+        energy_all = np.full(n, np.inf)
+        cycles_all = np.full(n, np.inf)
+        idx = np.flatnonzero(feasible)
+        if len(idx):
+            e_sub, c_sub, _ = partial_bounds(
+                bm, k, fac[idx], outer_min[idx], outer_tmin[idx], outer_max[idx],
+                None if order_pos is None else order_pos[idx], order_fixed,
+                None if next_level is None else next_level[idx])
+            energy_all[idx] = e_sub
+            cycles_all[idx] = c_sub
+        return energy_all, cycles_all, feasible
     # spatial products of the outer (unknown) levels are at most their fanouts
     fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
     p_min = tile_k * omin  # (n, D) smallest full product of each dim

@@ -52,6 +52,7 @@ _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and 
 _CHUNK = 32_768  # children bounded per numpy pass
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
+_EXPAND_GROUP = 64  # sibling nodes expanded together
 
 
 @dataclass
@@ -177,6 +178,7 @@ class _Problem:
     max_leaves: int | None = None
     stopped: str = ""
     current: float = math.inf  # bound of the node being worked on (open while it is)
+    schedule: dict[tuple[int, int], int] = field(default_factory=dict)  # see _group_end
 
     def objective_bound(self, e: Any, c: Any) -> Any:
         return self.objective.scalar(e, c, np.ones(len(e), dtype=bool))
@@ -276,22 +278,37 @@ def _cut_test(bound: Any, incumbent: float) -> Any:
     return bound >= incumbent * (1.0 - _EPS)
 
 
-def _expand(P: _Problem, f: _Frame, node: IntArray) -> tuple[_Frame | None, bool]:
-    """Children of one node: the next dims of level L - depth - 1, as many at once as keep the
-    product of their choices at most ``_CHUNK`` (one dim at least)."""
+def _group_end(P: _Problem, depth: int, split: int) -> int:
+    """The dims ``split .. end-1`` of level ``L - depth - 1`` are chosen together: as many as
+    keep the largest product of their choices (over every run at this depth) at most
+    ``_CHUNK``, one at least. Fixed per (depth, split), so siblings share their schedule."""
+    key = (depth, split)
+    got = P.schedule.get(key)
+    if got is None:
+        most = [int((tr.child_hi[depth] - tr.child_lo[depth]).max()) for tr in P.trees]
+        end = split + 1
+        while end < P.D and math.prod(most[split: end + 1]) <= _CHUNK:
+            end += 1
+        P.schedule[key] = got = end
+    return got
+
+
+def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, bool]:
+    """Children of some nodes of one frame (same pattern, depth and split), bounded together:
+    the next dims of level L - depth - 1 (see `_group_end`). Returns one frame of the live
+    children sorted by bound, and False if the time limit interrupted (nothing counted)."""
     depth, split = f.depth, f.split
-    lo, hi = _child_ranges(P, depth, node) if split == 0 else _child_ranges_split(P, depth, split, node)
-    sizes = hi - lo
-    end = split + 1
-    while end < P.D and int(np.prod(sizes[split: end + 1])) <= _CHUNK:
-        end += 1
+    end = _group_end(P, depth, split)
     dims = range(split, end)
     new_depth, new_split = (depth + 1, 0) if end == P.D else (depth, end)
     kept_ids, kept_b = [], []
     n_inf = n_cut = 0
-    for ch in _children(P, depth, split, node, lo, hi, dims):
-        if time.perf_counter() > P.deadline:  # the node stays open, nothing of it is counted
-            return None, False
+    buf: list[IntArray] = []
+    n_buf = 0
+
+    def flush() -> None:
+        nonlocal n_inf, n_cut
+        ch = np.concatenate(buf)
         b, ok = _bound_nodes(P, f.pattern, new_depth, new_split, ch)
         n_inf += int((~ok).sum())
         live = ok & ~_cut_test(b, P.best_value)
@@ -299,6 +316,21 @@ def _expand(P: _Problem, f: _Frame, node: IntArray) -> tuple[_Frame | None, bool
         if live.any():
             kept_ids.append(ch[live])
             kept_b.append(b[live])
+
+    for node in nodes:
+        lo, hi = _child_ranges(P, depth, node) if split == 0 else _child_ranges_split(P, depth, split, node)
+        for ch in _children(P, depth, split, node, lo, hi, dims):
+            buf.append(ch)
+            n_buf += len(ch)
+            if n_buf >= _CHUNK:
+                if time.perf_counter() > P.deadline:  # the nodes stay open, nothing of them is counted
+                    return None, False
+                flush()
+                buf, n_buf = [], 0
+    if buf:
+        if time.perf_counter() > P.deadline:
+            return None, False
+        flush()
     P.cert.infeasible += n_inf
     P.cert.cut += n_cut
     if not kept_ids:
@@ -514,7 +546,6 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
         if f is None:
             return ""
         b = float(f.bounds[f.pos])
-        node = f.ids[f.pos]
         if _cut_test(b, P.best_value):  # sorted: the rest of the frame is cut too
             P.cert.cut += len(f.ids) - f.pos
             open_.take(f, len(f.ids) - f.pos)
@@ -537,8 +568,16 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
                 return P.stopped
             P.current = math.inf
             continue
-        open_.take(f, 1)
-        child, complete = _expand(P, f, node)
+        # this node and the next siblings under the incumbent, expanded together (one numpy
+        # pass over all their children)
+        lo = f.pos
+        hi = lo + 1
+        while hi < len(f.ids) and hi - lo < _EXPAND_GROUP and not _cut_test(f.bounds[hi], P.best_value):
+            hi += 1
+        nodes = f.ids[lo:hi]
+        P.cert.nodes += len(nodes) - 1
+        open_.take(f, hi - lo)
+        child, complete = _expand(P, f, nodes)
         if not complete:
             return "time"
         if child is not None:
@@ -677,7 +716,7 @@ class ExactSearcher:
     it through :meth:`run` rather than the ask/tell driver. Options (``searcher_options``):
 
     warm_budget
-        Evaluations of the default searcher that find the first incumbent (default 50,000;
+        Evaluations of the default searcher that find the first incumbent (default 300,000,
         0: none, the search starts from no incumbent).
     """
 
@@ -685,7 +724,7 @@ class ExactSearcher:
     capabilities: ClassVar[frozenset[Cap]] = frozenset({Cap.SOLVER, Cap.SEEDABLE})
     default_budget: ClassVar[int | None] = None
     option_names: ClassVar[tuple[str, ...]] = ("warm_budget",)
-    DEFAULT_WARM_BUDGET: ClassVar[int] = 50_000
+    DEFAULT_WARM_BUDGET: ClassVar[int] = 300_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("the exact searcher is a solver: run it with accelmap.search(..., searcher='exact') "
@@ -701,9 +740,8 @@ class ExactSearcher:
         evaluations are counted apart); ``time_limit_s`` caps the whole run, warm start
         included. Either limit ends the run with the certified bound of the open branches.
         """
-        from accelmap.search.result import mapping_to_json
         from accelmap.search.driver import Driver, DriverOptions
-        from accelmap.search.result import History, SearchResult
+        from accelmap.search.result import History, SearchResult, mapping_to_json
 
         opts = dict(options)
         warm = opts.pop("warm_budget", cls.DEFAULT_WARM_BUDGET)
