@@ -180,6 +180,107 @@ def _span(dims: IntArray, a: IntArray, tile: FloatArray) -> FloatArray:
     return 1.0 + ((tile[:, dims] - 1.0) * a).sum(axis=1)
 
 
+@dataclass(frozen=True, slots=True)
+class _Prefix:
+    """The loops up to J* at the known levels, per row: ``pref`` the loops of l* up to J*
+    (its jump loops when l*'s order is open, ``free``), ``kout`` every loop of the known
+    levels above l*, ``found`` an active jump loop at a known level, ``lstar`` its level."""
+
+    pref: FloatArray
+    kout: FloatArray
+    found: BoolArray
+    free: BoolArray
+    lstar: IntArray
+    U: FloatArray
+    jr: BoolArray
+
+
+@dataclass(frozen=True, slots=True)
+class _X:
+    """A count bound: ``fixed`` where it does not depend on an open order; else, where
+    ``dep``, ``max(max(base * prefix, lo) * scale, lo)`` with the prefix of level ``lstar``
+    chosen with that level's order (`_order_energy`)."""
+
+    fixed: FloatArray
+    dep: BoolArray | None = None
+    base: FloatArray | None = None
+    pref_rel: FloatArray | None = None
+    lstar: IntArray | None = None
+    jr: BoolArray | None = None
+    lo: float = 0.0
+    scale: FloatArray | float = 1.0
+
+    @staticmethod
+    def fixed_of(x: FloatArray) -> _X:
+        return _X(fixed=x)
+
+    @classmethod
+    def of(cls, pr: _Prefix, with_star: FloatArray, without: FloatArray, lo: float, scale: float) -> _X:
+        val = np.maximum(np.where(pr.found, with_star * pr.pref, without), lo)
+        dep = pr.found & pr.free
+        if not dep.any():
+            return cls(fixed=val)
+        return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo)
+
+    def scaled(self, scale: FloatArray, lo: float) -> _X:
+        val = np.maximum(self.fixed * scale, lo)
+        if self.dep is None:
+            return _X(fixed=val)
+        return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
+                  lo=lo, scale=scale)
+
+    def at(self, pref: FloatArray) -> FloatArray:
+        if self.base is None:
+            return self.fixed
+        return np.maximum(np.maximum(self.base * pref, self.lo) * self.scale, self.lo)
+
+
+def _term_energy(x: FloatArray, e1: float, e2: float, part: FloatArray | float) -> FloatArray:
+    out = e1 * x
+    if e2:
+        out = out + e2 * np.maximum(x - part, 0.0)
+    return out
+
+
+def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: FloatArray, t_all: FloatArray,
+                  k: int, L: int, D: int, n: int) -> FloatArray:
+    """Energy of the terms, the open orders chosen jointly per level.
+
+    A term whose J* sits at a level l whose order is open depends on that order through
+    its prefix (the loops of l up to J*). One order serves every term of the level: relaxed
+    to the choice of its innermost active loop z, a tensor with z among its jump dims pays
+    every loop of l (its J* is z), any other tensor at least its own jump loops. So the
+    level's terms cost at least the smallest, over the active z, of their sum; the levels'
+    orders are independent, so the sum of those minima bounds the total."""
+    total = np.zeros(n)
+    dep_terms = []
+    for x, e1, e2, part in terms:
+        if x.dep is None:
+            total += _term_energy(x.fixed, e1, e2, part)
+        else:
+            total += np.where(x.dep, 0.0, _term_energy(x.fixed, e1, e2, part))
+            dep_terms.append((x, e1, e2, part))
+    if not dep_terms:
+        return total
+    for lv in range(k, L):
+        here = [(x, e1, e2, part, x.dep & (x.lstar == lv)) for x, e1, e2, part in dep_terms]
+        here = [h for h in here if h[4].any()]
+        if not here:
+            continue
+        active = tt[:, lv] >= 2  # (n, D)
+        best = np.full(n, np.inf)
+        for z in range(D):
+            if not active[:, z].any():
+                continue
+            e_z = np.zeros(n)
+            for x, e1, e2, part, m in here:
+                pref = t_all[:, lv] if x.jr[z] else x.pref_rel
+                e_z += np.where(m, _term_energy(x.at(pref), e1, e2, part), 0.0)
+            best = np.where(active[:, z], np.minimum(best, e_z), best)
+        total += np.where(np.isfinite(best), best, 0.0)
+    return total
+
+
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
@@ -270,34 +371,35 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             out = out * g[:, lv][:, dims].max(axis=1)
         return out
 
-    def jump_prefix(t: int, c: int) -> tuple[FloatArray, BoolArray, FloatArray]:
-        """For known levels k..c-1: (K, found, U) with K = prod of the loops up to J* at known
-        levels (all loops of levels k..l*-1 and the jump loops of l*, or the fixed order's
-        prefix of l*), found = an active jump loop exists in levels k..c-1, and U a lower
+    def jump_prefix(t: int, c: int) -> _Prefix:
+        """The loops up to J* at the known levels k..c-1 (see `_Prefix`), and U, a lower
         bound of the words of the union of the tiles that the known loops inside J* visit
         (at least the tile's footprint)."""
         jr = bm.jump[t]
-        K = np.ones(n)
+        pref = np.ones(n)
+        kout = np.ones(n)
         found = np.zeros(n, dtype=bool)
+        free = np.zeros(n, dtype=bool)  # l*'s order is open: its prefix is chosen jointly (below)
+        lstar = np.full(n, -1)
         ext = np.ones((n, D))  # per dim: blocks of the tile visited by the known loops inside J*
         # walk from the deepest level up: the first level with an active jump loop is l*
         for lv in range(c - 1, k - 1, -1):
             act = (tt[:, lv][:, jr] >= 2).any(axis=1) if jr.any() else np.zeros(n, dtype=bool)
             new = act & ~found
             if new.any():
+                lstar = np.where(new, lv, lstar)
                 if order_fixed is not None and order_fixed[lv]:
                     pos = order_pos[:, lv].astype(np.float64)  # (n, D)
                     active_jr = (tt[:, lv] >= 2) & jr[None, :]
                     last = np.where(active_jr, pos, -1.0).max(axis=1)  # innermost active jump loop
-                    pref = np.where(pos <= last[:, None], tt[:, lv], 1.0).prod(axis=1)
-                else:
-                    pref = tt[:, lv][:, jr].prod(axis=1)
-                K = np.where(new, pref, K)
-                if order_fixed is not None and order_fixed[lv]:  # the loops of l* after J*
-                    after = np.where(pos > last[:, None], tt[:, lv], 1.0)
+                    pref = np.where(new, np.where(pos <= last[:, None], tt[:, lv], 1.0).prod(axis=1), pref)
+                    after = np.where(pos > last[:, None], tt[:, lv], 1.0)  # the loops of l* after J*
                     ext = np.where(new[:, None], ext * after, ext)
+                else:
+                    pref = np.where(new, tt[:, lv][:, jr].prod(axis=1), pref)
+                    free |= new
             # levels above l* (still known) multiply every loop
-            K = np.where(found, K * t_all[:, lv], K)
+            kout = np.where(found, kout * t_all[:, lv], kout)
             ext = np.where((~found & ~new)[:, None], ext * tt[:, lv], ext)
             found |= new
         S = _footprint(bm, t, tile[:, c])
@@ -312,52 +414,55 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                     step += (ext[:, d] - 1.0) * np.minimum(ad * tile[:, c, d], span)
                 extra += S / span * step
             U = S + extra
-        return K, found, U
+        return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
 
-    def deliveries(t: int, c: int) -> FloatArray:
+    def deliveries(t: int, c: int) -> _X:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
+        lo = bm.touched[t]
         if c >= k:
             used_kc = used[:, k:c].prod(axis=1)
-            K, found, U = jump_prefix(t, c)
-            with_star = omin.prod(axis=1) * used_kc * U * K
-            without = omin[:, jr].prod(axis=1) * used_kc * U
-            return np.maximum(np.where(found, with_star, without), bm.touched[t])
+            pr = jump_prefix(t, c)
+            with_star = omin.prod(axis=1) * used_kc * pr.U * pr.kout
+            without = omin[:, jr].prod(axis=1) * used_kc * pr.U
+            return _X.of(pr, with_star, without, lo, 1.0)
         # c < k: unknown tile containing tile[k]
         out = p_min[:, jr].prod(axis=1)
         for ci in bm.sliding[t]:
             dims, a = bm.coords[t][ci]
             out = out * _span(dims, a, tile_outer)
-        return np.maximum(out, bm.touched[t])
+        return _X.fixed_of(np.maximum(out, lo))
 
-    def parent_reads(t: int, p: int, c: int) -> FloatArray:
+    def parent_reads(t: int, p: int, c: int) -> _X:
         """inst[p] F_c G_{p,c} lower bound (the reads of p that serve its child c)."""
         jr = bm.jump[t]
+        lo = bm.touched[t]
         if c == L:
             if p >= k:
                 x = p_min.prod(axis=1)
                 for lv in range(p, L):
                     x = x * dl_lb(t, lv) / used[:, lv]
-                return np.maximum(x, bm.touched[t])
+                return _X.fixed_of(np.maximum(x, lo))
             known = t_all[:, k:].prod(axis=1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
-            return np.maximum(omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known, bm.touched[t])
+            return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known, lo))
         if c < k:
             return deliveries(t, c)
         if p >= k:
             x = deliveries(t, c)
+            scale = np.ones(n)
             for lv in range(p, c):
-                x = x * dl_lb(t, lv) / used[:, lv]
-            return np.maximum(x, bm.touched[t])
+                scale = scale * dl_lb(t, lv) / used[:, lv]
+            return x.scaled(scale, lo)
         # p < k <= c
-        K, found, U = jump_prefix(t, c)
+        pr = jump_prefix(t, c)
         dl = np.ones(n)
         for lv in range(k, c):
             dl = dl * dl_lb(t, lv)
-        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * U * K * dl
-        without = omin[:, jr].prod(axis=1) * U * dl
-        return np.maximum(np.where(found, with_star, without), bm.touched[t])
+        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * pr.U * pr.kout * dl
+        without = omin[:, jr].prod(axis=1) * pr.U * dl
+        return _X.of(pr, with_star, without, lo, 1.0)
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""
@@ -375,15 +480,20 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             x = x * (used[:, lv] if lv >= k else bm.fan[lv])
         return x
 
+    # every energy term is e1 X + e2 max(X - part, 0) of one delivery or read count X
+    terms: list[tuple[_X, float, float, FloatArray | float]] = []
     for t, p, c in bm.pairs:
         reads = parent_reads(t, p, c)
-        fills = deliveries(t, p) if p > 0 else np.zeros(n)
         if t == bm.output:
             part = part_ub(p)
-            energy += bm.write_pj_word[p] * (reads + np.maximum(fills - part, 0.0) * (p > 0))
-            energy += bm.read_pj_word[p] * np.maximum(reads - part, 0.0)
+            terms.append((reads, bm.write_pj_word[p], bm.read_pj_word[p], part))  # updates, reads
+            if p > 0:
+                terms.append((deliveries(t, p), 0.0, bm.write_pj_word[p], part))  # fills
         else:
-            energy += bm.read_pj_word[p] * reads + bm.write_pj_word[p] * fills
+            terms.append((reads, bm.read_pj_word[p], 0.0, 0.0))
+            if p > 0:
+                terms.append((deliveries(t, p), bm.write_pj_word[p], 0.0, 0.0))
+    energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
     steps = t_all[:, k:].prod(axis=1) * otmin.prod(axis=1)
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
     cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))

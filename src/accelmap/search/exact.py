@@ -49,7 +49,7 @@ from accelmap.search.objectives import ObjectiveSpec
 __all__ = ["ExactSearcher", "Certificate", "DimTree", "root_bound", "solve"]
 
 _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
-_CHUNK = 32_768  # children bounded per numpy pass
+_CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
 _EXPAND_GROUP = 64  # sibling nodes expanded together
@@ -716,15 +716,16 @@ class ExactSearcher:
     it through :meth:`run` rather than the ask/tell driver. Options (``searcher_options``):
 
     warm_budget
-        Evaluations of the default searcher that find the first incumbent (default 300,000,
-        0: none, the search starts from no incumbent).
+        Evaluations of the default searcher (``anneal``) that find the first incumbent, at
+        most a quarter of the time limit (default 1,000,000: the default search itself, so the
+        exact result is never worse than it; 0: none, the search starts from no incumbent).
     """
 
     name: ClassVar[str] = "exact"
     capabilities: ClassVar[frozenset[Cap]] = frozenset({Cap.SOLVER, Cap.SEEDABLE})
     default_budget: ClassVar[int | None] = None
     option_names: ClassVar[tuple[str, ...]] = ("warm_budget",)
-    DEFAULT_WARM_BUDGET: ClassVar[int] = 300_000
+    DEFAULT_WARM_BUDGET: ClassVar[int] = 1_000_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         raise TypeError("the exact searcher is a solver: run it with accelmap.search(..., searcher='exact') "
