@@ -71,12 +71,32 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, d
     return row
 
 
-def run(groups: list[str], time_s: float, default_budget: int | None, seed: int) -> dict[str, Any]:
+def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
+        out_path: Path | None = None) -> dict[str, Any]:
+    """Run the groups; with ``out_path``, the JSON is rewritten after every case, so a stopped run
+    keeps the rows it finished."""
+    import os
+
     from accelmap.arch.io import load_arch
     from accelmap.workloads.io import load_problem
     from accelmap.workloads.zoo import network
 
-    rows: list[dict[str, Any]] = []
+    class _Rows(list):
+        def append(self, row: dict[str, Any]) -> None:  # type: ignore[override]
+            super().append(row)
+            if out_path is not None:
+                out_path.parent.mkdir(parents=True, exist_ok=True)
+                out_path.write_text(json.dumps(_doc(self), indent=2) + "\n")
+
+    def _doc(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        proven = sum(1 for r in rows if r["proven"])
+        return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
+                "default_budget": default_budget, "seed": seed, "groups": groups,
+                "load_average_at_start": load_at_start,
+                "summary": {"cases": len(rows), "proven": proven}, "cases": list(rows)}
+
+    load_at_start = list(os.getloadavg())
+    rows: list[dict[str, Any]] = _Rows()
     if "search" in groups:
         for layer in SEARCH_LAYERS:
             for arch in SEARCH_ARCHS:
@@ -102,10 +122,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int)
             seen.add(key)
             rows.append(dict(_row(f"resnet50/{p.name} @ eyeriss-like", p, arch, None, time_s, default_budget, seed),
                              group="resnet50"))
-    proven = sum(1 for r in rows if r["proven"])
-    return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
-            "default_budget": default_budget, "seed": seed, "groups": groups,
-            "summary": {"cases": len(rows), "proven": proven}, "cases": rows}
+    return _doc(rows)
 
 
 def main() -> None:
@@ -118,10 +135,8 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
-    out = run(args.groups, args.time, args.default_budget, args.seed)
     path = Path(args.out)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(out, indent=2) + "\n")
+    out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
 

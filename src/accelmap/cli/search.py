@@ -212,8 +212,8 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
     elif gap:
         lb = result.lower_bound or {}
         print()
-        what = "the exact mapper's root bound" if result.bound_kind == "loopnest-root" else "the compulsory-traffic bound"
-        print(f"gap to {what} (best / bound):")
+        what = "the exact mapper's root bound" if result.bound_kind == "loopnest-root" else "compulsory traffic"
+        print(f"gap to the lower bound from {what} (best / bound):")
         for key, unit in (("cycles", "cycles"), ("energy_pj", "pJ"), ("edp", "pJ*cycles")):
             if key in gap:
                 print(f"  {key:<10} {gap[key]:8.3f}x   (bound {lb[key]:.4g} {unit})")

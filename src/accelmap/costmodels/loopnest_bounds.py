@@ -284,7 +284,8 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
-                   next_level: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   next_level: IntArray | None = None, spatial: IntArray | None = None,
+                   spatial_complete: bool = False) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -306,6 +307,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         the others): level ``k-1`` must then fit its fanout with at least these spatial
         factors and its capacity with at least these tiles. The outer ranges must already
         include the chosen factors.
+    spatial, spatial_complete
+        Optional (n, L, D, 2) spatial factors (X, Y) already fixed at every level, ones
+        where a dim's are still open; with ``spatial_complete`` every dim's are fixed, and
+        the outer ranges then cover temporal factors alone at the levels ``< k`` (times the
+        fixed spatial ones).
 
     Returns
     -------
@@ -333,10 +339,29 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # capacity: known levels exactly, outer levels at least the tile of level k (times the
     # factors already chosen at level k-1)
     tile_outer = tile_k * next_level.prod(axis=2) if next_level is not None and k > 0 else tile_k
+    if spatial is not None:
+        gs = (spatial[..., 0] * spatial[..., 1]).astype(np.float64)  # (n, L, D) fixed spatial
+        for lv in range(k):
+            feasible &= (spatial[:, lv, :, 0].prod(axis=1) <= bm.fan_x[lv]) & \
+                (spatial[:, lv, :, 1].prod(axis=1) <= bm.fan_y[lv])
+        # a tile of level lv < k also holds the fixed spatial factors of levels lv .. k-1 (the
+        # temporal factors chosen at level k-1, if any, once: next_level's spatial ones are
+        # the same fixed factors)
+        base = tile_k * next_level[..., 0] if next_level is not None and k > 0 else tile_k
+        tile_sp = np.empty((n, k, D))
+        acc = base.copy()
+        for lv in range(k - 1, -1, -1):
+            acc = acc * gs[:, lv]
+            tile_sp[:, lv] = acc
     for lv in range(L):
         if not np.isfinite(bm.capacity[lv]) or not bm.keep[lv].any():
             continue
-        tl = tile[:, lv] if lv >= k else tile_outer
+        if lv >= k:
+            tl = tile[:, lv]
+        elif spatial is not None:
+            tl = np.maximum(tile_sp[:, lv], tile_outer)
+        else:
+            tl = tile_outer
         need = np.zeros(n)
         for t in np.flatnonzero(bm.keep[lv]):
             need += _footprint(bm, int(t), tl)
@@ -352,12 +377,21 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             e_sub, c_sub, _ = partial_bounds(
                 bm, k, fac[idx], outer_min[idx], outer_tmin[idx], outer_max[idx],
                 None if order_pos is None else order_pos[idx], order_fixed,
-                None if next_level is None else next_level[idx])
+                None if next_level is None else next_level[idx],
+                None if spatial is None else spatial[idx], spatial_complete)
             energy_all[idx] = e_sub
             cycles_all[idx] = c_sub
         return energy_all, cycles_all, feasible
-    # spatial products of the outer (unknown) levels are at most their fanouts
-    fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
+    # spatial products of the outer levels: fixed, or at most their fanouts
+    sp_known = spatial is not None and spatial_complete
+    if sp_known:
+        used = used.copy()
+        used[:, :k] = gs[:, :k].prod(axis=2)
+        g = g.copy()
+        g[:, :k] = gs[:, :k]
+        fan_outer: FloatArray | float = used[:, :k].prod(axis=1) if k > 0 else 1.0
+    else:
+        fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -365,7 +399,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     def dl_lb(t: int, lv: int) -> FloatArray:
         """distinct_lv(t) >= prod over coords of the largest spatial factor of its dims."""
         out = np.ones(n)
-        if lv < k:
+        if lv < k and not sp_known:
             return out
         for dims, _ in bm.coords[t]:
             out = out * g[:, lv][:, dims].max(axis=1)
@@ -470,14 +504,14 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         if bm.out_simple:
             x = p_max[:, bm.out_dims].prod(axis=1)
             for lv in range(p):
-                if lv >= k:
+                if lv >= k or sp_known:
                     x = x * g[:, lv][:, ~bm.out_dims].prod(axis=1)
                 else:
                     x = x * bm.fan[lv]
             return x
         x = _footprint(bm, o, p_max)
         for lv in range(p):
-            x = x * (used[:, lv] if lv >= k else bm.fan[lv])
+            x = x * (used[:, lv] if lv >= k or sp_known else bm.fan[lv])
         return x
 
     # every energy term is e1 X + e2 max(X - part, 0) of one delivery or read count X

@@ -5,12 +5,17 @@ as follows, and every branch is bounded by `accelmap.costmodels.loopnest_bounds`
 bounds never exceed the model's cost of any mapping in the branch:
 
 1. **Keep pattern.** Every assignment of the free keep bits is a separate tree.
-2. **Factors, innermost level first.** A node fixes every factor (temporal, spatial X and
-   Y) of levels ``k .. L-1`` for every dim; its children fix level ``k-1``. Each dim's
-   factor table is sorted innermost level first, so the rows that agree with a node form
-   one contiguous run, and a node is one run index per dim. Innermost first makes the small
-   buffers' capacities cut early, makes every tile the bound reads exact, and leaves only
-   products of the outer factors unknown (their range per dim is read off the run).
+2. **Spatial factors, then temporal factors innermost level first.** The first branching
+   fixes the spatial factors (X and Y) of every level for every dim: with them fixed, the
+   multicast and reduction every tensor gets are known together (bounded each on its own,
+   every tensor could claim the whole array), the fanouts cut, and what the outer levels
+   leave open is their temporal factors alone. A node below fixes the temporal factors of
+   levels ``k .. L-1`` for every dim; its children fix level ``k-1``. Each dim's factor table
+   is sorted in this order (spatial, then temporal innermost first), so the rows that agree
+   with a node form one contiguous run, and a node is one run index per dim. Innermost first
+   makes the small buffers' capacities cut early, makes every tile the bound reads exact,
+   and leaves only products of the outer factors unknown (their range per dim is read off
+   the run).
 3. **Loop orders at the leaves.** With every factor fixed, only the relative order of the
    loops with a bound of at least 2 changes a cost (the model skips unit loops), so each
    level's candidates are the permutations of its active free loops (pinned loops stay
@@ -46,7 +51,7 @@ from accelmap.mapper.mapping import MappingBatch
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
-__all__ = ["ExactSearcher", "Certificate", "DimTree", "root_bound", "solve"]
+__all__ = ["ExactSearcher", "Certificate", "DimTree", "k_of", "node_inputs", "root_bound", "solve"]
 
 _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
@@ -98,37 +103,43 @@ class Certificate:
 
 
 class DimTree:
-    """One dim's factor table sorted innermost level first, with its runs per depth.
+    """One dim's factor table sorted spatial factors first, then temporal factors innermost
+    level first, with its runs per depth.
 
-    Depth ``j`` fixes levels ``L-j .. L-1``. ``starts[j]`` (G_j,) are the first rows of the
-    runs of rows that agree on those levels; ``child_lo[j]``/``child_hi[j]`` the runs of
+    Depth 0 is the root; depth 1 fixes the spatial factors (X and Y) of every level; depth
+    ``1 + j`` fixes besides the temporal factors of levels ``L-j .. L-1``, so the leaves sit
+    at depth ``L + 1`` (`leaf_depth`). ``starts[j]`` (G_j,) are the first rows of the runs of
+    rows that agree on what depth ``j`` fixes; ``child_lo[j]``/``child_hi[j]`` the runs of
     depth ``j+1`` inside each; ``omin[j]``, ``omax[j]``, ``otmin[j]`` the smallest and largest
-    product of a run's factors at levels ``< L-j`` (and the smallest temporal product).
+    product of a run's factors at the levels ``< k_of(j)`` whose temporal factors are open
+    (and the smallest product of those temporal factors).
     """
 
     def __init__(self, table: IntArray) -> None:
         R, L, _ = table.shape
         self.L = L
-        cols = [table[:, lv, s] for lv in range(L - 1, -1, -1) for s in range(3)]  # significance order
+        self.leaf_depth = L + 1
+        # significance order: every spatial factor, then the temporal ones innermost first
+        cols = [table[:, lv, s] for lv in range(L) for s in (1, 2)] + [table[:, lv, 0] for lv in range(L - 1, -1, -1)]
         order = np.lexsort(cols[::-1])
         self.rows = np.ascontiguousarray(table[order])  # (R, L, 3)
         full = self.rows.prod(axis=2)  # (R, L)
+        keyed = np.stack([c[order] for c in cols], axis=1)  # (R, 3L) in significance order
         self.starts: list[IntArray] = []
         self.ends: list[IntArray] = []
         self.omin: list[IntArray] = []
         self.omax: list[IntArray] = []
         self.otmin: list[IntArray] = []
-        keyed = self.rows[:, ::-1, :].reshape(R, -1)  # innermost level first
-        for j in range(L + 1):
+        for j in range(L + 2):
             if j == 0:
                 st = np.zeros(1, dtype=np.int64)
             else:
-                key = keyed[:, : 3 * j]
+                key = keyed[:, : 2 * L + j - 1]
                 change = np.ones(R, dtype=bool)
                 change[1:] = (key[1:] != key[:-1]).any(axis=1)
                 st = np.flatnonzero(change).astype(np.int64)
             en = np.append(st[1:], R).astype(np.int64)
-            k = L - j
+            k = k_of(L, j)
             outer = full[:, :k].prod(axis=1) if k > 0 else np.ones(R, dtype=np.int64)
             outer_t = self.rows[:, :k, 0].prod(axis=1) if k > 0 else np.ones(R, dtype=np.int64)
             self.starts.append(st)
@@ -138,15 +149,60 @@ class DimTree:
             self.otmin.append(np.minimum.reduceat(outer_t, st))
         self.child_lo: list[IntArray] = []
         self.child_hi: list[IntArray] = []
-        for j in range(L):
+        for j in range(L + 1):
             self.child_lo.append(np.searchsorted(self.starts[j + 1], self.starts[j]).astype(np.int64))
             self.child_hi.append(np.searchsorted(self.starts[j + 1], self.ends[j]).astype(np.int64))
 
 
+def k_of(L: int, depth: int) -> int:
+    """The first level whose temporal factors a node of ``depth`` fixes (``L``: none)."""
+    return L - max(depth - 1, 0)
+
+
+def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> dict[str, Any]:
+    """`partial_bounds` inputs of nodes (``ids`` (n, D) run indices, the dims ``< split`` one
+    depth deeper): ``k``; ``fac`` (n, L, D, 3) the runs' first rows; the outer ranges (n, D)
+    over the levels ``< k``; ``next_level``, the factors the dims ``< split`` chose at level
+    ``k-1`` (None when none did or they chose spatial factors); ``spatial`` (n, L, D, 2), the
+    spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``."""
+    n, D = ids.shape
+    L = trees[0].L
+    k = k_of(L, depth)
+    fac = np.empty((n, L, D, 3), dtype=np.int64)
+    omin = np.empty((n, D), dtype=np.int64)
+    omax = np.empty((n, D), dtype=np.int64)
+    otmin = np.empty((n, D), dtype=np.int64)
+    nxt = np.ones((n, D, 3), dtype=np.int64) if split and depth >= 1 else None
+    known = np.zeros(D, dtype=bool)
+    for d, tr in enumerate(trees):
+        g = ids[:, d]
+        if d < split and depth == 0:  # spatial factors chosen: a run of depth 1, k unchanged
+            fac[:, :, d, :] = tr.rows[tr.starts[1][g]]
+            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[1][g], tr.omax[1][g], tr.otmin[1][g]
+            known[d] = True
+        elif d < split:  # a run one depth deeper: its outer range times its level k-1 factors
+            rows = tr.rows[tr.starts[depth + 1][g]]
+            f_next = rows[:, k - 1, :]
+            full = f_next.prod(axis=1)
+            fac[:, :, d, :] = rows
+            omin[:, d] = tr.omin[depth + 1][g] * full
+            omax[:, d] = tr.omax[depth + 1][g] * full
+            otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
+            nxt[:, d, :] = f_next  # type: ignore[index]
+        else:
+            fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
+            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[depth][g], tr.omax[depth][g], tr.otmin[depth][g]
+    if depth >= 1:
+        known[:] = True
+    spatial = np.where(known[None, None, :, None], fac[..., 1:], 1)
+    return {"k": k, "fac": fac, "outer_min": omin, "outer_tmin": otmin, "outer_max": omax, "next_level": nxt,
+            "spatial": spatial, "spatial_complete": bool(known.all())}
+
+
 @dataclass
 class _Frame:
-    """Open siblings: dims ``< split`` sit at depth ``depth + 1`` (their factors at level
-    ``L - depth - 1`` chosen), the others at ``depth``."""
+    """Open siblings: dims ``< split`` sit at depth ``depth + 1`` (their spatial factors, or
+    their temporal factor at level ``k_of(depth) - 1``, chosen), the others at ``depth``."""
 
     pattern: int
     depth: int
@@ -179,6 +235,10 @@ class _Problem:
     stopped: str = ""
     current: float = math.inf  # bound of the node being worked on (open while it is)
     schedule: dict[tuple[int, int], int] = field(default_factory=dict)  # see _group_end
+
+    @property
+    def leaf_depth(self) -> int:
+        return self.L + 1
 
     def objective_bound(self, e: Any, c: Any) -> Any:
         return self.objective.scalar(e, c, np.ones(len(e), dtype=bool))
@@ -213,40 +273,8 @@ def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
                     inner_orders=[list(i) for i in space._order_inner])
 
 
-def _node_arrays(P: _Problem, depth: int, split: int, ids: IntArray
-                 ) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray | None]:
-    """Bound inputs of nodes: fac (n, L, D, 3) of the runs' first rows, the outer ranges
-    (n, D) over levels < L - depth, and the factors chosen at level L - depth - 1 for the
-    dims < split (None when split is 0)."""
-    n = len(ids)
-    k = P.L - depth
-    fac = np.empty((n, P.L, P.D, 3), dtype=np.int64)
-    omin = np.empty((n, P.D), dtype=np.int64)
-    omax = np.empty((n, P.D), dtype=np.int64)
-    otmin = np.empty((n, P.D), dtype=np.int64)
-    nxt = np.ones((n, P.D, 3), dtype=np.int64) if split else None
-    for d, tr in enumerate(P.trees):
-        g = ids[:, d]
-        if d < split:  # a run one level deeper: its outer range times its level k-1 factors
-            rows = tr.rows[tr.starts[depth + 1][g]]
-            f_next = rows[:, k - 1, :]
-            full = f_next.prod(axis=1)
-            fac[:, :, d, :] = rows
-            omin[:, d] = tr.omin[depth + 1][g] * full
-            omax[:, d] = tr.omax[depth + 1][g] * full
-            otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
-            nxt[:, d, :] = f_next  # type: ignore[index]
-        else:
-            fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
-            omin[:, d] = tr.omin[depth][g]
-            omax[:, d] = tr.omax[depth][g]
-            otmin[:, d] = tr.otmin[depth][g]
-    return fac, omin, otmin, omax, nxt
-
-
 def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
-    fac, omin, otmin, omax, nxt = _node_arrays(P, depth, split, ids)
-    e, c, ok = partial_bounds(P.bms[pattern], P.L - depth, fac, omin, otmin, omax, next_level=nxt)
+    e, c, ok = partial_bounds(P.bms[pattern], **node_inputs(P.trees, depth, split, ids))
     return P.objective_bound(e, c), ok
 
 
@@ -279,7 +307,7 @@ def _cut_test(bound: Any, incumbent: float) -> Any:
 
 
 def _group_end(P: _Problem, depth: int, split: int) -> int:
-    """The dims ``split .. end-1`` of level ``L - depth - 1`` are chosen together: as many as
+    """The dims ``split .. end-1`` of the next depth are chosen together: as many as
     keep the largest product of their choices (over every run at this depth) at most
     ``_CHUNK``, one at least. Fixed per (depth, split), so siblings share their schedule."""
     key = (depth, split)
@@ -295,7 +323,7 @@ def _group_end(P: _Problem, depth: int, split: int) -> int:
 
 def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, bool]:
     """Children of some nodes of one frame (same pattern, depth and split), bounded together:
-    the next dims of level L - depth - 1 (see `_group_end`). Returns one frame of the live
+    the next dims of the next depth (see `_group_end`). Returns one frame of the live
     children sorted by bound, and False if the time limit interrupted (nothing counted)."""
     depth, split = f.depth, f.split
     end = _group_end(P, depth, split)
@@ -552,7 +580,7 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
             continue
         P.cert.nodes += 1
         P.current = b  # open until its children are pushed (or its orders are searched)
-        if f.depth == P.L:
+        if f.depth == P.leaf_depth:
             # this leaf and its open siblings (sorted by bound, not yet cut): their small order
             # sets are evaluated in one batch, larger ones by the order search
             lo = f.pos
@@ -563,7 +591,7 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
             bnds = f.bounds[lo:hi]
             P.cert.nodes += len(ids) - 1
             open_.take(f, hi - lo)
-            _solve_leaves(P, f.pattern, _node_arrays(P, f.depth, 0, ids)[0], bnds)
+            _solve_leaves(P, f.pattern, node_inputs(P.trees, f.depth, 0, ids)["fac"], bnds)
             if P.stopped:
                 return P.stopped
             P.current = math.inf
@@ -668,7 +696,7 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
     finals: list[tuple[int, _Frame]] = []
     for _, f in frontier:
         pi = f.pattern
-        while f.depth < P.L and time.perf_counter() - t0 < time_s:
+        while f.depth < P.leaf_depth and time.perf_counter() - t0 < time_s:
             lo_hi = [(_child_ranges(P, f.depth, n) if f.split == 0 else _child_ranges_split(P, f.depth, f.split, n))
                      for n in f.ids]
             sizes = np.array([hi - lo for lo, hi in lo_hi])  # (nodes, D)
@@ -695,8 +723,7 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
             finals.append((pi, f))
     best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
     for pi, f in finals:
-        fac, omin, otmin, omax, nxt = _node_arrays(P, f.depth, f.split, f.ids)
-        e, c, ok = partial_bounds(P.bms[pi], P.L - f.depth, fac, omin, otmin, omax, next_level=nxt)
+        e, c, ok = partial_bounds(P.bms[pi], **node_inputs(P.trees, f.depth, f.split, f.ids))
         if not ok.any():
             continue
         e, c = e[ok], c[ok]

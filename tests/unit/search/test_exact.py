@@ -18,7 +18,7 @@ from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
 from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
-from accelmap.search.exact import DimTree, root_bound, solve
+from accelmap.search.exact import DimTree, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import conv2d, matmul
 
@@ -124,7 +124,7 @@ def _node_bounds_of(space: MapSpace, batch, keep) -> list[float]:
     every depth and every split, as the search computes them."""
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     bm = BoundModel.build(space.problem, space.arch, keep)
-    L, D = space._L, space._D
+    D = space._D
     fac = np.stack([batch.temporal, batch.spatial[..., 0], batch.spatial[..., 1]], axis=-1)  # (n, L, D, 3)
     # each mapping's row in every sorted table
     rows = np.empty((len(batch), D), dtype=np.int64)
@@ -134,25 +134,14 @@ def _node_bounds_of(space: MapSpace, batch, keep) -> list[float]:
         for i in range(len(batch)):
             rows[i, d] = int(np.flatnonzero((key == want[i]).all(axis=1))[0])
     out = []
-    for depth in range(L + 1):
-        k = L - depth
-        for split in range(D if depth < L else 1):
+    leaf = trees[0].leaf_depth
+    for depth in range(leaf + 1):
+        for split in range(D if depth < leaf else 1):
             ids = np.empty((len(batch), D), dtype=np.int64)
-            omin = np.empty((len(batch), D), dtype=np.int64)
-            omax = np.empty_like(omin)
-            otmin = np.empty_like(omin)
-            nxt = np.ones((len(batch), D, 3), dtype=np.int64) if split else None
             for d, tr in enumerate(trees):
                 dd = depth + 1 if d < split else depth
-                g = np.searchsorted(tr.starts[dd], rows[:, d], side="right") - 1
-                ids[:, d] = g
-                o_min, o_max, o_t = tr.omin[dd][g], tr.omax[dd][g], tr.otmin[dd][g]
-                if d < split:
-                    f = tr.rows[tr.starts[dd][g], k - 1, :]
-                    o_min, o_max, o_t = o_min * f.prod(axis=1), o_max * f.prod(axis=1), o_t * f[:, 0]
-                    nxt[:, d, :] = f
-                omin[:, d], omax[:, d], otmin[:, d] = o_min, o_max, o_t
-            e, c, ok = partial_bounds(bm, k, fac, omin, otmin, omax, next_level=nxt)
+                ids[:, d] = np.searchsorted(tr.starts[dd], rows[:, d], side="right") - 1
+            e, c, ok = partial_bounds(bm, **node_inputs(trees, depth, split, ids))
             assert ok.all(), f"a legal mapping was declared infeasible at depth {depth}, split {split}"
             out.append((e, c))
     return out
