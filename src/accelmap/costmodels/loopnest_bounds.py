@@ -392,6 +392,25 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         fan_outer: FloatArray | float = used[:, :k].prod(axis=1) if k > 0 else 1.0
     else:
         fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
+    # the outer temporal products of a set of dims: each at least its smallest over the run,
+    # and together at least their smallest full products over the most spatial instances
+    # they can still have (the fixed spatial factors times what the fanouts leave to the
+    # dims not fixed yet): o_d = t_d s_d and prod s_d <= prod fan
+    fan_all = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
+    s_out = gs[:, :k].prod(axis=1) if spatial is not None and k > 0 else np.ones((n, D))  # (n, D)
+    f_rem = np.maximum(fan_all / s_out.prod(axis=1), 1.0)
+
+    def t_outer(mask: BoolArray) -> FloatArray:
+        return np.maximum(otmin[:, mask].prod(axis=1), omin[:, mask].prod(axis=1) / (s_out[:, mask].prod(axis=1) * f_rem))
+
+    def inst_above(p: int, mask: BoolArray) -> FloatArray:
+        """The fixed spatial factors of the dims in ``mask`` at the levels above ``p``: they
+        make instances of ``p`` that each read for themselves (no multicast), so a read
+        count that leaves these dims' spatial factors out is multiplied by them."""
+        if spatial is None or p == 0:
+            return np.ones(n)
+        return gs[:, : min(p, k)][:, :, mask].prod(axis=(1, 2))
+
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -480,7 +499,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             known = t_all[:, k:].prod(axis=1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
-            return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * known, lo))
+            return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
         if c < k:
             return deliveries(t, c)
         if p >= k:
@@ -494,8 +513,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         dl = np.ones(n)
         for lv in range(k, c):
             dl = dl * dl_lb(t, lv)
-        with_star = omin[:, jr].prod(axis=1) * otmin[:, ~jr].prod(axis=1) * pr.U * pr.kout * dl
-        without = omin[:, jr].prod(axis=1) * pr.U * dl
+        above = inst_above(p, ~jr)
+        with_star = omin[:, jr].prod(axis=1) * t_outer(~jr) * above * pr.U * pr.kout * dl
+        without = omin[:, jr].prod(axis=1) * above * pr.U * dl
         return _X.of(pr, with_star, without, lo, 1.0)
 
     def part_ub(p: int) -> FloatArray:
@@ -528,7 +548,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             if p > 0:
                 terms.append((deliveries(t, p), bm.write_pj_word[p], 0.0, 0.0))
     energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
-    steps = t_all[:, k:].prod(axis=1) * otmin.prod(axis=1)
+    steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
     cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))
     return energy, cycles, feasible
