@@ -50,7 +50,17 @@ Why each bound holds, for every order of every loop:
    the parent's reads are at least the words any MAC touches, and, inside ``J*``, at least
    the union of the tiles the inner loops visit (a path that moves one coordinate at a time
    adds ``min(shift, span)`` new rows of the window per step).
-6. **Energy and cycles.** Energy charges ``ceil(count / block)`` accesses, at least
+6. **Fixed spatial factors** (the exact mapper fixes every level's spatial factors before
+   any temporal one). Each level's fanout holds the product of its fixed spatial factors,
+   and an outer tile holds the fixed spatial factors of the levels between it and level
+   ``k``. A dim's outer product is ``o_d = t_d s_d`` (temporal times spatial over the levels
+   ``< k``), and the spatial products of all dims fit the fanouts, so for a set of dims
+   ``prod t_d >= prod omin_d / (prod S_d * F_rem)``, with ``S_d`` the fixed spatial product
+   of a dim (1 if open) and ``F_rem`` what the fanouts leave to the open dims. Spatial
+   factors at levels above the reading level ``p`` make instances of ``p`` that read for
+   themselves (``inst[p]`` of eq. S): they multiply the reads even over dims the tensor
+   does not index; only those at ``p`` and below can multicast.
+7. **Energy and cycles.** Energy charges ``ceil(count / block)`` accesses, at least
    ``count / block``; the output's first reads and fills (``part``) are subtracted with an
    upper bound of ``part``. Cycles are at least the temporal steps (every temporal factor
    of the known levels times the smallest outer temporal product) and at least the padded
