@@ -58,6 +58,7 @@ _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
 _EXPAND_GROUP = 64  # sibling nodes expanded together
+_WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
 
 
 @dataclass
@@ -744,8 +745,9 @@ class ExactSearcher:
 
     warm_budget
         Evaluations of the default searcher (``anneal``) that find the first incumbent, at
-        most a quarter of the time limit (default 1,000,000: the default search itself, so the
-        exact result is never worse than it; 0: none, the search starts from no incumbent).
+        most a quarter of the time limit and a quarter of the space's points (at least
+        20,000) (default 1,000,000: the default search itself, so the exact result is never
+        worse than it; 0: none, the search starts from no incumbent).
     """
 
     name: ClassVar[str] = "exact"
@@ -786,7 +788,9 @@ class ExactSearcher:
         if warm:
             from accelmap._registry import searchers
 
-            wopts = DriverOptions(budget=warm, time_limit_s=None if time_limit_s is None else 0.25 * time_limit_s)
+            # a small space (a constrained one, say) is proven faster than it is sampled
+            warm_run = min(warm, max(_WARM_FLOOR, space.size().total // 4))
+            wopts = DriverOptions(budget=warm_run, time_limit_s=None if time_limit_s is None else 0.25 * time_limit_s)
             try:
                 wr = Driver(problem, arch, space, model, searchers.get("anneal"), objective=objective, seed=seed,
                             options=wopts, model_name=model_name, searcher_name="anneal").run()
