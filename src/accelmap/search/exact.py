@@ -279,26 +279,26 @@ def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArra
     return P.objective_bound(e, c), ok
 
 
-def _child_ranges(P: _Problem, depth: int, node: IntArray) -> tuple[IntArray, IntArray]:
-    lo = np.array([P.trees[d].child_lo[depth][node[d]] for d in range(P.D)], dtype=np.int64)
-    hi = np.array([P.trees[d].child_hi[depth][node[d]] for d in range(P.D)], dtype=np.int64)
-    return lo, hi
-
-
-def _children(P: _Problem, depth: int, split: int, node: IntArray, lo: IntArray, hi: IntArray,
-              dims: range) -> Any:
-    """Yield (m, D) chunks of children: the dims in ``dims`` take every child run (depth + 1)
-    of their run, the other dims keep theirs."""
-    sizes = (hi - lo)[list(dims)]
-    total = int(np.prod(sizes))
-    for start in range(0, total, _CHUNK):
-        idx = np.arange(start, min(start + _CHUNK, total), dtype=np.int64)
-        out = np.repeat(node[None], len(idx), axis=0)
-        for i in range(len(sizes) - 1, -1, -1):
-            d = dims[i]
-            out[:, d] = lo[d] + idx % sizes[i]
-            idx //= sizes[i]
-        yield out
+def _children_many(P: _Problem, depth: int, split: int, nodes: IntArray, dims: range) -> IntArray:
+    """(m, D) the children of every node of ``nodes`` (n, D), node after node, in the order
+    of `_children`: the dims in ``dims`` take every child run (depth + 1) of their run."""
+    n = len(nodes)
+    dl = list(dims)
+    lo = np.empty((n, len(dl)), dtype=np.int64)
+    sizes = np.empty((n, len(dl)), dtype=np.int64)
+    for i, d in enumerate(dl):
+        tr = P.trees[d]
+        lo[:, i] = tr.child_lo[depth][nodes[:, d]]
+        sizes[:, i] = tr.child_hi[depth][nodes[:, d]] - lo[:, i]
+    counts = sizes.prod(axis=1)
+    owner = np.repeat(np.arange(n), counts)
+    local = np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    out = nodes[owner]
+    for i in range(len(dl) - 1, -1, -1):
+        s = sizes[owner, i]
+        out[:, dl[i]] = lo[owner, i] + local % s
+        local //= s
+    return out
 
 
 def _cut_test(bound: Any, incumbent: float) -> Any:
@@ -333,7 +333,6 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
     kept_ids, kept_b = [], []
     n_inf = n_cut = 0
     buf: list[IntArray] = []
-    n_buf = 0
 
     def flush() -> None:
         nonlocal n_inf, n_cut
@@ -346,19 +345,11 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
             kept_ids.append(ch[live])
             kept_b.append(b[live])
 
-    for node in nodes:
-        lo, hi = _child_ranges(P, depth, node) if split == 0 else _child_ranges_split(P, depth, split, node)
-        for ch in _children(P, depth, split, node, lo, hi, dims):
-            buf.append(ch)
-            n_buf += len(ch)
-            if n_buf >= _CHUNK:
-                if time.perf_counter() > P.deadline:  # the nodes stay open, nothing of them is counted
-                    return None, False
-                flush()
-                buf, n_buf = [], 0
-    if buf:
-        if time.perf_counter() > P.deadline:
+    allk = _children_many(P, depth, split, nodes, dims)
+    for start in range(0, len(allk), _CHUNK):
+        if time.perf_counter() > P.deadline:  # the nodes stay open, nothing of them is counted
             return None, False
+        buf = [allk[start: start + _CHUNK]]
         flush()
     P.cert.infeasible += n_inf
     P.cert.cut += n_cut
@@ -368,17 +359,6 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
     b = np.concatenate(kept_b)
     srt = np.argsort(b, kind="stable")
     return _Frame(f.pattern, new_depth, new_split, ids[srt], b[srt]), True
-
-
-def _child_ranges_split(P: _Problem, depth: int, split: int, node: IntArray) -> tuple[IntArray, IntArray]:
-    """Child ranges of a node whose dims < split are already one level deeper (only the
-    dims >= split are read)."""
-    lo = np.zeros(P.D, dtype=np.int64)
-    hi = np.ones(P.D, dtype=np.int64)
-    for d in range(split, P.D):
-        lo[d] = P.trees[d].child_lo[depth][node[d]]
-        hi[d] = P.trees[d].child_hi[depth][node[d]]
-    return lo, hi
 
 
 # --- loop orders at a leaf ----------------------------------------------------------------
@@ -698,9 +678,10 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
     for _, f in frontier:
         pi = f.pattern
         while f.depth < P.leaf_depth and time.perf_counter() - t0 < time_s:
-            lo_hi = [(_child_ranges(P, f.depth, n) if f.split == 0 else _child_ranges_split(P, f.depth, f.split, n))
-                     for n in f.ids]
-            sizes = np.array([hi - lo for lo, hi in lo_hi])  # (nodes, D)
+            sizes = np.ones((len(f.ids), P.D), dtype=np.int64)  # (nodes, D) children per dim
+            for d in range(f.split, P.D):
+                tr = P.trees[d]
+                sizes[:, d] = tr.child_hi[f.depth][f.ids[:, d]] - tr.child_lo[f.depth][f.ids[:, d]]
             end = f.split + 1
             while end < P.D and int(sizes[:, f.split: end + 1].prod(axis=1).sum()) <= max_nodes:
                 end += 1
@@ -708,9 +689,7 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
                 break
             dims = range(f.split, end)
             new_depth, new_split = (f.depth + 1, 0) if end == P.D else (f.depth, end)
-            every = [ch for n, (lo, hi) in zip(f.ids, lo_hi, strict=True)
-                     for ch in _children(P, f.depth, f.split, n, lo, hi, dims)]
-            allk = np.concatenate(every) if every else np.zeros((0, P.D), dtype=np.int64)
+            allk = _children_many(P, f.depth, f.split, f.ids, dims)
             kids = []
             for start in range(0, len(allk), _CHUNK):
                 ch = allk[start: start + _CHUNK]
