@@ -90,7 +90,8 @@ from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
 from accelmap.mapper.constraints import Constraints, KeepRule, SpatialRule
 from accelmap.mapper.mapping import Mapping, MappingBatch
-from accelmap.workloads.problem import Problem, TensorRole
+from accelmap.workloads.problem import Problem
+from accelmap.workloads.structure import ProblemKind, recognize
 
 __all__ = [
     "Dataflow",
@@ -107,7 +108,9 @@ __all__ = [
 
 # SCALE-Sim's operand names, in the order of every per-operand array here.
 OPERANDS: tuple[str, str, str] = ("ifmap", "filter", "ofmap")
-_ROLES = (TensorRole.INPUT, TensorRole.WEIGHT, TensorRole.OUTPUT)
+# The kinds whose GEMM view the model reads (`accelmap.workloads.structure`).
+_SYSTOLIC_KINDS = (ProblemKind.CONV, ProblemKind.DEPTHWISE_CONV, ProblemKind.GROUPED_CONV, ProblemKind.GEMM,
+                   ProblemKind.BATCHED_MATMUL)
 
 # Dimension classes (see the module docstring).
 _M, _N, _K, _B = 0, 1, 2, 3
@@ -132,7 +135,7 @@ class Dataflow(IntEnum):
 _DEFAULT_AXES = {Dataflow.OS: (_M, _N), Dataflow.WS: (_K, _N), Dataflow.IS: (_K, _M)}
 # Dataflow named by the sum of the two array classes: m+n = 1 OS, k+m = 2 IS, k+n = 3 WS.
 _PAIR_DATAFLOW = np.array([-1, Dataflow.OS, Dataflow.IS, Dataflow.WS], dtype=np.int64)
-# Stationary tensor of each dataflow, as an index into OPERANDS / _ROLES.
+# Stationary tensor of each dataflow, as an index into OPERANDS.
 _STATIONARY = {Dataflow.OS: 2, Dataflow.WS: 1, Dataflow.IS: 0}
 
 
@@ -166,17 +169,14 @@ def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None
     Returns the layout, or ``None`` and every reason the pair is not a systolic shape.
     """
     problems: list[str] = []
-    tensor: list[int] = []
-    for role in _ROLES:
-        idx = [i for i, t in enumerate(problem.tensors) if t.role is role]
-        if len(idx) != 1:
-            problems.append(f"problem {problem.name} has {len(idx)} {role.value} tensors; the systolic model needs one")
-        tensor.append(idx[0] if idx else -1)
-    if problem.n_tensors != 3:
+    st = recognize(problem)
+    if not st.has_gemm_view:
+        takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
         problems.append(
-            f"problem {problem.name} has {problem.n_tensors} tensors; the systolic model needs exactly "
-            "input, weight and output"
+            f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
+            f"indexes two or three of input, weight and output); found {st.describe()}"
         )
+    tensor = [st.input, st.weight, st.output]
     n_levels = arch.n_levels
     if n_levels < 3:
         problems.append(f"arch {arch.name} has {n_levels} levels; a systolic arch needs DRAM, SRAM(s) and PE registers")
@@ -209,29 +209,8 @@ def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None
             problems.append(f"arch {arch.name}: the ifmap, filter and ofmap must have separate SRAMs")
     if problems:
         return None, problems
-    rel = problem.relevance  # (T, D)
-    ri, rw, ro = rel[tensor[0]], rel[tensor[1]], rel[tensor[2]]
-    dim_class: list[int] = []
-    for d, dim in enumerate(problem.dims):
-        if ro[d] and ri[d] and not rw[d]:
-            c = _M
-        elif ro[d] and rw[d] and not ri[d]:
-            c = _N
-        elif ri[d] and rw[d] and not ro[d]:
-            c = _K
-        elif ri[d] and rw[d] and ro[d]:
-            c = _B
-        else:
-            c = -1
-            if dim.bound > 1:
-                problems.append(
-                    f"problem {problem.name}: dim {dim.name} indexes "
-                    f"{[problem.tensors[t].name for t in tensor if rel[t, d]]}; a GEMM dim indexes two "
-                    "of input, weight and output (or all three)"
-                )
-        dim_class.append(c)
-    if problems:
-        return None, problems
+    # GEMM class per dim, read from the projections (workloads.structure): 0 m, 1 n, 2 k, 3 all
+    dim_class = [int(c) for c in st.gemm_class]
     size = [1, 1, 1, 1]
     for d, c in enumerate(dim_class):
         if c >= 0:

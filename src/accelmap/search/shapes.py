@@ -2,9 +2,22 @@
 
 `search_shapes` co-optimizes the shape of the PE array and the mapping: for every shape
 ``(x, y)`` with ``x * y`` PEs (x PEs per cluster, y clusters; `accelmap.costmodels.aspect.
-shapes`) it runs the mapping search on the arch with that array (`arch_with_shape`), then
-returns every shape's best and the best overall. The budget is split evenly over shapes;
-the seeds are spawned from one `SeedSequence`, so a run is reproducible.
+shapes`) it searches mappings on the arch with that array (`arch_with_shape`), then returns every
+shape's best and the best overall. The seeds are spawned from one `SeedSequence`, so a run
+is reproducible.
+
+The budget goes to shapes by promise, not evenly (successive halving, Jamieson and
+Talwalkar, AISTATS 2016; Karnin et al., ICML 2013):
+
+1. *Legal draws.* Every shape gets a few legal mappings first: `MapSpace.sample_valid`
+   (rejection, switching to repair when legal points are rare) moved into the directive
+   form the model reads (`directive_form`: one dim per array axis, spatial factors on the
+   array level only), and scored. A shape whose space has no legal point is reported with
+   the reason; every other shape has a legal mapping however small the budget.
+2. *Halving.* The rest of the budget is cut into ``ceil(log2(shapes)) + 1`` rounds; in each
+   round every surviving shape runs the searcher (from its best mappings so far) on an
+   equal share of the round, then the worse half of the shapes drop out. The last shape
+   standing gets the last round whole.
 """
 
 from __future__ import annotations
@@ -61,6 +74,76 @@ class ShapeSearchResult:
         return "\n".join(rows)
 
 
+def _smallest_prime(n: np.ndarray) -> np.ndarray:
+    """Elementwise smallest prime factor of n >= 2 (n itself when prime)."""
+    out = n.copy()
+    m = int(n.max(initial=1))
+    for p in range(2, int(m ** 0.5) + 1):
+        hit = (n % p == 0) & (out == n) & (n > p)
+        out[hit] = p
+    return out
+
+
+def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, *, rounds: int = 24) -> Any:
+    """Legal mappings pushed towards what the aspect model accepts: while a row fails the
+    model's own capacity check (MAESTRO's double-buffered L1/L2 requirements, stricter
+    than the map space's), a prime factor of a dim stepping inside the failing level moves
+    out -- from a PE level to the array level's temporal loop, from the array level to
+    DRAM -- so tiles only shrink. Filter dims stay where they are (`aspect_constraints`).
+    Returns the batch after at most ``rounds`` moves per row."""
+    from accelmap.costmodels.aspect import AspectModel, aspect_view
+    from accelmap.mapper.check import Reason
+    from accelmap.mapper.mapping import MappingBatch
+    from accelmap.workloads.structure import DimRole, recognize
+
+    a = aspect_view(arch).array_level
+    st = recognize(problem)
+    movable = np.ones(problem.n_dims, dtype=bool)
+    movable[list(st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL))] = False
+    t = batch.temporal.copy()
+    model = AspectModel()
+    n, L, D = t.shape
+    for _ in range(rounds):
+        b = MappingBatch(temporal=t.copy(), spatial=batch.spatial, order=batch.order, keep=batch.keep)
+        met = model.evaluate(problem, arch, b)
+        bad = np.flatnonzero((met.reason == int(Reason.CAPACITY)) & (met.reason_level >= 1))
+        if not len(bad):
+            break
+        lv = met.reason_level[bad]
+        # source levels: the failing level and everything inside it; destination: the array
+        # level for a PE level, DRAM for the array level (or above)
+        src = (np.arange(L)[None, :] >= lv[:, None])
+        src &= np.where(lv[:, None] > a, np.arange(L)[None, :] > a, True)
+        dst = np.where(lv > a, a, 0)
+        cand = (t[bad] > 1) & src[:, :, None] & movable[None, None, :]
+        cand &= np.arange(L)[None, :, None] != dst[:, None, None]
+        has = cand.reshape(len(bad), -1).any(axis=1)
+        if not has.any():
+            break
+        bad, cand, dst = bad[has], cand[has], dst[has]
+        pick = np.argmax((rng.random(cand.shape) * cand).reshape(len(bad), -1), axis=1)
+        pl, pd = np.divmod(pick, D)
+        f = t[bad, pl, pd]
+        pr = _smallest_prime(f)
+        t[bad, pl, pd] = f // pr
+        t[bad, dst, pd] *= pr
+    return MappingBatch(temporal=t, spatial=batch.spatial, order=batch.order, keep=batch.keep)
+
+
+def _rejections(met: Any, arch: Any) -> str:
+    """Why the aspect model rejected every row of ``met``: a share per reason and level."""
+    from accelmap.mapper.check import Reason
+
+    n = len(met.reason)
+    keys, counts = np.unique(np.stack([met.reason, met.reason_level], axis=1), axis=0, return_counts=True)
+    parts = []
+    for (r, lv), c in sorted(zip(keys.tolist(), counts.tolist(), strict=True), key=lambda kc: -kc[1]):
+        what = ("exceed the model's (double-buffered) capacity of " + arch.level_names[lv]
+                if r == int(Reason.CAPACITY) and lv >= 0 else Reason(r).name.lower())
+        parts.append(f"{100 * c // n}% {what}")
+    return f"the aspect model rejects all {n} legal mappings drawn (repaired): " + ", ".join(parts)
+
+
 def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
                   candidates: list[tuple[int, int]] | None = None, budget: int = 30_000,
                   seed: int = 0, constraints: Any = None, **search_kwargs: Any) -> ShapeSearchResult:
@@ -74,14 +157,16 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         PEs of the array (default: the arch's array size); every ``(x, y)`` with
         ``x * y == n_pes`` is tried unless ``candidates`` lists the shapes.
     budget
-        Evaluations in all, split evenly over the shapes.
+        Evaluations in all: a few legal draws per shape, the rest by successive halving
+        (see the module docstring).
     constraints
         Extra constraints, layered over `aspect_constraints` (filters whole in the PE).
     search_kwargs
         Passed to `search` (searcher, objective, time_limit_s, ...); the model is ``aspect``.
     """
-    from accelmap.costmodels.aspect import AspectModel
-    from accelmap.search.api import _arch, _problem, load_constraints_any, search
+    from accelmap.costmodels.aspect import AspectModel, directive_form
+    from accelmap.search.api import _arch, _problem, build_space, load_constraints_any, search
+    from accelmap.search.objectives import parse_objective
 
     prob = _problem(problem)
     arc = _arch(arch)
@@ -93,19 +178,73 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     cands = candidates if candidates is not None else shapes(total)
     if not cands:
         raise SpecError(f"no array shapes to try for {total} PEs")
-    per = max(1, budget // len(cands))
-    seeds = np.random.SeedSequence(seed).generate_state(len(cands))
-    out = []
-    for (x, y), s in zip(cands, seeds, strict=True):
+    objective = parse_objective(search_kwargs.get("objective", "edp"))
+    allow_padding = bool(search_kwargs.get("allow_padding", False))
+    kw = {k: v for k, v in search_kwargs.items() if k not in ("allow_padding", "constraints", "warm_start")}
+    seeds = np.random.SeedSequence(seed).generate_state(len(cands) + 1)
+    rng = np.random.default_rng(int(seeds[-1]))
+    model = AspectModel()
+    n_draw = max(4, min(256, budget // (4 * len(cands))))
+    spaces: dict[int, Any] = {}
+    starts: dict[int, np.ndarray] = {}
+    best: dict[int, SearchResult] = {}
+    first: dict[int, float] = {}
+    why: dict[int, str] = {}
+    spent = 0
+    for i, (x, y) in enumerate(cands):  # 1. legal draws, scored
         shaped = arch_with_shape(arc, x, y)
         cons = aspect_constraints(prob, shaped)
         if constraints is not None:
             cons = cons.override(load_constraints_any(constraints, shaped, prob))
         try:
-            res = search(prob, shaped, model="aspect", budget=per, seed=int(s), constraints=cons, **search_kwargs)
-            out.append(ShapeResult(x, y, res))
-        except InfeasibleSpaceError as exc:
-            out.append(ShapeResult(x, y, None, str(exc).splitlines()[0]))
+            space = build_space(prob, shaped, cons, allow_padding=allow_padding)
+            drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
+        except (InfeasibleSpaceError, SpecError) as exc:
+            why[i] = str(exc).splitlines()[0]
+            continue
+        drawn = model_repair(prob, shaped, directive_form(aspect_view(shaped), drawn), rng)
+        met = model.evaluate(prob, shaped, drawn)
+        spent += len(drawn)
+        score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
+        ok = np.flatnonzero(met.valid)
+        if not len(ok):
+            why[i] = _rejections(met, shaped)
+            continue
+        ok = ok[np.argsort(score[ok], kind="stable")][:8]
+        try:
+            starts[i] = space.encode(drawn.take(ok))
+        except SpecError as exc:  # moved off the space by the directive form (user constraints)
+            why[i] = str(exc).splitlines()[0]
+            continue
+        spaces[i] = space
+        first[i] = float(score[ok[0]])
+    alive = sorted(spaces, key=lambda i: first[i])
+    left = max(budget - spent, 0)
+    rounds = int(np.ceil(np.log2(max(len(alive), 1)))) + 1
+    for r in range(rounds):  # 2. successive halving
+        if not alive:
+            break
+        share = left // (rounds - r)
+        per = share // len(alive)
+        for i in alive:
+            x, y = cands[i]
+            n = max(per, len(starts[i]))
+            try:
+                res = search(prob, arch_with_shape(arc, x, y), model="aspect", budget=n,
+                             seed=int(np.random.SeedSequence([int(seeds[i]), r]).generate_state(1)[0]),
+                             space=spaces[i], initial=starts[i], **kw)
+            except InfeasibleSpaceError as exc:
+                why.setdefault(i, str(exc).splitlines()[0])
+                left -= n
+                continue
+            left -= res.n_evaluations
+            if res.best is not None and (i not in best or res.best_objective < best[i].best_objective):
+                best[i] = res
+                starts[i] = np.concatenate([spaces[i].encode(res.best.as_batch()), starts[i]])[:8]
+        ranked = sorted(alive, key=lambda i: best[i].best_objective if i in best else float("inf"))
+        alive = ranked[:max(1, (len(ranked) + 1) // 2)] if r < rounds - 2 else ranked[:1]
+    out = [ShapeResult(x, y, best.get(i), "" if i in best else why.get(i, "no legal mapping found"))
+           for i, (x, y) in enumerate(cands)]
     return ShapeSearchResult(tuple(out))
 
 

@@ -69,5 +69,5 @@ def test_search_shapes_network_merges_repeated_layers() -> None:
     rows = search_shapes_network([a, b, a], _arch(), budget=200, searcher="random", objective="cycles")
     assert [(name, rep) for name, rep, _ in rows] == [("a", 2), ("fc", 1)]
     assert all(r.best.result is not None for _, _, r in rows)
-    with pytest.raises(SpecError, match="aspect model reads"):
+    with pytest.raises(SpecError, match="aspect model takes"):
         search_shapes(batched_matmul("bmm", b=2, m=4, n=4, k=4), _arch(), budget=50)
