@@ -42,6 +42,7 @@ class ShapeResult:
     y: int
     result: SearchResult | None
     why: str = ""
+    evaluations: int = 0  # spent on this shape in all (legal draws and every round)
 
     @property
     def objective(self) -> float:
@@ -59,13 +60,13 @@ class ShapeSearchResult:
         return min(self.per_shape, key=lambda s: s.objective)
 
     def table(self) -> str:
-        rows = [f"{'shape (x PEs/cluster x y clusters)':<36}{'best objective':>18}{'cycles':>16}"]
+        rows = [f"{'shape (x PEs/cluster x y clusters)':<36}{'best objective':>18}{'cycles':>16}{'evaluations':>13}"]
         for s in self.per_shape:
             if s.result is None or s.result.best is None:
-                rows.append(f"{f'{s.x} x {s.y}':<36}{'-':>18}{'-':>16}  {s.why}")
+                rows.append(f"{f'{s.x} x {s.y}':<36}{'-':>18}{'-':>16}{s.evaluations:>13,}  {s.why}")
             else:
                 cyc = (s.result.best_metrics or {}).get("cycles", float("nan"))
-                rows.append(f"{f'{s.x} x {s.y}':<36}{s.objective:>18.4g}{cyc:>16,.0f}")
+                rows.append(f"{f'{s.x} x {s.y}':<36}{s.objective:>18.4g}{cyc:>16,.0f}{s.evaluations:>13,}")
         b = self.best
         if b.result is None or b.result.best is None:
             rows.append("no legal mapping for any shape")
@@ -84,12 +85,13 @@ def _smallest_prime(n: np.ndarray) -> np.ndarray:
     return out
 
 
-def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, *, rounds: int = 24) -> Any:
+def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, *, rounds: int = 40) -> Any:
     """Legal mappings pushed towards what the aspect model accepts: while a row fails the
     model's own capacity check (MAESTRO's double-buffered L1/L2 requirements, stricter
     than the map space's), a prime factor of a dim stepping inside the failing level moves
     out -- from a PE level to the array level's temporal loop, from the array level to
-    DRAM -- so tiles only shrink. Filter dims stay where they are (`aspect_constraints`).
+    DRAM -- so tiles only shrink; a row the model rejects outright (a strided window it
+    miscounts) first gets its output rows and columns moved out of the PE. Filter dims stay where they are (`aspect_constraints`).
     Returns the batch after at most ``rounds`` moves per row."""
     from accelmap.costmodels.aspect import AspectModel, aspect_view
     from accelmap.mapper.check import Reason
@@ -100,12 +102,27 @@ def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, 
     st = recognize(problem)
     movable = np.ones(problem.n_dims, dtype=bool)
     movable[list(st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL))] = False
+    windows = [w.out_dim for w in st.windows]
     t = batch.temporal.copy()
+    sp = batch.spatial.copy()
     model = AspectModel()
     n, L, D = t.shape
-    for _ in range(rounds):
-        b = MappingBatch(temporal=t.copy(), spatial=batch.spatial, order=batch.order, keep=batch.keep)
+    for it in range(rounds):
+        b = MappingBatch(temporal=t.copy(), spatial=sp.copy(), order=batch.order, keep=batch.keep)
         met = model.evaluate(problem, arch, b)
+        # MAESTRO's strided sliding windows lose MACs (Reason.MODEL) when output rows or
+        # columns step inside the PE: those factors move to the array level (then, if
+        # that is not enough, the spatial ones too)
+        off = np.flatnonzero(met.reason == int(Reason.MODEL))
+        if len(off) and windows and it < 2:
+            for d in windows:
+                if it == 0:
+                    t[off, a, d] *= t[off, a + 1:, d].prod(axis=1)
+                    t[off, a + 1:, d] = 1
+                else:
+                    t[off, a, d] *= sp[off, a, d, 0] * sp[off, a, d, 1]
+                    sp[off, a, d, :] = 1
+            continue
         bad = np.flatnonzero((met.reason == int(Reason.CAPACITY)) & (met.reason_level >= 1))
         if not len(bad):
             break
@@ -127,7 +144,7 @@ def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, 
         pr = _smallest_prime(f)
         t[bad, pl, pd] = f // pr
         t[bad, dst, pd] *= pr
-    return MappingBatch(temporal=t, spatial=batch.spatial, order=batch.order, keep=batch.keep)
+    return MappingBatch(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
 
 
 def _rejections(met: Any, arch: Any) -> str:
@@ -191,6 +208,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     first: dict[int, float] = {}
     why: dict[int, str] = {}
     spent = 0
+    used = [0] * len(cands)
     for i, (x, y) in enumerate(cands):  # 1. legal draws, scored
         shaped = arch_with_shape(arc, x, y)
         cons = aspect_constraints(prob, shaped)
@@ -205,6 +223,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         drawn = model_repair(prob, shaped, directive_form(aspect_view(shaped), drawn), rng)
         met = model.evaluate(prob, shaped, drawn)
         spent += len(drawn)
+        used[i] += len(drawn)
         score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
         ok = np.flatnonzero(met.valid)
         if not len(ok):
@@ -236,14 +255,16 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
             except InfeasibleSpaceError as exc:
                 why.setdefault(i, str(exc).splitlines()[0])
                 left -= n
+                used[i] += n
                 continue
             left -= res.n_evaluations
+            used[i] += res.n_evaluations
             if res.best is not None and (i not in best or res.best_objective < best[i].best_objective):
                 best[i] = res
                 starts[i] = np.concatenate([spaces[i].encode(res.best.as_batch()), starts[i]])[:8]
         ranked = sorted(alive, key=lambda i: best[i].best_objective if i in best else float("inf"))
         alive = ranked[:max(1, (len(ranked) + 1) // 2)] if r < rounds - 2 else ranked[:1]
-    out = [ShapeResult(x, y, best.get(i), "" if i in best else why.get(i, "no legal mapping found"))
+    out = [ShapeResult(x, y, best.get(i), "" if i in best else why.get(i, "no legal mapping found"), used[i])
            for i, (x, y) in enumerate(cands)]
     return ShapeSearchResult(tuple(out))
 
