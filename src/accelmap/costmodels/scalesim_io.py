@@ -214,7 +214,8 @@ def read_topology(path: str | Path, *, word_bits: int = 8) -> list[ScaleSimLayer
             # SCALE-Sim rounds the output size up (topology_utils): ceil((H - R) / stride) + 1.
             p = math.ceil((h - fh_) / st) + 1
             q = math.ceil((w - fw) / st) + 1
-            prob = conv2d(name, c=ch, k=nf, p=p, q=q, r=fh_, s=fw, stride=st, word_bits=word_bits)
+            prob = conv2d(name, c=ch, k=nf, p=p, q=q, r=fh_, s=fw, stride=st, input_hw=(h, w),
+                          word_bits=word_bits)
             fields = (("ifmap_h", h), ("ifmap_w", w), ("filter_h", fh_), ("filter_w", fw),
                       ("channels", ch), ("num_filters", nf), ("stride", st), ("ofmap_h", p), ("ofmap_w", q))
         layers.append(ScaleSimLayer(name=name, problem=prob, kind=kind, fields=fields))

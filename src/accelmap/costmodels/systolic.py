@@ -323,6 +323,15 @@ def _distinct_words(coef: IntArray, used: BoolArray, ext: IntArray) -> IntArray:
     return total
 
 
+def _operand_words(problem: Problem, t: int, full: IntArray, distinct: int) -> int:
+    """Words of tensor ``t`` one repetition of the GEMM fetches from DRAM: its distinct
+    words, less those outside a padded tensor's extent (SCALE-Sim fetches nothing for the
+    windows of a rounded-up ofmap that lie past the ifmap edge: address -1)."""
+    if not problem.tensors[t].padded:
+        return distinct
+    return int(problem.existing_words(full)[t])
+
+
 def _distinct_words_one(coef: IntArray, used: BoolArray, ext: list[int]) -> int:
     total = 1
     for c in range(coef.shape[0]):
@@ -761,7 +770,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     used = problem.rank_used[t]
     b_rep = layout.class_size[3]
     full = np.where(dim_class == _B, 1, bounds)  # one repetition of the GEMM
-    d_tot = int(_distinct_words(coef, used, full[None, :])[0])
+    d_tot = _operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0]))
     if d_tot < w or n == 0:
         return np.full(n, d_tot * b_rep, dtype=np.int64)
     overlap = _overlaps(coef, used, full)
@@ -833,7 +842,7 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     dim_class = layout.dim_class
     bounds = [int(b) for b in problem.bounds]
     full = [1 if dim_class[d] == _B else bounds[d] for d in range(len(bounds))]
-    d_tot = _distinct_words_one(coef, used, full)
+    d_tot = _operand_words(problem, t, np.array(full), _distinct_words_one(coef, used, full))
     if d_tot < w:
         return d_tot * b_rep
     overlap = _overlaps(coef, used, np.array(full))
