@@ -206,7 +206,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     starts: dict[int, np.ndarray] = {}
     best: dict[int, SearchResult] = {}
     first: dict[int, float] = {}
-    why: dict[int, str] = {}
+    reasons: dict[int, str] = {}
     spent = 0
     used = [0] * len(cands)
     for i, (x, y) in enumerate(cands):  # 1. legal draws, scored
@@ -218,7 +218,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
             space = build_space(prob, shaped, cons, allow_padding=allow_padding)
             drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
         except (InfeasibleSpaceError, SpecError) as exc:
-            why[i] = str(exc).splitlines()[0]
+            reasons[i] = str(exc).splitlines()[0]
             continue
         drawn = model_repair(prob, shaped, directive_form(aspect_view(shaped), drawn), rng)
         met = model.evaluate(prob, shaped, drawn)
@@ -227,13 +227,13 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
         ok = np.flatnonzero(met.valid)
         if not len(ok):
-            why[i] = _rejections(met, shaped)
+            reasons[i] = _rejections(met, shaped)
             continue
         ok = ok[np.argsort(score[ok], kind="stable")][:8]
         try:
             starts[i] = space.encode(drawn.take(ok))
         except SpecError as exc:  # moved off the space by the directive form (user constraints)
-            why[i] = str(exc).splitlines()[0]
+            reasons[i] = str(exc).splitlines()[0]
             continue
         spaces[i] = space
         first[i] = float(score[ok[0]])
@@ -253,7 +253,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
                              seed=int(np.random.SeedSequence([int(seeds[i]), r]).generate_state(1)[0]),
                              space=spaces[i], initial=starts[i], **kw)
             except InfeasibleSpaceError as exc:
-                why.setdefault(i, str(exc).splitlines()[0])
+                reasons.setdefault(i, str(exc).splitlines()[0])
                 left -= n
                 used[i] += n
                 continue
@@ -264,7 +264,7 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
                 starts[i] = np.concatenate([spaces[i].encode(res.best.as_batch()), starts[i]])[:8]
         ranked = sorted(alive, key=lambda i: best[i].best_objective if i in best else float("inf"))
         alive = ranked[:max(1, (len(ranked) + 1) // 2)] if r < rounds - 2 else ranked[:1]
-    out = [ShapeResult(x, y, best.get(i), "" if i in best else why.get(i, "no legal mapping found"), used[i])
+    out = [ShapeResult(x, y, best.get(i), "" if i in best else reasons.get(i, "no legal mapping found"), used[i])
            for i, (x, y) in enumerate(cands)]
     return ShapeSearchResult(tuple(out))
 

@@ -202,8 +202,8 @@ def recognize(problem: Problem) -> Structure:
     windows: list[Window] = []
     irregular: list[str] = []
     for t in (inp, wgt, out):
-        for c in range(coef.shape[1]):
-            row = coef[t, c]
+        for ci in range(coef.shape[1]):
+            row = coef[t, ci]
             terms = np.flatnonzero(row)
             if terms.size == 0:
                 continue
@@ -213,15 +213,15 @@ def recognize(problem: Problem) -> Structure:
             text = " + ".join(f"{int(row[d])}*{problem.dim_names[d]}" if row[d] != 1 else problem.dim_names[d]
                               for d in terms)
             if t != inp:
-                irregular.append(f"{name} coordinate {c} is {text}")
+                irregular.append(f"{name} coordinate {ci} is {text}")
                 continue
             ms = [int(d) for d in terms if clst[d] is GemmClass.M]
             ks = [int(d) for d in terms if clst[d] is GemmClass.K]
             if len(ms) == 1 and len(ks) <= 1 and len(ms) + len(ks) == terms.size:
                 windows.append(Window(out_dim=ms[0], filter_dim=ks[0] if ks else None,
-                                      stride=int(row[ms[0]]), dilation=int(row[ks[0]]) if ks else 1, coord=c))
+                                      stride=int(row[ms[0]]), dilation=int(row[ks[0]]) if ks else 1, coord=ci))
             else:
-                irregular.append(f"{name} coordinate {c} is {text}, not stride*p + dilation*r")
+                irregular.append(f"{name} coordinate {ci} is {text}, not stride*p + dilation*r")
     if len(windows) > 2:
         irregular.append(f"{len(windows)} sliding windows (a 2-D convolution has two)")
         windows = windows[:2]
