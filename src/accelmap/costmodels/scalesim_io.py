@@ -8,7 +8,9 @@ SCALE-Sim's conventions, kept on purpose so that counts compare one to one:
 
 * convolutions have no padding and round the output size *up*:
   ``ofmap = ceil((ifmap - filter) / stride) + 1`` (its ``topology_utils``); the extra
-  windows of a strided layer run past the ifmap edge (SCALE-Sim skips those addresses);
+  windows of a strided layer run past the ifmap edge (SCALE-Sim skips those addresses), so
+  the problem's Inputs tensor carries the ifmap's extent (``input_hw``) and only the words
+  that exist are fetched from DRAM;
 * a GEMM row ``M, N, K`` is ``ifmap M x K``, ``filter K x N``, ``ofmap M x N``;
 * words are 1 byte unless the config says otherwise; sizes are kB of 1024 bytes;
 * ``InterfaceBandwidth: CALC`` sizes the DRAM bandwidth for stall-free operation

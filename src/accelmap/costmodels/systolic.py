@@ -51,7 +51,10 @@ it is dropped whole and refilled. The model follows that window at the granulari
 tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
 consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
 its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
-These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). For
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). A padded
+operand (`Tensor.extent`, e.g. SCALE-Sim's rounded-up strided ofmap reaching past the
+ifmap edge) is fetched as its existing words only (SRAM reads and cycles still count every
+im2col entry, as SCALE-Sim does). For
 sliding-window inputs (im2col duplicates) the model estimates: window chunks on the rows
 (WS-like) give tiles that are shifted copies, sharing nothing once two exceed the window or
 once the tile holding a word's previous use is a window away; otherwise every window reset

@@ -14,8 +14,11 @@ builder                dims (loop order)      tensors (coordinates)
 ``fully_connected``    ``N K C``              Weights[K,C] Inputs[N,C] Outputs[N,K]
 =====================  =====================  ==========================================
 
-with ``H = stride*P + dilation*R`` and ``W = stride*Q + dilation*S`` (padding is folded
-into the input: ``P`` and ``Q`` are output sizes). This is the convolution of Timeloop's
+with ``H = stride*P + dilation*R`` and ``W = stride*Q + dilation*S`` (``P`` and ``Q`` are
+output sizes). By default the padding is folded into the input (every projected row
+exists); ``conv2d(..., padding=..., input_hw=...)`` and ``conv2d_from_input`` give the
+Inputs tensor its ``pad`` and ``extent`` instead, so models count only the words of the real
+map (see `Tensor`). This is the convolution of Timeloop's
 ``CNN-Layer`` problem shape (Parashar et al., ISPASS 2019), with ``K`` for the output
 channels where Timeloop writes ``M``.
 
