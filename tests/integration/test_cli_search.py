@@ -107,3 +107,15 @@ def test_timeloop_problem_runs_on_the_aspect_model_and_a_batched_matmul_exits_2(
     assert r.returncode == 2
     assert "the aspect model takes convolution, depthwise convolution, GEMM; found batched matmul" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+def test_a_problem_of_no_modelled_kind_exits_2_on_the_systolic_model(tmp_path):
+    prob = tmp_path / "odd.yaml"
+    prob.write_text("version: 1\nproblem:\n  name: odd\n  dims: {i: 4, j: 4, x: 3}\n  tensors:\n"
+                    "    - {name: A, role: input, projection: [[i], [j]]}\n"
+                    "    - {name: B, role: weight, projection: [[j]]}\n"
+                    "    - {name: Y, role: output, projection: [[i], [x]]}\n")
+    r = _cli_tree("search", str(prob), "--arch", "systolic", "--model", "systolic", "--budget", "100",
+                  "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "the systolic model takes convolution" in r.stderr and "found other (dim x indexes ['Y']" in r.stderr

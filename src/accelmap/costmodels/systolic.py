@@ -166,6 +166,12 @@ class SystolicLayout:
     window_words: tuple[float, float, float]
 
 
+def _kind_message(problem: Problem) -> str:
+    takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
+    return (f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
+            f"indexes two or three of input, weight and output); found {recognize(problem).describe()}")
+
+
 def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None, list[str]]:
     """Recognize the systolic shape of ``arch`` and the GEMM shape of ``problem``.
 
@@ -174,11 +180,7 @@ def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None
     problems: list[str] = []
     st = recognize(problem)
     if not st.has_gemm_view:
-        takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
-        problems.append(
-            f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
-            f"indexes two or three of input, weight and output); found {st.describe()}"
-        )
+        problems.append(_kind_message(problem))
     tensor = [st.input, st.weight, st.output]
     n_levels = arch.n_levels
     if n_levels < 3:
@@ -417,8 +419,16 @@ class SystolicModel:
 
         One per dataflow and row class (`systolic_variants`): ``(label, constraints,
         seeds)``, the seeds SCALE-Sim's mapping of that variant (`variant_seeds`). Empty
-        when the pair is not a systolic shape. `accelmap.search.search` reads this hook.
+        when the arch is not a systolic shape. `accelmap.search.search` reads this hook.
+
+        Raises
+        ------
+        SpecError
+            When the problem is of a kind the model does not take (the message names the
+            kind found, with each dim's role, and the kinds taken).
         """
+        if not recognize(problem).has_gemm_view:
+            raise SpecError(_kind_message(problem))
         return [(v.label, v.constraints, variant_seeds(problem, arch, v)) for v in systolic_variants(problem, arch)]
 
     def explain(self, problem: Problem, arch: Arch, mapping: Mapping) -> list[str]:
