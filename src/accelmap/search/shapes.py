@@ -177,9 +177,11 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         Evaluations in all: a few legal draws per shape, the rest by successive halving
         (see the module docstring).
     constraints
-        Extra constraints, layered over `aspect_constraints` (filters whole in the PE).
+        Extra constraints, layered over `aspect_constraints` (filters whole in a cluster).
     search_kwargs
-        Passed to `search` (searcher, objective, time_limit_s, ...); the model is ``aspect``.
+        Passed to `search` (searcher, objective, ...); the model is ``aspect``. A
+        ``time_limit_s`` is shared out over the runs (about twice as many as the shapes
+        with legal mappings).
     """
     from accelmap.costmodels.aspect import AspectModel, directive_form
     from accelmap.search.api import _arch, _problem, build_space, load_constraints_any, search
@@ -238,6 +240,8 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         spaces[i] = space
         first[i] = float(score[ok[0]])
     alive = sorted(spaces, key=lambda i: first[i])
+    if kw.get("time_limit_s") is not None and alive:  # halving runs about 2 x len(alive) searches
+        kw["time_limit_s"] = float(kw["time_limit_s"]) / (2 * len(alive))
     left = max(budget - spent, 0)
     rounds = int(np.ceil(np.log2(max(len(alive), 1)))) + 1
     for r in range(rounds):  # 2. successive halving

@@ -103,3 +103,12 @@ def test_budget_goes_to_promising_shapes() -> None:
     best = (res.best.x, res.best.y)
     assert evals[best] == max(evals.values()) and evals[best] > 3000 // 5
     assert sum(evals.values()) <= 3000 + 5 * 8  # at most the starting points over
+
+
+def test_a_time_limit_is_shared_over_the_shapes() -> None:
+    p = conv2d("c", c=8, k=8, p=4, q=4, r=3, s=3)
+    res = search_shapes(p, _arch(), budget=10**9, time_limit_s=1.0, seed=0)
+    legal = sum(s.result is not None for s in res.per_shape)
+    assert legal == 5
+    # each run gets the limit over twice the shapes with legal mappings, not the whole limit
+    assert all(s.result.config["time_limit_s"] == 1.0 / (2 * legal) for s in res.per_shape)
