@@ -49,6 +49,9 @@ def test_list_and_show_workloads(capsys):
     assert code == 0 and "resnet50" in out and "mobilenet_v2" in out and "GMACs" in out
     code, out, _ = run(capsys, "show", "workload", "resnet50")
     assert code == 0 and "conv1" in out and "118,013,952" in out
+    code, out, _ = run(capsys, "show", "workload", "resnet50/conv3_1")  # kind, roles, padding
+    assert code == 0 and "kind: convolution (N: batch, K: output channel" in out
+    assert "pad [0, 0, 1, 1], extent [1, 128, 56, 56] (401,408 words exist)" in out
 
 
 def test_validate_names_level_and_numbers(capsys, tmp_path: Path):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,13 @@ ROOT = Path(__file__).resolve().parents[2]
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "accelmap.cli", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
+
+
+def _cli_tree(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """`_cli` on this tree's sources (a relative PYTHONPATH would not survive the cwd)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))}
+    return subprocess.run([sys.executable, "-m", "accelmap.cli", *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=300, env=env)
 
 
 def test_search_prints_loop_nest_metrics_gap_and_writes_result(tmp_path):
@@ -69,3 +77,45 @@ def test_network_search_prints_a_table_with_totals(tmp_path):
     data = json.loads((tmp_path / "net" / "result.json").read_text())
     assert data["totals"]["layers"] >= 50 and data["totals"]["complete"]
     assert data["totals"]["distinct_layers"] == len(data["layers"]) < data["totals"]["layers"]
+
+
+_TIMELOOP_CONV = """\
+problem:
+  shape:
+    name: CNN-Layer
+    dimensions: [C, M, R, S, N, P, Q]
+    coefficients: [{name: Wstride, default: 1}, {name: Hstride, default: 1}]
+    data-spaces:
+    - {name: Weights, projection: [[[C]], [[M]], [[R]], [[S]]]}
+    - {name: Inputs, projection: [[[N]], [[C]], [[R], [P, Wstride]], [[S], [Q, Hstride]]]}
+    - {name: Outputs, projection: [[[N]], [[M]], [[Q]], [[P]]], read-write: true}
+  instance: {C: 16, M: 16, R: 3, S: 3, N: 1, P: 7, Q: 7, Wstride: 2, Hstride: 2}
+"""
+
+
+def test_timeloop_problem_runs_on_the_aspect_model_and_a_batched_matmul_exits_2(tmp_path):
+    """Issue 16: a Timeloop CNN-Layer (dims C M R S N P Q) is a convolution to every model;
+    a kind the model does not take exits 2 naming the kind found and the kinds taken."""
+    prob = tmp_path / "prob.yaml"
+    prob.write_text(_TIMELOOP_CONV)
+    r = _cli_tree("search", str(prob), "--arch", "eyeriss-like", "--model", "aspect", "--budget", "3000",
+             "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "best shape" in r.stdout
+    r = _cli_tree("search", "bert_base_128/attn_qk", "--arch", "eyeriss-like", "--model", "aspect", "--budget", "100",
+             cwd=tmp_path)
+    assert r.returncode == 2
+    assert "the aspect model takes convolution, depthwise convolution, GEMM; found batched matmul" in r.stderr
+    assert "Traceback" not in r.stderr
+
+
+def test_a_problem_of_no_modelled_kind_exits_2_on_the_systolic_model(tmp_path):
+    prob = tmp_path / "odd.yaml"
+    prob.write_text("version: 1\nproblem:\n  name: odd\n  dims: {i: 4, j: 4, x: 3}\n  tensors:\n"
+                    "    - {name: A, role: input, projection: [[i], [j]]}\n"
+                    "    - {name: B, role: weight, projection: [[j]]}\n"
+                    "    - {name: Y, role: output, projection: [[i], [x]]}\n")
+    r = _cli_tree("search", str(prob), "--arch", "systolic", "--model", "systolic", "--budget", "100",
+                  "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 2 and "Traceback" not in r.stderr
+    assert "the systolic model takes convolution" in r.stderr and "found other (dim x indexes ['Y']" in r.stderr

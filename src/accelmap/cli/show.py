@@ -35,10 +35,18 @@ def run(args: argparse.Namespace) -> int:
             dims = " ".join(f"{d.name}={d.bound}" for d in p.dims)
             print(f"{p.name:<{width}}  {p.repeat:>3}  {p.macs:>15,}  {dims}")
         return 0
+    from accelmap.workloads.structure import recognize
+
     problem = load_problem(args.name)
     print(problem.describe())
-    for t in problem.tensors:
+    print(f"  kind: {recognize(problem).describe()}")
+    words = problem.existing_words() if problem.has_padding else None
+    for ti, t in enumerate(problem.tensors):
         coords = ", ".join(" + ".join(f"{term.coef}*{term.dim}" if term.coef != 1 else term.dim for term in c)
                            for c in t.projection)
-        print(f"  {t.name:<10} {t.role.value:<7} [{coords}]  {t.word_bits}-bit words")
+        pad = ""
+        if t.extent is not None and words is not None:
+            lo = t.pad or (0,) * len(t.extent)
+            pad = f"  pad {list(lo)}, extent {list(t.extent)} ({int(words[ti]):,} words exist)"
+        print(f"  {t.name:<10} {t.role.value:<7} [{coords}]  {t.word_bits}-bit words{pad}")
     return 0

@@ -60,6 +60,7 @@ from accelmap.mapper.check import Reason, check_batch
 from accelmap.mapper.constraints import Constraints
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
+from accelmap.workloads.structure import DimRole, ProblemKind, recognize, require_kind
 
 __all__ = [
     "DirectiveKind",
@@ -74,6 +75,7 @@ __all__ = [
     "AspectView",
     "aspect_view",
     "directives_from_mapping",
+    "directive_form",
     "aspect_constraints",
     "shapes",
     "arch_with_shape",
@@ -971,59 +973,60 @@ class _Layout:
         return dict(self.tensor_of)[name]
 
 
+_ASPECT_KINDS = (ProblemKind.CONV, ProblemKind.DEPTHWISE_CONV, ProblemKind.GEMM)
+
+
 def _layout(problem: Problem) -> _Layout:
-    """Recognize a convolution (N K C P Q R S; depthwise N C P Q R S) or a matmul (M N K)."""
+    """Place the problem's dims on MAESTRO's variables by their roles (`workloads.structure`).
+
+    A convolution: batch -> N, output/input channel -> K/C (the depthwise channel -> C),
+    filter row/column -> R/S, output row/column -> Y'/X'. A GEMM is a 1x1 convolution:
+    reduction -> C, columns -> K, rows -> Y' (a second and third row dim -> X', N)."""
+    st = require_kind(problem, _ASPECT_KINDS, "aspect")
     names = problem.dim_names
-    idx = {n: i for i, n in enumerate(names)}
-    roles = {t.role.value: i for i, t in enumerate(problem.tensors)}
-    tensor_of = (("input", roles["input"]), ("filter", roles["weight"]), ("output", roles["output"])) \
-        if {"input", "weight", "output"} <= set(roles) else None
-    rel = problem.relevance
-    coef = problem.coefficients
-    err = (
-        f"problem {problem.name}: the aspect model reads convolutions (dims N K C P Q R S, or "
-        f"N C P Q R S for depthwise, stride >= 1, dilation 1), fully connected layers (N K C) and "
-        f"matmuls (M N K); received dims "
-        f"{list(names)} with tensors {[f'{t.name} ({t.role.value})' for t in problem.tensors]}"
-    )
-    if tensor_of is None:
-        raise SpecError(err + "; it needs one input, one weight and one output tensor")
-    ti, tw, to = (dict(tensor_of)[k] for k in ("input", "filter", "output"))
-    if set(names) == {"M", "N", "K"}:
-        want = {ti: {"M", "K"}, tw: {"K", "N"}, to: {"M", "N"}}
-        for t, dims in want.items():
-            if {names[d] for d in np.flatnonzero(rel[t])} != dims:
-                raise SpecError(err)
-        dim_of: tuple[tuple[str, int | None], ...] = (("N", None), ("K", idx["N"]), ("C", idx["K"]), ("R", None), ("S", None),
-                  ("Y'", idx["M"]), ("X'", None))
-        return _Layout("CONV", dim_of, 1, 1, tensor_of)
-    if {"K", "C"} <= set(names) <= {"N", "K", "C"}:  # fully connected: a 1x1 convolution on a 1x1 map
-        want = {ti: {"N", "C"}, tw: {"K", "C"}, to: {"N", "K"}}
-        for t, dims in want.items():
-            if {names[d] for d in np.flatnonzero(rel[t])} != dims & set(names):
-                raise SpecError(err)
-        dim_of = (("N", idx.get("N")), ("K", idx["K"]), ("C", idx["C"]), ("R", None), ("S", None),
-                  ("Y'", None), ("X'", None))
-        return _Layout("CONV", dim_of, 1, 1, tensor_of)
-    allowed = {"N", "K", "C", "P", "Q", "R", "S"}
-    if not set(names) <= allowed or not {"C", "P", "Q", "R", "S"} <= set(names):
-        raise SpecError(err)
-    dw = "K" not in names
-    strides = []
-    for p, r in (("P", "R"), ("Q", "S")):
-        # the input coordinate that holds both P and R: coefficient of P = stride, of R = dilation
-        rows = [c for c in range(coef.shape[1]) if coef[ti, c, idx[p]] > 0]
-        if len(rows) != 1 or coef[ti, rows[0], idx[r]] != 1:
-            raise SpecError(err + f"; the input must be indexed by stride*{p} + {r}")
-        strides.append(int(coef[ti, rows[0], idx[p]]))
-    want_out = {"N", "C" if dw else "K", "P", "Q"} & set(names)
-    want_w = {"C", "R", "S"} | (set() if dw else {"K"})
-    if {names[d] for d in np.flatnonzero(rel[to])} != want_out or \
-            {names[d] for d in np.flatnonzero(rel[tw])} != want_w:
-        raise SpecError(err)
-    dim_of = (("N", idx.get("N")), ("K", None if dw else idx["K"]), ("C", idx["C"]), ("R", idx["R"]),
-              ("S", idx["S"]), ("Y'", idx["P"]), ("X'", idx["Q"]))
-    return _Layout("DSCONV" if dw else "CONV", dim_of, strides[0], strides[1], tensor_of)
+    bounds = problem.bounds
+    problems: list[str] = []
+
+    def pick(role: DimRole, var: str) -> int | None:
+        dims = st.dims_of(role)
+        big = [d for d in dims if bounds[d] > 1]
+        if len(big) > 1:
+            problems.append(f"dims {[names[d] for d in big]} all play the {role.value}; MAESTRO's {var} is one dim")
+        return big[0] if big else (dims[0] if dims else None)
+
+    if st.kind is ProblemKind.GEMM:
+        rows = [d for d in st.dims_of(DimRole.GEMM_M) if bounds[d] > 1] or list(st.dims_of(DimRole.GEMM_M))[:1]
+        if len(rows) > 3:
+            problems.append(f"{len(rows)} row dims {[names[d] for d in rows]}; MAESTRO holds three (N, Y', X')")
+        place = {1: ("Y'",), 2: ("Y'", "X'"), 3: ("N", "Y'", "X'")}.get(len(rows), ())
+        at = dict(zip(place, rows, strict=False))
+        dim_of: tuple[tuple[str, int | None], ...] = (
+            ("N", at.get("N")), ("K", pick(DimRole.GEMM_N, "K")), ("C", pick(DimRole.GEMM_K, "C")),
+            ("R", None), ("S", None), ("Y'", at.get("Y'")), ("X'", at.get("X'")))
+        kind, sy, sx = "CONV", 1, 1
+    else:
+        dw = st.kind is ProblemKind.DEPTHWISE_CONV
+        for i, w in enumerate(st.windows):
+            if w.dilation != 1 and w.filter_dim is not None and bounds[w.filter_dim] > 1:
+                problems.append(f"dilation {w.dilation} on the {'rows' if i == 0 else 'columns'} "
+                                f"({names[w.filter_dim]}); MAESTRO's convolutions have dilation 1")
+        dim_of = (("N", pick(DimRole.BATCH, "N")),
+                  ("K", None if dw else pick(DimRole.OUT_CHANNEL, "K")),
+                  ("C", pick(DimRole.CHANNEL if dw else DimRole.IN_CHANNEL, "C")),
+                  ("R", pick(DimRole.FILTER_ROW, "R")), ("S", pick(DimRole.FILTER_COL, "S")),
+                  ("Y'", pick(DimRole.OUT_ROW, "Y'")), ("X'", pick(DimRole.OUT_COL, "X'")))
+        if dw:  # a bound-1 output/input channel of a depthwise layer is a free dim
+            extra = [d for d in st.dims_of(DimRole.OUT_CHANNEL) + st.dims_of(DimRole.IN_CHANNEL) if bounds[d] > 1]
+            if extra:
+                problems.append(f"channel dims {[names[d] for d in extra]} beside the depthwise channel")
+        kind = "DSCONV" if dw else "CONV"
+        sy = st.windows[0].stride if st.windows else 1
+        sx = st.windows[1].stride if len(st.windows) > 1 else 1
+    if problems:
+        raise SpecError(f"problem {problem.name}: the aspect model cannot read this {st.describe()}: "
+                        + "; ".join(problems))
+    tensor_of = (("input", st.input), ("filter", st.weight), ("output", st.output))
+    return _Layout(kind, dim_of, sy, sx, tensor_of)
 
 
 def _maestro_layer(problem: Problem, lay: _Layout) -> MaestroLayer:
@@ -1460,6 +1463,34 @@ def _unrepresentable(view: AspectView, batch: MappingBatch) -> np.ndarray:
     return bad | ((sp[:, a, :, 0] > 1).sum(axis=1) > 1) | ((sp[:, a, :, 1] > 1).sum(axis=1) > 1)
 
 
+def directive_form(view: AspectView, batch: MappingBatch) -> MappingBatch:
+    """``batch`` moved into the directive form the model reads (`_unrepresentable` is then
+    False everywhere): spatial factors off the array level, and all but the largest one
+    per array axis, become temporal factors of the same level.
+
+    Every tile keeps its extent (a level's tile counts its own spatial and temporal factors
+    alike), so a legal mapping stays legal; only the PEs used shrink."""
+    a = view.array_level
+    t = batch.temporal.copy()
+    sp = batch.spatial.copy()
+    n, L, D = t.shape
+    others = np.ones(L, dtype=bool)
+    others[a] = False
+    t[:, others] *= (sp[..., 0] * sp[..., 1])[:, others]
+    sp[:, others] = 1
+    rows = np.arange(n)
+    for ax in (0, 1):
+        f = sp[:, a, :, ax]
+        keep = np.argmax(f, axis=1)
+        moved = f.copy()
+        moved[rows, keep] = 1
+        t[:, a] *= moved
+        f_new = np.ones_like(f)
+        f_new[rows, keep] = f[rows, keep]
+        sp[:, a, :, ax] = f_new
+    return MappingBatch(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
+
+
 def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
                       batch: MappingBatch) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
     """Vectorized analysis of the regular rows of ``batch``.
@@ -1690,11 +1721,21 @@ def _evaluate_regular(problem: Problem, lay: _Layout, view: AspectView,
 
 def aspect_constraints(problem: Problem, arch: Arch) -> Constraints:
     """Constraints that keep a `MapSpace` inside what the directive form expresses: the
-    filter dims (R, S) whole inside the PE (MAESTRO's sliding windows need whole filters
-    at every level above the PE). Returns a `accelmap.mapper.constraints.Constraints`."""
-    from accelmap.mapper.constraints import FactorRule
+    filter dims (filter rows and columns, found by `workloads.structure`) whole inside one
+    cluster -- no temporal factor at or above the PE array level and no unrolling across
+    clusters (Y) -- since MAESTRO's sliding windows need whole filters at the top level;
+    inside the cluster they may be unrolled across PEs (X, as Eyeriss's row-stationary
+    dataflow spreads filter rows over a PE column) or stepped in the PE.
+    Returns a `accelmap.mapper.constraints.Constraints`."""
+    from accelmap.mapper.constraints import FactorRule, Slot
 
     names = problem.dim_names
-    inner = arch.levels[-1].name
-    rules = [FactorRule(level=inner, dim=d, fixed=0) for d in ("R", "S") if d in names]
+    st = recognize(problem)
+    filt = st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL)
+    try:
+        a = aspect_view(arch).array_level
+    except SpecError:
+        a = arch.n_levels - 2
+    rules = [FactorRule(level=arch.levels[lv].name, dim=names[d], fixed=1) for d in filt for lv in range(a + 1)]
+    rules += [FactorRule(level=arch.levels[a].name, dim=names[d], slot=Slot.SPATIAL_Y, fixed=1) for d in filt]
     return Constraints(factors=tuple(rules), source="aspect model")

@@ -292,6 +292,8 @@ class LoopNestModel:
             out[name].transpose(2, 0, 1) for name in ("reads", "fills", "updates", "energy", "multicast", "reductions"))
         cycles, util = out["cycles"], out["util"]
         compute_pj = np.where(valid, problem.macs * comp.mac_pj, np.inf)
+        if problem.has_padding:  # padding only: see `_count_existing_words`
+            _count_existing_words(problem, reads, fills, updates, energy_lt, out["total"])
         energy = np.where(valid, out["total"] + problem.macs * comp.mac_pj, np.inf)
         return Metrics(
             cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util,
@@ -318,6 +320,11 @@ class LoopNestModel:
                 tensor_names=problem.tensor_names,
             )
         res = _scalar_counts(problem, arch, mapping)
+        if problem.has_padding:  # padding only: see `_count_existing_words`
+            arrs = [np.array([res[k]], dtype=np.float64) for k in ("reads", "fills", "updates", "energy")]
+            _count_existing_words(problem, *arrs, np.zeros(1))
+            res = {**res, **{k: a[0].tolist() for k, a in zip(("reads", "fills", "updates", "energy"), arrs,
+                                                               strict=True)}}
         mac_pj = problem.macs * float(arch.compute.energy_per_mac_pj)
         energy = 0.0
         for row in res["energy"]:
@@ -336,6 +343,30 @@ class LoopNestModel:
             spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
+
+
+# ========================================================================================
+# Padding: only the words that exist are traffic
+# ========================================================================================
+
+def _count_existing_words(problem: Problem, reads: FloatArray, fills: FloatArray, updates: FloatArray,
+                          energy: FloatArray, total: FloatArray) -> None:
+    """Scale, in place, the counts and energy of every padded tensor by the share of its
+    projected words that exist (`Problem.existing_fraction`): halo reads outside an input
+    (zero padding, windows past the edge) move no data. ``reads`` etc. are (n, L, T);
+    ``total`` (n,) is the levels' energy, adjusted by the change.
+
+    The share is the whole tensor's: exact for a tensor moved whole (a compulsory DRAM
+    fetch), the mean over tile positions otherwise (an edge tile has more halo than an
+    inner one; the counts are the tiles' sum, so the mean is what scales them). Cycles
+    are left as counted (a bandwidth-bound level streams the padded tile)."""
+    frac = problem.existing_fraction()
+    for t in np.flatnonzero(frac < 1.0):
+        f = float(frac[t])
+        before = energy[:, :, t].sum(axis=1)
+        for a in (reads, fills, updates, energy):
+            a[:, :, t] *= f
+        total += energy[:, :, t].sum(axis=1) - before
 
 
 # ========================================================================================

@@ -109,6 +109,7 @@ class BoundModel:
     n_macs: int
     touched: FloatArray  # (T,) lower bound of the words of each tensor any MAC touches
     disjoint: tuple[bool, ...]  # per tensor: its moving coordinates use disjoint dims
+    exist: FloatArray  # (T,) share of a padded tensor's words that exist (the model scales its energy by it)
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -160,6 +161,7 @@ class BoundModel:
             fan=arch.fanouts.prod(axis=1), capacity=arch.capacities_words,
             mac_energy_pj=float(arch.compute.energy_per_mac_pj) * problem.macs,
             n_macs=int(arch.n_macs), touched=touched, disjoint=tuple(disjoint),
+            exist=problem.existing_fraction(),
         )
 
 
@@ -548,15 +550,16 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     terms: list[tuple[_X, float, float, FloatArray | float]] = []
     for t, p, c in bm.pairs:
         reads = parent_reads(t, p, c)
+        f = float(bm.exist[t])  # padding: the model counts only existing words (all counts x f)
         if t == bm.output:
             part = part_ub(p)
-            terms.append((reads, bm.write_pj_word[p], bm.read_pj_word[p], part))  # updates, reads
+            terms.append((reads, f * bm.write_pj_word[p], f * bm.read_pj_word[p], part))  # updates, reads
             if p > 0:
-                terms.append((deliveries(t, p), 0.0, bm.write_pj_word[p], part))  # fills
+                terms.append((deliveries(t, p), 0.0, f * bm.write_pj_word[p], part))  # fills
         else:
-            terms.append((reads, bm.read_pj_word[p], 0.0, 0.0))
+            terms.append((reads, f * bm.read_pj_word[p], 0.0, 0.0))
             if p > 0:
-                terms.append((deliveries(t, p), bm.write_pj_word[p], 0.0, 0.0))
+                terms.append((deliveries(t, p), f * bm.write_pj_word[p], 0.0, 0.0))
     energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
     steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))

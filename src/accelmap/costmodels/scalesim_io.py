@@ -8,7 +8,9 @@ SCALE-Sim's conventions, kept on purpose so that counts compare one to one:
 
 * convolutions have no padding and round the output size *up*:
   ``ofmap = ceil((ifmap - filter) / stride) + 1`` (its ``topology_utils``); the extra
-  windows of a strided layer run past the ifmap edge (SCALE-Sim skips those addresses);
+  windows of a strided layer run past the ifmap edge (SCALE-Sim skips those addresses), so
+  the problem's Inputs tensor carries the ifmap's extent (``input_hw``) and only the words
+  that exist are fetched from DRAM;
 * a GEMM row ``M, N, K`` is ``ifmap M x K``, ``filter K x N``, ``ofmap M x N``;
 * words are 1 byte unless the config says otherwise; sizes are kB of 1024 bytes;
 * ``InterfaceBandwidth: CALC`` sizes the DRAM bandwidth for stall-free operation
@@ -214,7 +216,8 @@ def read_topology(path: str | Path, *, word_bits: int = 8) -> list[ScaleSimLayer
             # SCALE-Sim rounds the output size up (topology_utils): ceil((H - R) / stride) + 1.
             p = math.ceil((h - fh_) / st) + 1
             q = math.ceil((w - fw) / st) + 1
-            prob = conv2d(name, c=ch, k=nf, p=p, q=q, r=fh_, s=fw, stride=st, word_bits=word_bits)
+            prob = conv2d(name, c=ch, k=nf, p=p, q=q, r=fh_, s=fw, stride=st, input_hw=(h, w),
+                          word_bits=word_bits)
             fields = (("ifmap_h", h), ("ifmap_w", w), ("filter_h", fh_), ("filter_w", fw),
                       ("channels", ch), ("num_filters", nf), ("stride", st), ("ofmap_h", p), ("ofmap_w", q))
         layers.append(ScaleSimLayer(name=name, problem=prob, kind=kind, fields=fields))

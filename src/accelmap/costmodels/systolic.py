@@ -51,7 +51,10 @@ it is dropped whole and refilled. The model follows that window at the granulari
 tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
 consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
 its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
-These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). For
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). A padded
+operand (`Tensor.extent`, e.g. SCALE-Sim's rounded-up strided ofmap reaching past the
+ifmap edge) is fetched as its existing words only (SRAM reads and cycles still count every
+im2col entry, as SCALE-Sim does). For
 sliding-window inputs (im2col duplicates) the model estimates: window chunks on the rows
 (WS-like) give tiles that are shifted copies, sharing nothing once two exceed the window or
 once the tile holding a word's previous use is a window away; otherwise every window reset
@@ -90,7 +93,8 @@ from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
 from accelmap.mapper.constraints import Constraints, KeepRule, SpatialRule
 from accelmap.mapper.mapping import Mapping, MappingBatch
-from accelmap.workloads.problem import Problem, TensorRole
+from accelmap.workloads.problem import Problem
+from accelmap.workloads.structure import ProblemKind, recognize
 
 __all__ = [
     "Dataflow",
@@ -107,7 +111,9 @@ __all__ = [
 
 # SCALE-Sim's operand names, in the order of every per-operand array here.
 OPERANDS: tuple[str, str, str] = ("ifmap", "filter", "ofmap")
-_ROLES = (TensorRole.INPUT, TensorRole.WEIGHT, TensorRole.OUTPUT)
+# The kinds whose GEMM view the model reads (`accelmap.workloads.structure`).
+_SYSTOLIC_KINDS = (ProblemKind.CONV, ProblemKind.DEPTHWISE_CONV, ProblemKind.GROUPED_CONV, ProblemKind.GEMM,
+                   ProblemKind.BATCHED_MATMUL)
 
 # Dimension classes (see the module docstring).
 _M, _N, _K, _B = 0, 1, 2, 3
@@ -132,7 +138,7 @@ class Dataflow(IntEnum):
 _DEFAULT_AXES = {Dataflow.OS: (_M, _N), Dataflow.WS: (_K, _N), Dataflow.IS: (_K, _M)}
 # Dataflow named by the sum of the two array classes: m+n = 1 OS, k+m = 2 IS, k+n = 3 WS.
 _PAIR_DATAFLOW = np.array([-1, Dataflow.OS, Dataflow.IS, Dataflow.WS], dtype=np.int64)
-# Stationary tensor of each dataflow, as an index into OPERANDS / _ROLES.
+# Stationary tensor of each dataflow, as an index into OPERANDS.
 _STATIONARY = {Dataflow.OS: 2, Dataflow.WS: 1, Dataflow.IS: 0}
 
 
@@ -160,23 +166,22 @@ class SystolicLayout:
     window_words: tuple[float, float, float]
 
 
+def _kind_message(problem: Problem) -> str:
+    takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
+    return (f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
+            f"indexes two or three of input, weight and output); found {recognize(problem).describe()}")
+
+
 def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None, list[str]]:
     """Recognize the systolic shape of ``arch`` and the GEMM shape of ``problem``.
 
     Returns the layout, or ``None`` and every reason the pair is not a systolic shape.
     """
     problems: list[str] = []
-    tensor: list[int] = []
-    for role in _ROLES:
-        idx = [i for i, t in enumerate(problem.tensors) if t.role is role]
-        if len(idx) != 1:
-            problems.append(f"problem {problem.name} has {len(idx)} {role.value} tensors; the systolic model needs one")
-        tensor.append(idx[0] if idx else -1)
-    if problem.n_tensors != 3:
-        problems.append(
-            f"problem {problem.name} has {problem.n_tensors} tensors; the systolic model needs exactly "
-            "input, weight and output"
-        )
+    st = recognize(problem)
+    if not st.has_gemm_view:
+        problems.append(_kind_message(problem))
+    tensor = [st.input, st.weight, st.output]
     n_levels = arch.n_levels
     if n_levels < 3:
         problems.append(f"arch {arch.name} has {n_levels} levels; a systolic arch needs DRAM, SRAM(s) and PE registers")
@@ -209,29 +214,8 @@ def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None
             problems.append(f"arch {arch.name}: the ifmap, filter and ofmap must have separate SRAMs")
     if problems:
         return None, problems
-    rel = problem.relevance  # (T, D)
-    ri, rw, ro = rel[tensor[0]], rel[tensor[1]], rel[tensor[2]]
-    dim_class: list[int] = []
-    for d, dim in enumerate(problem.dims):
-        if ro[d] and ri[d] and not rw[d]:
-            c = _M
-        elif ro[d] and rw[d] and not ri[d]:
-            c = _N
-        elif ri[d] and rw[d] and not ro[d]:
-            c = _K
-        elif ri[d] and rw[d] and ro[d]:
-            c = _B
-        else:
-            c = -1
-            if dim.bound > 1:
-                problems.append(
-                    f"problem {problem.name}: dim {dim.name} indexes "
-                    f"{[problem.tensors[t].name for t in tensor if rel[t, d]]}; a GEMM dim indexes two "
-                    "of input, weight and output (or all three)"
-                )
-        dim_class.append(c)
-    if problems:
-        return None, problems
+    # GEMM class per dim, read from the projections (workloads.structure): 0 m, 1 n, 2 k, 3 all
+    dim_class = [int(c) for c in st.gemm_class]
     size = [1, 1, 1, 1]
     for d, c in enumerate(dim_class):
         if c >= 0:
@@ -344,6 +328,15 @@ def _distinct_words(coef: IntArray, used: BoolArray, ext: IntArray) -> IntArray:
     return total
 
 
+def _operand_words(problem: Problem, t: int, full: IntArray, distinct: int) -> int:
+    """Words of tensor ``t`` one repetition of the GEMM fetches from DRAM: its distinct
+    words, less those outside a padded tensor's extent (SCALE-Sim fetches nothing for the
+    windows of a rounded-up ofmap that lie past the ifmap edge: address -1)."""
+    if not problem.tensors[t].padded:
+        return distinct
+    return int(problem.existing_words(full)[t])
+
+
 def _distinct_words_one(coef: IntArray, used: BoolArray, ext: list[int]) -> int:
     total = 1
     for c in range(coef.shape[0]):
@@ -426,8 +419,16 @@ class SystolicModel:
 
         One per dataflow and row class (`systolic_variants`): ``(label, constraints,
         seeds)``, the seeds SCALE-Sim's mapping of that variant (`variant_seeds`). Empty
-        when the pair is not a systolic shape. `accelmap.search.search` reads this hook.
+        when the arch is not a systolic shape. `accelmap.search.search` reads this hook.
+
+        Raises
+        ------
+        SpecError
+            When the problem is of a kind the model does not take (the message names the
+            kind found, with each dim's role, and the kinds taken).
         """
+        if not recognize(problem).has_gemm_view:
+            raise SpecError(_kind_message(problem))
         return [(v.label, v.constraints, variant_seeds(problem, arch, v)) for v in systolic_variants(problem, arch)]
 
     def explain(self, problem: Problem, arch: Arch, mapping: Mapping) -> list[str]:
@@ -782,7 +783,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     used = problem.rank_used[t]
     b_rep = layout.class_size[3]
     full = np.where(dim_class == _B, 1, bounds)  # one repetition of the GEMM
-    d_tot = int(_distinct_words(coef, used, full[None, :])[0])
+    d_tot = _operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0]))
     if d_tot < w or n == 0:
         return np.full(n, d_tot * b_rep, dtype=np.int64)
     overlap = _overlaps(coef, used, full)
@@ -854,7 +855,7 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     dim_class = layout.dim_class
     bounds = [int(b) for b in problem.bounds]
     full = [1 if dim_class[d] == _B else bounds[d] for d in range(len(bounds))]
-    d_tot = _distinct_words_one(coef, used, full)
+    d_tot = _operand_words(problem, t, np.array(full), _distinct_words_one(coef, used, full))
     if d_tot < w:
         return d_tot * b_rep
     overlap = _overlaps(coef, used, np.array(full))

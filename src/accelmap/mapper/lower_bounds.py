@@ -58,6 +58,9 @@ def lower_bounds(problem: Problem, arch: Arch, must_keep: BoolArray | None = Non
         a `MapSpace`'s forced keep bits). Default: the outermost level only.
     """
     sizes = problem.tensor_sizes().astype(np.int64)
+    if problem.has_padding:  # a padded tensor's halo is no traffic: only its existing words count
+        padded = np.array([t.padded for t in problem.tensors])
+        sizes = np.where(padded, np.rint(sizes * problem.existing_fraction()).astype(np.int64), sizes)
     if must_keep is None:
         must_keep = np.zeros((arch.n_levels, problem.n_tensors), dtype=bool)
         must_keep[0] = True

@@ -120,7 +120,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
            searcher_options: dict[str, Any] | None = None, allow_padding: bool = False,
            batch_size: int | None = None, checkpoint_every_s: float = 10.0,
            energy: str | Path | None = None, space: Any = None,
-           warm_start: str | None = None) -> SearchResult:
+           warm_start: str | None = None, initial: Any = None) -> SearchResult:
     """Find the best mapping of one layer on one accelerator.
 
     Parameters
@@ -169,6 +169,9 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         (`accelmap.mapper.constraints.DATAFLOWS`: weight-, output-, input- and
         row-stationary, where they apply) with ``anneal`` for 5% of the budget each, and
         hand the best mappings to the searcher as starting points; None: no warm start.
+    initial
+        (k, n_params) encoded starting points in ``space`` (scored first, counted in the
+        budget); only with ``space``.
 
     Returns
     -------
@@ -199,9 +202,11 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             checkpoint_every_s=checkpoint_every_s)
     extra: dict[str, Any] = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding,
                              "warm_start": warm_start}
+    if initial is not None and space is None:
+        raise SpecError("initial points are encoded in a map space: pass the space too")
     if warm_start not in (None, "dataflows"):
         raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
-    initial, n_pre = None, 0
+    n_pre = 0
     resuming = checkpoint is not None and Path(checkpoint).exists()
     variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
     if variants is not None and space is None and checkpoint is None:

@@ -2,9 +2,22 @@
 
 `search_shapes` co-optimizes the shape of the PE array and the mapping: for every shape
 ``(x, y)`` with ``x * y`` PEs (x PEs per cluster, y clusters; `accelmap.costmodels.aspect.
-shapes`) it runs the mapping search on the arch with that array (`arch_with_shape`), then
-returns every shape's best and the best overall. The budget is split evenly over shapes;
-the seeds are spawned from one `SeedSequence`, so a run is reproducible.
+shapes`) it searches mappings on the arch with that array (`arch_with_shape`), then returns every
+shape's best and the best overall. The seeds are spawned from one `SeedSequence`, so a run
+is reproducible.
+
+The budget goes to shapes by promise, not evenly (successive halving, Jamieson and
+Talwalkar, AISTATS 2016; Karnin et al., ICML 2013):
+
+1. *Legal draws.* Every shape gets a few legal mappings first: `MapSpace.sample_valid`
+   (rejection, switching to repair when legal points are rare) moved into the directive
+   form the model reads (`directive_form`: one dim per array axis, spatial factors on the
+   array level only), and scored. A shape whose space has no legal point is reported with
+   the reason; every other shape has a legal mapping however small the budget.
+2. *Halving.* The rest of the budget is cut into ``ceil(log2(shapes)) + 1`` rounds; in each
+   round every surviving shape runs the searcher (from its best mappings so far) on an
+   equal share of the round, then the worse half of the shapes drop out. The last shape
+   standing gets the last round whole.
 """
 
 from __future__ import annotations
@@ -29,6 +42,7 @@ class ShapeResult:
     y: int
     result: SearchResult | None
     why: str = ""
+    evaluations: int = 0  # spent on this shape in all (legal draws and every round)
 
     @property
     def objective(self) -> float:
@@ -46,19 +60,105 @@ class ShapeSearchResult:
         return min(self.per_shape, key=lambda s: s.objective)
 
     def table(self) -> str:
-        rows = [f"{'shape (x PEs/cluster x y clusters)':<36}{'best objective':>18}{'cycles':>16}"]
+        rows = [f"{'shape (x PEs/cluster x y clusters)':<36}{'best objective':>18}{'cycles':>16}{'evaluations':>13}"]
         for s in self.per_shape:
             if s.result is None or s.result.best is None:
-                rows.append(f"{f'{s.x} x {s.y}':<36}{'-':>18}{'-':>16}  {s.why}")
+                rows.append(f"{f'{s.x} x {s.y}':<36}{'-':>18}{'-':>16}{s.evaluations:>13,}  {s.why}")
             else:
                 cyc = (s.result.best_metrics or {}).get("cycles", float("nan"))
-                rows.append(f"{f'{s.x} x {s.y}':<36}{s.objective:>18.4g}{cyc:>16,.0f}")
+                rows.append(f"{f'{s.x} x {s.y}':<36}{s.objective:>18.4g}{cyc:>16,.0f}{s.evaluations:>13,}")
         b = self.best
         if b.result is None or b.result.best is None:
             rows.append("no legal mapping for any shape")
         else:
             rows.append(f"best shape: {b.x} x {b.y}")
         return "\n".join(rows)
+
+
+def _smallest_prime(n: np.ndarray) -> np.ndarray:
+    """Elementwise smallest prime factor of n >= 2 (n itself when prime)."""
+    out = n.copy()
+    m = int(n.max(initial=1))
+    for p in range(2, int(m ** 0.5) + 1):
+        hit = (n % p == 0) & (out == n) & (n > p)
+        out[hit] = p
+    return out
+
+
+def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, *, rounds: int = 40) -> Any:
+    """Legal mappings pushed towards what the aspect model accepts: while a row fails the
+    model's own capacity check (MAESTRO's double-buffered L1/L2 requirements, stricter
+    than the map space's), a prime factor of a dim stepping inside the failing level moves
+    out -- from a PE level to the array level's temporal loop, from the array level to
+    DRAM -- so tiles only shrink; a row the model rejects outright (a strided window it
+    miscounts) first gets its output rows and columns moved out of the PE. Filter dims stay where they are (`aspect_constraints`).
+    Returns the batch after at most ``rounds`` moves per row."""
+    from accelmap.costmodels.aspect import AspectModel, aspect_view
+    from accelmap.mapper.check import Reason
+    from accelmap.mapper.mapping import MappingBatch
+    from accelmap.workloads.structure import DimRole, recognize
+
+    a = aspect_view(arch).array_level
+    st = recognize(problem)
+    movable = np.ones(problem.n_dims, dtype=bool)
+    movable[list(st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL))] = False
+    windows = [w.out_dim for w in st.windows]
+    t = batch.temporal.copy()
+    sp = batch.spatial.copy()
+    model = AspectModel()
+    n, L, D = t.shape
+    for it in range(rounds):
+        b = MappingBatch(temporal=t.copy(), spatial=sp.copy(), order=batch.order, keep=batch.keep)
+        met = model.evaluate(problem, arch, b)
+        # MAESTRO's strided sliding windows lose MACs (Reason.MODEL) when output rows or
+        # columns step inside the PE: those factors move to the array level (then, if
+        # that is not enough, the spatial ones too)
+        off = np.flatnonzero(met.reason == int(Reason.MODEL))
+        if len(off) and windows and it < 2:
+            for d in windows:
+                if it == 0:
+                    t[off, a, d] *= t[off, a + 1:, d].prod(axis=1)
+                    t[off, a + 1:, d] = 1
+                else:
+                    t[off, a, d] *= sp[off, a, d, 0] * sp[off, a, d, 1]
+                    sp[off, a, d, :] = 1
+            continue
+        bad = np.flatnonzero((met.reason == int(Reason.CAPACITY)) & (met.reason_level >= 1))
+        if not len(bad):
+            break
+        lv = met.reason_level[bad]
+        # source levels: the failing level and everything inside it; destination: the array
+        # level for a PE level, DRAM for the array level (or above)
+        src = (np.arange(L)[None, :] >= lv[:, None])
+        src &= np.where(lv[:, None] > a, np.arange(L)[None, :] > a, True)
+        dst = np.where(lv > a, a, 0)
+        cand = (t[bad] > 1) & src[:, :, None] & movable[None, None, :]
+        cand &= np.arange(L)[None, :, None] != dst[:, None, None]
+        has = cand.reshape(len(bad), -1).any(axis=1)
+        if not has.any():
+            break
+        bad, cand, dst = bad[has], cand[has], dst[has]
+        pick = np.argmax((rng.random(cand.shape) * cand).reshape(len(bad), -1), axis=1)
+        pl, pd = np.divmod(pick, D)
+        f = t[bad, pl, pd]
+        pr = _smallest_prime(f)
+        t[bad, pl, pd] = f // pr
+        t[bad, dst, pd] *= pr
+    return MappingBatch(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
+
+
+def _rejections(met: Any, arch: Any) -> str:
+    """Why the aspect model rejected every row of ``met``: a share per reason and level."""
+    from accelmap.mapper.check import Reason
+
+    n = len(met.reason)
+    keys, counts = np.unique(np.stack([met.reason, met.reason_level], axis=1), axis=0, return_counts=True)
+    parts = []
+    for (r, lv), c in sorted(zip(keys.tolist(), counts.tolist(), strict=True), key=lambda kc: -kc[1]):
+        what = ("exceed the model's (double-buffered) capacity of " + arch.level_names[lv]
+                if r == int(Reason.CAPACITY) and lv >= 0 else Reason(r).name.lower())
+        parts.append(f"{100 * c // n}% {what}")
+    return f"the aspect model rejects all {n} legal mappings drawn (repaired): " + ", ".join(parts)
 
 
 def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
@@ -74,14 +174,18 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         PEs of the array (default: the arch's array size); every ``(x, y)`` with
         ``x * y == n_pes`` is tried unless ``candidates`` lists the shapes.
     budget
-        Evaluations in all, split evenly over the shapes.
+        Evaluations in all: a few legal draws per shape, the rest by successive halving
+        (see the module docstring).
     constraints
-        Extra constraints, layered over `aspect_constraints` (filters whole in the PE).
+        Extra constraints, layered over `aspect_constraints` (filters whole in a cluster).
     search_kwargs
-        Passed to `search` (searcher, objective, time_limit_s, ...); the model is ``aspect``.
+        Passed to `search` (searcher, objective, ...); the model is ``aspect``. A
+        ``time_limit_s`` is shared out over the runs (about twice as many as the shapes
+        with legal mappings).
     """
-    from accelmap.costmodels.aspect import AspectModel
-    from accelmap.search.api import _arch, _problem, load_constraints_any, search
+    from accelmap.costmodels.aspect import AspectModel, directive_form
+    from accelmap.search.api import _arch, _problem, build_space, load_constraints_any, search
+    from accelmap.search.objectives import parse_objective
 
     prob = _problem(problem)
     arc = _arch(arch)
@@ -93,19 +197,79 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     cands = candidates if candidates is not None else shapes(total)
     if not cands:
         raise SpecError(f"no array shapes to try for {total} PEs")
-    per = max(1, budget // len(cands))
-    seeds = np.random.SeedSequence(seed).generate_state(len(cands))
-    out = []
-    for (x, y), s in zip(cands, seeds, strict=True):
+    objective = parse_objective(search_kwargs.get("objective", "edp"))
+    allow_padding = bool(search_kwargs.get("allow_padding", False))
+    kw = {k: v for k, v in search_kwargs.items() if k not in ("allow_padding", "constraints", "warm_start")}
+    seeds = np.random.SeedSequence(seed).generate_state(len(cands) + 1)
+    rng = np.random.default_rng(int(seeds[-1]))
+    model = AspectModel()
+    n_draw = max(4, min(256, budget // (4 * len(cands))))
+    spaces: dict[int, Any] = {}
+    starts: dict[int, np.ndarray] = {}
+    best: dict[int, SearchResult] = {}
+    first: dict[int, float] = {}
+    reasons: dict[int, str] = {}
+    spent = 0
+    used = [0] * len(cands)
+    for i, (x, y) in enumerate(cands):  # 1. legal draws, scored
         shaped = arch_with_shape(arc, x, y)
         cons = aspect_constraints(prob, shaped)
         if constraints is not None:
             cons = cons.override(load_constraints_any(constraints, shaped, prob))
         try:
-            res = search(prob, shaped, model="aspect", budget=per, seed=int(s), constraints=cons, **search_kwargs)
-            out.append(ShapeResult(x, y, res))
-        except InfeasibleSpaceError as exc:
-            out.append(ShapeResult(x, y, None, str(exc).splitlines()[0]))
+            space = build_space(prob, shaped, cons, allow_padding=allow_padding)
+            drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
+        except (InfeasibleSpaceError, SpecError) as exc:
+            reasons[i] = str(exc).splitlines()[0]
+            continue
+        drawn = model_repair(prob, shaped, directive_form(aspect_view(shaped), drawn), rng)
+        met = model.evaluate(prob, shaped, drawn)
+        spent += len(drawn)
+        used[i] += len(drawn)
+        score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
+        ok = np.flatnonzero(met.valid)
+        if not len(ok):
+            reasons[i] = _rejections(met, shaped)
+            continue
+        ok = ok[np.argsort(score[ok], kind="stable")][:8]
+        try:
+            starts[i] = space.encode(drawn.take(ok))
+        except SpecError as exc:  # moved off the space by the directive form (user constraints)
+            reasons[i] = str(exc).splitlines()[0]
+            continue
+        spaces[i] = space
+        first[i] = float(score[ok[0]])
+    alive = sorted(spaces, key=lambda i: first[i])
+    if kw.get("time_limit_s") is not None and alive:  # halving runs about 2 x len(alive) searches
+        kw["time_limit_s"] = float(kw["time_limit_s"]) / (2 * len(alive))
+    left = max(budget - spent, 0)
+    rounds = int(np.ceil(np.log2(max(len(alive), 1)))) + 1
+    for r in range(rounds):  # 2. successive halving
+        if not alive:
+            break
+        share = left // (rounds - r)
+        per = share // len(alive)
+        for i in alive:
+            x, y = cands[i]
+            n = max(per, len(starts[i]))
+            try:
+                res = search(prob, arch_with_shape(arc, x, y), model="aspect", budget=n,
+                             seed=int(np.random.SeedSequence([int(seeds[i]), r]).generate_state(1)[0]),
+                             space=spaces[i], initial=starts[i], **kw)
+            except InfeasibleSpaceError as exc:
+                reasons.setdefault(i, str(exc).splitlines()[0])
+                left -= n
+                used[i] += n
+                continue
+            left -= res.n_evaluations
+            used[i] += res.n_evaluations
+            if res.best is not None and (i not in best or res.best_objective < best[i].best_objective):
+                best[i] = res
+                starts[i] = np.concatenate([spaces[i].encode(res.best.as_batch()), starts[i]])[:8]
+        ranked = sorted(alive, key=lambda i: best[i].best_objective if i in best else float("inf"))
+        alive = ranked[:max(1, (len(ranked) + 1) // 2)] if r < rounds - 2 else ranked[:1]
+    out = [ShapeResult(x, y, best.get(i), "" if i in best else reasons.get(i, "no legal mapping found"), used[i])
+           for i, (x, y) in enumerate(cands)]
     return ShapeSearchResult(tuple(out))
 
 

@@ -14,8 +14,11 @@ builder                dims (loop order)      tensors (coordinates)
 ``fully_connected``    ``N K C``              Weights[K,C] Inputs[N,C] Outputs[N,K]
 =====================  =====================  ==========================================
 
-with ``H = stride*P + dilation*R`` and ``W = stride*Q + dilation*S`` (padding is folded
-into the input: ``P`` and ``Q`` are output sizes). This is the convolution of Timeloop's
+with ``H = stride*P + dilation*R`` and ``W = stride*Q + dilation*S`` (``P`` and ``Q`` are
+output sizes). By default the padding is folded into the input (every projected row
+exists); ``conv2d(..., padding=..., input_hw=...)`` and ``conv2d_from_input`` give the
+Inputs tensor its ``pad`` and ``extent`` instead, so models count only the words of the real
+map (see `Tensor`). This is the convolution of Timeloop's
 ``CNN-Layer`` problem shape (Parashar et al., ISPASS 2019), with ``K`` for the output
 channels where Timeloop writes ``M``.
 
@@ -93,10 +96,12 @@ def conv2d(
     stride: int | tuple[int, int] = 1,
     dilation: int | tuple[int, int] = 1,
     groups: int = 1,
+    padding: int | tuple[int, int] = 0,
+    input_hw: tuple[int, int] | None = None,
     word_bits: int = 16,
     repeat: int = 1,
 ) -> Problem:
-    """A 2D convolution with output size ``p x q`` (padding already folded in).
+    """A 2D convolution with output size ``p x q``.
 
     Parameters
     ----------
@@ -117,6 +122,13 @@ def conv2d(
         depthwise convolution, which gets the shape ``N C P Q R S`` with no ``K`` (as
         Timeloop's depthwise problem); other ``groups > 1`` add a ``G`` dimension with
         per-group channel bounds ``C = c/groups`` and ``K = k/groups``.
+    padding
+        Zero padding at the top and left (an int or a (rows, cols) pair): input row ``h``
+        of the projection ``stride*P + dilation*R`` is row ``h - padding`` of the map.
+    input_hw
+        The input map's rows and columns; default: the projection's span less twice the
+        padding. With either given, the Inputs tensor carries ``pad`` and ``extent``
+        (`Tensor`), and models count only the words that exist.
     word_bits
         Bits per word of every tensor.
     repeat
@@ -151,6 +163,18 @@ def conv2d(
             f"{b}({name!r}): groups = {groups} must divide both c = {c} and k = {k}; "
             "pass the channel counts of the whole layer (all groups together)"
         )
+    ph, pw = _pair(b, name, "padding", padding, minimum=0)
+    span = ((p - 1) * sh + (r - 1) * dh + 1, (q - 1) * sw + (s - 1) * dw + 1)
+    if input_hw is not None:
+        hw = _pair(b, name, "input_hw", input_hw)
+    else:
+        hw = (span[0] - 2 * ph, span[1] - 2 * pw)
+        if min(hw) < 1:
+            raise SpecError(
+                f"{b}({name!r}): padding {ph}x{pw} leaves a {hw[0]}x{hw[1]} input for the {span[0]}x{span[1]} "
+                "the output reaches; expected a positive input (give input_hw or less padding)"
+            )
+    padded = (ph, pw) != (0, 0) or input_hw is not None
     row = _t(("P", sh), ("R", dh))
     col = _t(("Q", sw), ("S", dw))
     dims: tuple[tuple[str, int], ...]
@@ -180,11 +204,20 @@ def conv2d(
         dims=tuple(Dim(name=d, bound=v) for d, v in dims),
         tensors=(
             Tensor(name="Weights", projection=weights, role=TensorRole.WEIGHT, word_bits=word_bits),
-            Tensor(name="Inputs", projection=inputs, role=TensorRole.INPUT, word_bits=word_bits),
+            Tensor(name="Inputs", projection=inputs, role=TensorRole.INPUT, word_bits=word_bits,
+                   pad=(0,) * (len(inputs) - 2) + (ph, pw) if padded else None,
+                   extent=tuple(_input_extents(dims, len(inputs))) + hw if padded else None),
             Tensor(name="Outputs", projection=outputs, role=TensorRole.OUTPUT, word_bits=word_bits),
         ),
         repeat=repeat,
     )
+
+
+def _input_extents(dims: tuple[tuple[str, int], ...], rank: int) -> list[int]:
+    """Extents of the Inputs coordinates before the two window coordinates (N, [G,] C)."""
+    bound = dict(dims)
+    names = ["N", "G", "C"] if rank == 5 else ["N", "C"]
+    return [bound[d] for d in names]
 
 
 def conv2d_from_input(
@@ -232,7 +265,7 @@ def conv2d_from_input(
         )
     return conv2d(
         name, c=c, k=k, p=p, q=q, r=r, s=s, n=n, stride=(sh, sw), dilation=(dh, dw),
-        groups=groups, word_bits=word_bits, repeat=repeat,
+        groups=groups, padding=(ph, pw), input_hw=(h, w), word_bits=word_bits, repeat=repeat,
     )  # fmt: skip
 
 

@@ -60,7 +60,7 @@ FORMAT_VERSION = 1
 
 _TOP_KEYS = ("version", "problem")
 _PROBLEM_KEYS = ("name", "repeat", "dims", "tensors")
-_TENSOR_KEYS = ("name", "role", "word_bits", "projection")
+_TENSOR_KEYS = ("name", "role", "word_bits", "projection", "pad", "extent")
 _TERM_KEYS = ("dim", "coef")
 _ROLES = tuple(r.value for r in TensorRole)
 _SUFFIXES = (".yaml", ".yml", ".json")
@@ -92,6 +92,8 @@ def problem_to_dict(problem: Problem) -> dict[str, Any]:
                     "role": t.role.value,
                     "word_bits": t.word_bits,
                     "projection": [[term(x) for x in coord] for coord in t.projection],
+                    **({"pad": list(t.pad) if t.pad is not None else [0] * len(t.projection),
+                        "extent": list(t.extent)} if t.extent is not None else {}),
                 }
                 for t in problem.tensors
             ],
@@ -207,7 +209,20 @@ def _tensor(source: str, path: str, value: Any, dims: list[str]) -> Tensor:
         cpath = f"{path}.projection[{ci}]"
         terms = _list(source, cpath, coord, "terms (dimension names or {dim: NAME, coef: INT})")
         projection.append(tuple(_term(source, f"{cpath}[{i}]", t, dims) for i, t in enumerate(terms)))
-    return Tensor(name=name, projection=tuple(projection), role=TensorRole(role), word_bits=word_bits)
+    shape: dict[str, tuple[int, ...] | None] = {"pad": None, "extent": None}
+    for key, low in (("pad", 0), ("extent", 1)):
+        if key in tv:
+            vals = _list(source, f"{path}.{key}", tv[key], f"ints, one per coordinate ({len(projection)})")
+            if len(vals) != len(projection):
+                raise SpecError(
+                    f"{source}: {path}.{key} has {len(vals)} entries; expected {len(projection)}, one per "
+                    "coordinate of the projection"
+                )
+            shape[key] = tuple(_int(source, f"{path}.{key}[{i}]", v, minimum=low) for i, v in enumerate(vals))
+    if shape["pad"] is not None and shape["extent"] is None:
+        raise SpecError(f"{source}: {path}.pad without {path}.extent; give the tensor's extent per coordinate too")
+    return Tensor(name=name, projection=tuple(projection), role=TensorRole(role), word_bits=word_bits,
+                  pad=shape["pad"], extent=shape["extent"])
 
 
 def problem_from_dict(data: Any, source: str = "<dict>") -> Problem:

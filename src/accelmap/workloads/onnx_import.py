@@ -144,13 +144,27 @@ def _conv(onnx: Any, g: _Graph, node: Any, label: str, name: str, word_bits: int
             else:
                 pad = 0 if auto_pad == "VALID" else pads[i] + pads[i + spatial]
                 out.append((size + pad - dilations[i] * (kk - 1) - 1) // strides[i] + 1)
+    # padding at the start of each spatial axis (ONNX: pads = [x1_begin, x2_begin, ..., x1_end, ...])
+    low: list[int] = []
+    for i, (size, kk) in enumerate(zip(sizes, kernel, strict=True)):
+        if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+            total = max((out[i] - 1) * strides[i] + dilations[i] * (kk - 1) + 1 - int(size), 0)
+            low.append(total // 2 if auto_pad == "SAME_UPPER" else total - total // 2)
+        else:
+            low.append(0 if auto_pad == "VALID" else pads[i])
+    in_hw = [int(v) for v in sizes]
     if spatial == 1:
         out, kernel, strides, dilations = [1, *out], [1, *kernel], [1, *strides], [1, *dilations]
+        low, in_hw = [0, *low], [1, *in_hw]
     if min(out) < 1:
         raise SpecError(f"{g.source}: {label}: output size {out} (input {x}, kernel {w}); expected >= 1")
+    spans = [(o - 1) * st + dl * (kk - 1) + 1 for o, st, dl, kk in zip(out, strides, dilations, kernel, strict=True)]
+    # the input carries its extent where the windows reach padding (or past its end)
+    padded = any(low) or any(sp > h for sp, h in zip(spans, in_hw, strict=True))
     return conv2d(
         name, c=c, k=k, p=out[0], q=out[1], r=kernel[0], s=kernel[1], n=n,
         stride=(strides[0], strides[1]), dilation=(dilations[0], dilations[1]), groups=groups,
+        padding=(low[0], low[1]) if padded else 0, input_hw=(in_hw[0], in_hw[1]) if padded else None,
         word_bits=word_bits,
     )  # fmt: skip
 

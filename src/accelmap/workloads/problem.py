@@ -75,6 +75,12 @@ class Tensor:
     projection: tuple[tuple[Term, ...], ...]
     role: TensorRole
     word_bits: int = 16
+    # Padding and extents (None: every coordinate the projection reaches exists). Element
+    # ``i`` of coordinate ``c`` sits at projected value ``pad[c] + i`` for ``0 <= i <
+    # extent[c]``; projected values outside (a convolution's zero padding, or windows past
+    # the edge of an input whose output size was rounded up) are not words of the tensor.
+    pad: tuple[int, ...] | None = None
+    extent: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if not self.name:
@@ -86,6 +92,25 @@ class Tensor:
             )
         if not isinstance(self.word_bits, int) or self.word_bits < 1:
             raise SpecError(f"tensor {self.name}: word_bits = {self.word_bits!r}; expected an int >= 1")
+        rank = len(self.projection)
+        for key, low in (("pad", 0), ("extent", 1)):
+            v = getattr(self, key)
+            if v is None:
+                continue
+            v = tuple(v)
+            object.__setattr__(self, key, v)
+            if len(v) != rank or any(not isinstance(x, int) or isinstance(x, bool) or x < low for x in v):
+                raise SpecError(
+                    f"tensor {self.name}: {key} = {list(v)!r}; expected {rank} ints >= {low}, one per "
+                    "coordinate of the projection"
+                )
+        if self.pad is not None and self.extent is None:
+            raise SpecError(f"tensor {self.name}: pad without extent; give the tensor's extent per coordinate too")
+
+    @property
+    def padded(self) -> bool:
+        """Whether some projected values are not words of the tensor (pad/extent given)."""
+        return self.extent is not None
 
     @property
     def is_output(self) -> bool:
@@ -273,6 +298,45 @@ class Problem:
     def tensor_sizes(self) -> IntArray:
         """(n_tensors,) words of each whole tensor."""
         return self.footprint(self.bounds)
+
+    # --- padding: the words that exist ---------------------------------------------------
+    @property
+    def has_padding(self) -> bool:
+        return any(t.padded for t in self.tensors)
+
+    def existing_words(self, bounds: IntArray | None = None) -> IntArray:
+        """(n_tensors,) words of each tensor a box of the iteration space (``bounds``,
+        default the whole space, from the origin) touches that exist.
+
+        Per coordinate, the distinct projected values the box reaches are enumerated (exact
+        for strided coordinates, where the span overcounts) and those inside
+        ``[pad, pad + extent)`` counted; the tensor's words are the product over
+        coordinates. Unpadded tensors count every distinct value."""
+        b = self.bounds if bounds is None else np.asarray(bounds, dtype=np.int64)
+        out = np.ones(self.n_tensors, dtype=np.int64)
+        for ti, t in enumerate(self.tensors):
+            for ci in range(len(t.projection)):
+                row = self._coef[ti, ci]
+                vals = np.zeros(1, dtype=np.int64)
+                for d in np.flatnonzero(row).tolist():
+                    vals = np.unique(np.add.outer(vals, int(row[d]) * np.arange(int(b[d]), dtype=np.int64)).ravel())
+                if t.extent is not None:
+                    lo = 0 if t.pad is None else t.pad[ci]
+                    vals = vals[(vals >= lo) & (vals < lo + t.extent[ci])]
+                out[ti] *= len(vals)
+        return out
+
+    def existing_fraction(self) -> np.ndarray:
+        """(n_tensors,) words that exist over the words the projections span, for the whole
+        iteration space (1.0 for unpadded tensors). Models that count tiles by their span
+        scale a padded tensor's traffic by it (`accelmap.costmodels.loopnest`)."""
+        frac = np.ones(self.n_tensors)
+        if self.has_padding:
+            exist, span = self.existing_words(), self.tensor_sizes()
+            for ti, t in enumerate(self.tensors):
+                if t.padded:
+                    frac[ti] = float(exist[ti]) / float(span[ti])
+        return frac
 
     def with_bounds(self, **bounds: int) -> Problem:
         """A copy with some dimension bounds changed (e.g. a different batch size)."""

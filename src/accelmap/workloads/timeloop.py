@@ -168,7 +168,10 @@ def problem_from_timeloop(data: dict, source: str) -> Problem:
 
 def problem_to_timeloop(problem: Problem) -> dict[str, Any]:
     """A Timeloop problem YAML (as a dict) for ``problem``; coefficients are written inline
-    as named constants ``k_<tensor>_<coord>_<dim>`` only where they differ from 1."""
+    as named constants ``k_<tensor>_<coord>_<dim>`` only where they differ from 1.
+
+    Timeloop problems have no padding: a tensor's ``pad`` and ``extent`` are not written,
+    and Timeloop reads the whole span of each projection (the padding folded in)."""
     coefficients: list[dict[str, Any]] = []
     instance: dict[str, int] = {d.name: d.bound for d in problem.dims}
     spaces = []

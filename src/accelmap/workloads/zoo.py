@@ -143,7 +143,7 @@ def _resnet50() -> Network:
     # to 4x the width) at 56, 28, 14, 7 pixels with widths 64, 128, 256, 512. Version 1.5
     # (torchvision's and NVIDIA's reference model) puts the stride 2 of stages 3-5 on the
     # 3x3 conv instead of the first 1x1; that is the ~4.1 GMAC model most papers quote.
-    layers = [conv2d("conv1", c=3, k=64, p=112, q=112, r=7, s=7, stride=2)]
+    layers = [conv2d("conv1", c=3, k=64, p=112, q=112, r=7, s=7, stride=2, padding=3, input_hw=(224, 224))]
     aliases: list[tuple[str, str]] = []
     c_in = 64  # channels after the max pool
     for stage, (width, blocks, size) in enumerate(
@@ -157,7 +157,7 @@ def _resnet50() -> Network:
             pointwise(f"{a}_branch2a", c=c_in, k=width, p=size_in, q=size_in),
             # In stage 2 every block's 3x3 has the same shape, so one entry covers all.
             conv2d(f"{a}_branch2b", c=width, k=width, p=size, q=size, r=3, s=3, stride=stride,
-                   repeat=blocks if stage == 2 else 1),
+                   padding=1, input_hw=(size_in, size_in), repeat=blocks if stage == 2 else 1),
             pointwise(f"{a}_branch2c", c=width, k=out, p=size, q=size, repeat=blocks),
             pointwise(f"{a}_branch1", c=c_in, k=out, p=size, q=size, stride=stride),
             pointwise(f"res{stage}b_branch2a", c=out, k=width, p=size, q=size, repeat=blocks - 1),
@@ -168,7 +168,7 @@ def _resnet50() -> Network:
         else:
             layers.append(
                 conv2d(f"res{stage}b_branch2b", c=width, k=width, p=size, q=size, r=3, s=3,
-                       repeat=blocks - 1)
+                       padding=1, repeat=blocks - 1)
             )  # fmt: skip
             aliases.append((f"conv{stage}_2", f"res{stage}b_branch2b"))
         c_in = out
@@ -193,7 +193,7 @@ def _vgg16() -> Network:
         ((64, 2, 224), (128, 2, 112), (256, 3, 56), (512, 3, 28), (512, 3, 14)), start=1
     ):
         for i in range(1, n_convs + 1):
-            layers.append(conv2d(f"conv{group}_{i}", c=c_in, k=width, p=size, q=size, r=3, s=3))
+            layers.append(conv2d(f"conv{group}_{i}", c=c_in, k=width, p=size, q=size, r=3, s=3, padding=1))
             c_in = width
     layers += [
         fully_connected("fc6", n=1, c=7 * 7 * 512, k=4096),
@@ -215,7 +215,7 @@ def _mobilenet_v2() -> Network:
     # Width multiplier 1.0; the stride sits on the depthwise conv; 3x3 convs pad 1.
     table2 = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2),
               (6, 96, 3, 1), (6, 160, 3, 2), (6, 320, 1, 1))  # fmt: skip
-    layers = [conv2d("conv1", c=3, k=32, p=112, q=112, r=3, s=3, stride=2)]
+    layers = [conv2d("conv1", c=3, k=32, p=112, q=112, r=3, s=3, stride=2, padding=1, input_hw=(224, 224))]
     c_in, size = 32, 112
     for seq, (t, c, n, s) in enumerate(table2, start=1):
         for j, repeat in ((1, 1), (2, n - 1)):
@@ -229,7 +229,7 @@ def _mobilenet_v2() -> Network:
                 layers.append(pointwise(f"{prefix}_expand", c=c_in, k=hidden, p=size, q=size, repeat=repeat))
             layers.append(
                 conv2d(f"{prefix}_dw", c=hidden, k=hidden, p=size_out, q=size_out, r=3, s=3,
-                       stride=stride, groups=hidden, repeat=repeat)
+                       stride=stride, groups=hidden, padding=1, input_hw=(size, size), repeat=repeat)
             )  # fmt: skip
             layers.append(
                 pointwise(f"{prefix}_project", c=hidden, k=c, p=size_out, q=size_out, repeat=repeat)

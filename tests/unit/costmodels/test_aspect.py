@@ -239,12 +239,12 @@ def test_unsupported_problem_gives_model_invalid_rows_and_a_reason() -> None:
 
     p = batched_matmul("bmm", b=2, m=4, n=4, k=4)
     a = _arch(2, 2)
-    assert "aspect model reads convolutions" in AspectModel.unsupported(p, a)
+    assert "aspect model takes" in AspectModel.unsupported(p, a)
     m = _mapping(p, a, {(1, "B"): 2, (1, "M"): 4, (1, "N"): 4, (1, "K"): 4})
     met = AspectModel().evaluate(p, a, m.as_batch())
     assert not met.valid[0] and met.reason[0] == int(Reason.MODEL)
     assert AspectModel().evaluate_one(p, a, m).reason[0] == int(Reason.MODEL)
-    with pytest.raises(SpecError, match="aspect model reads convolutions"):
+    with pytest.raises(SpecError, match="aspect model takes"):
         directives_from_mapping(p, a, m)
 
 

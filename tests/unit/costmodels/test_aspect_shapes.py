@@ -69,5 +69,46 @@ def test_search_shapes_network_merges_repeated_layers() -> None:
     rows = search_shapes_network([a, b, a], _arch(), budget=200, searcher="random", objective="cycles")
     assert [(name, rep) for name, rep, _ in rows] == [("a", 2), ("fc", 1)]
     assert all(r.best.result is not None for _, _, r in rows)
-    with pytest.raises(SpecError, match="aspect model reads"):
+    with pytest.raises(SpecError, match="aspect model takes"):
         search_shapes(batched_matmul("bmm", b=2, m=4, n=4, k=4), _arch(), budget=50)
+
+
+def test_every_preset_at_a_small_budget() -> None:
+    """Every preset either takes the aspect model (and every shape ends with a legal mapping
+    or the model's reason for having none) or is refused with a clear message."""
+
+    from accelmap.arch.presets import presets
+    from accelmap.errors import SpecError
+    from accelmap.workloads.zoo import layer
+
+    p = layer("resnet50/conv3_1")  # strided 3x3: the case MAESTRO's windows make hard
+    found = {}
+    for name in presets():
+        try:
+            res = search_shapes(p, name, budget=1500, seed=0)
+        except SpecError as exc:
+            assert "one PE array" in str(exc), (name, str(exc))
+            continue
+        found[name] = sum(s.result is not None for s in res.per_shape)
+        for s in res.per_shape:
+            assert s.result is not None or "aspect model rejects" in s.why or "fit" in s.why, (name, s.why)
+    assert found["eyeriss-like"] >= 8  # 13 of 16 shapes have legal mappings; 1 x 168 etc. cannot hold a 3x3 window
+
+
+def test_budget_goes_to_promising_shapes() -> None:
+    p = conv2d("c", c=16, k=16, p=8, q=8, r=3, s=3)
+    res = search_shapes(p, _arch(), budget=3000, seed=2, objective="edp")
+    evals = {(s.x, s.y): s.evaluations for s in res.per_shape if s.result is not None}
+    assert len(evals) == 5  # every shape has a legal mapping
+    best = (res.best.x, res.best.y)
+    assert evals[best] == max(evals.values()) and evals[best] > 3000 // 5
+    assert sum(evals.values()) <= 3000 + 5 * 8  # at most the starting points over
+
+
+def test_a_time_limit_is_shared_over_the_shapes() -> None:
+    p = conv2d("c", c=8, k=8, p=4, q=4, r=3, s=3)
+    res = search_shapes(p, _arch(), budget=10**9, time_limit_s=1.0, seed=0)
+    legal = sum(s.result is not None for s in res.per_shape)
+    assert legal == 5
+    # each run gets the limit over twice the shapes with legal mappings, not the whole limit
+    assert all(s.result.config["time_limit_s"] == 1.0 / (2 * legal) for s in res.per_shape)

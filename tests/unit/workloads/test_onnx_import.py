@@ -60,11 +60,12 @@ def test_cnn_layers(cnn, tmp_path):
         probs = problems_from_onnx(model)
         assert [p.name for p in probs] == ["stem", "dw", "pw", "grouped", "gemm_6"]
         stem, dw, pw, grouped, fc = probs
-        assert stem == conv2d("stem", c=3, k=8, p=16, q=16, r=3, s=3, stride=2)
-        assert dw == conv2d("dw", c=8, k=8, p=16, q=16, r=3, s=3, dilation=2, groups=8)
+        assert stem == conv2d("stem", c=3, k=8, p=16, q=16, r=3, s=3, stride=2, padding=1, input_hw=(32, 32))
+        assert dw == conv2d("dw", c=8, k=8, p=16, q=16, r=3, s=3, dilation=2, groups=8, padding=2, input_hw=(16, 16))
         assert dw.dim_names == ("N", "C", "P", "Q", "R", "S")  # depthwise shape, no K
         assert pw == conv2d("pw", c=8, k=16, p=16, q=16, r=1, s=1)
-        assert grouped == conv2d("grouped", c=16, k=16, p=8, q=8, r=3, s=3, stride=2, groups=4)
+        # SAME_UPPER: one row of padding, at the end (windows reach past the 16 x 16 map)
+        assert grouped == conv2d("grouped", c=16, k=16, p=8, q=8, r=3, s=3, stride=2, groups=4, input_hw=(16, 16))
         assert fc == fully_connected("gemm_6", n=1, c=1024, k=10)
 
 
@@ -102,7 +103,7 @@ def test_symbolic_batch_needs_a_value():
                                         r"pass dim_values=\{'batch': VALUE\}"):  # fmt: skip
         problems_from_onnx(model)
     (prob,) = problems_from_onnx(model, dim_values={"batch": 4})
-    assert prob == conv2d("c", c=3, k=4, p=8, q=8, r=3, s=3, n=4)
+    assert prob == conv2d("c", c=3, k=4, p=8, q=8, r=3, s=3, n=4, padding=1)
     with pytest.raises(SpecError, match="no graph input has"):
         problems_from_onnx(model, dim_values={"seq": 4})
 
