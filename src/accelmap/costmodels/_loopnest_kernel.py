@@ -34,6 +34,10 @@ __all__ = ["KernelConsts", "kernel_consts", "evaluate_batch"]
 
 # Reason codes (the values of `accelmap.mapper.check.Reason`), as plain ints for numba.
 _FACTORS, _ORDER, _KEEP, _FANOUT, _CAPACITY = 2, 3, 4, 5, 6
+# Outputs: ``cnt`` (n, 6, L, T) counts per row, level and tensor (totals over instances), in
+# this order; ``res`` (n, 4) per-row results; ``codes`` (n, 2) reason and its level.
+_READS, _FILLS, _UPDATES, _ENERGY, _MCAST, _SRED = 0, 1, 2, 3, 4, 5
+_CYCLES, _ENERGY_PJ, _COMPUTE_PJ, _UTIL = 0, 1, 2, 3
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -304,7 +308,7 @@ def distinct(nterm, tdim, tcoef, t, lv, g, tile, buf):
 @register_jitable
 def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block, read_pj,
               write_pj, read_bw, write_bw, tensor_size, output, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl,
-              reads, fills, updates, energy, mcast, sred):
+              cnt):
     """Counts of the legal mapping i (``tile`` from `check_row`) into its (L, T) rows of the
     outputs; returns (cycles, summed level energy). Follows loopnest._scalar_counts."""
     L, D = temporal.shape[1], temporal.shape[2]
@@ -332,6 +336,10 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
                 k += 1
     kcs[L] = k
     macs_per_unit = lp[3, k]  # the product of every temporal bound
+    for q in range(cnt.shape[1]):
+        for lv in range(L):
+            for t in range(T):
+                cnt[i, q, lv, t] = 0.0
     ib = 1
     for lv in range(L):
         ub = 1
@@ -342,13 +350,6 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
         ib *= ub
         lvl[2, lv] = 0
         lvl[3, lv] = 0
-        for t in range(T):
-            reads[i, lv, t] = 0.0
-            fills[i, lv, t] = 0.0
-            updates[i, lv, t] = 0.0
-            energy[i, lv, t] = 0.0
-            mcast[i, lv, t] = 0.0
-            sred[i, lv, t] = 0.0
     for t in range(T):
         # Eq. D into every level >= 1 that keeps t.
         if closed[t]:
@@ -390,10 +391,10 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
                     ext[0, d] = w
                 part = footprint(nterm, tdim, tcoef, t, ext, 0, spans)
                 r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
-                sred[i, p, t] = float((f_child * children - a_p) * ip)
+                cnt[i, _SRED, p, t] = float((f_child * children - a_p) * ip)
             else:
                 r, f, u = a_p, (f_p if p > 0 else 0), 0
-                mcast[i, p, t] = float((f_child * children - a_p) * ip)
+                cnt[i, _MCAST, p, t] = float((f_child * children - a_p) * ip)
             # Energy per instance: reads at the read energy, fills and updates at the write
             # energy, per block; times the utilized instances.
             blk = block[p]
@@ -404,10 +405,10 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
                 e += ceil_blocks(u, blk) * write_pj[p]
             elif p > 0:
                 e += ceil_blocks(f, blk) * write_pj[p]
-            reads[i, p, t] = float(r * ip)
-            fills[i, p, t] = float(f * ip)
-            updates[i, p, t] = float(u * ip)
-            energy[i, p, t] = e * ip
+            cnt[i, _READS, p, t] = float(r * ip)
+            cnt[i, _FILLS, p, t] = float(f * ip)
+            cnt[i, _UPDATES, p, t] = float(u * ip)
+            cnt[i, _ENERGY, p, t] = e * ip
             lvl[2, p] += r
             lvl[3, p] += f + u
             child = p
@@ -415,7 +416,7 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
     total = 0.0
     for lv in range(L):
         for t in range(T):
-            total += energy[i, lv, t]
+            total += cnt[i, _ENERGY, lv, t]
     # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
     cyc = float(macs_per_unit)
     for lv in range(L):
@@ -428,40 +429,35 @@ def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, close
 
 @register_jitable
 def eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-             capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, cycles, energy_pj,
-             compute_pj, util, valid, reason, reason_level, reads, fills, updates, energy, mcast, sred,
+             capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
              tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     """Check and count mapping i into row i of every output (scratch arrays last)."""
     L, T = keep.shape[1], keep.shape[2]
     why, where = check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity,
                            tile, spans)
-    reason[i] = why
-    reason_level[i] = where
+    codes[i, 0] = why
+    codes[i, 1] = where
     if why != 0:
         valid[i] = False
-        cycles[i] = np.inf
-        energy_pj[i] = np.inf
-        compute_pj[i] = np.inf
-        util[i] = 0.0
-        for lv in range(L):
-            for t in range(T):
-                reads[i, lv, t] = 0.0
-                fills[i, lv, t] = 0.0
-                updates[i, lv, t] = 0.0
-                energy[i, lv, t] = 0.0
-                mcast[i, lv, t] = 0.0
-                sred[i, lv, t] = 0.0
+        res[i, _CYCLES] = np.inf
+        res[i, _ENERGY_PJ] = np.inf
+        res[i, _COMPUTE_PJ] = np.inf
+        res[i, _UTIL] = 0.0
+        for q in range(cnt.shape[1]):
+            for lv in range(L):
+                for t in range(T):
+                    cnt[i, q, lv, t] = 0.0
         return
     cyc, total = count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block,
                            read_pj, write_pj, read_bw, write_bw, tensor_size, ints[0], tile, g, lp, kcs, spans, shift,
-                           deliv, ext, buf, lvl, reads, fills, updates, energy, mcast, sred)
+                           deliv, ext, buf, lvl, cnt)
     macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
     valid[i] = True
     c = float(cyc)
-    cycles[i] = c
-    energy_pj[i] = total + macs * mac_pj
-    compute_pj[i] = macs * mac_pj
-    util[i] = macs / (n_macs * c)
+    res[i, _CYCLES] = c
+    res[i, _ENERGY_PJ] = total + macs * mac_pj
+    res[i, _COMPUTE_PJ] = macs * mac_pj
+    res[i, _UTIL] = macs / (n_macs * c)
 
 
 # The drivers run without numba's reference counting (``_nrt=False``): every array they
@@ -472,22 +468,19 @@ _JIT = {"cache": True, "_nrt": False}
 
 @njit(**_JIT)
 def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, cycles, energy_pj,
-              compute_pj, util, valid, reason, reason_level, reads, fills, updates, energy, mcast, sred,
+              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     """Rows lo..hi-1 of a batch on the calling thread, with one worker's scratch."""
     for i in range(lo, hi):
         eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-                 capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, cycles, energy_pj,
-                 compute_pj, util, valid, reason, reason_level, reads, fills, updates, energy, mcast, sred,
+                 capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
                  tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
 
 
 @njit(parallel=True, **_JIT)
 def eval_parallel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                  fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, cycles,
-                  energy_pj, compute_pj, util, valid, reason, reason_level, reads, fills, updates, energy, mcast,
-                  sred, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+                  fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                  codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     """`eval_rows` over blocks of rows spread over numba's threads, one scratch per block
     (the scratch arrays have a leading block axis)."""
     n = temporal.shape[0]
@@ -498,9 +491,8 @@ def eval_parallel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, clos
         hi = min(n, lo + step)
         if lo < hi:
             eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                      fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, cycles,
-                      energy_pj, compute_pj, util, valid, reason, reason_level, reads, fills, updates, energy, mcast,
-                      sred, tile[b], g[b], lp[b], kcs[b], spans[b], shift[b], deliv[b], ext[b], buf[b], lvl[b])
+                      fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res,
+                      valid, codes, cnt, tile[b], g[b], lp[b], kcs[b], spans[b], shift[b], deliv[b], ext[b], buf[b], lvl[b])
 
 
 def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[IntArray, ...]:
@@ -522,19 +514,13 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     `Metrics` (counts as (n, L, T) float64)."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
-    out = {
-        "cycles": np.empty(n), "energy_pj": np.empty(n), "compute_energy_pj": np.empty(n),
-        "utilization": np.empty(n), "valid": np.empty(n, dtype=np.bool_), "reason": np.empty(n, dtype=np.int64),
-        "reason_level": np.empty(n, dtype=np.int64),
-    }
-    for name in ("reads", "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions"):
-        out[name] = np.empty((n, L, T))
+    res = np.empty((n, 4))
+    valid = np.empty(n, dtype=np.bool_)
+    codes = np.empty((n, 2), dtype=np.int64)
+    cnt = np.empty((n, 6, L, T))
     args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-            *consts.as_tuple(),
-            out["cycles"], out["energy_pj"], out["compute_energy_pj"], out["utilization"], out["valid"], out["reason"],
-            out["reason_level"], out["reads"], out["fills"], out["updates"], out["energy_breakdown_pj"],
-            out["multicast"], out["spatial_reductions"])
+            *consts.as_tuple(), res, valid, codes, cnt)
     threads = numba.get_num_threads()
     C = consts.coef.shape[1]
     D = temporal.shape[2]
@@ -543,4 +529,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
         eval_parallel(*args, *scratch(threads * 4, L, D, T, C, grid))
     elif n:
         eval_rows(0, n, *args, *(x[0] for x in scratch(1, L, D, T, C, grid)))
-    return out
+    return {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
+            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1],
+            "reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
+            "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST], "spatial_reductions": cnt[:, _SRED]}
