@@ -125,7 +125,8 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
     from numba import boolean, float64, int64
 
     eval_row = K.eval_row
-    P1 = L * D + 1
+    P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
+    L1 = L + 1
 
     @cuda.jit
     def evaluate_kernel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
@@ -133,10 +134,10 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
                         codes, cnt):
         i = cuda.grid(1)
         if i < temporal.shape[0]:
-            tile = cuda.local.array((L + 1, D), int64)  # the scratch of `eval_row`
+            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
             g = cuda.local.array((L, D), int64)
             lp = cuda.local.array((9, P1), int64)
-            kcs = cuda.local.array(L + 1, int64)
+            kcs = cuda.local.array(L1, int64)
             spans = cuda.local.array(C, int64)
             shift = cuda.local.array(C, int64)
             deliv = cuda.local.array((L, T), int64)
@@ -233,10 +234,10 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L + 1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
-        kcs = cuda.local.array(L + 1, int64)
+        kcs = cuda.local.array(L1, int64)
         spans = cuda.local.array(C, int64)
         shift = cuda.local.array(C, int64)
         deliv = cuda.local.array((L, T), int64)
@@ -278,10 +279,10 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L + 1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
-        kcs = cuda.local.array(L + 1, int64)
+        kcs = cuda.local.array(L1, int64)
         spans = cuda.local.array(C, int64)
         shift = cuda.local.array(C, int64)
         deliv = cuda.local.array((L, T), int64)

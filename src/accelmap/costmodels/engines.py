@@ -1,7 +1,8 @@
 """Choice of the engine that evaluates a batch: compiled kernels or the numpy reference.
 
 ``"cpu"`` (the default) runs the numba-compiled kernels of a model; ``"numpy"`` its numpy
-batched path (the executable reference). The default can be changed for a whole process
+batched path (the executable reference); ``"cuda"`` the same kernels on an NVIDIA GPU
+(numba-cuda, the ``cuda`` extra; loopnest only). The default can be changed for a whole process
 with the environment variable ``ACCELMAP_KERNELS`` (``numpy`` or ``cpu``); an explicit
 ``engine=`` argument wins over it.
 """
@@ -14,7 +15,7 @@ from accelmap.errors import SpecError
 
 __all__ = ["ENGINES", "ENV_VAR", "resolve_engine"]
 
-ENGINES = ("cpu", "numpy")
+ENGINES = ("cpu", "numpy", "cuda")
 ENV_VAR = "ACCELMAP_KERNELS"
 
 

@@ -225,6 +225,10 @@ class LoopNestModel:
 
     def __init__(self, engine: str | None = None) -> None:
         self.engine = resolve_engine(engine)
+        if self.engine == "cuda":  # a clear error now rather than at the first batch
+            from accelmap.costmodels._cuda import require
+
+            require()
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
 
@@ -273,8 +277,15 @@ class LoopNestModel:
         """The compiled path (`accelmap.costmodels._loopnest_kernel`): same `Metrics`."""
         from accelmap.costmodels import _loopnest_kernel
 
-        out = _loopnest_kernel.evaluate_batch(self._kernel_consts(problem, arch), mappings.temporal,
-                                               mappings.spatial, mappings.order, mappings.keep)
+        consts = self._kernel_consts(problem, arch)
+        if self.engine == "cuda":
+            from accelmap.costmodels import _cuda
+
+            out = _cuda.evaluate(consts, problem, arch, mappings.temporal, mappings.spatial, mappings.order,
+                                 mappings.keep)
+        else:
+            out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
+                                                   mappings.keep)
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
 
     def _evaluate_numpy(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
