@@ -77,13 +77,16 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
             break
         if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
             break
-        per = _PER_THREAD if searcher == "random" else _STEPS + _N_INIT
+        # Small budgets: fewer draws or steps per thread, so that at least 32 threads run.
+        steps = _STEPS if left is None else max(1, min(_STEPS, left // 32 - _N_INIT))
+        per = (_PER_THREAD if left is None else max(1, min(_PER_THREAD, left // 32))) if searcher == "random" \
+            else steps + _N_INIT
         threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / per))))
         sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
         if searcher == "random":
             r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1)
         else:
-            r = _cuda.anneal_search(problem, arch, threads=threads, steps=_STEPS, n_init=_N_INIT, seed=sub_seed, top=1)
+            r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1)
         launch += 1
         n_evals += r.evaluations
         n_legal += r.legal
