@@ -37,6 +37,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=256, help="anneal: steps per chain")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
     args = ap.parse_args()
 
     import numba
@@ -62,6 +63,9 @@ def main() -> None:
     rng = np.random.default_rng(0)
     cpu, gpu = LoopNestModel(engine="cpu"), LoopNestModel(engine="cuda")
 
+    if args.tuning_only:
+        _tuning(args, problem, arch, out, _cuda)
+        return
     # 1. equality
     batch = MappingBatch.concat([space.sample(20000, rng), space.sample_valid(4000, rng)])
     t0 = time.perf_counter()
@@ -108,6 +112,26 @@ def main() -> None:
         print(f"{name}: {med.evaluations:,} evaluations ({med.legal:,} legal) in {med.seconds:.3f} s: "
               f"{med.legal_per_s:,.0f} legal/s, {med.evals_per_s:,.0f} evals/s; best EDP {best.edp[0]:.4g} "
               f"(CPU agrees: {agree})")
+    _tuning(args, problem, arch, out, _cuda)
+
+
+def _tuning(args, problem, arch, out: dict, _cuda) -> None:
+    # 5. registers, local memory and throughput under register caps and block sizes
+    tuning = []
+    for regs in (None, 128, 64):
+        for tpb in (64, 128, 256):
+            kw = {"threads": args.threads, "seed": 7, "max_registers": regs, "tpb": tpb}
+            try:
+                _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)
+                r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw)
+                a = _cuda.anneal_search(problem, arch, steps=max(args.steps // 4, 1), n_init=8, **kw)
+                row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs),
+                       "random_legal_per_s": r.legal_per_s, "anneal_legal_per_s": a.legal_per_s}
+            except Exception as exc:  # a launch configuration the kernel cannot take
+                row = {"max_registers": regs, "tpb": tpb, "error": str(exc)[:200]}
+            tuning.append(row)
+            print("tuning", row)
+    out["tuning"] = tuning
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")

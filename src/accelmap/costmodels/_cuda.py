@@ -119,8 +119,11 @@ def sampler_tables(problem: Problem, arch: Arch) -> SamplerTables:
 
 
 @functools.lru_cache(maxsize=16)
-def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
-    """Kernels for one shape (local scratch sizes are compile-time constants)."""
+def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers: int | None = None,
+             tpb: int = 128) -> dict:
+    """Kernels for one shape (local scratch sizes are compile-time constants); the search
+    kernels optionally capped at ``max_registers`` per thread (more threads resident per
+    SM, more spills)."""
     require()
     from numba import boolean, float64, int64
 
@@ -217,7 +220,9 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
             for t in range(T):
                 best_k[tid, lv, t] = keep[0, lv, t]
 
-    @cuda.jit
+    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)
+
+    @jit
     def random_kernel(n_iter, states, pf, npf, slot_level, slot_kind, slot_temporal, coef, nterm, tdim, tcoef, closed, rel, bounds,
                       holds, fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints,
                       best_obj, best_t, best_s, best_o, best_k, counters):
@@ -262,7 +267,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int) -> dict:
         counters[tid, 0] = n_iter
         counters[tid, 1] = legal
 
-    @cuda.jit
+    @jit
     def anneal_kernel(n_steps, n_init, t_start, t_end, states, pf, npf, slot_level, slot_kind, slot_temporal, coef,
                       nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy, capacity, block, read_pj, write_pj, read_bw,
                       write_bw, tensor_size, scal, ints, best_obj, best_t, best_s, best_o, best_k, counters):
@@ -400,6 +405,16 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
     return (arch.n_levels, problem.n_dims, T, C, F, buf_len)
 
 
+def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None) -> dict:
+    """Registers and local memory per thread of a compiled search kernel (after a launch)."""
+    consts = K.kernel_consts(problem, arch)
+    kern = _kernels(*_shape_key(consts, problem, arch, sampler_tables(problem, arch)), max_registers)[kind]
+    regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
+    regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+    local = next(iter(local.values())) if isinstance(local, dict) else local
+    return {"registers": int(regs), "local_bytes": int(local)}
+
+
 def _threads(n: int) -> tuple[int, int]:
     tpb = 128
     return (n + tpb - 1) // tpb, tpb
@@ -455,12 +470,12 @@ class GpuSearchResult:
         return self.evaluations / self.seconds if self.seconds > 0 else math.nan
 
 
-def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple
-            ) -> GpuSearchResult:
+def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
+            max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
     require()
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
-    kern = _kernels(*_shape_key(consts, problem, arch, tables))[kind]
+    kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
     states = create_xoroshiro128p_states(threads, seed=seed)
     cdev = [cuda.to_device(a) for a in consts.as_tuple()]
@@ -472,7 +487,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     best_o = cuda.device_array((threads, L, D), np.int64)
     best_k = cuda.device_array((threads, L, T), np.bool_)
     counters = cuda.device_array((threads, 2), np.int64)
-    blocks, tpb = _threads(threads)
+    blocks = (threads + tpb - 1) // tpb
     cuda.synchronize()
     t0 = time.perf_counter()
     kern[blocks, tpb](*args, states, *tdev, *cdev, best_obj, best_t, best_s, best_o, best_k, counters)
@@ -491,14 +506,16 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
 
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
-                  top: int = 16) -> GpuSearchResult:
+                  top: int = 16, max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
     """Random search on the device: ``threads x per_thread`` mappings drawn, checked and
     evaluated there; each thread's best returns."""
-    return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,))
+    return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
+                   max_registers=max_registers, tpb=tpb)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
-                  t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16) -> GpuSearchResult:
+                  t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
+                  max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
-                   args=(steps, n_init, t_start, t_end))
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb)
