@@ -41,7 +41,7 @@ try:  # module globals: the CUDA simulator swaps ``cuda`` in a kernel's globals
     from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float64
     _IMPORT_ERROR: Exception | None = None
 except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
-    cuda = None
+    cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
 __all__ = ["DeviceError", "require", "evaluate", "random_search", "anneal_search", "GpuSearchResult"]
@@ -74,7 +74,7 @@ _SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.
 @functools.lru_cache(maxsize=1)
 def _register_shared() -> None:
     """Make the CPU kernel's per-row functions callable from CUDA kernels (same source)."""
-    from numba.cuda.extending import register_jitable
+    from numba.cuda.extending import register_jitable  # type: ignore[attr-defined]
 
     for fn in _SHARED:
         register_jitable(fn)
@@ -220,7 +220,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             for t in range(T):
                 best_k[tid, lv, t] = keep[0, lv, t]
 
-    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)
+    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
 
     @jit
     def random_kernel(n_iter, states, pf, npf, slot_level, slot_kind, slot_temporal, coef, nterm, tdim, tcoef, closed, rel, bounds,

@@ -466,7 +466,7 @@ def eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed
 _JIT = {"cache": True, "_nrt": False}
 
 
-@njit(**_JIT)
+@njit(**_JIT)  # type: ignore[call-overload]
 def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
@@ -477,7 +477,7 @@ def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, 
                  tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
 
 
-@njit(parallel=True, **_JIT)
+@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
 def eval_parallel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
                   fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                   codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
