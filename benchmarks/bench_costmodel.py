@@ -3,6 +3,12 @@
 Run by hand (from the repo root): ``python benchmarks/bench_costmodel.py [--models loopnest]``.
 Results go to ``benchmarks/results/bench_costmodel.json`` (one key per model; a run updates
 only the models it measured). One function per model; each returns a JSON-ready dict.
+
+With ``--backends numpy cpu [cuda]`` it instead compares the engines of each model on one
+core: the same pool, every backend timed in turn within each repeat (interleaved, so that
+the load of a shared machine hits them alike), medians and the ratio to numpy; results in
+``benchmarks/results/bench_costmodel_backends.json``, with the first-call compile time of
+the kernels (a fresh process with an empty and with a filled numba cache).
 """
 
 from __future__ import annotations
@@ -258,6 +264,96 @@ def bench_systolic(sizes: list[int], repeats: int, seed: int = 0) -> dict:
 
 
 MODELS = {"loopnest": bench_loopnest, "aspect": bench_aspect, "systolic": bench_systolic}
+BACKENDS_RESULTS = RESULTS.parent / "bench_costmodel_backends.json"
+
+
+def _pools(name: str, n: int, seed: int = 0) -> list[tuple[str, object, object, object]]:
+    """(label, problem, arch, batch) of the model's benchmark cases (the pools above)."""
+    if name == "loopnest":
+        from accelmap.arch.io import load_arch
+        from accelmap.mapper.space import MapSpace
+        from accelmap.workloads.io import load_problem
+
+        problem, arch = load_problem("resnet50/res2a_branch2b"), load_arch("eyeriss-like")
+        return [("res2a_branch2b/eyeriss-like", problem, arch,
+                 MapSpace(problem, arch).sample_valid(n, np.random.default_rng(seed)))]
+    if name == "systolic":
+        from accelmap.arch.presets import preset
+        from accelmap.workloads.builders import conv2d, matmul
+
+        arch = preset("systolic")
+        return [(p.name, p, arch, _systolic_pool(p, arch, n, np.random.default_rng(seed)))
+                for p in (conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8),
+                          matmul("GEMM_512", m=512, n=512, k=512, word_bits=8))]
+    raise ValueError(f"no backend comparison for model {name!r}")
+
+
+def _model(name: str, engine: str):
+    from accelmap._registry import costmodels
+
+    return costmodels.get(name)(engine=engine)
+
+
+def _compile_seconds(model: str) -> dict:
+    """First-call seconds of the cpu engine in a fresh process: empty numba cache (compile)
+    and filled cache (load)."""
+    import subprocess
+    import sys
+    import tempfile
+
+    code = (f"import time, numpy as np; from benchmarks.bench_costmodel import _pools, _model; "
+            f"label, p, a, b = _pools({model!r}, 64)[0]; m = _model({model!r}, 'cpu'); "
+            f"t0 = time.perf_counter(); m.evaluate(p, a, b); print(time.perf_counter() - t0)")
+    root = Path(__file__).resolve().parents[1]
+    out = {}
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
+            [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]))
+        for key in ("cold_cache_s", "warm_cache_s"):
+            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+            out[key] = float(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def bench_backends(models: list[str], sizes: list[int], backends: list[str], repeats: int) -> dict:
+    """Evaluations per second on one core of each backend, interleaved; ratios to numpy."""
+    import numba
+
+    numba.set_num_threads(1)  # per core: the kernels' parallel driver is not used
+    out: dict = {"load_average_start": list(os.getloadavg()), "backends": backends, "models": {}}
+    for name in models:
+        res: dict = {"cases": {}}
+        engines = {b: _model(name, b) for b in backends}
+        for label, problem, arch, pool in _pools(name, max(sizes)):
+            for m in engines.values():  # compile / warm every per-(problem, arch) cache
+                m.evaluate(problem, arch, pool.take(slice(0, 64)))
+            rows = []
+            for n in sizes:
+                batch = pool.take(slice(0, n))
+                times: dict[str, list[float]] = {b: [] for b in backends}
+                for _ in range(repeats):
+                    for b, m in engines.items():
+                        t0 = time.perf_counter()
+                        m.evaluate(problem, arch, batch)
+                        times[b].append(time.perf_counter() - t0)
+                row = {"batch": n}
+                for b in backends:
+                    med = float(np.median(times[b]))
+                    row[b] = {"median_s": med, "evals_per_s": n / med, "best_evals_per_s": n / min(times[b])}
+                if "numpy" in backends:
+                    for b in backends:
+                        row[b]["ratio_to_numpy"] = row[b]["evals_per_s"] / row["numpy"]["evals_per_s"]
+                rows.append(row)
+                print(f"{name} {label} batch {n:>7}: " + ", ".join(
+                    f"{b} {row[b]['evals_per_s']:>12,.0f}/s" + (f" ({row[b]['ratio_to_numpy']:.2f}x)" if b != "numpy" and "numpy" in backends else "")
+                    for b in backends))
+            res["cases"][label] = {"problem": problem.describe(), "arch": arch.name, "rows": rows}
+        if "cpu" in backends:
+            res["first_call"] = _compile_seconds(name)
+            print(f"{name}: first call {res['first_call']}")
+        out["models"][name] = res
+    out["load_average_end"] = list(os.getloadavg())
+    return out
 
 
 def main() -> None:
@@ -265,7 +361,20 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=sorted(MODELS), choices=sorted(MODELS))
     ap.add_argument("--sizes", nargs="*", type=int, default=[1000, 10000, 100000])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backends", nargs="*", choices=["numpy", "cpu", "cuda"],
+                    help="compare the engines of each model instead (one core, interleaved)")
     args = ap.parse_args()
+    if args.backends:
+        res = bench_backends(args.models, args.sizes, args.backends, max(args.repeats, 5))
+        old = json.loads(BACKENDS_RESULTS.read_text()) if BACKENDS_RESULTS.exists() else {}
+        old["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
+                          "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}
+        for k in ("load_average_start", "load_average_end", "backends"):
+            old[k] = res[k]
+        old.setdefault("models", {}).update(res["models"])
+        BACKENDS_RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {BACKENDS_RESULTS}")
+        return
     out = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     out["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
                       "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}

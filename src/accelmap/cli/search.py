@@ -62,6 +62,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "(with --network: a directory, one file per layer)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where result.json goes (default: ./accelmap-out/<layer or network>)")
+    p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
+                   help="where the search's inner loop runs: cpu (default) or cuda (random and anneal on "
+                        "loopnest, on an NVIDIA GPU; needs pip install \"accelmap[cuda]\")")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from accelmap.cli.sweep import add_portfolio_arguments
@@ -143,6 +146,11 @@ def run(args: argparse.Namespace) -> int:
                   objective=objective, seed=args.seed, constraints=args.constraints,
                   early_stop=args.early_stop, progress=progress, searcher_options=opts,
                   allow_padding=args.padding, warm_start=args.warm_start)
+    if args.device != "cpu":  # fail early (exit 2) when the device cannot be used
+        from accelmap.search.gpu import check_device
+
+        check_device(args.device)
+        common["device"] = args.device
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / label
     if args.network:
         return _run_network(args, common, out_dir)

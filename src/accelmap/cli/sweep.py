@@ -34,6 +34,9 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="run at most N of the remaining tasks, leave the rest for a later run")
     p.add_argument("--dry-run", action="store_true",
                    help="list the sweep's axes and how many tasks are left, run nothing")
+    p.add_argument("--device", choices=("cpu", "cuda"), default=None,
+                   help="where each search's inner loop runs (default cpu; cuda: random and anneal on loopnest, "
+                        "on an NVIDIA GPU, see accelmap search --device)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)
 
@@ -52,6 +55,13 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError(f"--max-tasks {args.max_tasks}; expected an int >= 0")
     if args.backend == "serial" and (args.address or args.workers not in (None, 1)):
         raise UsageError("--address and --workers need the Ray backend; drop --backend serial")
+    if args.device is not None:  # every task's search reads it (accelmap.search.api.search)
+        import os
+
+        from accelmap.search.gpu import check_device
+
+        check_device(args.device)
+        os.environ["ACCELMAP_DEVICE"] = args.device
     sweep = load_sweep(args.sweep)
     store_path = args.store or DEFAULT_STORE
     with ResultStore(store_path) as store:

@@ -65,6 +65,7 @@ import numpy as np
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels.base import Metrics
+from accelmap.costmodels.engines import resolve_engine
 from accelmap.mapper.check import Reason, check_batch, permutation_rows
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
@@ -222,8 +223,27 @@ class LoopNestModel:
 
     name: ClassVar[str] = "loopnest"
 
-    def __init__(self) -> None:
+    def __init__(self, engine: str | None = None) -> None:
+        self.engine = resolve_engine(engine)
+        if self.engine == "cuda":  # a clear error now rather than at the first batch
+            from accelmap.costmodels._cuda import require
+
+            require()
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
+
+    def _kernel_consts(self, problem: Problem, arch: Arch):  # noqa: ANN202 (lazy import)
+        from accelmap.costmodels import _loopnest_kernel
+
+        key = (id(problem), id(arch))
+        hit = self._consts.get(key)
+        if hit is not None and hit[0] is problem and hit[1] is arch:
+            return hit[2]
+        consts = _loopnest_kernel.kernel_consts(problem, arch)
+        if len(self._consts) > 64:
+            self._consts.clear()
+        self._consts[key] = (problem, arch, consts)
+        return consts
 
     def _compiled(self, problem: Problem, arch: Arch) -> _Compiled:
         key = (id(problem), id(arch))
@@ -247,6 +267,29 @@ class LoopNestModel:
         and zero counts. The count arrays are (n, L, T) views of level-major storage
         (``metrics.reads[:, level, tensor]`` is contiguous).
         """
+        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
+                                                                                  problem.n_tensors)
+        if self.engine != "numpy" and shapes_ok:
+            return self._evaluate_kernel(problem, arch, mappings)
+        return self._evaluate_numpy(problem, arch, mappings)
+
+    def _evaluate_kernel(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        """The compiled path (`accelmap.costmodels._loopnest_kernel`): same `Metrics`."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        consts = self._kernel_consts(problem, arch)
+        if self.engine == "cuda":
+            from accelmap.costmodels import _cuda
+
+            out = _cuda.evaluate(consts, problem, arch, mappings.temporal, mappings.spatial, mappings.order,
+                                 mappings.keep)
+        else:
+            out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
+                                                   mappings.keep)
+        return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
+
+    def _evaluate_numpy(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+        """The numpy batched path: the executable reference of the compiled one."""
         comp = self._compiled(problem, arch)
         n, L, T = len(mappings), arch.n_levels, problem.n_tensors
         # Counts are integers but `Metrics` holds floats: allocate floats once.

@@ -120,7 +120,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
            searcher_options: dict[str, Any] | None = None, allow_padding: bool = False,
            batch_size: int | None = None, checkpoint_every_s: float = 10.0,
            energy: str | Path | None = None, space: Any = None,
-           warm_start: str | None = None, initial: Any = None) -> SearchResult:
+           warm_start: str | None = None, initial: Any = None, device: str | None = None) -> SearchResult:
     """Find the best mapping of one layer on one accelerator.
 
     Parameters
@@ -164,6 +164,11 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         Points per batch (None = the searcher's preference).
     space
         A prebuilt `MapSpace` (then ``constraints`` and ``allow_padding`` are ignored).
+    device
+        ``"cpu"`` or ``"cuda"``: the ``random`` and ``anneal`` searchers on the ``loopnest``
+        model with sampling or moves, legality and evaluation on a GPU (`accelmap.search.gpu`;
+        needs numba-cuda and a GPU, ``pip install "accelmap[cuda]"``). None: the environment
+        variable ``ACCELMAP_DEVICE`` (set by ``accelmap sweep --device``), else ``"cpu"``.
     warm_start
         ``"dataflows"``: first search the layer under each dataflow preset
         (`accelmap.mapper.constraints.DATAFLOWS`: weight-, output-, input- and
@@ -187,6 +192,21 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     prob = _problem(problem)
     arc = _arch(arch, energy)
     obj = parse_objective(objective)
+    if device is None:
+        import os
+
+        device = os.environ.get("ACCELMAP_DEVICE", "").strip().lower() or "cpu"
+    if device != "cpu":  # the inner loop on a GPU
+        from accelmap.search.gpu import check_device, device_search
+
+        check_device(device)
+        return device_search(prob, arc, model_name=model if isinstance(model, str) else getattr(model, "name", ""),
+                             searcher=searcher, objective=obj,
+                             budget=DEFAULT_BUDGET if budget is None and time_limit_s is None else budget,
+                             time_limit_s=time_limit_s, seed=seed,
+                             unsupported={"constraints": constraints, "allow_padding": allow_padding, "space": space,
+                                          "checkpoint": checkpoint, "warm_start": warm_start,
+                                          "early_stop": early_stop, "searcher_options": searcher_options})
     if not isinstance(searcher, str):
         raise SpecError(f"searcher = {searcher!r}; expected a registered name such as 'anneal'")
     searcher_cls = searchers.get(searcher)

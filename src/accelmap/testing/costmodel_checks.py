@@ -19,7 +19,7 @@ from accelmap.costmodels.base import CostModel, Metrics
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.workloads.problem import Problem
 
-__all__ = ["check_cost_model", "assert_metrics_equal"]
+__all__ = ["check_cost_model", "assert_metrics_equal", "assert_engines_agree"]
 
 _ARRAY_FIELDS = tuple(f.name for f in fields(Metrics) if f.name not in ("macs", "level_names", "tensor_names"))
 
@@ -85,3 +85,35 @@ def check_cost_model(model: CostModel, problem: Problem, arch: Arch, batch: Mapp
             raise AssertionError(f"energy below MACs x energy per MAC ({floor} pJ)")
         if (m.cycles[ok] < problem.macs / arch.n_macs * (1 - 1e-9)).any():
             raise AssertionError("cycles below MACs / MAC units")
+
+
+# Fields that hold counts or codes (compared exactly) and fields that hold energies or
+# ratios (compared to a relative tolerance) when two engines of one model are compared.
+_EXACT_FIELDS = ("cycles", "valid", "reason", "reason_level", "reads", "fills", "updates", "multicast",
+                 "spatial_reductions")
+_FLOAT_FIELDS = ("energy_pj", "compute_energy_pj", "utilization", "energy_breakdown_pj")
+
+
+def assert_engines_agree(a: Metrics, b: Metrics, *, what: str, rtol: float = 1e-12) -> None:
+    """Two engines of one model: counts, cycles and codes bit for bit, energies and
+    utilization to ``rtol`` relative (inf equal to inf)."""
+    if len(a) != len(b):
+        raise AssertionError(f"{what}: {len(a)} rows vs {len(b)} rows")
+    for name in _EXACT_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        if x.shape != y.shape or not np.array_equal(x, y):
+            diff = np.argwhere(x != y) if x.shape == y.shape else None
+            where = f" first at index {tuple(diff[0])}: {x[tuple(diff[0])]} vs {y[tuple(diff[0])]}" \
+                if diff is not None and len(diff) else f" (shapes {x.shape} vs {y.shape})"
+            raise AssertionError(f"{what}: field {name} differs{where}")
+    for name in _FLOAT_FIELDS:
+        x, y = getattr(a, name), getattr(b, name)
+        same_inf = (x == y)
+        close = np.isclose(x, y, rtol=rtol, atol=0.0) | same_inf
+        if x.shape != y.shape or not close.all():
+            diff = np.argwhere(~close) if x.shape == y.shape else None
+            where = f" first at index {tuple(diff[0])}: {x[tuple(diff[0])]!r} vs {y[tuple(diff[0])]!r}" \
+                if diff is not None and len(diff) else f" (shapes {x.shape} vs {y.shape})"
+            raise AssertionError(f"{what}: field {name} differs beyond rtol={rtol}{where}")
+    if a.macs != b.macs or a.level_names != b.level_names or a.tensor_names != b.tensor_names:
+        raise AssertionError(f"{what}: macs or labels differ")

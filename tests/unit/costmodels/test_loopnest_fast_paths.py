@@ -41,7 +41,7 @@ def test_clean_batches_match_check_batch_and_scalar(arch_name, problem, monkeypa
     space = MapSpace(problem, arch)
     # legal and illegal rows, no damaged arrays: every chunk takes the cheaper legality pass
     batch = MappingBatch.concat([space.sample(300, rng), space.sample_valid(60, rng)])
-    model = LoopNestModel()
+    model = LoopNestModel(engine="numpy")
     m = model.evaluate(problem, arch, batch)
     assert taken and all(t is not None for t in taken)  # the shortcut ran on every chunk
     ref = check_batch(problem, arch, batch)
@@ -64,7 +64,7 @@ def test_rows_past_the_first_chunk_keep_their_places() -> None:
     batch = MappingBatch.concat([space.sample(n - 400, rng), space.sample_valid(400, rng)])
     order = rng.permutation(n)  # legal rows spread over every chunk
     batch = batch.take(order)
-    model = LoopNestModel()
+    model = LoopNestModel(engine="numpy")
     m = model.evaluate(problem, arch, batch)
     ref = check_batch(problem, arch, batch)
     assert np.array_equal(m.reason, ref.reason) and np.array_equal(m.reason_level, ref.level)

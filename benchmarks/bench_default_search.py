@@ -1,0 +1,57 @@
+"""The default search before and after the compiled kernels.
+
+``accelmap search resnet50/conv3_1 --arch eyeriss-like`` (the default searcher and budget),
+run in one process with the numpy engine and with the cpu engine in turn (interleaved,
+``--repeats`` pairs), then the cpu engine under a time limit equal to the numpy runs' median
+wall time (best EDP at equal wall time). Results: ``benchmarks/results/bench_default_search.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+RESULTS = Path(__file__).resolve().parent / "results" / "bench_default_search.json"
+
+
+def _run(engine: str, **kw) -> dict:
+    from accelmap.search.api import search
+
+    os.environ["ACCELMAP_KERNELS"] = engine  # read when the model is built
+    t0 = time.perf_counter()
+    r = search("resnet50/conv3_1", "eyeriss-like", **kw)
+    wall = time.perf_counter() - t0
+    return {"engine": engine, "wall_s": wall, "evaluations": r.n_evaluations, "evals_per_s": r.n_evaluations / wall,
+            "best_edp": r.edp, **{k: v for k, v in kw.items() if k != "budget"}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--repeats", type=int, default=3)
+    args = ap.parse_args()
+    import numba
+
+    _run("cpu", budget=2000)  # compile or load the kernels, warm the caches
+    _run("numpy", budget=2000)
+    runs = []
+    for _ in range(args.repeats):
+        for engine in ("numpy", "cpu"):
+            runs.append(_run(engine))
+            print(runs[-1])
+    med = {e: float(np.median([r["wall_s"] for r in runs if r["engine"] == e])) for e in ("numpy", "cpu")}
+    equal = _run("cpu", time_limit_s=med["numpy"])
+    print("cpu at the numpy wall time:", equal)
+    out = {"load_average": list(os.getloadavg()), "numba_threads": numba.get_num_threads(),
+           "command": "accelmap search resnet50/conv3_1 --arch eyeriss-like", "runs": runs,
+           "median_wall_s": med, "speedup": med["numpy"] / med["cpu"], "cpu_at_numpy_wall_time": equal}
+    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"speedup {out['speedup']:.2f}x; wrote {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,521 @@
+"""The ``cuda`` engine: the loopnest kernel compiled for NVIDIA GPUs (numba-cuda), and
+searches whose inner loop stays on the device.
+
+The per-row functions of `accelmap.costmodels._loopnest_kernel` (``check_row``,
+``count_row``, ``eval_row`` and their helpers) are registered for the CUDA target too, so the
+GPU runs the very source the CPU engine runs. On top of them:
+
+* ``evaluate`` -- one thread per mapping of a host batch (the engine behind
+  ``LoopNestModel(engine="cuda")``);
+* ``random_search`` -- every thread draws mappings on the device (each prime factor of each
+  dim placed in a random level and temporal / X / Y slot, fanouts respected as they are
+  placed; random loop orders; random bypass among the tensors a level may hold), checks and
+  evaluates them and keeps its best; only each thread's best row and its counters return;
+* ``anneal_search`` -- one annealing chain per thread (moves: one prime factor to another
+  slot, two loops of a level swapped, one bypass bit flipped; Metropolis acceptance on
+  log EDP with a geometric temperature schedule), best rows and counters back.
+
+Scratch lives in per-thread local arrays whose shapes are compile-time constants, so kernels
+are built (and cached) per (levels, dims, tensors, coordinates) shape.
+
+Without numba-cuda or without a GPU, `require` raises `DeviceError` (the CLI's exit 2).
+Tests run these kernels under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from accelmap.arch.spec import Arch
+from accelmap.costmodels import _loopnest_kernel as K
+from accelmap.errors import SpecError
+from accelmap.workloads.problem import Problem
+
+try:  # module globals: the CUDA simulator swaps ``cuda`` in a kernel's globals
+    from numba import cuda
+    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float64
+    _IMPORT_ERROR: Exception | None = None
+except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
+    cuda = None  # type: ignore[assignment]
+    _IMPORT_ERROR = _exc
+
+__all__ = ["DeviceError", "require", "evaluate", "random_search", "anneal_search", "GpuSearchResult"]
+
+INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
+                'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
+
+
+class DeviceError(SpecError):
+    """The requested device cannot be used (no numba-cuda, no GPU, unsupported shape)."""
+
+
+def require() -> object:
+    """The ``numba.cuda`` module, or `DeviceError` saying what is missing and how to fix it."""
+    if cuda is None:
+        raise DeviceError(f"--device cuda: numba-cuda cannot be imported ({_IMPORT_ERROR}); {INSTALL_HINT}")
+    try:
+        ok = cuda.is_available()
+    except Exception as exc:
+        raise DeviceError(f"--device cuda: the CUDA driver cannot be initialized ({exc}); {INSTALL_HINT}") from None
+    if not ok:
+        raise DeviceError(f"--device cuda: no CUDA GPU is visible to numba-cuda; {INSTALL_HINT}")
+    _register_shared()
+    return cuda
+
+
+_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.count_row, K.eval_row)
+
+
+@functools.lru_cache(maxsize=1)
+def _register_shared() -> None:
+    """Make the CPU kernel's per-row functions callable from CUDA kernels (same source)."""
+    from numba.cuda.extending import register_jitable  # type: ignore[attr-defined]
+
+    for fn in _SHARED:
+        register_jitable(fn)
+
+
+# ------------------------------------------------------------------------------------------
+# Device-side sampling tables
+# ------------------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True, eq=False)
+class SamplerTables:
+    """What the device sampler needs: ``pf`` (D, F) the prime factors of each bound (``npf``
+    (D,) of them); ``slot_level``/``slot_kind``/``slot_temporal`` (S,) every place a factor can go (kind 0 =
+    temporal, 1 = spatial X, 2 = spatial Y, the latter only below a level with that fanout)."""
+
+    pf: np.ndarray
+    npf: np.ndarray
+    slot_level: np.ndarray
+    slot_kind: np.ndarray
+    slot_temporal: np.ndarray  # (S,) the temporal slot of the same level
+
+
+def sampler_tables(problem: Problem, arch: Arch) -> SamplerTables:
+    factors = []
+    for b in problem.bounds.tolist():
+        f, p = [], 2
+        while b > 1:
+            while b % p:
+                p += 1
+            b //= p
+            f.append(p)
+        factors.append(f)
+    F = max(1, max(len(f) for f in factors))
+    pf = np.ones((problem.n_dims, F), np.int64)
+    for d, f in enumerate(factors):
+        pf[d, :len(f)] = f
+    slots = [(lv, k) for lv in range(arch.n_levels) for k in range(3)
+             if k == 0 or (k == 1 and arch.levels[lv].fanout_x > 1) or (k == 2 and arch.levels[lv].fanout_y > 1)]
+    return SamplerTables(pf=pf, npf=np.array([len(f) for f in factors], np.int64),
+                         slot_level=np.array([s[0] for s in slots], np.int64),
+                         slot_kind=np.array([s[1] for s in slots], np.int64),
+                         slot_temporal=np.array([slots.index((s[0], 0)) for s in slots], np.int64))
+
+
+@functools.lru_cache(maxsize=16)
+def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers: int | None = None,
+             tpb: int = 128) -> dict:
+    """Kernels for one shape (local scratch sizes are compile-time constants); the search
+    kernels optionally capped at ``max_registers`` per thread (more threads resident per
+    SM, more spills)."""
+    require()
+    from numba import boolean, float64, int64
+
+    eval_row = K.eval_row
+    P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
+    L1 = L + 1
+
+    @cuda.jit
+    def evaluate_kernel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                        capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                        codes, cnt):
+        i = cuda.grid(1)
+        if i < temporal.shape[0]:
+            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+            g = cuda.local.array((L, D), int64)
+            lp = cuda.local.array((9, P1), int64)
+            kcs = cuda.local.array(L1, int64)
+            spans = cuda.local.array(C, int64)
+            shift = cuda.local.array(C, int64)
+            deliv = cuda.local.array((L, T), int64)
+            ext = cuda.local.array((1, D), int64)
+            buf = cuda.local.array(buf_len, int64)
+            lvl = cuda.local.array((4, L), int64)
+            eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                     capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes,
+                     cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+
+    @cuda.jit(device=True)
+    def rand_below(states, tid, k):
+        """A uniform integer in [0, k)."""
+        r = int(xoroshiro128p_uniform_float64(states, tid) * k)
+        return r if r < k else k - 1
+
+    @cuda.jit(device=True)
+    def build(assign, pf, npf, slot_level, slot_kind, temporal, spatial):
+        """Mapping factors from the slot of every prime factor."""
+        for lv in range(L):
+            for d in range(D):
+                temporal[0, lv, d] = 1
+                spatial[0, lv, d, 0] = 1
+                spatial[0, lv, d, 1] = 1
+        for d in range(D):
+            for k in range(npf[d]):
+                s = assign[d, k]
+                lv, kind = slot_level[s], slot_kind[s]
+                if kind == 0:
+                    temporal[0, lv, d] *= pf[d, k]
+                else:
+                    spatial[0, lv, d, kind - 1] *= pf[d, k]
+
+    @cuda.jit(device=True)
+    def sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep):
+        """A random mapping: every prime factor to a random slot (a spatial slot only while
+        the level's fanout along that axis still has room, else the level's temporal slot);
+        random loop orders (Fisher-Yates); random bypass among the tensors a level may hold."""
+        S = slot_level.shape[0]
+        for lv in range(L):
+            used[lv, 0] = 1
+            used[lv, 1] = 1
+        for d in range(D):
+            for k in range(npf[d]):
+                s = rand_below(states, tid, S)
+                kind = slot_kind[s]
+                if kind > 0:
+                    lv = slot_level[s]
+                    if used[lv, kind - 1] * pf[d, k] > fan_xy[lv, kind - 1]:
+                        s = slot_temporal[s]
+                    else:
+                        used[lv, kind - 1] *= pf[d, k]
+                assign[d, k] = s
+        for lv in range(L):
+            for j in range(D):
+                order[0, lv, j] = j
+            for j in range(D - 1, 0, -1):
+                m = rand_below(states, tid, j + 1)
+                x = order[0, lv, j]
+                order[0, lv, j] = order[0, lv, m]
+                order[0, lv, m] = x
+        for lv in range(L):
+            for t in range(T):
+                if lv == 0:
+                    keep[0, lv, t] = True
+                else:
+                    keep[0, lv, t] = holds[lv, t] and xoroshiro128p_uniform_float64(states, tid) < 0.5
+
+    @cuda.jit(device=True)
+    def save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k):
+        for lv in range(L):
+            for d in range(D):
+                best_t[tid, lv, d] = temporal[0, lv, d]
+                best_s[tid, lv, d, 0] = spatial[0, lv, d, 0]
+                best_s[tid, lv, d, 1] = spatial[0, lv, d, 1]
+                best_o[tid, lv, d] = order[0, lv, d]
+            for t in range(T):
+                best_k[tid, lv, t] = keep[0, lv, t]
+
+    jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
+
+    @jit
+    def random_kernel(n_iter, states, pf, npf, slot_level, slot_kind, slot_temporal, coef, nterm, tdim, tcoef, closed, rel, bounds,
+                      holds, fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints,
+                      best_obj, best_t, best_s, best_o, best_k, counters):
+        tid = cuda.grid(1)
+        if tid >= best_obj.shape[0]:
+            return
+        temporal = cuda.local.array((1, L, D), int64)
+        spatial = cuda.local.array((1, L, D, 2), int64)
+        order = cuda.local.array((1, L, D), int64)
+        keep = cuda.local.array((1, L, T), boolean)
+        assign = cuda.local.array((D, F), int64)
+        used = cuda.local.array((L, 2), int64)
+        res = cuda.local.array((1, 4), float64)
+        valid = cuda.local.array(1, boolean)
+        codes = cuda.local.array((1, 2), int64)
+        cnt = cuda.local.array((1, 6, L, T), float64)
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        g = cuda.local.array((L, D), int64)
+        lp = cuda.local.array((9, P1), int64)
+        kcs = cuda.local.array(L1, int64)
+        spans = cuda.local.array(C, int64)
+        shift = cuda.local.array(C, int64)
+        deliv = cuda.local.array((L, T), int64)
+        ext = cuda.local.array((1, D), int64)
+        buf = cuda.local.array(buf_len, int64)
+        lvl = cuda.local.array((4, L), int64)
+        best = math.inf
+        legal = 0
+        for _ in range(n_iter):
+            sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
+            build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
+            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                     capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                     codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+            if valid[0]:
+                legal += 1
+                obj = res[0, 0] * res[0, 1]  # EDP: cycles x energy
+                if obj < best:
+                    best = obj
+                    save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
+        best_obj[tid] = best
+        counters[tid, 0] = n_iter
+        counters[tid, 1] = legal
+
+    @jit
+    def anneal_kernel(n_steps, n_init, t_start, t_end, states, pf, npf, slot_level, slot_kind, slot_temporal, coef,
+                      nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy, capacity, block, read_pj, write_pj, read_bw,
+                      write_bw, tensor_size, scal, ints, best_obj, best_t, best_s, best_o, best_k, counters):
+        tid = cuda.grid(1)
+        if tid >= best_obj.shape[0]:
+            return
+        temporal = cuda.local.array((1, L, D), int64)
+        spatial = cuda.local.array((1, L, D, 2), int64)
+        order = cuda.local.array((1, L, D), int64)
+        keep = cuda.local.array((1, L, T), boolean)
+        assign = cuda.local.array((D, F), int64)
+        used = cuda.local.array((L, 2), int64)
+        res = cuda.local.array((1, 4), float64)
+        valid = cuda.local.array(1, boolean)
+        codes = cuda.local.array((1, 2), int64)
+        cnt = cuda.local.array((1, 6, L, T), float64)
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        g = cuda.local.array((L, D), int64)
+        lp = cuda.local.array((9, P1), int64)
+        kcs = cuda.local.array(L1, int64)
+        spans = cuda.local.array(C, int64)
+        shift = cuda.local.array(C, int64)
+        deliv = cuda.local.array((L, T), int64)
+        ext = cuda.local.array((1, D), int64)
+        buf = cuda.local.array(buf_len, int64)
+        lvl = cuda.local.array((4, L), int64)
+        S = slot_level.shape[0]
+        best = math.inf
+        legal = 0
+        evals = 0
+        cur = math.inf
+        # Start: the best of a few random draws (a chain with no legal start keeps drawing).
+        for _ in range(n_init):
+            sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
+            build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
+            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                     capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                     codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+            evals += 1
+            if valid[0]:
+                legal += 1
+                obj = res[0, 0] * res[0, 1]
+                if obj < best:
+                    best = obj
+                    save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
+        if best < math.inf:  # restart from the best draw (its arrays were saved)
+            cur = math.log(best)
+            for d in range(D):  # recover the slot of every prime factor from the saved factors
+                for k in range(npf[d]):
+                    assign[d, k] = -1
+            for lv in range(L):
+                for d in range(D):
+                    order[0, lv, d] = best_o[tid, lv, d]
+                for t in range(T):
+                    keep[0, lv, t] = best_k[tid, lv, t]
+            for d in range(D):
+                for s in range(S):
+                    lv, kind = slot_level[s], slot_kind[s]
+                    rem = best_t[tid, lv, d] if kind == 0 else best_s[tid, lv, d, kind - 1]
+                    for k in range(npf[d]):
+                        if assign[d, k] < 0 and rem % pf[d, k] == 0 and rem > 1:
+                            assign[d, k] = s
+                            rem //= pf[d, k]
+        ratio = t_end / t_start
+        for step in range(n_steps):
+            if cur == math.inf:  # no legal state yet: keep drawing
+                sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
+                kind_move, a, b, c = -1, 0, 0, 0
+            else:
+                u = xoroshiro128p_uniform_float64(states, tid)
+                if u < 0.6:  # one prime factor of one dim to another slot
+                    kind_move = 0
+                    a = rand_below(states, tid, D)
+                    while npf[a] == 0:
+                        a = rand_below(states, tid, D)
+                    b = rand_below(states, tid, npf[a])
+                    c = assign[a, b]
+                    assign[a, b] = rand_below(states, tid, S)
+                elif u < 0.85:  # swap two loops of one level
+                    kind_move = 1
+                    a = rand_below(states, tid, L)
+                    b = rand_below(states, tid, D)
+                    c = rand_below(states, tid, D)
+                    x = order[0, a, b]
+                    order[0, a, b] = order[0, a, c]
+                    order[0, a, c] = x
+                else:  # flip one bypass bit (never at the outermost level)
+                    kind_move = 2
+                    a = 1 + rand_below(states, tid, L - 1) if L > 1 else 0
+                    b = rand_below(states, tid, T)
+                    c = 0
+                    if a > 0 and holds[a, b]:
+                        keep[0, a, b] = not keep[0, a, b]
+            build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
+            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                     capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                     codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+            evals += 1
+            accept = False
+            if valid[0]:
+                legal += 1
+                obj = res[0, 0] * res[0, 1]
+                lo = math.log(obj)
+                temp = t_start * ratio ** (step / n_steps)
+                if lo <= cur or xoroshiro128p_uniform_float64(states, tid) < math.exp((cur - lo) / temp):
+                    accept = True
+                    cur = lo
+                if obj < best:
+                    best = obj
+                    save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
+            if not accept and kind_move >= 0:  # undo the move
+                if kind_move == 0:
+                    assign[a, b] = c
+                elif kind_move == 1:
+                    x = order[0, a, b]
+                    order[0, a, b] = order[0, a, c]
+                    order[0, a, c] = x
+                elif a > 0 and holds[a, b]:
+                    keep[0, a, b] = not keep[0, a, b]
+        best_obj[tid] = best
+        counters[tid, 0] = evals
+        counters[tid, 1] = legal
+
+    return {"evaluate": evaluate_kernel, "random": random_kernel, "anneal": anneal_kernel}
+
+
+def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: SamplerTables | None) -> tuple:
+    T, C, _ = consts.coef.shape
+    # The enumeration buffer of eq. S is needed only for coordinates of three or more dims.
+    buf_len = int(consts.ints[1]) if int(consts.nterm.max(initial=0)) > 2 else 1
+    if buf_len > 4096:
+        raise DeviceError(f"--device cuda: a coordinate of three or more dims over a fanout of {buf_len} is not "
+                          "supported on the GPU (at most 4096); use the cpu engine")
+    F = 1 if tables is None else int(tables.pf.shape[1])
+    return (arch.n_levels, problem.n_dims, T, C, F, buf_len)
+
+
+def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None) -> dict:
+    """Registers and local memory per thread of a compiled search kernel (after a launch)."""
+    consts = K.kernel_consts(problem, arch)
+    kern = _kernels(*_shape_key(consts, problem, arch, sampler_tables(problem, arch)), max_registers)[kind]
+    regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
+    regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
+    local = next(iter(local.values())) if isinstance(local, dict) else local
+    return {"registers": int(regs), "local_bytes": int(local)}
+
+
+def _threads(n: int) -> tuple[int, int]:
+    tpb = 128
+    return (n + tpb - 1) // tpb, tpb
+
+
+def evaluate(consts: K.KernelConsts, problem: Problem, arch: Arch, temporal, spatial, order, keep) -> dict:
+    """`_loopnest_kernel.evaluate_batch` on the GPU: one thread per mapping."""
+    require()
+    n, L, _ = temporal.shape
+    T = keep.shape[2]
+    kern = _kernels(*_shape_key(consts, problem, arch, None))["evaluate"]
+    res = np.empty((n, 4))
+    valid = np.empty(n, dtype=np.bool_)
+    codes = np.empty((n, 2), dtype=np.int64)
+    cnt = np.empty((n, 6, L, T))
+    if n:
+        dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (
+            np.asarray(temporal, np.int64), np.asarray(spatial, np.int64), np.asarray(order, np.int64),
+            np.asarray(keep, np.bool_))]
+        cdev = [cuda.to_device(a) for a in consts.as_tuple()]
+        out = [cuda.to_device(a) for a in (res, valid, codes, cnt)]
+        blocks, tpb = _threads(n)
+        kern[blocks, tpb](*dev, *cdev, *out)
+        res, valid, codes, cnt = (o.copy_to_host() for o in out)
+    return {"cycles": res[:, K._CYCLES], "energy_pj": res[:, K._ENERGY_PJ],
+            "compute_energy_pj": res[:, K._COMPUTE_PJ], "utilization": res[:, K._UTIL], "valid": valid,
+            "reason": codes[:, 0], "reason_level": codes[:, 1], "reads": cnt[:, K._READS],
+            "fills": cnt[:, K._FILLS], "updates": cnt[:, K._UPDATES], "energy_breakdown_pj": cnt[:, K._ENERGY],
+            "multicast": cnt[:, K._MCAST], "spatial_reductions": cnt[:, K._SRED]}
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class GpuSearchResult:
+    """Best rows of a device search (one per thread, sorted by EDP, ``top`` kept) and its
+    counters: evaluations, legal evaluations, kernel seconds (device time, synchronized)."""
+
+    edp: np.ndarray
+    temporal: np.ndarray
+    spatial: np.ndarray
+    order: np.ndarray
+    keep: np.ndarray
+    evaluations: int
+    legal: int
+    seconds: float
+    threads: int
+
+    @property
+    def legal_per_s(self) -> float:
+        return self.legal / self.seconds if self.seconds > 0 else math.nan
+
+    @property
+    def evals_per_s(self) -> float:
+        return self.evaluations / self.seconds if self.seconds > 0 else math.nan
+
+
+def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
+            max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
+    require()
+    consts = K.kernel_consts(problem, arch)
+    tables = sampler_tables(problem, arch)
+    kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    states = create_xoroshiro128p_states(threads, seed=seed)
+    cdev = [cuda.to_device(a) for a in consts.as_tuple()]
+    tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
+                                             tables.slot_temporal)]
+    best_obj = cuda.device_array(threads, np.float64)
+    best_t = cuda.device_array((threads, L, D), np.int64)
+    best_s = cuda.device_array((threads, L, D, 2), np.int64)
+    best_o = cuda.device_array((threads, L, D), np.int64)
+    best_k = cuda.device_array((threads, L, T), np.bool_)
+    counters = cuda.device_array((threads, 2), np.int64)
+    blocks = (threads + tpb - 1) // tpb
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    kern[blocks, tpb](*args, states, *tdev, *cdev, best_obj, best_t, best_s, best_o, best_k, counters)
+    cuda.synchronize()
+    secs = time.perf_counter() - t0
+    obj = best_obj.copy_to_host()
+    cnt = counters.copy_to_host()
+    pick = np.argsort(obj, kind="stable")[:top]
+    pick = pick[np.isfinite(obj[pick])]
+    # only the chosen rows come back from the device
+    take = [np.stack([a[int(i)].copy_to_host() for i in pick]) if pick.size else np.zeros((0,) + a.shape[1:], a.dtype)
+            for a in (best_t, best_s, best_o, best_k)]
+    return GpuSearchResult(edp=obj[pick], temporal=take[0], spatial=take[1], order=take[2], keep=take[3],
+                           evaluations=int(cnt[:, 0].sum()), legal=int(cnt[:, 1].sum()), seconds=secs,
+                           threads=threads)
+
+
+def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
+                  top: int = 16, max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
+    """Random search on the device: ``threads x per_thread`` mappings drawn, checked and
+    evaluated there; each thread's best returns."""
+    return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
+                   max_registers=max_registers, tpb=tpb)
+
+
+def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
+                  t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
+                  max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
+    """Simulated annealing on the device, one chain per thread (temperatures on log EDP)."""
+    return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb)

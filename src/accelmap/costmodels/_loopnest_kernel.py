@@ -1,0 +1,535 @@
+"""Compiled evaluation of the ``loopnest`` model: one mapping per loop iteration.
+
+This is the fast path of `LoopNestModel.evaluate`. *What is counted* is defined once, in the
+module docstring of `accelmap.costmodels.loopnest` and its scalar reference
+(``_scalar_counts``); this module follows that reference line by line in integer
+arithmetic that numba compiles (``@njit(cache=True)``), with the few shortcuts the batched
+numpy path also takes (named where they appear). The numpy batched path stays the
+executable reference: the property tests assert that both give the same `Metrics`, bit for
+bit.
+
+Inputs are plain arrays: the mapping batch's own arrays (n, L, D) / (n, L, D, 2) /
+(n, L, T), and the per-(problem, arch) constants of `KernelConsts`. Outputs are written
+into preallocated arrays, every entry of every row (so they may be ``np.empty``).
+
+The per-row functions (``check_row``, ``count_row``) take only arrays and scalars, so the
+same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numba
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.arch.spec import Arch
+from accelmap.workloads.problem import Problem
+
+__all__ = ["KernelConsts", "kernel_consts", "evaluate_batch"]
+
+# Reason codes (the values of `accelmap.mapper.check.Reason`), as plain ints for numba.
+_FACTORS, _ORDER, _KEEP, _FANOUT, _CAPACITY = 2, 3, 4, 5, 6
+# Outputs: ``cnt`` (n, 6, L, T) counts per row, level and tensor (totals over instances), in
+# this order; ``res`` (n, 4) per-row results; ``codes`` (n, 2) reason and its level.
+_READS, _FILLS, _UPDATES, _ENERGY, _MCAST, _SRED = 0, 1, 2, 3, 4, 5
+_CYCLES, _ENERGY_PJ, _COMPUTE_PJ, _UTIL = 0, 1, 2, 3
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class KernelConsts:
+    """Everything of (problem, arch) the kernel reads, as contiguous arrays.
+
+    ``coef`` (T, C, D) affine coefficients; the same sparse: ``nterm`` (T, C) nonzero terms
+    of each coordinate, ``tdim``/``tcoef`` (T, C, M) their dims and coefficients; ``closed``
+    (T,) every coordinate that can move (dims of bound > 1) has one dim; ``rel`` (T, D) the
+    dim indexes the tensor;
+    ``bounds`` (D,); ``holds`` (L, T); ``fan_xy`` (L, 2); ``capacity`` (L,) words, inf =
+    unbounded; ``block`` (L,) words per access; ``read_pj``/``write_pj`` (L,); ``read_bw``/
+    ``write_bw`` (L,) words per cycle, inf = unlimited; ``tensor_size`` (T,); ``scal``
+    float64 (macs, n_macs, mac_pj); ``ints`` int64 (output tensor index, max fanout).
+    """
+
+    coef: IntArray
+    nterm: IntArray
+    tdim: IntArray
+    tcoef: IntArray
+    closed: BoolArray
+    rel: BoolArray
+    bounds: IntArray
+    holds: BoolArray
+    fan_xy: IntArray
+    capacity: FloatArray
+    block: IntArray
+    read_pj: FloatArray
+    write_pj: FloatArray
+    read_bw: FloatArray
+    write_bw: FloatArray
+    tensor_size: IntArray
+    scal: FloatArray
+    ints: IntArray
+
+    def as_tuple(self) -> tuple:
+        return (self.coef, self.nterm, self.tdim, self.tcoef, self.closed, self.rel, self.bounds, self.holds, self.fan_xy, self.capacity, self.block,
+                self.read_pj, self.write_pj, self.read_bw, self.write_bw, self.tensor_size, self.scal, self.ints)
+
+
+def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
+    inf = np.inf
+    c = np.ascontiguousarray
+    levels = arch.levels
+    coef = np.ascontiguousarray(problem.coefficients, dtype=np.int64)
+    T, C, D = coef.shape
+    nz = coef != 0
+    M = max(int(nz.sum(axis=2).max()), 1)
+    nterm = nz.sum(axis=2).astype(np.int64)
+    tdim = np.zeros((T, C, M), np.int64)
+    tcoef = np.zeros((T, C, M), np.int64)
+    for t in range(T):
+        for cc in range(C):
+            dims = np.flatnonzero(nz[t, cc])
+            tdim[t, cc, :dims.size] = dims
+            tcoef[t, cc, :dims.size] = coef[t, cc, dims]
+    big = problem.bounds > 1
+    closed = np.array([all(int((nz[t, cc] & big).sum()) <= 1 for cc in range(C)) for t in range(T)])
+    return KernelConsts(
+        coef=coef, nterm=nterm, tdim=tdim, tcoef=tcoef, closed=closed,
+        rel=c(problem.relevance, dtype=np.bool_),
+        bounds=c(problem.bounds, dtype=np.int64),
+        holds=c(arch.holds_mask(problem), dtype=np.bool_),
+        fan_xy=c(arch.fanouts, dtype=np.int64),
+        capacity=c(arch.capacities_words, dtype=np.float64),
+        block=np.array([lv.block_words for lv in levels], dtype=np.int64),
+        read_pj=np.array([lv.read_energy_pj for lv in levels], dtype=np.float64),
+        write_pj=np.array([lv.write_energy_pj for lv in levels], dtype=np.float64),
+        read_bw=np.array([inf if lv.read_bandwidth_words_per_cycle is None else lv.read_bandwidth_words_per_cycle
+                          for lv in levels], dtype=np.float64),
+        write_bw=np.array([inf if lv.write_bandwidth_words_per_cycle is None else lv.write_bandwidth_words_per_cycle
+                           for lv in levels], dtype=np.float64),
+        tensor_size=c(problem.tensor_sizes(), dtype=np.int64),
+        scal=np.array([float(problem.macs), float(arch.n_macs), float(arch.compute.energy_per_mac_pj)]),
+        ints=np.array([problem.output_index, int(max(lv.fanout for lv in levels))], dtype=np.int64),
+    )
+
+
+@register_jitable
+def ceil_blocks(words, block):
+    # ``ceil(words / block)`` as the numpy path computes it (loopnest._blocks): no
+    # division for a one-word block, a multiply by the exact reciprocal for a power of two.
+    if block == 1:
+        return float(words)
+    if block & (block - 1) == 0:
+        return math.ceil(words * (1.0 / block))
+    return math.ceil(words / block)
+
+
+@register_jitable
+def footprint(nterm, tdim, tcoef, t, ext, row, spans):
+    """`Problem.footprint` of tensor t over a box of extents ``ext[row]`` (D,): the span
+    ``1 + sum_d a_d (ext_d - 1)`` of every coordinate into ``spans`` (C,), and their product."""
+    size = 1
+    for cc in range(nterm.shape[1]):
+        s = 1
+        for k in range(nterm[t, cc]):
+            s += tcoef[t, cc, k] * (ext[row, tdim[t, cc, k]] - 1)
+        spans[cc] = s
+        size *= s
+    return size
+
+
+@register_jitable
+def check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity, tile, spans):
+    """`check_batch` (no padding) of mapping i: (reason, level), the first failing check in
+    `Reason` order. Fills ``tile`` (L+1, D) (meaningful once the factors multiply out)."""
+    L, D = temporal.shape[1], temporal.shape[2]
+    T = keep.shape[2]
+    # FACTORS: every factor >= 1 and the factors of each dim multiply to its bound.
+    ok = True
+    for d in range(D):
+        tile[L, d] = 1
+    for lv in range(L - 1, -1, -1):
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            tile[lv, d] = tile[lv + 1, d] * a * x * y
+    for d in range(D):
+        if tile[0, d] != bounds[d]:
+            ok = False
+    if not ok:
+        return _FACTORS, -1
+    # ORDER: each level's order is a permutation of 0..D-1.
+    for lv in range(L):
+        seen = 0
+        for k in range(D):
+            v = order[i, lv, k]
+            seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+        if seen != (1 << D) - 1:
+            return _ORDER, lv
+    # KEEP: only tensors the level may hold; the outermost level keeps every tensor.
+    for lv in range(L):
+        for t in range(T):
+            if (keep[i, lv, t] and not holds[lv, t]) or (lv == 0 and not keep[i, 0, t]):
+                return _KEEP, lv
+    # FANOUT: instances used along X and Y below each level.
+    for lv in range(L):
+        ux, uy = 1, 1
+        for d in range(D):
+            ux *= spatial[i, lv, d, 0]
+            uy *= spatial[i, lv, d, 1]
+        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
+            return _FANOUT, lv
+    # CAPACITY: the footprints of the kept tiles.
+    for lv in range(L):
+        if not math.isfinite(capacity[lv]):
+            continue
+        need = 0
+        for t in range(T):
+            if keep[i, lv, t]:
+                need += footprint(nterm, tdim, tcoef, t, tile, lv, spans)
+        if need > capacity[lv]:
+            return _CAPACITY, lv
+    return 0, -1
+
+
+@register_jitable
+def deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kc, spans, shift):
+    """Eq. D: words delivered into one instance of level ``c`` over the whole run.
+
+    The loops above ``c`` are the first ``kc`` active loops (bound >= 2), outermost first.
+    Loop j's step moves its dim forward by its stride and every loop inside it back by one
+    stride: its coordinate shift is ``coef . stride_j e_dj`` minus the inner loops' sum of
+    the same, kept as a running suffix sum (``shift``)."""
+    C = coef.shape[1]
+    size = footprint(nterm, tdim, tcoef, t, tile, c, spans)
+    if kc == 0:
+        return size
+    for cc in range(C):
+        shift[cc] = 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = coef[t, cc, d] * st
+            s = a - shift[cc]  # this loop forward, the inner ones back to their start
+            shift[cc] += a
+            if s != 0:
+                moved += 1
+                which, amount = cc, s
+        # Timeloop's axis-aligned box difference (loopnest._step_kind).
+        if moved == 0:
+            lp[5, j] = 0  # still
+        elif moved == 1 and abs(amount) < spans[which]:
+            lp[5, j] = 2  # slide: along ``which`` (lp[7]), forward or back (lp[6]), new words lp[8]
+            lp[7, j] = which
+            lp[6, j] = 1 if amount > 0 else -1
+            lp[8, j] = abs(amount) * (size // spans[which])
+        else:
+            lp[5, j] = 1  # jump: the whole tile is new
+    total, prefix = size, 1
+    inner = kc - 1
+    for j in range(kc):
+        k = lp[5, j]
+        if k == 0:
+            new = 0
+        elif k == 1:
+            new = size
+        elif lp[5, inner] == 2 and (lp[7, j] != lp[7, inner] or lp[6, j] != lp[6, inner]):
+            # Timeloop's RESET_ON_GRADIENT_CHANGE: a slide other than the innermost loop's
+            # (same coordinate, same direction) fetches the whole tile.
+            new = size
+        else:
+            new = lp[8, j]
+        total += prefix * (lp[1, j] - 1) * new
+        prefix *= lp[1, j]
+    return total
+
+
+@register_jitable
+def distinct(nterm, tdim, tcoef, t, lv, g, tile, buf):
+    """Eq. S: distinct offset vectors of tensor t over the spatial grid below level lv.
+
+    Per coordinate: no unrolled dim gives 1; one gives its factor; two with steps a, b and
+    factors n1, n2 give ``n1 n2 - max(0, n1 - b/k) max(0, n2 - a/k)`` with k = gcd(a, b)
+    (loopnest._distinct_level); more are enumerated."""
+    count = 1
+    for cc in range(nterm.shape[1]):
+        nt, k1, k2 = 0, -1, -1
+        for k in range(nterm[t, cc]):
+            if g[lv, tdim[t, cc, k]] > 1:
+                nt += 1
+                if k1 < 0:
+                    k1 = k
+                elif k2 < 0:
+                    k2 = k
+        if nt == 0:
+            continue
+        if nt == 1:
+            count *= g[lv, tdim[t, cc, k1]]
+            continue
+        if nt == 2:
+            d1, d2 = tdim[t, cc, k1], tdim[t, cc, k2]
+            n1, n2 = g[lv, d1], g[lv, d2]
+            a = tcoef[t, cc, k1] * tile[lv + 1, d1]
+            b = tcoef[t, cc, k2] * tile[lv + 1, d2]
+            x, y = a, b
+            while y:
+                x, y = y, x % y
+            count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
+            continue
+        m = 1
+        for k in range(nterm[t, cc]):
+            m *= g[lv, tdim[t, cc, k]]
+        for i in range(m):
+            rem, v = i, 0
+            for k in range(nterm[t, cc]):
+                d = tdim[t, cc, k]
+                v += tcoef[t, cc, k] * tile[lv + 1, d] * (rem % g[lv, d])
+                rem //= g[lv, d]
+            buf[i] = v
+        for i in range(1, m):  # insertion sort (the grid is small; no library sort on a GPU)
+            v, j = buf[i], i - 1
+            while j >= 0 and buf[j] > v:
+                buf[j + 1] = buf[j]
+                j -= 1
+            buf[j + 1] = v
+        u = 1
+        for i in range(1, m):
+            if buf[i] != buf[i - 1]:
+                u += 1
+        count *= u
+    return count
+
+
+@register_jitable
+def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block, read_pj,
+              write_pj, read_bw, write_bw, tensor_size, output, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl,
+              cnt):
+    """Counts of the legal mapping i (``tile`` from `check_row`) into its (L, T) rows of the
+    outputs; returns (cycles, summed level energy). Follows loopnest._scalar_counts."""
+    L, D = temporal.shape[1], temporal.shape[2]
+    T = keep.shape[2]
+    # lp rows: dim, bound, stride of each active loop; pp, last (below); 5..8 `deliveries`.
+    # lvl rows: used instances below each level, utilized instances, words read / written
+    # per instance.
+    for lv in range(L):
+        for d in range(D):
+            g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+    # The active temporal loops (bound >= 2), outermost first; kcs[c]: those above level c;
+    # pp[k]: the product of the bounds of loops 0..k-1.
+    k = 0
+    lp[3, 0] = 1
+    for lv in range(L):
+        kcs[lv] = k
+        for j in range(D):
+            d = order[i, lv, j]
+            b = temporal[i, lv, d]
+            if b >= 2:
+                lp[0, k] = d
+                lp[1, k] = b
+                lp[2, k] = g[lv, d] * tile[lv + 1, d]
+                lp[3, k + 1] = lp[3, k] * b
+                k += 1
+    kcs[L] = k
+    macs_per_unit = lp[3, k]  # the product of every temporal bound
+    for q in range(cnt.shape[1]):
+        for lv in range(L):
+            for t in range(T):
+                cnt[i, q, lv, t] = 0.0
+    ib = 1
+    for lv in range(L):
+        ub = 1
+        for d in range(D):
+            ub *= g[lv, d]
+        lvl[0, lv] = ub
+        lvl[1, lv] = ib
+        ib *= ub
+        lvl[2, lv] = 0
+        lvl[3, lv] = 0
+    for t in range(T):
+        # Eq. D into every level >= 1 that keeps t.
+        if closed[t]:
+            # Closed form when every moving coordinate has one dim (loopnest's batched path
+            # proves it): a step moves some coordinate exactly when a loop of a relevant dim
+            # is among the loops inside it, and then by at least the tile's span, so
+            # F_c = |tile| x (product of the bounds of loops 0..J), J the innermost loop
+            # above c of a relevant dim. last[k]: 1 + that loop among the first k.
+            lp[4, 0] = 0
+            for j in range(kcs[L - 1]):
+                lp[4, j + 1] = j + 1 if rel[t, lp[0, j]] else lp[4, j]
+        for c in range(1, L):
+            if keep[i, c, t]:
+                if closed[t]:
+                    deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+                else:
+                    deliv[c, t] = deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kcs[c], spans, shift)
+        is_out = t == output
+        child = L  # the next inner keeper (L: the MACs)
+        for p in range(L - 1, -1, -1):
+            if not keep[i, p, t]:
+                continue
+            f_child = deliv[child, t] if child < L else macs_per_unit
+            groups, children = 1, 1
+            for lv in range(p, child):
+                if lvl[0, lv] > 1:
+                    groups *= distinct(nterm, tdim, tcoef, t, lv, g, tile, buf)
+                    children *= lvl[0, lv]
+            a_p = f_child * groups
+            f_p = deliv[p, t] if p > 0 else tensor_size[t]
+            ip = lvl[1, p]
+            if is_out:
+                # The distinct outputs one instance ever holds: its tile widened by every
+                # temporal loop above it.
+                for d in range(D):
+                    w = tile[p, d]
+                    for lv in range(p):
+                        w *= temporal[i, lv, d]
+                    ext[0, d] = w
+                part = footprint(nterm, tdim, tcoef, t, ext, 0, spans)
+                r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                cnt[i, _SRED, p, t] = float((f_child * children - a_p) * ip)
+            else:
+                r, f, u = a_p, (f_p if p > 0 else 0), 0
+                cnt[i, _MCAST, p, t] = float((f_child * children - a_p) * ip)
+            # Energy per instance: reads at the read energy, fills and updates at the write
+            # energy, per block; times the utilized instances.
+            blk = block[p]
+            e = ceil_blocks(r, blk) * read_pj[p]
+            if is_out and p > 0:
+                e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * write_pj[p]
+            elif is_out:
+                e += ceil_blocks(u, blk) * write_pj[p]
+            elif p > 0:
+                e += ceil_blocks(f, blk) * write_pj[p]
+            cnt[i, _READS, p, t] = float(r * ip)
+            cnt[i, _FILLS, p, t] = float(f * ip)
+            cnt[i, _UPDATES, p, t] = float(u * ip)
+            cnt[i, _ENERGY, p, t] = e * ip
+            lvl[2, p] += r
+            lvl[3, p] += f + u
+            child = p
+    # Summed level by level, tensor by tensor (the order of the other paths).
+    total = 0.0
+    for lv in range(L):
+        for t in range(T):
+            total += cnt[i, _ENERGY, lv, t]
+    # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
+    cyc = float(macs_per_unit)
+    for lv in range(L):
+        if math.isfinite(read_bw[lv]):
+            cyc = max(cyc, lvl[2, lv] / read_bw[lv])
+        if math.isfinite(write_bw[lv]):
+            cyc = max(cyc, lvl[3, lv] / write_bw[lv])
+    return math.ceil(cyc), total
+
+
+@register_jitable
+def eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+             capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+             tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """Check and count mapping i into row i of every output (scratch arrays last)."""
+    L, T = keep.shape[1], keep.shape[2]
+    why, where = check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity,
+                           tile, spans)
+    codes[i, 0] = why
+    codes[i, 1] = where
+    if why != 0:
+        valid[i] = False
+        res[i, _CYCLES] = np.inf
+        res[i, _ENERGY_PJ] = np.inf
+        res[i, _COMPUTE_PJ] = np.inf
+        res[i, _UTIL] = 0.0
+        for q in range(cnt.shape[1]):
+            for lv in range(L):
+                for t in range(T):
+                    cnt[i, q, lv, t] = 0.0
+        return
+    cyc, total = count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block,
+                           read_pj, write_pj, read_bw, write_bw, tensor_size, ints[0], tile, g, lp, kcs, spans, shift,
+                           deliv, ext, buf, lvl, cnt)
+    macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
+    valid[i] = True
+    c = float(cyc)
+    res[i, _CYCLES] = c
+    res[i, _ENERGY_PJ] = total + macs * mac_pj
+    res[i, _COMPUTE_PJ] = macs * mac_pj
+    res[i, _UTIL] = macs / (n_macs * c)
+
+
+# The drivers run without numba's reference counting (``_nrt=False``): every array they
+# touch, scratch included, comes from the caller, so no per-call bookkeeping is needed (with
+# it, passing ~50 arrays to the per-row functions cost more than the counting itself).
+_JIT = {"cache": True, "_nrt": False}
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+              tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """Rows lo..hi-1 of a batch on the calling thread, with one worker's scratch."""
+    for i in range(lo, hi):
+        eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+                 capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+                 tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+
+
+@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
+def eval_parallel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
+                  fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
+                  codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """`eval_rows` over blocks of rows spread over numba's threads, one scratch per block
+    (the scratch arrays have a leading block axis)."""
+    n = temporal.shape[0]
+    n_blocks = tile.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        lo = b * step
+        hi = min(n, lo + step)
+        if lo < hi:
+            eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
+                      fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res,
+                      valid, codes, cnt, tile[b], g[b], lp[b], kcs[b], spans[b], shift[b], deliv[b], ext[b], buf[b], lvl[b])
+
+
+def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[IntArray, ...]:
+    """Per-block scratch of the drivers: tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl."""
+    e = np.empty
+    return (e((n_blocks, L + 1, D), np.int64), e((n_blocks, L, D), np.int64), e((n_blocks, 9, L * D + 1), np.int64),
+            e((n_blocks, L + 1), np.int64), e((n_blocks, C), np.int64), e((n_blocks, C), np.int64),
+            e((n_blocks, L, T), np.int64), e((n_blocks, 1, D), np.int64), e((n_blocks, max(grid, 1)), np.int64),
+            e((n_blocks, 4, L), np.int64))
+
+
+# Below this many rows a batch runs on the calling thread (starting the pool costs more).
+_PARALLEL_MIN_ROWS = 4096
+
+
+def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
+                   *, parallel: bool = True) -> dict[str, np.ndarray]:
+    """Every row of a batch (shapes already matching the problem and arch): the arrays of
+    `Metrics` (counts as (n, L, T) float64)."""
+    n, L, _ = temporal.shape
+    T = keep.shape[2]
+    res = np.empty((n, 4))
+    valid = np.empty(n, dtype=np.bool_)
+    codes = np.empty((n, 2), dtype=np.int64)
+    cnt = np.empty((n, 6, L, T))
+    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
+            *consts.as_tuple(), res, valid, codes, cnt)
+    threads = numba.get_num_threads()
+    C = consts.coef.shape[1]
+    D = temporal.shape[2]
+    grid = int(consts.ints[1])
+    if parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS:
+        eval_parallel(*args, *scratch(threads * 4, L, D, T, C, grid))
+    elif n:
+        eval_rows(0, n, *args, *(x[0] for x in scratch(1, L, D, T, C, grid)))
+    return {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
+            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1],
+            "reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
+            "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST], "spatial_reductions": cnt[:, _SRED]}

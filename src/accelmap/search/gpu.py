@@ -1,0 +1,113 @@
+"""Searches whose inner loop runs on a GPU (``device="cuda"``, ``accelmap search --device cuda``).
+
+The ``random`` and ``anneal`` searchers on the ``loopnest`` model run as the device kernels of
+`accelmap.costmodels._cuda`: mappings are drawn (or moved, one annealing chain per GPU
+thread), checked and evaluated on the device, and only each thread's best row and its
+counters come back. Launches repeat, each with its own seed, until the budget (evaluations)
+or the time limit is spent. The best row is evaluated once more on the host (the CPU
+kernel) for the `SearchResult`.
+
+The device draws from the whole map space of exact factorizations (every prime factor of a
+bound in some level's temporal, X or Y slot; any loop order; any bypass the arch allows), so
+constraints, padding, warm starts and checkpoints are not available there: asking for them
+is an error that says so.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import numpy as np
+
+from accelmap.errors import InfeasibleSpaceError, SpecError
+from accelmap.search.objectives import Objective, ObjectiveSpec
+from accelmap.search.result import History, SearchResult, mapping_to_json
+
+__all__ = ["DEVICES", "device_search", "check_device"]
+
+DEVICES = ("cpu", "cuda")
+SEARCHERS = ("random", "anneal")
+# One launch: GPU threads (chains), and draws per thread (random) or steps per chain (anneal).
+_THREADS = 1 << 18
+_PER_THREAD = 256
+_STEPS = 256
+_N_INIT = 8
+
+
+def check_device(device: str) -> str:
+    if device not in DEVICES:
+        raise SpecError(f"device = {device!r}; expected one of {', '.join(DEVICES)}")
+    if device == "cuda":
+        from accelmap.costmodels._cuda import require
+
+        require()
+    return device
+
+
+def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, objective: ObjectiveSpec,
+                  budget: int | None, time_limit_s: float | None, seed: int, unsupported: dict[str, Any]
+                  ) -> SearchResult:
+    """Random search or annealing on the GPU; see the module docstring."""
+    from accelmap.costmodels import _cuda
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.mapper.mapping import MappingBatch
+
+    check_device("cuda")
+    if model_name != "loopnest":
+        raise SpecError(f"device cuda runs the loopnest model only (got model {model_name!r}); use device cpu")
+    if searcher not in SEARCHERS:
+        raise SpecError(f"device cuda runs the searchers {', '.join(SEARCHERS)} (got {searcher!r}); use device cpu")
+    if objective.kind is not Objective.EDP:
+        raise SpecError("device cuda searches for the best EDP only; use objective 'edp' or device cpu")
+    given = [k for k, v in unsupported.items() if v not in (None, False, {}, [])]
+    if given:
+        raise SpecError(f"device cuda does not support {', '.join(given)}; drop them or use device cpu")
+    if budget is None and time_limit_s is None:
+        raise SpecError("device cuda needs a budget (evaluations) or a time limit")
+    t0 = time.perf_counter()
+    n_evals = n_legal = 0
+    best: _cuda.GpuSearchResult | None = None
+    launch = 0
+    kernel_s = 0.0
+    while True:
+        left = None if budget is None else budget - n_evals
+        if left is not None and left <= 0:
+            break
+        if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
+            break
+        # Small budgets: fewer draws or steps per thread, so that at least 32 threads run.
+        steps = _STEPS if left is None else max(1, min(_STEPS, left // 32 - _N_INIT))
+        per = (_PER_THREAD if left is None else max(1, min(_PER_THREAD, left // 32))) if searcher == "random" \
+            else steps + _N_INIT
+        threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / per))))
+        sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
+        if searcher == "random":
+            r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1)
+        else:
+            r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1)
+        launch += 1
+        n_evals += r.evaluations
+        n_legal += r.legal
+        kernel_s += r.seconds
+        if len(r.edp) and (best is None or r.edp[0] < best.edp[0]):
+            best = r
+    elapsed = time.perf_counter() - t0
+    if best is None or not len(best.edp):
+        raise InfeasibleSpaceError(f"no legal mapping found on the GPU in {n_evals:,} evaluations")
+    batch = MappingBatch(temporal=best.temporal[:1], spatial=best.spatial[:1], order=best.order[:1],
+                         keep=best.keep[:1])
+    metrics = LoopNestModel(engine="cpu").evaluate(problem, arch, batch)
+    mapping = batch[0]
+    return SearchResult(
+        problem=getattr(problem, "name", str(problem)), arch=getattr(arch, "name", str(arch)), model=model_name,
+        searcher=searcher, objective=objective, best=mapping, best_x=None, best_metrics=metrics.row(0),
+        best_objective=float(metrics.edp[0]),
+        history=History(evaluations=(n_evals,), seconds=(round(elapsed, 6),), best=(float(metrics.edp[0]),)),
+        n_evaluations=n_evals, n_valid=n_legal, elapsed_s=round(elapsed, 6),
+        stop_reason="budget" if budget is not None and n_evals >= budget else "time",
+        config={"device": "cuda", "launches": launch, "kernel_s": round(kernel_s, 6),
+                "legal_evaluations_per_s": n_legal / kernel_s if kernel_s > 0 else None},
+        seed=seed, best_mapping_json=mapping_to_json(mapping, problem, arch),
+    )
