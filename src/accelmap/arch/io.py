@@ -5,6 +5,7 @@
     version: 1
     name: my-array
     description: a 16x16 array over a 64Ki-word buffer     # optional
+    node_nm: 45                    # optional process node, for the area model (accelmap.arch.area)
     compute: {name: MAC, energy_per_mac_pj: 1.0, clock_hz: 1.0e9, word_bits: 16}
     levels:                        # outermost (DRAM) first
       - name: DRAM
@@ -67,7 +68,7 @@ __all__ = [
 
 FORMAT_VERSION = 1
 
-_TOP_KEYS = ("version", "name", "description", "compute", "levels", "constraints")
+_TOP_KEYS = ("version", "name", "description", "node_nm", "compute", "levels", "constraints")
 _COMPUTE_KEYS = ("name", "energy_per_mac_pj", "clock_hz", "word_bits")
 _LEVEL_KEYS = (
     "name",
@@ -185,6 +186,8 @@ def arch_to_dict(arch: Arch) -> dict[str, Any]:
     out: dict[str, Any] = {"version": FORMAT_VERSION, "name": arch.name}
     if arch.description:
         out["description"] = arch.description
+    if arch.node_nm is not None:
+        out["node_nm"] = arch.node_nm
     out["compute"] = {
         "name": c.name,
         "energy_per_mac_pj": _plain_number(c.energy_per_mac_pj),
@@ -401,6 +404,7 @@ def arch_from_dict(data: Any, source: str = "<arch>") -> Arch:
             compute=compute,
             description=description,
             constraints=tuple(constraints_obj.items()),
+            node_nm=_int(top, "node_nm", top_where, default=None, nullable=True),
         )
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from exc
