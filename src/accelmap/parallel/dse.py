@@ -729,7 +729,8 @@ def run_dse(
                 keys.difference_update(held)
             tell_ready()
 
-            def on_result(task: SearchTask, _outcome: Outcome) -> None:
+            def on_result(task: SearchTask, _outcome: Outcome, pending: dict[int, set[str]] = pending,
+                          tell_ready: Callable[[], None] = tell_ready) -> None:
                 for keys in pending.values():
                     keys.discard(task.key)
                 tell_ready()
