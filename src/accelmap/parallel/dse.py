@@ -78,7 +78,9 @@ __all__ = [
     "load_dse",
     "parse_dse",
     "run_dse",
+    "dse",
     "pareto_front",
+    "study_storage",
 ]
 
 # Level fields a parameter may set, and their value type. ``bandwidth_words_per_cycle`` sets
@@ -663,6 +665,7 @@ def run_dse(
     try:
         _run_parts(base_parts, store, backend)
         base = _aggregate({}, base_arch, area_mm2(base_arch), base_parts, store)
+        study.set_user_attr("base_result", base.to_dict())
         while True:
             done = len(_complete(study))
             if done >= n_wanted:
@@ -849,3 +852,66 @@ def _check_study_attrs(study: Any, spec: DseSpec, path: str | Path) -> None:
             "objectives, constraints, seed or mapping search changed); give this file another name: or use "
             "another --out directory"
         )
+
+
+def dse(
+    spec: DseSpec | str | Path,
+    *,
+    out: str | Path | None = None,
+    workers: int | None = None,
+    address: str | None = None,
+    backend: str = "ray",
+    seed: int | None = None,
+    trials: int | None = None,
+    store: str | Path | None = None,
+    plot: bool = True,
+    progress: bool = False,
+    on_trial: Callable[[TrialRecord], None] | None = None,
+) -> tuple[DseResult, dict[str, Any]]:
+    """Run (or resume) a design-space search and write its outputs.
+
+    Parameters
+    ----------
+    spec
+        A `DseSpec` or the path of a design-space file.
+    out
+        Output directory (default ``dse-<name>``): ``study.sqlite`` (Optuna), ``results.sqlite``
+        (the results store, unless ``store`` is given), ``front.json``/``.csv``, ``trials.csv``,
+        ``front.png`` and ``archs/``.
+    workers, address, backend
+        Where the mapping searches run, as in ``accelmap sweep`` (``backend="serial"`` runs
+        them in this process; ``workers`` is also how many candidates each round proposes).
+    seed
+        Overrides the file's ``seed``; the study is named ``<name>.seed<seed>``, so seeds
+        share a directory.
+    trials
+        Overrides the file's ``trials``.
+
+    Returns
+    -------
+    (DseResult, dict)
+        The result, and the ``front.json`` document (each front design with ``arch_file``).
+    """
+    from accelmap.parallel.backend import make_backend
+    from accelmap.parallel.dse_outputs import write_outputs
+
+    s = load_dse(spec) if isinstance(spec, (str, Path)) else spec
+    if seed is not None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise SpecError(f"seed = {seed!r}; expected an int >= 0")
+        s = dataclasses.replace(s, seed=seed)
+    if trials is not None:
+        s = dataclasses.replace(s, trials=_number(trials, "trials", int))
+    out_dir = Path(out) if out is not None else Path(f"dse-{s.name}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    runner = make_backend(backend, address=address, workers=workers)
+    n_workers = int(getattr(runner, "n_workers", 1))
+    study_spec = dataclasses.replace(s, name=f"{s.name}.seed{s.seed}")
+    try:
+        with ResultStore(store or out_dir / "results.sqlite") as st:
+            result = run_dse(study_spec, study_path=out_dir / "study.sqlite", store=st, backend=runner,
+                             workers=n_workers, progress=progress, on_trial=on_trial)
+    finally:
+        runner.close()
+    data = write_outputs(result, out_dir, plot=plot)
+    return result, data
