@@ -26,7 +26,7 @@ The design-space file (strict YAML, ``docs/dse.md``)::
       - file: layers/my_conv.yaml
     objectives: [edp, area]        # edp | energy | cycles | area; one or more
     constraints: {area_mm2: base, power_w: 2.0}   # area budget in mm^2 ("base": the base's own)
-    trials: 40
+    trials: 40                     # distinct candidates to evaluate (repeat proposals are free)
     searcher: nsga2                # tpe | nsga2 | random | grid (default: tpe for one objective, else nsga2)
     seed: 0
     mapping: {searcher: anneal, budget: 200000, time_limit_s: null, model: loopnest,
@@ -101,6 +101,9 @@ _TOP_KEYS = ("version", "name", "base", "node_nm", "parameters", "workloads", "o
              "constraints", "trials", "searcher", "seed", "mapping")
 _MAPPING_KEYS = ("searcher", "budget", "time_limit_s", "model", "objective", "options")
 _METRIC = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}
+# A study stops after this many proposals per wanted trial even if it keeps proposing
+# candidates it has seen (a converged sampler on a small space).
+MAX_PROPOSALS_PER_TRIAL = 20
 
 
 # --- the spec -------------------------------------------------------------------------------
@@ -667,13 +670,16 @@ def run_dse(
         base = _aggregate({}, base_arch, area_mm2(base_arch), base_parts, store)
         study.set_user_attr("base_result", base.to_dict())
         while True:
-            done = len(_complete(study))
-            if done >= n_wanted:
+            # `trials` counts distinct candidates: a proposal seen before is answered from
+            # the cache (the sampler still learns from it) and costs no mapping search.
+            n_total = len(_complete(study))
+            n_seen = len({_params_key(r.candidate.params) for r in records})
+            if n_seen >= n_wanted or n_total >= MAX_PROPOSALS_PER_TRIAL * n_wanted:
                 break
-            if grid is not None and len({_params_key(r.candidate.params) for r in records}) >= len(grid) \
-                    and not redo:
+            if grid is not None and n_seen >= len(grid) and not redo:
                 break  # every candidate of the grid has been seen: the front is exact
-            k = max(1, min(workers, n_wanted - done))
+            done = n_total
+            k = max(1, min(workers, n_wanted - n_seen))
             # Unfinished trials of an interrupted run form a batch of their own, so later
             # batches start where an uninterrupted run's would.
             n_redo = min(k, len(redo))
