@@ -24,7 +24,6 @@ from accelmap.search import SearchResult
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
 
-
 def dse(spec, **kwargs):  # type: ignore[no-untyped-def]
     """Hardware design-space search; see :func:`accelmap.parallel.dse.dse` (loaded on first use)."""
     from accelmap.parallel.dse import dse as _dse
