@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.area import area_mm2, with_level, without_level
 from accelmap.arch.spec import Arch
@@ -57,8 +58,6 @@ from accelmap.parallel.store import ResultStore
 from accelmap.parallel.sweep import (
     SearchTask,
     _check_searcher_options,
-    _list,
-    _mapping,
     _plugin_name,
     _workload,
     run_tasks,
@@ -252,12 +251,12 @@ def _base_arch(obj: Any, where: str, base_dir: Path) -> Arch:
             if path.is_file():
                 return load_arch(path)
             return load_arch(obj)
-        d = _mapping(obj, where, ("preset", "file"))
+        d = schema.check_keys(obj, ("preset", "file"), where, "a preset name or file path")
         if len(d) != 1:
-            raise SpecError(f"{where}: {obj!r}; expected exactly one of preset: NAME or file: PATH")
+            raise SpecError(f"{where} = {obj!r}; expected exactly one of preset: NAME or file: PATH")
         if "preset" in d:
-            return preset(str(d["preset"]))
-        return load_arch(base_dir / str(d["file"]))
+            return preset(schema.name(d, "preset", where, default=schema.REQUIRED))
+        return load_arch(base_dir / schema.name(d, "file", where, default=schema.REQUIRED))
     except SpecError as exc:
         if str(exc).startswith(where):
             raise
@@ -266,28 +265,22 @@ def _base_arch(obj: Any, where: str, base_dir: Path) -> Arch:
         raise SpecError(f"{where}: {exc}") from exc
 
 
-def _number(v: Any, where: str, kind: type, *, positive: bool = True) -> Any:
+def _value(v: Any, path: str, kind: type) -> Any:
+    """One parameter value of the field's type (ints >= 1, numbers > 0, or booleans)."""
     if kind is bool:
-        if not isinstance(v, bool):
-            raise SpecError(f"{where} = {v!r}; expected true or false")
-        return v
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or (kind is int and not isinstance(v, int)):
-        raise SpecError(f"{where} = {v!r}; expected {'an int >= 1' if kind is int else 'a number > 0'}")
-    if positive and v <= 0:
-        raise SpecError(f"{where} = {v!r}; expected {'an int >= 1' if kind is int else 'a number > 0'}")
-    return v
+        return schema.bool_value(v, path)
+    if kind is int:
+        return schema.int_value(v, path)
+    return schema.number_value(v, path)
+
+
+_PARAM_KEYS = ("level", "field", "values", "low", "high", "step", "log")
 
 
 def _parameter(obj: Any, where: str, base: Arch) -> Parameter:
-    d = _mapping(obj, where, ("level", "field", "values", "low", "high", "step", "log"),
-                 required=("level", "field"))
-    level = d["level"]
-    if not isinstance(level, str) or level not in base.level_names:
-        raise SpecError(f"{where}.level = {level!r}; expected a level of the base arch {base.name}: "
-                        f"{list(base.level_names)}")
-    fld = d["field"]
-    if fld not in FIELDS:
-        raise SpecError(f"{where}.field = {fld!r}; expected one of {list(FIELDS)}")
+    d = schema.check_keys(obj, _PARAM_KEYS, where, "a parameter", required=("level", "field"))
+    level = schema.choice(d, "level", where, base.level_names, default=schema.REQUIRED)
+    fld = schema.choice(d, "field", where, tuple(FIELDS), default=schema.REQUIRED)
     kind = FIELDS[fld]
     if fld == "capacity_words" and base.levels[base.level_index(level)].capacity_words is None:
         raise SpecError(f"{where}: level {level} is unbounded (capacity null); its capacity cannot be searched")
@@ -299,133 +292,124 @@ def _parameter(obj: Any, where: str, base: Arch) -> Parameter:
         raise SpecError(f"{where}: give either values: [...] or a range low: / high: (with optional "
                         "step: and log:), not both or neither")
     if has_values:
-        vals = _list(d["values"], f"{where}.values")
-        vals = [_number(v, f"{where}.values[{i}]", kind) for i, v in enumerate(vals)]
+        raw = schema.nonempty_list(d, "values", where, f"{fld} values")
+        vals = [_value(v, f"{schema.join(where, 'values')}[{i}]", kind) for i, v in enumerate(raw)]
         if len(set(vals)) != len(vals):
-            raise SpecError(f"{where}.values = {vals!r}; values repeat")
+            raise SpecError(f"{schema.join(where, 'values')} = {vals!r}; a value repeats")
         for k in ("step", "log"):
             if k in d:
-                raise SpecError(f"{where}.{k}: only a range (low/high) takes {k}")
+                raise SpecError(f"{schema.join(where, k)}: only a range (low/high) takes {k}")
         return Parameter(level=level, field=fld, values=tuple(vals))
     if kind is bool:
         raise SpecError(f"{where}: field present takes values: [true, false], not a range")
+    bounds = []
     for k in ("low", "high"):
         if k not in d:
-            raise SpecError(f"{where}: a range needs both low: and high:; {k} is missing")
-    low = _number(d["low"], f"{where}.low", kind)
-    high = _number(d["high"], f"{where}.high", kind)
+            raise SpecError(f"{schema.join(where, k)} is missing; a range needs both low: and high:")
+        bounds.append(_value(d[k], schema.join(where, k), kind))
+    low, high = bounds
     if high < low:
-        raise SpecError(f"{where}: high = {high!r} < low = {low!r}")
-    step = _number(d["step"], f"{where}.step", kind) if "step" in d else None
-    log = d.get("log", False)
-    if not isinstance(log, bool):
-        raise SpecError(f"{where}.log = {log!r}; expected true or false")
+        raise SpecError(f"{where}: high = {high!r} < low = {low!r}; expected low <= high")
+    step = _value(d["step"], schema.join(where, "step"), kind) if "step" in d else None
+    log = schema.boolean(d, "log", where, default=False)
     if log and step not in (None, 1):
         raise SpecError(f"{where}: log: true takes no step")
     return Parameter(level=level, field=fld, low=low, high=high, step=step, log=log)
 
 
 def parse_dse(data: Any, *, source: str = "<dse>", base_dir: str | Path = ".") -> DseSpec:
-    """Validate a design-space document (parsed YAML) and resolve its names and files."""
-    from accelmap._registry import costmodels, searchers
+    """Validate a design-space document (parsed YAML) and resolve its names and files.
 
-    bdir = Path(base_dir)
-    top = _mapping(data, source, _TOP_KEYS, required=("version", "base", "parameters", "workloads"))
-    if top["version"] != 1 or isinstance(top["version"], bool):
-        raise SpecError(f"{source}: version = {top['version']!r}; expected 1")
-    name = top.get("name", Path(source).stem if not source.startswith("<") else "dse")
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{source}: name = {name!r}; expected a non-empty string")
-    base = _base_arch(top["base"], f"{source}: base", bdir)
-    node = top.get("node_nm", base.node_nm or 45)
-    node = _number(node, f"{source}: node_nm", int)
+    Every error is a `SpecError` naming ``source`` and the key path, what was found and what
+    is expected (the shared `accelmap._schema` layer).
+    """
+    from accelmap._registry import costmodels, searchers
     from accelmap.arch.area import NODE_AREA_SCALE
 
+    bdir = Path(base_dir)
+    top_where = f"{source}: "
+    top = schema.check_keys(data, _TOP_KEYS, top_where, "a design-space file",
+                            required=("version", "base", "parameters", "workloads"))
+    if top["version"] != 1 or isinstance(top["version"], bool):
+        raise SpecError(f"{source}: version = {top['version']!r}; expected 1 (add `version: 1` at the top)")
+    name = schema.name(top, "name", top_where, default=Path(source).stem if not source.startswith("<") else "dse")
+    base = _base_arch(top["base"], f"{source}: base", bdir)
+    node = schema.integer(top, "node_nm", top_where, default=base.node_nm or 45)
     if node not in NODE_AREA_SCALE:
-        raise SpecError(f"{source}: node_nm = {node}; the area model knows {sorted(NODE_AREA_SCALE)}")
+        raise SpecError(f"{source}: node_nm = {node}; expected one of the area model's nodes "
+                        f"{sorted(NODE_AREA_SCALE)}")
     base = dataclasses.replace(base, node_nm=node)
 
     params = [_parameter(p, f"{source}: parameters[{i}]", base)
-              for i, p in enumerate(_list(top["parameters"], f"{source}: parameters"))]
+              for i, p in enumerate(schema.nonempty_list(top, "parameters", top_where, "parameters"))]
     names = [p.name for p in params]
     dup = sorted({n for n in names if names.count(n) > 1})
     if dup:
-        raise SpecError(f"{source}: parameters: {dup} given more than once")
-    if "bandwidth_words_per_cycle" in {p.field for p in params}:
-        for p in params:
-            other = f"{p.level}.bandwidth_words_per_cycle"
-            if p.field.endswith("bandwidth_words_per_cycle") and p.name != other and other in names:
-                raise SpecError(f"{source}: parameters: {p.name} and {other} both set {p.level}'s bandwidth")
+        raise SpecError(f"{source}: parameters: {dup} given more than once; give each level field once")
+    for p in params:
+        both = f"{p.level}.bandwidth_words_per_cycle"
+        if p.field.endswith("bandwidth_words_per_cycle") and p.name != both and both in names:
+            raise SpecError(f"{source}: parameters: {p.name} and {both} both set {p.level}'s bandwidth")
 
     workloads: list[tuple[str | None, Problem]] = []
-    for i, item in enumerate(_list(top["workloads"], f"{source}: workloads")):
+    for i, item in enumerate(schema.nonempty_list(top, "workloads", top_where, "workloads")):
         workloads += _workload(item, f"{source}: workloads[{i}]", bdir)
 
-    objectives = top.get("objectives", ["edp", "area"])
-    if isinstance(objectives, str):
-        objectives = [objectives]
-    objectives = _list(objectives, f"{source}: objectives")
-    for i, o in enumerate(objectives):
-        if o not in OBJECTIVES:
-            raise SpecError(f"{source}: objectives[{i}] = {o!r}; expected one of {list(OBJECTIVES)}")
+    if isinstance(top.get("objectives"), str):
+        top = dict(top, objectives=[top["objectives"]])
+    objectives = (schema.nonempty_list(top, "objectives", top_where, f"objectives ({', '.join(OBJECTIVES)})")
+                  if "objectives" in top else ["edp", "area"])
+    for i, _ in enumerate(objectives):
+        schema.choice_value(objectives[i], f"{source}: objectives[{i}]", OBJECTIVES)
     if len(set(objectives)) != len(objectives):
         raise SpecError(f"{source}: objectives = {objectives!r}; an objective repeats")
     if objectives == ["area"]:
         raise SpecError(f"{source}: objectives = ['area']; add a workload objective (edp, energy or cycles)")
 
-    cons = top.get("constraints") or {}
-    cons = _mapping(cons, f"{source}: constraints", ("area_mm2", "power_w"))
+    cons_where = f"{source}: constraints"
+    cons = schema.check_keys(top.get("constraints") or {}, ("area_mm2", "power_w"), cons_where, "constraints")
     area_budget: float | None = None
-    if "area_mm2" in cons:
-        if cons["area_mm2"] == "base":
-            area_budget = area_mm2(base)
-        else:
-            area_budget = float(_number(cons["area_mm2"], f"{source}: constraints.area_mm2", float))
-    power_budget = (float(_number(cons["power_w"], f"{source}: constraints.power_w", float))
-                    if "power_w" in cons and cons["power_w"] is not None else None)
-
-    trials = _number(top.get("trials", 40), f"{source}: trials", int)
-    default_outer = "tpe" if len(objectives) == 1 else "nsga2"
-    outer = top.get("searcher", default_outer)
-    if outer not in OUTER_SEARCHERS:
-        raise SpecError(f"{source}: searcher = {outer!r}; expected one of {list(OUTER_SEARCHERS)} "
-                        "(the outer, architecture search; the mapping searcher goes under mapping:)")
+    if cons.get("area_mm2") == "base":
+        area_budget = area_mm2(base)
+    elif cons.get("area_mm2") is not None:
+        area_budget = float(schema.number(cons, "area_mm2", cons_where, default=None, minimum=0, strict=True))
+    power_budget = schema.number(cons, "power_w", cons_where, default=None, minimum=0, strict=True, nullable=True,
+                                 null_means="no power budget")
+    trials = schema.integer(top, "trials", top_where, default=40)
+    outer = schema.choice(top, "searcher", top_where, OUTER_SEARCHERS,
+                          default="tpe" if len(objectives) == 1 else "nsga2")
     if outer == "grid":
         for p in params:
             if p.values is None:
                 raise SpecError(f"{source}: searcher grid needs values: lists; parameter {p.name} is a range")
-    seed = top.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise SpecError(f"{source}: seed = {seed!r}; expected an int >= 0")
+    seed = schema.integer(top, "seed", top_where, default=0, minimum=0)
 
-    m = _mapping(top.get("mapping") or {}, f"{source}: mapping", _MAPPING_KEYS)
-    model = _plugin_name(m.get("model", "loopnest"), costmodels.names(), f"{source}: mapping.model", "cost model")
-    msearcher = _plugin_name(m.get("searcher", "anneal"), searchers.names(), f"{source}: mapping.searcher",
+    m_where = f"{source}: mapping"
+    m = schema.check_keys(top.get("mapping") or {}, _MAPPING_KEYS, m_where, "the mapping search")
+    model = _plugin_name(m.get("model", "loopnest"), costmodels.names(), schema.join(m_where, "model"), "cost model")
+    msearcher = _plugin_name(m.get("searcher", "anneal"), searchers.names(), schema.join(m_where, "searcher"),
                              "searcher")
     opts = m.get("options") or {}
     if not isinstance(opts, dict):
-        raise SpecError(f"{source}: mapping.options = {opts!r}; expected a mapping of option: value")
-    _check_searcher_options(msearcher, opts, f"{source}: mapping.options")
-    budget = m.get("budget")
-    if budget is not None:
-        budget = _number(budget, f"{source}: mapping.budget", int)
-    tl = m.get("time_limit_s")
-    if tl is not None:
-        tl = float(_number(tl, f"{source}: mapping.time_limit_s", float))
+        raise SpecError(f"{schema.join(m_where, 'options')} = {opts!r}; expected a mapping of option: value")
+    _check_searcher_options(msearcher, opts, schema.join(m_where, "options"))
+    budget = schema.integer(m, "budget", m_where, default=None, nullable=True, null_means="no evaluation budget")
+    tl = schema.number(m, "time_limit_s", m_where, default=None, minimum=0, strict=True, nullable=True,
+                       null_means="no time limit")
     if budget is None and tl is None:
         if msearcher == "exact":
             tl = 60.0
         else:
             budget = 150_000
     metric_objs = [o for o in objectives if o != "area"]
-    mobj = m.get("objective", metric_objs[0] if len(metric_objs) == 1 else "edp")
-    if mobj not in _METRIC:
-        raise SpecError(f"{source}: mapping.objective = {mobj!r}; expected one of {list(_METRIC)}")
+    mobj = schema.choice(m, "objective", m_where, tuple(_METRIC),
+                         default=metric_objs[0] if len(metric_objs) == 1 else "edp")
     return DseSpec(
         name=name, base=base, node_nm=node, parameters=tuple(params), workloads=tuple(workloads),
         objectives=tuple(objectives), area_budget_mm2=area_budget, power_budget_w=power_budget,
         trials=trials, searcher=outer, seed=seed, model=model, mapping_searcher=msearcher,
-        mapping_budget=budget, mapping_time_limit_s=tl, mapping_objective=mobj, mapping_options=dict(opts),
+        mapping_budget=budget, mapping_time_limit_s=None if tl is None else float(tl), mapping_objective=mobj,
+        mapping_options=dict(opts),
     )
 
 
@@ -907,7 +891,7 @@ def dse(
             raise SpecError(f"seed = {seed!r}; expected an int >= 0")
         s = dataclasses.replace(s, seed=seed)
     if trials is not None:
-        s = dataclasses.replace(s, trials=_number(trials, "trials", int))
+        s = dataclasses.replace(s, trials=schema.integer({"trials": trials}, "trials", "dse: ", default=None))
     out_dir = Path(out) if out is not None else Path(f"dse-{s.name}")
     out_dir.mkdir(parents=True, exist_ok=True)
     runner = make_backend(backend, address=address, workers=workers)
