@@ -626,11 +626,14 @@ def run_dse(
 
     # Trials that a killed or interrupted run left unfinished: fail them and propose their
     # parameters again first, so the history matches an uninterrupted run.
-    redo: list[dict[str, Any]] = []
+    # The GA samplers' generation of each such trial is kept too: NSGA-II would otherwise
+    # count the redone trial into the generation current at its new ask.
+    redo: list[tuple[dict[str, Any], dict[str, Any]]] = []
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,
                                                       optuna.trial.TrialState.WAITING)):
         if t.state == optuna.trial.TrialState.RUNNING:
-            redo.append(dict(t.params))
+            kept = {k: v for k, v in t.system_attrs.items() if k.endswith(":generation")}
+            redo.append((dict(t.params), kept))
             study._storage.set_trial_state_values(t._trial_id, optuna.trial.TrialState.FAIL)
     grid = spec.grid()
     grid_order: list[dict[str, Any]] = []
@@ -671,7 +674,7 @@ def run_dse(
                 k = n_redo
             batch = []
             for j in range(k):
-                fixed = redo.pop(0) if n_redo else None
+                fixed, kept = redo.pop(0) if n_redo else (None, {})
                 if fixed is None and grid_order:
                     seen = {_params_key(r.candidate.params) for r in records} | {
                         _params_key(tr.params) for tr, *_ in batch}
@@ -682,6 +685,8 @@ def run_dse(
                     study.enqueue_trial(fixed, skip_if_exists=False)
                 study.sampler = _sampler(spec, _trial_seed(spec, done + j))
                 trial = study.ask(dists)
+                for key, value in kept.items():
+                    study._storage.set_trial_system_attr(trial._trial_id, key, value)
                 params = {p.name: trial.params[p.name] for p in spec.parameters}
                 arch = spec.candidate(params)
                 area = area_mm2(arch)

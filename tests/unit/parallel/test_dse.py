@@ -82,8 +82,9 @@ def test_front_equals_brute_force_sweep(files: Path):
     assert len(brute) >= 2
 
 
-def test_resumed_study_equals_uninterrupted(files: Path):
-    doc = _doc(searcher="tpe", objectives=["edp"], trials=10,
+@pytest.mark.parametrize(("searcher", "objectives"), [("tpe", ["edp"]), ("nsga2", ["edp", "area"])])
+def test_resumed_study_equals_uninterrupted(files: Path, searcher: str, objectives: list[str]):
+    doc = _doc(searcher=searcher, objectives=objectives, trials=10,
                parameters=[{"level": "GLB", "field": "capacity_words", "low": 128, "high": 8192, "log": True},
                            {"level": "GLB", "field": "fanout_x", "values": [1, 2, 4]}])
     spec = load_dse(_write(files, doc))
