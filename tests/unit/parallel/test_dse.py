@@ -242,3 +242,15 @@ def test_changed_file_with_same_study_is_refused(files: Path):
         other = dataclasses.replace(spec, objectives=("energy", "area"))
         with pytest.raises(SpecError, match="different design-space file"):
             run_dse(other, study_path=files / "st.sqlite", store=store)
+
+
+def test_power_budget_makes_candidates_infeasible(files: Path):
+    doc = _doc(trials=2, searcher="random", constraints={"power_w": 1e-12},
+               parameters=[{"level": "GLB", "field": "fanout_x", "values": [2, 4]}])
+    spec = load_dse(_write(files, doc))
+    assert spec.power_budget_w == 1e-12
+    with ResultStore(files / "s.sqlite") as store:
+        res = run_dse(spec, study_path=files / "st.sqlite", store=store)
+    assert res.trials and all(t.candidate.status == "ok" and not t.feasible for t in res.trials)
+    assert all(t.candidate.power_w() > 1e-12 for t in res.trials)
+    assert res.front == ()
