@@ -428,10 +428,23 @@ class Candidate:
     n_layers: int = 0
     n_proven: int = 0
     error: str | None = None
+    # Certified lower bounds of the workload totals: sums of the layers' bounds x repeat
+    # (None when a layer has no bound). No mapping of this candidate does better.
+    lb_cycles: float | None = None
+    lb_energy_pj: float | None = None
 
     @property
     def edp(self) -> float:
         return self.cycles * self.energy_pj
+
+    def lower_bound(self, objective: str) -> float | None:
+        """Certified lower bound of a workload objective (EDP: product of the two sums)."""
+        if objective == "area":
+            return self.area_mm2
+        if self.lb_cycles is None or self.lb_energy_pj is None:
+            return None
+        return {"cycles": self.lb_cycles, "energy": self.lb_energy_pj,
+                "edp": self.lb_cycles * self.lb_energy_pj}[objective]
 
     def power_w(self) -> float:
         """Average power over the workload: energy / time."""
@@ -450,6 +463,7 @@ class Candidate:
             "status": self.status, "cycles": _j(self.cycles), "energy_pj": _j(self.energy_pj),
             "edp": _j(self.edp), "power_w": _j(self.power_w()), "certified_gap": self.certified_gap,
             "n_layers": self.n_layers, "n_proven": self.n_proven, "error": self.error,
+            "lb_cycles": self.lb_cycles, "lb_energy_pj": self.lb_energy_pj,
         }
 
 
@@ -463,6 +477,8 @@ def _aggregate(params: dict[str, Any], arch: Arch, area: float,
     best_obj = lb_obj = 0.0
     gap_known = True
     n_proven = 0
+    lb_c: float | None = 0.0
+    lb_e: float | None = 0.0
     for task, repeat, _ in parts:
         row = store.get(task.key)
         if row is None or row["status"] == "error":
@@ -478,6 +494,15 @@ def _aggregate(params: dict[str, Any], arch: Arch, area: float,
         obj = float(row[_METRIC[task.objective]])
         proven = bool(res.get("proven_optimal"))
         n_proven += proven
+        lbd = res.get("lower_bound") or {}
+        for metric in ("cycles", "energy_pj"):
+            # a mapping proven optimal for this very metric is its own bound
+            own = proven and _METRIC[task.objective] == metric
+            bound = float(row[metric]) if own else lbd.get(metric)
+            if metric == "cycles":
+                lb_c = None if lb_c is None or bound is None else lb_c + repeat * float(bound)
+            else:
+                lb_e = None if lb_e is None or bound is None else lb_e + repeat * float(bound)
         lb = obj if proven else _objective_bound(res, task.objective)
         if lb is None or not lb > 0:
             gap_known = False
@@ -486,7 +511,7 @@ def _aggregate(params: dict[str, Any], arch: Arch, area: float,
             lb_obj += repeat * lb
     gap = max(best_obj / lb_obj - 1.0, 0.0) if gap_known and lb_obj > 0 else None
     return Candidate(params=params, arch=arch, area_mm2=area, status="ok", cycles=cycles, energy_pj=energy,
-                     certified_gap=gap, n_layers=len(parts), n_proven=n_proven)
+                     certified_gap=gap, n_layers=len(parts), n_proven=n_proven, lb_cycles=lb_c, lb_energy_pj=lb_e)
 
 
 def _objective_bound(result: dict[str, Any], objective: str) -> float | None:
@@ -523,6 +548,19 @@ class DseResult:
 
     def to_dict(self) -> dict[str, Any]:
         objs = self.spec.objectives
+        front = []
+        for c in self.front:
+            row = _front_row(c, objs)
+            for o in objs:
+                if o == "area":
+                    continue
+                row[f"{o}_lower_bound"] = c.lower_bound(o)
+                base_lb = self.base.lower_bound(o) if self.base.status == "ok" else None
+                # Better than the base arch for sure: this design's found value is below
+                # every mapping the base could have (its certified bound).
+                row[f"{o}_beats_base"] = c.value(o) < self.base.value(o)
+                row[f"{o}_beats_base_certified"] = base_lb is not None and c.value(o) < base_lb
+            front.append(row)
         return {
             "study": self.spec.name, "study_storage": self.study_path, "store": self.store_path,
             "objectives": list(objs), "searcher": self.spec.searcher, "seed": self.spec.seed,
@@ -531,7 +569,7 @@ class DseResult:
             "power_budget_w": self.spec.power_budget_w, "node_nm": self.spec.node_nm,
             "wall_s": round(self.wall_s, 3), "interrupted": self.interrupted,
             "base": self.base.to_dict(),
-            "front": [_front_row(c, objs) for c in self.front],
+            "front": front,
         }
 
 
@@ -816,7 +854,8 @@ def _candidate_from_trial(spec: DseSpec, t: Any) -> Candidate:
     return Candidate(params=params, arch=arch, area_mm2=float(d.get("area_mm2", area_mm2(arch))),
                      status=str(d.get("status", "ok")), cycles=num(d.get("cycles")),
                      energy_pj=num(d.get("energy_pj")), certified_gap=d.get("certified_gap"),
-                     n_layers=int(d.get("n_layers", 0)), n_proven=int(d.get("n_proven", 0)), error=d.get("error"))
+                     n_layers=int(d.get("n_layers", 0)), n_proven=int(d.get("n_proven", 0)), error=d.get("error"),
+                     lb_cycles=d.get("lb_cycles"), lb_energy_pj=d.get("lb_energy_pj"))
 
 
 def _spec_fingerprint(spec: DseSpec) -> str:

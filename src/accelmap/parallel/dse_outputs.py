@@ -35,18 +35,32 @@ def front_table(rows: list[dict[str, Any]], objectives: list[str], base: dict[st
     metrics = [o for o in objectives if o != "area"]
     pnames = sorted({k for r in rows for k in r.get("params", {})})
     head = ["#", *[p.split(".", 1)[-1] if _unique_suffix(p, pnames) else p for p in pnames], "area mm2",
-            *metrics, "gap"]
+            *metrics, "gap", "< base"]
     out_rows = []
     if base is not None:
         out_rows.append(["base", *["-" for _ in pnames], f"{base['area_mm2']:.4g}",
-                         *[_f(base.get(m)) for m in metrics], _g(base.get("certified_gap"))])
+                         *[_f(base.get(m)) for m in metrics], _g(base.get("certified_gap")), ""])
     for i, r in enumerate(rows):
         out_rows.append([str(i), *[str(r["params"].get(p, "-")) for p in pnames], f"{r['area_mm2']:.4g}",
-                         *[_f(r.get(m)) for m in metrics], _g(r.get("certified_gap"))])
+                         *[_f(r.get(m)) for m in metrics], _g(r.get("certified_gap")), _beats(r, metrics)])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *out_rows, strict=True)]
     lines = ["  ".join(str(x).rjust(w) for x, w in zip(row, widths, strict=True)) for row in [head, *out_rows]]
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
+
+
+def _beats(row: dict[str, Any], metrics: list[str]) -> str:
+    """Against the base, per metric: "proven" (below its certified bound), "yes" (below its
+    found value: search noise possible), or "no"."""
+    out = []
+    for m in metrics:
+        if row.get(f"{m}_beats_base_certified"):
+            out.append("proven")
+        elif row.get(f"{m}_beats_base"):
+            out.append("yes")
+        elif f"{m}_beats_base" in row:
+            out.append("no")
+    return "/".join(out) or "-"
 
 
 def _unique_suffix(p: str, names: list[str]) -> bool:

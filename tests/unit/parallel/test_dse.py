@@ -254,3 +254,19 @@ def test_power_budget_makes_candidates_infeasible(files: Path):
     assert res.trials and all(t.candidate.status == "ok" and not t.feasible for t in res.trials)
     assert all(t.candidate.power_w() > 1e-12 for t in res.trials)
     assert res.front == ()
+
+
+def test_lower_bounds_and_certified_comparison_with_base(files: Path):
+    doc = _doc(trials=2, searcher="random", parameters=[{"level": "GLB", "field": "fanout_x", "values": [2, 4]}])
+    spec = load_dse(_write(files, doc))
+    with ResultStore(files / "s.sqlite") as store:
+        res = run_dse(spec, study_path=files / "st.sqlite", store=store)
+    for t in res.trials:
+        c = t.candidate
+        assert c.lower_bound("edp") is not None and c.lower_bound("edp") <= c.edp
+        assert c.lower_bound("cycles") <= c.cycles and c.lower_bound("energy") <= c.energy_pj
+    data = res.to_dict()
+    for row, c in zip(data["front"], res.front, strict=True):
+        assert row["edp_lower_bound"] == c.lower_bound("edp")
+        assert row["edp_beats_base_certified"] == (c.edp < res.base.lower_bound("edp"))
+        assert not row["edp_beats_base_certified"] or row["edp_beats_base"]
