@@ -653,10 +653,10 @@ def run_dse(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     t0 = time.perf_counter()
     n_wanted = spec.trials if trials is None else trials
-    directions = ["minimize"] * len(spec.objectives)
+    directions = [optuna.study.StudyDirection.MINIMIZE] * len(spec.objectives)
     study = optuna.create_study(storage=study_storage(study_path), study_name=spec.name,
                                 directions=directions, sampler=_sampler(spec, spec.seed), load_if_exists=True)
-    if list(study.directions) != [optuna.study.StudyDirection.MINIMIZE] * len(directions):
+    if list(study.directions) != directions:
         raise SpecError(f"{study_path}: study {spec.name!r} has {len(study.directions)} objective(s); this file "
                         f"has {len(directions)}. Use another name: or study file")
     _check_study_attrs(study, spec, study_path)
@@ -710,7 +710,7 @@ def run_dse(
             n_redo = min(k, len(redo))
             if n_redo:
                 k = n_redo
-            batch = []
+            batch: list[tuple[Any, dict[str, Any], Arch, float, list[tuple[SearchTask, int, tuple[str, ...]]]]] = []
             for j in range(k):
                 fixed, kept = redo.pop(0) if n_redo else (None, {})
                 if fixed is None and grid_order:

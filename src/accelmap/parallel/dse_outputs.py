@@ -138,9 +138,10 @@ def plot_front(points: list[tuple[float, float, bool]], front: list[tuple[float,
     ok = [(a, v) for a, v, f in points if f]
     bad = [(a, v) for a, v, f in points if not f]
     if ok:
-        ax.scatter(*zip(*ok, strict=True), s=14, color="tab:blue", alpha=0.5, label="trials")
+        ax.scatter([a for a, _ in ok], [v for _, v in ok], s=14, color="tab:blue", alpha=0.5, label="trials")
     if bad:
-        ax.scatter(*zip(*bad, strict=True), s=14, color="tab:gray", marker="x", alpha=0.5, label="infeasible")
+        ax.scatter([a for a, _ in bad], [v for _, v in bad], s=14, color="tab:gray", marker="x", alpha=0.5,
+                   label="infeasible")
     if front:
         fa, fv = zip(*sorted(front), strict=True)
         ax.step(fa, fv, where="post", color="tab:red", lw=1.2)
