@@ -71,7 +71,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(data, indent=2))
     else:
         print(f"front of {len(data['front'])} design(s) over {data['trials']} trial(s) "
-              f"({data['distinct_candidates']} distinct), {data['wall_s']:.1f} s")
+              f"({data['distinct_candidates']} distinct, {data['searched_candidates']} searched), "
+              f"{data['wall_s']:.1f} s")
         print(front_table(data["front"], list(spec.objectives), data["base"]))
         for i, row in enumerate(data["front"]):
             print(f"  [{i}] {row['arch_file']}")

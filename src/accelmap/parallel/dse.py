@@ -26,7 +26,7 @@ The design-space file (strict YAML, ``docs/dse.md``)::
       - file: layers/my_conv.yaml
     objectives: [edp, area]        # edp | energy | cycles | area; one or more
     constraints: {area_mm2: base, power_w: 2.0}   # area budget in mm^2 ("base": the base's own)
-    trials: 40                     # distinct candidates to evaluate (repeat proposals are free)
+    trials: 40                     # distinct candidates to search (repeats and over-budget ones are free)
     searcher: nsga2                # tpe | nsga2 | random | grid (default: tpe for one objective, else nsga2)
     seed: 0
     mapping: {searcher: anneal, budget: 200000, time_limit_s: null, model: loopnest,
@@ -544,6 +544,7 @@ class DseResult:
     wall_s: float
     interrupted: bool = False
     n_distinct: int = 0
+    n_searched: int = 0
     grid_size: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
@@ -565,6 +566,7 @@ class DseResult:
             "study": self.spec.name, "study_storage": self.study_path, "store": self.store_path,
             "objectives": list(objs), "searcher": self.spec.searcher, "seed": self.spec.seed,
             "inner_seed": self.spec.inner_seed, "trials": len(self.trials), "distinct_candidates": self.n_distinct,
+            "searched_candidates": self.n_searched,
             "grid_size": self.grid_size, "area_budget_mm2": self.spec.area_budget_mm2,
             "power_budget_w": self.spec.power_budget_w, "node_nm": self.spec.node_nm,
             "wall_s": round(self.wall_s, 3), "interrupted": self.interrupted,
@@ -695,16 +697,19 @@ def run_dse(
         base = _aggregate({}, base_arch, area_mm2(base_arch), base_parts, store)
         study.set_user_attr("base_result", base.to_dict())
         while True:
-            # `trials` counts distinct candidates: a proposal seen before is answered from
-            # the cache (the sampler still learns from it) and costs no mapping search.
+            # `trials` counts distinct candidates given a mapping search: a proposal seen
+            # before is answered from the cache, one over the area budget is rejected from its
+            # area alone; neither costs a search (the sampler still learns from both).
             n_total = len(_complete(study))
             n_seen = len({_params_key(r.candidate.params) for r in records})
-            if n_seen >= n_wanted or n_total >= MAX_PROPOSALS_PER_TRIAL * n_wanted:
+            n_searched = len({_params_key(r.candidate.params) for r in records
+                              if r.candidate.status != "over_budget"})
+            if n_searched >= n_wanted or n_total >= MAX_PROPOSALS_PER_TRIAL * n_wanted:
                 break
             if grid is not None and n_seen >= len(grid) and not redo:
                 break  # every candidate of the grid has been seen: the front is exact
             done = n_total
-            k = max(1, min(workers, n_wanted - n_seen))
+            k = max(1, min(workers, n_wanted - n_searched))
             # Unfinished trials of an interrupted run form a batch of their own, so later
             # batches start where an uninterrupted run's would.
             n_redo = min(k, len(redo))
@@ -791,6 +796,8 @@ def run_dse(
     return DseResult(spec=spec, trials=tuple(records), base=base, front=tuple(front),
                      study_path=str(study_path), store_path=store.path, wall_s=time.perf_counter() - t0,
                      interrupted=interrupted, n_distinct=len({_params_key(r.candidate.params) for r in records}),
+                     n_searched=len({_params_key(r.candidate.params) for r in records
+                                     if r.candidate.status != "over_budget"}),
                      grid_size=None if grid is None else len(grid))
 
 
