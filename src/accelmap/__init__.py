@@ -23,6 +23,14 @@ from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.search import SearchResult
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
+
+def dse(spec, **kwargs):  # type: ignore[no-untyped-def]
+    """Hardware design-space search; see :func:`accelmap.parallel.dse.dse` (loaded on first use)."""
+    from accelmap.parallel.dse import dse as _dse
+
+    return _dse(spec, **kwargs)
+
+
 __all__ = [
     "__version__",
     "AccelmapError",
@@ -41,5 +49,6 @@ __all__ = [
     "Mapping",
     "MappingBatch",
     "search",
+    "dse",
     "SearchResult",
 ]

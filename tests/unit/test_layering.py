@@ -14,7 +14,7 @@ import pytest
 SRC = Path(__file__).resolve().parents[2] / "src" / "accelmap"
 
 RANK = {
-    "errors": 0, "_files": 0, "_typing": 0, "_registry": 0, "_version": 0,
+    "errors": 0, "_files": 0, "_typing": 0, "_registry": 0, "_version": 0, "_schema": 0,
     "workloads": 1,
     "arch": 2,
     "mapper": 3,

@@ -5,6 +5,7 @@
     version: 1
     name: my-array
     description: a 16x16 array over a 64Ki-word buffer     # optional
+    node_nm: 45                    # optional process node, for the area model (accelmap.arch.area)
     compute: {name: MAC, energy_per_mac_pj: 1.0, clock_hz: 1.0e9, word_bits: 16}
     levels:                        # outermost (DRAM) first
       - name: DRAM
@@ -40,15 +41,14 @@ imported by :mod:`accelmap.arch.timeloop` with an optional energy reference tabl
 
 from __future__ import annotations
 
-import difflib
 import json
-import math
 import re
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap._registry import did_you_mean
 from accelmap.arch.presets import preset, presets
@@ -67,7 +67,7 @@ __all__ = [
 
 FORMAT_VERSION = 1
 
-_TOP_KEYS = ("version", "name", "description", "compute", "levels", "constraints")
+_TOP_KEYS = ("version", "name", "description", "node_nm", "compute", "levels", "constraints")
 _COMPUTE_KEYS = ("name", "energy_per_mac_pj", "clock_hz", "word_bits")
 _LEVEL_KEYS = (
     "name",
@@ -185,6 +185,8 @@ def arch_to_dict(arch: Arch) -> dict[str, Any]:
     out: dict[str, Any] = {"version": FORMAT_VERSION, "name": arch.name}
     if arch.description:
         out["description"] = arch.description
+    if arch.node_nm is not None:
+        out["node_nm"] = arch.node_nm
     out["compute"] = {
         "name": c.name,
         "energy_per_mac_pj": _plain_number(c.energy_per_mac_pj),
@@ -208,86 +210,14 @@ def save_arch(arch: Arch, path: str | Path) -> None:
 
 
 # --- parsing -------------------------------------------------------------------------------
-def _check_keys(obj: Any, accepted: tuple[str, ...], where: str, what: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        subject = f"{where}the top level" if where.endswith(": ") else where
-        shown = repr(obj) if len(repr(obj)) <= 60 else repr(obj)[:57] + "..."
-        raise SpecError(
-            f"{subject} is a {type(obj).__name__} ({shown}); expected {what} with keys {', '.join(accepted)}"
-        )
-    for key in obj:
-        if key not in accepted:
-            close = difflib.get_close_matches(str(key), accepted, n=1, cutoff=0.6)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise SpecError(f"{_join(where, str(key))}: unknown key{hint}; accepted keys: {', '.join(accepted)}")
-    return obj
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}{key}" if where.endswith(": ") else f"{where}.{key}"
-
-
-def _int(obj: dict[str, Any], key: str, where: str, *, default: Any, nullable: bool = False) -> Any:
-    if key not in obj:
-        if default is _REQUIRED:
-            expect = "an int >= 1, or null for unbounded" if nullable else "an int >= 1"
-            raise SpecError(f"{_join(where, key)} is missing; expected {expect}")
-        return default
-    v = obj[key]
-    if v is None and nullable:
-        return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < 1:
-        expect = "an int >= 1, or null for unbounded" if nullable else "an int >= 1"
-        raise SpecError(f"{_join(where, key)} = {v!r}; expected {expect}")
-    return v
-
-
-def _number(
-    obj: dict[str, Any], key: str, where: str, *, default: Any, minimum: float, strict: bool, nullable: bool = False
-) -> Any:
-    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
-    expect = f"a number {bound}" + (", or null for unlimited" if nullable else "")
-    if key not in obj:
-        if default is _REQUIRED:
-            raise SpecError(f"{_join(where, key)} is missing; expected {expect}")
-        return default
-    v = obj[key]
-    if v is None and nullable:
-        return None
-    if (
-        isinstance(v, bool)
-        or not isinstance(v, (int, float))
-        or not math.isfinite(v)
-        or (v <= minimum if strict else v < minimum)
-    ):
-        raise SpecError(f"{_join(where, key)} = {v!r}; expected {expect}")
-    return v
-
-
-def _bool(obj: dict[str, Any], key: str, where: str, *, default: bool) -> bool:
-    v = obj.get(key, default)
-    if not isinstance(v, bool):
-        raise SpecError(f"{_join(where, key)} = {v!r}; expected true or false")
-    return v
-
-
-def _name(obj: dict[str, Any], key: str, where: str, *, default: Any) -> str:
-    if key not in obj:
-        if default is _REQUIRED:
-            raise SpecError(f"{_join(where, key)} is missing; expected a non-empty string")
-        return str(default)
-    v = obj[key]
-    if not isinstance(v, str) or not v.strip():
-        raise SpecError(f"{_join(where, key)} = {v!r}; expected a non-empty string")
-    return v
-
-
-class _Required:
-    def __repr__(self) -> str:
-        return "<required>"
-
-
-_REQUIRED: Any = _Required()
+# The strict checks are the shared spec layer's (`accelmap._schema`); local names kept short.
+_check_keys = schema.check_keys
+_join = schema.join
+_int = schema.integer
+_number = schema.number
+_bool = schema.boolean
+_name = schema.name
+_REQUIRED = schema.REQUIRED
 
 
 def _holds(obj: dict[str, Any], where: str) -> frozenset[str] | None:
@@ -401,6 +331,7 @@ def arch_from_dict(data: Any, source: str = "<arch>") -> Arch:
             compute=compute,
             description=description,
             constraints=tuple(constraints_obj.items()),
+            node_nm=_int(top, "node_nm", top_where, default=None, nullable=True),
         )
     except SpecError as exc:
         raise SpecError(f"{source}: {exc}") from exc

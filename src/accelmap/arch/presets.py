@@ -172,6 +172,7 @@ def _eyeriss_like() -> Arch:
     return Arch(
         name="eyeriss-like",
         levels=(dram, glb, ifmap, weights, psum),
+        node_nm=45,  # Timeloop exercise's Accelergy table is 45 nm
         # 2.2 pJ per 16-bit MAC: the exercise's 45 nm Accelergy table, as used in the
         # reference run ("Compute energy: 2.20 pJ"); 200 MHz from JSSC 2017.
         compute=Compute(name="MAC", energy_per_mac_pj=2.2, clock_hz=200e6, word_bits=word),
@@ -261,6 +262,7 @@ def _simba_like() -> Arch:
     return Arch(
         name="simba-like",
         levels=(dram, gb, inbuf, wbuf, accu, wregs),
+        node_nm=node,
         compute=Compute(
             name="MAC",
             energy_per_mac_pj=round(_INT8_MAC_45NM_PJ * _NODE_SCALE[node], 4),  # estimate: int8 MAC at 16 nm
@@ -451,6 +453,7 @@ def systolic_array(
     return Arch(
         name=name or f"systolic-{rows}x{cols}",
         levels=levels,
+        node_nm=45,  # energies above are 45 nm estimates
         constraints=_systolic_constraints(tuple(lv.name for lv in levels)),
         compute=Compute(name="MAC", energy_per_mac_pj=mac_pj, clock_hz=clock_hz, word_bits=word_bits),
         description=(
@@ -500,6 +503,7 @@ def _tpu_v1_like() -> Arch:
     return Arch(
         name="tpu-v1-like",
         levels=levels,
+        node_nm=node,
         constraints=_systolic_constraints(tuple(lv.name for lv in levels)),
         compute=Compute(
             name="MAC",
@@ -568,6 +572,7 @@ def _nvdla_like() -> Arch:
     return Arch(
         name="nvdla-like",
         levels=(dram, cbuf, cacc, cell),
+        node_nm=node,
         compute=Compute(
             name="MAC",
             energy_per_mac_pj=round(_INT8_MAC_45NM_PJ * _NODE_SCALE[node], 4),  # estimate: int8 at 16 nm
@@ -625,6 +630,7 @@ def _edge_tpu_like() -> Arch:
     return Arch(
         name="edge-tpu-like",
         levels=(dram, sram, pe),
+        node_nm=node,
         compute=Compute(
             name="MAC",
             energy_per_mac_pj=round(_INT8_MAC_45NM_PJ * _NODE_SCALE[node], 4),  # estimate: int8 at 28 nm
@@ -717,6 +723,7 @@ def _gpu_sm(
     return Arch(
         name=name,
         levels=(hbm, l2, smem, rf, tc),
+        node_nm=node_nm,
         compute=Compute(
             name="FMA",
             energy_per_mac_pj=round(_FP16_FMA_45NM_PJ * _NODE_SCALE[node_nm], 4),  # estimate: fp16 FMA
@@ -841,6 +848,7 @@ def _mlu_like() -> Arch:
     return Arch(
         name="mlu-like",
         levels=(gdram, sram, nram, wram),
+        node_nm=node,
         compute=Compute(
             name="MAC",
             energy_per_mac_pj=round(_INT8_MAC_45NM_PJ * _NODE_SCALE[node], 4),  # estimate: int8 at 16 nm

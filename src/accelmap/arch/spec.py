@@ -117,9 +117,16 @@ class Arch:
     compute: Compute
     description: str = ""
     constraints: tuple[tuple[str, Any], ...] = field(default=(), compare=False, hash=False)
+    # Process node (nm) the arch is built in: read by the area model (`accelmap.arch.area`)
+    # only. It changes no access energy or mapping, so it is left out of task keys.
+    node_nm: int | None = field(default=None, compare=False, hash=False, metadata={"key": False})
 
     def __post_init__(self) -> None:
         problems: list[str] = []
+        if self.node_nm is not None and (
+            isinstance(self.node_nm, bool) or not isinstance(self.node_nm, int) or self.node_nm < 1
+        ):
+            problems.append(f"node_nm = {self.node_nm!r}; expected an int >= 1 (process node in nm) or None")
         if not self.levels:
             problems.append("no storage levels; expected at least one (the outermost, e.g. DRAM)")
         names = [lv.name for lv in self.levels]

@@ -20,7 +20,7 @@ from accelmap.errors import AccelmapError
 __all__ = ["main", "build_parser"]
 
 # Order here is the order of `accelmap --help`.
-_VERBS = ("search", "evaluate", "sweep", "report", "space", "validate", "list", "show", "import")
+_VERBS = ("search", "evaluate", "sweep", "dse", "report", "space", "validate", "list", "show", "import")
 
 
 class UsageError(AccelmapError):

@@ -18,7 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Summarise a results store written by `accelmap sweep`: the best task of "
                     "every layer on every arch and cost model (over searchers and seeds), and "
                     "network totals (best layers weighted by their repeat counts).")
-    p.add_argument("store", help="results store (SQLite) written by `accelmap sweep`")
+    p.add_argument("store", help="results store (SQLite) written by `accelmap sweep`, or a DSE study: "
+                                 "the output directory of `accelmap dse` or its study.sqlite")
     p.add_argument("--metric", choices=tuple(_METRICS), default="edp",
                    help="what 'best' means (default: edp)")
     p.add_argument("--csv", metavar="FILE", help="write the best-per-layer table as CSV")
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace) -> int:
     from accelmap.parallel.store import SUMMARY_COLUMNS, ResultStore
 
     path = Path(args.store)
+    if path.is_dir() or _is_study(path):
+        return _dse_report(path, args)
     if not path.is_file():
         raise SpecError(f"{path}: no such results store; run `accelmap sweep` first or check the path")
     metric = _METRICS[args.metric]
@@ -75,6 +78,41 @@ def run(args: argparse.Namespace) -> int:
         if args.plot:
             _plot(best, totals, metric, args.plot)
             print(f"wrote {args.plot}", file=sys.stderr)
+    return 0
+
+
+def _is_study(path: Path) -> bool:
+    """An Optuna RDB file (it has a `studies` table), not a results store."""
+    import sqlite3
+
+    if not path.is_file():
+        return False
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as con:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    except sqlite3.DatabaseError:
+        return False
+    return "studies" in names and "results" not in names
+
+
+def _dse_report(path: Path, args: argparse.Namespace) -> int:
+    from accelmap.parallel.dse_outputs import front_table, study_report
+
+    studies = study_report(path)
+    for s in studies:
+        print(f"study {s['study']}: {s['n_trials']} trial(s), {s['n_complete']} complete, "
+              f"{s['n_feasible']} feasible; objectives {', '.join(s['objectives'])}")
+        print(front_table(s["front"], s["objectives"], s.get("base")))
+    if args.csv and studies:
+        with open(args.csv, "w", newline="") as fh:
+            w = csv.writer(fh)
+            pnames = sorted({k for s in studies for r in s["front"] for k in r["params"]})
+            w.writerow(["study", *pnames, "area_mm2", "cycles", "energy_pj", "edp", "certified_gap", "arch"])
+            for s in studies:
+                for r in s["front"]:
+                    w.writerow([s["study"], *[r["params"].get(p) for p in pnames], r["area_mm2"], r["cycles"],
+                                r["energy_pj"], r["edp"], r["certified_gap"], r["arch"]])
+        print(f"\nwrote {args.csv}", file=sys.stderr)
     return 0
 
 

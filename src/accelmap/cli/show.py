@@ -12,14 +12,19 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("what", choices=("workload", "arch"))
     p.add_argument("name", help="zoo network, net/layer, preset name, or a file path")
     p.add_argument("--energy", metavar="ERT", help="Timeloop energy reference table for a Timeloop arch file")
+    p.add_argument("--node", type=int, metavar="NM",
+                   help="process node for the area breakdown (default: the arch's node_nm, else 45)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     if args.what == "arch":
+        from accelmap.arch.area import arch_area
         from accelmap.arch.io import load_arch
 
-        print(load_arch(args.name, energy=args.energy).describe())
+        arch = load_arch(args.name, energy=args.energy)
+        print(arch.describe())
+        print(arch_area(arch, args.node).describe())
         return 0
     from accelmap.workloads import zoo
     from accelmap.workloads.io import load_problem

@@ -155,12 +155,12 @@ def canonical(obj: Any) -> Any:
     """A JSON-ready form of a spec that is equal for equal specs, on any machine.
 
     Dataclasses become ``{"__type__": name, field: value}`` over their init fields (derived
-    arrays are left out), enums their value, sets sorted lists, dicts key-sorted.
+    arrays and fields marked ``metadata={"key": False}`` are left out), enums their value, sets sorted lists, dicts key-sorted.
     """
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         out: dict[str, Any] = {"__type__": type(obj).__name__}
         for f in dataclasses.fields(obj):
-            if f.init:
+            if f.init and f.metadata.get("key", True):
                 out[f.name] = canonical(getattr(obj, f.name))
         return out
     if isinstance(obj, enum.Enum):

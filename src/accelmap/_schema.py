@@ -1,0 +1,180 @@
+"""One strict validation layer for every spec file reader.
+
+Each reader walks its parsed YAML/JSON tree with these helpers, so every file speaks the same
+error language: what is wrong, where (file and key path), what was received and what was
+expected, with a "did you mean" for a misspelt key::
+
+    arch.yaml: levels[1].capacity_words = 0; expected an int >= 1, or null for unbounded
+    dse.yaml: parameters[0].feild: unknown key (did you mean 'field'?); accepted keys: level, field, ...
+
+A *where* is the path prefix of the node being read: ``"arch.yaml: "`` for the top level
+(a trailing ``": "``), or ``"arch.yaml: levels[1]"`` below it; :func:`join` appends a key.
+Every check raises :class:`~accelmap.errors.SpecError`.
+
+Why our own module and not a schema library (pydantic v2): the messages are the product here
+(file, key path, received value, expected form, near-miss keys), and pydantic's, once
+re-worded to this form, cost a model class per node plus a translation of its error list;
+the helpers below are the few checks the readers need, each one line of message, at no
+import cost.
+"""
+
+from __future__ import annotations
+
+import difflib
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from accelmap.errors import SpecError
+
+__all__ = ["REQUIRED", "join", "check_keys", "integer", "number", "boolean", "name", "nonempty_list", "choice",
+           "int_value", "number_value", "bool_value", "choice_value"]
+
+
+class _Required:
+    def __repr__(self) -> str:
+        return "<required>"
+
+
+REQUIRED: Any = _Required()
+
+
+def join(where: str, key: str | int) -> str:
+    """The path of ``key`` (a mapping key, or a list index) under ``where``."""
+    if isinstance(key, int):
+        return f"{where.removesuffix(': ')}[{key}]"
+    return f"{where}{key}" if where.endswith(": ") else f"{where}.{key}"
+
+
+def _show(obj: Any) -> str:
+    shown = repr(obj)
+    return shown if len(shown) <= 60 else shown[:57] + "..."
+
+
+def check_keys(obj: Any, accepted: Sequence[str], where: str, what: str, *,
+               required: Sequence[str] = ()) -> dict[str, Any]:
+    """``obj`` as a mapping whose keys are all in ``accepted`` and include ``required``."""
+    if not isinstance(obj, dict):
+        subject = f"{where}the top level" if where.endswith(": ") else where
+        raise SpecError(
+            f"{subject} is a {type(obj).__name__} ({_show(obj)}); expected {what} with keys {', '.join(accepted)}"
+        )
+    for key in obj:
+        if key not in accepted:
+            close = difflib.get_close_matches(str(key), list(accepted), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{join(where, str(key))}: unknown key{hint}; accepted keys: {', '.join(accepted)}")
+    for key in required:
+        if key not in obj:
+            raise SpecError(f"{join(where, key)} is missing; {what} needs keys {', '.join(required)}")
+    return obj
+
+
+def int_value(v: Any, path: str, *, minimum: int = 1) -> int:
+    """``v`` (found at ``path``) as an int >= ``minimum``."""
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise SpecError(f"{path} = {v!r}; expected an int >= {minimum}")
+    return v
+
+
+def number_value(v: Any, path: str, *, minimum: float = 0.0, strict: bool = True) -> float:
+    """``v`` (found at ``path``) as a finite number above ``minimum``."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
+            or (v <= minimum if strict else v < minimum):
+        raise SpecError(f"{path} = {v!r}; expected a number {'>' if strict else '>='} {minimum:g}")
+    return v
+
+
+def bool_value(v: Any, path: str) -> bool:
+    """``v`` (found at ``path``) as true or false."""
+    if not isinstance(v, bool):
+        raise SpecError(f"{path} = {v!r}; expected true or false")
+    return v
+
+
+def choice_value(v: Any, path: str, choices: Sequence[str]) -> str:
+    """``v`` (found at ``path``) as one of ``choices``, with a "did you mean" for a near miss."""
+    if not isinstance(v, str) or v not in choices:
+        close = difflib.get_close_matches(str(v), list(choices), n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"{path} = {v!r}{hint}; expected one of {', '.join(choices)}")
+    return v
+
+
+def integer(obj: dict[str, Any], key: str, where: str, *, default: Any, nullable: bool = False,
+            minimum: int = 1, null_means: str = "unbounded") -> Any:
+    """``obj[key]`` as an int >= ``minimum`` (or None when ``nullable``); ``default`` if absent."""
+    expect = f"an int >= {minimum}" + (f", or null for {null_means}" if nullable else "")
+    if key not in obj:
+        if default is REQUIRED:
+            raise SpecError(f"{join(where, key)} is missing; expected {expect}")
+        return default
+    v = obj[key]
+    if v is None and nullable:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
+        raise SpecError(f"{join(where, key)} = {v!r}; expected {expect}")
+    return v
+
+
+def number(obj: dict[str, Any], key: str, where: str, *, default: Any, minimum: float, strict: bool,
+           nullable: bool = False, null_means: str = "unlimited") -> Any:
+    """``obj[key]`` as a finite number above ``minimum`` (``>`` when ``strict``, else ``>=``)."""
+    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    expect = f"a number {bound}" + (f", or null for {null_means}" if nullable else "")
+    if key not in obj:
+        if default is REQUIRED:
+            raise SpecError(f"{join(where, key)} is missing; expected {expect}")
+        return default
+    v = obj[key]
+    if v is None and nullable:
+        return None
+    if (
+        isinstance(v, bool)
+        or not isinstance(v, (int, float))
+        or not math.isfinite(v)
+        or (v <= minimum if strict else v < minimum)
+    ):
+        raise SpecError(f"{join(where, key)} = {v!r}; expected {expect}")
+    return v
+
+
+def boolean(obj: dict[str, Any], key: str, where: str, *, default: Any) -> Any:
+    """``obj[key]`` as true or false; ``default`` if absent (REQUIRED: must be present)."""
+    if key not in obj and default is REQUIRED:
+        raise SpecError(f"{join(where, key)} is missing; expected true or false")
+    v = obj.get(key, default)
+    if not isinstance(v, bool):
+        raise SpecError(f"{join(where, key)} = {v!r}; expected true or false")
+    return v
+
+
+def name(obj: dict[str, Any], key: str, where: str, *, default: Any) -> str:
+    """``obj[key]`` as a non-empty string."""
+    if key not in obj:
+        if default is REQUIRED:
+            raise SpecError(f"{join(where, key)} is missing; expected a non-empty string")
+        return str(default)
+    v = obj[key]
+    if not isinstance(v, str) or not v.strip():
+        raise SpecError(f"{join(where, key)} = {v!r}; expected a non-empty string")
+    return v
+
+
+def nonempty_list(obj: dict[str, Any], key: str, where: str, what: str) -> list[Any]:
+    """``obj[key]`` as a non-empty list (``what`` describes its items)."""
+    if key not in obj:
+        raise SpecError(f"{join(where, key)} is missing; expected a non-empty list of {what}")
+    v = obj[key]
+    if not isinstance(v, list) or not v:
+        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a non-empty list of {what}")
+    return v
+
+
+def choice(obj: dict[str, Any], key: str, where: str, choices: Sequence[str], *, default: Any) -> Any:
+    """``obj[key]`` as one of ``choices`` (a near miss gets a "did you mean")."""
+    if key not in obj:
+        if default is REQUIRED:
+            raise SpecError(f"{join(where, key)} is missing; expected one of {', '.join(choices)}")
+        return default
+    return choice_value(obj[key], join(where, key), choices)
