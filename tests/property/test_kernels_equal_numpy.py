@@ -167,3 +167,14 @@ def test_engine_choice(monkeypatch) -> None:
     assert LoopNestModel().engine == "cpu"
     with pytest.raises(SpecError, match="engine argument"):
         LoopNestModel(engine="gpu")
+
+
+@pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "mobilenet_v2/block2_2_dw"])
+def test_loopnest_padded_zoo_layers(layer: str) -> None:
+    """Zoo convolutions carry their padding: both engines count only the words that exist."""
+    problem, arch = load_problem(layer), preset("eyeriss-like")
+    assert problem.has_padding
+    rng = np.random.default_rng(11)
+    legal = MapSpace(problem, arch).sample_valid(200, rng)
+    _agree(problem, arch, legal, f"{layer} padded legal")
+    _agree(problem, arch, damage(legal, rng), f"{layer} padded damaged")

@@ -286,6 +286,9 @@ class LoopNestModel:
         else:
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
                                                    mappings.keep)
+        if problem.has_padding:  # padding only, as on the numpy path: see `_count_existing_words`
+            _count_existing_words(problem, out["reads"], out["fills"], out["updates"], out["energy_breakdown_pj"],
+                                  out["energy_pj"])
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
 
     def _evaluate_numpy(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
