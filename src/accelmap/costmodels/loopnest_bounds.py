@@ -80,7 +80,7 @@ from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.workloads.problem import Problem
 
-__all__ = ["BoundModel", "partial_bounds"]
+__all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -110,6 +110,7 @@ class BoundModel:
     touched: FloatArray  # (T,) lower bound of the words of each tensor any MAC touches
     disjoint: tuple[bool, ...]  # per tensor: its moving coordinates use disjoint dims
     exist: FloatArray  # (T,) share of a padded tensor's words that exist (the model scales its energy by it)
+    traffic: TrafficTable | None = None  # see `traffic_table` (attached by the exact mapper)
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -163,6 +164,73 @@ class BoundModel:
             n_macs=int(arch.n_macs), touched=touched, disjoint=tuple(disjoint),
             exist=problem.existing_fraction(),
         )
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class TrafficTable:
+    """The least energy of the words level 1 receives from level 0, over every tile level 1
+    can hold that is at least a given one (see `traffic_table`)."""
+
+    tensors: IntArray  # tensors kept at levels 0 and 1: their level 0 -> 1 terms are bounded here
+    vals: tuple[FloatArray, ...]  # per dim, the sorted tile extents level 1 can have
+    least: FloatArray  # (|vals_0|, ..., |vals_D-1|) least energy over the tiles >= each cell
+
+
+def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
+                  max_cells: int = 2_000_000) -> TrafficTable | None:
+    """A capacity-aware bound of the traffic between the outermost level and level 1.
+
+    Every tile ``T`` (one extent per dim, from ``tile_values``) that fits level 1's capacity
+    with the tensors it keeps is charged, for each such tensor ``t``, ``S_t(T) R_t`` words
+    delivered (read from level 0, written into level 1; outputs: written back to level 0),
+    where the reloads ``R_t`` follow from the loops left above level 1, at least
+    ``ceil(E_d / T_d)`` iterations of each dim ``d`` (argument 1 of the module doc: a tensor
+    is reloaded whole by each iteration of the loops at or above its innermost active jump
+    loop ``J*``), and at least the words any MAC touches (argument 5). One loop order serves every tensor: relaxed to its innermost active loop
+    ``z``, a tensor with ``z`` among its jump dims pays every loop, any other its own jump
+    loops (as `_order_energy`). The least over ``z``, then over every tile at least as large
+    in every dim (a suffix minimum over the grid), bounds the sum of those terms of any
+    completion whose level-1 tile is at least the known part. It is the data-movement bound
+    of a buffer of fixed capacity (Orojenesis, Huang et al., ISCA 2024: the least backing-store
+    traffic over the tilings that fit), taken on the model's own counting rules. Returns
+    None where it does not apply (fewer than three levels, fanout above level 1, unbounded
+    level 1, nothing kept at levels 0 and 1, or more than ``max_cells`` tiles).
+    """
+    if bm.L < 3 or bm.fan[0] != 1 or not np.isfinite(bm.capacity[1]):
+        return None
+    tensors = np.flatnonzero(bm.keep[0] & bm.keep[1])
+    if len(tensors) == 0:
+        return None
+    vals = [np.unique(np.asarray(v, dtype=np.float64)) for v in tile_values]
+    shape = tuple(len(v) for v in vals)
+    cells = int(np.prod(shape))
+    if cells > max_cells:
+        return None
+    grids = np.meshgrid(*vals, indexing="ij")
+    tiles = np.stack([g.ravel() for g in grids], axis=1)  # (cells, D)
+    q = np.ceil(np.asarray(bounds, dtype=np.float64)[None, :] / tiles)
+    active = q >= 2
+    q_all = q.prod(axis=1)
+    need = np.zeros(cells)
+    for t in np.flatnonzero(bm.keep[1]):
+        need += _footprint(bm, int(t), tiles)
+    parts = []
+    for t in tensors.tolist():
+        f = float(bm.exist[t])
+        w = f * bm.write_pj_word[0] if t == bm.output else f * (bm.read_pj_word[0] + bm.write_pj_word[1])
+        parts.append((w, _footprint(bm, t, tiles), q[:, bm.jump[t]].prod(axis=1), float(bm.touched[t])))
+    # each tensor's words: at least the reloads of its whole tile, and every touched word once
+    best = np.where(active.any(axis=1), np.inf, sum(w * np.maximum(sz, lo) for w, sz, _, lo in parts))
+    for z in range(bm.D):
+        if not active[:, z].any():
+            continue
+        val = sum(w * np.maximum(sz * (q_all if bm.jump[t, z] else own), lo)
+                  for t, (w, sz, own, lo) in zip(tensors.tolist(), parts, strict=True))
+        best = np.where(active[:, z], np.minimum(best, val), best)
+    best = np.where(need <= bm.capacity[1], best, np.inf).reshape(shape)
+    for ax in range(bm.D):  # least over the tiles >= each cell
+        best = np.flip(np.minimum.accumulate(np.flip(best, axis=ax), axis=ax), axis=ax)
+    return TrafficTable(tensors=tensors, vals=tuple(vals), least=best)
 
 
 def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
@@ -561,6 +629,33 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             if p > 0:
                 terms.append((deliveries(t, p), f * bm.write_pj_word[p], 0.0, 0.0))
     energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
+    tab = bm.traffic
+    if tab is not None and k >= 2:
+        # level 1's tile is open: at least the known tile times the fixed spatial factors of
+        # levels 1 .. k-1 and the temporal factors chosen at level k-1
+        lb = tile_k * next_level[..., 0] if next_level is not None else tile_k.copy()
+        if spatial is not None:
+            lb = lb * gs[:, 1:k].prod(axis=1)
+        elif next_level is not None:
+            lb = lb * next_level[..., 1] * next_level[..., 2]
+        idx = np.empty((n, D), dtype=np.int64)
+        over = np.zeros(n, dtype=bool)
+        for d in range(D):
+            idx[:, d] = np.searchsorted(tab.vals[d], lb[:, d] * (1.0 - 1e-12), side="left")
+            over |= idx[:, d] >= len(tab.vals[d])
+            np.minimum(idx[:, d], len(tab.vals[d]) - 1, out=idx[:, d])
+        least = np.where(over, np.inf, tab.least[tuple(idx.T)])
+        # what the terms above charged for the same words (all fixed: level 1 < k)
+        have = np.zeros(n)
+        for t in tab.tensors.tolist():
+            x = deliveries(t, 1).fixed
+            f = float(bm.exist[t])
+            if t == bm.output:
+                have += f * bm.write_pj_word[0] * x + f * bm.read_pj_word[0] * np.maximum(x - part_ub(0), 0.0) \
+                    + f * bm.write_pj_word[1] * np.maximum(x - part_ub(1), 0.0)
+            else:
+                have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
+        energy = energy + np.maximum(least - have, 0.0)
     steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
     cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))

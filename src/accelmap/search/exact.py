@@ -35,6 +35,7 @@ mappers that prove optimality in a space by pruning it (the Turbo-Charged Mapper
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import itertools
 import math
@@ -45,13 +46,13 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap._typing import IntArray
-from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
+from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
-__all__ = ["ExactSearcher", "Certificate", "DimTree", "k_of", "node_inputs", "root_bound", "solve"]
+__all__ = ["ExactSearcher", "Certificate", "DimTree", "bound_model", "k_of", "node_inputs", "root_bound", "solve"]
 
 _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
@@ -257,6 +258,16 @@ def _patterns(space: Any) -> list[Any]:
     return out
 
 
+def bound_model(space: Any, keep: Any) -> BoundModel:
+    """The `BoundModel` of one keep pattern of ``space``, with its capacity-aware traffic
+    table over the tile extents level 1 can have (`traffic_table`)."""
+    bm = BoundModel.build(space.problem, space.arch, keep)
+    if space._L < 3:
+        return bm
+    tile1 = [np.unique(space._tables[d][:, 1:, :].prod(axis=(1, 2))) for d in range(space._D)]
+    return dataclasses.replace(bm, traffic=traffic_table(bm, tile1, space.problem.bounds))
+
+
 def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
     if getattr(model, "name", "") != "loopnest":
         raise SpecError(f"searcher exact proves optimality on the loopnest model only; got model "
@@ -266,8 +277,9 @@ def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
                         "not a Pareto front; use --searcher anneal or optuna for energy,cycles")
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     pats = _patterns(space)
+    bms = [bound_model(space, p) for p in pats]
     return _Problem(space=space, model=model, objective=objective, trees=trees, patterns=pats,
-                    bms=[BoundModel.build(space.problem, space.arch, p) for p in pats],
+                    bms=bms,
                     L=space._L, D=space._D,
                     free_orders=[np.asarray(f, dtype=np.int64) for f in space._order_free],
                     outer_orders=[list(o) for o in space._order_outer],

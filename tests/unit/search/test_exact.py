@@ -15,10 +15,10 @@ import accelmap
 from accelmap.arch.presets import preset
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.loopnest import LoopNestModel
-from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
+from accelmap.costmodels.loopnest_bounds import partial_bounds
 from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
-from accelmap.search.exact import DimTree, node_inputs, root_bound, solve
+from accelmap.search.exact import DimTree, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import conv2d, matmul
 
@@ -123,7 +123,7 @@ def _node_bounds_of(space: MapSpace, batch, keep) -> list[float]:
     """The bound of every node on the path of each mapping of ``batch`` (one keep pattern):
     every depth and every split, as the search computes them."""
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
-    bm = BoundModel.build(space.problem, space.arch, keep)
+    bm = bound_model(space, keep)
     D = space._D
     fac = np.stack([batch.temporal, batch.spatial[..., 0], batch.spatial[..., 1]], axis=-1)  # (n, L, D, 3)
     # each mapping's row in every sorted table
