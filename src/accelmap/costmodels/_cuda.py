@@ -2,7 +2,7 @@
 searches whose inner loop stays on the device.
 
 The per-row functions of `accelmap.costmodels._loopnest_kernel` (``check_row``,
-``count_row``, ``eval_row`` and their helpers) are registered for the CUDA target too, so the
+``eval_range`` and their helpers) are registered for the CUDA target too, so the
 GPU runs the very source the CPU engine runs. On top of them:
 
 * ``evaluate`` -- one thread per mapping of a host batch (the engine behind
@@ -68,7 +68,7 @@ def require() -> object:
     return cuda
 
 
-_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.count_row, K.eval_row)
+_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.eval_range)
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +127,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     require()
     from numba import boolean, float64, int64
 
-    eval_row = K.eval_row
+    eval_range = K.eval_range
     P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
     L1 = L + 1
 
@@ -137,7 +137,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                         codes, cnt):
         i = cuda.grid(1)
         if i < temporal.shape[0]:
-            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
             g = cuda.local.array((L, D), int64)
             lp = cuda.local.array((9, P1), int64)
             kcs = cuda.local.array(L1, int64)
@@ -147,7 +147,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             ext = cuda.local.array((1, D), int64)
             buf = cuda.local.array(buf_len, int64)
             lvl = cuda.local.array((4, L), int64)
-            eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(i, i + 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes,
                      cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
 
@@ -239,7 +239,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
         kcs = cuda.local.array(L1, int64)
@@ -254,7 +254,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         for _ in range(n_iter):
             sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
             build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(0, 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             if valid[0]:
@@ -284,7 +284,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
         kcs = cuda.local.array(L1, int64)
@@ -303,7 +303,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         for _ in range(n_init):
             sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
             build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(0, 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             evals += 1
@@ -362,7 +362,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                     if a > 0 and holds[a, b]:
                         keep[0, a, b] = not keep[0, a, b]
             build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(0, 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             evals += 1
