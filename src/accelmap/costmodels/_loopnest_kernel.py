@@ -19,6 +19,7 @@ same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`)
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numba
@@ -498,6 +499,14 @@ def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[I
 _PARALLEL_MIN_ROWS = 4096
 
 
+def _threads() -> int:
+    """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs, so
+    that workers sharing a machine do not oversubscribe it)."""
+    n = numba.get_num_threads()
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
+
+
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
                    *, parallel: bool = True) -> dict[str, np.ndarray]:
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
@@ -511,7 +520,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
             *consts.as_tuple(), res, valid, codes, cnt)
-    threads = numba.get_num_threads()
+    threads = _threads()
     C = consts.coef.shape[1]
     D = temporal.shape[2]
     grid = int(consts.ints[1])
