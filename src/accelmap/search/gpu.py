@@ -32,7 +32,7 @@ SEARCHERS = ("random", "anneal")
 # One launch: GPU threads (chains), and draws per thread (random) or steps per chain (anneal).
 _THREADS = 1 << 18
 _PER_THREAD = 256
-_STEPS = 256
+_STEPS = 1024
 _N_INIT = 8
 
 
