@@ -217,3 +217,13 @@ def test_systolic_random_array_usage() -> None:
     arch = preset("systolic")
     for problem in (SYSTOLIC_CASES["conv-3x3"](), SYSTOLIC_CASES["gemm"]()):
         _systolic_agree(problem, arch, _systolic_pool(problem, arch, 1500, np.random.default_rng(6)), problem.name)
+
+
+def test_systolic_parallel_blocks() -> None:
+    """A batch above the threading threshold, legal and illegal rows mixed."""
+    arch = preset("systolic")
+    problem = SYSTOLIC_CASES["conv-3x3"]()
+    rng = np.random.default_rng(9)
+    space = MapSpace(problem, arch)
+    batch = MappingBatch.concat([space.sample(3000, rng), space.sample_valid(2000, rng)])
+    _systolic_agree(problem, arch, batch.take(rng.permutation(len(batch))), "5000 rows")

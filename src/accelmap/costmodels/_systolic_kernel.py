@@ -15,11 +15,12 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from numba.extending import register_jitable
 
 from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
+from accelmap.costmodels._loopnest_kernel import _threads
 from accelmap.workloads.problem import Problem
 
 __all__ = ["SystolicConsts", "systolic_consts", "stats_batch"]
@@ -415,6 +416,26 @@ def _stats_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class
                 used, ints, flts, out_i, out_f, valid, ext)
 
 
+@njit(cache=True, _nrt=False, parallel=True)  # type: ignore[call-overload]
+def _stats_parallel(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts,
+                    out_i, out_f, valid, ext):
+    """`stats_range` over blocks of rows spread over numba's threads (``ext`` has one row per
+    block)."""
+    n = temporal.shape[0]
+    n_blocks = ext.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        lo = b * step
+        hi = min(n, lo + step)
+        if lo < hi:
+            stats_range(lo, hi, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used,
+                        ints, flts, out_i, out_f, valid, ext[b])
+
+
+# Below this many rows a batch runs on the calling thread.
+_PARALLEL_MIN_ROWS = 4096
+
+
 def stats_batch(consts: SystolicConsts, temporal, spatial, order, keep):  # noqa: ANN001, ANN201
     """`SystolicStats` of every row (shapes already matching the problem and arch)."""
     from accelmap.costmodels.systolic import SystolicStats
@@ -423,10 +444,15 @@ def stats_batch(consts: SystolicConsts, temporal, spatial, order, keep):  # noqa
     out_i = np.empty((n, 19), dtype=np.int64)
     out_f = np.empty((n, 3))
     valid = np.empty(n, dtype=np.bool_)
-    if n:
-        _stats_rows(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-                    np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-                    *consts.as_tuple(), out_i, out_f, valid, np.empty(consts.bounds.shape[0], np.int64))
+    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
+            *consts.as_tuple(), out_i, out_f, valid)
+    D = consts.bounds.shape[0]
+    threads = _threads()
+    if threads > 1 and n >= _PARALLEL_MIN_ROWS:
+        _stats_parallel(*args, np.empty((threads * 4, D), np.int64))
+    elif n:
+        _stats_rows(*args, np.empty(D, np.int64))
     c = out_i.T
     return SystolicStats(
         valid=valid, reason=c[_REASON], reason_level=c[_LEVEL], dataflow=c[_DF], row_class=c[_RC],
