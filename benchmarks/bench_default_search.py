@@ -1,9 +1,11 @@
 """The default search before and after the compiled kernels.
 
-``accelmap search resnet50/conv3_1 --arch eyeriss-like`` (the default searcher and budget),
+``accelmap search resnet50/conv3_1 --arch eyeriss-like`` (the default searcher and budget;
+``--arch``, ``--model`` and ``--layer`` change the case),
 run in one process with the numpy engine and with the cpu engine in turn (interleaved,
 ``--repeats`` pairs), then the cpu engine under a time limit equal to the numpy runs' median
-wall time (best EDP at equal wall time). Results: ``benchmarks/results/bench_default_search.json``.
+wall time (best EDP at equal wall time). Results: ``benchmarks/results/bench_default_search.json``
+(``bench_default_search_<model>.json`` for another model).
 """
 
 from __future__ import annotations
@@ -19,12 +21,15 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_default_search.json"
 
 
+CASE = {"layer": "resnet50/conv3_1", "arch": "eyeriss-like", "model": "loopnest"}
+
+
 def _run(engine: str, **kw) -> dict:
     from accelmap.search.api import search
 
     os.environ["ACCELMAP_KERNELS"] = engine  # read when the model is built
     t0 = time.perf_counter()
-    r = search("resnet50/conv3_1", "eyeriss-like", **kw)
+    r = search(CASE["layer"], CASE["arch"], model=CASE["model"], **kw)
     wall = time.perf_counter() - t0
     return {"engine": engine, "wall_s": wall, "evaluations": r.n_evaluations, "evals_per_s": r.n_evaluations / wall,
             "best_edp": r.edp, **{k: v for k, v in kw.items() if k != "budget"}}
@@ -33,7 +38,12 @@ def _run(engine: str, **kw) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--layer", default=CASE["layer"])
+    ap.add_argument("--arch", default=CASE["arch"])
+    ap.add_argument("--model", default=CASE["model"])
     args = ap.parse_args()
+    CASE.update(layer=args.layer, arch=args.arch, model=args.model)
+    results = RESULTS if args.model == "loopnest" else RESULTS.with_name(f"bench_default_search_{args.model}.json")
     import numba
 
     _run("cpu", budget=2000)  # compile or load the kernels, warm the caches
@@ -47,10 +57,10 @@ def main() -> None:
     equal = _run("cpu", time_limit_s=med["numpy"])
     print("cpu at the numpy wall time:", equal)
     out = {"load_average": list(os.getloadavg()), "numba_threads": numba.get_num_threads(),
-           "command": "accelmap search resnet50/conv3_1 --arch eyeriss-like", "runs": runs,
+           "command": f"accelmap search {CASE['layer']} --arch {CASE['arch']} --model {CASE['model']}", "runs": runs,
            "median_wall_s": med, "speedup": med["numpy"] / med["cpu"], "cpu_at_numpy_wall_time": equal}
-    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"speedup {out['speedup']:.2f}x; wrote {RESULTS}")
+    results.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"speedup {out['speedup']:.2f}x; wrote {results}")
 
 
 if __name__ == "__main__":

@@ -178,3 +178,63 @@ def test_loopnest_padded_zoo_layers(layer: str) -> None:
     legal = MapSpace(problem, arch).sample_valid(200, rng)
     _agree(problem, arch, legal, f"{layer} padded legal")
     _agree(problem, arch, damage(legal, rng), f"{layer} padded damaged")
+
+
+# --- systolic ------------------------------------------------------------------------------
+SYSTOLIC_CASES = {
+    "conv-3x3": lambda: conv2d("CB2a_2", c=16, k=16, p=14, q=14, r=3, s=3, word_bits=8),
+    "conv-strided": lambda: conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8),
+    "conv-1x1": lambda: conv2d("pw", c=32, k=64, p=7, q=7, r=1, s=1, word_bits=8),
+    "gemm": lambda: matmul("GEMM", m=96, n=64, k=80, word_bits=8),
+}
+
+
+def _systolic_agree(problem, arch, batch: MappingBatch, what: str) -> None:
+    from accelmap.costmodels.systolic import SystolicModel
+
+    ref_model, got_model = SystolicModel(engine="numpy"), SystolicModel(engine="cpu")
+    assert_engines_agree(got_model.evaluate(problem, arch, batch), ref_model.evaluate(problem, arch, batch), what=what)
+    ref, got = ref_model.stats(problem, arch, batch), got_model.stats(problem, arch, batch)
+    for f in ("valid", "reason", "reason_level", "dataflow", "row_class", "col_class", "rows_used", "cols_used",
+              "row_folds", "col_folds", "folds", "compute_cycles", "stall_cycles", "total_cycles", "sram_reads",
+              "sram_writes", "dram_reads", "dram_writes", "mapping_efficiency", "compute_utilization", "utilization"):
+        assert np.array_equal(getattr(ref, f), getattr(got, f)), f"{what}: stats field {f} differs"
+
+
+@pytest.mark.parametrize("case", sorted(SYSTOLIC_CASES))
+@pytest.mark.parametrize("arch_name", ["systolic", "tpu-v1-like"])
+def test_systolic_sampled_seeded_and_damaged(case: str, arch_name: str) -> None:
+    from accelmap.costmodels.systolic import scalesim_mapping, systolic_variants, variant_seeds
+
+    arch = preset(arch_name)
+    problem = SYSTOLIC_CASES[case]()
+    rng = np.random.default_rng(4)
+    space = MapSpace(problem, arch)
+    seeds = [scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")]
+    seeds += [variant_seeds(problem, arch, v) for v in systolic_variants(problem, arch)]
+    seeded = MappingBatch.concat(seeds)
+    _systolic_agree(problem, arch, seeded, f"{arch_name} {case} SCALE-Sim mappings")
+    _systolic_agree(problem, arch, space.sample(600, rng), f"{arch_name} {case} sampled")
+    _systolic_agree(problem, arch, damage(seeded, rng), f"{arch_name} {case} damaged")
+
+
+def test_systolic_random_array_usage() -> None:
+    """The benchmark's pools: random dataflows and PEs used on each array axis."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    arch = preset("systolic")
+    for problem in (SYSTOLIC_CASES["conv-3x3"](), SYSTOLIC_CASES["gemm"]()):
+        _systolic_agree(problem, arch, _systolic_pool(problem, arch, 1500, np.random.default_rng(6)), problem.name)
+
+
+def test_systolic_parallel_blocks() -> None:
+    """A batch above the threading threshold, legal and illegal rows mixed."""
+    arch = preset("systolic")
+    problem = SYSTOLIC_CASES["conv-3x3"]()
+    rng = np.random.default_rng(9)
+    space = MapSpace(problem, arch)
+    batch = MappingBatch.concat([space.sample(3000, rng), space.sample_valid(2000, rng)])
+    _systolic_agree(problem, arch, batch.take(rng.permutation(len(batch))), "5000 rows")

@@ -2,7 +2,7 @@
 searches whose inner loop stays on the device.
 
 The per-row functions of `accelmap.costmodels._loopnest_kernel` (``check_row``,
-``count_row``, ``eval_row`` and their helpers) are registered for the CUDA target too, so the
+``eval_range`` and their helpers) are registered for the CUDA target too, so the
 GPU runs the very source the CPU engine runs. On top of them:
 
 * ``evaluate`` -- one thread per mapping of a host batch (the engine behind
@@ -11,9 +11,10 @@ GPU runs the very source the CPU engine runs. On top of them:
   dim placed in a random level and temporal / X / Y slot, fanouts respected as they are
   placed; random loop orders; random bypass among the tensors a level may hold), checks and
   evaluates them and keeps its best; only each thread's best row and its counters return;
-* ``anneal_search`` -- one annealing chain per thread (moves: one prime factor to another
-  slot, two loops of a level swapped, one bypass bit flipped; Metropolis acceptance on
-  log EDP with a geometric temperature schedule), best rows and counters back.
+* ``anneal_search`` -- one annealing chain per thread, started at its first legal draw
+  (moves: one prime factor to another slot, two loops of a level swapped, one bypass bit
+  flipped; Metropolis acceptance on log EDP with a geometric temperature schedule), best
+  rows and counters back.
 
 Scratch lives in per-thread local arrays whose shapes are compile-time constants, so kernels
 are built (and cached) per (levels, dims, tensors, coordinates) shape.
@@ -68,7 +69,7 @@ def require() -> object:
     return cuda
 
 
-_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.count_row, K.eval_row)
+_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.eval_range)
 
 
 @functools.lru_cache(maxsize=1)
@@ -127,7 +128,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     require()
     from numba import boolean, float64, int64
 
-    eval_row = K.eval_row
+    eval_range = K.eval_range
     P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
     L1 = L + 1
 
@@ -137,7 +138,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                         codes, cnt):
         i = cuda.grid(1)
         if i < temporal.shape[0]:
-            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+            tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
             g = cuda.local.array((L, D), int64)
             lp = cuda.local.array((9, P1), int64)
             kcs = cuda.local.array(L1, int64)
@@ -147,7 +148,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             ext = cuda.local.array((1, D), int64)
             buf = cuda.local.array(buf_len, int64)
             lvl = cuda.local.array((4, L), int64)
-            eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(i, i + 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes,
                      cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
 
@@ -239,7 +240,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
         kcs = cuda.local.array(L1, int64)
@@ -254,7 +255,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         for _ in range(n_iter):
             sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
             build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(0, 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             if valid[0]:
@@ -284,7 +285,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         valid = cuda.local.array(1, boolean)
         codes = cuda.local.array((1, 2), int64)
         cnt = cuda.local.array((1, 6, L, T), float64)
-        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_row`
+        tile = cuda.local.array((L1, D), int64)  # the scratch of `eval_range`
         g = cuda.local.array((L, D), int64)
         lp = cuda.local.array((9, P1), int64)
         kcs = cuda.local.array(L1, int64)
@@ -299,46 +300,20 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         legal = 0
         evals = 0
         cur = math.inf
-        # Start: the best of a few random draws (a chain with no legal start keeps drawing).
-        for _ in range(n_init):
-            sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
-            build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-                     capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
-                     codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
-            evals += 1
-            if valid[0]:
-                legal += 1
-                obj = res[0, 0] * res[0, 1]
-                if obj < best:
-                    best = obj
-                    save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
-        if best < math.inf:  # restart from the best draw (its arrays were saved)
-            cur = math.log(best)
-            for d in range(D):  # recover the slot of every prime factor from the saved factors
-                for k in range(npf[d]):
-                    assign[d, k] = -1
-            for lv in range(L):
-                for d in range(D):
-                    order[0, lv, d] = best_o[tid, lv, d]
-                for t in range(T):
-                    keep[0, lv, t] = best_k[tid, lv, t]
-            for d in range(D):
-                for s in range(S):
-                    lv, kind = slot_level[s], slot_kind[s]
-                    rem = best_t[tid, lv, d] if kind == 0 else best_s[tid, lv, d, kind - 1]
-                    for k in range(npf[d]):
-                        if assign[d, k] < 0 and rem % pf[d, k] == 0 and rem > 1:
-                            assign[d, k] = s
-                            rem //= pf[d, k]
+        has_factors = False  # some bound > 1 (else no factor can move)
+        for d in range(D):
+            if npf[d] > 0:
+                has_factors = True
+        # One call site of the (large, inlined) model: a chain draws until its first legal
+        # mapping, then anneals; n_init + n_steps evaluations in all.
         ratio = t_end / t_start
-        for step in range(n_steps):
+        for step in range(n_init + n_steps):
             if cur == math.inf:  # no legal state yet: keep drawing
                 sample(states, tid, pf, npf, slot_level, slot_kind, slot_temporal, fan_xy, holds, assign, used, order, keep)
                 kind_move, a, b, c = -1, 0, 0, 0
             else:
                 u = xoroshiro128p_uniform_float64(states, tid)
-                if u < 0.6:  # one prime factor of one dim to another slot
+                if u < 0.6 and has_factors:  # one prime factor of one dim to another slot
                     kind_move = 0
                     a = rand_below(states, tid, D)
                     while npf[a] == 0:
@@ -362,7 +337,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                     if a > 0 and holds[a, b]:
                         keep[0, a, b] = not keep[0, a, b]
             build(assign, pf, npf, slot_level, slot_kind, temporal, spatial)
-            eval_row(0, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+            eval_range(0, 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             evals += 1
@@ -371,7 +346,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                 legal += 1
                 obj = res[0, 0] * res[0, 1]
                 lo = math.log(obj)
-                temp = t_start * ratio ** (step / n_steps)
+                temp = t_start * ratio ** (step / (n_init + n_steps))
                 if lo <= cur or xoroshiro128p_uniform_float64(states, tid) < math.exp((cur - lo) / temp):
                     accept = True
                     cur = lo

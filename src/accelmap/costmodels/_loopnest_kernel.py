@@ -12,13 +12,14 @@ Inputs are plain arrays: the mapping batch's own arrays (n, L, D) / (n, L, D, 2)
 (n, L, T), and the per-(problem, arch) constants of `KernelConsts`. Outputs are written
 into preallocated arrays, every entry of every row (so they may be ``np.empty``).
 
-The per-row functions (``check_row``, ``count_row``) take only arrays and scalars, so the
+The per-row functions (``check_row``, ``eval_range``) take only arrays and scalars, so the
 same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`).
 """
 
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
 
 import numba
@@ -306,158 +307,149 @@ def distinct(nterm, tdim, tcoef, t, lv, g, tile, buf):
 
 
 @register_jitable
-def count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block, read_pj,
-              write_pj, read_bw, write_bw, tensor_size, output, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl,
-              cnt):
-    """Counts of the legal mapping i (``tile`` from `check_row`) into its (L, T) rows of the
-    outputs; returns (cycles, summed level energy). Follows loopnest._scalar_counts."""
+def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """Check and count mappings lo..hi-1 into their rows of every output (scratch arrays
+    last). The counts follow loopnest._scalar_counts step by step; one function for the
+    whole row, so that the ~50 arrays are passed once per range, not once per row."""
     L, D = temporal.shape[1], temporal.shape[2]
     T = keep.shape[2]
-    # lp rows: dim, bound, stride of each active loop; pp, last (below); 5..8 `deliveries`.
-    # lvl rows: used instances below each level, utilized instances, words read / written
-    # per instance.
-    for lv in range(L):
-        for d in range(D):
-            g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
-    # The active temporal loops (bound >= 2), outermost first; kcs[c]: those above level c;
-    # pp[k]: the product of the bounds of loops 0..k-1.
-    k = 0
-    lp[3, 0] = 1
-    for lv in range(L):
-        kcs[lv] = k
-        for j in range(D):
-            d = order[i, lv, j]
-            b = temporal[i, lv, d]
-            if b >= 2:
-                lp[0, k] = d
-                lp[1, k] = b
-                lp[2, k] = g[lv, d] * tile[lv + 1, d]
-                lp[3, k + 1] = lp[3, k] * b
-                k += 1
-    kcs[L] = k
-    macs_per_unit = lp[3, k]  # the product of every temporal bound
-    for q in range(cnt.shape[1]):
+    macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
+    for i in range(lo, hi):
+        why, where = check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy,
+                               capacity, tile, spans)
+        codes[i, 0] = why
+        codes[i, 1] = where
+        if why != 0:
+            valid[i] = False
+            res[i, _CYCLES] = np.inf
+            res[i, _ENERGY_PJ] = np.inf
+            res[i, _COMPUTE_PJ] = np.inf
+            res[i, _UTIL] = 0.0
+            for q in range(cnt.shape[1]):
+                for lv in range(L):
+                    for t in range(T):
+                        cnt[i, q, lv, t] = 0.0
+            continue
+        # --- counts of a legal mapping (``tile`` from `check_row`) ---
+        # lp rows: dim, bound, stride of each active loop; pp, last (below); 5..8 `deliveries`.
+        # lvl rows: used instances below each level, utilized instances, words read / written
+        # per instance.
         for lv in range(L):
-            for t in range(T):
-                cnt[i, q, lv, t] = 0.0
-    ib = 1
-    for lv in range(L):
-        ub = 1
-        for d in range(D):
-            ub *= g[lv, d]
-        lvl[0, lv] = ub
-        lvl[1, lv] = ib
-        ib *= ub
-        lvl[2, lv] = 0
-        lvl[3, lv] = 0
-    for t in range(T):
-        # Eq. D into every level >= 1 that keeps t.
-        if closed[t]:
-            # Closed form when every moving coordinate has one dim (loopnest's batched path
-            # proves it): a step moves some coordinate exactly when a loop of a relevant dim
-            # is among the loops inside it, and then by at least the tile's span, so
-            # F_c = |tile| x (product of the bounds of loops 0..J), J the innermost loop
-            # above c of a relevant dim. last[k]: 1 + that loop among the first k.
-            lp[4, 0] = 0
-            for j in range(kcs[L - 1]):
-                lp[4, j + 1] = j + 1 if rel[t, lp[0, j]] else lp[4, j]
-        for c in range(1, L):
-            if keep[i, c, t]:
-                if closed[t]:
-                    deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
-                else:
-                    deliv[c, t] = deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kcs[c], spans, shift)
-        is_out = t == output
-        child = L  # the next inner keeper (L: the MACs)
-        for p in range(L - 1, -1, -1):
-            if not keep[i, p, t]:
-                continue
-            f_child = deliv[child, t] if child < L else macs_per_unit
-            groups, children = 1, 1
-            for lv in range(p, child):
-                if lvl[0, lv] > 1:
-                    groups *= distinct(nterm, tdim, tcoef, t, lv, g, tile, buf)
-                    children *= lvl[0, lv]
-            a_p = f_child * groups
-            f_p = deliv[p, t] if p > 0 else tensor_size[t]
-            ip = lvl[1, p]
-            if is_out:
-                # The distinct outputs one instance ever holds: its tile widened by every
-                # temporal loop above it.
-                for d in range(D):
-                    w = tile[p, d]
-                    for lv in range(p):
-                        w *= temporal[i, lv, d]
-                    ext[0, d] = w
-                part = footprint(nterm, tdim, tcoef, t, ext, 0, spans)
-                r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
-                cnt[i, _SRED, p, t] = float((f_child * children - a_p) * ip)
-            else:
-                r, f, u = a_p, (f_p if p > 0 else 0), 0
-                cnt[i, _MCAST, p, t] = float((f_child * children - a_p) * ip)
-            # Energy per instance: reads at the read energy, fills and updates at the write
-            # energy, per block; times the utilized instances.
-            blk = block[p]
-            e = ceil_blocks(r, blk) * read_pj[p]
-            if is_out and p > 0:
-                e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * write_pj[p]
-            elif is_out:
-                e += ceil_blocks(u, blk) * write_pj[p]
-            elif p > 0:
-                e += ceil_blocks(f, blk) * write_pj[p]
-            cnt[i, _READS, p, t] = float(r * ip)
-            cnt[i, _FILLS, p, t] = float(f * ip)
-            cnt[i, _UPDATES, p, t] = float(u * ip)
-            cnt[i, _ENERGY, p, t] = e * ip
-            lvl[2, p] += r
-            lvl[3, p] += f + u
-            child = p
-    # Summed level by level, tensor by tensor (the order of the other paths).
-    total = 0.0
-    for lv in range(L):
-        for t in range(T):
-            total += cnt[i, _ENERGY, lv, t]
-    # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
-    cyc = float(macs_per_unit)
-    for lv in range(L):
-        if math.isfinite(read_bw[lv]):
-            cyc = max(cyc, lvl[2, lv] / read_bw[lv])
-        if math.isfinite(write_bw[lv]):
-            cyc = max(cyc, lvl[3, lv] / write_bw[lv])
-    return math.ceil(cyc), total
-
-
-@register_jitable
-def eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-             capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
-             tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    """Check and count mapping i into row i of every output (scratch arrays last)."""
-    L, T = keep.shape[1], keep.shape[2]
-    why, where = check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity,
-                           tile, spans)
-    codes[i, 0] = why
-    codes[i, 1] = where
-    if why != 0:
-        valid[i] = False
-        res[i, _CYCLES] = np.inf
-        res[i, _ENERGY_PJ] = np.inf
-        res[i, _COMPUTE_PJ] = np.inf
-        res[i, _UTIL] = 0.0
+            for d in range(D):
+                g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+        # The active temporal loops (bound >= 2), outermost first; kcs[c]: those above level c;
+        # pp[k]: the product of the bounds of loops 0..k-1.
+        k = 0
+        lp[3, 0] = 1
+        for lv in range(L):
+            kcs[lv] = k
+            for j in range(D):
+                d = order[i, lv, j]
+                b = temporal[i, lv, d]
+                if b >= 2:
+                    lp[0, k] = d
+                    lp[1, k] = b
+                    lp[2, k] = g[lv, d] * tile[lv + 1, d]
+                    lp[3, k + 1] = lp[3, k] * b
+                    k += 1
+        kcs[L] = k
+        macs_per_unit = lp[3, k]  # the product of every temporal bound
         for q in range(cnt.shape[1]):
             for lv in range(L):
                 for t in range(T):
                     cnt[i, q, lv, t] = 0.0
-        return
-    cyc, total = count_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block,
-                           read_pj, write_pj, read_bw, write_bw, tensor_size, ints[0], tile, g, lp, kcs, spans, shift,
-                           deliv, ext, buf, lvl, cnt)
-    macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
-    valid[i] = True
-    c = float(cyc)
-    res[i, _CYCLES] = c
-    res[i, _ENERGY_PJ] = total + macs * mac_pj
-    res[i, _COMPUTE_PJ] = macs * mac_pj
-    res[i, _UTIL] = macs / (n_macs * c)
+        ib = 1
+        for lv in range(L):
+            ub = 1
+            for d in range(D):
+                ub *= g[lv, d]
+            lvl[0, lv] = ub
+            lvl[1, lv] = ib
+            ib *= ub
+            lvl[2, lv] = 0
+            lvl[3, lv] = 0
+        for t in range(T):
+            # Eq. D into every level >= 1 that keeps t.
+            if closed[t]:
+                # Closed form when every moving coordinate has one dim (loopnest's batched path
+                # proves it): a step moves some coordinate exactly when a loop of a relevant dim
+                # is among the loops inside it, and then by at least the tile's span, so
+                # F_c = |tile| x (product of the bounds of loops 0..J), J the innermost loop
+                # above c of a relevant dim. last[k]: 1 + that loop among the first k.
+                lp[4, 0] = 0
+                for j in range(kcs[L - 1]):
+                    lp[4, j + 1] = j + 1 if rel[t, lp[0, j]] else lp[4, j]
+            for c in range(1, L):
+                if keep[i, c, t]:
+                    if closed[t]:
+                        deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+                    else:
+                        deliv[c, t] = deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kcs[c], spans, shift)
+            is_out = t == ints[0]
+            child = L  # the next inner keeper (L: the MACs)
+            for p in range(L - 1, -1, -1):
+                if not keep[i, p, t]:
+                    continue
+                f_child = deliv[child, t] if child < L else macs_per_unit
+                groups, children = 1, 1
+                for lv in range(p, child):
+                    if lvl[0, lv] > 1:
+                        groups *= distinct(nterm, tdim, tcoef, t, lv, g, tile, buf)
+                        children *= lvl[0, lv]
+                a_p = f_child * groups
+                f_p = deliv[p, t] if p > 0 else tensor_size[t]
+                ip = lvl[1, p]
+                if is_out:
+                    # The distinct outputs one instance ever holds: its tile widened by every
+                    # temporal loop above it.
+                    for d in range(D):
+                        w = tile[p, d]
+                        for lv in range(p):
+                            w *= temporal[i, lv, d]
+                        ext[0, d] = w
+                    part = footprint(nterm, tdim, tcoef, t, ext, 0, spans)
+                    r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                    cnt[i, _SRED, p, t] = float((f_child * children - a_p) * ip)
+                else:
+                    r, f, u = a_p, (f_p if p > 0 else 0), 0
+                    cnt[i, _MCAST, p, t] = float((f_child * children - a_p) * ip)
+                # Energy per instance: reads at the read energy, fills and updates at the write
+                # energy, per block; times the utilized instances.
+                blk = block[p]
+                e = ceil_blocks(r, blk) * read_pj[p]
+                if is_out and p > 0:
+                    e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * write_pj[p]
+                elif is_out:
+                    e += ceil_blocks(u, blk) * write_pj[p]
+                elif p > 0:
+                    e += ceil_blocks(f, blk) * write_pj[p]
+                cnt[i, _READS, p, t] = float(r * ip)
+                cnt[i, _FILLS, p, t] = float(f * ip)
+                cnt[i, _UPDATES, p, t] = float(u * ip)
+                cnt[i, _ENERGY, p, t] = e * ip
+                lvl[2, p] += r
+                lvl[3, p] += f + u
+                child = p
+        # Summed level by level, tensor by tensor (the order of the other paths).
+        total = 0.0
+        for lv in range(L):
+            for t in range(T):
+                total += cnt[i, _ENERGY, lv, t]
+        # Latency: the compute cycles or the slowest level's traffic over its bandwidth.
+        cyc = float(macs_per_unit)
+        for lv in range(L):
+            if math.isfinite(read_bw[lv]):
+                cyc = max(cyc, lvl[2, lv] / read_bw[lv])
+            if math.isfinite(write_bw[lv]):
+                cyc = max(cyc, lvl[3, lv] / write_bw[lv])
+        cf = float(math.ceil(cyc))
+        valid[i] = True
+        res[i, _CYCLES] = cf
+        res[i, _ENERGY_PJ] = total + macs * mac_pj
+        res[i, _COMPUTE_PJ] = macs * mac_pj
+        res[i, _UTIL] = macs / (n_macs * cf)
 
 
 # The drivers run without numba's reference counting (``_nrt=False``): every array they
@@ -471,10 +463,9 @@ def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, 
               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     """Rows lo..hi-1 of a batch on the calling thread, with one worker's scratch."""
-    for i in range(lo, hi):
-        eval_row(i, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-                 capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
-                 tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+    eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
 
 
 @njit(parallel=True, **_JIT)  # type: ignore[call-overload]
@@ -508,6 +499,14 @@ def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[I
 _PARALLEL_MIN_ROWS = 4096
 
 
+def _threads() -> int:
+    """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs, so
+    that workers sharing a machine do not oversubscribe it)."""
+    n = numba.get_num_threads()
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
+
+
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
                    *, parallel: bool = True) -> dict[str, np.ndarray]:
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
@@ -521,7 +520,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
             *consts.as_tuple(), res, valid, codes, cnt)
-    threads = numba.get_num_threads()
+    threads = _threads()
     C = consts.coef.shape[1]
     D = temporal.shape[2]
     grid = int(consts.ints[1])

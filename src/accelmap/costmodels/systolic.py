@@ -391,11 +391,38 @@ class SystolicModel:
 
     name: ClassVar[str] = "systolic"
 
+    def __init__(self, engine: str | None = None) -> None:
+        from accelmap.costmodels.engines import resolve_engine
+
+        self.engine = resolve_engine(engine)
+        if self.engine == "cuda":
+            raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any]] = {}
+
+    def _stats(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
+               batch: MappingBatch) -> SystolicStats:
+        """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
+        the numpy path (`_stats_batch`, its executable reference)."""
+        shapes_ok = (batch.n_levels, batch.n_dims, batch.n_tensors) == (arch.n_levels, problem.n_dims,
+                                                                       problem.n_tensors)
+        if self.engine == "numpy" or layout is None or not shapes_ok or len(batch) == 0:
+            return self._stats_batch(problem, arch, layout, batch)
+        from accelmap.costmodels import _systolic_kernel
+
+        key = (id(problem), id(arch))
+        hit = self._consts.get(key)
+        if hit is None or hit[0] is not problem or hit[1] is not arch:
+            if len(self._consts) > 64:
+                self._consts.clear()
+            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout))
+            self._consts[key] = hit
+        return _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+
     # --- public API ---------------------------------------------------------------------
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
-        """Metrics of every mapping (batched, numpy; no loop over mappings)."""
+        """Metrics of every mapping (batched: compiled kernel or numpy; see ``engine``)."""
         layout, _ = systolic_layout(problem, arch)
-        stats = self._stats_batch(problem, arch, layout, mappings)
+        stats = self._stats(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
@@ -407,7 +434,7 @@ class SystolicModel:
     def stats(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> SystolicStats:
         """SCALE-Sim's report (cycles, folds, per-operand SRAM/DRAM words) of every mapping."""
         layout, _ = systolic_layout(problem, arch)
-        return self._stats_batch(problem, arch, layout, mappings)
+        return self._stats(problem, arch, layout, mappings)
 
     def stats_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> SystolicStats:
         """Scalar reference path of :meth:`stats`."""
