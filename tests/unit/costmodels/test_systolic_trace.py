@@ -16,7 +16,7 @@ import pytest
 
 from accelmap.arch.presets import systolic_array
 from accelmap.costmodels.scalesim_io import _demand_streams
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping, systolic_layout
 from accelmap.workloads.builders import conv2d, matmul
 
 
@@ -130,3 +130,49 @@ def test_sliding_window_estimate_accuracy():
     worst = {df: float(np.max(np.abs(e))) for df, e in errors.items()}
     assert med["ws"] <= 0.01 and med["os"] <= 0.06 and med["is"] <= 0.07, med
     assert max(worst.values()) <= 0.9, worst
+
+
+def _random_conv(rng: np.random.Generator) -> tuple[int, int, int, int, int, int, int, int]:
+    h = int(rng.integers(6, 24))
+    f = min(int(rng.choice([1, 2, 3, 5, 7])), h)
+    st, ch, nf = int(rng.choice([1, 1, 2, 3])), int(rng.choice([1, 3, 8, 16])), int(rng.choice([4, 8, 16, 24]))
+    rows, cols = int(rng.choice([2, 4, 8, 16])), int(rng.choice([2, 4, 8, 16]))
+    bits = int(rng.choice([8, 16, 32, 64]))
+    return h, f, st, ch, nf, rows, cols, bits
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_window_equals_the_replay_on_random_convolutions(seed):
+    """``dram_window="exact"``: both operands' DRAM reads equal the independent replay on
+    random small convolutions (strided ones with SCALE-Sim's rounded-up ofmap included,
+    whose windows past the ifmap edge fetch nothing), every dataflow, with SRAMs small
+    enough that the ifmap exceeds the window. The scalar path agrees."""
+    rng = np.random.default_rng(seed)
+    model = SystolicModel(dram_window="exact")
+    checked = 0
+    for _ in range(6):
+        h, f, st, ch, nf, rows, cols, bits = _random_conv(rng)
+        p = -(-(h - f) // st) + 1
+        # 1 kB SRAMs of `bits`-bit words: 1024 down to 128 words, windows of 500 down to 50
+        prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, input_hw=(h, h), word_bits=bits)
+        arch = systolic_array(rows, cols, 1, 1, 1, dram_bandwidth_words_per_cycle=None, word_bits=bits)
+        layout, _ = systolic_layout(prob, arch)
+        sram_words = int(arch.levels[layout.sram[0]].capacity_words)
+        ifmap, filt = _conv_operands(h, f, st, ch, nf)
+        for df in ("os", "ws", "is"):
+            one = scalesim_mapping(prob, arch, df)
+            s = model.stats(prob, arch, one)
+            si, sf = _streams(ifmap, filt, rows, cols, df)
+            want = (_window_fetches(si, sram_words), _window_fetches(sf, sram_words))
+            assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == want, (h, f, st, ch, nf, rows, cols, df)
+            s1 = model.stats_one(prob, arch, one[0])
+            assert int(s1.dram_reads[0, 0]) == want[0]
+            checked += 1
+    assert checked == 18
+
+
+def test_dram_window_option_is_checked():
+    from accelmap.errors import SpecError
+
+    with pytest.raises(SpecError, match="dram_window"):
+        SystolicModel(dram_window="fast")
