@@ -48,63 +48,114 @@ STATIONARY = 2  # indexed by the row and column classes (pre-filled bottom-up)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
-def _walk(xa: IntArray, xb: IntArray, lo: IntArray, hi: IntArray, mult: IntArray, stamp: IntArray,
-          mode: int, s_r: int, s_c: int, ur: int, uc: int, t_len: int, window: int) -> int:
-    """Words fetched for one operand's demand stream.
+def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntArray, hi: IntArray,
+          chk: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int, t_len: int,
+          window: int, state: IntArray) -> None:
+    """Walk one fold's stream (``x0, nx``: the operand's array-side chunk; ``y0, ny``: the
+    column chunk of a stationary operand). ``state`` = [epoch, count, total, position,
+    position of the last reset in this unit] is updated in place."""
+    if mode == STATIONARY:
+        n_diag = nx
+    else:
+        n_diag = t_len + nx - 1
+    for d in range(n_diag):
+        if mode == STATIONARY:
+            lo_c, hi_c = 0, ny
+        else:
+            lo_c = max(0, d - t_len + 1)
+            hi_c = min(d, nx - 1) + 1
+        for c in range(lo_c, hi_c):
+            if mode == STATIONARY:
+                a, b = x0 + nx - 1 - d, y0 + c
+            else:
+                a, b = x0 + c, d - c
+            state[3] += 1
+            ok = True
+            for i in range(chk.shape[0]):  # only coordinates that may leave a padded extent
+                k = chk[i]
+                x = xa[k, a] + xb[k, b]
+                if x < lo[k] or x >= hi[k]:
+                    ok = False
+                    break
+            if not ok:
+                continue
+            addr = a_off[a] + b_off[b]
+            if stamp[addr] == state[0]:
+                continue
+            stamp[addr] = state[0]
+            state[2] += 1
+            state[1] += 1
+            if state[1] == window:
+                state[0] += 1
+                state[1] = 0
+                state[4] = state[3]
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _walk(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntArray, hi: IntArray,
+          chk: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int, t_len: int,
+          window: int, state: IntArray, seen: IntArray) -> int:
+    """Words fetched for one operand's demand stream (column folds outer, row folds inner).
 
     ``xa`` (ranks, size): per-coordinate contribution of the operand's array-side class
     (the row class for ``ROWS_TIME`` and ``STATIONARY``, the column class for
-    ``COLS_TIME``); ``xb`` the same for its other class (time, or columns when
-    stationary). An element exists where ``lo <= coordinate < hi`` on every rank; its
-    word is ``sum (coordinate - lo) * mult``. ``stamp`` (words,) is zeroed scratch.
+    ``COLS_TIME``), ``a_off`` its word offset; ``xb``/``b_off`` the same for its other
+    class. An element exists where ``lo <= coordinate < hi`` on the ranks in ``chk``.
+    ``stamp`` (words,) is zeroed scratch, ``state`` (5,) and ``seen`` (3, repetitions + 1)
+    scratch (the kernel allocates nothing).
+
+    A streamed operand reads one *unit* again and again (``ROWS_TIME``: the pass over all
+    row folds, once per column fold; ``COLS_TIME``: one fold, on each of the row folds).
+    The window's state at the start of a repetition is the set of words since the last
+    reset, fixed by where in the unit that reset fell; when that position repeats, the
+    repetitions between are a period and are counted without walking them. A repetition
+    without a reset leaves the whole unit resident: the rest fetch nothing.
     """
-    ranks = xa.shape[0]
     f_r = (s_r + ur - 1) // ur
     f_c = (s_c + uc - 1) // uc
-    epoch = 1
-    count = 0
-    total = 0
-    for fc in range(f_c):
-        c0 = fc * uc
-        nc = min(uc, s_c - c0)
-        for fr in range(f_r):
-            r0 = fr * ur
-            nr = min(ur, s_r - r0)
-            if mode == STATIONARY:
-                n_diag = nr
+    state[:] = 0
+    state[0] = 1
+    if mode == STATIONARY:
+        for fc in range(f_c):
+            for fr in range(f_r):
+                _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                      fc * uc, min(uc, s_c - fc * uc), t_len, window, state)
+        return state[2]
+    n_units = 1 if mode == ROWS_TIME else f_c
+    reps = f_c if mode == ROWS_TIME else f_r
+    for u in range(n_units):
+        n_seen = 0  # rows of `seen`: reset position, repetitions done, words fetched so far
+        r = 0
+        while r < reps:
+            state[3] = 0
+            state[4] = -1
+            if mode == ROWS_TIME:
+                for fr in range(f_r):
+                    _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                          0, 0, t_len, window, state)
             else:
-                n = nr if mode == ROWS_TIME else nc
-                n_diag = t_len + n - 1
-            for d in range(n_diag):
-                if mode == STATIONARY:
-                    lo_c, hi_c = 0, nc
-                else:
-                    lo_c = max(0, d - t_len + 1)
-                    hi_c = min(d, n - 1) + 1
-                for c in range(lo_c, hi_c):
-                    if mode == STATIONARY:
-                        a, b = r0 + nr - 1 - d, c0 + c
-                    elif mode == ROWS_TIME:
-                        a, b = r0 + c, d - c
-                    else:
-                        a, b = c0 + c, d - c
-                    addr = 0
-                    ok = True
-                    for k in range(ranks):
-                        x = xa[k, a] + xb[k, b]
-                        if x < lo[k] or x >= hi[k]:
-                            ok = False
-                            break
-                        addr += (x - lo[k]) * mult[k]
-                    if not ok or stamp[addr] == epoch:
-                        continue
-                    stamp[addr] = epoch
-                    total += 1
-                    count += 1
-                    if count == window:
-                        epoch += 1
-                        count = 0
-    return total
+                _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, u * uc, min(uc, s_c - u * uc),
+                      0, 0, t_len, window, state)
+            r += 1
+            if state[4] < 0:
+                break  # the whole unit is resident: the remaining repetitions fetch nothing
+            hit = -1
+            for i in range(n_seen):
+                if seen[0, i] == state[4]:
+                    hit = i
+                    break
+            if hit >= 0:
+                period = r - seen[1, hit]
+                skip = (reps - r) // period
+                state[2] += skip * (state[2] - seen[2, hit])
+                r += skip * period
+                n_seen = 0
+            else:
+                seen[0, n_seen] = state[4]
+                seen[1, n_seen] = r
+                seen[2, n_seen] = state[2]
+                n_seen += 1
+    return state[2]
 
 
 def class_table(coef: IntArray, used: IntArray, dim_class: tuple[int, ...], bounds: tuple[int, ...],
@@ -159,6 +210,13 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     mult = np.ones(coef.shape[0], dtype=np.int64)
     for k in range(coef.shape[0] - 2, -1, -1):
         mult[k] = mult[k + 1] * ext[k + 1]
+    # word = sum_k (xa + xb - lo) * mult, split into one offset per class
+    a_off = (xa - lo_a[:, None]).T @ mult
+    b_off = xb.T @ mult
+    # coordinates whose projected values can fall outside what exists
+    chk = np.flatnonzero((lo_a > 0) | (hi_a < span_hi)).astype(np.int64)
     stamp = np.zeros(int(mult[0] * ext[0]), dtype=np.int32)
     tc = 3 - rc - cc
-    return int(_walk(xa, xb, lo_a, hi_a, mult, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window))
+    reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
+    return int(_walk(xa, xb, a_off, b_off, lo_a, hi_a, chk, stamp, mode, size[rc], size[cc], ur, uc, size[tc],
+                     window, np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64)))
