@@ -953,6 +953,13 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
         mode, classes = COLS_TIME, (cc, tc)
     dim_class = layout.dim_class
     rel = tuple(d for d in order if dim_class[d] in classes)  # only these dims' order matters
+    # The chunk of the class the operand does not index matters only through its fold
+    # count: key the walk on the smallest chunk with that count (more cache hits).
+    size = layout.class_size
+    if mode == ROWS_TIME:
+        uc = -(-size[cc] // -(-size[cc] // uc))
+    elif mode == COLS_TIME:
+        ur = -(-size[rc] // -(-size[rc] // ur))
     tensor = problem.tensors[t]
     lo: tuple[int, ...] | None = None
     hi: tuple[int, ...] | None = None

@@ -180,3 +180,26 @@ def test_dram_window_option_is_checked():
 
     with pytest.raises(SpecError, match="dram_window"):
         SystolicModel(dram_window="fast")
+
+
+@pytest.mark.parametrize("df", ["os", "ws", "is"])
+def test_exact_window_with_part_of_the_array(df):
+    """A mapping that uses ``ur x uc`` of a larger array streams like SCALE-Sim on an
+    ``ur x uc`` array (DRAM reads depend on the fold chunks, not the idle PEs); the exact
+    mode equals that replay for every (ur, uc) on a grid, and its cache key (the
+    non-indexed class's fold count) does not mix up chunk sizes."""
+    h, f, st, ch, nf = 13, 3, 1, 8, 20
+    p = h - f + 1
+    prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
+    big = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    model = SystolicModel(dram_window="exact")
+    ifmap, filt = _conv_operands(h, f, st, ch, nf)
+    for ur in (3, 7, 16):
+        for uc in (1, 6, 7, 16):
+            small = systolic_array(ur, uc, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+            one = scalesim_mapping(prob, small, df)  # same arrays, factors ur x uc, legal on `big`
+            s = model.stats(prob, big, one)
+            assert bool(s.valid[0])
+            si, sf = _streams(ifmap, filt, ur, uc, df)
+            assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == (_window_fetches(si, 1024),
+                                                                           _window_fetches(sf, 1024)), (ur, uc)
