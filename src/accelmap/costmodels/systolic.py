@@ -61,7 +61,11 @@ once the tile holding a word's previous use is a window away; otherwise every wi
 loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
 the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
 close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
-in `scalesim_mapping`: pixels row-major; window rows, columns, then channels).
+in `scalesim_mapping`: pixels row-major; window rows, columns, then channels). With
+``SystolicModel(dram_window="exact")`` such an operand is instead counted on its demand
+stream, word by word through the window (`accelmap.costmodels._systolic_window`): exact
+(SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
+shape, so searches keep the estimate.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
