@@ -852,8 +852,9 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         sel = np.flatnonzero(exact_rows)
         if sel.size:
             uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
-            vals = np.array([_window_exact(problem, layout, o, int(u[0]), int(u[1]), int(u[2]), int(u[3]),
-                                           [int(d) for d in u[4:]]) for u in uniq], dtype=np.int64)
+            static = _walk_static(problem, layout, o)
+            vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+                             for u in uniq.tolist()], dtype=np.int64)
             out[sel] = vals[inv.ravel()]
         return out
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
@@ -942,11 +943,29 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     return passes * est * b_rep
 
 
-def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, ur: int, uc: int,
-                  order: list[int]) -> int:
-    """DRAM words of operand ``o`` counted on SCALE-Sim's demand stream through its window
-    (`accelmap.costmodels._systolic_window`), times the GEMM's repetitions."""
+def _walk_static(problem: Problem, layout: SystolicLayout, o: int) -> tuple[Any, ...]:
+    """The mapping-independent arguments of `window_fetches` for operand ``o`` (hashable):
+    projection, used ranks, dim classes, bounds of one repetition, existing ranges."""
     t = layout.tensor[o]
+    tensor = problem.tensors[t]
+    lo: tuple[int, ...] | None = None
+    hi: tuple[int, ...] | None = None
+    if tensor.extent is not None:
+        lo = tuple(tensor.pad) if tensor.pad is not None else (0,) * len(tensor.extent)
+        hi = tuple(a + e for a, e in zip(lo, tensor.extent, strict=True))
+    coef = problem.coefficients[t]
+    n_ranks = len(tensor.projection)
+    dim_class = layout.dim_class
+    return (tuple(tuple(int(x) for x in row) for row in coef[:n_ranks]),
+            tuple(bool(u) for u in problem.rank_used[t][:n_ranks]), dim_class,
+            tuple(1 if c == _B else int(b) for c, b in zip(dim_class, problem.bounds, strict=True)), lo, hi)
+
+
+def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, ur: int, uc: int,
+                  order: list[int], static: tuple[Any, ...] | None = None) -> int:
+    """DRAM words of operand ``o`` counted on SCALE-Sim's demand stream through its window
+    (`accelmap.costmodels._systolic_window`), times the GEMM's repetitions. ``static``:
+    `_walk_static` of the operand, when the caller has it."""
     tc = 3 - rc - cc
     mine = {0: (_M, _K), 1: (_N, _K)}[o]
     if rc in mine and cc in mine:
@@ -964,20 +983,9 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
         uc = -(-size[cc] // -(-size[cc] // uc))
     elif mode == COLS_TIME:
         ur = -(-size[rc] // -(-size[rc] // ur))
-    tensor = problem.tensors[t]
-    lo: tuple[int, ...] | None = None
-    hi: tuple[int, ...] | None = None
-    if tensor.extent is not None:
-        lo = tuple(tensor.pad) if tensor.pad is not None else (0,) * len(tensor.extent)
-        hi = tuple(a + e for a, e in zip(lo, tensor.extent, strict=True))
-    coef = problem.coefficients[t]
-    n_ranks = len(tensor.projection)
-    words = window_fetches(
-        tuple(tuple(int(x) for x in row) for row in coef[:n_ranks]),
-        tuple(bool(u) for u in problem.rank_used[t][:n_ranks]),
-        dim_class, tuple(1 if c == _B else int(b) for c, b in zip(dim_class, problem.bounds, strict=True)),
-        lo, hi, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]),
-    )
+    if static is None:
+        static = _walk_static(problem, layout, o)
+    words = window_fetches(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]))
     return words * layout.class_size[3]
 
 
