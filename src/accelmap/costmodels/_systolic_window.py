@@ -47,6 +47,16 @@ COLS_TIME = 1  # streamed, indexed by the column class and the time class (skewe
 STATIONARY = 2  # indexed by the row and column classes (pre-filled bottom-up)
 
 
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _exists(xa: IntArray, xb: IntArray, lo: IntArray, hi: IntArray, chk: IntArray, a: int, b: int) -> bool:
+    for i in range(chk.shape[0]):  # only coordinates that may leave a padded extent
+        k = chk[i]
+        x = xa[k, a] + xb[k, b]
+        if x < lo[k] or x >= hi[k]:
+            return False
+    return True
+
+
 @njit(**_JIT)  # type: ignore[call-overload]
 def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntArray, hi: IntArray,
           chk: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int, t_len: int,
@@ -54,41 +64,46 @@ def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
     """Walk one fold's stream (``x0, nx``: the operand's array-side chunk; ``y0, ny``: the
     column chunk of a stationary operand). ``state`` = [epoch, count, total, position,
     position of the last reset in this unit] is updated in place."""
+    epoch, count, total, pos, last = state[0], state[1], state[2], state[3], state[4]
+    padded = chk.shape[0] > 0
     if mode == STATIONARY:
-        n_diag = nx
+        for d in range(nx):
+            a = x0 + nx - 1 - d
+            base = a_off[a]
+            for c in range(ny):
+                b = y0 + c
+                pos += 1
+                if padded and not _exists(xa, xb, lo, hi, chk, a, b):
+                    continue
+                addr = base + b_off[b]
+                if stamp[addr] != epoch:
+                    stamp[addr] = epoch
+                    total += 1
+                    count += 1
+                    if count == window:
+                        epoch += 1
+                        count = 0
+                        last = pos
     else:
-        n_diag = t_len + nx - 1
-    for d in range(n_diag):
-        if mode == STATIONARY:
-            lo_c, hi_c = 0, ny
-        else:
+        for d in range(t_len + nx - 1):
             lo_c = max(0, d - t_len + 1)
             hi_c = min(d, nx - 1) + 1
-        for c in range(lo_c, hi_c):
-            if mode == STATIONARY:
-                a, b = x0 + nx - 1 - d, y0 + c
-            else:
-                a, b = x0 + c, d - c
-            state[3] += 1
-            ok = True
-            for i in range(chk.shape[0]):  # only coordinates that may leave a padded extent
-                k = chk[i]
-                x = xa[k, a] + xb[k, b]
-                if x < lo[k] or x >= hi[k]:
-                    ok = False
-                    break
-            if not ok:
-                continue
-            addr = a_off[a] + b_off[b]
-            if stamp[addr] == state[0]:
-                continue
-            stamp[addr] = state[0]
-            state[2] += 1
-            state[1] += 1
-            if state[1] == window:
-                state[0] += 1
-                state[1] = 0
-                state[4] = state[3]
+            for c in range(lo_c, hi_c):
+                a = x0 + c
+                b = d - c
+                pos += 1
+                if padded and not _exists(xa, xb, lo, hi, chk, a, b):
+                    continue
+                addr = a_off[a] + b_off[b]
+                if stamp[addr] != epoch:
+                    stamp[addr] = epoch
+                    total += 1
+                    count += 1
+                    if count == window:
+                        epoch += 1
+                        count = 0
+                        last = pos
+    state[0], state[1], state[2], state[3], state[4] = epoch, count, total, pos, last
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
