@@ -16,8 +16,9 @@ chunks of the rows (columns) a fold uses, as the model's closed form does.
 
 Each stream entry is an element of the operand; its address comes from the tensor's
 projection (coordinate ``c`` is ``sum_d a_cd * i_d``, split into the contribution of the
-entry's two classes, so two tables of per-class partial coordinates suffice). Entries
-outside a padded tensor's extent are not words and fetch nothing (SCALE-Sim's ``-1``).
+entry's two classes, so one word offset per class index suffices). Entries outside a
+padded tensor's extent are not words and fetch nothing (SCALE-Sim's ``-1``): their
+addresses are marked once, before the walk.
 
 The window (``read_buffer_estimate_bw.py`` in CALC mode): the SRAM's 100 sets of
 ``floor(words / 100)`` words, half active, keep ``W = 50 * floor(words / 100)`` distinct
@@ -47,25 +48,13 @@ COLS_TIME = 1  # streamed, indexed by the column class and the time class (skewe
 STATIONARY = 2  # indexed by the row and column classes (pre-filled bottom-up)
 
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _exists(xa: IntArray, xb: IntArray, lo: IntArray, hi: IntArray, chk: IntArray, a: int, b: int) -> bool:
-    for i in range(chk.shape[0]):  # only coordinates that may leave a padded extent
-        k = chk[i]
-        x = xa[k, a] + xb[k, b]
-        if x < lo[k] or x >= hi[k]:
-            return False
-    return True
-
-
 @njit(**_JIT)  # type: ignore[call-overload]
-def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntArray, hi: IntArray,
-          chk: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int, t_len: int,
-          window: int, state: IntArray) -> None:
+def _fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int,
+          t_len: int, window: int, state: IntArray) -> None:
     """Walk one fold's stream (``x0, nx``: the operand's array-side chunk; ``y0, ny``: the
     column chunk of a stationary operand). ``state`` = [epoch, count, total, position,
     position of the last reset in this unit] is updated in place."""
     epoch, count, total, pos, last = state[0], state[1], state[2], state[3], state[4]
-    padded = chk.shape[0] > 0
     if mode == STATIONARY:
         for d in range(nx):
             a = x0 + nx - 1 - d
@@ -73,10 +62,9 @@ def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
             for c in range(ny):
                 b = y0 + c
                 pos += 1
-                if padded and not _exists(xa, xb, lo, hi, chk, a, b):
-                    continue
                 addr = base + b_off[b]
-                if stamp[addr] != epoch:
+                seen = stamp[addr]
+                if seen != epoch and seen >= 0:  # (negative: no word there)
                     stamp[addr] = epoch
                     total += 1
                     count += 1
@@ -92,10 +80,9 @@ def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
                 a = x0 + c
                 b = d - c
                 pos += 1
-                if padded and not _exists(xa, xb, lo, hi, chk, a, b):
-                    continue
                 addr = a_off[a] + b_off[b]
-                if stamp[addr] != epoch:
+                seen = stamp[addr]
+                if seen != epoch and seen >= 0:
                     stamp[addr] = epoch
                     total += 1
                     count += 1
@@ -107,17 +94,15 @@ def _fold(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
-def _walk(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntArray, hi: IntArray,
-          chk: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int, t_len: int,
-          window: int, state: IntArray, seen: IntArray) -> int:
+def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
+          t_len: int, window: int, state: IntArray, seen: IntArray) -> int:
     """Words fetched for one operand's demand stream (column folds outer, row folds inner).
 
-    ``xa`` (ranks, size): per-coordinate contribution of the operand's array-side class
+    ``a_off`` (size,): the word offset of each index of the operand's array-side class
     (the row class for ``ROWS_TIME`` and ``STATIONARY``, the column class for
-    ``COLS_TIME``), ``a_off`` its word offset; ``xb``/``b_off`` the same for its other
-    class. An element exists where ``lo <= coordinate < hi`` on the ranks in ``chk``.
-    ``stamp`` (words,) is zeroed scratch, ``state`` (5,) and ``seen`` (3, repetitions + 1)
-    scratch (the kernel allocates nothing).
+    ``COLS_TIME``); ``b_off`` the same for its other class. ``stamp`` (words,): 0 where a
+    word exists, -1 where the projection reaches no word (a padded tensor's halo);
+    ``state`` (5,) and ``seen`` (3, repetitions + 1) scratch (the kernel allocates nothing).
 
     A streamed operand reads one *unit* again and again (``ROWS_TIME``: the pass over all
     row folds, once per column fold; ``COLS_TIME``: one fold, on each of the row folds).
@@ -133,7 +118,7 @@ def _walk(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
     if mode == STATIONARY:
         for fc in range(f_c):
             for fr in range(f_r):
-                _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
                       fc * uc, min(uc, s_c - fc * uc), t_len, window, state)
         return state[2]
     n_units = 1 if mode == ROWS_TIME else f_c
@@ -146,10 +131,10 @@ def _walk(xa: IntArray, xb: IntArray, a_off: IntArray, b_off: IntArray, lo: IntA
             state[4] = -1
             if mode == ROWS_TIME:
                 for fr in range(f_r):
-                    _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                    _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
                           0, 0, t_len, window, state)
             else:
-                _fold(xa, xb, a_off, b_off, lo, hi, chk, stamp, mode, u * uc, min(uc, s_c - u * uc),
+                _fold(a_off, b_off, stamp, mode, u * uc, min(uc, s_c - u * uc),
                       0, 0, t_len, window, state)
             r += 1
             if state[4] < 0:
@@ -214,24 +199,21 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
             size[c] *= bounds[d]
     xa = class_table(coef, used_a, dim_class, bounds, order, classes[0])
     xb = class_table(coef, used_a, dim_class, bounds, order, classes[1])
-    span_hi = 1 + xa.max(axis=1) + xb.max(axis=1)
-    if lo is None or hi is None:
-        lo_a = np.zeros(coef.shape[0], dtype=np.int64)
-        hi_a = span_hi
-    else:
-        lo_a = np.array(lo, dtype=np.int64)
-        hi_a = np.minimum(np.array(hi, dtype=np.int64), span_hi)
-    ext = np.maximum(hi_a - lo_a, 1)
+    # Addresses over the projected span (coordinates 0 .. span - 1 per rank): word =
+    # sum_k coordinate_k * mult_k, split into one offset per class.
+    span = 1 + xa.max(axis=1) + xb.max(axis=1)
     mult = np.ones(coef.shape[0], dtype=np.int64)
     for k in range(coef.shape[0] - 2, -1, -1):
-        mult[k] = mult[k + 1] * ext[k + 1]
-    # word = sum_k (xa + xb - lo) * mult, split into one offset per class
-    a_off = (xa - lo_a[:, None]).T @ mult
+        mult[k] = mult[k + 1] * span[k + 1]
+    a_off = xa.T @ mult
     b_off = xb.T @ mult
-    # coordinates whose projected values can fall outside what exists
-    chk = np.flatnonzero((lo_a > 0) | (hi_a < span_hi)).astype(np.int64)
-    stamp = np.zeros(int(mult[0] * ext[0]), dtype=np.int32)
+    exists = np.ones(1, dtype=bool)
+    for k in range(coef.shape[0]):
+        v = np.arange(span[k])
+        ok = np.ones(span[k], dtype=bool) if lo is None or hi is None else (v >= lo[k]) & (v < hi[k])
+        exists = (exists[:, None] & ok[None, :]).ravel()
+    stamp = np.where(exists, 0, -1).astype(np.int32)
     tc = 3 - rc - cc
     reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
-    return int(_walk(xa, xb, a_off, b_off, lo_a, hi_a, chk, stamp, mode, size[rc], size[cc], ur, uc, size[tc],
-                     window, np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64)))
+    return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
+                     np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64)))

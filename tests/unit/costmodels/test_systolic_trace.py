@@ -203,3 +203,27 @@ def test_exact_window_with_part_of_the_array(df):
             si, sf = _streams(ifmap, filt, ur, uc, df)
             assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == (_window_fetches(si, 1024),
                                                                            _window_fetches(sf, 1024)), (ur, uc)
+
+
+@pytest.mark.parametrize("df", ["os", "ws", "is"])
+def test_exact_window_skips_zero_padding(df):
+    """A zero-padded convolution (`Tensor.pad`): the halo the windows reach holds no words
+    and fetches nothing; the exact mode equals the replay of im2col matrices whose halo
+    entries are -1."""
+    from accelmap.workloads.builders import conv2d_from_input
+
+    h, f, st, pad, ch, nf = 12, 3, 2, 1, 8, 12
+    prob = conv2d_from_input("c", c=ch, k=nf, h=h, w=h, r=f, s=f, stride=st, padding=pad, word_bits=8)
+    e = (h + 2 * pad - f) // st + 1
+    assert tuple(int(b) for b in prob.bounds[prob.dim_names.index("P"):][:2]) == (e, e)
+    win = f * f * ch
+    p, j = np.arange(e * e), np.arange(win)
+    r = (p // e)[:, None] * st + (j // (f * ch))[None, :] - pad
+    c = (p % e)[:, None] * st + ((j % (f * ch)) // ch)[None, :] - pad
+    ifmap = np.where((r < 0) | (c < 0) | (r >= h) | (c >= h), -1, r * h * ch + c * ch + (j % ch)[None, :])
+    filt = np.arange(nf)[None, :] * win + j[:, None]
+    arch = systolic_array(8, 4, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    s = SystolicModel(dram_window="exact").stats(prob, arch, scalesim_mapping(prob, arch, df))
+    si, sf = _streams(ifmap, filt, 8, 4, df)
+    assert int(s.dram_reads[0, 0]) == _window_fetches(si, 1024)
+    assert int(s.dram_reads[0, 1]) == _window_fetches(sf, 1024)
