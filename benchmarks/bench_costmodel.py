@@ -260,7 +260,45 @@ def bench_systolic(sizes: list[int], repeats: int, seed: int = 0) -> dict:
         }
     # main() prints "rows": report the sliding-window layer (the slower path) there
     out["rows"] = out["layers"]["CB2a_2"]["rows"]
+    out["exact_window"] = _systolic_exact_window(arch, repeats, seed)
     return out
+
+
+def _systolic_exact_window(arch, repeats: int, seed: int, n: int = 256) -> dict:
+    """``SystolicModel(dram_window="exact")`` against the estimate on CB2a_2 (the
+    sliding-window layer), ``n`` random mappings of the same pool, interleaved: the exact
+    mode cold (its walk cache cleared: one walk per distinct fold shape and operand) and
+    warm (the same batch again: every walk cached)."""
+    import statistics
+
+    from accelmap.costmodels._systolic_window import window_fetches
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.workloads.builders import conv2d
+
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, n, np.random.default_rng(seed))
+    est, exact = SystolicModel(), SystolicModel(dram_window="exact")
+    t_est, t_cold, t_warm, walks = [], [], [], 0
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        est.evaluate(problem, arch, pool)
+        t_est.append(time.perf_counter() - t0)
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        exact.evaluate(problem, arch, pool)
+        t_cold.append(time.perf_counter() - t0)
+        walks = window_fetches.cache_info().misses
+        t0 = time.perf_counter()
+        exact.evaluate(problem, arch, pool)
+        t_warm.append(time.perf_counter() - t0)
+    med = {k: statistics.median(v) / n for k, v in (("estimate", t_est), ("exact_cold", t_cold),
+                                                     ("exact_warm", t_warm))}
+    print(f"systolic exact window, CB2a_2, {n} mappings ({walks} walks): estimate "
+          f"{med['estimate'] * 1e6:.1f} us/mapping, exact cold {med['exact_cold'] * 1e6:,.0f} us/mapping, "
+          f"warm {med['exact_warm'] * 1e6:.1f} us/mapping")
+    return {"problem": problem.name, "mappings": n, "walks": walks, "s_per_mapping": med,
+            "exact_cold_over_estimate": med["exact_cold"] / med["estimate"],
+            "exact_warm_over_estimate": med["exact_warm"] / med["estimate"]}
 
 
 MODELS = {"loopnest": bench_loopnest, "aspect": bench_aspect, "systolic": bench_systolic}

@@ -1,11 +1,19 @@
-"""What exact SCALE-Sim DRAM reads cost: the replay of SCALE-Sim's prefetch window against
-the systolic model's closed-form estimate, on the reference points where they differ.
+"""What exact SCALE-Sim DRAM reads cost: the systolic model's closed-form estimate, its
+exact mode (the demand-stream walk, `accelmap.costmodels._systolic_window`) and the replay
+of SCALE-Sim's address matrices through its prefetch window, on the reference points.
 
-For every SCALE-Sim reference point (`../shared/reference/scalesim`) whose ifmap DRAM reads
-the model does not match exactly, time `accelmap.costmodels.scalesim_io.replay_dram_reads`
-(exact: it replays SCALE-Sim's demand streams through its CALC-mode window) and the
-systolic model's batched `stats` on SCALE-Sim's mapping (per mapping, over a batch of
-4,096 copies), interleaved in one run, and record both counts and SCALE-Sim's.
+For every SCALE-Sim reference point (`../shared/reference/scalesim`) on which the exact
+mode walks a stream (a sliding-window operand larger than the window; elsewhere both modes
+are the same closed form), interleaved in one run, medians of 3 repeats:
+
+* the estimate: batched ``stats`` per mapping over a batch of 4,096 copies of SCALE-Sim's
+  mapping;
+* the exact mode, cold: one ``stats`` call on SCALE-Sim's mapping with the walk's cache
+  cleared (one walk per operand that needs it);
+* the replay (`accelmap.costmodels.scalesim_io.replay_dram_reads`);
+
+and the counts of each against SCALE-Sim's. Every other point is listed with its counts
+(the exact mode equals SCALE-Sim there too; `tests/golden/test_scalesim.py`).
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -18,6 +26,7 @@ import statistics
 import time
 from pathlib import Path
 
+from accelmap.costmodels._systolic_window import window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
@@ -29,8 +38,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_scalesim_dram.json"
 
 def main() -> None:
     runs = {r["run_name"]: r for r in json.loads((REF / "runs.json").read_text())["runs"]}
-    model = SystolicModel()
-    rows = []
+    est_model, exact_model = SystolicModel(), SystolicModel(dram_window="exact")
+    rows, others = [], []
     for name, run in runs.items():
         cfg = read_config(REF / "configs" / f"{name}.cfg")
         arch = config_arch(cfg)
@@ -40,31 +49,52 @@ def main() -> None:
             if ref is None:
                 continue
             one = scalesim_mapping(layer.problem, arch, cfg.dataflow)
-            est = model.stats(layer.problem, arch, one).report(0)["dram_reads"]
-            if est == ref["dram_reads"]:
+            est = est_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
+            window_fetches.cache_clear()
+            info0 = window_fetches.cache_info()
+            exact = exact_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
+            walks = window_fetches.cache_info().misses - info0.misses
+            base = {"run": name, "layer": layer.name, "dataflow": cfg.dataflow.name.lower(),
+                    "scalesim": ref["dram_reads"], "estimate": est, "exact": exact}
+            if not walks:
+                others.append(base)
                 continue
             batch = MappingBatch.from_mappings([one[0]] * 4096)
-            t_model, t_replay = [], []
+            t_est, t_exact, t_replay = [], [], []
+            replay = (0, 0)
             for _ in range(3):  # interleaved
                 t0 = time.perf_counter()
-                model.stats(layer.problem, arch, batch)
-                t_model.append((time.perf_counter() - t0) / len(batch))
+                est_model.stats(layer.problem, arch, batch)
+                t_est.append((time.perf_counter() - t0) / len(batch))
+                window_fetches.cache_clear()
                 t0 = time.perf_counter()
-                exact = replay_dram_reads(layer, cfg)
+                exact_model.stats(layer.problem, arch, one)
+                t_exact.append(time.perf_counter() - t0)
+                t0 = time.perf_counter()
+                replay = replay_dram_reads(layer, cfg)
                 t_replay.append(time.perf_counter() - t0)
-            row = {
-                "run": name, "layer": layer.name, "dataflow": cfg.dataflow.name.lower(),
-                "scalesim_ifmap": ref["dram_reads"]["ifmap"], "model_ifmap": est["ifmap"], "replay_ifmap": exact[0],
-                "model_error_pct": 100 * (est["ifmap"] - ref["dram_reads"]["ifmap"]) / ref["dram_reads"]["ifmap"],
-                "model_s_per_mapping": statistics.median(t_model), "replay_s": statistics.median(t_replay),
+            ref_i = ref["dram_reads"]["ifmap"]
+            row = base | {
+                "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]},
+                "estimate_error_pct": 100 * (est["ifmap"] - ref_i) / ref_i,
+                "estimate_s_per_mapping": statistics.median(t_est),
+                "exact_cold_s": statistics.median(t_exact),
+                "replay_s": statistics.median(t_replay),
             }
-            row["ratio"] = row["replay_s"] / row["model_s_per_mapping"]
+            row["exact_over_estimate"] = row["exact_cold_s"] / row["estimate_s_per_mapping"]
+            row["replay_over_exact"] = row["replay_s"] / row["exact_cold_s"]
             rows.append(row)
-            print(f"{row['dataflow']} {layer.name:8} SCALE-Sim {row['scalesim_ifmap']:>9,} model {row['model_ifmap']:>9,} "
-                  f"({row['model_error_pct']:+.1f} %) replay {row['replay_ifmap']:>9,}; model "
-                  f"{row['model_s_per_mapping'] * 1e6:.2f} us/mapping, replay {row['replay_s']:.2f} s "
-                  f"({row['ratio']:,.0f}x)", flush=True)
-    RESULTS.write_text(json.dumps({"points": rows}, indent=1))
+            print(f"{row['dataflow']} {layer.name:8} SCALE-Sim {ref_i:>9,} estimate {est['ifmap']:>9,} "
+                  f"({row['estimate_error_pct']:+.1f} %) exact {exact['ifmap']:>9,} replay {replay[0]:>9,}; "
+                  f"estimate {row['estimate_s_per_mapping'] * 1e6:.2f} us/mapping, exact "
+                  f"{row['exact_cold_s'] * 1e3:.1f} ms, replay {row['replay_s']:.2f} s", flush=True)
+    n_exact = sum(r["exact"] == r["scalesim"] for r in rows + others)
+    n_est = sum(r["estimate"] == r["scalesim"] for r in rows + others)
+    print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
+          f"estimate: {n_est}")
+    RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
+                                   "exact_points": n_exact, "estimate_exact_points": n_est,
+                                   "points": len(rows) + len(others)}, indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 

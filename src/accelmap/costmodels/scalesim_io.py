@@ -317,9 +317,10 @@ def _window_fetches(stream: np.ndarray, window: int) -> int:
 def replay_dram_reads(layer: ScaleSimLayer, config: ScaleSimConfig) -> tuple[int, int]:
     """SCALE-Sim's own DRAM reads (ifmap, filter) of one layer, by replaying its demand
     streams through its CALC-mode prefetch window (``read_buffer_estimate_bw.py``: 100 sets
-    of ``floor(words / 100)`` words, half active). Exact on the reference runs; seconds per
-    layer, so it is a comparison tool, not a cost model (the systolic model estimates the
-    same count in closed form)."""
+    of ``floor(words / 100)`` words, half active). Exact on the reference runs; tenths of a
+    second per layer, so it is a comparison tool (the oracle), not a cost model: the
+    systolic model counts the same words with ``dram_window="exact"`` (a compiled walk of
+    the same stream, milliseconds per layer) or estimates them in closed form (default)."""
     ifmap, filt = _operand_addresses(layer)
     s_i, s_f = _demand_streams(ifmap, filt, config.rows, config.cols, config.dataflow)
     words = (config.ifmap_sram_kb * 1024 // config.word_bytes, config.filter_sram_kb * 1024 // config.word_bytes)

@@ -61,7 +61,11 @@ once the tile holding a word's previous use is a window away; otherwise every wi
 loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
 the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
 close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
-in `scalesim_mapping`: pixels row-major; window rows, columns, then channels).
+in `scalesim_mapping`: pixels row-major; window rows, columns, then channels). With
+``SystolicModel(dram_window="exact")`` such an operand is instead counted on its demand
+stream, word by word through the window (`accelmap.costmodels._systolic_window`): exact
+(SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
+shape, so searches keep the estimate.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -88,6 +92,7 @@ import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
+from accelmap.costmodels._systolic_window import COLS_TIME, ROWS_TIME, STATIONARY, window_fetches
 from accelmap.costmodels.base import Metrics
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
@@ -390,6 +395,24 @@ class SystolicModel:
     """
 
     name: ClassVar[str] = "systolic"
+    DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("exact", "estimate")
+
+    def __init__(self, *, dram_window: str = "estimate") -> None:
+        """``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
+        SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
+        (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
+        cached), ``"estimate"`` uses the closed-form estimate (microseconds; module
+        docstring). Every other count is exact and closed-form either way.
+
+        Raises
+        ------
+        SpecError
+            ``dram_window`` is not one of the two.
+        """
+        if dram_window not in self.DRAM_WINDOWS:
+            raise SpecError(f"systolic model: dram_window = {dram_window!r}; expected one of "
+                            f"{', '.join(self.DRAM_WINDOWS)}")
+        self.dram_window = dram_window
 
     def __init__(self, engine: str | None = None) -> None:
         from accelmap.costmodels.engines import resolve_engine
@@ -559,7 +582,8 @@ class SystolicModel:
             t = layout.tensor[o]
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                              idx_r[o], idx_c[o], acc[o], bounds, dim_class,
-                                             batch.order[:, layout.array_level]))
+                                             batch.order[:, layout.array_level],
+                                             valid if self.dram_window == "exact" else None))
         dram_w = ofmap_true
 
         stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
@@ -628,7 +652,7 @@ class SystolicModel:
         sram_w = acc[2] + (folds * (R + C) if df is Dataflow.OS else 0)
         dram_r = [
             _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
-                            [int(d) for d in mapping.order[layout.array_level]])
+                            [int(d) for d in mapping.order[layout.array_level]], self.dram_window == "exact")
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -727,6 +751,8 @@ def _repeated_tiles_one(n_full: int, t: int, t_last: int, k: int, w: float) -> i
     """Words fetched for ``n_full`` tiles of ``t`` words and a last one of ``t_last`` words,
     each read on ``k`` consecutive folds, through SCALE-Sim's reset window of ``w`` words.
 
+    With ``t >= w`` every pass misses on every word (a reset falls before any word comes
+    back), so ``k * t`` per tile and the window count afterwards is that total modulo ``w``.
     With ``t < w``: a tile that starts at window count ``c`` and overflows it (``c + t >= w``)
     loses the ``w - c`` words fetched before the reset and fetches them again on its second
     pass, after which the window holds just that tile (count ``t``). From an empty window
@@ -736,8 +762,10 @@ def _repeated_tiles_one(n_full: int, t: int, t_last: int, k: int, w: float) -> i
     full: float
     c: float
     if t >= w:
+        # every pass over a tile larger than the window misses on every word, so the
+        # window count after the full tiles is the words fetched so far, modulo `w`
         full = k * n_full * t
-        c = 0
+        c = full % w
     else:
         a = max(int(math.ceil(w / t)) - 1, 1)
         resets = (n_full - 1) // a if n_full >= 1 else 0
@@ -753,7 +781,7 @@ def _repeated_tiles_one(n_full: int, t: int, t_last: int, k: int, w: float) -> i
     last: float
     if t_last >= w:
         last = k * t_last
-    elif k >= 2 and t < w and c + t_last >= w:
+    elif k >= 2 and c + t_last >= w:
         last = t_last + (w - c)
     else:
         last = t_last
@@ -774,9 +802,9 @@ def _repeated_tiles_batch(n_full: IntArray, t: IntArray, t_last: IntArray, k: In
     c = np.where(nf == 0, 0, np.where(nf <= a, nf * tf, tf + np.mod(nf - 1, a) * tf))
     c = np.where(kf >= 2, c, 0)
     full = np.where(big, kf * nf * tf, full_small)
-    c = np.where(big, 0, c)
+    c = np.where(big, np.mod(full, w), c)  # big tiles: every word missed, count = fetched mod w
     last = np.where(tl >= w, kf * tl,
-                    np.where((kf >= 2) & ~big & (c + tl >= w), tl + (w - c), tl))
+                    np.where((kf >= 2) & (c + tl >= w), tl + (w - c), tl))
     out: IntArray = (full + last).astype(np.int64)
     return out
 
@@ -798,11 +826,13 @@ def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
 def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, rc: IntArray, cc: IntArray,
                       s_r: IntArray, s_c: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
                       ir: BoolArray, ic: BoolArray, reads: IntArray, bounds: IntArray,
-                      dim_class: IntArray, order: IntArray) -> IntArray:
+                      dim_class: IntArray, order: IntArray, exact_rows: BoolArray | None = None) -> IntArray:
     """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring.
 
     ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
-    of the dims of each class when they are cut into fold chunks.
+    of the dims of each class when they are cut into fold chunks. With ``exact_rows`` (the
+    rows to count, the valid ones), a sliding-window operand is counted on its demand
+    stream (`_window_exact`, once per distinct fold shape and order) instead of estimated.
     """
     n = rc.shape[0]
     w = layout.window_words[o]
@@ -843,6 +873,17 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
+    if exact_rows is not None:
+        out = np.zeros(n, dtype=np.int64)
+        key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
+        sel = np.flatnonzero(exact_rows)
+        if sel.size:
+            uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
+            static = _walk_static(problem, layout, o)
+            vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+                             for u in uniq.tolist()], dtype=np.int64)
+            out[sel] = vals[inv.ravel()]
+        return out
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
     passes = np.where(case_c, f_c, 1)
     reads_pass = reads // passes
@@ -873,7 +914,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
 
 def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
                     ur: int, uc: int, f_r: int, f_c: int, ir: bool, ic: bool, reads: int,
-                    order: list[int]) -> int:
+                    order: list[int], exact: bool = False) -> int:
     t = layout.tensor[o]
     w = layout.window_words[o]
     coef = problem.coefficients[t]
@@ -906,6 +947,8 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
+    if exact:
+        return _window_exact(problem, layout, o, rc, cc, ur, uc, order)
     passes = f_c if case_c else 1
     reads_pass = reads // passes
     if case_c:
@@ -925,6 +968,52 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         else:
             est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
     return passes * est * b_rep
+
+
+def _walk_static(problem: Problem, layout: SystolicLayout, o: int) -> tuple[Any, ...]:
+    """The mapping-independent arguments of `window_fetches` for operand ``o`` (hashable):
+    projection, used ranks, dim classes, bounds of one repetition, existing ranges."""
+    t = layout.tensor[o]
+    tensor = problem.tensors[t]
+    lo: tuple[int, ...] | None = None
+    hi: tuple[int, ...] | None = None
+    if tensor.extent is not None:
+        lo = tuple(tensor.pad) if tensor.pad is not None else (0,) * len(tensor.extent)
+        hi = tuple(a + e for a, e in zip(lo, tensor.extent, strict=True))
+    coef = problem.coefficients[t]
+    n_ranks = len(tensor.projection)
+    dim_class = layout.dim_class
+    return (tuple(tuple(int(x) for x in row) for row in coef[:n_ranks]),
+            tuple(bool(u) for u in problem.rank_used[t][:n_ranks]), dim_class,
+            tuple(1 if c == _B else int(b) for c, b in zip(dim_class, problem.bounds, strict=True)), lo, hi)
+
+
+def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, ur: int, uc: int,
+                  order: list[int], static: tuple[Any, ...] | None = None) -> int:
+    """DRAM words of operand ``o`` counted on SCALE-Sim's demand stream through its window
+    (`accelmap.costmodels._systolic_window`), times the GEMM's repetitions. ``static``:
+    `_walk_static` of the operand, when the caller has it."""
+    tc = 3 - rc - cc
+    mine = {0: (_M, _K), 1: (_N, _K)}[o]
+    if rc in mine and cc in mine:
+        mode, classes = STATIONARY, (rc, cc)
+    elif rc in mine:
+        mode, classes = ROWS_TIME, (rc, tc)
+    else:
+        mode, classes = COLS_TIME, (cc, tc)
+    dim_class = layout.dim_class
+    rel = tuple(d for d in order if dim_class[d] in classes)  # only these dims' order matters
+    # The chunk of the class the operand does not index matters only through its fold
+    # count: key the walk on the smallest chunk with that count (more cache hits).
+    size = layout.class_size
+    if mode == ROWS_TIME:
+        uc = -(-size[cc] // -(-size[cc] // uc))
+    elif mode == COLS_TIME:
+        ur = -(-size[rc] // -(-size[rc] // ur))
+    if static is None:
+        static = _walk_static(problem, layout, o)
+    words = window_fetches(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]))
+    return words * layout.class_size[3]
 
 
 def _neighbour_step_batch(coef: IntArray, used: BoolArray, dim_class: IntArray, bounds: IntArray,

@@ -16,7 +16,7 @@ import pytest
 
 from accelmap.arch.presets import systolic_array
 from accelmap.costmodels.scalesim_io import _demand_streams
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping, systolic_layout
 from accelmap.workloads.builders import conv2d, matmul
 
 
@@ -108,8 +108,10 @@ def test_conv_sram_and_filter_dram_equal_the_replay(h, f, st, ch, nf, rows, cols
 @pytest.mark.slow
 def test_sliding_window_estimate_accuracy():
     """The ifmap DRAM estimate against the replay on 60 random convolutions (seed 0) per
-    dataflow; the figures are recorded in docs/validation.md. Guards against regressions."""
+    dataflow; the figures are recorded in docs/validation.md. Guards against regressions.
+    The exact mode (the demand-stream walk) equals the replay on every one of them."""
     rng = np.random.default_rng(0)
+    exact = SystolicModel(dram_window="exact")
     errors: dict[str, list[float]] = {"os": [], "ws": [], "is": []}
     for _ in range(60):
         h = int(rng.integers(8, 40))
@@ -125,8 +127,103 @@ def test_sliding_window_estimate_accuracy():
         for df in errors:
             s = SystolicModel().stats(prob, arch, scalesim_mapping(prob, arch, df))
             si, _ = _streams(ifmap, filt, rows, cols, df)
-            errors[df].append(int(s.dram_reads[0, 0]) / _window_fetches(si, kb * 1024) - 1)
+            want = _window_fetches(si, kb * 1024)
+            errors[df].append(int(s.dram_reads[0, 0]) / want - 1)
+            assert int(exact.stats(prob, arch, scalesim_mapping(prob, arch, df)).dram_reads[0, 0]) == want
     med = {df: float(np.median(np.abs(e))) for df, e in errors.items()}
     worst = {df: float(np.max(np.abs(e))) for df, e in errors.items()}
     assert med["ws"] <= 0.01 and med["os"] <= 0.06 and med["is"] <= 0.07, med
     assert max(worst.values()) <= 0.9, worst
+
+
+def _random_conv(rng: np.random.Generator) -> tuple[int, int, int, int, int, int, int, int]:
+    h = int(rng.integers(6, 24))
+    f = min(int(rng.choice([1, 2, 3, 5, 7])), h)
+    st, ch, nf = int(rng.choice([1, 1, 2, 3])), int(rng.choice([1, 3, 8, 16])), int(rng.choice([4, 8, 16, 24]))
+    rows, cols = int(rng.choice([2, 4, 8, 16])), int(rng.choice([2, 4, 8, 16]))
+    bits = int(rng.choice([8, 16, 32, 64]))
+    return h, f, st, ch, nf, rows, cols, bits
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_exact_window_equals_the_replay_on_random_convolutions(seed):
+    """``dram_window="exact"``: both operands' DRAM reads equal the independent replay on
+    random small convolutions (strided ones with SCALE-Sim's rounded-up ofmap included,
+    whose windows past the ifmap edge fetch nothing), every dataflow, with SRAMs small
+    enough that the ifmap exceeds the window. The scalar path agrees."""
+    rng = np.random.default_rng(seed)
+    model = SystolicModel(dram_window="exact")
+    checked = 0
+    for _ in range(6):
+        h, f, st, ch, nf, rows, cols, bits = _random_conv(rng)
+        p = -(-(h - f) // st) + 1
+        # 1 kB SRAMs of `bits`-bit words: 1024 down to 128 words, windows of 500 down to 50
+        prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, input_hw=(h, h), word_bits=bits)
+        arch = systolic_array(rows, cols, 1, 1, 1, dram_bandwidth_words_per_cycle=None, word_bits=bits)
+        layout, _ = systolic_layout(prob, arch)
+        sram_words = int(arch.levels[layout.sram[0]].capacity_words)
+        ifmap, filt = _conv_operands(h, f, st, ch, nf)
+        for df in ("os", "ws", "is"):
+            one = scalesim_mapping(prob, arch, df)
+            s = model.stats(prob, arch, one)
+            si, sf = _streams(ifmap, filt, rows, cols, df)
+            want = (_window_fetches(si, sram_words), _window_fetches(sf, sram_words))
+            assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == want, (h, f, st, ch, nf, rows, cols, df)
+            s1 = model.stats_one(prob, arch, one[0])
+            assert int(s1.dram_reads[0, 0]) == want[0]
+            checked += 1
+    assert checked == 18
+
+
+def test_dram_window_option_is_checked():
+    from accelmap.errors import SpecError
+
+    with pytest.raises(SpecError, match="dram_window"):
+        SystolicModel(dram_window="fast")
+
+
+@pytest.mark.parametrize("df", ["os", "ws", "is"])
+def test_exact_window_with_part_of_the_array(df):
+    """A mapping that uses ``ur x uc`` of a larger array streams like SCALE-Sim on an
+    ``ur x uc`` array (DRAM reads depend on the fold chunks, not the idle PEs); the exact
+    mode equals that replay for every (ur, uc) on a grid, and its cache key (the
+    non-indexed class's fold count) does not mix up chunk sizes."""
+    h, f, st, ch, nf = 13, 3, 1, 8, 20
+    p = h - f + 1
+    prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
+    big = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    model = SystolicModel(dram_window="exact")
+    ifmap, filt = _conv_operands(h, f, st, ch, nf)
+    for ur in (3, 7, 16):
+        for uc in (1, 6, 7, 16):
+            small = systolic_array(ur, uc, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+            one = scalesim_mapping(prob, small, df)  # same arrays, factors ur x uc, legal on `big`
+            s = model.stats(prob, big, one)
+            assert bool(s.valid[0])
+            si, sf = _streams(ifmap, filt, ur, uc, df)
+            assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == (_window_fetches(si, 1024),
+                                                                           _window_fetches(sf, 1024)), (ur, uc)
+
+
+@pytest.mark.parametrize("df", ["os", "ws", "is"])
+def test_exact_window_skips_zero_padding(df):
+    """A zero-padded convolution (`Tensor.pad`): the halo the windows reach holds no words
+    and fetches nothing; the exact mode equals the replay of im2col matrices whose halo
+    entries are -1."""
+    from accelmap.workloads.builders import conv2d_from_input
+
+    h, f, st, pad, ch, nf = 12, 3, 2, 1, 8, 12
+    prob = conv2d_from_input("c", c=ch, k=nf, h=h, w=h, r=f, s=f, stride=st, padding=pad, word_bits=8)
+    e = (h + 2 * pad - f) // st + 1
+    assert tuple(int(b) for b in prob.bounds[prob.dim_names.index("P"):][:2]) == (e, e)
+    win = f * f * ch
+    p, j = np.arange(e * e), np.arange(win)
+    r = (p // e)[:, None] * st + (j // (f * ch))[None, :] - pad
+    c = (p % e)[:, None] * st + ((j % (f * ch)) // ch)[None, :] - pad
+    ifmap = np.where((r < 0) | (c < 0) | (r >= h) | (c >= h), -1, r * h * ch + c * ch + (j % ch)[None, :])
+    filt = np.arange(nf)[None, :] * win + j[:, None]
+    arch = systolic_array(8, 4, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    s = SystolicModel(dram_window="exact").stats(prob, arch, scalesim_mapping(prob, arch, df))
+    si, sf = _streams(ifmap, filt, 8, 4, df)
+    assert int(s.dram_reads[0, 0]) == _window_fetches(si, 1024)
+    assert int(s.dram_reads[0, 1]) == _window_fetches(sf, 1024)

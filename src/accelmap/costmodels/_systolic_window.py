@@ -1,0 +1,219 @@
+"""SCALE-Sim's prefetch window, counted word by word on the demand stream it implies.
+
+`accelmap.costmodels.systolic` counts DRAM reads of operands without im2col duplicates in
+closed form. For a sliding-window operand (a convolution's ifmap, where neighbouring
+output pixels read the same words) the count depends on where each reset of SCALE-Sim's
+read window falls in the skewed demand stream, so this module walks that stream.
+
+The stream follows SCALE-Sim's demand matrices (``systolic_compute_{os,ws,is}.py``), in
+the model's GEMM view (module docstring of `accelmap.costmodels.systolic`): folds with
+column folds outer and row folds inner; a streamed operand indexed by the row (column)
+class and the time class enters skewed, read along the anti-diagonals of its ``T x n``
+fold matrix (time ``t``, array position ``c``; diagonal ``t + c``, ``c`` ascending); the
+stationary operand (indexed by both array classes) is pre-filled bottom row first, left to
+right. A class is flattened in the array level's loop order (outermost first) and cut into
+chunks of the rows (columns) a fold uses, as the model's closed form does.
+
+Each stream entry is an element of the operand; its address comes from the tensor's
+projection (coordinate ``c`` is ``sum_d a_cd * i_d``, split into the contribution of the
+entry's two classes, so one word offset per class index suffices). Entries outside a
+padded tensor's extent are not words and fetch nothing (SCALE-Sim's ``-1``): their
+addresses are marked once, before the walk.
+
+The window (``read_buffer_estimate_bw.py`` in CALC mode): the SRAM's 100 sets of
+``floor(words / 100)`` words, half active, keep ``W = 50 * floor(words / 100)`` distinct
+words; a word not among them is fetched, and the ``W``-th fetch since the last reset drops
+them all. One epoch stamp per word of the tensor makes a membership test one array read,
+so a count costs one pass over the stream (about a nanosecond an entry, numba), and is the
+same number `accelmap.costmodels.scalesim_io.replay_dram_reads` gets from SCALE-Sim's own
+address matrices.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+from numba import njit
+
+from accelmap._typing import IntArray
+
+__all__ = ["window_fetches", "class_table"]
+
+_JIT = {"cache": True, "_nrt": False}
+
+# Stream modes: how the operand's two classes meet the array.
+ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
+COLS_TIME = 1  # streamed, indexed by the column class and the time class (skewed over columns)
+STATIONARY = 2  # indexed by the row and column classes (pre-filled bottom-up)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int,
+          t_len: int, window: int, state: IntArray) -> None:
+    """Walk one fold's stream (``x0, nx``: the operand's array-side chunk; ``y0, ny``: the
+    column chunk of a stationary operand). ``state`` = [epoch, count, total, position,
+    position of the last reset in this unit] is updated in place."""
+    epoch, count, total, pos, last = state[0], state[1], state[2], state[3], state[4]
+    if mode == STATIONARY:
+        for d in range(nx):
+            a = x0 + nx - 1 - d
+            base = a_off[a]
+            for c in range(ny):
+                b = y0 + c
+                pos += 1
+                addr = base + b_off[b]
+                seen = stamp[addr]
+                if seen != epoch and seen >= 0:  # (negative: no word there)
+                    stamp[addr] = epoch
+                    total += 1
+                    count += 1
+                    if count == window:
+                        epoch += 1
+                        count = 0
+                        last = pos
+    else:
+        for d in range(t_len + nx - 1):
+            lo_c = max(0, d - t_len + 1)
+            hi_c = min(d, nx - 1) + 1
+            for c in range(lo_c, hi_c):
+                a = x0 + c
+                b = d - c
+                pos += 1
+                addr = a_off[a] + b_off[b]
+                seen = stamp[addr]
+                if seen != epoch and seen >= 0:
+                    stamp[addr] = epoch
+                    total += 1
+                    count += 1
+                    if count == window:
+                        epoch += 1
+                        count = 0
+                        last = pos
+    state[0], state[1], state[2], state[3], state[4] = epoch, count, total, pos, last
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
+          t_len: int, window: int, state: IntArray, seen: IntArray) -> int:
+    """Words fetched for one operand's demand stream (column folds outer, row folds inner).
+
+    ``a_off`` (size,): the word offset of each index of the operand's array-side class
+    (the row class for ``ROWS_TIME`` and ``STATIONARY``, the column class for
+    ``COLS_TIME``); ``b_off`` the same for its other class. ``stamp`` (words,): 0 where a
+    word exists, -1 where the projection reaches no word (a padded tensor's halo);
+    ``state`` (5,) and ``seen`` (3, repetitions + 1) scratch (the kernel allocates nothing).
+
+    A streamed operand reads one *unit* again and again (``ROWS_TIME``: the pass over all
+    row folds, once per column fold; ``COLS_TIME``: one fold, on each of the row folds).
+    The window's state at the start of a repetition is the set of words since the last
+    reset, fixed by where in the unit that reset fell; when that position repeats, the
+    repetitions between are a period and are counted without walking them. A repetition
+    without a reset leaves the whole unit resident: the rest fetch nothing.
+    """
+    f_r = (s_r + ur - 1) // ur
+    f_c = (s_c + uc - 1) // uc
+    state[:] = 0
+    state[0] = 1
+    if mode == STATIONARY:
+        for fc in range(f_c):
+            for fr in range(f_r):
+                _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                      fc * uc, min(uc, s_c - fc * uc), t_len, window, state)
+        return state[2]
+    n_units = 1 if mode == ROWS_TIME else f_c
+    reps = f_c if mode == ROWS_TIME else f_r
+    for u in range(n_units):
+        n_seen = 0  # rows of `seen`: reset position, repetitions done, words fetched so far
+        r = 0
+        while r < reps:
+            state[3] = 0
+            state[4] = -1
+            if mode == ROWS_TIME:
+                for fr in range(f_r):
+                    _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
+                          0, 0, t_len, window, state)
+            else:
+                _fold(a_off, b_off, stamp, mode, u * uc, min(uc, s_c - u * uc),
+                      0, 0, t_len, window, state)
+            r += 1
+            if state[4] < 0:
+                break  # the whole unit is resident: the remaining repetitions fetch nothing
+            hit = -1
+            for i in range(n_seen):
+                if seen[0, i] == state[4]:
+                    hit = i
+                    break
+            if hit >= 0:
+                period = r - seen[1, hit]
+                skip = (reps - r) // period
+                state[2] += skip * (state[2] - seen[2, hit])
+                r += skip * period
+                n_seen = 0
+            else:
+                seen[0, n_seen] = state[4]
+                seen[1, n_seen] = r
+                seen[2, n_seen] = state[2]
+                n_seen += 1
+    return state[2]
+
+
+def class_table(coef: IntArray, used: IntArray, dim_class: tuple[int, ...], bounds: tuple[int, ...],
+                order: tuple[int, ...], cls: int) -> IntArray:
+    """(ranks, size) partial coordinates of every flattened index of class ``cls``.
+
+    The class's dims are flattened in ``order`` (outermost first, the last innermost);
+    ``coef`` (ranks, D) is the tensor's projection, rows of unused ranks zero.
+    """
+    members = [d for d in order if dim_class[d] == cls and bounds[d] > 1]
+    size = 1
+    for d in members:
+        size *= bounds[d]
+    flat = np.arange(size, dtype=np.int64)
+    out = np.zeros((coef.shape[0], size), dtype=np.int64)
+    for d in reversed(members):
+        idx = flat % bounds[d]
+        flat = flat // bounds[d]
+        out += coef[:, d][:, None].astype(np.int64) * idx[None, :]
+    out[~np.asarray(used, dtype=bool)] = 0
+    return out
+
+
+@lru_cache(maxsize=4096)
+def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
+                   bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
+                   order: tuple[int, ...], classes: tuple[int, int], mode: int, rc: int, cc: int,
+                   ur: int, uc: int, window: int) -> int:
+    """Words of one operand fetched through SCALE-Sim's window over one repetition of the GEMM.
+
+    ``coef_key`` is the tensor's projection (ranks x D nested tuples); ``classes`` the
+    operand's (array-side, other) classes for ``mode``; ``lo``/``hi`` the range of
+    coordinates that exist per rank (``None``: every projected value). Cached: a search
+    meets the same (dataflow, row class, chunk sizes, order) many times.
+    """
+    coef = np.array(coef_key, dtype=np.int64).reshape(len(coef_key), len(bounds))
+    used_a = np.array(used, dtype=bool)
+    size = [1, 1, 1]
+    for d, c in enumerate(dim_class):
+        if 0 <= c <= 2:
+            size[c] *= bounds[d]
+    xa = class_table(coef, used_a, dim_class, bounds, order, classes[0])
+    xb = class_table(coef, used_a, dim_class, bounds, order, classes[1])
+    # Addresses over the projected span (coordinates 0 .. span - 1 per rank): word =
+    # sum_k coordinate_k * mult_k, split into one offset per class.
+    span = 1 + xa.max(axis=1) + xb.max(axis=1)
+    mult = np.ones(coef.shape[0], dtype=np.int64)
+    for k in range(coef.shape[0] - 2, -1, -1):
+        mult[k] = mult[k + 1] * span[k + 1]
+    a_off = xa.T @ mult
+    b_off = xb.T @ mult
+    exists = np.ones(1, dtype=bool)
+    for k in range(coef.shape[0]):
+        v = np.arange(span[k])
+        ok = np.ones(span[k], dtype=bool) if lo is None or hi is None else (v >= lo[k]) & (v < hi[k])
+        exists = (exists[:, None] & ok[None, :]).ravel()
+    stamp = np.where(exists, 0, -1).astype(np.int32)
+    tc = 3 - rc - cc
+    reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
+    return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
+                     np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64)))
