@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
     config = read_config(cfg_path)
     arch = config_arch(config)
     layers = read_topology(topo_path, word_bits=8 * config.word_bytes)
-    model = SystolicModel()
+    model = SystolicModel(dram_window="exact")  # one mapping per layer: SCALE-Sim's own DRAM reads, a few ms each
     rows: list[dict[str, Any]] = []
     for layer in layers:
         stats = model.stats(layer.problem, arch, scalesim_mapping(layer.problem, arch, config.dataflow))

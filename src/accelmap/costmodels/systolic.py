@@ -397,26 +397,28 @@ class SystolicModel:
     name: ClassVar[str] = "systolic"
     DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("exact", "estimate")
 
-    def __init__(self, *, dram_window: str = "estimate") -> None:
-        """``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
+    def __init__(self, engine: str | None = None, *, dram_window: str = "estimate") -> None:
+        """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
+        numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
+
+        ``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
         (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
-        cached), ``"estimate"`` uses the closed-form estimate (microseconds; module
-        docstring). Every other count is exact and closed-form either way.
+        cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` uses
+        the closed-form estimate (microseconds; module docstring). Every other count is
+        exact and closed-form either way.
 
         Raises
         ------
         SpecError
-            ``dram_window`` is not one of the two.
+            ``dram_window`` is not one of the two, or the engine is ``"cuda"``.
         """
+        from accelmap.costmodels.engines import resolve_engine
+
         if dram_window not in self.DRAM_WINDOWS:
             raise SpecError(f"systolic model: dram_window = {dram_window!r}; expected one of "
                             f"{', '.join(self.DRAM_WINDOWS)}")
         self.dram_window = dram_window
-
-    def __init__(self, engine: str | None = None) -> None:
-        from accelmap.costmodels.engines import resolve_engine
-
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
@@ -428,7 +430,10 @@ class SystolicModel:
         the numpy path (`_stats_batch`, its executable reference)."""
         shapes_ok = (batch.n_levels, batch.n_dims, batch.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                        problem.n_tensors)
-        if self.engine == "numpy" or layout is None or not shapes_ok or len(batch) == 0:
+        # the kernel follows the unpadded path: padded problems (words that do not exist are not
+        # DRAM traffic) and the exact prefetch-window walk take the numpy path
+        if (self.engine == "numpy" or self.dram_window == "exact" or problem.has_padding or layout is None
+                or not shapes_ok or len(batch) == 0):
             return self._stats_batch(problem, arch, layout, batch)
         from accelmap.costmodels import _systolic_kernel
 
