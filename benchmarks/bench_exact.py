@@ -40,11 +40,15 @@ from bench_vs_timeloop import REFERENCE as TL_REFERENCE  # noqa: E402
 from bench_vs_timeloop import _constraints  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
+_ONLY: list[str] = []  # --cases: run only the cases whose label contains one of these
 
 
 def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
          seed: int) -> dict[str, Any]:
     from accelmap.search.api import search
+
+    if _ONLY and not any(s in label for s in _ONLY):
+        return None  # type: ignore[return-value]
 
     t0 = time.perf_counter()
     d = search(problem, arch, constraints=constraints, budget=default_budget, seed=seed)
@@ -71,8 +75,12 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, d
     return row
 
 
+def _tag(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
+    return None if row is None else dict(row, **extra)
+
+
 def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
-        out_path: Path | None = None) -> dict[str, Any]:
+        out_path: Path | None = None, only: list[str] | None = None) -> dict[str, Any]:
     """Run the groups; with ``out_path``, the JSON is rewritten after every case, so a stopped run
     keeps the rows it finished."""
     import os
@@ -83,6 +91,8 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
 
     class _Rows(list):
         def append(self, row: dict[str, Any]) -> None:  # type: ignore[override]
+            if row is None:  # a case left out by --cases
+                return
             super().append(row)
             if out_path is not None:
                 out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -100,7 +110,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
     if "search" in groups:
         for layer in SEARCH_LAYERS:
             for arch in SEARCH_ARCHS:
-                rows.append(dict(_row(f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None, time_s,
+                rows.append(_tag(_row(f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None, time_s,
                                       default_budget, seed), group="search"))
     if "timeloop" in groups and TL_REFERENCE.exists():
         for case in sorted((TL_REFERENCE / "cases").iterdir()):
@@ -110,7 +120,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             ert = TL_ARCHS / arch_name / "ERT.yaml"
             arch = load_arch(str(TL_ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
             cons = [str(p) for p in _constraints(arch_name, layer)] or None
-            rows.append(dict(_row(f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch,
+            rows.append(_tag(_row(f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch,
                                   cons, time_s, default_budget, seed), group="timeloop"))
     if "resnet50" in groups:
         seen: set[Any] = set()
@@ -120,7 +130,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             if key in seen:
                 continue
             seen.add(key)
-            rows.append(dict(_row(f"resnet50/{p.name} @ eyeriss-like", p, arch, None, time_s, default_budget, seed),
+            rows.append(_tag(_row(f"resnet50/{p.name} @ eyeriss-like", p, arch, None, time_s, default_budget, seed),
                              group="resnet50"))
     return _doc(rows)
 
@@ -134,8 +144,10 @@ def main() -> None:
                     help="budget of the default search compared against (default: its own default)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
+    ap.add_argument("--cases", nargs="+", default=[], help="only the cases whose label contains one of these")
     args = ap.parse_args()
     path = Path(args.out)
+    _ONLY[:] = args.cases
     out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
