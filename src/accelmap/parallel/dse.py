@@ -754,7 +754,9 @@ def run_dse(
                     else:
                         cand = _aggregate(params, arch, area, parts, store)
                     if cand.status == "error":
-                        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+                        # Left running in the study: the next run redoes it with the same
+                        # parameters (a worker lost to Ctrl-C lands here too), retrying the
+                        # layers whose rows are errors.
                         told.add(i)
                         failed.append(cand.error or "?")
                         continue
@@ -781,7 +783,7 @@ def run_dse(
                 summary = run_tasks(tasks, store=store, backend=backend, on_result=on_result, progress=progress)
                 if summary.interrupted:
                     raise KeyboardInterrupt
-            if failed:  # a mapping search failed: its trial failed, the error row is retried by a rerun
+            if failed:  # a mapping search failed: its trial stays open, a rerun retries it
                 raise SpecError(f"{len(failed)} candidate(s) could not be evaluated, first: {failed[0]}; "
                                 f"the error rows are in {store.path}; run again to retry them")
     except KeyboardInterrupt:
