@@ -35,13 +35,16 @@ The design-space file (strict YAML, ``docs/dse.md``)::
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import itertools
 import json
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -716,25 +719,26 @@ def run_dse(
             if n_redo:
                 k = n_redo
             batch: list[tuple[Any, dict[str, Any], Arch, float, list[tuple[SearchTask, int, tuple[str, ...]]]]] = []
-            for j in range(k):
-                fixed, kept = redo.pop(0) if n_redo else (None, {})
-                if fixed is None and grid_order:
-                    seen = {_params_key(r.candidate.params) for r in records} | {
-                        _params_key(tr.params) for tr, *_ in batch}
-                    fixed = next((g for g in grid_order if _params_key(g) not in seen), None)
-                    if fixed is None:
-                        break
-                if fixed is not None:
-                    study.enqueue_trial(fixed, skip_if_exists=False)
-                study.sampler = _sampler(spec, _trial_seed(spec, done + j))
-                trial = study.ask(dists)
-                for key, value in kept.items():
-                    study._storage.set_trial_system_attr(trial._trial_id, key, value)
-                params = {p.name: trial.params[p.name] for p in spec.parameters}
-                arch = spec.candidate(params)
-                area = area_mm2(arch)
-                parts = [] if _over_area(spec, area) or _params_key(params) in cache else spec.tasks(arch)
-                batch.append((trial, params, arch, area, parts))
+            with _sigint_deferred():  # a batch is asked whole or not at all
+                for j in range(k):
+                    fixed, kept = redo.pop(0) if n_redo else (None, {})
+                    if fixed is None and grid_order:
+                        seen = {_params_key(r.candidate.params) for r in records} | {
+                            _params_key(tr.params) for tr, *_ in batch}
+                        fixed = next((g for g in grid_order if _params_key(g) not in seen), None)
+                        if fixed is None:
+                            break
+                    if fixed is not None:
+                        study.enqueue_trial(fixed, skip_if_exists=False)
+                    study.sampler = _sampler(spec, _trial_seed(spec, done + j))
+                    trial = study.ask(dists)
+                    for key, value in kept.items():
+                        study._storage.set_trial_system_attr(trial._trial_id, key, value)
+                    params = {p.name: trial.params[p.name] for p in spec.parameters}
+                    arch = spec.candidate(params)
+                    area = area_mm2(arch)
+                    parts = [] if _over_area(spec, area) or _params_key(params) in cache else spec.tasks(arch)
+                    batch.append((trial, params, arch, area, parts))
             if not batch:
                 break
             pending = {i: {t.key for t, _, _ in b[4]} for i, b in enumerate(batch)}
@@ -761,7 +765,8 @@ def run_dse(
                         failed.append(cand.error or "?")
                         continue
                     cache[key] = cand
-                    rec = _tell(study, spec, trial, cand)
+                    with _sigint_deferred():  # never a half-told trial
+                        rec = _tell(study, spec, trial, cand)
                     records.append(rec)
                     told.add(i)
                     if on_trial is not None:
@@ -801,6 +806,25 @@ def run_dse(
                      n_searched=len({_params_key(r.candidate.params) for r in records
                                      if r.candidate.status != "over_budget"}),
                      grid_size=None if grid is None else len(grid))
+
+
+@contextlib.contextmanager
+def _sigint_deferred() -> Iterator[None]:
+    """Hold Ctrl-C until the block ends, then raise it: study writes are never left half done.
+
+    Only in the main thread (the only one Python delivers signals to); elsewhere a no-op.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda signum, _frame: caught.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _run_parts(parts: Sequence[tuple[SearchTask, int, tuple[str, ...]]], store: ResultStore,
