@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "dse", help="hardware design-space search: the accelerator for a set of workloads",
         description="Propose architectures from a base arch's parameters (Optuna: TPE, NSGA-II, "
-                    "random or grid), give each a whole-workload mapping search (Ray tasks, results "
+                    "random or grid; TPE by default), give each a whole-workload mapping search (Ray tasks, results "
                     "store), and report the area/objective Pareto front with each front design as an "
                     "arch file. Re-run the command to resume. See docs/dse.md.")
     p.add_argument("file", help="design-space file (YAML, version: 1)")

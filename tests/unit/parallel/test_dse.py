@@ -204,7 +204,7 @@ trials: 40
 mapping: {searcher: anneal, budget: 200000}
 """)
     spec = parse_dse(doc)
-    assert spec.searcher == "nsga2" and spec.mapping_budget == 200000 and len(spec.grid()) == 36
+    assert spec.searcher == "tpe" and spec.mapping_budget == 200000 and len(spec.grid()) == 36
 
 
 def test_cli_exit_2_on_bad_file(files: Path, capsys):
