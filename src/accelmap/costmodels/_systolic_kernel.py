@@ -179,11 +179,11 @@ def _repeated_tiles(n_full, t, t_last, k, w):
     if kf < 2:
         c = 0.0
     full = kf * nf * tf if big else full_small
-    if big:
-        c = 0.0
+    if big:  # every word of a tile larger than the window is missed: count = fetched mod w
+        c = np.fmod(full, w)
     if tl >= w:
         last = kf * tl
-    elif kf >= 2 and not big and c + tl >= w:
+    elif kf >= 2 and c + tl >= w:
         last = tl + (w - c)
     else:
         last = tl

@@ -17,8 +17,10 @@ Layout of an output directory (``accelmap dse FILE --out DIR``)::
 from __future__ import annotations
 
 import csv
+import importlib.util
 import json
 import math
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -105,7 +107,11 @@ def write_outputs(result: DseResult, out_dir: str | Path, *, plot: bool = True) 
             c = rec.candidate.to_dict()
             w.writerow([rec.number, *[c["params"][p] for p in pnames], c["status"], rec.feasible, c["area_mm2"],
                         c["cycles"], c["energy_pj"], c["edp"], c["power_w"], c["certified_gap"]])
-    if plot and metrics:
+    if plot and metrics and importlib.util.find_spec("matplotlib") is None:
+        data["plot"] = None
+        data["plot_skipped"] = "front.png not drawn: matplotlib is not installed (pip install 'accelmap[plot]')"
+        print(f"accelmap: {data['plot_skipped']}", file=sys.stderr)
+    elif plot and metrics:
         points = [(r.candidate.area_mm2, r.candidate.value(metrics[0]), r.feasible) for r in result.trials
                   if r.candidate.status == "ok"]
         plot_front(points, [(c.area_mm2, c.value(metrics[0])) for c in result.front],

@@ -270,3 +270,18 @@ def test_lower_bounds_and_certified_comparison_with_base(files: Path):
         assert row["edp_lower_bound"] == c.lower_bound("edp")
         assert row["edp_beats_base_certified"] == (c.edp < res.base.lower_bound("edp"))
         assert not row["edp_beats_base_certified"] or row["edp_beats_base"]
+
+
+def test_outputs_without_matplotlib_skip_the_plot_and_say_so(files: Path, capsys, monkeypatch):
+    """matplotlib is the `plot` extra: without it the study still writes every other output."""
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.chdir(files)
+    path = _write(files, _doc(trials=2, parameters=[{"level": "GLB", "field": "fanout_x", "values": [2, 4]}]))
+    assert main(["dse", str(path), "--backend", "serial", "--seed", "0", "--json", "--out", "out"]) == 0
+    cap = capsys.readouterr()
+    data = json.loads(cap.out)
+    assert data["front"] and "matplotlib is not installed" in cap.err
+    assert not (files / "out" / "front.png").exists() and (files / "out" / "front.csv").is_file()
