@@ -117,9 +117,17 @@ class Metrics:
         for lname, per in r["levels"].items():
             for tname, c in per.items():
                 if c["reads"] or c["fills"] or c["updates"]:
-                    out.append(f"{lname:<14}{tname:<10}{c['reads']:>16,}{c['fills']:>16,}{c['updates']:>16,}{c['energy_pj']:>16,.1f}")
+                    out.append(f"{lname:<14}{tname:<10}{_count(c['reads']):>16}{_count(c['fills']):>16}"
+                               f"{_count(c['updates']):>16}{c['energy_pj']:>16,.1f}")
         out.append(f"{'compute':<24}{'':>48}{r['compute_energy_pj']:>16,.1f}")
         return "\n".join(out)
+
+
+def _count(x: float) -> str:
+    """A count for the table: whole counts as integers; a padded tensor's (scaled by the share
+    of its words that exist) with one decimal."""
+    x = float(x)
+    return f"{round(x):,}" if abs(x - round(x)) < 1e-6 * max(1.0, abs(x)) else f"{x:,.1f}"
 
 
 def _num(x: float) -> int | float:
