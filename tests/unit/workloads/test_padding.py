@@ -89,3 +89,20 @@ def test_loopnest_counts_only_existing_words() -> None:
     for i in range(4):  # the scalar path agrees
         one = model.evaluate_one(padded, arch, batch[i])
         assert np.allclose(one.reads[0], a.reads[i]) and one.energy_pj[0] == pytest.approx(a.energy_pj[i])
+
+
+def test_metrics_table_keeps_padded_counts_in_their_columns() -> None:
+    """A padded tensor's counts are fractional (scaled by the share of its words that exist):
+    each row of the table still has its six columns."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.mapper.space import MapSpace
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem("resnet50/conv3_1"), preset("eyeriss-like")
+    batch = MapSpace(problem, arch).sample_valid(1, np.random.default_rng(0))
+    table = LoopNestModel().evaluate(problem, arch, batch).table(0).splitlines()
+    start = next(i for i, line in enumerate(table) if line.startswith("level"))
+    rows = [line.split() for line in table[start + 1:] if not line.startswith("compute")]
+    assert rows and all(len(r) == 6 for r in rows)
+    assert any(r[1] == "Inputs" for r in rows)  # the padded tensor's rows among them
