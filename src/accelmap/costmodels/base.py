@@ -117,8 +117,8 @@ class Metrics:
         for lname, per in r["levels"].items():
             for tname, c in per.items():
                 if c["reads"] or c["fills"] or c["updates"]:
-                    out.append(f"{lname:<14}{tname:<10}{_count(c['reads']):>16}{_count(c['fills']):>16}"
-                               f"{_count(c['updates']):>16}{c['energy_pj']:>16,.1f}")
+                    cells = [_count(c["reads"]), _count(c["fills"]), _count(c["updates"]), f"{c['energy_pj']:,.1f}"]
+                    out.append(f"{lname:<14}{tname:<10}" + "".join(f" {v:>15}" for v in cells))
         out.append(f"{'compute':<24}{'':>48}{r['compute_energy_pj']:>16,.1f}")
         return "\n".join(out)
 

@@ -100,9 +100,15 @@ def test_metrics_table_keeps_padded_counts_in_their_columns() -> None:
     from accelmap.workloads.io import load_problem
 
     problem, arch = load_problem("resnet50/conv3_1"), preset("eyeriss-like")
-    batch = MapSpace(problem, arch).sample_valid(1, np.random.default_rng(0))
-    table = LoopNestModel().evaluate(problem, arch, batch).table(0).splitlines()
-    start = next(i for i, line in enumerate(table) if line.startswith("level"))
-    rows = [line.split() for line in table[start + 1:] if not line.startswith("compute")]
-    assert rows and all(len(r) == 6 for r in rows)
-    assert any(r[1] == "Inputs" for r in rows)  # the padded tensor's rows among them
+    batch = MapSpace(problem, arch).sample_valid(20, np.random.default_rng(0))
+    metrics = LoopNestModel().evaluate(problem, arch, batch)
+    fractional = 0
+    for i in range(len(batch)):
+        table = metrics.table(i).splitlines()
+        start = next(k for k, line in enumerate(table) if line.startswith("level"))
+        rows = [line.split() for line in table[start + 1:] if not line.startswith("compute")]
+        assert rows and all(len(r) == 6 for r in rows), table
+        counts = [v for r in rows for v in r[2:5]]
+        assert all(len(v.partition(".")[2]) <= 1 for v in counts), counts  # one decimal at most
+        fractional += sum("." in v for v in counts)
+    assert fractional  # the padded inputs' counts are fractional somewhere
