@@ -25,10 +25,12 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from accelmap._registry import did_you_mean
 from accelmap.errors import SpecError
 
 __all__ = ["REQUIRED", "join", "check_keys", "integer", "number", "boolean", "name", "nonempty_list", "choice",
-           "int_value", "number_value", "bool_value", "choice_value"]
+           "mapping", "names", "int_list", "int_value", "number_value", "bool_value", "choice_value", "list_value",
+           "plugin_value"]
 
 
 class _Required:
@@ -101,10 +103,17 @@ def choice_value(v: Any, path: str, choices: Sequence[str]) -> str:
     return v
 
 
+def _noted(expect: str, note: str) -> str:
+    return f"{expect} ({note})" if note else expect
+
+
 def integer(obj: dict[str, Any], key: str, where: str, *, default: Any, nullable: bool = False,
-            minimum: int = 1, null_means: str = "unbounded") -> Any:
-    """``obj[key]`` as an int >= ``minimum`` (or None when ``nullable``); ``default`` if absent."""
-    expect = f"an int >= {minimum}" + (f", or null for {null_means}" if nullable else "")
+            minimum: int = 1, null_means: str = "unbounded", note: str = "") -> Any:
+    """``obj[key]`` as an int >= ``minimum`` (or None when ``nullable``); ``default`` if absent.
+
+    ``note`` says what the value means, in parentheses after the expected form.
+    """
+    expect = _noted(f"an int >= {minimum}" + (f", or null for {null_means}" if nullable else ""), note)
     if key not in obj:
         if default is REQUIRED:
             raise SpecError(f"{join(where, key)} is missing; expected {expect}")
@@ -149,15 +158,16 @@ def boolean(obj: dict[str, Any], key: str, where: str, *, default: Any) -> Any:
     return v
 
 
-def name(obj: dict[str, Any], key: str, where: str, *, default: Any) -> str:
-    """``obj[key]`` as a non-empty string."""
+def name(obj: dict[str, Any], key: str, where: str, *, default: Any, note: str = "") -> str:
+    """``obj[key]`` as a non-empty string (``note``: examples, in parentheses)."""
+    expect = _noted("a non-empty string", note)
     if key not in obj:
         if default is REQUIRED:
-            raise SpecError(f"{join(where, key)} is missing; expected a non-empty string")
+            raise SpecError(f"{join(where, key)} is missing; expected {expect}")
         return str(default)
     v = obj[key]
     if not isinstance(v, str) or not v.strip():
-        raise SpecError(f"{join(where, key)} = {v!r}; expected a non-empty string")
+        raise SpecError(f"{join(where, key)} = {_show(v)}; expected {expect}")
     return v
 
 
@@ -168,6 +178,59 @@ def nonempty_list(obj: dict[str, Any], key: str, where: str, what: str) -> list[
     v = obj[key]
     if not isinstance(v, list) or not v:
         raise SpecError(f"{join(where, key)} = {_show(v)}; expected a non-empty list of {what}")
+    return v
+
+
+def list_value(v: Any, path: str, what: str) -> list[Any]:
+    """``v`` (found at ``path``) as a non-empty list (``what`` describes its items)."""
+    if not isinstance(v, list) or not v:
+        raise SpecError(f"{path} = {_show(v)}; expected a non-empty list of {what}")
+    return v
+
+
+def int_list(obj: dict[str, Any], key: str, where: str, what: str, *, minimum: int = 1) -> list[int]:
+    """``obj[key]`` (required) as a non-empty list of ints >= ``minimum``; a bad item is named by index."""
+    path = join(where, key)
+    return [int_value(v, f"{path}[{i}]", minimum=minimum)
+            for i, v in enumerate(nonempty_list(obj, key, where, what))]
+
+
+def names(obj: dict[str, Any], key: str, where: str, what: str, *, default: Any,
+          single: bool = False) -> Any:
+    """``obj[key]`` as a list of non-empty strings (``what`` names one), possibly empty;
+    with ``single`` a lone string stands for a list of one."""
+    if key not in obj:
+        if default is REQUIRED:
+            raise SpecError(f"{join(where, key)} is missing; expected a list of {what}s")
+        return default
+    v = obj[key]
+    path = join(where, key)
+    if single and isinstance(v, str):
+        v = [v]
+    if not isinstance(v, list):
+        expect = f"{what} or a list of them" if single else f"a list of {what}s"
+        raise SpecError(f"{path} = {_show(v)}; expected {expect}")
+    for i, item in enumerate(v):
+        if not isinstance(item, str) or not item.strip():
+            raise SpecError(f"{path}[{i}] = {_show(item)}; expected {what} (a non-empty string)")
+    return list(v)
+
+
+def mapping(obj: dict[str, Any], key: str, where: str, what: str) -> dict[str, Any]:
+    """``obj[key]`` as a mapping (absent or null: empty); ``what`` describes its entries."""
+    v = obj.get(key)
+    if v is None:
+        return {}
+    if not isinstance(v, dict):
+        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a mapping of {what}")
+    return v
+
+
+def plugin_value(v: Any, path: str, known: Sequence[str], kind: str) -> str:
+    """``v`` (found at ``path``) as the name of a registered plugin of ``kind`` (a searcher, a
+    cost model); an unknown name lists the close matches and every known name."""
+    if not isinstance(v, str) or v not in known:
+        raise SpecError(f"{path}: {did_you_mean(str(v), list(known), what=kind)}")
     return v
 
 

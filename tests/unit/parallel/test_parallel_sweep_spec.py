@@ -77,7 +77,11 @@ def test_load_sweep_file_with_relative_paths(tmp_path):
     ("change", "match"),
     [
         ({"version": 2}, "version = 2; expected 1"),
-        ({"bogus": 1}, r"unknown key\(s\) \['bogus'\]"),
+        ({"bogus": 1}, r"bogus: unknown key; accepted keys: version, name"),
+        ({"budgte": 5}, r"budgte: unknown key \(did you mean 'budget'\?\)"),
+        ({"architectures": [{"preset": "eyeriss-like", "variants": {"buffers": [{"level": "shared_glb",
+          "capacity_words": [16, 0]}]}}]}, r"buffers\[0\]\.capacity_words\[1\] = 0; expected an int >= 1"),
+        ({"constraints": ["c.yaml", 3]}, r"constraints\[1\] = 3; expected a constraint file path"),
         ({"workloads": []}, "workloads = \\[\\]; expected a non-empty list"),
         ({"workloads": [{"network": "resnet5"}]}, "resnet50"),
         ({"workloads": [{"network": "resnet50", "file": "x"}]}, "exactly one of"),
