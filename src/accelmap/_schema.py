@@ -29,7 +29,7 @@ from accelmap._registry import did_you_mean
 from accelmap.errors import SpecError
 
 __all__ = ["REQUIRED", "join", "check_keys", "integer", "number", "boolean", "name", "nonempty_list", "choice",
-           "mapping", "names", "int_list", "int_value", "number_value", "bool_value", "choice_value", "list_value",
+           "mapping", "names", "int_list", "int_mapping", "int_value", "number_value", "bool_value", "choice_value", "list_value",
            "plugin_value"]
 
 
@@ -94,12 +94,14 @@ def bool_value(v: Any, path: str) -> bool:
     return v
 
 
-def choice_value(v: Any, path: str, choices: Sequence[str]) -> str:
-    """``v`` (found at ``path``) as one of ``choices``, with a "did you mean" for a near miss."""
+def choice_value(v: Any, path: str, choices: Sequence[str], *, label: str = "") -> str:
+    """``v`` (found at ``path``) as one of ``choices``, with a "did you mean" for a near miss;
+    ``label`` names the list in the message ("expected one of the levels of eyeriss: ...")."""
     if not isinstance(v, str) or v not in choices:
         close = difflib.get_close_matches(str(v), list(choices), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise SpecError(f"{path} = {v!r}{hint}; expected one of {', '.join(choices)}")
+        listed = f"{label}: " if label else ""
+        raise SpecError(f"{path} = {v!r}{hint}; expected one of {listed}{', '.join(choices)}")
     return v
 
 
@@ -195,25 +197,45 @@ def int_list(obj: dict[str, Any], key: str, where: str, what: str, *, minimum: i
             for i, v in enumerate(nonempty_list(obj, key, where, what))]
 
 
-def names(obj: dict[str, Any], key: str, where: str, what: str, *, default: Any,
-          single: bool = False) -> Any:
-    """``obj[key]`` as a list of non-empty strings (``what`` names one), possibly empty;
-    with ``single`` a lone string stands for a list of one."""
+def names(obj: dict[str, Any], key: str, where: str, what: str, *, default: Any, single: str = "") -> Any:
+    """``obj[key]`` as a list of non-empty strings (``what``: the plural, e.g. "tensor names"),
+    possibly empty; with ``single`` (the singular, e.g. "a file path") a lone string stands
+    for a list of one."""
     if key not in obj:
         if default is REQUIRED:
-            raise SpecError(f"{join(where, key)} is missing; expected a list of {what}s")
+            raise SpecError(f"{join(where, key)} is missing; expected a list of {what}")
         return default
     v = obj[key]
     path = join(where, key)
     if single and isinstance(v, str):
         v = [v]
     if not isinstance(v, list):
-        expect = f"{what} or a list of them" if single else f"a list of {what}s"
+        expect = f"{single} or a list of them" if single else f"a list of {what}"
         raise SpecError(f"{path} = {_show(v)}; expected {expect}")
     for i, item in enumerate(v):
         if not isinstance(item, str) or not item.strip():
-            raise SpecError(f"{path}[{i}] = {_show(item)}; expected {what} (a non-empty string)")
+            raise SpecError(f"{path}[{i}] = {_show(item)}; expected {single or 'a name'} (a non-empty string)")
     return list(v)
+
+
+def int_mapping(obj: dict[str, Any], key: str, where: str, keys: Sequence[str], *, key_kind: str,
+                keys_label: str, value_kind: str, example: str, minimum: int = 1) -> dict[str, int]:
+    """``obj[key]`` as a mapping from names in ``keys`` to ints >= ``minimum`` (absent or null:
+    empty), e.g. loop factors by dimension name. An unknown name is reported as an unknown
+    ``key_kind`` with a "did you mean" and the ``keys_label``-ed list of ``keys``."""
+    v = obj.get(key)
+    if v is None:
+        return {}
+    path = join(where, key)
+    if not isinstance(v, dict):
+        raise SpecError(f"{path} = {_show(v)}; expected a mapping of {key_kind} name to {value_kind}, e.g. {example}")
+    for k, val in v.items():
+        if k not in keys:
+            close = difflib.get_close_matches(str(k), list(keys), n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise SpecError(f"{join(path, str(k))}: unknown {key_kind}{hint}; {keys_label}: {', '.join(keys)}")
+        int_value(val, join(path, str(k)), minimum=minimum)
+    return v
 
 
 def mapping(obj: dict[str, Any], key: str, where: str, what: str) -> dict[str, Any]:
@@ -234,10 +256,12 @@ def plugin_value(v: Any, path: str, known: Sequence[str], kind: str) -> str:
     return v
 
 
-def choice(obj: dict[str, Any], key: str, where: str, choices: Sequence[str], *, default: Any) -> Any:
+def choice(obj: dict[str, Any], key: str, where: str, choices: Sequence[str], *, default: Any,
+           label: str = "") -> Any:
     """``obj[key]`` as one of ``choices`` (a near miss gets a "did you mean")."""
     if key not in obj:
         if default is REQUIRED:
-            raise SpecError(f"{join(where, key)} is missing; expected one of {', '.join(choices)}")
+            listed = f"{label}: " if label else ""
+            raise SpecError(f"{join(where, key)} is missing; expected one of {listed}{', '.join(choices)}")
         return default
-    return choice_value(obj[key], join(where, key), choices)
+    return choice_value(obj[key], join(where, key), choices, label=label)

@@ -353,7 +353,8 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
     objective = schema.name(top, "objective", top_where, default="edp", note="such as edp, energy, cycles")
     _check_objective(objective, f"{source}: objective")
     constraint_files = []
-    for f in schema.names(top, "constraints", top_where, "a constraint file path", default=[], single=True):
+    for f in schema.names(top, "constraints", top_where, "constraint file paths", default=[],
+                          single="a constraint file path"):
         fp = base / f
         if not fp.is_file():
             raise SpecError(f"{source}: constraints: {fp} does not exist (paths are relative to the sweep file)")
