@@ -29,7 +29,7 @@ from accelmap._registry import did_you_mean
 from accelmap.errors import SpecError
 
 __all__ = ["REQUIRED", "join", "check_keys", "integer", "number", "boolean", "name", "nonempty_list", "choice",
-           "mapping", "names", "int_list", "int_mapping", "int_value", "number_value", "bool_value", "choice_value", "list_value",
+           "mapping", "names", "items", "int_list", "int_mapping", "is_int", "int_value", "number_value", "bool_value", "choice_value", "list_value",
            "plugin_value"]
 
 
@@ -70,6 +70,11 @@ def check_keys(obj: Any, accepted: Sequence[str], where: str, what: str, *,
         if key not in obj:
             raise SpecError(f"{join(where, key)} is missing; {what} needs keys {', '.join(required)}")
     return obj
+
+
+def is_int(v: Any) -> bool:
+    """Whether ``v`` is an int (YAML's true/false are not)."""
+    return isinstance(v, int) and not isinstance(v, bool)
 
 
 def int_value(v: Any, path: str, *, minimum: int = 1) -> int:
@@ -129,9 +134,13 @@ def integer(obj: dict[str, Any], key: str, where: str, *, default: Any, nullable
 
 
 def number(obj: dict[str, Any], key: str, where: str, *, default: Any, minimum: float, strict: bool,
-           nullable: bool = False, null_means: str = "unlimited") -> Any:
-    """``obj[key]`` as a finite number above ``minimum`` (``>`` when ``strict``, else ``>=``)."""
-    bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+           nullable: bool = False, null_means: str = "unlimited", maximum: float | None = None) -> Any:
+    """``obj[key]`` as a finite number above ``minimum`` (``>`` when ``strict``, else ``>=``)
+    and, given ``maximum``, at most ``maximum``."""
+    if maximum is None:
+        bound = f"> {minimum:g}" if strict else f">= {minimum:g}"
+    else:
+        bound = f"in {'(' if strict else '['}{minimum:g}, {maximum:g}]"
     expect = f"a number {bound}" + (f", or null for {null_means}" if nullable else "")
     if key not in obj:
         if default is REQUIRED:
@@ -145,6 +154,7 @@ def number(obj: dict[str, Any], key: str, where: str, *, default: Any, minimum: 
         or not isinstance(v, (int, float))
         or not math.isfinite(v)
         or (v <= minimum if strict else v < minimum)
+        or (maximum is not None and v > maximum)
     ):
         raise SpecError(f"{join(where, key)} = {v!r}; expected {expect}")
     return v
@@ -187,6 +197,16 @@ def list_value(v: Any, path: str, what: str) -> list[Any]:
     """``v`` (found at ``path``) as a non-empty list (``what`` describes its items)."""
     if not isinstance(v, list) or not v:
         raise SpecError(f"{path} = {_show(v)}; expected a non-empty list of {what}")
+    return v
+
+
+def items(obj: dict[str, Any], key: str, where: str, what: str) -> list[Any]:
+    """``obj[key]`` as a list, possibly empty (absent or null: empty); ``what`` describes its items."""
+    v = obj.get(key)
+    if v is None:
+        return []
+    if not isinstance(v, list):
+        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a list of {what}")
     return v
 
 
