@@ -29,7 +29,7 @@ from accelmap._registry import did_you_mean
 from accelmap.errors import SpecError
 
 __all__ = ["REQUIRED", "join", "check_keys", "integer", "number", "boolean", "name", "nonempty_list", "choice",
-           "mapping", "names", "items", "int_list", "int_mapping", "is_int", "int_value", "number_value", "bool_value", "choice_value", "list_value",
+           "mapping", "names", "items", "int_list", "int_mapping", "is_int", "describe", "int_value", "number_value", "bool_value", "choice_value", "list_value",
            "plugin_value"]
 
 
@@ -53,14 +53,32 @@ def _show(obj: Any) -> str:
     return shown if len(shown) <= 60 else shown[:57] + "..."
 
 
+_KINDS = {dict: "a mapping", list: "a list", str: "a string", bool: "a bool", int: "an int", float: "a float",
+          type(None): "empty"}
+
+
+def describe(v: Any) -> str:
+    """A received value with its kind, ``'8' (a string)``, ``None (empty)``: the form of a value
+    whose type is wrong (a quoted number, a list for a mapping, a key left empty)."""
+    return f"{_show(v)} ({_KINDS.get(type(v), type(v).__name__)})"
+
+
+def _got(v: Any, type_ok: bool) -> str:
+    # An out-of-range value of the right type is shown bare; any other with its kind.
+    return _show(v) if type_ok else describe(v)
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
 def check_keys(obj: Any, accepted: Sequence[str], where: str, what: str, *,
                required: Sequence[str] = ()) -> dict[str, Any]:
     """``obj`` as a mapping whose keys are all in ``accepted`` and include ``required``."""
     if not isinstance(obj, dict):
         subject = f"{where}the top level" if where.endswith(": ") else where
-        raise SpecError(
-            f"{subject} is a {type(obj).__name__} ({_show(obj)}); expected {what} with keys {', '.join(accepted)}"
-        )
+        kind = "empty" if obj is None else f"a {type(obj).__name__}"
+        raise SpecError(f"{subject} is {kind} ({_show(obj)}); expected {what} with keys {', '.join(accepted)}")
     for key in obj:
         if key not in accepted:
             close = difflib.get_close_matches(str(key), list(accepted), n=1, cutoff=0.6)
@@ -79,8 +97,8 @@ def is_int(v: Any) -> bool:
 
 def int_value(v: Any, path: str, *, minimum: int = 1) -> int:
     """``v`` (found at ``path``) as an int >= ``minimum``."""
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise SpecError(f"{path} = {v!r}; expected an int >= {minimum}")
+    if not is_int(v) or v < minimum:
+        raise SpecError(f"{path} = {_got(v, is_int(v))}; expected an int >= {minimum}")
     return v
 
 
@@ -88,14 +106,14 @@ def number_value(v: Any, path: str, *, minimum: float = 0.0, strict: bool = True
     """``v`` (found at ``path``) as a finite number above ``minimum``."""
     if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) \
             or (v <= minimum if strict else v < minimum):
-        raise SpecError(f"{path} = {v!r}; expected a number {'>' if strict else '>='} {minimum:g}")
+        raise SpecError(f"{path} = {_got(v, _is_real(v))}; expected a number {'>' if strict else '>='} {minimum:g}")
     return v
 
 
 def bool_value(v: Any, path: str) -> bool:
     """``v`` (found at ``path``) as true or false."""
     if not isinstance(v, bool):
-        raise SpecError(f"{path} = {v!r}; expected true or false")
+        raise SpecError(f"{path} = {describe(v)}; expected true or false")
     return v
 
 
@@ -106,7 +124,7 @@ def choice_value(v: Any, path: str, choices: Sequence[str], *, label: str = "") 
         close = difflib.get_close_matches(str(v), list(choices), n=1, cutoff=0.6)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         listed = f"{label}: " if label else ""
-        raise SpecError(f"{path} = {v!r}{hint}; expected one of {listed}{', '.join(choices)}")
+        raise SpecError(f"{path} = {_got(v, isinstance(v, str))}{hint}; expected one of {listed}{', '.join(choices)}")
     return v
 
 
@@ -128,8 +146,8 @@ def integer(obj: dict[str, Any], key: str, where: str, *, default: Any, nullable
     v = obj[key]
     if v is None and nullable:
         return None
-    if isinstance(v, bool) or not isinstance(v, int) or v < minimum:
-        raise SpecError(f"{join(where, key)} = {v!r}; expected {expect}")
+    if not is_int(v) or v < minimum:
+        raise SpecError(f"{join(where, key)} = {_got(v, is_int(v))}; expected {expect}")
     return v
 
 
@@ -156,7 +174,7 @@ def number(obj: dict[str, Any], key: str, where: str, *, default: Any, minimum: 
         or (v <= minimum if strict else v < minimum)
         or (maximum is not None and v > maximum)
     ):
-        raise SpecError(f"{join(where, key)} = {v!r}; expected {expect}")
+        raise SpecError(f"{join(where, key)} = {_got(v, _is_real(v))}; expected {expect}")
     return v
 
 
@@ -166,7 +184,7 @@ def boolean(obj: dict[str, Any], key: str, where: str, *, default: Any) -> Any:
         raise SpecError(f"{join(where, key)} is missing; expected true or false")
     v = obj.get(key, default)
     if not isinstance(v, bool):
-        raise SpecError(f"{join(where, key)} = {v!r}; expected true or false")
+        raise SpecError(f"{join(where, key)} = {describe(v)}; expected true or false")
     return v
 
 
@@ -179,7 +197,7 @@ def name(obj: dict[str, Any], key: str, where: str, *, default: Any, note: str =
         return str(default)
     v = obj[key]
     if not isinstance(v, str) or not v.strip():
-        raise SpecError(f"{join(where, key)} = {_show(v)}; expected {expect}")
+        raise SpecError(f"{join(where, key)} = {describe(v)}; expected {expect}")
     return v
 
 
@@ -189,14 +207,14 @@ def nonempty_list(obj: dict[str, Any], key: str, where: str, what: str) -> list[
         raise SpecError(f"{join(where, key)} is missing; expected a non-empty list of {what}")
     v = obj[key]
     if not isinstance(v, list) or not v:
-        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a non-empty list of {what}")
+        raise SpecError(f"{join(where, key)} = {describe(v)}; expected a non-empty list of {what}")
     return v
 
 
 def list_value(v: Any, path: str, what: str) -> list[Any]:
     """``v`` (found at ``path``) as a non-empty list (``what`` describes its items)."""
     if not isinstance(v, list) or not v:
-        raise SpecError(f"{path} = {_show(v)}; expected a non-empty list of {what}")
+        raise SpecError(f"{path} = {describe(v)}; expected a non-empty list of {what}")
     return v
 
 
@@ -206,7 +224,7 @@ def items(obj: dict[str, Any], key: str, where: str, what: str) -> list[Any]:
     if v is None:
         return []
     if not isinstance(v, list):
-        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a list of {what}")
+        raise SpecError(f"{join(where, key)} = {describe(v)}; expected a list of {what}")
     return v
 
 
@@ -231,10 +249,10 @@ def names(obj: dict[str, Any], key: str, where: str, what: str, *, default: Any,
         v = [v]
     if not isinstance(v, list):
         expect = f"{single} or a list of them" if single else f"a list of {what}"
-        raise SpecError(f"{path} = {_show(v)}; expected {expect}")
+        raise SpecError(f"{path} = {describe(v)}; expected {expect}")
     for i, item in enumerate(v):
         if not isinstance(item, str) or not item.strip():
-            raise SpecError(f"{path}[{i}] = {_show(item)}; expected {single or 'a name'} (a non-empty string)")
+            raise SpecError(f"{path}[{i}] = {describe(item)}; expected {single or 'a name'} (a non-empty string)")
     return list(v)
 
 
@@ -248,7 +266,7 @@ def int_mapping(obj: dict[str, Any], key: str, where: str, keys: Sequence[str], 
         return {}
     path = join(where, key)
     if not isinstance(v, dict):
-        raise SpecError(f"{path} = {_show(v)}; expected a mapping of {key_kind} name to {value_kind}, e.g. {example}")
+        raise SpecError(f"{path} = {describe(v)}; expected a mapping of {key_kind} name to {value_kind}, e.g. {example}")
     for k, val in v.items():
         if k not in keys:
             close = difflib.get_close_matches(str(k), list(keys), n=1, cutoff=0.6)
@@ -264,7 +282,7 @@ def mapping(obj: dict[str, Any], key: str, where: str, what: str) -> dict[str, A
     if v is None:
         return {}
     if not isinstance(v, dict):
-        raise SpecError(f"{join(where, key)} = {_show(v)}; expected a mapping of {what}")
+        raise SpecError(f"{join(where, key)} = {describe(v)}; expected a mapping of {what}")
     return v
 
 

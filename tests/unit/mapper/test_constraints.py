@@ -66,7 +66,7 @@ def test_yaml_round_trip_builds_rules(tmp_path) -> None:
         ({"version": 1, "orders": [{"level": "RF", "inner": ["R", "R"]}]}, r"orders\[0\]: .*listed more than once"),
         ({"version": 1, "min_utilization": 2}, r"min_utilization = 2; expected a number in \[0, 1\]"),
         ({"version": 1, "factors": [{"level": "RF", "dim": "S", "min": 0}]}, r"factors\[0\]\.min = 0; expected an int >= 1"),
-        ({"version": 1, "spatial": [{"level": "RF", "x": 3}]}, r"spatial\[0\]\.x = 3; expected a dim name or a list"),
+        ({"version": 1, "spatial": [{"level": "RF", "x": 3}]}, r"spatial\[0\]\.x = 3 \(an int\); expected a dim name or a list"),
         ({"version": 1, "keep": {"level": "RF"}}, r"keep = .*expected a list"),
     ],
 )

@@ -46,7 +46,7 @@ def test_partial_order_and_defaults():
         (lambda d: d.pop("version"), r"version = None; expected 1"),
         (lambda d: d["mapping"]["levels"][0].update(temporal={"KK": 2}),
          r"levels\[0\].temporal.KK: unknown dimension \(did you mean 'K'\?\); dims of"),
-        (lambda d: d["mapping"]["levels"][0].update(order="KC"), r"levels\[0\].order = 'KC'; expected a list of dim"),
+        (lambda d: d["mapping"]["levels"][0].update(order="KC"), r"levels\[0\].order = 'KC' \(a string\); expected a list of dim"),
         (lambda d: d.pop("mapping"), r"m.yaml: mapping is missing"),
     ],
 )
