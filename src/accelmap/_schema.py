@@ -1,11 +1,20 @@
 """One strict validation layer for every spec file reader.
 
 Each reader walks its parsed YAML/JSON tree with these helpers, so every file speaks the same
-error language: what is wrong, where (file and key path), what was received and what was
-expected, with a "did you mean" for a misspelt key::
+error language: what is wrong, where (file and key path), what was received (with its kind
+when the type is wrong) and what was expected, with a "did you mean" for a misspelt key or
+name::
 
     arch.yaml: levels[1].capacity_words = 0; expected an int >= 1, or null for unbounded
+    conv.yaml: problem.dims.K = '8' (a string); expected an int >= 1
     dse.yaml: parameters[0].feild: unknown key (did you mean 'field'?); accepted keys: level, field, ...
+
+The readers that use it: architectures (`accelmap.arch.io`), problems
+(`accelmap.workloads.io`), mappings (`accelmap.mapper.io`), mapping constraints
+(`accelmap.mapper.constraints`, and the targets of Timeloop constraint files in
+`accelmap.mapper.timeloop_constraints`), sweeps (`accelmap.parallel.sweep`) and design
+spaces (`accelmap.parallel.dse`). A check that only one format needs (a dimension named in
+a projection, Timeloop's factor strings) stays in its reader, in the same message form.
 
 A *where* is the path prefix of the node being read: ``"arch.yaml: "`` for the top level
 (a trailing ``": "``), or ``"arch.yaml: levels[1]"`` below it; :func:`join` appends a key.
