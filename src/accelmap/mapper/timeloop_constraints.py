@@ -175,7 +175,7 @@ class _Reader:
             else:
                 raise SpecError(f"{where}.type = {kind!r}; supported: temporal, spatial, bypass, datatype, utilization")
 
-    def temporal(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
+    def temporal(self, t: dict[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
         factors = self.parse_factors(t.get("factors"), where)
         if lvl is None or axis is not None:
             bad = [f"{d}={v}" for d, op, v in factors if not (op == "=" and v == 1)]
@@ -193,7 +193,7 @@ class _Reader:
                 raise SpecError(f"{where}: re-specification of the loop order at level {lvl}")
             self.orders[lvl] = rule
 
-    def spatial_target(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, where: str) -> None:
+    def spatial_target(self, t: dict[str, Any], lvl: str | None, axis: str | None, where: str) -> None:
         if lvl is None:
             return
         factors = self.parse_factors(t.get("factors"), where)
@@ -230,7 +230,7 @@ class _Reader:
             slot = Slot.SPATIAL if ax is None else (Slot.SPATIAL_X if ax == "x" else Slot.SPATIAL_Y)
             self.add_factor(self.factor_rule(lvl, d, slot, op, v), where)
 
-    def bypass(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
+    def bypass(self, t: dict[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
         for key, value in (("keep", True), ("bypass", False)):
             for n in schema.items(t, key, where, "data-space names"):
                 tensor = self.tensor(str(n), f"{where}.{key}")
