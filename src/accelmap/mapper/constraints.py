@@ -46,6 +46,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.errors import SpecError
 
@@ -92,13 +93,13 @@ class FactorRule:
 
     def __post_init__(self) -> None:
         if not isinstance(self.slot, Slot):
-            object.__setattr__(self, "slot", _enum(Slot, self.slot, "factor rule slot"))
+            object.__setattr__(self, "slot", Slot(schema.choice_value(self.slot, "factor rule slot", _SLOTS)))
         where = f"factor rule (level {self.level}, dim {self.dim}, {self.slot.value})"
-        if self.fixed is not None and (not _is_int(self.fixed) or self.fixed < 0):
+        if self.fixed is not None and (not schema.is_int(self.fixed) or self.fixed < 0):
             raise SpecError(f"{where}: fixed = {self.fixed!r}; expected an int >= 1 or 'full'")
-        if not _is_int(self.min) or self.min < 1:
+        if not schema.is_int(self.min) or self.min < 1:
             raise SpecError(f"{where}: min = {self.min!r}; expected an int >= 1")
-        if self.max is not None and (not _is_int(self.max) or self.max < self.min):
+        if self.max is not None and (not schema.is_int(self.max) or self.max < self.min):
             raise SpecError(f"{where}: max = {self.max!r}; expected an int >= min ({self.min})")
 
     @property
@@ -228,47 +229,17 @@ class Constraints:
 
 # --- YAML / dict reading ----------------------------------------------------------------
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _enum(cls: type[Enum], value: Any, what: str) -> Any:
-    try:
-        return cls(value)
-    except ValueError:
-        raise SpecError(
-            f"{what} = {value!r}; expected one of {[m.value for m in cls]}"
-        ) from None
-
-
-def _check_keys(d: Any, where: str, accepted: Iterable[str], required: Iterable[str] = ()) -> None:
-    accepted = list(accepted)
-    if not isinstance(d, Mapping):
-        raise SpecError(f"{where}: expected a mapping with keys {accepted}; received {d!r}")
-    unknown = [k for k in d if k not in accepted]
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {unknown}; accepted keys: {accepted}")
-    missing = [k for k in required if k not in d]
-    if missing:
-        raise SpecError(f"{where}: missing key(s) {missing}; required: {list(required)}")
-
-
-def _str_list(v: Any, where: str) -> tuple[str, ...]:
-    if isinstance(v, str):
-        return (v,)
-    if not isinstance(v, (list, tuple)) or not all(isinstance(s, str) for s in v):
-        raise SpecError(f"{where} = {v!r}; expected a list of names")
-    return tuple(v)
-
-
-def _list(v: Any, where: str) -> list[Any]:
-    if not isinstance(v, list):
-        raise SpecError(f"{where} = {v!r}; expected a list")
-    return v
+_SLOTS = tuple(m.value for m in Slot)
 
 
 _TOP_KEYS = ("version", "dataflow", "min_utilization", "allow_padding", "ignore_arch_defaults",
              "factors", "spatial", "orders", "keep")
+_FACTOR_KEYS = ("level", "dim", "slot", "fixed", "min", "max")
+
+
+def _dims(item: dict[str, Any], key: str, where: str) -> tuple[str, ...]:
+    """A list of dim names (a lone name stands for a list of one); absent: none."""
+    return tuple(schema.names(item, key, where, "dim names", default=[], single="a dim name"))
 
 
 def constraints_from_dict(data: Mapping[str, Any], *, source: str = "constraints", arch: Any = None,
@@ -286,71 +257,79 @@ def constraints_from_dict(data: Mapping[str, Any], *, source: str = "constraints
     require_version
         Demand ``version: 1`` (files); arch presets' embedded constraints skip it.
     """
-    _check_keys(data, source, _TOP_KEYS)
+    top_where = f"{source}: "
+    data = schema.check_keys(data, _TOP_KEYS, top_where, "a constraints file")
     if require_version and data.get("version") != 1:
         raise SpecError(f"{source}: version = {data.get('version')!r}; expected version: 1")
-    if "version" in data and data["version"] != 1:
+    if "version" in data and (data["version"] != 1 or isinstance(data["version"], bool)):
         raise SpecError(f"{source}: version = {data['version']!r}; expected version: 1")
     factors: list[FactorRule] = []
-    for i, item in enumerate(_list(data.get("factors", []), f"{source}: factors")):
+    for i, item in enumerate(schema.items(data, "factors", top_where, "factor rules")):
         where = f"{source}: factors[{i}]"
-        _check_keys(item, where, ("level", "dim", "slot", "fixed", "min", "max"), ("level", "dim"))
+        schema.check_keys(item, _FACTOR_KEYS, where, "a factor rule", required=("level", "dim"))
         fixed = item.get("fixed")
         if fixed == "full":
             fixed = 0
-        elif fixed is not None and (not _is_int(fixed) or fixed < 1):
+        elif fixed is not None and (not schema.is_int(fixed) or fixed < 1):
             raise SpecError(f"{where}.fixed = {fixed!r}; expected an int >= 1 or 'full'")
         try:
             factors.append(FactorRule(
-                level=str(item["level"]), dim=str(item["dim"]),
-                slot=_enum(Slot, item.get("slot", "temporal"), f"{where}.slot"),
-                fixed=fixed, min=item.get("min", 1), max=item.get("max"),
+                level=schema.name(item, "level", where, default=schema.REQUIRED),
+                dim=schema.name(item, "dim", where, default=schema.REQUIRED),
+                slot=Slot(schema.choice(item, "slot", where, _SLOTS, default="temporal")),
+                fixed=fixed, min=schema.integer(item, "min", where, default=1),
+                max=schema.integer(item, "max", where, default=None, nullable=True, null_means="no maximum"),
             ))
         except SpecError as exc:
+            if str(exc).startswith(where):
+                raise
             raise SpecError(f"{where}: {exc}") from None
     spatial: list[SpatialRule] = []
-    for i, item in enumerate(_list(data.get("spatial", []), f"{source}: spatial")):
+    for i, item in enumerate(schema.items(data, "spatial", top_where, "spatial rules")):
         where = f"{source}: spatial[{i}]"
-        _check_keys(item, where, ("level", "x", "y"), ("level",))
+        schema.check_keys(item, ("level", "x", "y"), where, "a spatial rule", required=("level",))
         spatial.append(SpatialRule(
-            level=str(item["level"]),
-            x=None if item.get("x") is None else frozenset(_str_list(item["x"], f"{where}.x")),
-            y=None if item.get("y") is None else frozenset(_str_list(item["y"], f"{where}.y")),
+            level=schema.name(item, "level", where, default=schema.REQUIRED),
+            x=None if item.get("x") is None else frozenset(_dims(item, "x", where)),
+            y=None if item.get("y") is None else frozenset(_dims(item, "y", where)),
         ))
     orders: list[OrderRule] = []
-    for i, item in enumerate(_list(data.get("orders", []), f"{source}: orders")):
+    for i, item in enumerate(schema.items(data, "orders", top_where, "order rules")):
         where = f"{source}: orders[{i}]"
-        _check_keys(item, where, ("level", "outer", "inner"), ("level",))
+        schema.check_keys(item, ("level", "outer", "inner"), where, "an order rule", required=("level",))
         try:
             orders.append(OrderRule(
-                level=str(item["level"]),
-                outer=_str_list(item.get("outer", []), f"{where}.outer"),
-                inner=_str_list(item.get("inner", []), f"{where}.inner"),
+                level=schema.name(item, "level", where, default=schema.REQUIRED),
+                outer=_dims(item, "outer", where),
+                inner=_dims(item, "inner", where),
             ))
         except SpecError as exc:
+            if str(exc).startswith(where):
+                raise
             raise SpecError(f"{where}: {exc}") from None
     keep: list[KeepRule] = []
-    for i, item in enumerate(_list(data.get("keep", []), f"{source}: keep")):
+    for i, item in enumerate(schema.items(data, "keep", top_where, "keep rules")):
         where = f"{source}: keep[{i}]"
-        _check_keys(item, where, ("level", "keep", "bypass", "choose"), ("level",))
+        schema.check_keys(item, ("level", "keep", "bypass", "choose"), where, "a keep rule", required=("level",))
+        level = schema.name(item, "level", where, default=schema.REQUIRED)
         for key, value in (("keep", True), ("bypass", False), ("choose", None)):
-            for t in _str_list(item.get(key, []), f"{where}.{key}"):
-                keep.append(KeepRule(level=str(item["level"]), tensor=t, keep=value))
-    mu = data.get("min_utilization")
+            for t in schema.names(item, key, where, "tensor names or roles", default=[], single="a tensor name or role"):
+                keep.append(KeepRule(level=level, tensor=t, keep=value))
+    mu = schema.number(data, "min_utilization", top_where, default=None, minimum=0, maximum=1, strict=False,
+                       nullable=True, null_means="the inherited value")
     pad = data.get("allow_padding")
-    if pad is not None and not isinstance(pad, bool):
-        raise SpecError(f"{source}: allow_padding = {pad!r}; expected true or false")
-    ign = data.get("ignore_arch_defaults", False)
-    if not isinstance(ign, bool):
-        raise SpecError(f"{source}: ignore_arch_defaults = {ign!r}; expected true or false")
+    if pad is not None:
+        pad = schema.boolean(data, "allow_padding", top_where, default=None)
+    ign = schema.boolean(data, "ignore_arch_defaults", top_where, default=False)
     explicit = Constraints(
         factors=tuple(factors), spatial=tuple(spatial), orders=tuple(orders), keep=tuple(keep),
         min_utilization=mu, allow_padding=pad, ignore_arch_defaults=ign, source=source,
     )
     if data.get("dataflow") is not None:
+        name = schema.name(data, "dataflow", top_where, default=schema.REQUIRED)
         if arch is None:
-            raise SpecError(f"{source}: dataflow {data['dataflow']!r} needs the arch; pass arch=")
-        base = dataflow(str(data["dataflow"]), arch)
+            raise SpecError(f"{source}: dataflow {name!r} needs the arch; pass arch=")
+        base = dataflow(name, arch)
         return replace(base.override(explicit), source=source, ignore_arch_defaults=ign)
     return explicit
 

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 import yaml
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
@@ -56,15 +57,6 @@ def read_structured(path: str | Path) -> Any:
         raise SpecError(f"{p}: {where}invalid YAML: {problem}") from exc
 
 
-def _check_keys(obj: Any, accepted: tuple[str, ...], where: str) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise SpecError(f"{where} is a {type(obj).__name__}; expected a mapping with keys {list(accepted)}")
-    unknown = [k for k in obj if k not in accepted]
-    if unknown:
-        raise SpecError(f"{where}.{unknown[0]}: unknown key; accepted keys: {', '.join(accepted)}")
-    return obj
-
-
 def mapping_to_dict(mapping: Mapping, problem: Problem, arch: Arch) -> dict[str, Any]:
     """The file form of one mapping (unit factors omitted, orders outermost first)."""
     levels = []
@@ -85,19 +77,10 @@ def mapping_to_dict(mapping: Mapping, problem: Problem, arch: Arch) -> dict[str,
     return {"version": 1, "mapping": {"problem": problem.name, "arch": arch.name, "levels": levels}}
 
 
-def _factors(obj: Any, problem: Problem, where: str) -> dict[int, int]:
-    if obj is None:
-        return {}
-    if not isinstance(obj, dict):
-        raise SpecError(f"{where} = {obj!r}; expected a mapping of dim name to factor, e.g. {{K: 4}}")
-    out: dict[int, int] = {}
-    for name, value in obj.items():
-        if name not in problem.dim_names:
-            raise SpecError(f"{where}.{name}: unknown dimension; dims of {problem.name}: {', '.join(problem.dim_names)}")
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise SpecError(f"{where}.{name} = {value!r}; expected an int >= 1")
-        out[problem.dim_index(name)] = value
-    return out
+def _factors(entry: dict[str, Any], key: str, problem: Problem, where: str) -> dict[int, int]:
+    factors = schema.int_mapping(entry, key, where, problem.dim_names, key_kind="dimension",
+                                 keys_label=f"dims of {problem.name}", value_kind="factor", example="{K: 4}")
+    return {problem.dim_index(name): f for name, f in factors.items()}
 
 
 def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<mapping>") -> Mapping:
@@ -106,13 +89,14 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
     Legality (factor products, capacity, fanout) is *not* checked here: use
     `accelmap.mapper.check.validate`, which lists every problem with level names and numbers.
     """
-    top = _check_keys(data, _TOP_KEYS, source)
-    if top.get("version") != 1:
+    top = schema.check_keys(data, _TOP_KEYS, f"{source}: ", "a mapping file", required=("mapping",))
+    if top.get("version") != 1 or isinstance(top.get("version"), bool):
         raise SpecError(f"{source}: version = {top.get('version')!r}; expected 1 (add `version: 1` at the top)")
-    body = _check_keys(top.get("mapping"), _MAPPING_KEYS, f"{source}: mapping")
+    body = schema.check_keys(top.get("mapping"), _MAPPING_KEYS, f"{source}: mapping", "the mapping body")
+    b_where = f"{source}: mapping"
     levels = body.get("levels")
     if not isinstance(levels, list):
-        raise SpecError(f"{source}: mapping.levels = {levels!r}; expected a list of levels")
+        raise SpecError(f"{schema.join(b_where, 'levels')} = {levels!r}; expected a list of levels")
     L, D = arch.n_levels, problem.n_dims
     temporal = np.ones((L, D), dtype=np.int64)
     spatial = np.ones((L, D, 2), dtype=np.int64)
@@ -120,24 +104,21 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
     keep = arch.holds_mask(problem).copy()
     seen: set[str] = set()
     for i, entry in enumerate(levels):
-        where = f"{source}: mapping.levels[{i}]"
-        entry = _check_keys(entry, _LEVEL_KEYS, where)
-        name = entry.get("level")
-        if name not in arch.level_names:
-            raise SpecError(f"{where}.level = {name!r}; expected one of the levels of {arch.name}: {', '.join(arch.level_names)}")
+        where = f"{b_where}.levels[{i}]"
+        entry = schema.check_keys(entry, _LEVEL_KEYS, where, "a level entry", required=("level",))
+        name = schema.choice(entry, "level", where, arch.level_names, default=schema.REQUIRED,
+                             label=f"the levels of {arch.name}")
         if name in seen:
             raise SpecError(f"{where}.level = {name!r} appears twice; list each level once")
         seen.add(name)
         lv = arch.level_index(name)
-        for d, f in _factors(entry.get("temporal"), problem, f"{where}.temporal").items():
+        for d, f in _factors(entry, "temporal", problem, where).items():
             temporal[lv, d] = f
         for axis, key in ((0, "spatial_x"), (1, "spatial_y")):
-            for d, f in _factors(entry.get(key), problem, f"{where}.{key}").items():
+            for d, f in _factors(entry, key, problem, where).items():
                 spatial[lv, d, axis] = f
         if "order" in entry:
-            listed = entry["order"]
-            if not isinstance(listed, list) or not all(isinstance(x, str) for x in listed):
-                raise SpecError(f"{where}.order = {listed!r}; expected a list of dim names, outermost first")
+            listed = schema.names(entry, "order", where, "dim names, outermost first", default=schema.REQUIRED)
             bad = [x for x in listed if x not in problem.dim_names]
             if bad:
                 raise SpecError(f"{where}.order: unknown dimension {bad[0]!r}; dims: {', '.join(problem.dim_names)}")
@@ -146,12 +127,10 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
             idx = [problem.dim_index(x) for x in listed]
             order[lv] = idx + [d for d in range(D) if d not in idx]
         if "keep" in entry:
-            listed = entry["keep"]
-            if not isinstance(listed, list):
-                raise SpecError(f"{where}.keep = {listed!r}; expected a list of tensor names or roles")
+            listed = schema.names(entry, "keep", where, "tensor names or roles", default=schema.REQUIRED)
             keep[lv] = False
             for x in listed:
-                keep[lv, problem.tensor_index(str(x))] = True
+                keep[lv, problem.tensor_index(x)] = True
     return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
 

@@ -32,6 +32,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
@@ -158,13 +159,7 @@ class _Reader:
     def read(self, targets: list[Any], source: str) -> None:
         for i, t in enumerate(targets):
             where = f"{source}: targets[{i}]"
-            if not isinstance(t, Mapping):
-                raise SpecError(f"{where}: expected a mapping with keys {list(_TARGET_KEYS)}")
-            unknown = [k for k in t if k not in _TARGET_KEYS]
-            if unknown:
-                raise SpecError(f"{where}: unknown key(s) {unknown}; accepted keys: {list(_TARGET_KEYS)}")
-            if "target" not in t or "type" not in t:
-                raise SpecError(f"{where}: missing `target` or `type`")
+            t = schema.check_keys(t, _TARGET_KEYS, where, "a target", required=("target", "type"))
             kind = str(t["type"])
             name = str(t["target"])
             lvl, axis = self.level(name, where)
@@ -175,14 +170,12 @@ class _Reader:
             elif kind in ("bypass", "datatype", "bypassing"):
                 self.bypass(t, lvl, axis, name, where)
             elif kind in ("utilization", "parallelism"):
-                v = t.get("min")
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v <= 1:
-                    raise SpecError(f"{where}.min = {v!r}; expected a number in [0, 1]")
+                v = schema.number(t, "min", where, default=schema.REQUIRED, minimum=0, maximum=1, strict=False)
                 self.min_utilization = float(v)
             else:
                 raise SpecError(f"{where}.type = {kind!r}; supported: temporal, spatial, bypass, datatype, utilization")
 
-    def temporal(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
+    def temporal(self, t: dict[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
         factors = self.parse_factors(t.get("factors"), where)
         if lvl is None or axis is not None:
             bad = [f"{d}={v}" for d, op, v in factors if not (op == "=" and v == 1)]
@@ -200,15 +193,13 @@ class _Reader:
                 raise SpecError(f"{where}: re-specification of the loop order at level {lvl}")
             self.orders[lvl] = rule
 
-    def spatial_target(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, where: str) -> None:
+    def spatial_target(self, t: dict[str, Any], lvl: str | None, axis: str | None, where: str) -> None:
         if lvl is None:
             return
         factors = self.parse_factors(t.get("factors"), where)
         inner, outer = self.parse_perm(t.get("permutation"), where)
         perm = inner + outer
-        split = t.get("split")
-        if split is not None and (isinstance(split, bool) or not isinstance(split, int) or split < 0):
-            raise SpecError(f"{where}.split = {split!r}; expected an int >= 0")
+        split = schema.integer(t, "split", where, default=None, minimum=0, nullable=True, null_means="no split")
 
         def axis_of(d: str) -> str | None:
             if split is None or d not in perm:
@@ -239,12 +230,9 @@ class _Reader:
             slot = Slot.SPATIAL if ax is None else (Slot.SPATIAL_X if ax == "x" else Slot.SPATIAL_Y)
             self.add_factor(self.factor_rule(lvl, d, slot, op, v), where)
 
-    def bypass(self, t: Mapping[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
+    def bypass(self, t: dict[str, Any], lvl: str | None, axis: str | None, name: str, where: str) -> None:
         for key, value in (("keep", True), ("bypass", False)):
-            names = t.get(key) or []
-            if not isinstance(names, list):
-                raise SpecError(f"{where}.{key} = {names!r}; expected a list of data-space names")
-            for n in names:
+            for n in schema.items(t, key, where, "data-space names"):
                 tensor = self.tensor(str(n), f"{where}.{key}")
                 if lvl is None or axis is not None:
                     if value:

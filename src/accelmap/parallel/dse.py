@@ -61,7 +61,6 @@ from accelmap.parallel.store import ResultStore
 from accelmap.parallel.sweep import (
     SearchTask,
     _check_searcher_options,
-    _plugin_name,
     _workload,
     run_tasks,
     spawn_seeds,
@@ -390,12 +389,11 @@ def parse_dse(data: Any, *, source: str = "<dse>", base_dir: str | Path = ".") -
 
     m_where = f"{source}: mapping"
     m = schema.check_keys(top.get("mapping") or {}, _MAPPING_KEYS, m_where, "the mapping search")
-    model = _plugin_name(m.get("model", "loopnest"), costmodels.names(), schema.join(m_where, "model"), "cost model")
-    msearcher = _plugin_name(m.get("searcher", "anneal"), searchers.names(), schema.join(m_where, "searcher"),
-                             "searcher")
-    opts = m.get("options") or {}
-    if not isinstance(opts, dict):
-        raise SpecError(f"{schema.join(m_where, 'options')} = {opts!r}; expected a mapping of option: value")
+    model = schema.plugin_value(m.get("model", "loopnest"), schema.join(m_where, "model"), costmodels.names(),
+                                "cost model")
+    msearcher = schema.plugin_value(m.get("searcher", "anneal"), schema.join(m_where, "searcher"), searchers.names(),
+                                    "searcher")
+    opts = schema.mapping(m, "options", m_where, "option: value")
     _check_searcher_options(msearcher, opts, schema.join(m_where, "options"))
     budget = schema.integer(m, "budget", m_where, default=None, nullable=True, null_means="no evaluation budget")
     tl = schema.number(m, "time_limit_s", m_where, default=None, minimum=0, strict=True, nullable=True,

@@ -51,6 +51,7 @@ from typing import Any
 
 import numpy as np
 
+import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.spec import Arch, StorageLevel
 from accelmap.errors import SpecError
@@ -281,20 +282,24 @@ def load_sweep(path: str | Path) -> Sweep:
 
 
 def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".") -> Sweep:
-    """Validate a sweep document (already parsed YAML) and resolve names and files."""
+    """Validate a sweep document (already parsed YAML) and resolve names and files.
+
+    Every error is a `SpecError` naming ``source`` and the key path, what was found and what
+    is expected (the shared `accelmap._schema` layer).
+    """
     base = Path(base_dir)
-    top = _mapping(data, source, _TOP_KEYS, required=("version", "workloads", "architectures"))
-    if top["version"] != 1:
+    top_where = f"{source}: "
+    top = schema.check_keys(data, _TOP_KEYS, top_where, "a sweep file",
+                            required=("version", "workloads", "architectures"))
+    if top["version"] != 1 or isinstance(top["version"], bool):
         raise SpecError(f"{source}: version = {top['version']!r}; expected 1")
-    name = top.get("name", Path(source).stem if source != "<sweep>" else "sweep")
-    if not isinstance(name, str) or not name:
-        raise SpecError(f"{source}: name = {name!r}; expected a non-empty string")
+    name = schema.name(top, "name", top_where, default=Path(source).stem if source != "<sweep>" else "sweep")
 
     workloads: list[tuple[str | None, Problem]] = []
-    for i, item in enumerate(_list(top["workloads"], f"{source}: workloads")):
+    for i, item in enumerate(schema.nonempty_list(top, "workloads", top_where, "workloads")):
         workloads += _workload(item, f"{source}: workloads[{i}]", base)
     archs: list[Arch] = []
-    for i, item in enumerate(_list(top["architectures"], f"{source}: architectures")):
+    for i, item in enumerate(schema.nonempty_list(top, "architectures", top_where, "architectures")):
         archs += _architecture(item, f"{source}: architectures[{i}]", base)
     names = [a.name for a in archs]
     dup = sorted({n for n in names if names.count(n) > 1})
@@ -306,26 +311,25 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
 
     from accelmap._registry import costmodels, searchers
 
-    models = _list(top.get("models", ["loopnest"]), f"{source}: models")
+    models = (schema.nonempty_list(top, "models", top_where, "cost model names")
+              if "models" in top else ["loopnest"])
     for i, m in enumerate(models):
-        _plugin_name(m, costmodels.names(), f"{source}: models[{i}]", "cost model")
+        schema.plugin_value(m, f"{source}: models[{i}]", costmodels.names(), "cost model")
     searcher_list: list[tuple[str, dict[str, Any]]] = []
-    for i, s in enumerate(_list(top.get("searchers", ["random"]), f"{source}: searchers")):
+    raw_searchers = (schema.nonempty_list(top, "searchers", top_where, "searchers")
+                     if "searchers" in top else ["random"])
+    for i, s in enumerate(raw_searchers):
         where = f"{source}: searchers[{i}]"
         if isinstance(s, dict):
-            s = _mapping(s, where, ("name", "options"), required=("name",))
-            opts = s.get("options") or {}
-            if not isinstance(opts, dict):
-                raise SpecError(f"{where}.options = {opts!r}; expected a mapping of option: value")
-            sname = _plugin_name(s["name"], searchers.names(), f"{where}.name", "searcher")
-            _check_searcher_options(sname, opts, f"{where}.options")
+            s = schema.check_keys(s, ("name", "options"), where, "a searcher", required=("name",))
+            opts = schema.mapping(s, "options", where, "option: value")
+            sname = schema.plugin_value(s["name"], schema.join(where, "name"), searchers.names(), "searcher")
+            _check_searcher_options(sname, opts, schema.join(where, "options"))
             searcher_list.append((sname, dict(opts)))
         else:
-            searcher_list.append((_plugin_name(s, searchers.names(), where, "searcher"), {}))
+            searcher_list.append((schema.plugin_value(s, where, searchers.names(), "searcher"), {}))
 
-    root = top.get("seed", 0)
-    if isinstance(root, bool) or not isinstance(root, int) or root < 0:
-        raise SpecError(f"{source}: seed = {root!r}; expected an int >= 0 (the SeedSequence root)")
+    root = schema.integer(top, "seed", top_where, default=0, minimum=0, note="the SeedSequence root")
     seeds_raw = top.get("seeds", 1)
     if isinstance(seeds_raw, int) and not isinstance(seeds_raw, bool):
         if seeds_raw < 1:
@@ -342,35 +346,22 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
             f"{source}: seeds = {seeds_raw!r}; expected a number of replicas (int >= 1) or a "
             "non-empty list of explicit seeds (ints in [0, 2**32))"
         )
-    budget = top.get("budget")
-    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 1):
-        raise SpecError(f"{source}: budget = {budget!r}; expected an int >= 1 (evaluations per search)")
-    time_limit_s = top.get("time_limit_s")
-    if time_limit_s is not None and (
-        isinstance(time_limit_s, bool) or not isinstance(time_limit_s, (int, float)) or time_limit_s <= 0
-    ):
-        raise SpecError(f"{source}: time_limit_s = {time_limit_s!r}; expected a number > 0 or null")
-    objective = top.get("objective", "edp")
-    if not isinstance(objective, str):
-        raise SpecError(f"{source}: objective = {objective!r}; expected a string such as edp, energy, cycles")
+    budget = schema.integer(top, "budget", top_where, default=None, nullable=True,
+                            null_means="no evaluation budget", note="evaluations per search")
+    time_limit_s = schema.number(top, "time_limit_s", top_where, default=None, minimum=0, strict=True,
+                                 nullable=True, null_means="no time limit")
+    objective = schema.name(top, "objective", top_where, default="edp", note="such as edp, energy, cycles")
     _check_objective(objective, f"{source}: objective")
-    files = top.get("constraints", [])
-    if isinstance(files, str):
-        files = [files]
-    if not isinstance(files, list) or not all(isinstance(f, str) and f for f in files):
-        raise SpecError(f"{source}: constraints = {files!r}; expected a constraint file path or a list of them")
     constraint_files = []
-    for f in files:
+    for f in schema.names(top, "constraints", top_where, "constraint file paths", default=[],
+                          single="a constraint file path"):
         fp = base / f
         if not fp.is_file():
             raise SpecError(f"{source}: constraints: {fp} does not exist (paths are relative to the sweep file)")
         constraint_files.append(str(fp.resolve()))
-    allow_padding = top.get("allow_padding", False)
-    if not isinstance(allow_padding, bool):
-        raise SpecError(f"{source}: allow_padding = {allow_padding!r}; expected true or false")
-    early_stop = top.get("early_stop")
-    if early_stop is not None and (isinstance(early_stop, bool) or not isinstance(early_stop, int) or early_stop < 1):
-        raise SpecError(f"{source}: early_stop = {early_stop!r}; expected an int >= 1 (evaluations without improvement)")
+    allow_padding = schema.boolean(top, "allow_padding", top_where, default=False)
+    early_stop = schema.integer(top, "early_stop", top_where, default=None, nullable=True,
+                                null_means="no early stop", note="evaluations without improvement")
     return Sweep(
         name=name, workloads=tuple(workloads), archs=tuple(archs), models=tuple(models),
         searchers=tuple(searcher_list), seeds=seeds, budget=budget, objective=objective,
@@ -414,32 +405,6 @@ def _check_objective(objective: str, where: str) -> None:
         raise SpecError(f"{where}: {exc}") from exc
 
 
-def _mapping(obj: Any, where: str, accepted: Sequence[str], *, required: Sequence[str] = ()) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise SpecError(f"{where}: got {type(obj).__name__} {obj!r}; expected a mapping with keys {list(accepted)}")
-    unknown = sorted(str(k) for k in obj if k not in accepted)
-    if unknown:
-        raise SpecError(f"{where}: unknown key(s) {unknown}; accepted: {list(accepted)}")
-    missing = [k for k in required if k not in obj]
-    if missing:
-        raise SpecError(f"{where}: missing key(s) {missing}")
-    return obj
-
-
-def _list(obj: Any, where: str) -> list[Any]:
-    if not isinstance(obj, list) or not obj:
-        raise SpecError(f"{where} = {obj!r}; expected a non-empty list")
-    return obj
-
-
-def _plugin_name(name: Any, known: list[str], where: str, kind: str) -> str:
-    from accelmap._registry import did_you_mean
-
-    if not isinstance(name, str) or name not in known:
-        raise SpecError(f"{where}: {did_you_mean(str(name), known, what=kind)}")
-    return name
-
-
 # Loaders are looked up at call time so that `parallel` imports nothing heavy up front.
 def _workload(item: Any, where: str, base: Path) -> list[tuple[str | None, Problem]]:
     if not isinstance(item, dict) or len(set(item) & {"network", "layer", "file"}) != 1:
@@ -451,21 +416,21 @@ def _workload(item: Any, where: str, base: Path) -> list[tuple[str | None, Probl
         if "network" in item:
             from accelmap.workloads.zoo import network
 
-            d = _mapping(item, where, ("network", "layers"))
-            net = network(d["network"])
+            d = schema.check_keys(item, ("network", "layers"), where, "a network workload")
+            net = network(schema.name(d, "network", where, default=schema.REQUIRED))
             if "layers" in d:
-                wanted = _list(d["layers"], f"{where}.layers")
+                wanted = schema.nonempty_list(d, "layers", where, "layer names or aliases")
                 return [(net.name, net.layer(str(n))) for n in wanted]
             return [(net.name, p) for p in net.layers]
         if "layer" in item:
             from accelmap.workloads.zoo import layer
 
-            d = _mapping(item, where, ("layer",))
-            return [(None, layer(str(d["layer"])))]
-        d = _mapping(item, where, ("file",))
+            d = schema.check_keys(item, ("layer",), where, "a layer workload")
+            return [(None, layer(schema.name(d, "layer", where, default=schema.REQUIRED)))]
+        d = schema.check_keys(item, ("file",), where, "a workload file")
         from accelmap.workloads.io import load_problem
 
-        loaded = load_problem(base / str(d["file"]))
+        loaded = load_problem(base / schema.name(d, "file", where, default=schema.REQUIRED))
     except SpecError:
         raise
     except LookupError as exc:  # unknown zoo names: UnknownPluginError
@@ -475,26 +440,24 @@ def _workload(item: Any, where: str, base: Path) -> list[tuple[str | None, Probl
 
 
 def _architecture(item: Any, where: str, base: Path) -> list[Arch]:
-    d = _mapping(item, where, ("preset", "file", "name", "variants"))
+    d = schema.check_keys(item, ("preset", "file", "name", "variants"), where, "an architecture")
     if len(set(d) & {"preset", "file"}) != 1:
         raise SpecError(f"{where}: {item!r}; expected exactly one of preset: NAME or file: PATH")
     try:
         if "preset" in d:
             from accelmap.arch.presets import preset
 
-            arch = preset(str(d["preset"]))
+            arch = preset(schema.name(d, "preset", where, default=schema.REQUIRED))
         else:
             from accelmap.arch.io import load_arch
 
-            arch = load_arch(base / str(d["file"]))
+            arch = load_arch(base / schema.name(d, "file", where, default=schema.REQUIRED))
     except SpecError:
         raise
     except LookupError as exc:
         raise SpecError(f"{where}: {exc}") from exc
     if "name" in d:
-        if not isinstance(d["name"], str) or not d["name"]:
-            raise SpecError(f"{where}.name = {d['name']!r}; expected a non-empty string")
-        arch = dataclasses.replace(arch, name=d["name"])
+        arch = dataclasses.replace(arch, name=schema.name(d, "name", where, default=schema.REQUIRED))
     if "variants" in d:
         return arch_variants(arch, d["variants"], where=f"{where}.variants")
     return [arch]
@@ -511,31 +474,30 @@ def arch_variants(arch: Arch, variants: Any, *, where: str = "variants") -> list
         the largest fanout (the PE array). Each variant is named
         ``base[pe=16x16,GLB=131072w]``.
     """
-    v = _mapping(variants, where, ("pe_array", "buffers"))
+    v = schema.check_keys(variants, ("pe_array", "buffers"), where, "variants")
     axes: list[list[tuple[str, Callable[[Arch], Arch]]]] = []
     if "pe_array" in v:
         default_level = max(range(arch.n_levels), key=lambda i: (arch.levels[i].fanout, i))
         opts = []
-        for j, pe in enumerate(_list(v["pe_array"], f"{where}.pe_array")):
+        for j, pe in enumerate(schema.nonempty_list(v, "pe_array", where, "PE array shapes")):
             w = f"{where}.pe_array[{j}]"
-            pe = _mapping(pe, w, ("fanout_x", "fanout_y", "level"), required=("fanout_x", "fanout_y"))
-            li = arch.level_index(pe["level"]) if "level" in pe else default_level
-            fx, fy = pe["fanout_x"], pe["fanout_y"]
-            for k, val in (("fanout_x", fx), ("fanout_y", fy)):
-                if isinstance(val, bool) or not isinstance(val, int) or val < 1:
-                    raise SpecError(f"{w}.{k} = {val!r}; expected an int >= 1")
+            pe = schema.check_keys(pe, ("fanout_x", "fanout_y", "level"), w, "a PE array shape",
+                                   required=("fanout_x", "fanout_y"))
+            li = arch.level_index(schema.name(pe, "level", w, default=schema.REQUIRED)) if "level" in pe \
+                else default_level
+            fx = schema.integer(pe, "fanout_x", w, default=schema.REQUIRED)
+            fy = schema.integer(pe, "fanout_y", w, default=schema.REQUIRED)
             label = f"pe={fx}x{fy}" if li == default_level else f"{arch.levels[li].name}.pe={fx}x{fy}"
             opts.append((label,
                          _level_setter(li, fanout_x=fx, fanout_y=fy)))
         axes.append(opts)
-    for j, buf in enumerate(_list(v["buffers"], f"{where}.buffers") if "buffers" in v else []):
+    for j, buf in enumerate(schema.nonempty_list(v, "buffers", where, "buffer sizes") if "buffers" in v else []):
         w = f"{where}.buffers[{j}]"
-        buf = _mapping(buf, w, ("level", "capacity_words"), required=("level", "capacity_words"))
-        li = arch.level_index(str(buf["level"]))
+        buf = schema.check_keys(buf, ("level", "capacity_words"), w, "a buffer size list",
+                                required=("level", "capacity_words"))
+        li = arch.level_index(schema.name(buf, "level", w, default=schema.REQUIRED))
         opts = []
-        for cap in _list(buf["capacity_words"], f"{w}.capacity_words"):
-            if isinstance(cap, bool) or not isinstance(cap, int) or cap < 1:
-                raise SpecError(f"{w}.capacity_words: {cap!r}; expected ints >= 1")
+        for cap in schema.int_list(buf, "capacity_words", w, "capacities in words"):
             opts.append((f"{arch.levels[li].name}={cap}w", _level_setter(li, capacity_words=cap)))
         axes.append(opts)
     if not axes:

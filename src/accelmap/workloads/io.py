@@ -42,6 +42,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import accelmap._schema as schema
 from accelmap.errors import SpecError
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
@@ -122,105 +123,45 @@ def save_problem(problem: Problem, path: str | Path) -> None:
 
 
 # --- strict parsing -----------------------------------------------------------------------
-def _where(source: str, path: str) -> str:
-    return f"{source}: {path}" if path else source
-
-
-def _describe(value: Any) -> str:
-    kind = {
-        dict: "a mapping", list: "a list", str: "a string", bool: "a bool",
-        int: "an int", float: "a float", type(None): "empty",
-    }  # fmt: skip
-    return f"{value!r} ({kind.get(type(value), type(value).__name__)})"
-
-
-def _mapping(
-    source: str, path: str, value: Any, accepted: tuple[str, ...], required: tuple[str, ...]
-) -> dict[Any, Any]:
-    what = path or "the top level"
-    if not isinstance(value, dict):
-        raise SpecError(
-            f"{source}: {what} is {_describe(value)}; expected a mapping with keys {', '.join(accepted)}"
-        )
-    for key in value:
-        if key not in accepted:
-            key_path = f"{path}.{key}" if path else str(key)
-            close = difflib.get_close_matches(str(key), accepted, n=1)
-            hint = f" (did you mean {close[0]!r}?)" if close else ""
-            raise SpecError(f"{source}: {key_path}: unknown key{hint}; accepted keys: {', '.join(accepted)}")
-    missing = [k for k in required if k not in value]
-    if missing:
-        raise SpecError(
-            f"{source}: {what}: missing key(s) {', '.join(missing)}; required: {', '.join(required)}"
-        )
-    return value
-
-
-def _int(source: str, path: str, value: Any, *, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise SpecError(f"{source}: {path} = {_describe(value)}; expected an int >= {minimum}")
-    if value < minimum:
-        raise SpecError(f"{source}: {path} = {value}; expected an int >= {minimum}")
-    return value
-
-
-def _str(source: str, path: str, value: Any) -> str:
-    if not isinstance(value, str) or not value:
-        raise SpecError(f"{source}: {path} = {_describe(value)}; expected a non-empty string")
-    return value
-
-
-def _list(source: str, path: str, value: Any, what: str) -> list[Any]:
-    if not isinstance(value, list) or not value:
-        raise SpecError(f"{source}: {path} = {_describe(value)}; expected a non-empty list of {what}")
-    return value
-
-
-def _term(source: str, path: str, value: Any, dims: list[str]) -> Term:
+def _term(path: str, value: Any, dims: list[str]) -> Term:
     if isinstance(value, str):
         name, coef = value, 1
         dim_path = path
     elif isinstance(value, dict):
-        _mapping(source, path, value, _TERM_KEYS, ("dim",))
-        name = _str(source, f"{path}.dim", value["dim"])
-        coef = _int(source, f"{path}.coef", value.get("coef", 1))
+        schema.check_keys(value, _TERM_KEYS, path, "a term", required=("dim",))
+        name = schema.name(value, "dim", path, default=schema.REQUIRED)
+        coef = schema.integer(value, "coef", path, default=1)
         dim_path = f"{path}.dim"
     else:
-        raise SpecError(
-            f"{source}: {path} = {_describe(value)}; expected a dimension name or {{dim: NAME, coef: INT}}"
-        )
+        raise SpecError(f"{path} = {schema.describe(value)}; expected a dimension name or {{dim: NAME, coef: INT}}")
     if name not in dims:
-        raise SpecError(
-            f"{source}: {dim_path} = {name!r}: unknown dimension; known dimensions: {', '.join(dims)}"
-        )
+        raise SpecError(f"{dim_path} = {name!r}: unknown dimension; known dimensions: {', '.join(dims)}")
     return Term(dim=name, coef=coef)
 
 
-def _tensor(source: str, path: str, value: Any, dims: list[str]) -> Tensor:
-    tv = _mapping(source, path, value, _TENSOR_KEYS, ("name", "role", "projection"))
-    name = _str(source, f"{path}.name", tv["name"])
-    role = tv["role"]
-    if role not in _ROLES:
-        raise SpecError(f"{source}: {path}.role = {_describe(role)}; expected one of {', '.join(_ROLES)}")
-    word_bits = _int(source, f"{path}.word_bits", tv.get("word_bits", 16))
-    coords = _list(source, f"{path}.projection", tv["projection"], "coordinates")
+def _tensor(path: str, value: Any, dims: list[str]) -> Tensor:
+    tv = schema.check_keys(value, _TENSOR_KEYS, path, "a tensor", required=("name", "role", "projection"))
+    name = schema.name(tv, "name", path, default=schema.REQUIRED)
+    role = schema.choice(tv, "role", path, _ROLES, default=schema.REQUIRED)
+    word_bits = schema.integer(tv, "word_bits", path, default=16)
+    coords = schema.nonempty_list(tv, "projection", path, "coordinates")
     projection = []
     for ci, coord in enumerate(coords):
         cpath = f"{path}.projection[{ci}]"
-        terms = _list(source, cpath, coord, "terms (dimension names or {dim: NAME, coef: INT})")
-        projection.append(tuple(_term(source, f"{cpath}[{i}]", t, dims) for i, t in enumerate(terms)))
+        terms = schema.list_value(coord, cpath, "terms (dimension names or {dim: NAME, coef: INT})")
+        projection.append(tuple(_term(f"{cpath}[{i}]", t, dims) for i, t in enumerate(terms)))
     shape: dict[str, tuple[int, ...] | None] = {"pad": None, "extent": None}
     for key, low in (("pad", 0), ("extent", 1)):
         if key in tv:
-            vals = _list(source, f"{path}.{key}", tv[key], f"ints, one per coordinate ({len(projection)})")
+            vals = schema.nonempty_list(tv, key, path, f"ints, one per coordinate ({len(projection)})")
             if len(vals) != len(projection):
                 raise SpecError(
-                    f"{source}: {path}.{key} has {len(vals)} entries; expected {len(projection)}, one per "
+                    f"{path}.{key} has {len(vals)} entries; expected {len(projection)}, one per "
                     "coordinate of the projection"
                 )
-            shape[key] = tuple(_int(source, f"{path}.{key}[{i}]", v, minimum=low) for i, v in enumerate(vals))
+            shape[key] = tuple(schema.int_value(v, f"{path}.{key}[{i}]", minimum=low) for i, v in enumerate(vals))
     if shape["pad"] is not None and shape["extent"] is None:
-        raise SpecError(f"{source}: {path}.pad without {path}.extent; give the tensor's extent per coordinate too")
+        raise SpecError(f"{path}.pad without {path}.extent; give the tensor's extent per coordinate too")
     return Tensor(name=name, projection=tuple(projection), role=TensorRole(role), word_bits=word_bits,
                   pad=shape["pad"], extent=shape["extent"])
 
@@ -240,40 +181,41 @@ def problem_from_dict(data: Any, source: str = "<dict>") -> Problem:
     SpecError
         On any deviation from the format, naming ``source`` and the key path.
     """
-    top = _mapping(source, "", data, _TOP_KEYS, ())
+    top = schema.check_keys(data, _TOP_KEYS, f"{source}: ", "a problem file")
     if "version" not in top:
         raise SpecError(
             f"{source}: version is missing; expected `version: {FORMAT_VERSION}` at the top level "
             "of an accelmap problem file"
         )
     version = top["version"]
-    if isinstance(version, bool) or not isinstance(version, int) or version != FORMAT_VERSION:
+    if not schema.is_int(version) or version != FORMAT_VERSION:
         raise SpecError(
-            f"{source}: version = {_describe(version)}; expected {FORMAT_VERSION} "
+            f"{source}: version = {schema.describe(version)}; expected {FORMAT_VERSION} "
             f"(this accelmap reads problem files of version {FORMAT_VERSION})"
         )
     if "problem" not in top:
         raise SpecError(f"{source}: problem is missing; expected a `problem:` mapping at the top level")
-    pv = _mapping(source, "problem", top["problem"], _PROBLEM_KEYS, ("name", "dims", "tensors"))
-    name = _str(source, "problem.name", pv["name"])
-    repeat = _int(source, "problem.repeat", pv.get("repeat", 1))
+    where = f"{source}: problem"
+    pv = schema.check_keys(top["problem"], _PROBLEM_KEYS, where, "a problem", required=("name", "dims", "tensors"))
+    name = schema.name(pv, "name", where, default=schema.REQUIRED)
+    repeat = schema.integer(pv, "repeat", where, default=1)
     raw_dims = pv["dims"]
     if not isinstance(raw_dims, dict) or not raw_dims:
         raise SpecError(
-            f"{source}: problem.dims = {_describe(raw_dims)}; expected a non-empty mapping "
+            f"{where}.dims = {schema.describe(raw_dims)}; expected a non-empty mapping "
             "of dimension name to bound, e.g. {N: 1, K: 64}"
         )
     dims = []
     for dname, bound in raw_dims.items():
         if not isinstance(dname, str) or not dname.replace("_", "").isalnum():
             raise SpecError(
-                f"{source}: problem.dims: key {_describe(dname)}; expected a dimension name "
+                f"{where}.dims: key {schema.describe(dname)}; expected a dimension name "
                 "(letters, digits, underscores)"
             )
-        dims.append(Dim(name=dname, bound=_int(source, f"problem.dims.{dname}", bound)))
+        dims.append(Dim(name=dname, bound=schema.int_value(bound, f"{where}.dims.{dname}")))
     dim_names = [d.name for d in dims]
-    raw_tensors = _list(source, "problem.tensors", pv["tensors"], "tensors")
-    tensors = tuple(_tensor(source, f"problem.tensors[{i}]", t, dim_names) for i, t in enumerate(raw_tensors))
+    raw_tensors = schema.nonempty_list(pv, "tensors", where, "tensors")
+    tensors = tuple(_tensor(f"{where}.tensors[{i}]", t, dim_names) for i, t in enumerate(raw_tensors))
     try:
         return Problem(name=name, dims=tuple(dims), tensors=tensors, repeat=repeat)
     except SpecError as exc:

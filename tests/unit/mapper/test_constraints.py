@@ -56,15 +56,17 @@ def test_yaml_round_trip_builds_rules(tmp_path) -> None:
 @pytest.mark.parametrize(
     ("doc", "match"),
     [
-        ({**DOC, "bogus": 1}, r"c\.yaml: unknown key\(s\) \['bogus'\]; accepted keys: \['version'"),
+        ({**DOC, "bogus": 1}, r"c\.yaml: bogus: unknown key; accepted keys: version, dataflow"),
         ({**DOC, "version": 2}, r"version = 2; expected version: 1"),
         ({k: v for k, v in DOC.items() if k != "version"}, r"version = None; expected version: 1"),
-        ({"version": 1, "factors": [{"level": "RF", "dim": "S", "fixd": 3}]}, r"factors\[0\]: unknown key\(s\) \['fixd'\]"),
+        ({"version": 1, "factors": [{"level": "RF", "dim": "S", "fixd": 3}]}, r"factors\[0\]\.fixd: unknown key \(did you mean 'fixed'\?\)"),
         ({"version": 1, "factors": [{"level": "RF", "dim": "S", "slot": "spatial_z"}]}, r"factors\[0\]\.slot = 'spatial_z'"),
         ({"version": 1, "factors": [{"level": "RF", "dim": "S", "fixed": -1}]}, r"factors\[0\]\.fixed = -1"),
-        ({"version": 1, "factors": [{"level": "RF", "fixed": 2}]}, r"factors\[0\]: missing key\(s\) \['dim'\]"),
+        ({"version": 1, "factors": [{"level": "RF", "fixed": 2}]}, r"factors\[0\]\.dim is missing; a factor rule needs keys level, dim"),
         ({"version": 1, "orders": [{"level": "RF", "inner": ["R", "R"]}]}, r"orders\[0\]: .*listed more than once"),
         ({"version": 1, "min_utilization": 2}, r"min_utilization = 2; expected a number in \[0, 1\]"),
+        ({"version": 1, "factors": [{"level": "RF", "dim": "S", "min": 0}]}, r"factors\[0\]\.min = 0; expected an int >= 1"),
+        ({"version": 1, "spatial": [{"level": "RF", "x": 3}]}, r"spatial\[0\]\.x = 3 \(an int\); expected a dim name or a list"),
         ({"version": 1, "keep": {"level": "RF"}}, r"keep = .*expected a list"),
     ],
 )

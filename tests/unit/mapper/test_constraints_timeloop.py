@@ -112,7 +112,7 @@ def test_inline_documents_and_errors() -> None:
         with pytest.raises(SpecError, match=match):
             timeloop_constraints_from_dict([{"architecture_constraints": {"targets": targets}}], problem=p, arch=a, **kw)
 
-    bad([{"target": "RF", "type": "temporal", "factrs": "N=1"}], r"unknown key\(s\) \['factrs'\]")
+    bad([{"target": "RF", "type": "temporal", "factrs": "N=1"}], r"targets\[0\]\.factrs: unknown key \(did you mean 'factors'\?\)")
     bad([{"target": "RF", "type": "skew"}], r"type = 'skew'; supported")
     bad([{"target": "RF", "type": "temporal", "factors": "Z=1"}], r"dimension 'Z' is not in problem")
     bad([{"target": "RF", "type": "temporal", "factors": "K=2"}, {"target": "RF", "type": "temporal", "factors": "K=4"}],

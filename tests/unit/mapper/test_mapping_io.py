@@ -39,11 +39,15 @@ def test_partial_order_and_defaults():
 @pytest.mark.parametrize(
     "mutate, match",
     [
-        (lambda d: d["mapping"]["levels"][0].update(tempral={}), r"m.yaml: mapping.levels\[0\].tempral: unknown key; accepted keys"),
+        (lambda d: d["mapping"]["levels"][0].update(tempral={}), r"m.yaml: mapping.levels\[0\].tempral: unknown key \(did you mean 'temporal'\?\); accepted keys"),
         (lambda d: d["mapping"]["levels"][0].update(level="L9"), r"levels\[0\].level = 'L9'; expected one of the levels"),
         (lambda d: d["mapping"]["levels"][0].update(temporal={"Z": 2}), r"levels\[0\].temporal.Z: unknown dimension"),
         (lambda d: d["mapping"]["levels"][0].update(temporal={"K": 0}), r"levels\[0\].temporal.K = 0; expected an int >= 1"),
         (lambda d: d.pop("version"), r"version = None; expected 1"),
+        (lambda d: d["mapping"]["levels"][0].update(temporal={"KK": 2}),
+         r"levels\[0\].temporal.KK: unknown dimension \(did you mean 'K'\?\); dims of"),
+        (lambda d: d["mapping"]["levels"][0].update(order="KC"), r"levels\[0\].order = 'KC' \(a string\); expected a list of dim"),
+        (lambda d: d.pop("mapping"), r"m.yaml: mapping is missing"),
     ],
 )
 def test_malformed(tmp_path, mutate, match):

@@ -148,11 +148,11 @@ CORPUS = {
     "missing_problem": ("version: 1\n", r"bad\.yaml: problem is missing"),
     "missing_role": (
         _replace("    role: weight\n", ""),
-        r"bad\.yaml: problem\.tensors\[0\]: missing key\(s\) role",
+        r"bad\.yaml: problem\.tensors\[0\]\.role is missing; a tensor needs keys name, role, projection",
     ),
     "bad_role": (
         _replace("role: weight", "role: weights"),
-        r"problem\.tensors\[0\]\.role = 'weights' \(a string\); expected one of input, weight, output",
+        r"problem\.tensors\[0\]\.role = 'weights' \(did you mean 'weight'\?\); expected one of input, weight, output",
     ),
     "bad_word_bits": (_replace("word_bits: 8", "word_bits: -8"), r"problem\.tensors\[1\]\.word_bits = -8"),
     "empty_coordinate": (
@@ -175,7 +175,7 @@ CORPUS = {
         _replace("name: Inputs", "name: Weights"),
         r"bad\.yaml: problem conv: duplicate tensor names \['Weights'\]",
     ),
-    "top_level_list": ("- 1\n- 2\n", r"bad\.yaml: the top level is \[1, 2\] \(a list\); expected a mapping"),
+    "top_level_list": ("- 1\n- 2\n", r"bad\.yaml: the top level is a list \(\[1, 2\]\); expected a problem file with keys version, problem"),
     "bad_yaml": (
         _replace("  - name: Outputs\n", "  - name: Outputs\n   role: [\n"),
         r"bad\.yaml: line \d+, column \d+: invalid YAML",
@@ -254,5 +254,5 @@ def test_read_spec_file_errors(tmp_path):
     with pytest.raises(SpecError, match="is a directory"):
         read_spec_file(tmp_path)
     (tmp_path / "e.yaml").write_text("")
-    with pytest.raises(SpecError, match=r"e\.yaml: the top level is None \(empty\)"):
+    with pytest.raises(SpecError, match=r"e\.yaml: the top level is empty \(None\); expected a problem file"):
         load_problem_file(tmp_path / "e.yaml")
