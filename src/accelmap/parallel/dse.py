@@ -766,6 +766,7 @@ def run_dse(
                     cache[key] = cand
                     with _sigint_deferred():  # never a half-told trial
                         rec = _tell(study, spec, trial, cand)
+                        store.commit_trial(spec.name, rec.number, rec.feasible, cand.to_dict())
                     records.append(rec)
                     told.add(i)
                     if on_trial is not None:

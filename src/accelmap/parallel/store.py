@@ -207,6 +207,11 @@ class ResultStore:
                     f"{SCHEMA_VERSION}; write to a new --store path or upgrade accelmap"
                 )
             c.execute(f"CREATE TABLE IF NOT EXISTS results (\n    {cols}\n)")
+            # design-space studies: one row per told trial (its candidate), beside the rows of
+            # the layer searches it is made of
+            c.execute("CREATE TABLE IF NOT EXISTS dse_trials (study TEXT NOT NULL, trial INTEGER NOT NULL, "
+                      "feasible INTEGER NOT NULL, candidate TEXT NOT NULL, committed_at REAL NOT NULL, "
+                      "PRIMARY KEY (study, trial))")
             for name in _INDEXED:
                 c.execute(f"CREATE INDEX IF NOT EXISTS results_{name} ON results({name})")
             c.execute("COMMIT")
@@ -276,6 +281,33 @@ class ResultStore:
                 c.execute("ROLLBACK")
             raise
         return cur.rowcount > 0
+
+    def commit_trial(self, study: str, trial: int, feasible: bool, candidate: dict[str, Any]) -> None:
+        """Write one told trial of a design-space study (``candidate``: its parameters, area,
+        network metrics and certified gap) in its own transaction; a trial told again (a
+        resumed study redoing it) replaces its row."""
+        c = self._conn
+        c.execute("BEGIN IMMEDIATE")
+        try:
+            c.execute("INSERT OR REPLACE INTO dse_trials VALUES (?, ?, ?, ?, ?)",
+                      (study, int(trial), int(bool(feasible)),
+                       json.dumps(candidate, sort_keys=True, default=_json_default), time.time()))
+            c.execute("COMMIT")
+        except BaseException:
+            if c.in_transaction:  # a Ctrl-C may land after COMMIT returned
+                c.execute("ROLLBACK")
+            raise
+
+    def trials(self, study: str | None = None) -> list[dict[str, Any]]:
+        """The told trials of design-space studies (one, or all), in trial order:
+        ``{"study", "trial", "feasible", "candidate"}``."""
+        sql = "SELECT study, trial, feasible, candidate FROM dse_trials"
+        args: tuple[Any, ...] = ()
+        if study is not None:
+            sql += " WHERE study = ?"
+            args = (study,)
+        return [{"study": r[0], "trial": int(r[1]), "feasible": bool(r[2]), "candidate": json.loads(r[3])}
+                for r in self._conn.execute(sql + " ORDER BY study, trial", args).fetchall()]
 
     # --- reading ----------------------------------------------------------------------
     def done_keys(self, keys: Iterable[str] | None = None) -> set[str]:

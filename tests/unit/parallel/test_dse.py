@@ -80,6 +80,13 @@ def test_front_equals_brute_force_sweep(files: Path):
     brute = pareto_front(cands, ("edp", "area"))
     assert [_key(c) for c in res.front] == [_key(c) for c in brute]
     assert len(brute) >= 2
+    # every told trial is a row of the results store too, beside its layer searches
+    with ResultStore(files / "dse.sqlite") as store:
+        rows = store.trials(spec.name)
+    by_number = {r["trial"]: r for r in rows}
+    assert len(rows) >= len(res.trials) and all(
+        by_number[t.number]["candidate"]["params"] == t.candidate.params
+        and by_number[t.number]["feasible"] == t.feasible for t in res.trials)
 
 
 @pytest.mark.parametrize(("searcher", "objectives"), [("tpe", ["edp"]), ("nsga2", ["edp", "area"])])
