@@ -264,3 +264,16 @@ def test_systolic_big_tile_then_short_last_tile() -> None:
     got = SystolicModel(engine="cpu").stats(problem, arch, batch)
     assert ref.valid[0] and ref.dram_reads[0, 1] == 1579
     assert np.array_equal(ref.dram_reads, got.dram_reads), (ref.dram_reads, got.dram_reads)
+
+
+@pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "resnet50/res4a_branch2b"])
+def test_systolic_padded_zoo_layers(layer: str) -> None:
+    """Zoo convolutions carry their padding: a padded operand's DRAM reads are its existing
+    words on both engines."""
+    from accelmap.costmodels.systolic import scalesim_mapping
+
+    problem, arch = load_problem(layer), preset("systolic")
+    assert problem.has_padding
+    seeds = MappingBatch.concat([scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")])
+    batch = MappingBatch.concat([seeds, MapSpace(problem, arch).sample(300, np.random.default_rng(5))])
+    _systolic_agree(problem, arch, batch, f"{layer} padded")

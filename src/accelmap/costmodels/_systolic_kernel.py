@@ -56,7 +56,7 @@ class SystolicConsts:
 
 
 def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # noqa: ANN001
-    from accelmap.costmodels.systolic import _distinct_words, _overlaps
+    from accelmap.costmodels.systolic import _distinct_words, _operand_words, _overlaps
 
     dim_class = np.array(layout.dim_class, dtype=np.int64)
     full = np.where(dim_class == _B, 1, problem.bounds).astype(np.int64)
@@ -64,7 +64,8 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
     for o in (0, 1):
         t = layout.tensor[o]
         coef, used = problem.coefficients[t], problem.rank_used[t]
-        d_tot.append(int(_distinct_words(coef, used, full[None, :])[0]))
+        # a padded operand fetches its existing words only (as the numpy path)
+        d_tot.append(_operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0])))
         overlap.append(int(_overlaps(coef, used, full)))
     lv = arch.levels[0]
     rbw = lv.read_bandwidth_words_per_cycle

@@ -430,9 +430,8 @@ class SystolicModel:
         the numpy path (`_stats_batch`, its executable reference)."""
         shapes_ok = (batch.n_levels, batch.n_dims, batch.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                        problem.n_tensors)
-        # the kernel follows the unpadded path: padded problems (words that do not exist are not
-        # DRAM traffic) and the exact prefetch-window walk take the numpy path
-        if (self.engine == "numpy" or self.dram_window == "exact" or problem.has_padding or layout is None
+        # the exact prefetch-window walk extends the numpy path
+        if (self.engine == "numpy" or self.dram_window == "exact" or layout is None
                 or not shapes_ok or len(batch) == 0):
             return self._stats_batch(problem, arch, layout, batch)
         from accelmap.costmodels import _systolic_kernel
