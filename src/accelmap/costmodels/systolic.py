@@ -83,6 +83,7 @@ the best (docs/search.md, "Searching a systolic array").
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
@@ -339,7 +340,12 @@ def _operand_words(problem: Problem, t: int, full: IntArray, distinct: int) -> i
     windows of a rounded-up ofmap that lie past the ifmap edge: address -1)."""
     if not problem.tensors[t].padded:
         return distinct
-    return int(problem.existing_words(full)[t])
+    return _existing_words(problem, tuple(int(b) for b in full))[t]
+
+
+@functools.lru_cache(maxsize=256)
+def _existing_words(problem: Problem, full: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(int(w) for w in problem.existing_words(np.array(full, dtype=np.int64)))
 
 
 def _distinct_words_one(coef: IntArray, used: BoolArray, ext: list[int]) -> int:

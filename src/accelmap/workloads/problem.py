@@ -16,6 +16,7 @@ Canonical loop letters, written down once:
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
@@ -330,13 +331,9 @@ class Problem:
         """(n_tensors,) words that exist over the words the projections span, for the whole
         iteration space (1.0 for unpadded tensors). Models that count tiles by their span
         scale a padded tensor's traffic by it (`accelmap.costmodels.loopnest`)."""
-        frac = np.ones(self.n_tensors)
-        if self.has_padding:
-            exist, span = self.existing_words(), self.tensor_sizes()
-            for ti, t in enumerate(self.tensors):
-                if t.padded:
-                    frac[ti] = float(exist[ti]) / float(span[ti])
-        return frac
+        if not self.has_padding:
+            return np.ones(self.n_tensors)
+        return _existing_fraction(self).copy()
 
     def with_bounds(self, **bounds: int) -> Problem:
         """A copy with some dimension bounds changed (e.g. a different batch size)."""
@@ -350,3 +347,14 @@ class Problem:
         """One line: name, dims with bounds, MACs."""
         dims = " ".join(f"{d.name}={d.bound}" for d in self.dims)
         return f"{self.name}: {dims}  ({self.macs:,} MACs)"
+
+
+@functools.lru_cache(maxsize=256)
+def _existing_fraction(problem: Problem) -> np.ndarray:
+    """`Problem.existing_fraction`, computed once per problem (models call it per batch)."""
+    frac = np.ones(problem.n_tensors)
+    exist, span = problem.existing_words(), problem.tensor_sizes()
+    for ti, t in enumerate(problem.tensors):
+        if t.padded:
+            frac[ti] = float(exist[ti]) / float(span[ti])
+    return frac
