@@ -40,15 +40,11 @@ from bench_vs_timeloop import REFERENCE as TL_REFERENCE  # noqa: E402
 from bench_vs_timeloop import _constraints  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
-_ONLY: list[str] = []  # --cases: run only the cases whose label contains one of these
 
 
 def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
          seed: int) -> dict[str, Any]:
     from accelmap.search.api import search
-
-    if _ONLY and not any(s in label for s in _ONLY):
-        return None  # type: ignore[return-value]
 
     t0 = time.perf_counter()
     d = search(problem, arch, constraints=constraints, budget=default_budget, seed=seed)
@@ -75,28 +71,16 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, d
     return row
 
 
-def _tag(row: dict[str, Any] | None, **extra: Any) -> dict[str, Any] | None:
-    return None if row is None else dict(row, **extra)
-
-
 def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         out_path: Path | None = None, only: list[str] | None = None) -> dict[str, Any]:
-    """Run the groups; with ``out_path``, the JSON is rewritten after every case, so a stopped run
-    keeps the rows it finished."""
+    """Run the groups (only the cases whose label contains one of ``only``, if given); with
+    ``out_path``, the JSON is rewritten after every case, so a stopped run keeps the rows it
+    finished."""
     import os
 
     from accelmap.arch.io import load_arch
     from accelmap.workloads.io import load_problem
     from accelmap.workloads.zoo import network
-
-    class _Rows(list):
-        def append(self, row: dict[str, Any]) -> None:  # type: ignore[override]
-            if row is None:  # a case left out by --cases
-                return
-            super().append(row)
-            if out_path is not None:
-                out_path.parent.mkdir(parents=True, exist_ok=True)
-                out_path.write_text(json.dumps(_doc(self), indent=2) + "\n")
 
     def _doc(rows: list[dict[str, Any]]) -> dict[str, Any]:
         proven = sum(1 for r in rows if r["proven"])
@@ -106,12 +90,20 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
                 "summary": {"cases": len(rows), "proven": proven}, "cases": list(rows)}
 
     load_at_start = list(os.getloadavg())
-    rows: list[dict[str, Any]] = _Rows()
+    rows: list[dict[str, Any]] = []
+
+    def add(group: str, label: str, problem: Any, arch: Any, constraints: Any) -> None:
+        """Run one case (unless ``only`` leaves it out) and rewrite the JSON."""
+        if only and not any(s in label for s in only):
+            return
+        rows.append(dict(_row(label, problem, arch, constraints, time_s, default_budget, seed), group=group))
+        if out_path is not None:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
     if "search" in groups:
         for layer in SEARCH_LAYERS:
             for arch in SEARCH_ARCHS:
-                rows.append(_tag(_row(f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None, time_s,
-                                      default_budget, seed), group="search"))
+                add("search", f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None)
     if "timeloop" in groups and TL_REFERENCE.exists():
         for case in sorted((TL_REFERENCE / "cases").iterdir()):
             arch_name, layer, mapping_name = case.name.split("__")
@@ -120,8 +112,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             ert = TL_ARCHS / arch_name / "ERT.yaml"
             arch = load_arch(str(TL_ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
             cons = [str(p) for p in _constraints(arch_name, layer)] or None
-            rows.append(_tag(_row(f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch,
-                                  cons, time_s, default_budget, seed), group="timeloop"))
+            add("timeloop", f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch, cons)
     if "resnet50" in groups:
         seen: set[Any] = set()
         arch = load_arch("eyeriss-like")
@@ -130,8 +121,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             if key in seen:
                 continue
             seen.add(key)
-            rows.append(_tag(_row(f"resnet50/{p.name} @ eyeriss-like", p, arch, None, time_s, default_budget, seed),
-                             group="resnet50"))
+            add("resnet50", f"resnet50/{p.name} @ eyeriss-like", p, arch, None)
     return _doc(rows)
 
 
@@ -147,8 +137,7 @@ def main() -> None:
     ap.add_argument("--cases", nargs="+", default=[], help="only the cases whose label contains one of these")
     args = ap.parse_args()
     path = Path(args.out)
-    _ONLY[:] = args.cases
-    out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path)
+    out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
 
