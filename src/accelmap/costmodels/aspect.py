@@ -1255,8 +1255,24 @@ class AspectModel:
 
     name: ClassVar[str] = "aspect"
 
-    def __init__(self, *, vectorized: bool = True) -> None:
+    def __init__(self, engine: str | None = None, *, vectorized: bool = True) -> None:
+        """``engine``: ``"cpu"`` (the compiled kernel, `_aspect_kernel`; the default) or
+        ``"numpy"`` (the batched numpy path, its executable reference; also
+        ``ACCELMAP_KERNELS=numpy``). ``vectorized=False`` sends every row of the numpy path
+        through the scalar analysis (for tests).
+
+        Raises
+        ------
+        SpecError
+            The engine is unknown, or ``"cuda"`` (the aspect model has no GPU engine).
+        """
+        from accelmap.costmodels.engines import resolve_engine
+
+        self.engine = resolve_engine(engine)
+        if self.engine == "cuda":
+            raise SpecError("the aspect model has no cuda engine; use engine 'cpu' or 'numpy'")
         self.vectorized = vectorized
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
 
     @staticmethod
     def unsupported(problem: Problem, arch: Arch) -> str | None:
@@ -1274,8 +1290,12 @@ class AspectModel:
         n = len(mappings)
         if self.unsupported(problem, arch) is not None:
             return _all_model_invalid(problem, arch, n)
-        lay = _layout(problem)
         view = aspect_view(arch)
+        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
+                                                                              problem.n_tensors)
+        if self.engine == "cpu" and self.vectorized and shapes_ok and n:
+            return self._evaluate_kernel(problem, arch, view, mappings)
+        lay = _layout(problem)
         chk = check_batch(problem, arch, mappings)
         ok = chk.valid | (chk.reason == int(Reason.CAPACITY))
         reason = np.where(ok, 0, chk.reason)
@@ -1299,6 +1319,25 @@ class AspectModel:
             else:
                 _fill_row(rows, int(i), res)
         return _metrics(problem, arch, view, rows, reason, level)
+
+    def _evaluate_kernel(self, problem: Problem, arch: Arch, view: AspectView, mappings: MappingBatch) -> Metrics:
+        """`evaluate` by the compiled kernel (`_aspect_kernel`): the same rows and codes as the
+        numpy path, then the shared `_metrics`."""
+        from accelmap.costmodels import _aspect_kernel
+
+        key = (id(problem), id(arch))
+        hit = self._consts.get(key)
+        if hit is None or hit[0] is not problem or hit[1] is not arch:
+            if len(self._consts) > 64:
+                self._consts.clear()
+            hit = (problem, arch, _aspect_kernel.aspect_consts(problem, arch))
+            self._consts[key] = hit
+        out, codes = _aspect_kernel.evaluate_rows(hit[2], mappings.temporal, mappings.spatial, mappings.order,
+                                                  mappings.keep)
+        rows = {"runtime": out[:, 0], "macs": out[:, 1]}
+        for k, name in enumerate(_RESULT_FIELDS[2:]):
+            rows[name] = out[:, 2 + 3 * k:5 + 3 * k]
+        return _metrics(problem, arch, view, rows, codes[:, 0], codes[:, 1])
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
         """Scalar reference: the directive form of the mapping through `analyze`."""

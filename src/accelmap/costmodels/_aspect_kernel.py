@@ -1,0 +1,1093 @@
+"""Compiled evaluation of the ``aspect`` model: one mapping per loop iteration.
+
+The fast path of `AspectModel.evaluate`. What is counted is defined once, in
+`accelmap.costmodels.aspect_analysis` (the directive analysis, ``analyze``: iteration
+cases, reuse per case, delays) and `accelmap.costmodels.aspect` (the directive form of an
+accelmap mapping, ``directives_from_mapping``); the batched numpy path
+(`accelmap.costmodels._aspect_numpy`) is the executable reference. This module does, per
+mapping and with the same int64 arithmetic:
+
+1. the legality check of `check_batch` up to (not including) capacity, which the model
+   replaces by MAESTRO's buffer requirements (``check_row``);
+2. the directive plan of ``_row_plan``: per-PE and per-cluster tiles, the top-level
+   directive order and the two SpatialMaps (``plan_row``);
+3. for a *regular* mapping (no edge iterations, the inner cluster level one iteration) the
+   numpy path's closed forms (``regular_row``); for any other mapping the whole analysis of
+   ``analyze`` -- per-directive iteration states, MAESTRO's case enumeration, per-case
+   reuse, the inner cluster level memoized per sub-cluster shape (``general_row``).
+
+The per-row functions are ``register_jitable`` (plain numba functions, no CPU-only
+features) so the same source can compile for another target; ``@njit(cache=True)``
+drivers run them over a range of rows, or over blocks of rows on numba's threads. The
+drivers run without reference counting (``_nrt=False``): every array, scratch included,
+comes from the caller. The conversion to `Metrics` (``aspect._metrics``) is shared numpy
+code, so both engines give the same counts bit for bit.
+
+Variable slots: the MAESTRO variables of the directive form (``aspect._vars``: N K C R S
+Y X, those present) are slots ``0 .. nv-1`` (Y and X in input coordinates), then ``nv`` =
+Y' and ``nv + 1`` = X' (output rows and columns).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit, prange
+from numba.extending import register_jitable
+
+from accelmap._typing import IntArray
+from accelmap.costmodels._loopnest_kernel import _threads
+
+__all__ = ["AspectConsts", "aspect_consts", "evaluate_rows", "N_COLS"]
+
+# ints of AspectConsts.ints
+(_A, _L, _D, _T, _NV, _IY, _IX, _IR, _IS, _SY, _SX, _NOC, _OFF, _MACS, _R_FACTORS, _R_ORDER, _R_KEEP,
+ _R_FANOUT, _R_MODEL) = range(19)
+# output columns: runtime, macs, then (l1_read, l1_write, l2_read, l2_write, l1_req, l2_req) x
+# (input, filter, output)
+_RUNTIME, _MACS_COL, _COUNTS = 0, 1, 2
+N_COLS = 2 + 6 * 3
+# rows of the (6, 3) per-level result table: MAESTRO's names
+_UP_READ, _UP_WRITE, _DOWN_READ, _DOWN_WRITE, _UP_REQ, _DOWN_REQ = range(6)
+# tensor rows of the masks
+_IN, _FILT, _OUT = 0, 1, 2
+# iteration states (aspect_analysis._INIT / _STEADY / _EDGE) and their fields
+_INIT, _STEADY, _EDGE = 0, 1, 2
+_POS, _OCC, _UNROLLED, _INIT_EDGE, _SPEE = range(5)
+# per-level info and tables
+_NSUB, _NEDGE, _SPI, _ND = range(4)
+_MAPPED, _UNIQUE, _MEDGE, _UEDGE = range(4)
+# inner-level results memoized per row (distinct sub-cluster shapes)
+MEMO = 64
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class AspectConsts:
+    """(problem, arch) as arrays for the kernel.
+
+    ``ints``: array level, L, D, T, nv, the slots of Y X R S, strides (y, x), NoC and off-chip
+    bandwidth (words/cycle), the problem's MACs and the `Reason` codes used. ``src``: (nv,)
+    the problem dim of each slot (-1: absent, extent 1). ``dfull``: (nv + 2,) the layer's
+    extents in MAESTRO's terms (input rows/columns, then Y' = Y - R + 1, X' = X - S + 1).
+    ``tmask``: (3, nv + 2) the slots indexing input, filter, output."""
+
+    ints: IntArray
+    src: IntArray
+    dfull: IntArray
+    tmask: np.ndarray
+    bounds: IntArray
+    holds: np.ndarray
+    fan_xy: IntArray
+
+    def as_tuple(self) -> tuple:
+        return (self.ints, self.src, self.dfull, self.tmask, self.bounds, self.holds, self.fan_xy)
+
+
+def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
+    """The kernel's constants of a problem the aspect model reads, on an arch it reads."""
+    from accelmap.costmodels.aspect import _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
+    from accelmap.mapper.check import Reason
+
+    lay = _layout(problem)
+    view = aspect_view(arch)
+    vars_ = _vars(lay)
+    nv = len(vars_)
+    src = np.array([-1 if (d := lay.dim("Y'" if v == "Y" else "X'" if v == "X" else v)) is None else d
+                    for v in vars_], dtype=np.int64)
+    full = _maestro_layer(problem, lay).dim_dict
+    iy, ix, ir, is_ = (vars_.index(v) for v in ("Y", "X", "R", "S"))
+    dfull = np.array([full.get(v, 1) for v in vars_] + [full["Y"] - full["R"] + 1, full["X"] - full["S"] + 1],
+                     dtype=np.int64)
+    masks = _tensor_var_masks(lay.kind, vars_)
+    tmask = np.zeros((3, nv + 2), dtype=np.bool_)
+    for j, t in enumerate(("input", "filter", "output")):
+        tmask[j, :nv] = masks[t]
+    ints = np.array([view.array_level, arch.n_levels, problem.n_dims, problem.n_tensors, nv, iy, ix, ir, is_,
+                     lay.stride_y, lay.stride_x, view.noc_bw, view.offchip_bw, problem.macs, int(Reason.FACTORS),
+                     int(Reason.ORDER), int(Reason.KEEP), int(Reason.FANOUT), int(Reason.MODEL)], dtype=np.int64)
+    return AspectConsts(ints=ints, src=src, dfull=dfull, tmask=tmask,
+                        bounds=np.ascontiguousarray(problem.bounds, dtype=np.int64),
+                        holds=np.ascontiguousarray(arch.holds_mask(problem)),
+                        fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64))
+
+
+# ---------------------------------------------------------------------------------------
+# Legality (check_batch without capacity) and the directive plan (_row_plan)
+# ---------------------------------------------------------------------------------------
+
+@register_jitable
+def check_row(i, temporal, spatial, order, keep, ints, bounds, holds, fan_xy):
+    """`check_batch` of mapping i up to its capacity check: (reason, level)."""
+    L, D = temporal.shape[1], temporal.shape[2]
+    T = keep.shape[2]
+    ok = True
+    for d in range(D):
+        prod = 1
+        for lv in range(L):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            prod *= a * x * y
+        if prod != bounds[d]:
+            ok = False
+    if not ok:
+        return ints[_R_FACTORS], -1
+    for lv in range(L):
+        seen = 0
+        for k in range(D):
+            v = order[i, lv, k]
+            seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+        if seen != (1 << D) - 1:
+            return ints[_R_ORDER], lv
+    for lv in range(L):
+        for t in range(T):
+            if (keep[i, lv, t] and not holds[lv, t]) or (lv == 0 and not keep[i, 0, t]):
+                return ints[_R_KEEP], lv
+    for lv in range(L):
+        ux, uy = 1, 1
+        for d in range(D):
+            ux *= spatial[i, lv, d, 0]
+            uy *= spatial[i, lv, d, 1]
+        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
+            return ints[_R_FANOUT], lv
+    return 0, -1
+
+
+@register_jitable
+def _tiles(tile, src, dfull, ints, top, size, ofs):
+    """Directive sizes and offsets of every slot for a tile of the problem's dims (``size``,
+    ``ofs`` written): rows and columns in input coordinates, rescaled for the outer stride
+    (aspect_analysis._apply_outer_stride)."""
+    nv = ints[_NV]
+    for v in range(nv):
+        g = tile[src[v]] if src[v] >= 0 else 1
+        size[v] = g
+        ofs[v] = g
+    for k in range(2):
+        v = ints[_IY] if k == 0 else ints[_IX]
+        r = ints[_IR] if k == 0 else ints[_IS]
+        st = ints[_SY] if k == 0 else ints[_SX]
+        gv = size[v]
+        s = (gv - 1) * st + size[r]
+        o = gv * st
+        if st != 1:
+            r_full = dfull[r]
+            if s >= r_full:
+                n_out = (s + st - r_full) // st
+                s = n_out * min(st, r_full) + max(r_full - st, 0)
+                o = n_out * (r_full if (not top and r_full < st) else st)
+        size[v] = s
+        ofs[v] = o
+
+
+@register_jitable
+def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top, m_in, o_in, perm, lrank, lvl):
+    """The directive plan of mapping i (``_row_plan``): tiles, the top-level directive
+    order (``perm``: slot at each position, outer first) and the SpatialMap slots.
+
+    Returns (representable, f_x, f_y, sp_top, sp_in)."""
+    a, L, D, nv = ints[_A], ints[_L], ints[_D], ints[_NV]
+    for lv in range(L):
+        if lv == a:
+            continue
+        for d in range(D):
+            if spatial[i, lv, d, 0] > 1 or spatial[i, lv, d, 1] > 1:
+                return False, 1, 1, 0, 0
+    d_x, d_y, n_x, n_y, f_x, f_y = -1, -1, 0, 0, 1, 1
+    for d in range(D):
+        sx, sy = spatial[i, a, d, 0], spatial[i, a, d, 1]
+        f_x *= sx
+        f_y *= sy
+        if sx > 1:
+            n_x += 1
+            d_x = d
+        if sy > 1:
+            n_y += 1
+            d_y = d
+    if n_x > 1 or n_y > 1:
+        return False, 1, 1, 0, 0
+    for d in range(D):
+        p = 1
+        for lv in range(a + 1, L):
+            p *= temporal[i, lv, d] * spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+        pe[d] = p
+        cl[d] = p * spatial[i, a, d, 0]
+    _tiles(cl, src, dfull, ints, True, m_top, o_top)
+    _tiles(pe, src, dfull, ints, False, m_in, o_in)
+    # position of each dim in the top loop nest: its innermost temporal loop at levels <= a
+    for d in range(D):
+        lvl[d] = -1
+        lrank[d] = 0
+    for lv in range(a + 1):
+        for rk in range(D):
+            d = order[i, lv, rk]
+            if temporal[i, lv, d] > 1:
+                lvl[d] = lv
+                lrank[d] = rk
+    if d_y >= 0 and lvl[d_y] < 0:
+        lvl[d_y] = a
+        lrank[d_y] = -1
+    # sort the slots by (group, level, rank) / (group, slot); keys are distinct
+    big = (L + 2) * (D + 2) * (nv + 1)
+    for v in range(nv):
+        perm[v] = v
+    for p in range(1, nv):
+        v = perm[p]
+        kv = _order_key(v, src, lvl, lrank, D, big)
+        q = p - 1
+        while q >= 0 and _order_key(perm[q], src, lvl, lrank, D, big) > kv:
+            perm[q + 1] = perm[q]
+            q -= 1
+        perm[q + 1] = v
+    sp_top = -1
+    if d_y >= 0:
+        for p in range(nv):
+            if src[perm[p]] == d_y:
+                sp_top = perm[p]
+                break
+    if sp_top < 0:  # no Y unrolling: a one-cluster SpatialMap over a dim that does not iterate
+        sp_top = perm[nv - 1]
+        for p in range(nv - 1, -1, -1):
+            v = perm[p]
+            if src[v] < 0 or lvl[src[v]] < 0:
+                sp_top = v
+                break
+    sp_in = nv - 1
+    if d_x >= 0:
+        for v in range(nv):
+            if src[v] == d_x:
+                sp_in = v
+                break
+    return True, f_x, f_y, sp_top, sp_in
+
+
+@register_jitable
+def _order_key(v, src, lvl, lrank, D, big):
+    d = src[v]
+    if d >= 0 and lvl[d] >= 0:
+        return lvl[d] * (D + 2) + lrank[d] + 1
+    return big + v
+
+
+@register_jitable
+def _noc(traffic, bw):
+    """NoC delay: hops x hop latency (1 x 1) + ceil(traffic / bandwidth) - 1."""
+    return 1 + (-(-traffic // bw)) - 1
+
+
+# ---------------------------------------------------------------------------------------
+# Regular mappings: the numpy path's closed forms (aspect._evaluate_regular), one row
+# ---------------------------------------------------------------------------------------
+
+@register_jitable
+def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, mapped_top,
+                unique_top, mapped_in, fpos, out):
+    """Closed forms of a regular mapping (``out`` written). Returns False when the mapping
+    is not regular (an edge iteration at the top, or an inner level of several iterations)."""
+    nv = ints[_NV]
+    iy, ix, ir, is_ = ints[_IY], ints[_IX], ints[_IR], ints[_IS]
+    nsub = f_y
+    for j in range(nv):
+        v = perm[j]
+        m, o, d = m_top[v], o_top[v], dfull[v]
+        if v == sp_top:
+            cover = m + o * (nsub - 1)
+            n_steady = ((d - m) // o + 1) // nsub - 1
+            init_unroll = d <= cover
+            if d < cover or (not init_unroll and ((n_steady + 1) * o * nsub + cover > d
+                                                  and n_steady * o * nsub + cover != d)):
+                return False
+            tt[j] = 1 + (n_steady if (cover < d and n_steady > 0) else 0)
+        else:
+            steady = (d - m) // o
+            if d < m or steady * o + m < d:
+                return False
+            tt[j] = 1 + (steady if (m < d and steady > 0) else 0)
+    single = f_x == 1
+    if not single:
+        for v in range(nv):
+            if v == sp_in:
+                if m_in[v] + o_in[v] * (f_x - 1) != m_top[v]:
+                    return False
+            elif m_in[v] != m_top[v]:
+                return False
+    # per-slot reuse tables (mapped / unique, Y' and X' appended)
+    for v in range(nv):
+        mapped_top[v] = m_top[v]
+        u = min(m_top[v], o_top[v])
+        unique_top[v] = 0 if (v != sp_top and dfull[v] <= m_top[v]) else u
+        mapped_in[v] = m_in[v]
+    mapped_top[nv] = m_top[iy] - m_top[ir] + 1
+    mapped_top[nv + 1] = m_top[ix] - m_top[is_] + 1
+    unique_top[nv] = min(o_top[iy], m_top[iy])
+    unique_top[nv + 1] = min(o_top[ix], m_top[ix])
+    mapped_in[nv] = m_in[iy] - m_in[ir] + 1
+    mapped_in[nv + 1] = m_in[ix] - m_in[is_] + 1
+    # partial sums per PE, egress per cluster
+    psum_pe = 1
+    e1 = 1
+    e0 = 1
+    for v in range(nv):
+        act = nv if v == iy else (nv + 1 if v == ix else v)
+        if tmask[_OUT, v]:
+            psum_pe *= mapped_in[act]
+            e1 *= mapped_top[act]
+            if v == sp_top:
+                uv = unique_top[act]
+                e0 *= uv if uv != 0 else 1
+            else:
+                e0 *= mapped_top[act]
+    psum_cl = e1
+    for v in range(nv):
+        if not tmask[_OUT, v]:
+            psum_pe *= mapped_in[v]
+            psum_cl *= mapped_top[v]
+    ing_in = 0
+    for tn in range(2):
+        vol = 1
+        for v in range(nv):
+            if tmask[tn, v]:
+                vol *= m_in[v]
+        ing_in += (f_x if tmask[tn, sp_in] else 1) * vol
+    runtime_in = psum_pe + _noc(ing_in, ints[_NOC])
+    for tn in range(3):
+        req = 2
+        for v in range(nv):
+            if tmask[tn, v]:
+                req *= m_top[v] if single else m_in[v]
+        out[_COUNTS + 4 * 3 + tn] = req  # l1_req
+    egress = e1 + ((f_y - 1) * e0 if tmask[_OUT, sp_top] else 0)
+    psum_size = f_y * psum_cl
+    total = 1
+    for j in range(nv):
+        w[j] = (tt[j] - 1) * total
+        total *= tt[j]
+    compute = psum_cl if single else runtime_in
+    s_pos = 0
+    for j in range(nv):
+        if perm[j] == sp_top:
+            s_pos = j
+    # operand traffic: the all-init case, and each changing position j
+    ing_init_sum = 0
+    rd_sum = 0
+    for tn in range(2):
+        for j in range(nv):
+            fpos[j] = m_top[perm[j]] if tmask[tn, perm[j]] else 1
+        base = 1
+        for j in range(nv):
+            base *= fpos[j]
+        v_s = tmask[tn, perm[s_pos]]
+        init = (f_y if v_s else 1) * base
+        ing_init_sum += init
+        out[_COUNTS + 2 * 3 + tn] = init  # l2_read: the all-init share, cases added below
+        out[_COUNTS + 5 * 3 + tn] = 2 * init  # l2_req
+    l2_req_in = out[_COUNTS + 5 * 3 + _IN] + out[_COUNTS + 5 * 3 + _FILT]
+    bw = ints[_OFF]
+    off = max((l2_req_in // bw) // 2, ((2 * egress) // bw) // 2)
+    delay0 = max(compute + _noc(ing_init_sum, ints[_NOC]), off)
+    noc_out = _noc(egress, ints[_NOC])
+    runtime = delay0
+    u_s = unique_top[sp_top]
+    m_s = m_top[sp_top]
+    for j in range(nv):
+        ing_j = 0
+        for tn in range(2):
+            vj = perm[j]
+            if not tmask[tn, vj]:
+                continue
+            # an indexing directive inside j that iterates re-initializes the tensor
+            after = False
+            for k in range(j + 1, nv):
+                if tmask[tn, perm[k]] and tt[k] > 1:
+                    after = True
+            excl_j = 1
+            for k in range(nv):
+                if k != j and tmask[tn, perm[k]]:
+                    excl_j *= m_top[perm[k]]
+            fj_first = max(unique_top[vj], 1) if (vj != sp_top and not after) else m_top[vj]
+            pe1 = excl_j * fj_first
+            v_s = tmask[tn, sp_top]
+            if j == s_pos:
+                pe0 = excl_j * (u_s if not after else m_s)
+            else:
+                f_s = m_s if v_s else 1
+                g_s = u_s if s_pos > j else m_s
+                pe0 = (excl_j // f_s) * fj_first * g_s
+            ing = pe1 + ((f_y - 1) * pe0 if v_s else 0)
+            ing_j += ing
+            out[_COUNTS + 2 * 3 + tn] += w[j] * ing
+        delay = max(max(noc_out, compute), _noc(ing_j, ints[_NOC]))
+        runtime += w[j] * max(delay, off)
+    out[_RUNTIME] = runtime
+    out[_MACS_COL] = total * psum_size
+    size_out = 1
+    for v in range(nv):
+        if tmask[_OUT, v]:
+            if v == iy:
+                size_out *= dfull[iy] - dfull[ir] + 1
+            elif v == ix:
+                size_out *= dfull[ix] - dfull[is_] + 1
+            else:
+                size_out *= dfull[v]
+    for tn in range(3):
+        if tn == _OUT:
+            out[_COUNTS + 3 * 3 + tn] = total * egress  # l2_write
+            out[_COUNTS + 1 * 3 + tn] = total * psum_size  # l1_write
+            out[_COUNTS + 0 * 3 + tn] = total * psum_size  # l1_read
+            out[_COUNTS + 2 * 3 + tn] = size_out  # l2_read
+            out[_COUNTS + 5 * 3 + tn] = 2 * egress  # l2_req
+        else:
+            out[_COUNTS + 1 * 3 + tn] = out[_COUNTS + 2 * 3 + tn]  # l1_write = l2_read
+            out[_COUNTS + 0 * 3 + tn] = total * psum_size
+            full = 1
+            for v in range(nv):
+                if tmask[tn, v]:
+                    full *= dfull[v]
+            out[_COUNTS + 3 * 3 + tn] = full  # l2_write
+    return True
+
+
+# ---------------------------------------------------------------------------------------
+# Any mapping: the directive analysis (aspect_analysis.analyze) on fixed-size arrays
+# ---------------------------------------------------------------------------------------
+#
+# Per cluster level l (0 = top, 1 = inner): ``lvi[l, i]`` = (slot, spatial, size, offset)
+# of directive i, ``lvi[l, 7]`` = (n_sub, n_edge_sub, index of the SpatialMap, number of
+# directives); ``ltab[l]`` = mapped / unique / mapped_edge / unique_edge per slot
+# (aspect_analysis._prepare); ``vdir[l, slot]`` = the directive of a slot; ``stt[l, i, k]``
+# the k-th iteration state of directive i (pos, occ, unrolled, init_edge, sp_edge_edge) and
+# ``ncs[l]`` = (states per directive, case counter, counter period); ``cs[l, i]`` the state of
+# directive i in the current case.
+
+@register_jitable
+def _prepare(l, dims, lvi, ltab, nv, iy, ix, ir, is_):
+    """Spatial edge clusters and per-slot mapped / unique counts (aspect_analysis._prepare)."""
+    nd = lvi[l, 7, _ND]
+    spi = lvi[l, 7, _SPI]
+    size, ofs, n = lvi[l, spi, 2], lvi[l, spi, 3], lvi[l, 7, _NSUB]
+    dim_sz = dims[lvi[l, spi, 0]]
+    full_cov = ofs * (n - 1) + size
+    if dim_sz > full_cov:
+        steady = ((dim_sz - size) // ofs + 1) // n - 1
+        remaining = dim_sz - (steady + 1) * ofs * n
+        n_edge = 1 if remaining < size else (remaining - size) // ofs + 1
+    elif dim_sz > size:
+        n_edge = (dim_sz - size) // ofs + 1
+        if ofs * (n_edge - 1) + size < dim_sz:
+            n_edge += 1
+    else:
+        n_edge = 1
+    if dim_sz <= size:
+        n_edge = 1
+    lvi[l, 7, _NEDGE] = n_edge
+    for i in range(nd):
+        v, sp, size, ofs = lvi[l, i, 0], lvi[l, i, 1], lvi[l, i, 2], lvi[l, i, 3]
+        d = dims[v]
+        steady = max((d - size) // ofs, 0)
+        has_edge = (steady * ofs + size < d) or (size > d)
+        ltab[l, _MAPPED, v] = size
+        ltab[l, _UNIQUE, v] = min(size, ofs)
+        if sp == 0 and d <= size:  # fully unrolled in time: nothing new ever
+            ltab[l, _UNIQUE, v] = 0
+        edge_size = d - (steady + 1) * ofs
+        if edge_size < 0:
+            edge_size = d
+        out_of_bound = size - edge_size
+        ltab[l, _MEDGE, v] = edge_size if has_edge else size
+        ltab[l, _UEDGE, v] = max(ofs - out_of_bound, 0)
+    for k in range(2):
+        v = iy if k == 0 else ix
+        r = ir if k == 0 else is_
+        o = nv + k
+        i = 0
+        for j in range(nd):
+            if lvi[l, j, 0] == v:
+                i = j
+        size, ofs = lvi[l, i, 2], lvi[l, i, 3]
+        ltab[l, _MAPPED, o] = ltab[l, _MAPPED, v] - ltab[l, _MAPPED, r] + 1
+        ltab[l, _UNIQUE, o] = min(ofs, size)
+        ltab[l, _MEDGE, o] = ltab[l, _MEDGE, v] - ltab[l, _MEDGE, r] + 1
+        ltab[l, _UEDGE, o] = min(ofs, ltab[l, _MEDGE, o])
+
+
+@register_jitable
+def _states(l, dims, lvi, stt, ncs):
+    """Iteration states of every directive under ``dims`` (aspect_analysis._dim_states) and
+    the case counters of MAESTRO's enumeration (aspect_analysis._cases). Returns the number
+    of cases."""
+    nd = lvi[l, 7, _ND]
+    for i in range(nd):
+        sp, size, ofs = lvi[l, i, 1], lvi[l, i, 2], lvi[l, i, 3]
+        d = dims[lvi[l, i, 0]]
+        k = 0
+        if sp == 0:
+            n_steady = (d - size) // ofs
+            _set_state(stt, l, i, k, _INIT, 1, d <= size, d < size, False)
+            k += 1
+            if size < d and n_steady > 0:
+                _set_state(stt, l, i, k, _STEADY, n_steady, False, False, False)
+                k += 1
+            if not d < size and n_steady * ofs + size < d:
+                _set_state(stt, l, i, k, _EDGE, 1, False, False, False)
+                k += 1
+        else:
+            n = lvi[l, 7, _NSUB]
+            cover = size + ofs * (n - 1)
+            init_unroll = d <= cover
+            init_edge = d < cover
+            _set_state(stt, l, i, k, _INIT, 1, init_unroll, init_edge, init_edge)
+            k += 1
+            n_steady = ((d - size) // ofs + 1) // n - 1
+            has_edge = (not init_unroll) and ((n_steady + 1) * (ofs * n) + cover > d
+                                              and n_steady * (ofs * n) + cover != d)
+            if cover < d and n_steady > 0:
+                _set_state(stt, l, i, k, _STEADY, n_steady, False, False, False)
+                k += 1
+            remaining = d - (n_steady + 1) * ofs * n
+            n_active = 1 if remaining < size else (remaining - size) // ofs + 1
+            sp_ee = (n_active - 1) * ofs + size < remaining
+            if not init_edge and has_edge:
+                _set_state(stt, l, i, k, _EDGE, 1, False, False, sp_ee)
+                k += 1
+        ncs[l, 0, i] = k
+        ncs[l, 1, i] = 0
+    total = 1
+    for i in range(nd - 1, -1, -1):
+        ncs[l, 2, i] = total
+        total *= ncs[l, 0, i]
+    return total
+
+
+@register_jitable
+def _set_state(stt, l, i, k, pos, occ, unrolled, init_edge, spee):
+    stt[l, i, k, _POS] = pos
+    stt[l, i, k, _OCC] = occ
+    stt[l, i, k, _UNROLLED] = 1 if unrolled else 0
+    stt[l, i, k, _INIT_EDGE] = 1 if init_edge else 0
+    stt[l, i, k, _SPEE] = 1 if spee else 0
+
+
+@register_jitable
+def _next_case(l, case, nd, stt, ncs, cs):
+    """The states of case ``case`` into ``cs[l]`` (MAESTRO's counter walk); returns its
+    number of occurrences."""
+    occ = 1
+    for i in range(nd):
+        k = ncs[l, 1, i]
+        for f in range(5):
+            cs[l, i, f] = stt[l, i, k, f]
+        occ *= stt[l, i, k, _OCC]
+        if case % ncs[l, 2, i] == 0:
+            ncs[l, 1, i] = 0 if k + 1 == ncs[l, 0, i] else k + 1
+    return occ
+
+
+@register_jitable
+def _is_edge(cs, l, i):
+    return cs[l, i, _POS] == _EDGE or cs[l, i, _INIT_EDGE] != 0
+
+
+@register_jitable
+def _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs):
+    ret = 1
+    ne = lvi[l, 7, _NEDGE]
+    for i in range(lvi[l, 7, _ND]):
+        v = lvi[l, i, 0]
+        if not tm[v]:
+            continue
+        edge = _is_edge(cs, l, i)
+        if lvi[l, i, 1] == 0:
+            ret *= ltab[l, _MEDGE, v] if edge else ltab[l, _MAPPED, v]
+        elif edge:
+            if ne == 1 and (first or spee):
+                ret *= ltab[l, _MEDGE, v]
+            elif ne > 1:
+                ret *= ltab[l, _MEDGE, v] if spee else ltab[l, _MAPPED, v]
+        else:
+            ret *= ltab[l, _MAPPED, v]
+    return ret
+
+
+@register_jitable
+def _pe_ingress_volume(l, tm, first, spee, lvi, ltab, cs):
+    nd = lvi[l, 7, _ND]
+    changing = -1
+    for i in range(nd):
+        if cs[l, i, _POS] != _INIT:
+            changing = i
+    if changing == -1:
+        return _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs)
+    inited = False
+    for i in range(changing + 1, nd):
+        if cs[l, i, _POS] == _INIT and tm[lvi[l, i, 0]] and cs[l, i, _UNROLLED] == 0:
+            inited = True
+    ret = 1
+    changes = False
+    mt = _MEDGE if spee else _MAPPED
+    ut = _UEDGE if spee else _UNIQUE
+    for i in range(nd):
+        v = lvi[l, i, 0]
+        if not tm[v]:
+            continue
+        is_changing = i == changing
+        is_reset = i > changing
+        if is_changing:
+            changes = True
+        pos = cs[l, i, _POS]
+        if lvi[l, i, 1] == 0:
+            if pos == _INIT:
+                ret *= ltab[l, _MEDGE, v] if _is_edge(cs, l, i) else ltab[l, _MAPPED, v]
+            elif is_changing and not inited:
+                ret *= max(ltab[l, _UNIQUE, v], 1)
+            else:
+                ret *= ltab[l, _MAPPED, v]
+        elif pos == _INIT:
+            ret *= ltab[l, mt, v] if (first or not is_reset) else ltab[l, ut, v]
+        elif first:
+            ret *= ltab[l, mt, v]
+        else:
+            ret *= ltab[l, ut, v] if (not inited and is_changing) else ltab[l, mt, v]
+    return ret if changes else 0
+
+
+@register_jitable
+def _ingress(l, tm, lvi, ltab, cs):
+    spi = lvi[l, 7, _SPI]
+    if not tm[lvi[l, spi, 0]]:
+        return _pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
+    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
+    if not _is_edge(cs, l, spi):
+        return (_pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
+                + (n - 1) * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs))
+    spee = cs[l, spi, _SPEE] != 0
+    ret = _pe_ingress_volume(l, tm, True, ne == 1 and spee, lvi, ltab, cs)
+    if ne > 1:
+        n_ee = 1 if spee else 0
+        n_full = max(ne - n_ee - 1, 0)
+        ret += n_full * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
+        ret += n_ee * _pe_ingress_volume(l, tm, False, True, lvi, ltab, cs)
+    return ret
+
+
+@register_jitable
+def _sp_out_factor(l, v, i, first, spee, lvi, ltab, cs):
+    """Spatial factor of a reduction slot in the partial-sum count."""
+    ne = lvi[l, 7, _NEDGE]
+    pos = cs[l, i, _POS]
+    if pos == _INIT:
+        if _is_edge(cs, l, i) and spee:
+            return ltab[l, _MEDGE, v]
+        if first:
+            return ltab[l, _MAPPED, v]
+        u = ltab[l, _UNIQUE, v]
+        return u if u != 0 else 1
+    if pos == _STEADY:
+        if first:
+            return ltab[l, _MAPPED, v]
+        u = ltab[l, _UNIQUE, v]
+        return u if u != 0 else 1
+    if ne == 1 and (first or spee):
+        return ltab[l, _MEDGE, v]
+    if ne > 1:
+        if spee:
+            return ltab[l, _UEDGE, v]
+        if first:
+            return ltab[l, _MAPPED, v]
+        u = ltab[l, _UNIQUE, v]
+        return u if u != 0 else 1
+    return 1
+
+
+@register_jitable
+def _pe_egress_volume(l, tm, psums, first, spee, reuse_at_edge, lvi, ltab, vdir, cs, nv, iy, ix):
+    ret = 1
+    ne = lvi[l, 7, _NEDGE]
+    if psums:
+        for i in range(lvi[l, 7, _ND]):
+            v = lvi[l, i, 0]
+            if tm[v]:
+                continue
+            if lvi[l, i, 1] == 0:
+                ret *= ltab[l, _MEDGE, v] if _is_edge(cs, l, i) else ltab[l, _MAPPED, v]
+            else:
+                ret *= _sp_out_factor(l, v, i, first, spee, lvi, ltab, cs)
+    for v in range(nv):
+        if not tm[v]:
+            continue
+        i = vdir[l, v]
+        act = nv if v == iy else (nv + 1 if v == ix else v)
+        pos = cs[l, i, _POS]
+        edge = _is_edge(cs, l, i)
+        if lvi[l, i, 1] == 0:
+            if pos == _INIT:
+                ret *= ltab[l, _MEDGE, act] if edge else ltab[l, _MAPPED, act]
+            elif pos == _STEADY:
+                ret *= ltab[l, _MAPPED, act]
+            else:
+                ret *= ltab[l, _MEDGE, act]
+            continue
+        if pos == _INIT and edge and spee:
+            if ne == 1:
+                ret *= ltab[l, _MEDGE, act]
+            else:
+                ret *= ltab[l, _UEDGE, act] if reuse_at_edge else ltab[l, _MEDGE, act]
+        elif pos == _INIT or pos == _STEADY:
+            if first:
+                ret *= ltab[l, _MAPPED, act]
+            elif ltab[l, _UNIQUE, act] != 0:
+                ret *= ltab[l, _UNIQUE, act]
+        elif ne == 1 and (first or spee):
+            ret *= ltab[l, _MEDGE, v]  # the reference uses the input slot here
+        elif ne > 1:
+            if spee:
+                ret *= ltab[l, _UEDGE, act]
+            elif first:
+                ret *= ltab[l, _MAPPED, act]
+            elif ltab[l, _UNIQUE, act] != 0:
+                ret *= ltab[l, _UNIQUE, act]
+    return ret
+
+
+@register_jitable
+def _egress(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+    spi = lvi[l, 7, _SPI]
+    if not tm[lvi[l, spi, 0]]:
+        return _pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
+    if not _is_edge(cs, l, spi):
+        return (_pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+                + (n - 1) * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix))
+    spee = cs[l, spi, _SPEE] != 0
+    ret = _pe_egress_volume(l, tm, False, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    if ne > 1:
+        n_ee = 1 if spee else 0
+        n_full = max(ne - n_ee - 1, 0)
+        ret += n_full * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        ret += n_ee * _pe_egress_volume(l, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    return ret
+
+
+@register_jitable
+def _critical_psums(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+    spi = lvi[l, 7, _SPI]
+    if not tm[lvi[l, spi, 0]]:
+        return _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    if not _is_edge(cs, l, spi):
+        return _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spee = lvi[l, 7, _NEDGE] == 1 and cs[l, spi, _SPEE] != 0
+    return _pe_egress_volume(l, tm, True, True, spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+
+
+@register_jitable
+def _psum_mapping_size(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+    """MACs over the whole sub-cluster array in this case."""
+    spi = lvi[l, 7, _SPI]
+    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
+    if not _is_edge(cs, l, spi):
+        return n * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spee = cs[l, spi, _SPEE] != 0
+    ret = _pe_egress_volume(l, tm, True, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    if ne > 1:
+        n_ee = 1 if spee else 0
+        n_full = max(ne - n_ee - 1, 0)
+        ret += n_full * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        ret += n_ee * _pe_egress_volume(l, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
+    return ret
+
+
+@register_jitable
+def _mapped_volume(l, tm, ltab, nv):
+    ret = 1
+    for v in range(nv):
+        if tm[v]:
+            ret *= ltab[l, _MAPPED, v]
+    return ret
+
+
+@register_jitable
+def _sub_cluster_dims(l, spee, lvi, ltab, cs, out, nv, iy, ix, ir, is_):
+    ne = lvi[l, 7, _NEDGE]
+    for i in range(lvi[l, 7, _ND]):
+        v = lvi[l, i, 0]
+        pos = cs[l, i, _POS]
+        edge = _is_edge(cs, l, i)
+        if lvi[l, i, 1] == 0:
+            out[v] = ltab[l, _MEDGE, v] if edge else ltab[l, _MAPPED, v]
+        elif pos == _STEADY or (pos == _INIT and not edge):
+            out[v] = ltab[l, _MAPPED, v]
+        else:
+            out[v] = ltab[l, _MEDGE, v] if (ne == 1 or spee) else ltab[l, _MAPPED, v]
+    out[nv] = out[iy] - out[ir] + 1
+    out[nv + 1] = out[ix] - out[is_] + 1
+
+
+@register_jitable
+def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
+    """Runtime of the inner cluster level (level 1) under sub-cluster extents ``dims``:
+    per case, partial sums per PE (one SIMD lane) and the NoC delays, double buffered."""
+    nv, iy, ix = ints[_NV], ints[_IY], ints[_IX]
+    nd = lvi[1, 7, _ND]
+    total = _states(1, dims, lvi, stt, ncs)
+    runtime = 0
+    for case in range(total):
+        occ = _next_case(1, case, nd, stt, ncs, cs)
+        egress = _egress(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        psums = _critical_psums(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        if psums <= 0:
+            continue
+        ingress = _ingress(1, tmask[_IN], lvi, ltab, cs) + _ingress(1, tmask[_FILT], lvi, ltab, cs)
+        compute = psums
+        in_delay = _noc(ingress, ints[_NOC])
+        out_delay = _noc(egress, ints[_NOC])
+        all_init = True
+        for i in range(nd):
+            if cs[1, i, _POS] != _INIT:
+                all_init = False
+        delay = compute + in_delay if all_init else max(max(out_delay, compute), in_delay)
+        runtime += occ * delay
+    return runtime
+
+
+@register_jitable
+def _inner_memo(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm):
+    """`_inner_runtime`, memoized per row on the sub-cluster extents (``nm[0]`` entries)."""
+    nv = ints[_NV]
+    for e in range(nm[0]):
+        same = True
+        for v in range(nv):
+            if mk[e, v] != dims[v]:
+                same = False
+                break
+        if same:
+            return mr[e]
+    r = _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs)
+    if nm[0] < mk.shape[0]:
+        for v in range(nv):
+            mk[nm[0], v] = dims[v]
+        mr[nm[0]] = r
+        nm[0] += 1
+    return r
+
+
+@register_jitable
+def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, vdir, stt,
+                ncs, cs, res, dv, mk, mr, nm, out):
+    """The directive analysis of one mapping (``out`` written; MACs unchecked)."""
+    nv, iy, ix, ir, is_ = ints[_NV], ints[_IY], ints[_IX], ints[_IR], ints[_IS]
+    two = f_x > 1
+    # cluster levels (aspect_analysis._build_levels): top = the plan's order, inner = slot order
+    for j in range(nv):
+        v = perm[j]
+        lvi[0, j, 0] = v
+        lvi[0, j, 1] = 1 if v == sp_top else 0
+        lvi[0, j, 2] = m_top[v]
+        lvi[0, j, 3] = o_top[v]
+        vdir[0, v] = j
+        if v == sp_top:
+            lvi[0, 7, _SPI] = j
+    lvi[0, 7, _ND] = nv
+    lvi[0, 7, _NSUB] = f_y
+    for v in range(nv + 2):
+        dv[0, v] = dfull[v]
+    _prepare(0, dv[0], lvi, ltab, nv, iy, ix, ir, is_)
+    if two:
+        for v in range(nv):
+            lvi[1, v, 0] = v
+            lvi[1, v, 1] = 1 if v == sp_in else 0
+            lvi[1, v, 2] = m_in[v]
+            lvi[1, v, 3] = o_in[v]
+            vdir[1, v] = v
+            dv[1, v] = min(m_top[v], dfull[v])
+        lvi[1, 7, _SPI] = sp_in
+        lvi[1, 7, _ND] = nv
+        lvi[1, 7, _NSUB] = f_x
+        _prepare(1, dv[1], lvi, ltab, nv, iy, ix, ir, is_)
+    nm[0] = 0
+    inner_called = False
+    # the top level (aspect_analysis._Analysis._level with li = 0)
+    for r in range(6):
+        for t in range(3):
+            res[r, t] = 0
+    runtime = 0
+    macs = 0
+    nd = nv
+    total = _states(0, dv[0], lvi, stt, ncs)
+    spi = lvi[0, 7, _SPI]
+    for case in range(total):
+        occ = _next_case(0, case, nd, stt, ncs, cs)
+        if case == 0:  # buffer requirements come from the first (all-init) case
+            for t in range(2):
+                res[_UP_REQ, t] += 2 * _ingress(0, tmask[t], lvi, ltab, cs)
+                full = 1
+                for v in range(nv):
+                    if tmask[t, v]:
+                        full *= dv[0, v]
+                res[_UP_WRITE, t] = full
+                res[_DOWN_REQ, t] += 2 * _mapped_volume(0, tmask[t], ltab, nv)
+            size = 1
+            for v in range(nv):
+                if tmask[_OUT, v]:
+                    if v == iy:
+                        size *= dv[0, iy] - dv[0, ir] + 1
+                    elif v == ix:
+                        size *= dv[0, ix] - dv[0, is_] + 1
+                    else:
+                        size *= dv[0, v]
+            res[_UP_REQ, _OUT] = 2 * _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+            res[_UP_READ, _OUT] = size
+            res[_DOWN_REQ, _OUT] = 2 * _mapped_volume(0, tmask[_OUT], ltab, nv)
+        egress = _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        psum_size = _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        res[_UP_WRITE, _OUT] += occ * egress
+        res[_DOWN_WRITE, _OUT] += occ * psum_size
+        res[_DOWN_READ, _OUT] += occ * psum_size
+        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        if psums <= 0:
+            continue
+        ingress = 0
+        for t in range(2):
+            tr = _ingress(0, tmask[t], lvi, ltab, cs)
+            ingress += tr
+            res[_UP_READ, t] += occ * tr
+            # the reference tool sets the L1 writes of an operand to its L2 reads
+            res[_DOWN_WRITE, t] = res[_UP_READ, t]
+            res[_DOWN_READ, t] += occ * psum_size
+        if two:
+            inner_called = True
+            if _is_edge(cs, 0, spi):
+                if cs[0, spi, _SPEE] != 0:
+                    _sub_cluster_dims(0, True, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
+                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+                    if lvi[0, 7, _NEDGE] - 1 > 0:
+                        _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
+                        compute = max(compute, _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk,
+                                                           mr, nm))
+                else:
+                    _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
+                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+            else:
+                _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
+                compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+        else:
+            compute = psums  # one SIMD lane per PE
+        in_delay = _noc(ingress, ints[_NOC])
+        out_delay = _noc(egress, ints[_NOC])
+        all_init = True
+        for i in range(nd):
+            if cs[0, i, _POS] != _INIT:
+                all_init = False
+        delay = compute + in_delay if all_init else max(max(out_delay, compute), in_delay)
+        bw = ints[_OFF]
+        off_out = (res[_UP_REQ, _OUT] // bw) // 2
+        off_in = ((res[_UP_REQ, _IN] + res[_UP_REQ, _FILT]) // bw) // 2
+        delay = max(max(off_in, delay), off_out)
+        runtime += occ * delay
+        macs += occ * psum_size
+    out[_RUNTIME] = runtime
+    out[_MACS_COL] = macs
+    for t in range(3):
+        out[_COUNTS + 0 * 3 + t] = res[_DOWN_READ, t]
+        out[_COUNTS + 1 * 3 + t] = res[_DOWN_WRITE, t]
+        out[_COUNTS + 2 * 3 + t] = res[_UP_READ, t]
+        out[_COUNTS + 3 * 3 + t] = res[_UP_WRITE, t]
+        # L1 requirement: the inner level's (the first one analysed), else the top's
+        out[_COUNTS + 4 * 3 + t] = 2 * _mapped_volume(1, tmask[t], ltab, nv) if inner_called else res[_DOWN_REQ, t]
+        out[_COUNTS + 5 * 3 + t] = res[_UP_REQ, t]
+
+
+# ---------------------------------------------------------------------------------------
+# Drivers
+# ---------------------------------------------------------------------------------------
+
+@register_jitable
+def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes,
+               pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
+    """Rows lo..hi-1: ``out[i]`` the counts (zeros where the row is not evaluated) and
+    ``codes[i]`` = (reason, level): a legality `Reason` (capacity excluded), ``MODEL`` when
+    the mapping has no directive form or its directive form does not do exactly the
+    problem's MACs, else (0, -1)."""
+    for i in range(lo, hi):
+        for c in range(N_COLS):
+            out[i, c] = 0
+        reason, level = check_row(i, temporal, spatial, order, keep, ints, bounds, holds, fan_xy)
+        codes[i, 0] = reason
+        codes[i, 1] = level
+        if reason != 0:
+            continue
+        ok, f_x, f_y, sp_top, sp_in = plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, tiles[0],
+                                               tiles[1], tiles[2], tiles[3], perm, lrank, lvl)
+        if not ok:
+            codes[i, 0] = ints[_R_MODEL]
+            continue
+        if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm,
+                           tt, w, tabs[0], tabs[1], tabs[2], tabs[3], out[i]):
+            general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm, lvi,
+                        ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm, out[i])
+        if out[i, _MACS_COL] != ints[_MACS]:
+            codes[i, 0] = ints[_R_MODEL]
+            for c in range(N_COLS):
+                out[i, c] = 0
+
+
+_JIT = {"cache": True, "_nrt": False}
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def eval_rows(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes, pe, cl,
+              tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
+    """Every row of a batch on the calling thread, with one worker's scratch."""
+    eval_range(0, temporal.shape[0], temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy,
+               out, codes, pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk,
+               mr, nm)
+
+
+@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
+def eval_parallel(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes, pe, cl,
+                  tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
+    """`eval_range` over blocks of rows spread over numba's threads, one scratch per block
+    (the scratch arrays have a leading block axis)."""
+    n = temporal.shape[0]
+    n_blocks = pe.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        lo = b * step
+        hi = min(n, lo + step)
+        if lo < hi:
+            eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
+                       codes, pe[b], cl[b], tiles[b], perm[b], lrank[b], lvl[b], tt[b], w[b], tabs[b], lvi[b], ltab[b],
+                       vdir[b], stt[b], ncs[b], cs[b], res[b], dv[b], mk[b], mr[b], nm[b])
+
+
+def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
+    """Per-block scratch: pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt,
+    ncs, cs, res, dv, mk, mr, nm."""
+    e, i8 = np.empty, np.int64
+    return (e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 4, 9), i8), e((n_blocks, 9), i8),
+            e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 9), i8), e((n_blocks, 9), i8),
+            e((n_blocks, 4, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8), e((n_blocks, 2, 9), i8),
+            e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 3, 7), i8), e((n_blocks, 2, 7, 5), i8),
+            e((n_blocks, 6, 3), i8), e((n_blocks, 3, 9), i8), e((n_blocks, MEMO, 9), i8), e((n_blocks, MEMO), i8),
+            e((n_blocks, 1), i8))
+
+
+# Below this many rows a batch runs on the calling thread (starting the pool costs more).
+_PARALLEL_MIN_ROWS = 4096
+
+
+def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, order: IntArray,
+                  keep: np.ndarray) -> tuple[IntArray, IntArray]:
+    """Counts (n, N_COLS) and codes (n, 2) of every row (shapes already matching the problem
+    and arch); see `eval_range`."""
+    n, _, D = temporal.shape
+    out = np.empty((n, N_COLS), np.int64)
+    codes = np.empty((n, 2), np.int64)
+    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
+            *consts.as_tuple(), out, codes)
+    threads = _threads()
+    if threads > 1 and n >= _PARALLEL_MIN_ROWS:
+        eval_parallel(*args, *_scratch(threads * 4, D))
+    elif n:
+        eval_rows(*args, *(x[0] for x in _scratch(1, D)))
+    return out, codes
