@@ -182,7 +182,7 @@ def _tiles(tile, src, dfull, ints, top, size, ofs):
 
 
 @register_jitable
-def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top, m_in, o_in, perm, lrank, lvl):
+def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top, m_in, o_in, perm, keys, lrank, lvl):
     """The directive plan of mapping i (``_row_plan``): tiles, the top-level directive
     order (``perm``: slot at each position, outer first) and the SpatialMap slots.
 
@@ -228,15 +228,18 @@ def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top
     if d_y >= 0 and lvl[d_y] < 0:
         lvl[d_y] = a
         lrank[d_y] = -1
-    # sort the slots by (group, level, rank) / (group, slot); keys are distinct
+    # sort the slots by (0, level, rank) where the dim has a temporal loop at or above the
+    # array, else by (1, slot): the keys are distinct
     big = (L + 2) * (D + 2) * (nv + 1)
     for v in range(nv):
+        d = src[v]
+        keys[v] = lvl[d] * (D + 2) + lrank[d] + 1 if (d >= 0 and lvl[d] >= 0) else big + v
         perm[v] = v
     for p in range(1, nv):
         v = perm[p]
-        kv = _order_key(v, src, lvl, lrank, D, big)
+        kv = keys[v]
         q = p - 1
-        while q >= 0 and _order_key(perm[q], src, lvl, lrank, D, big) > kv:
+        while q >= 0 and keys[perm[q]] > kv:
             perm[q + 1] = perm[q]
             q -= 1
         perm[q + 1] = v
@@ -260,14 +263,6 @@ def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top
                 sp_in = v
                 break
     return True, f_x, f_y, sp_top, sp_in
-
-
-@register_jitable
-def _order_key(v, src, lvl, lrank, D, big):
-    d = src[v]
-    if d >= 0 and lvl[d] >= 0:
-        return lvl[d] * (D + 2) + lrank[d] + 1
-    return big + v
 
 
 @register_jitable
@@ -555,6 +550,7 @@ def _states(l, dims, lvi, stt, ncs):
     total = 1
     for i in range(nd - 1, -1, -1):
         ncs[l, 2, i] = total
+        ncs[l, 3, i] = 0
         total *= ncs[l, 0, i]
     return total
 
@@ -570,22 +566,28 @@ def _set_state(stt, l, i, k, pos, occ, unrolled, init_edge, spee):
 
 @register_jitable
 def _next_case(l, case, nd, stt, ncs, cs):
-    """The states of case ``case`` into ``cs[l]`` (MAESTRO's counter walk); returns its
-    number of occurrences."""
+    """The states of case ``case`` into ``cs[l]`` (MAESTRO's counter walk: directive i's
+    counter moves on at every multiple of its period, ``ncs[l, 3, i]`` holding the next one;
+    ``cs[l, i, _INIT_EDGE]`` holds whether the state is an edge); returns its number of
+    occurrences."""
     occ = 1
     for i in range(nd):
         k = ncs[l, 1, i]
-        for f in range(5):
-            cs[l, i, f] = stt[l, i, k, f]
+        pos = stt[l, i, k, _POS]
+        cs[l, i, _POS] = pos
+        cs[l, i, _UNROLLED] = stt[l, i, k, _UNROLLED]
+        cs[l, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[l, i, k, _INIT_EDGE] != 0) else 0
+        cs[l, i, _SPEE] = stt[l, i, k, _SPEE]
         occ *= stt[l, i, k, _OCC]
-        if case % ncs[l, 2, i] == 0:
+        if case == ncs[l, 3, i]:
             ncs[l, 1, i] = 0 if k + 1 == ncs[l, 0, i] else k + 1
+            ncs[l, 3, i] += ncs[l, 2, i]
     return occ
 
 
 @register_jitable
 def _is_edge(cs, l, i):
-    return cs[l, i, _POS] == _EDGE or cs[l, i, _INIT_EDGE] != 0
+    return cs[l, i, _INIT_EDGE] != 0  # set by _next_case: an edge state or an edge init
 
 
 @register_jitable
@@ -914,6 +916,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     nd = nv
     total = _states(0, dv[0], lvi, stt, ncs)
     spi = lvi[0, 7, _SPI]
+    off = 0
     for case in range(total):
         occ = _next_case(0, case, nd, stt, ncs, cs)
         if case == 0:  # buffer requirements come from the first (all-init) case
@@ -937,12 +940,17 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             res[_UP_REQ, _OUT] = 2 * _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
             res[_UP_READ, _OUT] = size
             res[_DOWN_REQ, _OUT] = 2 * _mapped_volume(0, tmask[_OUT], ltab, nv)
+            bw = ints[_OFF]
+            off = max((res[_UP_REQ, _OUT] // bw) // 2, ((res[_UP_REQ, _IN] + res[_UP_REQ, _FILT]) // bw) // 2)
         egress = _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
-        psum_size = _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        if _is_edge(cs, 0, spi):
+            psum_size = _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        else:  # every sub-cluster does the critical one's partial sums
+            psum_size = lvi[0, 7, _NSUB] * psums
         res[_UP_WRITE, _OUT] += occ * egress
         res[_DOWN_WRITE, _OUT] += occ * psum_size
         res[_DOWN_READ, _OUT] += occ * psum_size
-        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
         if psums <= 0:
             continue
         ingress = 0
@@ -978,10 +986,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             if cs[0, i, _POS] != _INIT:
                 all_init = False
         delay = compute + in_delay if all_init else max(max(out_delay, compute), in_delay)
-        bw = ints[_OFF]
-        off_out = (res[_UP_REQ, _OUT] // bw) // 2
-        off_in = ((res[_UP_REQ, _IN] + res[_UP_REQ, _FILT]) // bw) // 2
-        delay = max(max(off_in, delay), off_out)
+        delay = max(delay, off)  # the off-chip delay of the L2 tile bounds every case
         runtime += occ * delay
         macs += occ * psum_size
     out[_RUNTIME] = runtime
@@ -1016,7 +1021,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
         if reason != 0:
             continue
         ok, f_x, f_y, sp_top, sp_in = plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, tiles[0],
-                                               tiles[1], tiles[2], tiles[3], perm, lrank, lvl)
+                                               tiles[1], tiles[2], tiles[3], perm, tt, lrank, lvl)
         if not ok:
             codes[i, 0] = ints[_R_MODEL]
             continue
@@ -1066,7 +1071,7 @@ def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
     return (e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 4, 9), i8), e((n_blocks, 9), i8),
             e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 9), i8), e((n_blocks, 9), i8),
             e((n_blocks, 4, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8), e((n_blocks, 2, 9), i8),
-            e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 3, 7), i8), e((n_blocks, 2, 7, 5), i8),
+            e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 4, 7), i8), e((n_blocks, 2, 7, 5), i8),
             e((n_blocks, 6, 3), i8), e((n_blocks, 3, 9), i8), e((n_blocks, MEMO, 9), i8), e((n_blocks, MEMO), i8),
             e((n_blocks, 1), i8))
 
