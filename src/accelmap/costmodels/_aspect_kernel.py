@@ -56,7 +56,7 @@ _IN, _FILT, _OUT = 0, 1, 2
 _INIT, _STEADY, _EDGE = 0, 1, 2
 _POS, _OCC, _UNROLLED, _INIT_EDGE, _SPEE = range(5)
 # per-level info and tables
-_NSUB, _NEDGE, _SPI, _ND = range(4)
+_NSUB, _NEDGE, _SPI, _ND, _CHG = range(5)
 _MAPPED, _UNIQUE, _MEDGE, _UEDGE = range(4)
 # inner-level results memoized per row (distinct sub-cluster shapes)
 MEMO = 64
@@ -277,9 +277,14 @@ def _noc(traffic, bw):
 
 @register_jitable
 def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, mapped_top,
-                unique_top, mapped_in, fpos, out):
-    """Closed forms of a regular mapping (``out`` written). Returns False when the mapping
-    is not regular (an edge iteration at the top, or an inner level of several iterations)."""
+                unique_top, mapped_in, fpos, out, lvi, ltab, vdir, stt, ncs, cs, dv):
+    """Closed forms of a mapping without edge iterations at the top level (``out``
+    written); returns False for any other mapping.
+
+    Without top-level edges every top case hands its sub-clusters the same extents (the
+    mapped sizes), so the sub-cluster runtime is one number: the numpy path's closed form
+    when the inner level is one iteration (a regular mapping), else the inner level's case
+    analysis (`_inner_runtime`, what ``analyze`` does for it)."""
     nv = ints[_NV]
     iy, ix, ir, is_ = ints[_IY], ints[_IX], ints[_IR], ints[_IS]
     nsub = f_y
@@ -300,13 +305,14 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                 return False
             tt[j] = 1 + (steady if (m < d and steady > 0) else 0)
     single = f_x == 1
+    inner_one = True
     if not single:
         for v in range(nv):
             if v == sp_in:
                 if m_in[v] + o_in[v] * (f_x - 1) != m_top[v]:
-                    return False
+                    inner_one = False
             elif m_in[v] != m_top[v]:
-                return False
+                inner_one = False
     # per-slot reuse tables (mapped / unique, Y' and X' appended)
     for v in range(nv):
         mapped_top[v] = m_top[v]
@@ -345,7 +351,15 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             if tmask[tn, v]:
                 vol *= m_in[v]
         ing_in += (f_x if tmask[tn, sp_in] else 1) * vol
-    runtime_in = psum_pe + _noc(ing_in, ints[_NOC])
+    if inner_one:
+        runtime_in = psum_pe + _noc(ing_in, ints[_NOC])
+    else:
+        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv)
+        for v in range(nv):
+            dv[2, v] = m_top[v]
+        dv[2, nv] = m_top[iy] - m_top[ir] + 1
+        dv[2, nv + 1] = m_top[ix] - m_top[is_] + 1
+        runtime_in = _inner_runtime(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs)
     for tn in range(3):
         req = 2
         for v in range(nv):
@@ -565,12 +579,14 @@ def _set_state(stt, l, i, k, pos, occ, unrolled, init_edge, spee):
 
 
 @register_jitable
-def _next_case(l, case, nd, stt, ncs, cs):
+def _next_case(l, case, nd, stt, ncs, cs, lvi):
     """The states of case ``case`` into ``cs[l]`` (MAESTRO's counter walk: directive i's
     counter moves on at every multiple of its period, ``ncs[l, 3, i]`` holding the next one;
     ``cs[l, i, _INIT_EDGE]`` holds whether the state is an edge); returns its number of
-    occurrences."""
+    occurrences. The case's changing directive (the innermost one not in its init state, -1
+    for none) goes to ``lvi[l, 7, _CHG]``."""
     occ = 1
+    changing = -1
     for i in range(nd):
         k = ncs[l, 1, i]
         pos = stt[l, i, k, _POS]
@@ -579,9 +595,12 @@ def _next_case(l, case, nd, stt, ncs, cs):
         cs[l, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[l, i, k, _INIT_EDGE] != 0) else 0
         cs[l, i, _SPEE] = stt[l, i, k, _SPEE]
         occ *= stt[l, i, k, _OCC]
+        if pos != _INIT:
+            changing = i
         if case == ncs[l, 3, i]:
             ncs[l, 1, i] = 0 if k + 1 == ncs[l, 0, i] else k + 1
             ncs[l, 3, i] += ncs[l, 2, i]
+    lvi[l, 7, _CHG] = changing
     return occ
 
 
@@ -614,10 +633,7 @@ def _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs):
 @register_jitable
 def _pe_ingress_volume(l, tm, first, spee, lvi, ltab, cs):
     nd = lvi[l, 7, _ND]
-    changing = -1
-    for i in range(nd):
-        if cs[l, i, _POS] != _INIT:
-            changing = i
+    changing = lvi[l, 7, _CHG]
     if changing == -1:
         return _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs)
     inited = False
@@ -660,15 +676,19 @@ def _ingress(l, tm, lvi, ltab, cs):
         return _pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
     n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
     if not _is_edge(cs, l, spi):
-        return (_pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
-                + (n - 1) * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs))
+        ret = _pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
+        if n > 1:
+            ret += (n - 1) * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
+        return ret
     spee = cs[l, spi, _SPEE] != 0
     ret = _pe_ingress_volume(l, tm, True, ne == 1 and spee, lvi, ltab, cs)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
-        ret += n_full * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
-        ret += n_ee * _pe_ingress_volume(l, tm, False, True, lvi, ltab, cs)
+        if n_full:
+            ret += n_full * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
+        if n_ee:
+            ret += _pe_ingress_volume(l, tm, False, True, lvi, ltab, cs)
     return ret
 
 
@@ -758,15 +778,19 @@ def _egress(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
         return _pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
     n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
     if not _is_edge(cs, l, spi):
-        return (_pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-                + (n - 1) * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix))
+        ret = _pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        if n > 1:
+            ret += (n - 1) * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        return ret
     spee = cs[l, spi, _SPEE] != 0
     ret = _pe_egress_volume(l, tm, False, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
-        ret += n_full * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-        ret += n_ee * _pe_egress_volume(l, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        if n_full:
+            ret += n_full * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        if n_ee:
+            ret += _pe_egress_volume(l, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
     return ret
 
 
@@ -793,8 +817,10 @@ def _psum_mapping_size(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
-        ret += n_full * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-        ret += n_ee * _pe_egress_volume(l, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
+        if n_full:
+            ret += n_full * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        if n_ee:
+            ret += _pe_egress_volume(l, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
     return ret
 
 
@@ -833,7 +859,7 @@ def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
     total = _states(1, dims, lvi, stt, ncs)
     runtime = 0
     for case in range(total):
-        occ = _next_case(1, case, nd, stt, ncs, cs)
+        occ = _next_case(1, case, nd, stt, ncs, cs, lvi)
         egress = _egress(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
         psums = _critical_psums(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
         if psums <= 0:
@@ -842,10 +868,7 @@ def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
         compute = psums
         in_delay = _noc(ingress, ints[_NOC])
         out_delay = _noc(egress, ints[_NOC])
-        all_init = True
-        for i in range(nd):
-            if cs[1, i, _POS] != _INIT:
-                all_init = False
+        all_init = lvi[1, 7, _CHG] == -1
         delay = compute + in_delay if all_init else max(max(out_delay, compute), in_delay)
         runtime += occ * delay
     return runtime
@@ -873,6 +896,24 @@ def _inner_memo(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm):
 
 
 @register_jitable
+def _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv):
+    """The inner cluster level (level 1): directives in slot order over the per-PE tiles,
+    ``f_x`` sub-clusters, static extents = the top level's mapped sizes (within the layer)."""
+    nv = ints[_NV]
+    for v in range(nv):
+        lvi[1, v, 0] = v
+        lvi[1, v, 1] = 1 if v == sp_in else 0
+        lvi[1, v, 2] = m_in[v]
+        lvi[1, v, 3] = o_in[v]
+        vdir[1, v] = v
+        dv[1, v] = min(m_top[v], dfull[v])
+    lvi[1, 7, _SPI] = sp_in
+    lvi[1, 7, _ND] = nv
+    lvi[1, 7, _NSUB] = f_x
+    _prepare(1, dv[1], lvi, ltab, nv, ints[_IY], ints[_IX], ints[_IR], ints[_IS])
+
+
+@register_jitable
 def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, vdir, stt,
                 ncs, cs, res, dv, mk, mr, nm, out):
     """The directive analysis of one mapping (``out`` written; MACs unchecked)."""
@@ -894,17 +935,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
         dv[0, v] = dfull[v]
     _prepare(0, dv[0], lvi, ltab, nv, iy, ix, ir, is_)
     if two:
-        for v in range(nv):
-            lvi[1, v, 0] = v
-            lvi[1, v, 1] = 1 if v == sp_in else 0
-            lvi[1, v, 2] = m_in[v]
-            lvi[1, v, 3] = o_in[v]
-            vdir[1, v] = v
-            dv[1, v] = min(m_top[v], dfull[v])
-        lvi[1, 7, _SPI] = sp_in
-        lvi[1, 7, _ND] = nv
-        lvi[1, 7, _NSUB] = f_x
-        _prepare(1, dv[1], lvi, ltab, nv, iy, ix, ir, is_)
+        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv)
     nm[0] = 0
     inner_called = False
     # the top level (aspect_analysis._Analysis._level with li = 0)
@@ -918,7 +949,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     spi = lvi[0, 7, _SPI]
     off = 0
     for case in range(total):
-        occ = _next_case(0, case, nd, stt, ncs, cs)
+        occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
         if case == 0:  # buffer requirements come from the first (all-init) case
             for t in range(2):
                 res[_UP_REQ, t] += 2 * _ingress(0, tmask[t], lvi, ltab, cs)
@@ -981,10 +1012,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             compute = psums  # one SIMD lane per PE
         in_delay = _noc(ingress, ints[_NOC])
         out_delay = _noc(egress, ints[_NOC])
-        all_init = True
-        for i in range(nd):
-            if cs[0, i, _POS] != _INIT:
-                all_init = False
+        all_init = lvi[0, 7, _CHG] == -1
         delay = compute + in_delay if all_init else max(max(out_delay, compute), in_delay)
         delay = max(delay, off)  # the off-chip delay of the L2 tile bounds every case
         runtime += occ * delay
@@ -1026,7 +1054,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
             codes[i, 0] = ints[_R_MODEL]
             continue
         if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm,
-                           tt, w, tabs[0], tabs[1], tabs[2], tabs[3], out[i]):
+                           tt, w, tabs[0], tabs[1], tabs[2], tabs[3], out[i], lvi, ltab, vdir, stt, ncs, cs, dv):
             general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm, lvi,
                         ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm, out[i])
         if out[i, _MACS_COL] != ints[_MACS]:
