@@ -276,8 +276,8 @@ def _noc(traffic, bw):
 # ---------------------------------------------------------------------------------------
 
 @register_jitable
-def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, mapped_top,
-                unique_top, mapped_in, fpos, out, lvi, ltab, vdir, stt, ncs, cs, dv):
+def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, tabs, out, lvi,
+                ltab, vdir, stt, ncs, cs, dv):
     """Closed forms of a mapping without edge iterations at the top level (``out``
     written); returns False for any other mapping.
 
@@ -285,6 +285,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     mapped sizes), so the sub-cluster runtime is one number: the numpy path's closed form
     when the inner level is one iteration (a regular mapping), else the inner level's case
     analysis (`_inner_runtime`, what ``analyze`` does for it)."""
+    mapped_top, unique_top, mapped_in, fpos = tabs[0], tabs[1], tabs[2], tabs[3]
     nv = ints[_NV]
     iy, ix, ir, is_ = ints[_IY], ints[_IX], ints[_IR], ints[_IS]
     nsub = f_y
@@ -377,17 +378,28 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     for j in range(nv):
         if perm[j] == sp_top:
             s_pos = j
-    # operand traffic: the all-init case, and each changing position j
+    # operand traffic: the all-init case, and each changing position j; per operand,
+    # ``excl[j]`` = the product of its mapped sizes but position j's, ``after[j]`` = whether a
+    # directive of it inside j iterates (it re-initializes the operand)
     ing_init_sum = 0
-    rd_sum = 0
     for tn in range(2):
         for j in range(nv):
             fpos[j] = m_top[perm[j]] if tmask[tn, perm[j]] else 1
-        base = 1
+        excl = tabs[4 + tn]
+        after = tabs[6 + tn]
+        suffix = 1
+        flag = 0
+        for j in range(nv - 1, -1, -1):
+            excl[j] = suffix
+            suffix *= fpos[j]
+            after[j] = flag
+            if tmask[tn, perm[j]] and tt[j] > 1:
+                flag = 1
+        prefix = 1
         for j in range(nv):
-            base *= fpos[j]
-        v_s = tmask[tn, perm[s_pos]]
-        init = (f_y if v_s else 1) * base
+            excl[j] *= prefix
+            prefix *= fpos[j]
+        init = (f_y if tmask[tn, sp_top] else 1) * prefix
         ing_init_sum += init
         out[_COUNTS + 2 * 3 + tn] = init  # l2_read: the all-init share, cases added below
         out[_COUNTS + 5 * 3 + tn] = 2 * init  # l2_req
@@ -401,29 +413,20 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     m_s = m_top[sp_top]
     for j in range(nv):
         ing_j = 0
+        vj = perm[j]
         for tn in range(2):
-            vj = perm[j]
             if not tmask[tn, vj]:
                 continue
-            # an indexing directive inside j that iterates re-initializes the tensor
-            after = False
-            for k in range(j + 1, nv):
-                if tmask[tn, perm[k]] and tt[k] > 1:
-                    after = True
-            excl_j = 1
-            for k in range(nv):
-                if k != j and tmask[tn, perm[k]]:
-                    excl_j *= m_top[perm[k]]
-            fj_first = max(unique_top[vj], 1) if (vj != sp_top and not after) else m_top[vj]
-            pe1 = excl_j * fj_first
-            v_s = tmask[tn, sp_top]
-            if j == s_pos:
-                pe0 = excl_j * (u_s if not after else m_s)
-            else:
-                f_s = m_s if v_s else 1
-                g_s = u_s if s_pos > j else m_s
-                pe0 = (excl_j // f_s) * fj_first * g_s
-            ing = pe1 + ((f_y - 1) * pe0 if v_s else 0)
+            excl_j = tabs[4 + tn, j]
+            after_j = tabs[6 + tn, j] != 0
+            fj_first = max(unique_top[vj], 1) if (vj != sp_top and not after_j) else m_top[vj]
+            ing = excl_j * fj_first
+            if tmask[tn, sp_top]:  # unicast over the sub-clusters: the others bring less
+                if j == s_pos:
+                    pe0 = excl_j * (u_s if not after_j else m_s)
+                else:
+                    pe0 = (excl_j // m_s) * fj_first * (u_s if s_pos > j else m_s)
+                ing += (f_y - 1) * pe0
             ing_j += ing
             out[_COUNTS + 2 * 3 + tn] += w[j] * ing
         delay = max(max(noc_out, compute), _noc(ing_j, ints[_NOC]))
@@ -1054,7 +1057,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
             codes[i, 0] = ints[_R_MODEL]
             continue
         if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm,
-                           tt, w, tabs[0], tabs[1], tabs[2], tabs[3], out[i], lvi, ltab, vdir, stt, ncs, cs, dv):
+                           tt, w, tabs, out[i], lvi, ltab, vdir, stt, ncs, cs, dv):
             general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm, lvi,
                         ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm, out[i])
         if out[i, _MACS_COL] != ints[_MACS]:
@@ -1098,7 +1101,7 @@ def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
     e, i8 = np.empty, np.int64
     return (e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 4, 9), i8), e((n_blocks, 9), i8),
             e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 9), i8), e((n_blocks, 9), i8),
-            e((n_blocks, 4, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8), e((n_blocks, 2, 9), i8),
+            e((n_blocks, 8, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8), e((n_blocks, 2, 9), i8),
             e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 4, 7), i8), e((n_blocks, 2, 7, 5), i8),
             e((n_blocks, 6, 3), i8), e((n_blocks, 3, 9), i8), e((n_blocks, MEMO, 9), i8), e((n_blocks, MEMO), i8),
             e((n_blocks, 1), i8))
