@@ -39,11 +39,11 @@ from numba.extending import register_jitable
 from accelmap._typing import IntArray
 from accelmap.costmodels._loopnest_kernel import _threads
 
-__all__ = ["AspectConsts", "aspect_consts", "evaluate_rows", "N_COLS"]
+__all__ = ["AspectConsts", "aspect_consts", "evaluate_rows", "metrics", "N_COLS"]
 
 # ints of AspectConsts.ints
 (_A, _L, _D, _T, _NV, _IY, _IX, _IR, _IS, _SY, _SX, _NOC, _OFF, _MACS, _R_FACTORS, _R_ORDER, _R_KEEP,
- _R_FANOUT, _R_MODEL) = range(19)
+ _R_FANOUT, _R_MODEL, _R_CAPACITY) = range(20)
 # output columns: runtime, macs, then (l1_read, l1_write, l2_read, l2_write, l1_req, l2_req) x
 # (input, filter, output)
 _RUNTIME, _MACS_COL, _COUNTS = 0, 1, 2
@@ -79,14 +79,25 @@ class AspectConsts:
     bounds: IntArray
     holds: np.ndarray
     fan_xy: IntArray
+    # Metrics: per MAESTRO tensor its accelmap tensor and L1 level (-1: none); per level the
+    # capacity (inf: unbounded), read and write energy per word; MACs, MAC count, MAC energy
+    tensor: IntArray
+    l1_level: IntArray
+    caps: np.ndarray
+    read_pj: np.ndarray
+    write_pj: np.ndarray
+    scal: np.ndarray
 
     def as_tuple(self) -> tuple:
         return (self.ints, self.src, self.dfull, self.tmask, self.bounds, self.holds, self.fan_xy)
 
+    def metric_tuple(self) -> tuple:
+        return (self.ints, self.tensor, self.l1_level, self.caps, self.read_pj, self.write_pj, self.scal)
+
 
 def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
     """The kernel's constants of a problem the aspect model reads, on an arch it reads."""
-    from accelmap.costmodels.aspect import _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
+    from accelmap.costmodels.aspect import _l1_levels, _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
     from accelmap.mapper.check import Reason
 
     lay = _layout(problem)
@@ -105,11 +116,20 @@ def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
         tmask[j, :nv] = masks[t]
     ints = np.array([view.array_level, arch.n_levels, problem.n_dims, problem.n_tensors, nv, iy, ix, ir, is_,
                      lay.stride_y, lay.stride_x, view.noc_bw, view.offchip_bw, problem.macs, int(Reason.FACTORS),
-                     int(Reason.ORDER), int(Reason.KEEP), int(Reason.FANOUT), int(Reason.MODEL)], dtype=np.int64)
+                     int(Reason.ORDER), int(Reason.KEEP), int(Reason.FANOUT), int(Reason.MODEL),
+                     int(Reason.CAPACITY)], dtype=np.int64)
+    l1_of = _l1_levels(problem, arch, view, lay)
+    tnames = ("input", "filter", "output")
     return AspectConsts(ints=ints, src=src, dfull=dfull, tmask=tmask,
                         bounds=np.ascontiguousarray(problem.bounds, dtype=np.int64),
                         holds=np.ascontiguousarray(arch.holds_mask(problem)),
-                        fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64))
+                        fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64),
+                        tensor=np.array([lay.tensor(t) for t in tnames], dtype=np.int64),
+                        l1_level=np.array([-1 if l1_of[t] is None else l1_of[t] for t in tnames], dtype=np.int64),
+                        caps=np.asarray(arch.capacities_words, dtype=np.float64),
+                        read_pj=np.array([lv.read_energy_pj / lv.block_words for lv in arch.levels]),
+                        write_pj=np.array([lv.write_energy_pj / lv.block_words for lv in arch.levels]),
+                        scal=np.array([float(problem.macs), float(arch.n_macs), arch.compute.energy_per_mac_pj]))
 
 
 # ---------------------------------------------------------------------------------------
@@ -1111,6 +1131,76 @@ def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
 _PARALLEL_MIN_ROWS = 4096
 
 
+@njit(**_JIT)  # type: ignore[call-overload]
+def metrics_rows(out, codes, ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles, energy, compute_pj, util,
+                 valid, reads, fills, updates, breakdown):
+    """`aspect._metrics` row by row: MAESTRO's buffer requirements against the capacities
+    (the L2 first, then each L1 level from the outermost), counts placed on accelmap's
+    levels, energies. ``codes`` is updated; the (n, L, T) arrays come zeroed."""
+    n = out.shape[0]
+    a = ints[_A]
+    L = caps.shape[0]
+    for i in range(n):
+        reason = codes[i, 0]
+        if reason == 0:
+            need = out[i, _COUNTS + 5 * 3] + out[i, _COUNTS + 5 * 3 + 1] + out[i, _COUNTS + 5 * 3 + 2]
+            if need > caps[a]:
+                codes[i, 0] = ints[_R_CAPACITY]
+                codes[i, 1] = a
+            else:
+                for lv in range(a + 1, L):
+                    need = 0
+                    used = False
+                    for j in range(3):
+                        if l1_level[j] == lv:
+                            need += out[i, _COUNTS + 4 * 3 + j]
+                            used = True
+                    if used and need > caps[lv]:
+                        codes[i, 0] = ints[_R_CAPACITY]
+                        codes[i, 1] = lv
+                        break
+        if codes[i, 0] != 0:
+            valid[i] = False
+            cycles[i] = np.inf
+            energy[i] = np.inf
+            compute_pj[i] = 0.0
+            util[i] = 0.0
+            continue
+        valid[i] = True
+        for j in range(3):
+            t = tensor[j]
+            l1 = l1_level[j]
+            l1_rd, l1_wr = out[i, _COUNTS + j], out[i, _COUNTS + 3 + j]
+            l2_rd, l2_wr = out[i, _COUNTS + 6 + j], out[i, _COUNTS + 9 + j]
+            reads[i, a, t] = l2_rd
+            if j == _OUT:
+                updates[i, a, t] = l2_wr
+                if l1 >= 0:
+                    reads[i, l1, t] = l1_rd
+                    updates[i, l1, t] = l1_wr
+                if a > 0:
+                    updates[i, 0, t] = l2_rd  # the write-back
+            else:
+                fills[i, a, t] = l2_wr
+                if l1 >= 0:
+                    reads[i, l1, t] = l1_rd
+                    fills[i, l1, t] = l1_wr
+                if a > 0:
+                    reads[i, 0, t] = l2_wr
+        c = scal[0] * scal[2]
+        e = 0.0
+        for lv in range(L):
+            for t in range(reads.shape[2]):
+                b = reads[i, lv, t] * read_pj[lv] + (fills[i, lv, t] + updates[i, lv, t]) * write_pj[lv]
+                breakdown[i, lv, t] = b
+                e += b
+        energy[i] = e + c
+        compute_pj[i] = c
+        cyc = float(out[i, _RUNTIME])
+        cycles[i] = cyc
+        util[i] = scal[0] / (max(cyc, 1.0) * scal[1]) if cyc > 0 else 0.0
+
+
 def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, order: IntArray,
                   keep: np.ndarray) -> tuple[IntArray, IntArray]:
     """Counts (n, N_COLS) and codes (n, 2) of every row (shapes already matching the problem
@@ -1127,3 +1217,22 @@ def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, o
     elif n:
         eval_rows(*args, *(x[0] for x in _scratch(1, D)))
     return out, codes
+
+
+def metrics(consts: AspectConsts, out: IntArray, codes: IntArray, problem, arch):  # noqa: ANN001, ANN201
+    """`Metrics` of the rows `evaluate_rows` gave (``codes`` updated with capacity failures)."""
+    from accelmap.costmodels.base import Metrics
+
+    n = out.shape[0]
+    L, T = arch.n_levels, problem.n_tensors
+    cycles, energy, compute_pj, util = (np.empty(n) for _ in range(4))
+    valid = np.empty(n, dtype=np.bool_)
+    reads, fills, updates, breakdown = (np.zeros((n, L, T)) for _ in range(4))
+    metrics_rows(out, codes, *consts.metric_tuple(), cycles, energy, compute_pj, util, valid, reads, fills, updates,
+                 breakdown)
+    return Metrics(
+        cycles=cycles, energy_pj=energy, compute_energy_pj=compute_pj, utilization=util, valid=valid,
+        reason=codes[:, 0], reason_level=codes[:, 1], reads=reads, fills=fills, updates=updates,
+        energy_breakdown_pj=breakdown, multicast=np.zeros((n, L, T)), spatial_reductions=np.zeros((n, L, T)),
+        macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
+    )

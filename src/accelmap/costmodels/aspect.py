@@ -1334,10 +1334,7 @@ class AspectModel:
             self._consts[key] = hit
         out, codes = _aspect_kernel.evaluate_rows(hit[2], mappings.temporal, mappings.spatial, mappings.order,
                                                   mappings.keep)
-        rows = {"runtime": out[:, 0], "macs": out[:, 1]}
-        for k, name in enumerate(_RESULT_FIELDS[2:]):
-            rows[name] = out[:, 2 + 3 * k:5 + 3 * k]
-        return _metrics(problem, arch, view, rows, codes[:, 0], codes[:, 1])
+        return _aspect_kernel.metrics(hit[2], out, codes, problem, arch)
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
         """Scalar reference: the directive form of the mapping through `analyze`."""
@@ -1384,20 +1381,28 @@ def _all_model_invalid(problem: Problem, arch: Arch, n: int) -> Metrics:
 _analyze_cached = functools.lru_cache(maxsize=4096)(analyze)
 
 
+def _l1_levels(problem: Problem, arch: Arch, view: AspectView, lay: _Layout) -> dict[str, int | None]:
+    """The accelmap level of MAESTRO's L1 for each tensor (input, filter, output).
+
+    MAESTRO's L1 is all per-PE storage: each tensor goes to the first level below the array
+    that may hold it (one level for all when none says so; None without a level below)."""
+    a, L = view.array_level, arch.n_levels
+    holds = arch.holds_mask(problem)
+    l1_of: dict[str, int | None] = {}
+    for tname in _TNAMES:
+        t = lay.tensor(tname)
+        below = [lv for lv in range(a + 1, L) if holds[lv, t]]
+        l1_of[tname] = below[0] if below else (a + 1 if a + 1 < L else None)
+    return l1_of
+
+
 def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.ndarray],
              reason: np.ndarray, level: np.ndarray) -> Metrics:
     n = len(reason)
     L, T = arch.n_levels, problem.n_tensors
     lay = _layout(problem)
     a = view.array_level
-    holds = arch.holds_mask(problem)
-    # MAESTRO's L1 is all per-PE storage: each tensor goes to the first level below the
-    # array that may hold it (one level for all when none says so)
-    l1_of: dict[str, int | None] = {}
-    for tname in _TNAMES:
-        t = lay.tensor(tname)
-        below = [lv for lv in range(a + 1, L) if holds[lv, t]]
-        l1_of[tname] = below[0] if below else (a + 1 if a + 1 < L else None)
+    l1_of = _l1_levels(problem, arch, view, lay)
     caps = arch.capacities_words
     valid = reason == 0
     l2_need = rows["l2_req"].sum(axis=1)
