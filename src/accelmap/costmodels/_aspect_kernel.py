@@ -97,7 +97,8 @@ class AspectConsts:
 
 def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
     """The kernel's constants of a problem the aspect model reads, on an arch it reads."""
-    from accelmap.costmodels.aspect import _l1_levels, _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
+    from accelmap.costmodels.aspect import _l1_levels
+    from accelmap.costmodels.aspect_form import _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
     from accelmap.mapper.check import Reason
 
     lay = _layout(problem)
@@ -484,21 +485,21 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
 # Any mapping: the directive analysis (aspect_analysis.analyze) on fixed-size arrays
 # ---------------------------------------------------------------------------------------
 #
-# Per cluster level l (0 = top, 1 = inner): ``lvi[l, i]`` = (slot, spatial, size, offset)
-# of directive i, ``lvi[l, 7]`` = (n_sub, n_edge_sub, index of the SpatialMap, number of
-# directives); ``ltab[l]`` = mapped / unique / mapped_edge / unique_edge per slot
-# (aspect_analysis._prepare); ``vdir[l, slot]`` = the directive of a slot; ``stt[l, i, k]``
+# Per cluster level li (0 = top, 1 = inner): ``lvi[li, i]`` = (slot, spatial, size, offset)
+# of directive i, ``lvi[li, 7]`` = (n_sub, n_edge_sub, index of the SpatialMap, number of
+# directives); ``ltab[li]`` = mapped / unique / mapped_edge / unique_edge per slot
+# (aspect_analysis._prepare); ``vdir[li, slot]`` = the directive of a slot; ``stt[li, i, k]``
 # the k-th iteration state of directive i (pos, occ, unrolled, init_edge, sp_edge_edge) and
-# ``ncs[l]`` = (states per directive, case counter, counter period); ``cs[l, i]`` the state of
+# ``ncs[li]`` = (states per directive, case counter, counter period); ``cs[li, i]`` the state of
 # directive i in the current case.
 
 @register_jitable
-def _prepare(l, dims, lvi, ltab, nv, iy, ix, ir, is_):
+def _prepare(li, dims, lvi, ltab, nv, iy, ix, ir, is_):
     """Spatial edge clusters and per-slot mapped / unique counts (aspect_analysis._prepare)."""
-    nd = lvi[l, 7, _ND]
-    spi = lvi[l, 7, _SPI]
-    size, ofs, n = lvi[l, spi, 2], lvi[l, spi, 3], lvi[l, 7, _NSUB]
-    dim_sz = dims[lvi[l, spi, 0]]
+    nd = lvi[li, 7, _ND]
+    spi = lvi[li, 7, _SPI]
+    size, ofs, n = lvi[li, spi, 2], lvi[li, spi, 3], lvi[li, 7, _NSUB]
+    dim_sz = dims[lvi[li, spi, 0]]
     full_cov = ofs * (n - 1) + size
     if dim_sz > full_cov:
         steady = ((dim_sz - size) // ofs + 1) // n - 1
@@ -512,363 +513,363 @@ def _prepare(l, dims, lvi, ltab, nv, iy, ix, ir, is_):
         n_edge = 1
     if dim_sz <= size:
         n_edge = 1
-    lvi[l, 7, _NEDGE] = n_edge
+    lvi[li, 7, _NEDGE] = n_edge
     for i in range(nd):
-        v, sp, size, ofs = lvi[l, i, 0], lvi[l, i, 1], lvi[l, i, 2], lvi[l, i, 3]
+        v, sp, size, ofs = lvi[li, i, 0], lvi[li, i, 1], lvi[li, i, 2], lvi[li, i, 3]
         d = dims[v]
         steady = max((d - size) // ofs, 0)
         has_edge = (steady * ofs + size < d) or (size > d)
-        ltab[l, _MAPPED, v] = size
-        ltab[l, _UNIQUE, v] = min(size, ofs)
+        ltab[li, _MAPPED, v] = size
+        ltab[li, _UNIQUE, v] = min(size, ofs)
         if sp == 0 and d <= size:  # fully unrolled in time: nothing new ever
-            ltab[l, _UNIQUE, v] = 0
+            ltab[li, _UNIQUE, v] = 0
         edge_size = d - (steady + 1) * ofs
         if edge_size < 0:
             edge_size = d
         out_of_bound = size - edge_size
-        ltab[l, _MEDGE, v] = edge_size if has_edge else size
-        ltab[l, _UEDGE, v] = max(ofs - out_of_bound, 0)
+        ltab[li, _MEDGE, v] = edge_size if has_edge else size
+        ltab[li, _UEDGE, v] = max(ofs - out_of_bound, 0)
     for k in range(2):
         v = iy if k == 0 else ix
         r = ir if k == 0 else is_
         o = nv + k
         i = 0
         for j in range(nd):
-            if lvi[l, j, 0] == v:
+            if lvi[li, j, 0] == v:
                 i = j
-        size, ofs = lvi[l, i, 2], lvi[l, i, 3]
-        ltab[l, _MAPPED, o] = ltab[l, _MAPPED, v] - ltab[l, _MAPPED, r] + 1
-        ltab[l, _UNIQUE, o] = min(ofs, size)
-        ltab[l, _MEDGE, o] = ltab[l, _MEDGE, v] - ltab[l, _MEDGE, r] + 1
-        ltab[l, _UEDGE, o] = min(ofs, ltab[l, _MEDGE, o])
+        size, ofs = lvi[li, i, 2], lvi[li, i, 3]
+        ltab[li, _MAPPED, o] = ltab[li, _MAPPED, v] - ltab[li, _MAPPED, r] + 1
+        ltab[li, _UNIQUE, o] = min(ofs, size)
+        ltab[li, _MEDGE, o] = ltab[li, _MEDGE, v] - ltab[li, _MEDGE, r] + 1
+        ltab[li, _UEDGE, o] = min(ofs, ltab[li, _MEDGE, o])
 
 
 @register_jitable
-def _states(l, dims, lvi, stt, ncs):
+def _states(li, dims, lvi, stt, ncs):
     """Iteration states of every directive under ``dims`` (aspect_analysis._dim_states) and
     the case counters of MAESTRO's enumeration (aspect_analysis._cases). Returns the number
     of cases."""
-    nd = lvi[l, 7, _ND]
+    nd = lvi[li, 7, _ND]
     for i in range(nd):
-        sp, size, ofs = lvi[l, i, 1], lvi[l, i, 2], lvi[l, i, 3]
-        d = dims[lvi[l, i, 0]]
+        sp, size, ofs = lvi[li, i, 1], lvi[li, i, 2], lvi[li, i, 3]
+        d = dims[lvi[li, i, 0]]
         k = 0
         if sp == 0:
             n_steady = (d - size) // ofs
-            _set_state(stt, l, i, k, _INIT, 1, d <= size, d < size, False)
+            _set_state(stt, li, i, k, _INIT, 1, d <= size, d < size, False)
             k += 1
             if size < d and n_steady > 0:
-                _set_state(stt, l, i, k, _STEADY, n_steady, False, False, False)
+                _set_state(stt, li, i, k, _STEADY, n_steady, False, False, False)
                 k += 1
             if not d < size and n_steady * ofs + size < d:
-                _set_state(stt, l, i, k, _EDGE, 1, False, False, False)
+                _set_state(stt, li, i, k, _EDGE, 1, False, False, False)
                 k += 1
         else:
-            n = lvi[l, 7, _NSUB]
+            n = lvi[li, 7, _NSUB]
             cover = size + ofs * (n - 1)
             init_unroll = d <= cover
             init_edge = d < cover
-            _set_state(stt, l, i, k, _INIT, 1, init_unroll, init_edge, init_edge)
+            _set_state(stt, li, i, k, _INIT, 1, init_unroll, init_edge, init_edge)
             k += 1
             n_steady = ((d - size) // ofs + 1) // n - 1
             has_edge = (not init_unroll) and ((n_steady + 1) * (ofs * n) + cover > d
                                               and n_steady * (ofs * n) + cover != d)
             if cover < d and n_steady > 0:
-                _set_state(stt, l, i, k, _STEADY, n_steady, False, False, False)
+                _set_state(stt, li, i, k, _STEADY, n_steady, False, False, False)
                 k += 1
             remaining = d - (n_steady + 1) * ofs * n
             n_active = 1 if remaining < size else (remaining - size) // ofs + 1
             sp_ee = (n_active - 1) * ofs + size < remaining
             if not init_edge and has_edge:
-                _set_state(stt, l, i, k, _EDGE, 1, False, False, sp_ee)
+                _set_state(stt, li, i, k, _EDGE, 1, False, False, sp_ee)
                 k += 1
-        ncs[l, 0, i] = k
-        ncs[l, 1, i] = 0
+        ncs[li, 0, i] = k
+        ncs[li, 1, i] = 0
     total = 1
     for i in range(nd - 1, -1, -1):
-        ncs[l, 2, i] = total
-        ncs[l, 3, i] = 0
-        total *= ncs[l, 0, i]
+        ncs[li, 2, i] = total
+        ncs[li, 3, i] = 0
+        total *= ncs[li, 0, i]
     return total
 
 
 @register_jitable
-def _set_state(stt, l, i, k, pos, occ, unrolled, init_edge, spee):
-    stt[l, i, k, _POS] = pos
-    stt[l, i, k, _OCC] = occ
-    stt[l, i, k, _UNROLLED] = 1 if unrolled else 0
-    stt[l, i, k, _INIT_EDGE] = 1 if init_edge else 0
-    stt[l, i, k, _SPEE] = 1 if spee else 0
+def _set_state(stt, li, i, k, pos, occ, unrolled, init_edge, spee):
+    stt[li, i, k, _POS] = pos
+    stt[li, i, k, _OCC] = occ
+    stt[li, i, k, _UNROLLED] = 1 if unrolled else 0
+    stt[li, i, k, _INIT_EDGE] = 1 if init_edge else 0
+    stt[li, i, k, _SPEE] = 1 if spee else 0
 
 
 @register_jitable
-def _next_case(l, case, nd, stt, ncs, cs, lvi):
-    """The states of case ``case`` into ``cs[l]`` (MAESTRO's counter walk: directive i's
-    counter moves on at every multiple of its period, ``ncs[l, 3, i]`` holding the next one;
-    ``cs[l, i, _INIT_EDGE]`` holds whether the state is an edge); returns its number of
+def _next_case(li, case, nd, stt, ncs, cs, lvi):
+    """The states of case ``case`` into ``cs[li]`` (MAESTRO's counter walk: directive i's
+    counter moves on at every multiple of its period, ``ncs[li, 3, i]`` holding the next one;
+    ``cs[li, i, _INIT_EDGE]`` holds whether the state is an edge); returns its number of
     occurrences. The case's changing directive (the innermost one not in its init state, -1
-    for none) goes to ``lvi[l, 7, _CHG]``."""
+    for none) goes to ``lvi[li, 7, _CHG]``."""
     occ = 1
     changing = -1
     for i in range(nd):
-        k = ncs[l, 1, i]
-        pos = stt[l, i, k, _POS]
-        cs[l, i, _POS] = pos
-        cs[l, i, _UNROLLED] = stt[l, i, k, _UNROLLED]
-        cs[l, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[l, i, k, _INIT_EDGE] != 0) else 0
-        cs[l, i, _SPEE] = stt[l, i, k, _SPEE]
-        occ *= stt[l, i, k, _OCC]
+        k = ncs[li, 1, i]
+        pos = stt[li, i, k, _POS]
+        cs[li, i, _POS] = pos
+        cs[li, i, _UNROLLED] = stt[li, i, k, _UNROLLED]
+        cs[li, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[li, i, k, _INIT_EDGE] != 0) else 0
+        cs[li, i, _SPEE] = stt[li, i, k, _SPEE]
+        occ *= stt[li, i, k, _OCC]
         if pos != _INIT:
             changing = i
-        if case == ncs[l, 3, i]:
-            ncs[l, 1, i] = 0 if k + 1 == ncs[l, 0, i] else k + 1
-            ncs[l, 3, i] += ncs[l, 2, i]
-    lvi[l, 7, _CHG] = changing
+        if case == ncs[li, 3, i]:
+            ncs[li, 1, i] = 0 if k + 1 == ncs[li, 0, i] else k + 1
+            ncs[li, 3, i] += ncs[li, 2, i]
+    lvi[li, 7, _CHG] = changing
     return occ
 
 
 @register_jitable
-def _is_edge(cs, l, i):
-    return cs[l, i, _INIT_EDGE] != 0  # set by _next_case: an edge state or an edge init
+def _is_edge(cs, li, i):
+    return cs[li, i, _INIT_EDGE] != 0  # set by _next_case: an edge state or an edge init
 
 
 @register_jitable
-def _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs):
+def _pe_mapped_volume(li, tm, first, spee, lvi, ltab, cs):
     ret = 1
-    ne = lvi[l, 7, _NEDGE]
-    for i in range(lvi[l, 7, _ND]):
-        v = lvi[l, i, 0]
+    ne = lvi[li, 7, _NEDGE]
+    for i in range(lvi[li, 7, _ND]):
+        v = lvi[li, i, 0]
         if not tm[v]:
             continue
-        edge = _is_edge(cs, l, i)
-        if lvi[l, i, 1] == 0:
-            ret *= ltab[l, _MEDGE, v] if edge else ltab[l, _MAPPED, v]
+        edge = _is_edge(cs, li, i)
+        if lvi[li, i, 1] == 0:
+            ret *= ltab[li, _MEDGE, v] if edge else ltab[li, _MAPPED, v]
         elif edge:
             if ne == 1 and (first or spee):
-                ret *= ltab[l, _MEDGE, v]
+                ret *= ltab[li, _MEDGE, v]
             elif ne > 1:
-                ret *= ltab[l, _MEDGE, v] if spee else ltab[l, _MAPPED, v]
+                ret *= ltab[li, _MEDGE, v] if spee else ltab[li, _MAPPED, v]
         else:
-            ret *= ltab[l, _MAPPED, v]
+            ret *= ltab[li, _MAPPED, v]
     return ret
 
 
 @register_jitable
-def _pe_ingress_volume(l, tm, first, spee, lvi, ltab, cs):
-    nd = lvi[l, 7, _ND]
-    changing = lvi[l, 7, _CHG]
+def _pe_ingress_volume(li, tm, first, spee, lvi, ltab, cs):
+    nd = lvi[li, 7, _ND]
+    changing = lvi[li, 7, _CHG]
     if changing == -1:
-        return _pe_mapped_volume(l, tm, first, spee, lvi, ltab, cs)
+        return _pe_mapped_volume(li, tm, first, spee, lvi, ltab, cs)
     inited = False
     for i in range(changing + 1, nd):
-        if cs[l, i, _POS] == _INIT and tm[lvi[l, i, 0]] and cs[l, i, _UNROLLED] == 0:
+        if cs[li, i, _POS] == _INIT and tm[lvi[li, i, 0]] and cs[li, i, _UNROLLED] == 0:
             inited = True
     ret = 1
     changes = False
     mt = _MEDGE if spee else _MAPPED
     ut = _UEDGE if spee else _UNIQUE
     for i in range(nd):
-        v = lvi[l, i, 0]
+        v = lvi[li, i, 0]
         if not tm[v]:
             continue
         is_changing = i == changing
         is_reset = i > changing
         if is_changing:
             changes = True
-        pos = cs[l, i, _POS]
-        if lvi[l, i, 1] == 0:
+        pos = cs[li, i, _POS]
+        if lvi[li, i, 1] == 0:
             if pos == _INIT:
-                ret *= ltab[l, _MEDGE, v] if _is_edge(cs, l, i) else ltab[l, _MAPPED, v]
+                ret *= ltab[li, _MEDGE, v] if _is_edge(cs, li, i) else ltab[li, _MAPPED, v]
             elif is_changing and not inited:
-                ret *= max(ltab[l, _UNIQUE, v], 1)
+                ret *= max(ltab[li, _UNIQUE, v], 1)
             else:
-                ret *= ltab[l, _MAPPED, v]
+                ret *= ltab[li, _MAPPED, v]
         elif pos == _INIT:
-            ret *= ltab[l, mt, v] if (first or not is_reset) else ltab[l, ut, v]
+            ret *= ltab[li, mt, v] if (first or not is_reset) else ltab[li, ut, v]
         elif first:
-            ret *= ltab[l, mt, v]
+            ret *= ltab[li, mt, v]
         else:
-            ret *= ltab[l, ut, v] if (not inited and is_changing) else ltab[l, mt, v]
+            ret *= ltab[li, ut, v] if (not inited and is_changing) else ltab[li, mt, v]
     return ret if changes else 0
 
 
 @register_jitable
-def _ingress(l, tm, lvi, ltab, cs):
-    spi = lvi[l, 7, _SPI]
-    if not tm[lvi[l, spi, 0]]:
-        return _pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
-    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
-    if not _is_edge(cs, l, spi):
-        ret = _pe_ingress_volume(l, tm, True, False, lvi, ltab, cs)
+def _ingress(li, tm, lvi, ltab, cs):
+    spi = lvi[li, 7, _SPI]
+    if not tm[lvi[li, spi, 0]]:
+        return _pe_ingress_volume(li, tm, True, False, lvi, ltab, cs)
+    n, ne = lvi[li, 7, _NSUB], lvi[li, 7, _NEDGE]
+    if not _is_edge(cs, li, spi):
+        ret = _pe_ingress_volume(li, tm, True, False, lvi, ltab, cs)
         if n > 1:
-            ret += (n - 1) * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
+            ret += (n - 1) * _pe_ingress_volume(li, tm, False, False, lvi, ltab, cs)
         return ret
-    spee = cs[l, spi, _SPEE] != 0
-    ret = _pe_ingress_volume(l, tm, True, ne == 1 and spee, lvi, ltab, cs)
+    spee = cs[li, spi, _SPEE] != 0
+    ret = _pe_ingress_volume(li, tm, True, ne == 1 and spee, lvi, ltab, cs)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
         if n_full:
-            ret += n_full * _pe_ingress_volume(l, tm, False, False, lvi, ltab, cs)
+            ret += n_full * _pe_ingress_volume(li, tm, False, False, lvi, ltab, cs)
         if n_ee:
-            ret += _pe_ingress_volume(l, tm, False, True, lvi, ltab, cs)
+            ret += _pe_ingress_volume(li, tm, False, True, lvi, ltab, cs)
     return ret
 
 
 @register_jitable
-def _sp_out_factor(l, v, i, first, spee, lvi, ltab, cs):
+def _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs):
     """Spatial factor of a reduction slot in the partial-sum count."""
-    ne = lvi[l, 7, _NEDGE]
-    pos = cs[l, i, _POS]
+    ne = lvi[li, 7, _NEDGE]
+    pos = cs[li, i, _POS]
     if pos == _INIT:
-        if _is_edge(cs, l, i) and spee:
-            return ltab[l, _MEDGE, v]
+        if _is_edge(cs, li, i) and spee:
+            return ltab[li, _MEDGE, v]
         if first:
-            return ltab[l, _MAPPED, v]
-        u = ltab[l, _UNIQUE, v]
+            return ltab[li, _MAPPED, v]
+        u = ltab[li, _UNIQUE, v]
         return u if u != 0 else 1
     if pos == _STEADY:
         if first:
-            return ltab[l, _MAPPED, v]
-        u = ltab[l, _UNIQUE, v]
+            return ltab[li, _MAPPED, v]
+        u = ltab[li, _UNIQUE, v]
         return u if u != 0 else 1
     if ne == 1 and (first or spee):
-        return ltab[l, _MEDGE, v]
+        return ltab[li, _MEDGE, v]
     if ne > 1:
         if spee:
-            return ltab[l, _UEDGE, v]
+            return ltab[li, _UEDGE, v]
         if first:
-            return ltab[l, _MAPPED, v]
-        u = ltab[l, _UNIQUE, v]
+            return ltab[li, _MAPPED, v]
+        u = ltab[li, _UNIQUE, v]
         return u if u != 0 else 1
     return 1
 
 
 @register_jitable
-def _pe_egress_volume(l, tm, psums, first, spee, reuse_at_edge, lvi, ltab, vdir, cs, nv, iy, ix):
+def _pe_egress_volume(li, tm, psums, first, spee, reuse_at_edge, lvi, ltab, vdir, cs, nv, iy, ix):
     ret = 1
-    ne = lvi[l, 7, _NEDGE]
+    ne = lvi[li, 7, _NEDGE]
     if psums:
-        for i in range(lvi[l, 7, _ND]):
-            v = lvi[l, i, 0]
+        for i in range(lvi[li, 7, _ND]):
+            v = lvi[li, i, 0]
             if tm[v]:
                 continue
-            if lvi[l, i, 1] == 0:
-                ret *= ltab[l, _MEDGE, v] if _is_edge(cs, l, i) else ltab[l, _MAPPED, v]
+            if lvi[li, i, 1] == 0:
+                ret *= ltab[li, _MEDGE, v] if _is_edge(cs, li, i) else ltab[li, _MAPPED, v]
             else:
-                ret *= _sp_out_factor(l, v, i, first, spee, lvi, ltab, cs)
+                ret *= _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs)
     for v in range(nv):
         if not tm[v]:
             continue
-        i = vdir[l, v]
+        i = vdir[li, v]
         act = nv if v == iy else (nv + 1 if v == ix else v)
-        pos = cs[l, i, _POS]
-        edge = _is_edge(cs, l, i)
-        if lvi[l, i, 1] == 0:
+        pos = cs[li, i, _POS]
+        edge = _is_edge(cs, li, i)
+        if lvi[li, i, 1] == 0:
             if pos == _INIT:
-                ret *= ltab[l, _MEDGE, act] if edge else ltab[l, _MAPPED, act]
+                ret *= ltab[li, _MEDGE, act] if edge else ltab[li, _MAPPED, act]
             elif pos == _STEADY:
-                ret *= ltab[l, _MAPPED, act]
+                ret *= ltab[li, _MAPPED, act]
             else:
-                ret *= ltab[l, _MEDGE, act]
+                ret *= ltab[li, _MEDGE, act]
             continue
         if pos == _INIT and edge and spee:
             if ne == 1:
-                ret *= ltab[l, _MEDGE, act]
+                ret *= ltab[li, _MEDGE, act]
             else:
-                ret *= ltab[l, _UEDGE, act] if reuse_at_edge else ltab[l, _MEDGE, act]
+                ret *= ltab[li, _UEDGE, act] if reuse_at_edge else ltab[li, _MEDGE, act]
         elif pos == _INIT or pos == _STEADY:
             if first:
-                ret *= ltab[l, _MAPPED, act]
-            elif ltab[l, _UNIQUE, act] != 0:
-                ret *= ltab[l, _UNIQUE, act]
+                ret *= ltab[li, _MAPPED, act]
+            elif ltab[li, _UNIQUE, act] != 0:
+                ret *= ltab[li, _UNIQUE, act]
         elif ne == 1 and (first or spee):
-            ret *= ltab[l, _MEDGE, v]  # the reference uses the input slot here
+            ret *= ltab[li, _MEDGE, v]  # the reference uses the input slot here
         elif ne > 1:
             if spee:
-                ret *= ltab[l, _UEDGE, act]
+                ret *= ltab[li, _UEDGE, act]
             elif first:
-                ret *= ltab[l, _MAPPED, act]
-            elif ltab[l, _UNIQUE, act] != 0:
-                ret *= ltab[l, _UNIQUE, act]
+                ret *= ltab[li, _MAPPED, act]
+            elif ltab[li, _UNIQUE, act] != 0:
+                ret *= ltab[li, _UNIQUE, act]
     return ret
 
 
 @register_jitable
-def _egress(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
-    spi = lvi[l, 7, _SPI]
-    if not tm[lvi[l, spi, 0]]:
-        return _pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
-    if not _is_edge(cs, l, spi):
-        ret = _pe_egress_volume(l, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+def _egress(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+    spi = lvi[li, 7, _SPI]
+    if not tm[lvi[li, spi, 0]]:
+        return _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    n, ne = lvi[li, 7, _NSUB], lvi[li, 7, _NEDGE]
+    if not _is_edge(cs, li, spi):
+        ret = _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
         if n > 1:
-            ret += (n - 1) * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += (n - 1) * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
         return ret
-    spee = cs[l, spi, _SPEE] != 0
-    ret = _pe_egress_volume(l, tm, False, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spee = cs[li, spi, _SPEE] != 0
+    ret = _pe_egress_volume(li, tm, False, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
         if n_full:
-            ret += n_full * _pe_egress_volume(l, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += n_full * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
         if n_ee:
-            ret += _pe_egress_volume(l, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += _pe_egress_volume(li, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
     return ret
 
 
 @register_jitable
-def _critical_psums(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
-    spi = lvi[l, 7, _SPI]
-    if not tm[lvi[l, spi, 0]]:
-        return _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-    if not _is_edge(cs, l, spi):
-        return _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-    spee = lvi[l, 7, _NEDGE] == 1 and cs[l, spi, _SPEE] != 0
-    return _pe_egress_volume(l, tm, True, True, spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+def _critical_psums(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+    spi = lvi[li, 7, _SPI]
+    if not tm[lvi[li, spi, 0]]:
+        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    if not _is_edge(cs, li, spi):
+        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spee = lvi[li, 7, _NEDGE] == 1 and cs[li, spi, _SPEE] != 0
+    return _pe_egress_volume(li, tm, True, True, spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
 
 
 @register_jitable
-def _psum_mapping_size(l, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+def _psum_mapping_size(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
     """MACs over the whole sub-cluster array in this case."""
-    spi = lvi[l, 7, _SPI]
-    n, ne = lvi[l, 7, _NSUB], lvi[l, 7, _NEDGE]
-    if not _is_edge(cs, l, spi):
-        return n * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
-    spee = cs[l, spi, _SPEE] != 0
-    ret = _pe_egress_volume(l, tm, True, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spi = lvi[li, 7, _SPI]
+    n, ne = lvi[li, 7, _NSUB], lvi[li, 7, _NEDGE]
+    if not _is_edge(cs, li, spi):
+        return n * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    spee = cs[li, spi, _SPEE] != 0
+    ret = _pe_egress_volume(li, tm, True, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
         if n_full:
-            ret += n_full * _pe_egress_volume(l, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += n_full * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
         if n_ee:
-            ret += _pe_egress_volume(l, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += _pe_egress_volume(li, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
     return ret
 
 
 @register_jitable
-def _mapped_volume(l, tm, ltab, nv):
+def _mapped_volume(li, tm, ltab, nv):
     ret = 1
     for v in range(nv):
         if tm[v]:
-            ret *= ltab[l, _MAPPED, v]
+            ret *= ltab[li, _MAPPED, v]
     return ret
 
 
 @register_jitable
-def _sub_cluster_dims(l, spee, lvi, ltab, cs, out, nv, iy, ix, ir, is_):
-    ne = lvi[l, 7, _NEDGE]
-    for i in range(lvi[l, 7, _ND]):
-        v = lvi[l, i, 0]
-        pos = cs[l, i, _POS]
-        edge = _is_edge(cs, l, i)
-        if lvi[l, i, 1] == 0:
-            out[v] = ltab[l, _MEDGE, v] if edge else ltab[l, _MAPPED, v]
+def _sub_cluster_dims(li, spee, lvi, ltab, cs, out, nv, iy, ix, ir, is_):
+    ne = lvi[li, 7, _NEDGE]
+    for i in range(lvi[li, 7, _ND]):
+        v = lvi[li, i, 0]
+        pos = cs[li, i, _POS]
+        edge = _is_edge(cs, li, i)
+        if lvi[li, i, 1] == 0:
+            out[v] = ltab[li, _MEDGE, v] if edge else ltab[li, _MAPPED, v]
         elif pos == _STEADY or (pos == _INIT and not edge):
-            out[v] = ltab[l, _MAPPED, v]
+            out[v] = ltab[li, _MAPPED, v]
         else:
-            out[v] = ltab[l, _MEDGE, v] if (ne == 1 or spee) else ltab[l, _MAPPED, v]
+            out[v] = ltab[li, _MEDGE, v] if (ne == 1 or spee) else ltab[li, _MAPPED, v]
     out[nv] = out[iy] - out[ir] + 1
     out[nv + 1] = out[ix] - out[is_] + 1
 
