@@ -279,3 +279,182 @@ def test_systolic_padded_zoo_layers(layer: str) -> None:
     seeds = MappingBatch.concat([scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")])
     batch = MappingBatch.concat([seeds, MapSpace(problem, arch).sample(300, np.random.default_rng(5))])
     _systolic_agree(problem, arch, batch, f"{layer} padded")
+
+
+# --- aspect --------------------------------------------------------------------------------
+ASPECT_PRESETS = ("edge-tpu-like", "eyeriss-like", "systolic", "tpu-v1-like")  # one PE array each
+ASPECT_PROBLEMS = {
+    "conv": lambda: conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3),
+    "conv-strided": lambda: conv2d("s2", c=8, k=16, p=7, q=7, r=3, s=3, stride=2),
+    "depthwise": lambda: conv2d("dw", c=16, k=16, p=8, q=8, r=3, s=3, groups=16),
+    "gemm": lambda: matmul("mm", m=64, n=32, k=48),
+    "batched-conv": lambda: conv2d("b", c=6, k=8, p=6, q=10, r=3, s=1, n=2),
+}
+MAESTRO = ROOT / ".." / "shared" / "reference" / "maestro"
+
+
+def _aspect_agree(problem, arch, batch: MappingBatch, what: str) -> None:
+    from accelmap.costmodels.aspect import AspectModel
+
+    ref = AspectModel(engine="numpy").evaluate(problem, arch, batch)
+    got = AspectModel(engine="cpu").evaluate(problem, arch, batch)
+    assert_engines_agree(got, ref, what=what)
+
+
+def aspect_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatch:
+    """Mappings the aspect model can read, many of them with edge tiles in their directive
+    form: one dim unrolled along each axis of the PE array (a divisor of its bound up to
+    the fanout), the filter dims below the array, the remaining factors spread over the
+    levels (larger ones outside), random loop orders, every level keeping what it may."""
+    from accelmap.costmodels.aspect import aspect_view
+    from accelmap.workloads.structure import DimRole, recognize
+
+    a = aspect_view(arch).array_level
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    fan = arch.fanouts[a]
+    st = recognize(problem)
+    filt = set(st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL))
+    divs = {b: [d for d in range(1, b + 1) if b % d == 0] for b in set(int(x) for x in problem.bounds)}
+    t = np.ones((n, L, D), np.int64)
+    s = np.ones((n, L, D, 2), np.int64)
+    for i in range(n):
+        rem = problem.bounds.astype(np.int64).copy()
+        for ax in (0, 1):
+            d = int(rng.integers(D))
+            opts = [f for f in divs[int(problem.bounds[d])] if f <= fan[ax] and rem[d] % f == 0]
+            s[i, a, d, ax] = opts[int(rng.integers(len(opts)))]
+            rem[d] //= s[i, a, d, ax]
+        for d in range(D):
+            r = int(rem[d])
+            levels = range(a + 1, L) if d in filt else range(L)
+            for lv in levels:  # larger factors outside, so that inner tiles often fit
+                ds = [f for f in range(1, r + 1) if r % f == 0]
+                f = ds[int(rng.integers(len(ds), size=2).max())]
+                t[i, lv, d] *= f
+                r //= f
+            t[i, L - 1, d] *= r
+    order = np.argsort(rng.random((n, L, D)), axis=2)
+    keep = np.broadcast_to(arch.holds_mask(problem), (n, L, T)).copy()
+    return MappingBatch(temporal=t, spatial=s, order=order, keep=keep)
+
+
+@pytest.mark.parametrize("case", sorted(ASPECT_PROBLEMS))
+@pytest.mark.parametrize("arch_name", ASPECT_PRESETS)
+def test_aspect_presets_sampled_random_and_damaged(case: str, arch_name: str) -> None:
+    """Every preset the aspect model reads: MapSpace samples under `aspect_constraints`
+    (mostly illegal), legal samples moved into the directive form, random directive-form
+    mappings (edge tiles, one and two cluster levels), and damaged ones."""
+    import dataclasses
+
+    from accelmap.costmodels.aspect import aspect_constraints, aspect_view, directive_form
+
+    arch, problem = preset(arch_name), ASPECT_PROBLEMS[case]()
+    rng = np.random.default_rng(21)
+    space = MapSpace(problem, arch, aspect_constraints(problem, arch))
+    _aspect_agree(problem, arch, space.sample(300, rng), f"{arch_name} {case} sampled")
+    legal = directive_form(aspect_view(arch), space.sample_valid(60, rng))
+    _aspect_agree(problem, arch, legal, f"{arch_name} {case} legal, directive form")
+    rand = aspect_batch(problem, arch, 200, rng)
+    _aspect_agree(problem, arch, rand, f"{arch_name} {case} random")
+    # the same without capacities: every row's counts compared, not only the legal ones'
+    uncapped = dataclasses.replace(arch, levels=tuple(dataclasses.replace(lv, capacity_words=None)
+                                                      for lv in arch.levels))
+    _aspect_agree(problem, uncapped, rand, f"{arch_name} {case} random, uncapped")
+    _aspect_agree(problem, arch, damage(rand, rng), f"{arch_name} {case} damaged")
+    _aspect_agree(problem, arch, random_batch(problem, arch, 60, rng), f"{arch_name} {case} any slot")
+
+
+def _aspect_arch(x: int, y: int, noc: int, off: int, l2_words: int | None, l1_words: int | None, split_l1: bool):
+    from accelmap.arch.spec import Arch, Compute, StorageLevel
+
+    l1 = [StorageLevel(name="L1", capacity_words=l1_words, read_energy_pj=1.0, write_energy_pj=1.5)]
+    if split_l1:  # the per-PE storage in two levels: MAESTRO's L1 needs spread over both
+        l1 = [StorageLevel(name="W", capacity_words=l1_words, read_energy_pj=0.5, write_energy_pj=0.7,
+                           holds=frozenset({"weight"})),
+              StorageLevel(name="RF", capacity_words=l1_words, read_energy_pj=1.0, write_energy_pj=1.5)]
+    return Arch(name="a", levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_bandwidth_words_per_cycle=off, read_energy_pj=50.0,
+                     write_energy_pj=60.0),
+        StorageLevel(name="L2", capacity_words=l2_words, read_bandwidth_words_per_cycle=noc, fanout_x=x, fanout_y=y,
+                     read_energy_pj=5.0, write_energy_pj=6.0),
+        *l1), compute=Compute(energy_per_mac_pj=1.0))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), case=st.sampled_from(sorted(ASPECT_PROBLEMS)),
+       shape=st.sampled_from([(1, 1), (1, 4), (4, 1), (2, 3), (4, 4), (8, 2), (16, 16)]),
+       noc=st.sampled_from([1, 4, 1000]), off=st.sampled_from([1, 8, 50]),
+       caps=st.sampled_from([(None, None), (4000, 300), (600, 40), (10**6, 8)]), split=st.booleans())
+def test_aspect_random_arrays_and_mappings(seed, case, shape, noc, off, caps, split) -> None:
+    """Random array shapes, bandwidths and capacities (L2 and L1 overflows, MAESTRO's L1 on
+    one or two levels), random directive-form mappings."""
+    problem = ASPECT_PROBLEMS[case]()
+    arch = _aspect_arch(*shape, noc, off, *caps, split)
+    rng = np.random.default_rng(seed)
+    batch = aspect_batch(problem, arch, 40, rng)
+    _aspect_agree(problem, arch, batch, f"{case} on {shape} noc {noc} off {off} caps {caps} split {split}")
+
+
+def test_aspect_parallel_blocks_and_sizes() -> None:
+    """Batches above the threading threshold (every row lands in its own place), and the
+    empty batch."""
+    arch, problem = _aspect_arch(8, 4, 16, 8, 5000, 200, True), ASPECT_PROBLEMS["conv"]()
+    rng = np.random.default_rng(4)
+    big = MappingBatch.concat([aspect_batch(problem, arch, 4500, rng),
+                               damage(aspect_batch(problem, arch, 300, rng), rng)])
+    big = big.take(rng.permutation(len(big)))
+    _aspect_agree(problem, arch, big, "4800 rows")
+    _aspect_agree(problem, arch, big.take(slice(0, 0)), "empty")
+
+
+def test_aspect_engine_choice(monkeypatch) -> None:
+    from accelmap.costmodels.aspect import AspectModel
+    from accelmap.errors import SpecError
+
+    monkeypatch.setenv("ACCELMAP_KERNELS", "numpy")
+    assert AspectModel().engine == "numpy"
+    assert AspectModel(engine="cpu").engine == "cpu"
+    monkeypatch.delenv("ACCELMAP_KERNELS")
+    assert AspectModel().engine == "cpu"
+    with pytest.raises(SpecError, match="no cuda engine"):
+        AspectModel(engine="cuda")
+    with pytest.raises(SpecError, match="engine argument"):
+        AspectModel(engine="gpu")
+
+
+def test_aspect_unsupported_problem_and_arch() -> None:
+    """A problem or arch the model cannot read: every row MODEL on both engines."""
+    from accelmap.workloads.builders import batched_matmul
+
+    problem = batched_matmul("bmm", b=2, m=8, n=8, k=8)
+    arch = _aspect_arch(2, 2, 4, 4, None, None, False)
+    _aspect_agree(problem, arch, random_batch(problem, arch, 20, np.random.default_rng(1)), "batched matmul")
+    conv = ASPECT_PROBLEMS["conv"]()
+    two_arrays = preset("simba-like")
+    _aspect_agree(conv, two_arrays, random_batch(conv, two_arrays, 20, np.random.default_rng(1)), "two fanouts")
+
+
+@pytest.mark.skipif(not (MAESTRO / "cases.json").exists(), reason=f"MAESTRO reference data not found at {MAESTRO}")
+def test_aspect_maestro_reference_cases() -> None:
+    """Every MAESTRO reference case with an exact accelmap form: its mapping, and random
+    directive-form mappings of the same layer on the same hardware."""
+    import dataclasses
+
+    from accelmap.costmodels.maestro_io import read_hardware, read_mapping, to_accelmap
+    from accelmap.errors import SpecError
+
+    cases = [c for c in json.loads((MAESTRO / "cases.json").read_text())["cases"] if c["status"] == "ok"]
+    rng = np.random.default_rng(6)
+    converted = 0
+    for case in cases:
+        folder = MAESTRO / "cases" / case["case_id"]
+        layer = read_mapping(folder / "mapping.m").layers[0]
+        hw = dataclasses.replace(read_hardware(folder / "hw.m"), l1_size=None, l2_size=None)
+        try:
+            problem, arch, mapping = to_accelmap(layer, hw)
+        except SpecError:
+            continue
+        converted += 1
+        batch = MappingBatch.concat([mapping.as_batch(), aspect_batch(problem, arch, 8, rng)])
+        _aspect_agree(problem, arch, batch, case["case_id"])
+    assert converted > 300

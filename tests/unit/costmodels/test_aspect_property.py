@@ -1,10 +1,11 @@
-"""Property tests of the aspect model: the batched numpy path equals the scalar reference
+"""Property tests of the aspect model: the batched paths (numpy and compiled) equal the scalar reference
 (`evaluate_one`, the directive analysis) row by row, exactly, on random problems, arrays and
 mappings; and batch invariance."""
 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -80,11 +81,13 @@ def cases(draw):
     return prob, arch, MappingBatch.from_mappings(rows)
 
 
+@pytest.mark.parametrize("engine", ["numpy", "cpu"])
 @settings(max_examples=35, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases())
-def test_batched_equals_scalar_reference(case) -> None:
+@given(case=cases())
+def test_batched_equals_scalar_reference(engine, case) -> None:
+    """Both batched engines (numpy closed forms, compiled kernel) equal the scalar analysis."""
     prob, arch, batch = case
-    model = AspectModel()
+    model = AspectModel(engine=engine)
     got = model.evaluate(prob, arch, batch)
     for i in range(len(batch)):
         assert_metrics_equal(got.take([i]), model.evaluate_one(prob, arch, batch[i]), what=f"row {i}")
