@@ -130,17 +130,10 @@ def _aspect_pool(problem, arch, n: int, rng: np.random.Generator):
     return MappingBatch(temporal=t, spatial=s, order=order, keep=np.ones((n, L, problem.n_tensors), bool))
 
 
-def bench_aspect(sizes: list[int], repeats: int, seed: int = 0) -> dict:
-    """VGG-16 conv3 (3x3, 64->128, 110x110 outputs, MAESTRO's no-padding shape) on a
-    1024-PE array of 16 clusters x 64 PEs with MAESTRO's acc1 bandwidths (NoC 1000,
-    off-chip 50 words/cycle).
-
-    The pool holds mappings the aspect model can evaluate (directive form exists and does
-    exactly the layer's MACs); the timed region is ``AspectModel.evaluate`` (legality check,
-    batched closed forms, and the scalar fallback for the few irregular rows).
-    """
+def _aspect_case():  # noqa: ANN202
+    """VGG-16 conv3 in MAESTRO's no-padding shape on a 1024-PE array of 16 clusters x 64 PEs
+    with MAESTRO's acc1 bandwidths (NoC 1000, off-chip 50 words/cycle)."""
     from accelmap.arch.spec import Arch, Compute, StorageLevel
-    from accelmap.costmodels.aspect import AspectModel
     from accelmap.workloads.builders import conv2d
 
     problem = conv2d("vgg16_conv3", c=64, k=128, p=110, q=110, r=3, s=3)
@@ -151,8 +144,24 @@ def bench_aspect(sizes: list[int], repeats: int, seed: int = 0) -> dict:
                      read_energy_pj=18.61, write_energy_pj=18.61),
         StorageLevel(name="L1", capacity_words=None, read_energy_pj=1.68, write_energy_pj=1.68),
     ), compute=Compute(energy_per_mac_pj=1.0))
+    return problem, arch
+
+
+def bench_aspect(sizes: list[int], repeats: int, seed: int = 0) -> dict:
+    """VGG-16 conv3 (3x3, 64->128, 110x110 outputs, MAESTRO's no-padding shape) on a
+    1024-PE array of 16 clusters x 64 PEs with MAESTRO's acc1 bandwidths (NoC 1000,
+    off-chip 50 words/cycle).
+
+    The pool holds mappings the aspect model can evaluate (directive form exists and does
+    exactly the layer's MACs); the timed region is ``AspectModel(engine="numpy").evaluate``
+    (legality check, batched closed forms, and the scalar fallback for the few irregular
+    rows). The compiled engine is compared with it by ``--backends numpy cpu``.
+    """
+    from accelmap.costmodels.aspect import AspectModel
+
+    problem, arch = _aspect_case()
     rng = np.random.default_rng(seed)
-    model = AspectModel()
+    model = AspectModel(engine="numpy")
     n_max = max(sizes)
     t0 = time.perf_counter()
     raw = _aspect_pool(problem, arch, int(n_max * 1.6) + 64, rng)
@@ -307,9 +316,10 @@ BACKENDS_RESULTS = RESULTS.parent / "bench_costmodel_backends.json"
 
 def _pools(name: str, n: int, seed: int = 0) -> list[tuple[str, object, object, object]]:
     """(label, problem, arch, batch) of the model's benchmark cases (the pools above)."""
+    from accelmap.mapper.space import MapSpace
+
     if name == "loopnest":
         from accelmap.arch.io import load_arch
-        from accelmap.mapper.space import MapSpace
         from accelmap.workloads.io import load_problem
 
         problem, arch = load_problem("resnet50/res2a_branch2b"), load_arch("eyeriss-like")
@@ -323,6 +333,17 @@ def _pools(name: str, n: int, seed: int = 0) -> list[tuple[str, object, object, 
         return [(p.name, p, arch, _systolic_pool(p, arch, n, np.random.default_rng(seed)))
                 for p in (conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8),
                           matmul("GEMM_512", m=512, n=512, k=512, word_bits=8))]
+    if name == "aspect":
+        from accelmap.costmodels.aspect import aspect_constraints
+
+        problem, arch = _aspect_case()
+        space = MapSpace(problem, arch, aspect_constraints(problem, arch))
+        # random directive-form mappings (about 87 % legal, 15 % of those with edge tiles),
+        # and what a search sends: MapSpace samples under aspect_constraints (about 5 % legal)
+        return [(f"{problem.name}/{arch.name} random", problem, arch,
+                 _aspect_pool(problem, arch, n, np.random.default_rng(seed))),
+                (f"{problem.name}/{arch.name} mapspace", problem, arch,
+                 space.sample(n, np.random.default_rng(seed + 1)))]
     raise ValueError(f"no backend comparison for model {name!r}")
 
 
@@ -369,15 +390,18 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
             for n in sizes:
                 batch = pool.take(slice(0, n))
                 times: dict[str, list[float]] = {b: [] for b in backends}
+                cpu: dict[str, list[float]] = {b: [] for b in backends}  # process CPU seconds
                 for _ in range(repeats):
                     for b, m in engines.items():
-                        t0 = time.perf_counter()
+                        t0, c0 = time.perf_counter(), time.process_time()
                         m.evaluate(problem, arch, batch)
                         times[b].append(time.perf_counter() - t0)
+                        cpu[b].append(time.process_time() - c0)
                 row = {"batch": n}
                 for b in backends:
                     med = float(np.median(times[b]))
-                    row[b] = {"median_s": med, "evals_per_s": n / med, "best_evals_per_s": n / min(times[b])}
+                    row[b] = {"median_s": med, "evals_per_s": n / med, "best_evals_per_s": n / min(times[b]),
+                              "evals_per_cpu_s": n / max(float(np.median(cpu[b])), 1e-9)}
                 if "numpy" in backends:
                     for b in backends:
                         row[b]["ratio_to_numpy"] = row[b]["evals_per_s"] / row["numpy"]["evals_per_s"]
@@ -386,6 +410,14 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
                     f"{b} {row[b]['evals_per_s']:>12,.0f}/s" + (f" ({row[b]['ratio_to_numpy']:.2f}x)" if b != "numpy" and "numpy" in backends else "")
                     for b in backends))
             res["cases"][label] = {"problem": problem.describe(), "arch": arch.name, "rows": rows}
+            if name == "aspect":  # what the rows hold: legal share, and closed-form share of those
+                from accelmap.costmodels.aspect import _evaluate_regular, _layout, aspect_view
+
+                valid = engines[backends[0]].evaluate(problem, arch, pool).valid
+                legal = pool.take(np.flatnonzero(valid))
+                regular = _evaluate_regular(problem, _layout(problem), aspect_view(arch), legal)[1]
+                res["cases"][label].update(valid_fraction=float(valid.mean()),
+                                           regular_fraction_of_valid=float(regular.mean()) if len(legal) else None)
         if "cpu" in backends:
             res["first_call"] = _compile_seconds(name)
             print(f"{name}: first call {res['first_call']}")
