@@ -289,6 +289,8 @@ def plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top
 @register_jitable
 def _noc(traffic, bw):
     """NoC delay: hops x hop latency (1 x 1) + ceil(traffic / bandwidth) - 1."""
+    if 0 <= traffic <= bw:  # one send at most (integer division is slow)
+        return 1 if traffic > 0 else 0
     return 1 + (-(-traffic // bw)) - 1
 
 
@@ -321,6 +323,8 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                                                   and n_steady * o * nsub + cover != d)):
                 return False
             tt[j] = 1 + (n_steady if (cover < d and n_steady > 0) else 0)
+        elif d == m:  # the whole dim in one step (the common case; no division)
+            tt[j] = 1
         else:
             steady = (d - m) // o
             if d < m or steady * o + m < d:
@@ -446,7 +450,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                 if j == s_pos:
                     pe0 = excl_j * (u_s if not after_j else m_s)
                 else:
-                    pe0 = (excl_j // m_s) * fj_first * (u_s if s_pos > j else m_s)
+                    pe0 = (excl_j // m_s if m_s != 1 else excl_j) * fj_first * (u_s if s_pos > j else m_s)
                 ing += (f_y - 1) * pe0
             ing_j += ing
             out[_COUNTS + 2 * 3 + tn] += w[j] * ing
@@ -1064,24 +1068,26 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
     ``codes[i]`` = (reason, level): a legality `Reason` (capacity excluded), ``MODEL`` when
     the mapping has no directive form or its directive form does not do exactly the
     problem's MACs, else (0, -1)."""
+    m_top, o_top, m_in, o_in = tiles[0], tiles[1], tiles[2], tiles[3]
     for i in range(lo, hi):
+        row = out[i]
         for c in range(N_COLS):
-            out[i, c] = 0
+            row[c] = 0
         reason, level = check_row(i, temporal, spatial, order, keep, ints, bounds, holds, fan_xy)
         codes[i, 0] = reason
         codes[i, 1] = level
         if reason != 0:
             continue
-        ok, f_x, f_y, sp_top, sp_in = plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, tiles[0],
-                                               tiles[1], tiles[2], tiles[3], perm, tt, lrank, lvl)
+        ok, f_x, f_y, sp_top, sp_in = plan_row(i, temporal, spatial, order, ints, src, dfull, pe, cl, m_top, o_top,
+                                               m_in, o_in, perm, tt, lrank, lvl)
         if not ok:
             codes[i, 0] = ints[_R_MODEL]
             continue
-        if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm,
-                           tt, w, tabs, out[i], lvi, ltab, vdir, stt, ncs, cs, dv):
-            general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, tiles[0], tiles[1], tiles[2], tiles[3], perm, lvi,
-                        ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm, out[i])
-        if out[i, _MACS_COL] != ints[_MACS]:
+        if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, tabs,
+                           row, lvi, ltab, vdir, stt, ncs, cs, dv):
+            general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, vdir,
+                        stt, ncs, cs, res, dv, mk, mr, nm, row)
+        if row[_MACS_COL] != ints[_MACS]:
             codes[i, 0] = ints[_R_MODEL]
             for c in range(N_COLS):
                 out[i, c] = 0
