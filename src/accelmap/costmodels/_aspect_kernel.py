@@ -370,6 +370,15 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
         if not tmask[_OUT, v]:
             psum_pe *= mapped_in[v]
             psum_cl *= mapped_top[v]
+    psum_size = f_y * psum_cl
+    total = 1
+    for j in range(nv):
+        w[j] = (tt[j] - 1) * total
+        total *= tt[j]
+    if total * psum_size != ints[_MACS]:  # not exactly the problem's MACs: rejected, no more to count
+        out[_MACS_COL] = total * psum_size
+        return True
+    egress = e1 + ((f_y - 1) * e0 if tmask[_OUT, sp_top] else 0)
     ing_in = 0
     for tn in range(2):
         vol = 1
@@ -392,12 +401,6 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             if tmask[tn, v]:
                 req *= m_top[v] if single else m_in[v]
         out[_COUNTS + 4 * 3 + tn] = req  # l1_req
-    egress = e1 + ((f_y - 1) * e0 if tmask[_OUT, sp_top] else 0)
-    psum_size = f_y * psum_cl
-    total = 1
-    for j in range(nv):
-        w[j] = (tt[j] - 1) * total
-        total *= tt[j]
     compute = psum_cl if single else runtime_in
     s_pos = 0
     for j in range(nv):
@@ -973,8 +976,24 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     runtime = 0
     macs = 0
     nd = nv
-    total = _states(0, dv[0], lvi, stt, ncs)
     spi = lvi[0, 7, _SPI]
+    # MACs first (the top level's partial sums alone): a directive form that does not do
+    # exactly the problem's MACs is rejected without the rest of the analysis
+    total = _states(0, dv[0], lvi, stt, ncs)
+    for case in range(total):
+        occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
+        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        if psums <= 0:
+            continue
+        if _is_edge(cs, 0, spi):
+            macs += occ * _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        else:
+            macs += occ * lvi[0, 7, _NSUB] * psums
+    if macs != ints[_MACS]:
+        out[_MACS_COL] = macs
+        return
+    macs = 0
+    total = _states(0, dv[0], lvi, stt, ncs)
     off = 0
     for case in range(total):
         occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
