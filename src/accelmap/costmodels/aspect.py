@@ -35,7 +35,7 @@ the arch, and `accelmap.search.shapes` searches shape and mapping together.
 from __future__ import annotations
 
 import functools
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -74,6 +74,9 @@ from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
+
+if TYPE_CHECKING:
+    from accelmap.costmodels._aspect_kernel import AspectConsts
 
 __all__ = [
     "DirectiveKind",
@@ -148,7 +151,7 @@ class AspectModel:
         if self.engine == "cuda":
             raise SpecError("the aspect model has no cuda engine; use engine 'cpu' or 'numpy'")
         self.vectorized = vectorized
-        self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, AspectConsts]] = {}
 
     @staticmethod
     def unsupported(problem: Problem, arch: Arch) -> str | None:
