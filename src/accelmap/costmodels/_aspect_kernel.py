@@ -2,8 +2,8 @@
 
 The fast path of `AspectModel.evaluate`. What is counted is defined once, in
 `accelmap.costmodels.aspect_analysis` (the directive analysis, ``analyze``: iteration
-cases, reuse per case, delays) and `accelmap.costmodels.aspect` (the directive form of an
-accelmap mapping, ``directives_from_mapping``); the batched numpy path
+cases, reuse per case, delays) and `accelmap.costmodels.aspect_form` (the directive form of
+an accelmap mapping, ``directives_from_mapping``); the batched numpy path
 (`accelmap.costmodels._aspect_numpy`) is the executable reference. This module does, per
 mapping and with the same int64 arithmetic:
 
@@ -11,17 +11,22 @@ mapping and with the same int64 arithmetic:
    replaces by MAESTRO's buffer requirements (``check_row``);
 2. the directive plan of ``_row_plan``: per-PE and per-cluster tiles, the top-level
    directive order and the two SpatialMaps (``plan_row``);
-3. for a *regular* mapping (no edge iterations, the inner cluster level one iteration) the
-   numpy path's closed forms (``regular_row``); for any other mapping the whole analysis of
-   ``analyze`` -- per-directive iteration states, MAESTRO's case enumeration, per-case
-   reuse, the inner cluster level memoized per sub-cluster shape (``general_row``).
+3. the MAC count first: a directive form that does not do exactly the problem's MACs is
+   ``Reason.MODEL`` without the rest of the analysis;
+4. for a mapping without edge iterations at the top level, the numpy path's closed forms
+   (``regular_row``; the sub-cluster runtime from the inner level's case analysis when that
+   level has several iterations); for any other mapping the whole analysis of ``analyze``
+   -- per-directive iteration states, MAESTRO's case enumeration, per-case reuse, the
+   inner cluster level memoized per sub-cluster shape (``general_row``);
+5. MAESTRO's buffer requirements against the capacities, and the `Metrics`
+   (``metrics_rows``, what ``aspect._metrics`` does).
 
 The per-row functions are ``register_jitable`` (plain numba functions, no CPU-only
 features) so the same source can compile for another target; ``@njit(cache=True)``
 drivers run them over a range of rows, or over blocks of rows on numba's threads. The
 drivers run without reference counting (``_nrt=False``): every array, scratch included,
-comes from the caller. The conversion to `Metrics` (``aspect._metrics``) is shared numpy
-code, so both engines give the same counts bit for bit.
+comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
+energies to rounding (the sum over levels and tensors runs in another order).
 
 Variable slots: the MAESTRO variables of the directive form (``aspect._vars``: N K C R S
 Y X, those present) are slots ``0 .. nv-1`` (Y and X in input coordinates), then ``nv`` =

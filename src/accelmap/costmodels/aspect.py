@@ -130,6 +130,10 @@ class AspectModel:
     directives cannot express), or when MAESTRO's double-buffered L1 / L2 requirements
     exceed the arch's capacities (``CAPACITY``). The ``keep`` array is not used: the model
     keeps every tensor at L1 and L2, as MAESTRO does.
+
+    Engines (``engine=``, or ``ACCELMAP_KERNELS``): ``"cpu"``, the compiled kernel
+    (`accelmap.costmodels._aspect_kernel`, the default), and ``"numpy"``, closed forms over
+    the batch with the scalar analysis for rows with edge tiles; they agree exactly.
     """
 
     name: ClassVar[str] = "aspect"
