@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.spec import Arch
+from accelmap.costmodels import _cuda_search
 from accelmap.costmodels import _loopnest_kernel as K
 from accelmap.errors import SpecError
 from accelmap.workloads.problem import Problem
@@ -45,7 +46,7 @@ except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
-__all__ = ["DeviceError", "require", "evaluate", "random_search", "anneal_search", "GpuSearchResult"]
+__all__ = ["DeviceError", "require", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
 
 INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
                 'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
@@ -380,10 +381,15 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
     return (arch.n_levels, problem.n_dims, T, C, F, buf_len)
 
 
-def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None) -> dict:
+def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
+                kernel: str = "generic", coherent: bool = True) -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
-    kern = _kernels(*_shape_key(consts, problem, arch, sampler_tables(problem, arch)), max_registers)[kind]
+    tables = sampler_tables(problem, arch)
+    if kernel == "specialized":
+        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables), coherent, max_registers)[kind]
+    else:
+        kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
     regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
     local = next(iter(local.values())) if isinstance(local, dict) else local
@@ -421,6 +427,28 @@ def evaluate(consts: K.KernelConsts, problem: Problem, arch: Arch, temporal, spa
             "multicast": cnt[:, K._MCAST], "spatial_reductions": cnt[:, K._SRED]}
 
 
+def search_objective(problem: Problem, arch: Arch, temporal, spatial, order, keep) -> tuple[np.ndarray, np.ndarray]:
+    """(edp, fits) of host rows through the specialized search kernels' evaluation (rows with
+    exact factorizations, permutation orders and allowed bypass; fanouts and capacities are
+    checked): what the searches compute, for equality tests against the host engines."""
+    require()
+    ok32, why = _cuda_search.fits_32bit(problem, arch)
+    if not ok32:
+        raise DeviceError(f"the specialized search kernels need 32-bit tiles: {why}")
+    spec = _cuda_search.SearchSpec(K.kernel_consts(problem, arch), sampler_tables(problem, arch))
+    kern = _cuda_search.search_kernels(spec)["objective"]
+    n = temporal.shape[0]
+    out_edp, out_fits = np.full(n, np.inf), np.zeros(n, np.bool_)
+    if n:
+        dev = [cuda.to_device(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
+            (temporal, np.int64), (spatial, np.int64), (order, np.int64), (keep, np.bool_))]
+        oe, of = cuda.to_device(out_edp), cuda.to_device(out_fits)
+        blocks, tpb = _threads(n)
+        kern[blocks, tpb](*dev, oe, of)
+        out_edp, out_fits = oe.copy_to_host(), of.copy_to_host()
+    return out_edp, out_fits
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class GpuSearchResult:
     """Best rows of a device search (one per thread, sorted by EDP, ``top`` kept) and its
@@ -435,6 +463,7 @@ class GpuSearchResult:
     legal: int
     seconds: float
     threads: int
+    kernel: str = "generic"
 
     @property
     def legal_per_s(self) -> float:
@@ -446,26 +475,52 @@ class GpuSearchResult:
 
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
-            max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
+            max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", coherent: bool = True,
+            tries: int = 8) -> GpuSearchResult:
     require()
+    if kernel not in ("auto", "specialized", "generic"):
+        raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
+    if tpb < 32 or tpb % 32:
+        raise SpecError(f"tpb = {tpb}; expected a positive multiple of 32 (whole warps)")
+    if threads < 1:
+        raise SpecError(f"threads = {threads}; expected an int >= 1")
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
-    kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+    ok32, why = _cuda_search.fits_32bit(problem, arch)
+    if kernel == "specialized" and not ok32:
+        raise DeviceError(f"the specialized search kernels need 32-bit tiles: {why}; use kernel='generic'")
+    specialized = kernel == "specialized" or (kernel == "auto" and ok32)
     L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    blocks = (threads + tpb - 1) // tpb
     states = create_xoroshiro128p_states(threads, seed=seed)
-    cdev = [cuda.to_device(a) for a in consts.as_tuple()]
-    tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
-                                             tables.slot_temporal)]
     best_obj = cuda.device_array(threads, np.float64)
     best_t = cuda.device_array((threads, L, D), np.int64)
     best_s = cuda.device_array((threads, L, D, 2), np.int64)
     best_o = cuda.device_array((threads, L, D), np.int64)
     best_k = cuda.device_array((threads, L, T), np.bool_)
     counters = cuda.device_array((threads, 2), np.int64)
-    blocks = (threads + tpb - 1) // tpb
+    outs = (best_obj, best_t, best_s, best_o, best_k, counters)
+    if specialized:
+        spec = _cuda_search.SearchSpec(consts, tables)
+        kern = _cuda_search.search_kernels(spec, coherent, max_registers)[kind]
+        if kind == "random":
+            n_draws, = args
+            tries = max(1, min(int(tries), int(n_draws)))
+            # one warp-wide generator per warp of the launch, from a stream of its own
+            wstates = create_xoroshiro128p_states(blocks * tpb // _cuda_search.WARP,
+                                                  seed=(seed * 0x9E3779B97F4A7C15 + 1) % 2**64)
+            launch_args = (max(1, int(n_draws) // tries), tries, states, wstates)
+        else:
+            launch_args = (*args, states)
+    else:
+        kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+        cdev = [cuda.to_device(a) for a in consts.as_tuple()]
+        tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
+                                                 tables.slot_temporal)]
+        launch_args = (*args, states, *tdev, *cdev)
     cuda.synchronize()
     t0 = time.perf_counter()
-    kern[blocks, tpb](*args, states, *tdev, *cdev, best_obj, best_t, best_s, best_o, best_k, counters)
+    kern[blocks, tpb](*launch_args, *outs)
     cuda.synchronize()
     secs = time.perf_counter() - t0
     obj = best_obj.copy_to_host()
@@ -477,20 +532,28 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             for a in (best_t, best_s, best_o, best_k)]
     return GpuSearchResult(edp=obj[pick], temporal=take[0], spatial=take[1], order=take[2], keep=take[3],
                            evaluations=int(cnt[:, 0].sum()), legal=int(cnt[:, 1].sum()), seconds=secs,
-                           threads=threads)
+                           threads=threads, kernel="specialized" if specialized else "generic")
 
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
-                  top: int = 16, max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
-    """Random search on the device: ``threads x per_thread`` mappings drawn, checked and
-    evaluated there; each thread's best returns."""
+                  top: int = 16, max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
+                  coherent: bool = True, tries: int = 8) -> GpuSearchResult:
+    """Random search on the device: at most ``threads x per_thread`` mappings drawn and
+    checked there, the legal ones evaluated; each thread's best returns.
+
+    ``kernel``: ``"specialized"`` (`accelmap.costmodels._cuda_search`: compiled per (problem,
+    arch), objective only, 32-bit tiles; ``per_thread // tries`` rounds, each drawing up to
+    ``tries`` mappings until one fits, the warp sharing each round's orders and bypass when
+    ``coherent``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
+    or ``"auto"``: specialized where `_cuda_search.fits_32bit` allows."""
     return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
-                   max_registers=max_registers, tpb=tpb)
+                   max_registers=max_registers, tpb=tpb, kernel=kernel, coherent=coherent, tries=tries)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
-                  max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
-    """Simulated annealing on the device, one chain per thread (temperatures on log EDP)."""
+                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto") -> GpuSearchResult:
+    """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
+    ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
-                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb)
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel)
