@@ -130,6 +130,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     from numba import boolean, float64, int64
 
     eval_range = K.eval_range
+    K_ENERGY = K._ENERGY
     P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
     L1 = L + 1
 
@@ -224,10 +225,23 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
 
     jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
 
+    @cuda.jit(device=True)
+    def padded_edp(res, cnt, frac):
+        """Cycles x energy, a padded tensor's energy scaled by the share of its words that
+        exist (as `LoopNestModel` does after the kernel: loopnest._count_existing_words)."""
+        energy = res[0, 1]
+        for t in range(T):
+            if frac[t] < 1.0:
+                s = 0.0
+                for lv in range(L):
+                    s += cnt[0, K_ENERGY, lv, t]
+                energy += s * frac[t] - s
+        return res[0, 0] * energy
+
     @jit
     def random_kernel(n_iter, states, pf, npf, slot_level, slot_kind, slot_temporal, coef, nterm, tdim, tcoef, closed, rel, bounds,
                       holds, fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints,
-                      best_obj, best_t, best_s, best_o, best_k, counters):
+                      frac, best_obj, best_t, best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -261,7 +275,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             if valid[0]:
                 legal += 1
-                obj = res[0, 0] * res[0, 1]  # EDP: cycles x energy
+                obj = padded_edp(res, cnt, frac)  # EDP: cycles x energy
                 if obj < best:
                     best = obj
                     save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
@@ -272,7 +286,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     @jit
     def anneal_kernel(n_steps, n_init, t_start, t_end, states, pf, npf, slot_level, slot_kind, slot_temporal, coef,
                       nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy, capacity, block, read_pj, write_pj, read_bw,
-                      write_bw, tensor_size, scal, ints, best_obj, best_t, best_s, best_o, best_k, counters):
+                      write_bw, tensor_size, scal, ints, frac, best_obj, best_t, best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -345,7 +359,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             accept = False
             if valid[0]:
                 legal += 1
-                obj = res[0, 0] * res[0, 1]
+                obj = padded_edp(res, cnt, frac)
                 lo = math.log(obj)
                 temp = t_start * ratio ** (step / (n_init + n_steps))
                 if lo <= cur or xoroshiro128p_uniform_float64(states, tid) < math.exp((cur - lo) / temp):
@@ -387,7 +401,7 @@ def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | No
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
-        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables), coherent, max_registers)[kind]
+        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), coherent, max_registers)[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
@@ -435,7 +449,7 @@ def search_objective(problem: Problem, arch: Arch, temporal, spatial, order, kee
     ok32, why = _cuda_search.fits_32bit(problem, arch)
     if not ok32:
         raise DeviceError(f"the specialized search kernels need 32-bit tiles: {why}")
-    spec = _cuda_search.SearchSpec(K.kernel_consts(problem, arch), sampler_tables(problem, arch))
+    spec = _cuda_search.search_spec(problem, arch, sampler_tables(problem, arch))
     kern = _cuda_search.search_kernels(spec)["objective"]
     n = temporal.shape[0]
     out_edp, out_fits = np.full(n, np.inf), np.zeros(n, np.bool_)
@@ -501,7 +515,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     counters = cuda.device_array((threads, 2), np.int64)
     outs = (best_obj, best_t, best_s, best_o, best_k, counters)
     if specialized:
-        spec = _cuda_search.SearchSpec(consts, tables)
+        spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         kern = _cuda_search.search_kernels(spec, coherent, max_registers)[kind]
         if kind == "random":
             n_draws, = args
@@ -517,7 +531,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]
         tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
                                                  tables.slot_temporal)]
-        launch_args = (*args, states, *tdev, *cdev)
+        launch_args = (*args, states, *tdev, *cdev, cuda.to_device(problem.existing_fraction()))
     cuda.synchronize()
     t0 = time.perf_counter()
     kern[blocks, tpb](*launch_args, *outs)

@@ -93,7 +93,7 @@ class SearchSpec:
 
     __slots__ = ("key", "arrays", "dims")
 
-    def __init__(self, consts: K.KernelConsts, tables: object) -> None:
+    def __init__(self, consts: K.KernelConsts, tables: object, frac: np.ndarray) -> None:
         T, C, D = consts.coef.shape
         L = consts.holds.shape[0]
         i32 = np.int32
@@ -110,6 +110,9 @@ class SearchSpec:
             "HAS_WBW": np.isfinite(consts.write_bw).astype(i32),
             "WBW": np.where(np.isfinite(consts.write_bw), consts.write_bw, 1.0).astype(np.float64),
             "TSIZE": consts.tensor_size.astype(np.int64),
+            # padded tensors: the share of their projected words that exist, which scales
+            # their energy (loopnest._count_existing_words)
+            "FRAC": np.asarray(frac, np.float64), "PADDED": (np.asarray(frac) < 1.0).astype(i32),
             "PF": tables.pf.astype(i32), "NPF": tables.npf.astype(i32),  # type: ignore[attr-defined]
             "SLOT_LV": tables.slot_level.astype(i32), "SLOT_KIND": tables.slot_kind.astype(i32),  # type: ignore[attr-defined]
             "SLOT_TMP": tables.slot_temporal.astype(i32),  # type: ignore[attr-defined]
@@ -130,7 +133,7 @@ class SearchSpec:
 
 
 def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
-    return SearchSpec(K.kernel_consts(problem, arch), tables)
+    return SearchSpec(K.kernel_consts(problem, arch), tables, problem.existing_fraction())
 
 
 @functools.lru_cache(maxsize=8)
@@ -142,6 +145,7 @@ def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int |
     COEF, NTERM, TDIM, TCOEF, CLOSED, REL = A["COEF"], A["NTERM"], A["TDIM"], A["TCOEF"], A["CLOSED"], A["REL"]
     HOLDS, FAN, HAS_CAP, CAP, BLK, RPJ, WPJ = A["HOLDS"], A["FAN"], A["HAS_CAP"], A["CAP"], A["BLK"], A["RPJ"], A["WPJ"]
     HAS_RBW, RBW, HAS_WBW, WBW, TSIZE = A["HAS_RBW"], A["RBW"], A["HAS_WBW"], A["WBW"], A["TSIZE"]
+    FRAC, PADDED = A["FRAC"], A["PADDED"]
     PF, NPF, SLOT_LV, SLOT_KIND, SLOT_TMP = A["PF"], A["NPF"], A["SLOT_LV"], A["SLOT_KIND"], A["SLOT_TMP"]
     dims = spec.dims
     L, D, T, C, F, S, OUT, GRID = (dims[k] for k in ("L", "D", "T", "C", "F", "S", "OUT", "GRID"))
@@ -372,7 +376,8 @@ def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int |
     def edp(temporal, order, keep, tile, g, lp_d, lp_st, lp_b, pp, kcs, last, kind, which, sgn, new, spans, shift,
             deliv, ubs, ibs, rw, ww, ene, ext, buf):
         """Cycles x energy of a legal mapping (``tile`` and ``g`` from `fits`), as
-        ``_loopnest_kernel.eval_range`` computes them."""
+        ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
+        `LoopNestModel` scales it after the kernel (cycles stay as counted)."""
         k = 0
         pp[0] = 1
         for lv in range(L):
@@ -442,6 +447,8 @@ def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int |
                 elif p > 0:
                     e += ceil_blocks(f, blk) * WPJ[p]
                 ene[p, t] = e * ibs[p]
+                if PADDED[t]:  # halo words outside a padded tensor move no data
+                    ene[p, t] *= FRAC[t]
                 rw[p] += r
                 ww[p] += f + u
                 child = p
