@@ -37,9 +37,11 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=256, help="anneal: steps per chain")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--check-rows", type=int, default=20000, help="equality: sampled rows (plus a fifth legal ones)")
+    ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
-    ap.add_argument("--kernels", nargs="+", default=["generic", "specialized", "specialized_independent"],
-                    help="search kernels to time (generic, specialized, specialized_independent)")
+    ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
+                    help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
     ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
     ap.add_argument("--tuning-kernel", default="specialized", choices=["generic", "specialized"])
@@ -49,7 +51,7 @@ def main() -> None:
     from numba import cuda
 
     from accelmap.arch.io import load_arch
-    from accelmap.costmodels import _cuda
+    from accelmap.costmodels import _cuda, _cuda_search
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.mapper.mapping import MappingBatch
     from accelmap.mapper.space import MapSpace
@@ -58,8 +60,9 @@ def main() -> None:
 
     _cuda.require()
     dev = cuda.get_current_device()
-    out: dict = {"machine": {"gpu": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
-                             "sm_count": dev.MULTIPROCESSOR_COUNT, "python": platform.python_version(),
+    name = getattr(dev, "name", "simulator")
+    out: dict = {"machine": {"gpu": name.decode() if isinstance(name, bytes) else str(name),
+                             "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
                              "numpy": np.__version__, "numba": numba.__version__},
                  "problem": args.problem, "arch": args.arch}
     problem, arch = load_problem(args.problem), load_arch(args.arch)
@@ -72,7 +75,7 @@ def main() -> None:
         _tuning(args, problem, arch, out, _cuda)
         return
     # 1. equality
-    batch = MappingBatch.concat([space.sample(20000, rng), space.sample_valid(4000, rng)])
+    batch = MappingBatch.concat([space.sample(args.check_rows, rng), space.sample_valid(args.check_rows // 5, rng)])
     t0 = time.perf_counter()
     got = gpu.evaluate(problem, arch, batch)
     out["first_call_s"] = time.perf_counter() - t0
@@ -84,7 +87,7 @@ def main() -> None:
     print(f"equality: {len(batch)} rows ({int(got.valid.sum())} legal): counts exact, energy within {fdiff:.1e}; first call {out['first_call_s']:.1f} s")
 
     # 2. host batch evaluation (transfers included)
-    big = space.sample_valid(1_000_000, rng)
+    big = space.sample_valid(args.host_rows, rng)
     times = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -105,15 +108,14 @@ def main() -> None:
     print(f"specialized kernels: same legality on {len(batch)} rows, EDP within {rel:.1e}")
 
     # 3. device searches: every variant compiled first, then timed in turn within each repeat
-    variants = [("random", "generic", _cuda.random_search, {"per_thread": args.per_thread, "kernel": "generic"}),
-                ("random", "specialized", _cuda.random_search,
-                 {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "coherent": True}),
-                ("random", "specialized_independent", _cuda.random_search,
-                 {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "coherent": False}),
-                ("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
-                ("anneal", "specialized", _cuda.anneal_search,
-                 {"steps": args.steps, "n_init": 8, "kernel": "specialized"})]
-    variants = [v for v in variants if v[1] in args.kernels]
+    variants = [("random", "generic", _cuda.random_search, {"per_thread": args.per_thread, "kernel": "generic"})]
+    variants += [("random", f"specialized_{share}", _cuda.random_search,
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share})
+                 for share in _cuda_search.SHARES]
+    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
+                 ("anneal", "specialized", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"})]
+    variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
         t0 = time.perf_counter()
@@ -132,8 +134,7 @@ def main() -> None:
         rows = MappingBatch(temporal=best.temporal, spatial=best.spatial, order=best.order, keep=best.keep)
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
-        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0],
-                                 coherent=kw.get("coherent", True))
+        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,

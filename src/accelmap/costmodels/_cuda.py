@@ -396,14 +396,17 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", coherent: bool = True) -> dict:
+                kernel: str = "generic", share: str = "order") -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
-        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), coherent, max_registers)[kind]
+        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
+                                           max_registers)[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+    if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
+        return {"registers": 0, "local_bytes": 0}
     regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
     regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
     local = next(iter(local.values())) if isinstance(local, dict) else local
@@ -489,11 +492,13 @@ class GpuSearchResult:
 
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
-            max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", coherent: bool = True,
+            max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
             tries: int = 8) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
+    if share not in _cuda_search.SHARES:
+        raise SpecError(f"share = {share!r}; expected one of {', '.join(_cuda_search.SHARES)}")
     if tpb < 32 or tpb % 32:
         raise SpecError(f"tpb = {tpb}; expected a positive multiple of 32 (whole warps)")
     if threads < 1:
@@ -516,13 +521,13 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     outs = (best_obj, best_t, best_s, best_o, best_k, counters)
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
-        kern = _cuda_search.search_kernels(spec, coherent, max_registers)[kind]
+        kern = _cuda_search.search_kernels(spec, share, max_registers)[kind]
         if kind == "random":
             n_draws, = args
             tries = max(1, min(int(tries), int(n_draws)))
             # one warp-wide generator per warp of the launch, from a stream of its own
             wstates = create_xoroshiro128p_states(blocks * tpb // _cuda_search.WARP,
-                                                  seed=(seed * 0x9E3779B97F4A7C15 + 1) % 2**64)
+                                                  seed=(int(seed) * 1_000_003 + 7_919) % 2**63)
             launch_args = (max(1, int(n_draws) // tries), tries, states, wstates)
         else:
             launch_args = (*args, states)
@@ -551,17 +556,17 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
                   top: int = 16, max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  coherent: bool = True, tries: int = 8) -> GpuSearchResult:
+                  share: str = "order", tries: int = 8) -> GpuSearchResult:
     """Random search on the device: at most ``threads x per_thread`` mappings drawn and
     checked there, the legal ones evaluated; each thread's best returns.
 
     ``kernel``: ``"specialized"`` (`accelmap.costmodels._cuda_search`: compiled per (problem,
     arch), objective only, 32-bit tiles; ``per_thread // tries`` rounds, each drawing up to
-    ``tries`` mappings until one fits, the warp sharing each round's orders and bypass when
-    ``coherent``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
+    ``tries`` mappings until one fits, the lanes of a warp sharing what ``share`` says:
+    ``"none"``, ``"order"`` or ``"order+keep"``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
     or ``"auto"``: specialized where `_cuda_search.fits_32bit` allows."""
     return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
-                   max_registers=max_registers, tpb=tpb, kernel=kernel, coherent=coherent, tries=tries)
+                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,

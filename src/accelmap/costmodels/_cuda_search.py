@@ -28,14 +28,16 @@ the EDP. The kernels here
   evaluation, so that the threads of a warp evaluate together instead of idling beside
   illegal rows.
 
-Random search (``coherent=True``, the default): the 32 threads of a warp share each round's
-loop orders and bypass (drawn from one warp-wide generator that every lane steps alike) and
-draw their own tile factors, up to ``tries`` times until they fit. Threads of a warp then
-follow the same branches through the loop nest except where their factors differ. Each
-draw is still a draw of the same sampler (uniform orders, fair bypass coins, every prime
-factor to a uniform slot); what changes is that a round keeps its bypass while it retries
-factors, so bypass patterns that rarely fit are evaluated as often as the others rather than
-in proportion to how often they fit. ``coherent=False`` draws orders and bypass per thread.
+Random search, in rounds: the lanes of a warp may share each round's loop orders
+(``share="order"``, the default) or orders and bypass (``"order+keep"``), drawn from one
+warp-wide generator that every lane steps alike; each lane draws its own tile factors (and,
+unless shared, its bypass) up to ``tries`` times until they fit. The lanes then follow the
+same branches through the loop nest except where their draws differ. Each draw is a draw of
+the same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot).
+Sharing orders changes no distribution (orders do not decide legality); sharing the bypass
+does slightly: a round keeps its bypass while it retries factors, so bypass patterns that
+rarely fit are evaluated about as often as the others rather than in proportion to how
+often they fit. ``share="none"`` draws everything per lane.
 
 Annealing: one chain per thread as in `accelmap.costmodels._cuda`; an illegal proposal is
 undone and the next one drawn at once (each counts as an evaluation), so the threads of a
@@ -62,6 +64,8 @@ __all__ = ["fits_32bit", "search_kernels", "SearchSpec", "search_spec"]
 
 _I32_MAX = 2**31 - 1
 WARP = 32
+# What the 32 lanes of a warp share in a random-search round (`search_kernels`).
+SHARES = ("none", "order", "order+keep")
 
 
 def fits_32bit(problem: Problem, arch: Arch) -> tuple[bool, str]:
@@ -137,8 +141,9 @@ def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
 
 
 @functools.lru_cache(maxsize=8)
-def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int | None = None) -> dict:
-    """The ``random`` and ``anneal`` kernels of one (problem, arch) (compiled at first launch)."""
+def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
+    """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
+    first launch); ``share``: what the lanes of a warp share in a random-search round."""
     from numba import float64, int32, int64, uint64
 
     A = spec.arrays
@@ -152,6 +157,7 @@ def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int |
     L1, LD1 = L + 1, L * D + 1
     MACS, MAC_PJ = spec.key[2], spec.key[3]
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
+    SHARE = SHARES.index(share)
     u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
     TWO_M53 = 2.0 ** -53
 
@@ -523,15 +529,16 @@ def search_kernels(spec: SearchSpec, coherent: bool = True, max_registers: int |
         legal = 0
         draws = 0
         for _ in range(n_rounds):
-            if coherent:
+            if SHARE >= 1:
                 draw_order(ws, order)
-                draw_keep(ws, keep)
             else:
                 draw_order(rs, order)
+            if SHARE == 2:
+                draw_keep(ws, keep)
             ok = False
             k = 0
             while k < tries and not ok:
-                if not coherent:
+                if SHARE < 2:
                     draw_keep(rs, keep)
                 draw_factors(rs, assign, used)
                 build(assign, temporal, sx, sy)
