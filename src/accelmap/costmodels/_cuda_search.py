@@ -70,7 +70,8 @@ SHARES = ("none", "order", "order+keep")
 
 def fits_32bit(problem: Problem, arch: Arch) -> tuple[bool, str]:
     """Whether every factor, tile, stride, span, footprint and loop-table entry of any mapping
-    of ``problem`` on ``arch`` fits int32, and if not, why.
+    of ``problem`` on ``arch`` fits int32 (and dims, slots and bypass bits fit their small
+    types), and if not, why.
 
     Bounds used: a product of factors of one mapping is at most ``prod(bounds)``; a footprint
     of a tile (or of an output tile widened by the loops above it, still inside the bounds)
@@ -88,6 +89,11 @@ def fits_32bit(problem: Problem, arch: Arch) -> tuple[bool, str]:
     biggest = max(prod, int(full.max(initial=1)), shift, int(max(lv.fanout for lv in arch.levels)))
     if biggest > _I32_MAX:
         return False, f"a factor product, footprint or shift of up to {biggest} exceeds int32"
+    # small indexes: loop orders and slots in int8, bypass as the bits of one int64
+    if problem.n_dims > 127 or 3 * arch.n_levels > 127 or arch.n_levels * problem.n_dims > 32767:
+        return False, "more than 127 dims or 42 levels"
+    if arch.n_levels * problem.n_tensors > 62:
+        return False, f"{arch.n_levels} levels x {problem.n_tensors} tensors exceed the 62 bypass bits"
     return True, ""
 
 
@@ -144,7 +150,7 @@ def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round."""
-    from numba import float64, int32, int64, uint64
+    from numba import float64, int8, int16, int32, int64, uint64
 
     A = spec.arrays
     COEF, NTERM, TDIM, TCOEF, CLOSED, REL = A["COEF"], A["NTERM"], A["TDIM"], A["TCOEF"], A["CLOSED"], A["REL"]
@@ -160,6 +166,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     SHARE = SHARES.index(share)
     u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
     TWO_M53 = 2.0 ** -53
+    ONE = np.int64(1)
 
     # ---------------- random numbers: xoroshiro128+ in registers ----------------
     @cuda.jit(device=True)
@@ -180,6 +187,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     @cuda.jit(device=True)
     def uniform(s):
         return np.float64(nxt(s) >> u11) * TWO_M53
+
+    @cuda.jit(device=True)
+    def kept(kmask, lv, t):
+        """Bypass as bits: bit ``lv * T + t`` set when level lv keeps tensor t."""
+        return (kmask >> np.int64(lv * T + t)) & ONE
 
     # ---------------- sampling and moves ----------------
     @cuda.jit(device=True)
@@ -211,31 +223,37 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 order[lv, m] = x
 
     @cuda.jit(device=True)
-    def draw_keep(s, keep):
+    def draw_keep(s):
+        """Fair coins for the tensors each inner level may hold; the outermost keeps all."""
+        kmask = np.int64(0)
         for t in range(T):
-            keep[0, t] = 1
+            kmask |= ONE << np.int64(t)
         for lv in range(1, L):
             r = nxt(s)
             for t in range(T):
-                keep[lv, t] = HOLDS[lv, t] if (r >> np.uint64(t)) & np.uint64(1) else 0
+                if HOLDS[lv, t] and (r >> np.uint64(t)) & np.uint64(1):
+                    kmask |= ONE << np.int64(lv * T + t)
+        return kmask
 
     @cuda.jit(device=True)
-    def build(assign, temporal, sx, sy):
+    def build(assign, temporal, g, uxy):
+        """Temporal factors, spatial factors (X times Y) and the instances used along X and Y
+        below each level, from the slot of every prime factor."""
         for lv in range(L):
+            uxy[lv, 0] = 1
+            uxy[lv, 1] = 1
             for d in range(D):
                 temporal[lv, d] = 1
-                sx[lv, d] = 1
-                sy[lv, d] = 1
+                g[lv, d] = 1
         for d in range(D):
             for k in range(NPF[d]):
                 slot = assign[d, k]
-                lv, kind = SLOT_LV[slot], SLOT_KIND[slot]
+                lv, kind, f = SLOT_LV[slot], SLOT_KIND[slot], PF[d, k]
                 if kind == 0:
-                    temporal[lv, d] *= PF[d, k]
-                elif kind == 1:
-                    sx[lv, d] *= PF[d, k]
+                    temporal[lv, d] *= f
                 else:
-                    sy[lv, d] *= PF[d, k]
+                    g[lv, d] *= f
+                    uxy[lv, kind - 1] *= f
 
     # ---------------- the model: legality and EDP ----------------
     @cuda.jit(device=True)
@@ -250,16 +268,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return size
 
     @cuda.jit(device=True)
-    def fits(temporal, sx, sy, keep, tile, g, spans):
+    def fits(temporal, g, uxy, kmask, tile, spans):
         """FANOUT and CAPACITY of `check_row` (FACTORS, ORDER and KEEP hold by construction);
-        fills ``tile`` and ``g``."""
+        fills ``tile``."""
         for lv in range(L):
-            ux, uy = 1, 1
-            for d in range(D):
-                ux *= sx[lv, d]
-                uy *= sy[lv, d]
-                g[lv, d] = sx[lv, d] * sy[lv, d]
-            if ux > FAN[lv, 0] or uy > FAN[lv, 1]:
+            if uxy[lv, 0] > FAN[lv, 0] or uxy[lv, 1] > FAN[lv, 1]:
                 return False
         for d in range(D):
             tile[L, d] = 1
@@ -270,54 +283,56 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             if HAS_CAP[lv]:
                 need = 0
                 for t in range(T):
-                    if keep[lv, t]:
+                    if kept(kmask, lv, t):
                         need += footprint(t, tile, lv, spans)
                 if need > CAP[lv]:
                     return False
         return True
 
     @cuda.jit(device=True)
-    def deliveries(t, c, tile, lp_d, lp_st, lp_b, kc, kind, which, sgn, new, spans, shift):
-        """Eq. D, as ``_loopnest_kernel.deliveries`` (int32 scratch, int64 total)."""
+    def deliveries(t, c, temporal, g, tile, lp, kc, spans, shift):
+        """Eq. D, as ``_loopnest_kernel.deliveries``, in one pass from the innermost loop
+        out: with ``acc_j = (n_j - 1) Delta_j + n_j acc_{j+1}`` (Horner's rule), the sum
+        ``sum_j (prod_{i<j} n_i) (n_j - 1) Delta_j`` is ``acc_0``, the same integer."""
         size = footprint(t, tile, c, spans)
         if kc == 0:
             return np.int64(size)
         for cc in range(C):
             shift[cc] = 0
+        acc = np.int64(0)
+        in_kind, in_which, in_sgn = 0, -1, 0
         for j in range(kc - 1, -1, -1):
-            d, st = lp_d[j], lp_st[j]
+            pos = lp[j]
+            lv = pos // D
+            d = pos - lv * D
+            st = g[lv, d] * tile[lv + 1, d]
             moved, wh, amount = 0, -1, 0
             for cc in range(C):
                 a = COEF[t, cc, d] * st
-                sh = a - shift[cc]
+                sh = a - shift[cc]  # this loop forward, the inner ones back to their start
                 shift[cc] += a
                 if sh != 0:
                     moved += 1
                     wh, amount = cc, sh
-            if moved == 0:
-                kind[j] = 0
-            elif moved == 1 and abs(amount) < spans[wh]:
-                kind[j] = 2
-                which[j] = wh
-                sgn[j] = 1 if amount > 0 else -1
-                new[j] = abs(amount) * (size // spans[wh])
-            else:
-                kind[j] = 1
-        total, prefix = np.int64(size), np.int64(1)
-        inner = kc - 1
-        for j in range(kc):
-            k = kind[j]
-            if k == 0:
+            sgn = 1 if amount > 0 else -1
+            if moved == 0:  # still
+                kind = 0
                 nw = 0
-            elif k == 1:
+            elif moved == 1 and abs(amount) < spans[wh]:  # slide
+                kind = 2
+                # Timeloop's RESET_ON_GRADIENT_CHANGE (see _loopnest_kernel.deliveries)
+                if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
+                    nw = size
+                else:
+                    nw = abs(amount) * (size // spans[wh])
+            else:  # jump
+                kind = 1
                 nw = size
-            elif kind[inner] == 2 and (which[j] != which[inner] or sgn[j] != sgn[inner]):
-                nw = size
-            else:
-                nw = new[j]
-            total += prefix * (lp_b[j] - 1) * nw
-            prefix *= lp_b[j]
-        return total
+            if j == kc - 1:
+                in_kind, in_which, in_sgn = kind, wh, sgn
+            b = temporal[lv, d]
+            acc = (b - 1) * np.int64(nw) + b * acc
+        return size + acc
 
     @cuda.jit(device=True)
     def distinct(t, lv, g, tile, buf):
@@ -379,26 +394,26 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return np.float64(math.ceil(words / blk))
 
     @cuda.jit(device=True)
-    def edp(temporal, order, keep, tile, g, lp_d, lp_st, lp_b, pp, kcs, last, kind, which, sgn, new, spans, shift,
-            deliv, ubs, ibs, rw, ww, ene, ext, buf):
-        """Cycles x energy of a legal mapping (``tile`` and ``g`` from `fits`), as
+    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf):
+        """Cycles x energy of a legal mapping (``tile`` from `fits`), as
         ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
-        `LoopNestModel` scales it after the kernel (cycles stay as counted)."""
+        `LoopNestModel` scales it after the kernel (cycles stay as counted). The energy is
+        summed tensor by tensor (the CPU kernel sums level by level: the same terms, so the
+        totals agree to rounding)."""
+        # The active temporal loops (bound >= 2), outermost first, as level * D + dim;
+        # kcs[c]: those above level c.
         k = 0
-        pp[0] = 1
+        mpu = np.int64(1)  # the product of every temporal bound
         for lv in range(L):
             kcs[lv] = k
             for j in range(D):
                 d = order[lv, j]
                 b = temporal[lv, d]
                 if b >= 2:
-                    lp_d[k] = d
-                    lp_b[k] = b
-                    lp_st[k] = g[lv, d] * tile[lv + 1, d]
-                    pp[k + 1] = pp[k] * b
+                    lp[k] = lv * D + d
+                    mpu *= b
                     k += 1
         kcs[L] = k
-        mpu = pp[k]
         ib = np.int64(1)
         for lv in range(L):
             ub = 1
@@ -409,23 +424,33 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             ib *= ub
             rw[lv] = 0
             ww[lv] = 0
-            for t in range(T):
-                ene[lv, t] = 0.0
+        total = 0.0
         for t in range(T):
             if CLOSED[t]:
-                last[0] = 0
-                for j in range(kcs[L - 1]):
-                    last[j + 1] = j + 1 if REL[t, lp_d[j]] else last[j]
-            for c in range(1, L):
-                if keep[c, t]:
-                    if CLOSED[t]:
-                        deliv[c] = footprint(t, tile, c, spans) * pp[last[kcs[c]]]
-                    else:
-                        deliv[c] = deliveries(t, c, tile, lp_d, lp_st, lp_b, kcs[c], kind, which, sgn, new, spans,
-                                              shift)
+                # Closed form of eq. D (see _loopnest_kernel.eval_range): F_c = |tile| x the
+                # product of the bounds of loops 0..J, J the innermost loop above c of a
+                # dim that indexes t; one walk over the loops serves every level.
+                prod_all = np.int64(1)
+                prod_rel = np.int64(1)
+                j = 0
+                for c in range(1, L):
+                    while j < kcs[c]:
+                        pos = lp[j]
+                        lv = pos // D
+                        d = pos - lv * D
+                        prod_all *= temporal[lv, d]
+                        if REL[t, d]:
+                            prod_rel = prod_all
+                        j += 1
+                    if kept(kmask, c, t):
+                        deliv[c] = footprint(t, tile, c, spans) * prod_rel
+            else:
+                for c in range(1, L):
+                    if kept(kmask, c, t):
+                        deliv[c] = deliveries(t, c, temporal, g, tile, lp, kcs[c], spans, shift)
             child = L
             for p in range(L - 1, -1, -1):
-                if not keep[p, t]:
+                if not kept(kmask, p, t):
                     continue
                 f_child = deliv[child] if child < L else mpu
                 groups = np.int64(1)
@@ -452,16 +477,13 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     e += ceil_blocks(u, blk) * WPJ[p]
                 elif p > 0:
                     e += ceil_blocks(f, blk) * WPJ[p]
-                ene[p, t] = e * ibs[p]
+                e = e * ibs[p]
                 if PADDED[t]:  # halo words outside a padded tensor move no data
-                    ene[p, t] *= FRAC[t]
+                    e *= FRAC[t]
+                total += e
                 rw[p] += r
                 ww[p] += f + u
                 child = p
-        total = 0.0
-        for lv in range(L):
-            for t in range(T):
-                total += ene[lv, t]
         cyc = np.float64(mpu)
         for lv in range(L):
             if HAS_RBW[lv]:
@@ -471,15 +493,21 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return np.float64(math.ceil(cyc)) * (total + MACS * MAC_PJ)
 
     @cuda.jit(device=True)
-    def save(tid, temporal, sx, sy, order, keep, best_t, best_s, best_o, best_k):
+    def save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k):
         for lv in range(L):
             for d in range(D):
                 best_t[tid, lv, d] = temporal[lv, d]
-                best_s[tid, lv, d, 0] = sx[lv, d]
-                best_s[tid, lv, d, 1] = sy[lv, d]
+                best_s[tid, lv, d, 0] = 1
+                best_s[tid, lv, d, 1] = 1
                 best_o[tid, lv, d] = order[lv, d]
             for t in range(T):
-                best_k[tid, lv, t] = keep[lv, t] != 0
+                best_k[tid, lv, t] = kept(kmask, lv, t) != 0
+        for d in range(D):
+            for k in range(NPF[d]):
+                slot = assign[d, k]
+                kind = SLOT_KIND[slot]
+                if kind > 0:
+                    best_s[tid, SLOT_LV[slot], d, kind - 1] *= PF[d, k]
 
     jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
 
@@ -489,7 +517,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         if tid >= best_obj.shape[0]:
             return
         # Each lane keeps its own copy of the warp-wide generator and steps it alike, so the
-        # lanes of a warp draw the same orders and bypass without exchanging anything.
+        # lanes of a warp draw the same orders (and bypass) without exchanging anything.
         rs = cuda.local.array(2, uint64)
         rs[0] = states[tid]["s0"]
         rs[1] = states[tid]["s1"]
@@ -497,61 +525,50 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ws[0] = wstates[tid // WARP]["s0"]
         ws[1] = wstates[tid // WARP]["s1"]
         temporal = cuda.local.array((L, D), int32)
-        sx = cuda.local.array((L, D), int32)
-        sy = cuda.local.array((L, D), int32)
-        order = cuda.local.array((L, D), int32)
-        keep = cuda.local.array((L, T), int32)
-        assign = cuda.local.array((D, F), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        assign = cuda.local.array((D, F), int8)
         used = cuda.local.array((L, 2), int32)
         tile = cuda.local.array((L1, D), int32)
-        g = cuda.local.array((L, D), int32)
-        lp_d = cuda.local.array(LD1, int32)
-        lp_st = cuda.local.array(LD1, int32)
-        lp_b = cuda.local.array(LD1, int32)
-        pp = cuda.local.array(LD1, int64)
-        kcs = cuda.local.array(L1, int32)
-        last = cuda.local.array(LD1, int32)
-        kind = cuda.local.array(LD1, int32)
-        which = cuda.local.array(LD1, int32)
-        sgn = cuda.local.array(LD1, int32)
-        new = cuda.local.array(LD1, int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
-        ubs = cuda.local.array(L, int64)
+        ubs = cuda.local.array(L, int32)
         ibs = cuda.local.array(L, int64)
         rw = cuda.local.array(L, int64)
         ww = cuda.local.array(L, int64)
-        ene = cuda.local.array((L, T), float64)
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
         best = math.inf
         legal = 0
         draws = 0
+        kmask = np.int64(0)
         for _ in range(n_rounds):
             if SHARE >= 1:
                 draw_order(ws, order)
             else:
                 draw_order(rs, order)
             if SHARE == 2:
-                draw_keep(ws, keep)
+                kmask = draw_keep(ws)
             ok = False
             k = 0
             while k < tries and not ok:
                 if SHARE < 2:
-                    draw_keep(rs, keep)
+                    kmask = draw_keep(rs)
                 draw_factors(rs, assign, used)
-                build(assign, temporal, sx, sy)
-                ok = fits(temporal, sx, sy, keep, tile, g, spans)
+                build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans)
                 k += 1
             draws += k
             if ok:
                 legal += 1
-                obj = edp(temporal, order, keep, tile, g, lp_d, lp_st, lp_b, pp, kcs, last, kind, which, sgn, new,
-                          spans, shift, deliv, ubs, ibs, rw, ww, ene, ext, buf)
+                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
                 if obj < best:
                     best = obj
-                    save(tid, temporal, sx, sy, order, keep, best_t, best_s, best_o, best_k)
+                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
         best_obj[tid] = best
         counters[tid, 0] = draws
         counters[tid, 1] = legal
@@ -565,32 +582,21 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         rs[0] = states[tid]["s0"]
         rs[1] = states[tid]["s1"]
         temporal = cuda.local.array((L, D), int32)
-        sx = cuda.local.array((L, D), int32)
-        sy = cuda.local.array((L, D), int32)
-        order = cuda.local.array((L, D), int32)
-        keep = cuda.local.array((L, T), int32)
-        assign = cuda.local.array((D, F), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        assign = cuda.local.array((D, F), int8)
         used = cuda.local.array((L, 2), int32)
         tile = cuda.local.array((L1, D), int32)
-        g = cuda.local.array((L, D), int32)
-        lp_d = cuda.local.array(LD1, int32)
-        lp_st = cuda.local.array(LD1, int32)
-        lp_b = cuda.local.array(LD1, int32)
-        pp = cuda.local.array(LD1, int64)
-        kcs = cuda.local.array(L1, int32)
-        last = cuda.local.array(LD1, int32)
-        kind = cuda.local.array(LD1, int32)
-        which = cuda.local.array(LD1, int32)
-        sgn = cuda.local.array(LD1, int32)
-        new = cuda.local.array(LD1, int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
-        ubs = cuda.local.array(L, int64)
+        ubs = cuda.local.array(L, int32)
         ibs = cuda.local.array(L, int64)
         rw = cuda.local.array(L, int64)
         ww = cuda.local.array(L, int64)
-        ene = cuda.local.array((L, T), float64)
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
         total_steps = n_init + n_steps
@@ -599,6 +605,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         cur = math.inf
         legal = 0
         step = 0
+        kmask = np.int64(0)
         while step < total_steps:
             # Propose (a fresh draw until the chain has a legal state, else one move) until
             # the proposal fits or the steps run out; an illegal move is undone at once.
@@ -608,7 +615,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 if cur == math.inf:
                     draw_factors(rs, assign, used)
                     draw_order(rs, order)
-                    draw_keep(rs, keep)
+                    kmask = draw_keep(rs)
                     mv = -1
                 else:
                     u = uniform(rs)
@@ -634,9 +641,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         b = below(rs, T)
                         c = 0
                         if a > 0 and HOLDS[a, b]:
-                            keep[a, b] = 1 - keep[a, b]
-                build(assign, temporal, sx, sy)
-                ok = fits(temporal, sx, sy, keep, tile, g, spans)
+                            kmask ^= ONE << np.int64(a * T + b)
+                build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans)
                 step += 1
                 if not ok and mv >= 0:
                     if mv == 0:
@@ -646,12 +653,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         order[a, b] = order[a, c]
                         order[a, c] = x
                     elif a > 0 and HOLDS[a, b]:
-                        keep[a, b] = 1 - keep[a, b]
+                        kmask ^= ONE << np.int64(a * T + b)
             if not ok:
                 break
             legal += 1
-            obj = edp(temporal, order, keep, tile, g, lp_d, lp_st, lp_b, pp, kcs, last, kind, which, sgn, new, spans,
-                      shift, deliv, ubs, ibs, rw, ww, ene, ext, buf)
+            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
             lo = math.log(obj)
             temp = t_start * ratio ** ((step - 1) / total_steps)
             if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
@@ -663,10 +669,10 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 order[a, b] = order[a, c]
                 order[a, c] = x
             elif mv == 2 and a > 0 and HOLDS[a, b]:
-                keep[a, b] = 1 - keep[a, b]
+                kmask ^= ONE << np.int64(a * T + b)
             if obj < best:
                 best = obj
-                save(tid, temporal, sx, sy, order, keep, best_t, best_s, best_o, best_k)
+                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
         best_obj[tid] = best
         counters[tid, 0] = step
         counters[tid, 1] = legal
@@ -679,45 +685,38 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         if i >= out_edp.shape[0]:
             return
         temporal = cuda.local.array((L, D), int32)
-        sx = cuda.local.array((L, D), int32)
-        sy = cuda.local.array((L, D), int32)
-        order = cuda.local.array((L, D), int32)
-        keep = cuda.local.array((L, T), int32)
-        tile = cuda.local.array((L1, D), int32)
         g = cuda.local.array((L, D), int32)
-        lp_d = cuda.local.array(LD1, int32)
-        lp_st = cuda.local.array(LD1, int32)
-        lp_b = cuda.local.array(LD1, int32)
-        pp = cuda.local.array(LD1, int64)
-        kcs = cuda.local.array(L1, int32)
-        last = cuda.local.array(LD1, int32)
-        kind = cuda.local.array(LD1, int32)
-        which = cuda.local.array(LD1, int32)
-        sgn = cuda.local.array(LD1, int32)
-        new = cuda.local.array(LD1, int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        tile = cuda.local.array((L1, D), int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
-        ubs = cuda.local.array(L, int64)
+        ubs = cuda.local.array(L, int32)
         ibs = cuda.local.array(L, int64)
         rw = cuda.local.array(L, int64)
         ww = cuda.local.array(L, int64)
-        ene = cuda.local.array((L, T), float64)
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
+        kmask = np.int64(0)
         for lv in range(L):
+            uxy[lv, 0] = 1
+            uxy[lv, 1] = 1
             for d in range(D):
                 temporal[lv, d] = temporal_in[i, lv, d]
-                sx[lv, d] = spatial_in[i, lv, d, 0]
-                sy[lv, d] = spatial_in[i, lv, d, 1]
+                g[lv, d] = spatial_in[i, lv, d, 0] * spatial_in[i, lv, d, 1]
+                uxy[lv, 0] *= spatial_in[i, lv, d, 0]
+                uxy[lv, 1] *= spatial_in[i, lv, d, 1]
                 order[lv, d] = order_in[i, lv, d]
             for t in range(T):
-                keep[lv, t] = 1 if keep_in[i, lv, t] else 0
-        ok = fits(temporal, sx, sy, keep, tile, g, spans)
+                if keep_in[i, lv, t]:
+                    kmask |= ONE << np.int64(lv * T + t)
+        ok = fits(temporal, g, uxy, kmask, tile, spans)
         out_fits[i] = ok
         out_edp[i] = math.inf
         if ok:
-            out_edp[i] = edp(temporal, order, keep, tile, g, lp_d, lp_st, lp_b, pp, kcs, last, kind, which, sgn, new,
-                             spans, shift, deliv, ubs, ibs, rw, ww, ene, ext, buf)
+            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
 
     return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel}
