@@ -160,7 +160,8 @@ def _tuning(args, problem, arch, out: dict, _cuda) -> None:
             kw = {"threads": args.threads, "seed": 7, "max_registers": regs, "tpb": tpb}
             try:
                 kw["kernel"] = args.tuning_kernel
-                _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)
+                _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)  # compile both
+                _cuda.anneal_search(problem, arch, **{**kw, "threads": 1024}, steps=2, n_init=2)
                 r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw)
                 a = _cuda.anneal_search(problem, arch, steps=max(args.steps // 4, 1), n_init=8, **kw)
                 row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs, kernel=args.tuning_kernel),

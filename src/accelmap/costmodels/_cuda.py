@@ -461,7 +461,7 @@ def search_objective(problem: Problem, arch: Arch, temporal, spatial, order, kee
             (temporal, np.int64), (spatial, np.int64), (order, np.int64), (keep, np.bool_))]
         oe, of = cuda.to_device(out_edp), cuda.to_device(out_fits)
         blocks, tpb = _threads(n)
-        kern[blocks, tpb](*dev, oe, of)
+        kern[blocks, tpb](_cuda_search.loop_counts(spec), *dev, oe, of)
         out_edp, out_fits = oe.copy_to_host(), of.copy_to_host()
     return out_edp, out_fits
 
@@ -528,9 +528,9 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             # one warp-wide generator per warp of the launch, from a stream of its own
             wstates = create_xoroshiro128p_states(blocks * tpb // _cuda_search.WARP,
                                                   seed=(int(seed) * 1_000_003 + 7_919) % 2**63)
-            launch_args = (max(1, int(n_draws) // tries), tries, states, wstates)
+            launch_args = (max(1, int(n_draws) // tries), tries, _cuda_search.loop_counts(spec), states, wstates)
         else:
-            launch_args = (*args, states)
+            launch_args = (*args, _cuda_search.loop_counts(spec), states)
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]

@@ -19,6 +19,12 @@ the EDP. The kernels here
   `fits_32bit` checks that bound on the host, and the callers fall back to the generic
   kernels of `accelmap.costmodels._cuda` when it fails. Counts (deliveries, accesses,
   words) stay int64 and energies float64, as in the CPU kernel;
+* keep the code small: the loops over levels and tensors that hold the big steps (the
+  capacity check, eq. D per kept level, the per-level chain) run to the counts ``rt`` that
+  the kernel receives as an argument, so the compiler keeps one copy of their bodies instead
+  of unrolling them ``L x T`` times (a fully unrolled kernel spent three quarters of its time
+  waiting for instruction fetches: Nsight Compute on the H100); the small loops over dims,
+  coordinates and terms keep compile-time trip counts and unroll;
 * draw random numbers from a xoroshiro128+ generator held in registers (Blackman and Vigna,
   "Scrambled linear pseudorandom number generators", ACM TOMS 47(4), 2021), seeded from
   numba's per-thread xoroshiro128p states, instead of loading and storing the state in
@@ -146,6 +152,12 @@ def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
     return SearchSpec(K.kernel_consts(problem, arch), tables, problem.existing_fraction())
 
 
+def loop_counts(spec: SearchSpec) -> object:
+    """The device array ``rt`` = (levels, tensors) the kernels loop to (see the module
+    docstring: runtime counts keep those loops rolled)."""
+    return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
+
+
 @functools.lru_cache(maxsize=8)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
@@ -159,7 +171,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     FRAC, PADDED = A["FRAC"], A["PADDED"]
     PF, NPF, SLOT_LV, SLOT_KIND, SLOT_TMP = A["PF"], A["NPF"], A["SLOT_LV"], A["SLOT_KIND"], A["SLOT_TMP"]
     dims = spec.dims
-    L, D, T, C, F, S, OUT, GRID = (dims[k] for k in ("L", "D", "T", "C", "F", "S", "OUT", "GRID"))
+    L, D, T, C, F, S, OUT, GRID, M = (dims[k] for k in ("L", "D", "T", "C", "F", "S", "OUT", "GRID", "M"))
+    MAXTERM = int(NTERM.max(initial=0))
     L1, LD1 = L + 1, L * D + 1
     MACS, MAC_PJ = spec.key[2], spec.key[3]
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
@@ -261,14 +274,15 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         size = 1
         for cc in range(C):
             sp = 1
-            for k in range(NTERM[t, cc]):
-                sp += TCOEF[t, cc, k] * (ext[row, TDIM[t, cc, k]] - 1)
+            for k in range(M):
+                if k < NTERM[t, cc]:
+                    sp += TCOEF[t, cc, k] * (ext[row, TDIM[t, cc, k]] - 1)
             spans[cc] = sp
             size *= sp
         return size
 
     @cuda.jit(device=True)
-    def fits(temporal, g, uxy, kmask, tile, spans):
+    def fits(temporal, g, uxy, kmask, tile, spans, nl, nt):
         """FANOUT and CAPACITY of `check_row` (FACTORS, ORDER and KEEP hold by construction);
         fills ``tile``."""
         for lv in range(L):
@@ -279,10 +293,10 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         for lv in range(L - 1, -1, -1):
             for d in range(D):
                 tile[lv, d] = tile[lv + 1, d] * temporal[lv, d] * g[lv, d]
-        for lv in range(L):
+        for lv in range(nl):
             if HAS_CAP[lv]:
                 need = 0
-                for t in range(T):
+                for t in range(nt):
                     if kept(kmask, lv, t):
                         need += footprint(t, tile, lv, spans)
                 if need > CAP[lv]:
@@ -340,8 +354,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         count = np.int64(1)
         for cc in range(C):
             nt, k1, k2 = 0, -1, -1
-            for k in range(NTERM[t, cc]):
-                if g[lv, TDIM[t, cc, k]] > 1:
+            for k in range(M):
+                if k < NTERM[t, cc] and g[lv, TDIM[t, cc, k]] > 1:
                     nt += 1
                     if k1 < 0:
                         k1 = k
@@ -361,6 +375,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 while y:
                     x, y = y, np.int32(x % y)
                 count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
+                continue
+            if MAXTERM <= 2:  # (a compile-time constant: no enumeration code when no coordinate needs it)
                 continue
             m = 1
             for k in range(NTERM[t, cc]):
@@ -394,7 +410,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return np.float64(math.ceil(words / blk))
 
     @cuda.jit(device=True)
-    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf):
+    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt):
         """Cycles x energy of a legal mapping (``tile`` from `fits`), as
         ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
         `LoopNestModel` scales it after the kernel (cycles stay as counted). The energy is
@@ -404,7 +420,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         # kcs[c]: those above level c.
         k = 0
         mpu = np.int64(1)  # the product of every temporal bound
-        for lv in range(L):
+        for lv in range(nl):
             kcs[lv] = k
             for j in range(D):
                 d = order[lv, j]
@@ -415,7 +431,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     k += 1
         kcs[L] = k
         ib = np.int64(1)
-        for lv in range(L):
+        for lv in range(nl):
             ub = 1
             for d in range(D):
                 ub *= g[lv, d]
@@ -425,7 +441,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             rw[lv] = 0
             ww[lv] = 0
         total = 0.0
-        for t in range(T):
+        for t in range(nt):
             if CLOSED[t]:
                 # Closed form of eq. D (see _loopnest_kernel.eval_range): F_c = |tile| x the
                 # product of the bounds of loops 0..J, J the innermost loop above c of a
@@ -433,7 +449,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 prod_all = np.int64(1)
                 prod_rel = np.int64(1)
                 j = 0
-                for c in range(1, L):
+                for c in range(1, nl):
                     while j < kcs[c]:
                         pos = lp[j]
                         lv = pos // D
@@ -445,11 +461,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     if kept(kmask, c, t):
                         deliv[c] = footprint(t, tile, c, spans) * prod_rel
             else:
-                for c in range(1, L):
+                for c in range(1, nl):
                     if kept(kmask, c, t):
                         deliv[c] = deliveries(t, c, temporal, g, tile, lp, kcs[c], spans, shift)
             child = L
-            for p in range(L - 1, -1, -1):
+            for p in range(nl - 1, -1, -1):
                 if not kept(kmask, p, t):
                     continue
                 f_child = deliv[child] if child < L else mpu
@@ -512,10 +528,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
 
     @jit
-    def random_kernel(n_rounds, tries, states, wstates, best_obj, best_t, best_s, best_o, best_k, counters):
+    def random_kernel(n_rounds, tries, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
+        nl, nt = rt[0], rt[1]
         # Each lane keeps its own copy of the warp-wide generator and steps it alike, so the
         # lanes of a warp draw the same orders (and bypass) without exchanging anything.
         rs = cuda.local.array(2, uint64)
@@ -560,12 +577,12 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     kmask = draw_keep(rs)
                 draw_factors(rs, assign, used)
                 build(assign, temporal, g, uxy)
-                ok = fits(temporal, g, uxy, kmask, tile, spans)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
                 k += 1
             draws += k
             if ok:
                 legal += 1
-                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
+                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
                 if obj < best:
                     best = obj
                     save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
@@ -574,10 +591,12 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 1] = legal
 
     @jit
-    def anneal_kernel(n_steps, n_init, t_start, t_end, states, best_obj, best_t, best_s, best_o, best_k, counters):
+    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, best_obj, best_t, best_s, best_o, best_k,
+                      counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
+        nl, nt = rt[0], rt[1]
         rs = cuda.local.array(2, uint64)
         rs[0] = states[tid]["s0"]
         rs[1] = states[tid]["s1"]
@@ -643,7 +662,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         if a > 0 and HOLDS[a, b]:
                             kmask ^= ONE << np.int64(a * T + b)
                 build(assign, temporal, g, uxy)
-                ok = fits(temporal, g, uxy, kmask, tile, spans)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
                 step += 1
                 if not ok and mv >= 0:
                     if mv == 0:
@@ -657,7 +676,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             if not ok:
                 break
             legal += 1
-            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
+            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
             lo = math.log(obj)
             temp = t_start * ratio ** ((step - 1) / total_steps)
             if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
@@ -678,12 +697,13 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 1] = legal
 
     @jit
-    def objective_kernel(temporal_in, spatial_in, order_in, keep_in, out_edp, out_fits):
+    def objective_kernel(rt, temporal_in, spatial_in, order_in, keep_in, out_edp, out_fits):
         """The EDP (inf where a row does not fit) of host rows whose factors, orders and
         bypass are legal: the search kernels' own evaluation, for the equality tests."""
         i = cuda.grid(1)
         if i >= out_edp.shape[0]:
             return
+        nl, nt = rt[0], rt[1]
         temporal = cuda.local.array((L, D), int32)
         g = cuda.local.array((L, D), int32)
         uxy = cuda.local.array((L, 2), int32)
@@ -713,10 +733,10 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             for t in range(T):
                 if keep_in[i, lv, t]:
                     kmask |= ONE << np.int64(lv * T + t)
-        ok = fits(temporal, g, uxy, kmask, tile, spans)
+        ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
         out_fits[i] = ok
         out_edp[i] = math.inf
         if ok:
-            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf)
+            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
 
     return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel}
