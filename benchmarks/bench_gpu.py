@@ -155,8 +155,9 @@ def main() -> None:
 def _tuning(args, problem, arch, out: dict, _cuda) -> None:
     # 5. registers, local memory and throughput under register caps and block sizes
     tuning = []
-    for regs in (None, 128, 64):
-        for tpb in (64, 128, 256):
+    # max_registers: 0 = no cap; None = the kernels' default (generic: none)
+    for regs in ((0, 128, 96, 64) if args.tuning_kernel == "specialized" else (None, 128, 64)):
+        for tpb in (128, 256):
             kw = {"threads": args.threads, "seed": 7, "max_registers": regs, "tpb": tpb}
             try:
                 kw["kernel"] = args.tuning_kernel

@@ -401,8 +401,9 @@ def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | No
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
+        regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
-                                           max_registers)[kind]
+                                           regs)[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -442,6 +443,12 @@ def evaluate(consts: K.KernelConsts, problem: Problem, arch: Arch, temporal, spa
             "reason": codes[:, 0], "reason_level": codes[:, 1], "reads": cnt[:, K._READS],
             "fills": cnt[:, K._FILLS], "updates": cnt[:, K._UPDATES], "energy_breakdown_pj": cnt[:, K._ENERGY],
             "multicast": cnt[:, K._MCAST], "spatial_reductions": cnt[:, K._SRED]}
+
+
+def fits_32bit_check(problem: Problem, arch: Arch) -> tuple[bool, str]:
+    """Whether the specialized search kernels may run ``problem`` on ``arch`` (and if not,
+    why): `accelmap.costmodels._cuda_search.fits_32bit`."""
+    return _cuda_search.fits_32bit(problem, arch)
 
 
 def search_objective(problem: Problem, arch: Arch, temporal, spatial, order, keep) -> tuple[np.ndarray, np.ndarray]:
@@ -521,7 +528,8 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     outs = (best_obj, best_t, best_s, best_o, best_k, counters)
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
-        kern = _cuda_search.search_kernels(spec, share, max_registers)[kind]
+        regs = _cuda_search.max_registers(kind, max_registers)
+        kern = _cuda_search.search_kernels(spec, share, regs)[kind]
         if kind == "random":
             n_draws, = args
             tries = max(1, min(int(tries), int(n_draws)))
