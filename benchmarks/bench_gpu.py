@@ -10,7 +10,13 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    evaluation on the device; only each thread's best row and counters come back): legal
    evaluations per second, the kernel time measured between device synchronizations after
    a warm-up run that compiles;
-4. re-evaluates the best rows on the CPU (same EDP) and records the best EDP found.
+4. re-evaluates the best rows on the CPU (same EDP) and records the best EDP found;
+5. (``--tuning``) register caps and block sizes; 6. (``--api-budget N``) the API's searches.
+
+Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
+specialized ones (`accelmap.costmodels._cuda_search`, with each warp-share option of random
+search) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
+(legality and EDP) against the CPU kernel.
 
 Results: JSON (``benchmarks/results/bench_gpu.json`` by default).
 """
@@ -39,6 +45,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--check-rows", type=int, default=20000, help="equality: sampled rows (plus a fifth legal ones)")
     ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
+    ap.add_argument("--api-budget", type=int, default=0, help="also search through the API with this budget")
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
                     help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
@@ -146,10 +153,27 @@ def main() -> None:
         print(f"{name} [{kern}] {info['registers']} regs, {info['local_bytes']} B local: {med.evaluations:,} evaluations "
               f"({med.legal:,} legal) in {med.seconds:.3f} s: {med.legal_per_s:,.0f} legal/s, {med.evals_per_s:,.0f} "
               f"evals/s; best EDP {best.edp[0]:.4g} (CPU agrees: {agree}); compile {compile_s[(name, kern)]:.1f} s")
+    if args.api_budget:
+        _api(args, out)
     if args.tuning:
         _tuning(args, problem, arch, out, _cuda)
     else:
         _write(args, out)
+
+
+def _api(args, out: dict) -> None:
+    # 6. the same searches through the API (``search(..., device="cuda")``): launches repeat
+    # until the budget is spent, compile time and host work included in the wall time
+    from accelmap.search.api import search
+
+    out["api_search"] = {}
+    for searcher in ("random", "anneal"):
+        t0 = time.perf_counter()
+        res = search(args.problem, args.arch, searcher=searcher, budget=args.api_budget, device="cuda", seed=0)
+        row = {"wall_s": time.perf_counter() - t0, "evaluations": res.n_evaluations, "legal": res.n_valid,
+               "best_edp": res.edp, **res.config}
+        out["api_search"][searcher] = row
+        print(f"api {searcher}: {row}")
 
 
 def _tuning(args, problem, arch, out: dict, _cuda) -> None:
