@@ -119,14 +119,9 @@ def main() -> None:
     variants += [("random", f"specialized_{share}", _cuda.random_search,
                   {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share})
                  for share in _cuda_search.SHARES]
-    variants += [("random", "specialized_order_rolled", _cuda.random_search,
-                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": "order",
-                   "roll_dims": True})]
     variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
                  ("anneal", "specialized", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"}),
-                 ("anneal", "specialized_rolled", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "roll_dims": True})]
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"}),]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -146,8 +141,7 @@ def main() -> None:
         rows = MappingBatch(temporal=best.temporal, spatial=best.spatial, order=best.order, keep=best.keep)
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
-        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"),
-                                 roll_dims=kw.get("roll_dims", False))
+        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,

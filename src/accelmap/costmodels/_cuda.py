@@ -396,14 +396,14 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", share: str = "order", roll_dims: bool = False) -> dict:
+                kernel: str = "generic", share: str = "order") -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
         regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
-                                           regs, roll_dims)[kind]
+                                           regs)[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -500,7 +500,7 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8, roll_dims: bool = False) -> GpuSearchResult:
+            tries: int = 8) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
@@ -529,7 +529,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         regs = _cuda_search.max_registers(kind, max_registers)
-        kern = _cuda_search.search_kernels(spec, share, regs, roll_dims)[kind]
+        kern = _cuda_search.search_kernels(spec, share, regs)[kind]
         if kind == "random":
             n_draws, = args
             tries = max(1, min(int(tries), int(n_draws)))
@@ -564,7 +564,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
                   top: int = 16, max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  share: str = "order", tries: int = 8, roll_dims: bool = False) -> GpuSearchResult:
+                  share: str = "order", tries: int = 8) -> GpuSearchResult:
     """Random search on the device: at most ``threads x per_thread`` mappings drawn and
     checked there, the legal ones evaluated; each thread's best returns.
 
@@ -574,16 +574,13 @@ def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_t
     ``"none"``, ``"order"`` or ``"order+keep"``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
     or ``"auto"``: specialized where `_cuda_search.fits_32bit` allows."""
     return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
-                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries,
-                   roll_dims=roll_dims)
+                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
-                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  roll_dims: bool = False) -> GpuSearchResult:
+                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto") -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
     ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
-                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
-                   roll_dims=roll_dims)
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel)

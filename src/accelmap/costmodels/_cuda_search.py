@@ -47,7 +47,8 @@ often they fit. ``share="none"`` draws everything per lane.
 
 Annealing: one chain per thread as in `accelmap.costmodels._cuda`; an illegal proposal is
 undone and the next one drawn at once (each counts as an evaluation), so the threads of a
-warp evaluate their next legal proposals together.
+warp evaluate their next legal proposals together. A factor move multiplies the factor into
+its new slot and divides it out of the old one instead of rebuilding every factor.
 """
 
 from __future__ import annotations
@@ -164,18 +165,15 @@ def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
 
 
 def loop_counts(spec: SearchSpec) -> object:
-    """The device array ``rt`` = (levels, dims, tensors) the kernels loop to (see the module
+    """The device array ``rt`` = (levels, tensors) the kernels loop to (see the module
     docstring: runtime counts keep those loops rolled)."""
-    return cuda.to_device(np.array([spec.dims["L"], spec.dims["D"], spec.dims["T"]], np.int32))
+    return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
 
 
 @functools.lru_cache(maxsize=8)
-def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
-                   roll_dims: bool = False) -> dict:
+def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
-    first launch); ``share``: what the lanes of a warp share in a random-search round;
-    ``roll_dims``: the loops over dims, too, run to a count passed at launch (smaller code,
-    more index arithmetic)."""
+    first launch); ``share``: what the lanes of a warp share in a random-search round."""
     from numba import float64, int8, int16, int32, int64, uint64
 
     A = spec.arrays
@@ -191,7 +189,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     MACS, MAC_PJ = spec.key[2], spec.key[3]
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
     SHARE = SHARES.index(share)
-    ROLL_DIMS = bool(roll_dims)
     u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
     TWO_M53 = 2.0 ** -53
     ONE = np.int64(1)
@@ -223,11 +220,11 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
 
     # ---------------- sampling and moves ----------------
     @cuda.jit(device=True)
-    def draw_factors(s, assign, used, nl, nd):
-        for lv in range(nl):
+    def draw_factors(s, assign, used):
+        for lv in range(L):
             used[lv, 0] = 1
             used[lv, 1] = 1
-        for d in range(nd):
+        for d in range(D):
             for k in range(NPF[d]):
                 slot = below(s, S)
                 kind = SLOT_KIND[slot]
@@ -240,40 +237,40 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 assign[d, k] = slot
 
     @cuda.jit(device=True)
-    def draw_order(s, order, nl, nd):
-        for lv in range(nl):
-            for j in range(nd):
+    def draw_order(s, order):
+        for lv in range(L):
+            for j in range(D):
                 order[lv, j] = j
-            for j in range(nd - 1, 0, -1):
+            for j in range(D - 1, 0, -1):
                 m = below(s, j + 1)
                 x = order[lv, j]
                 order[lv, j] = order[lv, m]
                 order[lv, m] = x
 
     @cuda.jit(device=True)
-    def draw_keep(s, nl, nt):
+    def draw_keep(s):
         """Fair coins for the tensors each inner level may hold; the outermost keeps all."""
         kmask = np.int64(0)
-        for t in range(nt):
+        for t in range(T):
             kmask |= ONE << np.int64(t)
-        for lv in range(1, nl):
+        for lv in range(1, L):
             r = nxt(s)
-            for t in range(nt):
+            for t in range(T):
                 if HOLDS[lv, t] and (r >> np.uint64(t)) & np.uint64(1):
                     kmask |= ONE << np.int64(lv * T + t)
         return kmask
 
     @cuda.jit(device=True)
-    def build(assign, temporal, g, uxy, nl, nd):
+    def build(assign, temporal, g, uxy):
         """Temporal factors, spatial factors (X times Y) and the instances used along X and Y
         below each level, from the slot of every prime factor."""
-        for lv in range(nl):
+        for lv in range(L):
             uxy[lv, 0] = 1
             uxy[lv, 1] = 1
-            for d in range(nd):
+            for d in range(D):
                 temporal[lv, d] = 1
                 g[lv, d] = 1
-        for d in range(nd):
+        for d in range(D):
             for k in range(NPF[d]):
                 slot = assign[d, k]
                 lv, kind, f = SLOT_LV[slot], SLOT_KIND[slot], PF[d, k]
@@ -307,16 +304,16 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return size
 
     @cuda.jit(device=True)
-    def fits(temporal, g, uxy, kmask, tile, spans, nl, nd, nt):
+    def fits(temporal, g, uxy, kmask, tile, spans, nl, nt):
         """FANOUT and CAPACITY of `check_row` (FACTORS, ORDER and KEEP hold by construction);
         fills ``tile``."""
-        for lv in range(nl):
+        for lv in range(L):
             if uxy[lv, 0] > FAN[lv, 0] or uxy[lv, 1] > FAN[lv, 1]:
                 return False
-        for d in range(nd):
+        for d in range(D):
             tile[L, d] = 1
-        for lv in range(nl - 1, -1, -1):
-            for d in range(nd):
+        for lv in range(L - 1, -1, -1):
+            for d in range(D):
                 tile[lv, d] = tile[lv + 1, d] * temporal[lv, d] * g[lv, d]
         for lv in range(nl):
             if HAS_CAP[lv]:
@@ -329,7 +326,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return True
 
     @cuda.jit(device=True)
-    def deliveries(t, c, temporal, g, tile, lp, kc, spans, shift, nd):
+    def deliveries(t, c, temporal, g, tile, lp, kc, spans, shift):
         """Eq. D, as ``_loopnest_kernel.deliveries``, in one pass from the innermost loop
         out: with ``acc_j = (n_j - 1) Delta_j + n_j acc_{j+1}`` (Horner's rule), the sum
         ``sum_j (prod_{i<j} n_i) (n_j - 1) Delta_j`` is ``acc_0``, the same integer."""
@@ -435,7 +432,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return np.float64(math.ceil(words / blk))
 
     @cuda.jit(device=True)
-    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nd, nt):
+    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt):
         """Cycles x energy of a legal mapping (``tile`` from `fits`), as
         ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
         `LoopNestModel` scales it after the kernel (cycles stay as counted). The energy is
@@ -447,7 +444,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         mpu = np.int64(1)  # the product of every temporal bound
         for lv in range(nl):
             kcs[lv] = k
-            for j in range(nd):
+            for j in range(D):
                 d = order[lv, j]
                 b = temporal[lv, d]
                 if b >= 2:
@@ -458,7 +455,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ib = np.int64(1)
         for lv in range(nl):
             ub = 1
-            for d in range(nd):
+            for d in range(D):
                 ub *= g[lv, d]
             ubs[lv] = ub
             ibs[lv] = ib
@@ -488,7 +485,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             else:
                 for c in range(1, nl):
                     if kept(kmask, c, t):
-                        deliv[c] = deliveries(t, c, temporal, g, tile, lp, kcs[c], spans, shift, nd)
+                        deliv[c] = deliveries(t, c, temporal, g, tile, lp, kcs[c], spans, shift)
             child = L
             for p in range(nl - 1, -1, -1):
                 if not kept(kmask, p, t):
@@ -501,7 +498,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 a_p = f_child * groups
                 f_p = deliv[p] if p > 0 else TSIZE[t]
                 if t == OUT:
-                    for d in range(nd):
+                    for d in range(D):
                         w = tile[p, d]
                         for lv in range(p):
                             w *= temporal[lv, d]
@@ -534,16 +531,16 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return np.float64(math.ceil(cyc)) * (total + MACS * MAC_PJ)
 
     @cuda.jit(device=True)
-    def save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k, nl, nd, nt):
-        for lv in range(nl):
-            for d in range(nd):
+    def save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k):
+        for lv in range(L):
+            for d in range(D):
                 best_t[tid, lv, d] = temporal[lv, d]
                 best_s[tid, lv, d, 0] = 1
                 best_s[tid, lv, d, 1] = 1
                 best_o[tid, lv, d] = order[lv, d]
-            for t in range(nt):
+            for t in range(T):
                 best_k[tid, lv, t] = kept(kmask, lv, t) != 0
-        for d in range(nd):
+        for d in range(D):
             for k in range(NPF[d]):
                 slot = assign[d, k]
                 kind = SLOT_KIND[slot]
@@ -561,7 +558,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
-        nl, nd, nt = rt[0], (rt[1] if ROLL_DIMS else D), rt[2]
+        nl, nt = rt[0], rt[1]
         # Each lane keeps its own copy of the warp-wide generator and steps it alike, so the
         # lanes of a warp draw the same orders (and bypass) without exchanging anything.
         rs = cuda.local.array(2, uint64)
@@ -594,27 +591,27 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         kmask = np.int64(0)
         for _ in range(n_rounds):
             if SHARE >= 1:
-                draw_order(ws, order, nl, nd)
+                draw_order(ws, order)
             else:
-                draw_order(rs, order, nl, nd)
+                draw_order(rs, order)
             if SHARE == 2:
-                kmask = draw_keep(ws, nl, nt)
+                kmask = draw_keep(ws)
             ok = False
             k = 0
             while k < tries and not ok:
                 if SHARE < 2:
-                    kmask = draw_keep(rs, nl, nt)
-                draw_factors(rs, assign, used, nl, nd)
-                build(assign, temporal, g, uxy, nl, nd)
-                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nd, nt)
+                    kmask = draw_keep(rs)
+                draw_factors(rs, assign, used)
+                build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
                 k += 1
             draws += k
             if ok:
                 legal += 1
-                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nd, nt)
+                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
                 if obj < best:
                     best = obj
-                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k, nl, nd, nt)
+                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
         best_obj[tid] = best
         counters[tid, 0] = draws
         counters[tid, 1] = legal
@@ -625,7 +622,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
-        nl, nd, nt = rt[0], (rt[1] if ROLL_DIMS else D), rt[2]
+        nl, nt = rt[0], rt[1]
         rs = cuda.local.array(2, uint64)
         rs[0] = states[tid]["s0"]
         rs[1] = states[tid]["s1"]
@@ -661,9 +658,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             mv, a, b, c = -1, 0, 0, 0
             while step < total_steps and not ok:
                 if cur == math.inf:
-                    draw_factors(rs, assign, used, nl, nd)
-                    draw_order(rs, order, nl, nd)
-                    kmask = draw_keep(rs, nl, nt)
+                    draw_factors(rs, assign, used)
+                    draw_order(rs, order)
+                    kmask = draw_keep(rs)
                     mv = -1
                 else:
                     u = uniform(rs)
@@ -694,8 +691,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         if a > 0 and HOLDS[a, b]:
                             kmask ^= ONE << np.int64(a * T + b)
                 if mv == -1:
-                    build(assign, temporal, g, uxy, nl, nd)
-                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nd, nt)
+                    build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
                 step += 1
                 if not ok and mv >= 0:
                     if mv == 0:
@@ -711,7 +708,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             if not ok:
                 break
             legal += 1
-            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nd, nt)
+            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
             lo = math.log(obj)
             temp = t_start * ratio ** ((step - 1) / total_steps)
             if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
@@ -728,7 +725,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 kmask ^= ONE << np.int64(a * T + b)
             if obj < best:
                 best = obj
-                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k, nl, nd, nt)
+                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
         best_obj[tid] = best
         counters[tid, 0] = step
         counters[tid, 1] = legal
@@ -740,7 +737,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         i = cuda.grid(1)
         if i >= out_edp.shape[0]:
             return
-        nl, nd, nt = rt[0], (rt[1] if ROLL_DIMS else D), rt[2]
+        nl, nt = rt[0], rt[1]
         temporal = cuda.local.array((L, D), int32)
         g = cuda.local.array((L, D), int32)
         uxy = cuda.local.array((L, 2), int32)
@@ -758,22 +755,22 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
         kmask = np.int64(0)
-        for lv in range(nl):
+        for lv in range(L):
             uxy[lv, 0] = 1
             uxy[lv, 1] = 1
-            for d in range(nd):
+            for d in range(D):
                 temporal[lv, d] = temporal_in[i, lv, d]
                 g[lv, d] = spatial_in[i, lv, d, 0] * spatial_in[i, lv, d, 1]
                 uxy[lv, 0] *= spatial_in[i, lv, d, 0]
                 uxy[lv, 1] *= spatial_in[i, lv, d, 1]
                 order[lv, d] = order_in[i, lv, d]
-            for t in range(nt):
+            for t in range(T):
                 if keep_in[i, lv, t]:
                     kmask |= ONE << np.int64(lv * T + t)
-        ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nd, nt)
+        ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
         out_fits[i] = ok
         out_edp[i] = math.inf
         if ok:
-            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nd, nt)
+            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
 
     return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel}
