@@ -19,6 +19,14 @@ GPU runs the very source the CPU engine runs. On top of them:
 Scratch lives in per-thread local arrays whose shapes are compile-time constants, so kernels
 are built (and cached) per (levels, dims, tensors, coordinates) shape.
 
+These are the *generic* kernels. ``random_search`` and ``anneal_search`` run by default
+(``kernel="auto"``) the *specialized* kernels of `accelmap.costmodels._cuda_search`, built per
+(problem, arch) and computing only legality and the EDP, several times faster; the generic
+ones remain for problems whose tiles do not provably fit 32 bits
+(`accelmap.costmodels._cuda_search.fits_32bit`) and as the reference the specialized ones
+are measured against (``benchmarks/bench_gpu.py``). Both scale a padded tensor's energy by
+the share of its words that exist, as `LoopNestModel` does after the kernel.
+
 Without numba-cuda or without a GPU, `require` raises `DeviceError` (the CLI's exit 2).
 Tests run these kernels under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
 """
