@@ -134,7 +134,7 @@ def main() -> None:
         for name, kern, fn, kw in variants:
             runs[(name, kern)].append(fn(problem, arch, threads=args.threads, seed=rep, **kw))
     out["searches"] = []
-    for name, kern, fn, kw in variants:
+    for name, kern, _, kw in variants:
         rs = runs[(name, kern)]
         med = sorted(rs, key=lambda r: r.legal_per_s)[len(rs) // 2]
         best = min(rs, key=lambda r: r.edp[0] if len(r.edp) else np.inf)

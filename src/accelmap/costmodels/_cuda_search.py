@@ -174,7 +174,7 @@ def loop_counts(spec: SearchSpec) -> object:
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round."""
-    from numba import float64, int8, int16, int32, int64, uint64
+    from numba import int8, int16, int32, int64, uint64
 
     A = spec.arrays
     COEF, NTERM, TDIM, TCOEF, CLOSED, REL = A["COEF"], A["NTERM"], A["TDIM"], A["TCOEF"], A["CLOSED"], A["REL"]
