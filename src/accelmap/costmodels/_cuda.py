@@ -48,7 +48,7 @@ from accelmap.workloads.problem import Problem
 
 try:  # module globals: the CUDA simulator swaps ``cuda`` in a kernel's globals
     from numba import cuda
-    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float64
+    from numba.cuda.random import xoroshiro128p_dtype, xoroshiro128p_uniform_float64
     _IMPORT_ERROR: Exception | None = None
 except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
@@ -422,6 +422,47 @@ def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | No
     return {"registers": int(regs), "local_bytes": int(local)}
 
 
+@functools.lru_cache(maxsize=1)
+def _seed_kernel():
+    from numba import uint64
+
+    golden, m1, m2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    u27, u30, u31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+    @cuda.jit(device=True)
+    def splitmix(z):
+        z = (z ^ (z >> u30)) * m1
+        z = (z ^ (z >> u27)) * m2
+        return z ^ (z >> u31)
+
+    @cuda.jit
+    def seed_kernel(states, seed):
+        i = cuda.grid(1)
+        if i < states.shape[0]:
+            z = uint64(seed) + (uint64(i) * uint64(2) + uint64(1)) * golden
+            s0 = splitmix(z)
+            s1 = splitmix(z + golden)
+            if s0 == 0 and s1 == 0:  # xoroshiro's one forbidden state
+                s1 = uint64(1)
+            states[i]["s0"] = s0
+            states[i]["s1"] = s1
+
+    return seed_kernel
+
+
+def device_states(n: int, seed: int) -> object:
+    """``n`` xoroshiro128+ states (numba's state layout), seeded on the device: state i is
+    two SplitMix64 outputs of its own point of the seed's Weyl sequence (Steele, Lea and
+    Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014; the seeding Vigna
+    recommends for xoroshiro). numba's ``create_xoroshiro128p_states`` jumps every stream
+    ahead on the host instead, which took 50-150 ms per launch of 262,144 threads: most of
+    a short launch's time."""
+    states = cuda.device_array(max(int(n), 1), dtype=xoroshiro128p_dtype)
+    blocks, tpb = _threads(states.shape[0])
+    _seed_kernel()[blocks, tpb](states, np.uint64(int(seed) % 2**64))
+    return states
+
+
 def _threads(n: int) -> tuple[int, int]:
     tpb = 128
     return (n + tpb - 1) // tpb, tpb
@@ -526,7 +567,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     specialized = kernel == "specialized" or (kernel == "auto" and ok32)
     L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
     blocks = (threads + tpb - 1) // tpb
-    states = create_xoroshiro128p_states(threads, seed=seed)
+    states = device_states(threads, seed)
     best_obj = cuda.device_array(threads, np.float64)
     best_t = cuda.device_array((threads, L, D), np.int64)
     best_s = cuda.device_array((threads, L, D, 2), np.int64)
@@ -542,8 +583,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             n_draws, = args
             tries = max(1, min(int(tries), int(n_draws)))
             # one warp-wide generator per warp of the launch, from a stream of its own
-            wstates = create_xoroshiro128p_states(blocks * tpb // _cuda_search.WARP,
-                                                  seed=(int(seed) * 1_000_003 + 7_919) % 2**63)
+            wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
             launch_args = (max(1, int(n_draws) // tries), tries, _cuda_search.loop_counts(spec), states, wstates)
         else:
             launch_args = (*args, _cuda_search.loop_counts(spec), states)

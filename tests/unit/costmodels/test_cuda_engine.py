@@ -83,6 +83,13 @@ SCRIPT = textwrap.dedent("""
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    # generator states seeded on the device: distinct per thread and per seed, never all zero
+    s5, s6 = _cuda.device_states(256, 5).copy_to_host(), _cuda.device_states(256, 6).copy_to_host()
+    pairs5 = set(zip(s5["s0"].tolist(), s5["s1"].tolist()))
+    assert len(pairs5) == 256 and not pairs5 & set(zip(s6["s0"].tolist(), s6["s1"].tolist()))
+    assert ((s5["s0"] != 0) | (s5["s1"] != 0)).all()
+    again = _cuda.device_states(256, 5).copy_to_host()
+    assert (again["s0"] == s5["s0"]).all() and (again["s1"] == s5["s1"]).all()
     # kernels specialized per (problem, arch) need 32-bit tiles: checked on the host
     big = matmul("big", m=4096, n=4096, k=4096)
     ok, why = _cuda.fits_32bit_check(big, arch)
