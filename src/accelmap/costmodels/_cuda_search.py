@@ -19,6 +19,9 @@ the EDP. The kernels here
   `fits_32bit` checks that bound on the host, and the callers fall back to the generic
   kernels of `accelmap.costmodels._cuda` when it fails. Counts (deliveries, accesses,
   words) stay int64 and energies float64, as in the CPU kernel;
+* hold the bypass as the bits of one int64 and loop orders and factor slots in int8 (the
+  same host check bounds dims, levels and tensors), which keeps the per-thread state under
+  about 1 kB;
 * keep the code small: the loops over levels and tensors that hold the big steps (the
   capacity check, eq. D per kept level, the per-level chain) run to the counts ``rt`` that
   the kernel receives as an argument, so the compiler keeps one copy of their bodies instead
@@ -26,9 +29,9 @@ the EDP. The kernels here
   waiting for instruction fetches: Nsight Compute on the H100); the small loops over dims,
   coordinates and terms keep compile-time trip counts and unroll;
 * draw random numbers from a xoroshiro128+ generator held in registers (Blackman and Vigna,
-  "Scrambled linear pseudorandom number generators", ACM TOMS 47(4), 2021), seeded from
-  numba's per-thread xoroshiro128p states, instead of loading and storing the state in
-  global memory at every draw;
+  "Scrambled linear pseudorandom number generators", ACM TOMS 47(4), 2021), copied at
+  start from the per-thread states `accelmap.costmodels._cuda.device_states` seeds, instead
+  of loading and storing the state in global memory at every draw;
 * check a draw (fanouts and capacities: factors, orders and bypass are legal by
   construction) before evaluating it, and retry illegal draws or moves per thread before the
   evaluation, so that the threads of a warp evaluate together instead of idling beside
