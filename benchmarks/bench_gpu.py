@@ -10,7 +10,13 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    evaluation on the device; only each thread's best row and counters come back): legal
    evaluations per second, the kernel time measured between device synchronizations after
    a warm-up run that compiles;
-4. re-evaluates the best rows on the CPU (same EDP) and records the best EDP found.
+4. re-evaluates the best rows on the CPU (same EDP) and records the best EDP found;
+5. (``--tuning``) register caps and block sizes; 6. (``--api-budget N``) the API's searches.
+
+Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
+specialized ones (`accelmap.costmodels._cuda_search`, with each warp-share option of random
+search) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
+(legality and EDP) against the CPU kernel.
 
 Results: JSON (``benchmarks/results/bench_gpu.json`` by default).
 """
@@ -37,14 +43,22 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=256, help="anneal: steps per chain")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--check-rows", type=int, default=20000, help="equality: sampled rows (plus a fifth legal ones)")
+    ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
+    ap.add_argument("--api-budget", type=int, default=0, help="also search through the API with this budget")
+    ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
+    ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
+                    help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
+    ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
     ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
+    ap.add_argument("--tuning-kernel", default="specialized", choices=["generic", "specialized"])
     args = ap.parse_args()
 
     import numba
     from numba import cuda
 
     from accelmap.arch.io import load_arch
-    from accelmap.costmodels import _cuda
+    from accelmap.costmodels import _cuda, _cuda_search
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.mapper.mapping import MappingBatch
     from accelmap.mapper.space import MapSpace
@@ -53,8 +67,9 @@ def main() -> None:
 
     _cuda.require()
     dev = cuda.get_current_device()
-    out: dict = {"machine": {"gpu": dev.name.decode() if isinstance(dev.name, bytes) else str(dev.name),
-                             "sm_count": dev.MULTIPROCESSOR_COUNT, "python": platform.python_version(),
+    name = getattr(dev, "name", "simulator")
+    out: dict = {"machine": {"gpu": name.decode() if isinstance(name, bytes) else str(name),
+                             "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
                              "numpy": np.__version__, "numba": numba.__version__},
                  "problem": args.problem, "arch": args.arch}
     problem, arch = load_problem(args.problem), load_arch(args.arch)
@@ -67,7 +82,7 @@ def main() -> None:
         _tuning(args, problem, arch, out, _cuda)
         return
     # 1. equality
-    batch = MappingBatch.concat([space.sample(20000, rng), space.sample_valid(4000, rng)])
+    batch = MappingBatch.concat([space.sample(args.check_rows, rng), space.sample_valid(args.check_rows // 5, rng)])
     t0 = time.perf_counter()
     got = gpu.evaluate(problem, arch, batch)
     out["first_call_s"] = time.perf_counter() - t0
@@ -79,7 +94,7 @@ def main() -> None:
     print(f"equality: {len(batch)} rows ({int(got.valid.sum())} legal): counts exact, energy within {fdiff:.1e}; first call {out['first_call_s']:.1f} s")
 
     # 2. host batch evaluation (transfers included)
-    big = space.sample_valid(1_000_000, rng)
+    big = space.sample_valid(args.host_rows, rng)
     times = []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
@@ -89,49 +104,102 @@ def main() -> None:
                          "evals_per_s": len(big) / float(np.median(times))}
     print(f"host batch of {len(big):,}: {out['host_batch']['evals_per_s']:,.0f} evals/s (transfers included)")
 
-    # 3. device searches
-    _cuda.random_search(problem, arch, threads=1024, per_thread=2, seed=99)  # compile
-    _cuda.anneal_search(problem, arch, threads=1024, steps=2, n_init=2, seed=99)
-    for name, fn, kw in (("random", _cuda.random_search, {"per_thread": args.per_thread}),
-                         ("anneal", _cuda.anneal_search, {"steps": args.steps, "n_init": 8})):
-        runs = []
-        for rep in range(args.repeats):
-            r = fn(problem, arch, threads=args.threads, seed=rep, **kw)
-            runs.append(r)
-        med = sorted(runs, key=lambda r: r.legal_per_s)[len(runs) // 2]
-        best = min(runs, key=lambda r: r.edp[0] if len(r.edp) else np.inf)
+    # 1b. the specialized search kernels' evaluation on the same rows (EDP and fit)
+    e_sp, f_sp = _cuda.search_objective(problem, arch, batch.temporal, batch.spatial, batch.order, batch.keep)
+    same_fit = bool(np.array_equal(f_sp, ref.valid))
+    rel = float(np.max(np.abs(e_sp[ref.valid] / ref.edp[ref.valid] - 1), initial=0.0))
+    assert same_fit and rel <= 1e-12, (same_fit, rel)
+    out["equality_specialized"] = {"rows": len(batch), "legal_rows": int(f_sp.sum()), "same_legality": same_fit,
+                                   "max_rel_edp_diff": rel, "edp_bit_for_bit": bool(np.array_equal(
+                                       e_sp[ref.valid], ref.edp[ref.valid]))}
+    print(f"specialized kernels: same legality on {len(batch)} rows, EDP within {rel:.1e}")
+
+    # 3. device searches: every variant compiled first, then timed in turn within each repeat
+    variants = [("random", "generic", _cuda.random_search, {"per_thread": args.per_thread, "kernel": "generic"})]
+    variants += [("random", f"specialized_{share}", _cuda.random_search,
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share})
+                 for share in _cuda_search.SHARES]
+    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
+                 ("anneal", "specialized", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"}),]
+    variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
+    compile_s = {}
+    for name, kern, fn, kw in variants:
+        t0 = time.perf_counter()
+        small = {k: (2 if k in ("per_thread", "steps") else v) for k, v in kw.items()}
+        fn(problem, arch, threads=1024, seed=99, **small)
+        compile_s[(name, kern)] = time.perf_counter() - t0
+    runs: dict = {(name, kern): [] for name, kern, _, _ in variants}
+    for rep in range(args.repeats):
+        for name, kern, fn, kw in variants:
+            runs[(name, kern)].append(fn(problem, arch, threads=args.threads, seed=rep, **kw))
+    out["searches"] = []
+    for name, kern, _, kw in variants:
+        rs = runs[(name, kern)]
+        med = sorted(rs, key=lambda r: r.legal_per_s)[len(rs) // 2]
+        best = min(rs, key=lambda r: r.edp[0] if len(r.edp) else np.inf)
         rows = MappingBatch(temporal=best.temporal, spatial=best.spatial, order=best.order, keep=best.keep)
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
-        out[name] = {"threads": args.threads, **kw, "evaluations": med.evaluations, "legal": med.legal,
-                     "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,
-                     "all_runs_legal_per_s": [r.legal_per_s for r in runs],
-                     "best_edp": float(best.edp[0]), "best_rows_agree_with_cpu": agree,
-                     "best_mapping": {"temporal": best.temporal[0].tolist(), "spatial": best.spatial[0].tolist(),
-                                      "order": best.order[0].tolist(), "keep": best.keep[0].tolist()}}
-        print(f"{name}: {med.evaluations:,} evaluations ({med.legal:,} legal) in {med.seconds:.3f} s: "
-              f"{med.legal_per_s:,.0f} legal/s, {med.evals_per_s:,.0f} evals/s; best EDP {best.edp[0]:.4g} "
-              f"(CPU agrees: {agree})")
-    _tuning(args, problem, arch, out, _cuda)
+        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"))
+        row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
+               **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
+               "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,
+               "all_runs_legal_per_s": [r.legal_per_s for r in rs], "best_edp": float(best.edp[0]),
+               "best_rows_agree_with_cpu": agree,
+               "best_mapping": {"temporal": best.temporal[0].tolist(), "spatial": best.spatial[0].tolist(),
+                                "order": best.order[0].tolist(), "keep": best.keep[0].tolist()}}
+        out["searches"].append(row)
+        print(f"{name} [{kern}] {info['registers']} regs, {info['local_bytes']} B local: {med.evaluations:,} evaluations "
+              f"({med.legal:,} legal) in {med.seconds:.3f} s: {med.legal_per_s:,.0f} legal/s, {med.evals_per_s:,.0f} "
+              f"evals/s; best EDP {best.edp[0]:.4g} (CPU agrees: {agree}); compile {compile_s[(name, kern)]:.1f} s")
+    if args.api_budget:
+        _api(args, out)
+    if args.tuning:
+        _tuning(args, problem, arch, out, _cuda)
+    else:
+        _write(args, out)
+
+
+def _api(args, out: dict) -> None:
+    # 6. the same searches through the API (``search(..., device="cuda")``): launches repeat
+    # until the budget is spent, compile time and host work included in the wall time
+    from accelmap.search.api import search
+
+    out["api_search"] = {}
+    for searcher in ("random", "anneal"):
+        t0 = time.perf_counter()
+        res = search(args.problem, args.arch, searcher=searcher, budget=args.api_budget, device="cuda", seed=0)
+        row = {"wall_s": time.perf_counter() - t0, "evaluations": res.n_evaluations, "legal": res.n_valid,
+               "best_edp": res.edp, **res.config}
+        out["api_search"][searcher] = row
+        print(f"api {searcher}: {row}")
 
 
 def _tuning(args, problem, arch, out: dict, _cuda) -> None:
     # 5. registers, local memory and throughput under register caps and block sizes
     tuning = []
-    for regs in (None, 128, 64):
-        for tpb in (64, 128, 256):
+    # max_registers: 0 = no cap; None = the kernels' default (generic: none)
+    for regs in ((0, 128, 96, 64) if args.tuning_kernel == "specialized" else (None, 128, 64)):
+        for tpb in (128, 256):
             kw = {"threads": args.threads, "seed": 7, "max_registers": regs, "tpb": tpb}
             try:
-                _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)
+                kw["kernel"] = args.tuning_kernel
+                _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)  # compile both
+                _cuda.anneal_search(problem, arch, **{**kw, "threads": 1024}, steps=2, n_init=2)
                 r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw)
                 a = _cuda.anneal_search(problem, arch, steps=max(args.steps // 4, 1), n_init=8, **kw)
-                row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs),
+                row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs, kernel=args.tuning_kernel),
                        "random_legal_per_s": r.legal_per_s, "anneal_legal_per_s": a.legal_per_s}
             except Exception as exc:  # a launch configuration the kernel cannot take
                 row = {"max_registers": regs, "tpb": tpb, "error": str(exc)[:200]}
             tuning.append(row)
             print("tuning", row)
     out["tuning"] = tuning
+    _write(args, out)
+
+
+def _write(args, out: dict) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(out, indent=1) + "\n")
     print(f"wrote {args.out}")

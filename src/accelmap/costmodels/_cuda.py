@@ -19,6 +19,14 @@ GPU runs the very source the CPU engine runs. On top of them:
 Scratch lives in per-thread local arrays whose shapes are compile-time constants, so kernels
 are built (and cached) per (levels, dims, tensors, coordinates) shape.
 
+These are the *generic* kernels. ``random_search`` and ``anneal_search`` run by default
+(``kernel="auto"``) the *specialized* kernels of `accelmap.costmodels._cuda_search`, built per
+(problem, arch) and computing only legality and the EDP, several times faster; the generic
+ones remain for problems whose tiles do not provably fit 32 bits
+(`accelmap.costmodels._cuda_search.fits_32bit`) and as the reference the specialized ones
+are measured against (``benchmarks/bench_gpu.py``). Both scale a padded tensor's energy by
+the share of its words that exist, as `LoopNestModel` does after the kernel.
+
 Without numba-cuda or without a GPU, `require` raises `DeviceError` (the CLI's exit 2).
 Tests run these kernels under numba's CUDA simulator (``NUMBA_ENABLE_CUDASIM=1``).
 """
@@ -33,19 +41,20 @@ from dataclasses import dataclass
 import numpy as np
 
 from accelmap.arch.spec import Arch
+from accelmap.costmodels import _cuda_search
 from accelmap.costmodels import _loopnest_kernel as K
 from accelmap.errors import SpecError
 from accelmap.workloads.problem import Problem
 
 try:  # module globals: the CUDA simulator swaps ``cuda`` in a kernel's globals
     from numba import cuda
-    from numba.cuda.random import create_xoroshiro128p_states, xoroshiro128p_uniform_float64
+    from numba.cuda.random import xoroshiro128p_dtype, xoroshiro128p_uniform_float64
     _IMPORT_ERROR: Exception | None = None
 except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
-__all__ = ["DeviceError", "require", "evaluate", "random_search", "anneal_search", "GpuSearchResult"]
+__all__ = ["DeviceError", "require", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
 
 INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
                 'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
@@ -129,6 +138,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     from numba import boolean, float64, int64
 
     eval_range = K.eval_range
+    K_ENERGY = K._ENERGY
     P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
     L1 = L + 1
 
@@ -223,10 +233,23 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
 
     jit = cuda.jit if max_registers is None else cuda.jit(max_registers=max_registers)  # type: ignore[call-arg]
 
+    @cuda.jit(device=True)
+    def padded_edp(res, cnt, frac):
+        """Cycles x energy, a padded tensor's energy scaled by the share of its words that
+        exist (as `LoopNestModel` does after the kernel: loopnest._count_existing_words)."""
+        energy = res[0, 1]
+        for t in range(T):
+            if frac[t] < 1.0:
+                s = 0.0
+                for lv in range(L):
+                    s += cnt[0, K_ENERGY, lv, t]
+                energy += s * frac[t] - s
+        return res[0, 0] * energy
+
     @jit
     def random_kernel(n_iter, states, pf, npf, slot_level, slot_kind, slot_temporal, coef, nterm, tdim, tcoef, closed, rel, bounds,
                       holds, fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints,
-                      best_obj, best_t, best_s, best_o, best_k, counters):
+                      frac, best_obj, best_t, best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -260,7 +283,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
                      codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
             if valid[0]:
                 legal += 1
-                obj = res[0, 0] * res[0, 1]  # EDP: cycles x energy
+                obj = padded_edp(res, cnt, frac)  # EDP: cycles x energy
                 if obj < best:
                     best = obj
                     save(tid, temporal, spatial, order, keep, best_t, best_s, best_o, best_k)
@@ -271,7 +294,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     @jit
     def anneal_kernel(n_steps, n_init, t_start, t_end, states, pf, npf, slot_level, slot_kind, slot_temporal, coef,
                       nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy, capacity, block, read_pj, write_pj, read_bw,
-                      write_bw, tensor_size, scal, ints, best_obj, best_t, best_s, best_o, best_k, counters):
+                      write_bw, tensor_size, scal, ints, frac, best_obj, best_t, best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -344,7 +367,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             accept = False
             if valid[0]:
                 legal += 1
-                obj = res[0, 0] * res[0, 1]
+                obj = padded_edp(res, cnt, frac)
                 lo = math.log(obj)
                 temp = t_start * ratio ** (step / (n_init + n_steps))
                 if lo <= cur or xoroshiro128p_uniform_float64(states, tid) < math.exp((cur - lo) / temp):
@@ -380,14 +403,64 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
     return (arch.n_levels, problem.n_dims, T, C, F, buf_len)
 
 
-def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None) -> dict:
+def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
+                kernel: str = "generic", share: str = "order") -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
-    kern = _kernels(*_shape_key(consts, problem, arch, sampler_tables(problem, arch)), max_registers)[kind]
+    tables = sampler_tables(problem, arch)
+    if kernel == "specialized":
+        regs = _cuda_search.max_registers(kind, max_registers)
+        kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
+                                           regs)[kind]
+    else:
+        kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+    if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
+        return {"registers": 0, "local_bytes": 0}
     regs, local = kern.get_regs_per_thread(), kern.get_local_mem_per_thread()
     regs = next(iter(regs.values())) if isinstance(regs, dict) else regs
     local = next(iter(local.values())) if isinstance(local, dict) else local
     return {"registers": int(regs), "local_bytes": int(local)}
+
+
+@functools.lru_cache(maxsize=1)
+def _seed_kernel():
+    from numba import uint64
+
+    golden, m1, m2 = np.uint64(0x9E3779B97F4A7C15), np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    u27, u30, u31 = np.uint64(27), np.uint64(30), np.uint64(31)
+
+    @cuda.jit(device=True)
+    def splitmix(z):
+        z = (z ^ (z >> u30)) * m1
+        z = (z ^ (z >> u27)) * m2
+        return z ^ (z >> u31)
+
+    @cuda.jit
+    def seed_kernel(states, seed):
+        i = cuda.grid(1)
+        if i < states.shape[0]:
+            z = uint64(seed) + (uint64(i) * uint64(2) + uint64(1)) * golden
+            s0 = splitmix(z)
+            s1 = splitmix(z + golden)
+            if s0 == 0 and s1 == 0:  # xoroshiro's one forbidden state
+                s1 = uint64(1)
+            states[i]["s0"] = s0
+            states[i]["s1"] = s1
+
+    return seed_kernel
+
+
+def device_states(n: int, seed: int) -> object:
+    """``n`` xoroshiro128+ states (numba's state layout), seeded on the device: state i is
+    two SplitMix64 outputs of its own point of the seed's Weyl sequence (Steele, Lea and
+    Flood, "Fast splittable pseudorandom number generators", OOPSLA 2014; the seeding Vigna
+    recommends for xoroshiro). numba's ``create_xoroshiro128p_states`` jumps every stream
+    ahead on the host instead, which took 50-150 ms per launch of 262,144 threads: most of
+    a short launch's time."""
+    states = cuda.device_array(max(int(n), 1), dtype=xoroshiro128p_dtype)
+    blocks, tpb = _threads(states.shape[0])
+    _seed_kernel()[blocks, tpb](states, np.uint64(int(seed) % 2**64))
+    return states
 
 
 def _threads(n: int) -> tuple[int, int]:
@@ -421,6 +494,34 @@ def evaluate(consts: K.KernelConsts, problem: Problem, arch: Arch, temporal, spa
             "multicast": cnt[:, K._MCAST], "spatial_reductions": cnt[:, K._SRED]}
 
 
+def fits_32bit_check(problem: Problem, arch: Arch) -> tuple[bool, str]:
+    """Whether the specialized search kernels may run ``problem`` on ``arch`` (and if not,
+    why): `accelmap.costmodels._cuda_search.fits_32bit`."""
+    return _cuda_search.fits_32bit(problem, arch)
+
+
+def search_objective(problem: Problem, arch: Arch, temporal, spatial, order, keep) -> tuple[np.ndarray, np.ndarray]:
+    """(edp, fits) of host rows through the specialized search kernels' evaluation (rows with
+    exact factorizations, permutation orders and allowed bypass; fanouts and capacities are
+    checked): what the searches compute, for equality tests against the host engines."""
+    require()
+    ok32, why = _cuda_search.fits_32bit(problem, arch)
+    if not ok32:
+        raise DeviceError(f"the specialized search kernels need 32-bit tiles: {why}")
+    spec = _cuda_search.search_spec(problem, arch, sampler_tables(problem, arch))
+    kern = _cuda_search.search_kernels(spec)["objective"]
+    n = temporal.shape[0]
+    out_edp, out_fits = np.full(n, np.inf), np.zeros(n, np.bool_)
+    if n:
+        dev = [cuda.to_device(np.ascontiguousarray(a, dtype=dt)) for a, dt in (
+            (temporal, np.int64), (spatial, np.int64), (order, np.int64), (keep, np.bool_))]
+        oe, of = cuda.to_device(out_edp), cuda.to_device(out_fits)
+        blocks, tpb = _threads(n)
+        kern[blocks, tpb](_cuda_search.loop_counts(spec), *dev, oe, of)
+        out_edp, out_fits = oe.copy_to_host(), of.copy_to_host()
+    return out_edp, out_fits
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class GpuSearchResult:
     """Best rows of a device search (one per thread, sorted by EDP, ``top`` kept) and its
@@ -435,6 +536,7 @@ class GpuSearchResult:
     legal: int
     seconds: float
     threads: int
+    kernel: str = "generic"
 
     @property
     def legal_per_s(self) -> float:
@@ -446,26 +548,54 @@ class GpuSearchResult:
 
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
-            max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
+            max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
+            tries: int = 8) -> GpuSearchResult:
     require()
+    if kernel not in ("auto", "specialized", "generic"):
+        raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
+    if share not in _cuda_search.SHARES:
+        raise SpecError(f"share = {share!r}; expected one of {', '.join(_cuda_search.SHARES)}")
+    if tpb < 32 or tpb % 32:
+        raise SpecError(f"tpb = {tpb}; expected a positive multiple of 32 (whole warps)")
+    if threads < 1:
+        raise SpecError(f"threads = {threads}; expected an int >= 1")
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
-    kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+    ok32, why = _cuda_search.fits_32bit(problem, arch)
+    if kernel == "specialized" and not ok32:
+        raise DeviceError(f"the specialized search kernels need 32-bit tiles: {why}; use kernel='generic'")
+    specialized = kernel == "specialized" or (kernel == "auto" and ok32)
     L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
-    states = create_xoroshiro128p_states(threads, seed=seed)
-    cdev = [cuda.to_device(a) for a in consts.as_tuple()]
-    tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
-                                             tables.slot_temporal)]
+    blocks = (threads + tpb - 1) // tpb
+    states = device_states(threads, seed)
     best_obj = cuda.device_array(threads, np.float64)
     best_t = cuda.device_array((threads, L, D), np.int64)
     best_s = cuda.device_array((threads, L, D, 2), np.int64)
     best_o = cuda.device_array((threads, L, D), np.int64)
     best_k = cuda.device_array((threads, L, T), np.bool_)
     counters = cuda.device_array((threads, 2), np.int64)
-    blocks = (threads + tpb - 1) // tpb
+    outs = (best_obj, best_t, best_s, best_o, best_k, counters)
+    if specialized:
+        spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
+        regs = _cuda_search.max_registers(kind, max_registers)
+        kern = _cuda_search.search_kernels(spec, share, regs)[kind]
+        if kind == "random":
+            n_draws, = args
+            tries = max(1, min(int(tries), int(n_draws)))
+            # one warp-wide generator per warp of the launch, from a stream of its own
+            wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
+            launch_args = (max(1, int(n_draws) // tries), tries, _cuda_search.loop_counts(spec), states, wstates)
+        else:
+            launch_args = (*args, _cuda_search.loop_counts(spec), states)
+    else:
+        kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
+        cdev = [cuda.to_device(a) for a in consts.as_tuple()]
+        tdev = [cuda.to_device(a) for a in (tables.pf, tables.npf, tables.slot_level, tables.slot_kind,
+                                                 tables.slot_temporal)]
+        launch_args = (*args, states, *tdev, *cdev, cuda.to_device(problem.existing_fraction()))
     cuda.synchronize()
     t0 = time.perf_counter()
-    kern[blocks, tpb](*args, states, *tdev, *cdev, best_obj, best_t, best_s, best_o, best_k, counters)
+    kern[blocks, tpb](*launch_args, *outs)
     cuda.synchronize()
     secs = time.perf_counter() - t0
     obj = best_obj.copy_to_host()
@@ -477,20 +607,28 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             for a in (best_t, best_s, best_o, best_k)]
     return GpuSearchResult(edp=obj[pick], temporal=take[0], spatial=take[1], order=take[2], keep=take[3],
                            evaluations=int(cnt[:, 0].sum()), legal=int(cnt[:, 1].sum()), seconds=secs,
-                           threads=threads)
+                           threads=threads, kernel="specialized" if specialized else "generic")
 
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
-                  top: int = 16, max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
-    """Random search on the device: ``threads x per_thread`` mappings drawn, checked and
-    evaluated there; each thread's best returns."""
+                  top: int = 16, max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
+                  share: str = "order", tries: int = 8) -> GpuSearchResult:
+    """Random search on the device: at most ``threads x per_thread`` mappings drawn and
+    checked there, the legal ones evaluated; each thread's best returns.
+
+    ``kernel``: ``"specialized"`` (`accelmap.costmodels._cuda_search`: compiled per (problem,
+    arch), objective only, 32-bit tiles; ``per_thread // tries`` rounds, each drawing up to
+    ``tries`` mappings until one fits, the lanes of a warp sharing what ``share`` says:
+    ``"none"``, ``"order"`` or ``"order+keep"``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
+    or ``"auto"``: specialized where `_cuda_search.fits_32bit` allows."""
     return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
-                   max_registers=max_registers, tpb=tpb)
+                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
-                  max_registers: int | None = None, tpb: int = 128) -> GpuSearchResult:
-    """Simulated annealing on the device, one chain per thread (temperatures on log EDP)."""
+                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto") -> GpuSearchResult:
+    """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
+    ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
-                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb)
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel)

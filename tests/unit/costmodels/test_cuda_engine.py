@@ -40,17 +40,66 @@ SCRIPT = textwrap.dedent("""
         got = LoopNestModel(engine="cuda").evaluate(problem, arch, batch)
         assert_engines_agree(got, LoopNestModel(engine="numpy").evaluate(problem, arch, batch), what=name)
         assert got.valid.any() and not got.valid.all()
+        # the specialized search kernels' own evaluation: same legality, same EDP
+        e, f = _cuda.search_objective(problem, arch, batch.temporal, batch.spatial, batch.order, batch.keep)
+        ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+        assert np.array_equal(f, ref.valid) and np.allclose(e[f], ref.edp[f], rtol=1e-12, atol=0)
+        assert np.isinf(e[~f]).all()
+    # a padded zoo layer: the padded tensors' energy is scaled on the device as on the host
+    from accelmap.workloads.io import load_problem
+    zoo, eyeriss = load_problem("resnet50/conv3_1"), preset("eyeriss-like")
+    assert zoo.has_padding
+    zb = MapSpace(zoo, eyeriss).sample_valid(12, np.random.default_rng(2))
+    e, f = _cuda.search_objective(zoo, eyeriss, zb.temporal, zb.spatial, zb.order, zb.keep)
+    ref = LoopNestModel(engine="cpu").evaluate(zoo, eyeriss, zb)
+    assert f.all() and np.allclose(e, ref.edp, rtol=1e-12, atol=0)
     problem, arch = cases[0][1], preset(cases[0][0])
     cpu = LoopNestModel(engine="cpu")
-    for fn, kw in ((_cuda.random_search, {"per_thread": 6}), (_cuda.anneal_search, {"steps": 10, "n_init": 3})):
-        r = fn(problem, arch, threads=8, seed=3, top=3, **kw)
-        assert r.evaluations == 8 * (6 if "per_thread" in kw else 13) and 0 < r.legal <= r.evaluations
-        m = cpu.evaluate(problem, arch, MappingBatch(temporal=r.temporal, spatial=r.spatial, order=r.order,
-                                                      keep=r.keep))
+    runs = [(_cuda.random_search, {"per_thread": 6, "kernel": "generic"}),
+            (_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "generic"})]
+    runs += [(_cuda.random_search, {"per_thread": 6, "kernel": "specialized", "share": share, "tries": 3})
+             for share in ("none", "order", "order+keep")]
+    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized"})]
+    # (on the zoo layer not "order+keep": one warp's two shared bypass draws may both be unfit)
+    cases = [(run, (problem, arch)) for run in runs]
+    cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5])]
+    for (fn, kw), (pr, ar) in cases:
+        r = fn(pr, ar, threads=8, seed=3, top=3, **kw)
+        assert r.kernel == kw["kernel"]
+        if fn is _cuda.anneal_search or kw["kernel"] == "generic":
+            # every step or draw is one evaluation
+            assert r.evaluations == 8 * (6 if "per_thread" in kw else 13)
+        else:
+            # rounds of up to `tries` draws, each draw checked; the fitting one evaluated
+            assert 8 * 2 <= r.evaluations <= 8 * 6 and r.legal <= 8 * 2
+        assert 0 < r.legal <= r.evaluations
+        m = cpu.evaluate(pr, ar, MappingBatch(temporal=r.temporal, spatial=r.spatial, order=r.order, keep=r.keep))
         assert m.valid.all() and np.allclose(m.edp, r.edp, rtol=1e-12) and (np.diff(r.edp) >= 0).all()
+    # the lanes of a warp share the round's orders (and bypass) when asked to
+    r = _cuda.random_search(problem, arch, threads=8, per_thread=4, seed=5, top=8, kernel="specialized",
+                            share="order+keep", tries=4)
+    if len(r.edp) >= 2:
+        assert (r.order == r.order[0]).all() and (r.keep == r.keep[0]).all()
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    # generator states seeded on the device: distinct per thread and per seed, never all zero
+    s5, s6 = _cuda.device_states(256, 5).copy_to_host(), _cuda.device_states(256, 6).copy_to_host()
+    pairs5 = set(zip(s5["s0"].tolist(), s5["s1"].tolist()))
+    assert len(pairs5) == 256 and not pairs5 & set(zip(s6["s0"].tolist(), s6["s1"].tolist()))
+    assert ((s5["s0"] != 0) | (s5["s1"] != 0)).all()
+    again = _cuda.device_states(256, 5).copy_to_host()
+    assert (again["s0"] == s5["s0"]).all() and (again["s1"] == s5["s1"]).all()
+    # kernels specialized per (problem, arch) need 32-bit tiles: checked on the host
+    big = matmul("big", m=4096, n=4096, k=4096)
+    ok, why = _cuda.fits_32bit_check(big, arch)
+    assert not ok and "int32" in why
+    try:
+        _cuda.random_search(big, arch, threads=8, per_thread=2, kernel="specialized")
+    except _cuda.DeviceError as exc:
+        assert "generic" in str(exc)
+    else:
+        raise AssertionError("expected a DeviceError")
     print("SIM-OK")
 """)
 

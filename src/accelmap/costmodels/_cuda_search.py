@@ -1,0 +1,779 @@
+"""Device searches specialized per (problem, arch): the ``loopnest`` objective only, in 32-bit
+scratch where the values provably fit.
+
+`accelmap.costmodels._cuda` runs the CPU kernel's own per-row code on the GPU: every
+evaluation fills the whole (6, L, T) count rows and the generic kernel reads every table of
+`KernelConsts` from global memory with 64-bit scratch. A search needs less: legality and
+the EDP. The kernels here
+
+* compute only what the EDP depends on (per level and tensor: reads, fills, updates and
+  their energy; per level: words read and written for the bandwidth bound), following
+  ``_loopnest_kernel.eval_range`` step by step (the counting rules are those of
+  `accelmap.costmodels.loopnest`; nothing is counted differently here);
+* take the per-(problem, arch) tables as compile-time constants (closure arrays, which
+  numba places in the device's constant memory), so that loops over coordinates, terms and
+  levels have known trip counts and the branches on the tables (closed form or not, kept or
+  not, bandwidth limited or not) fold away at compile time;
+* keep factors, tiles, strides, spans, footprints and loop tables in int32. Every such value
+  is at most ``max(prod(bounds), max footprint, sum of coefficient x bound x levels)``;
+  `fits_32bit` checks that bound on the host, and the callers fall back to the generic
+  kernels of `accelmap.costmodels._cuda` when it fails. Counts (deliveries, accesses,
+  words) stay int64 and energies float64, as in the CPU kernel;
+* hold the bypass as the bits of one int64 and loop orders and factor slots in int8 (the
+  same host check bounds dims, levels and tensors), which keeps the per-thread state under
+  about 1 kB;
+* keep the code small: the loops over levels and tensors that hold the big steps (the
+  capacity check, eq. D per kept level, the per-level chain) run to the counts ``rt`` that
+  the kernel receives as an argument, so the compiler keeps one copy of their bodies instead
+  of unrolling them ``L x T`` times (a fully unrolled kernel spent three quarters of its time
+  waiting for instruction fetches: Nsight Compute on the H100); the small loops over dims,
+  coordinates and terms keep compile-time trip counts and unroll;
+* draw random numbers from a xoroshiro128+ generator held in registers (Blackman and Vigna,
+  "Scrambled linear pseudorandom number generators", ACM TOMS 47(4), 2021), copied at
+  start from the per-thread states `accelmap.costmodels._cuda.device_states` seeds, instead
+  of loading and storing the state in global memory at every draw;
+* check a draw (fanouts and capacities: factors, orders and bypass are legal by
+  construction) before evaluating it, and retry illegal draws or moves per thread before the
+  evaluation, so that the threads of a warp evaluate together instead of idling beside
+  illegal rows.
+
+Random search, in rounds: the lanes of a warp may share each round's loop orders
+(``share="order"``, the default) or orders and bypass (``"order+keep"``), drawn from one
+warp-wide generator that every lane steps alike; each lane draws its own tile factors (and,
+unless shared, its bypass) up to ``tries`` times until they fit. The lanes then follow the
+same branches through the loop nest except where their draws differ. Each draw is a draw of
+the same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot).
+Sharing orders changes no distribution (orders do not decide legality); sharing the bypass
+does slightly: a round keeps its bypass while it retries factors, so bypass patterns that
+rarely fit are evaluated about as often as the others rather than in proportion to how
+often they fit. ``share="none"`` draws everything per lane.
+
+Annealing: one chain per thread as in `accelmap.costmodels._cuda`; an illegal proposal is
+undone and the next one drawn at once (each counts as an evaluation), so the threads of a
+warp evaluate their next legal proposals together. A factor move multiplies the factor into
+its new slot and divides it out of the old one instead of rebuilding every factor.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+
+from accelmap.arch.spec import Arch
+from accelmap.costmodels import _loopnest_kernel as K
+from accelmap.workloads.problem import Problem
+
+try:  # a module global: the CUDA simulator swaps ``cuda`` in a kernel's globals
+    from numba import cuda
+except Exception:  # no numba-cuda; `accelmap.costmodels._cuda.require` says so before any kernel is built
+    cuda = None  # type: ignore[assignment]
+
+__all__ = ["fits_32bit", "search_kernels", "SearchSpec", "search_spec"]
+
+_I32_MAX = 2**31 - 1
+WARP = 32
+# What the 32 lanes of a warp share in a random-search round (`search_kernels`).
+SHARES = ("none", "order", "order+keep")
+# Registers per thread the kernels are capped at unless a caller says otherwise: measured on
+# the H100 (benchmarks/results/bench_gpu_tuning.json), annealing gains 7% from 64 (more warps
+# resident), random search 4% from 128 and loses 20% at 64 (its spills cost more).
+DEFAULT_MAX_REGISTERS = {"random": 128, "anneal": 64, "objective": None}
+
+
+def max_registers(kind: str, asked: int | None) -> int | None:
+    """The register cap of a kernel: the default for ``None``, no cap for 0, else ``asked``."""
+    if asked is None:
+        return DEFAULT_MAX_REGISTERS[kind]
+    return None if asked == 0 else int(asked)
+
+
+def fits_32bit(problem: Problem, arch: Arch) -> tuple[bool, str]:
+    """Whether every factor, tile, stride, span, footprint and loop-table entry of any mapping
+    of ``problem`` on ``arch`` fits int32 (and dims, slots and bypass bits fit their small
+    types), and if not, why.
+
+    Bounds used: a product of factors of one mapping is at most ``prod(bounds)``; a footprint
+    of a tile (or of an output tile widened by the loops above it, still inside the bounds)
+    at most the footprint of the whole bounds; a coordinate shift of eq. D at most
+    ``sum_d |a_d| x bound_d x n_levels`` (each of the at most ``n_levels`` loops of dim d
+    strides at most ``bound_d``); an offset of eq. S at most ``sum_d |a_d| x bound_d``."""
+    bounds = problem.bounds.astype(object)
+    prod = 1
+    for b in bounds:
+        prod *= int(b)
+    coef = np.abs(problem.coefficients).astype(object)
+    full = problem.footprint(problem.bounds)
+    shift = max((int((coef[t, c] * bounds).sum()) for t in range(coef.shape[0]) for c in range(coef.shape[1])),
+                default=0) * arch.n_levels
+    biggest = max(prod, int(full.max(initial=1)), shift, int(max(lv.fanout for lv in arch.levels)))
+    if biggest > _I32_MAX:
+        return False, f"a factor product, footprint or shift of up to {biggest} exceeds int32"
+    # small indexes: loop orders and slots in int8, bypass as the bits of one int64
+    if problem.n_dims > 127 or 3 * arch.n_levels > 127 or arch.n_levels * problem.n_dims > 32767:
+        return False, "more than 127 dims or 42 levels"
+    if arch.n_levels * problem.n_tensors > 62:
+        return False, f"{arch.n_levels} levels x {problem.n_tensors} tensors exceed the 62 bypass bits"
+    return True, ""
+
+
+class SearchSpec:
+    """The hashable description of one (problem, arch) the kernels are specialized for:
+    the `KernelConsts` tables and the sampler's slot tables, as tuples."""
+
+    __slots__ = ("key", "arrays", "dims")
+
+    def __init__(self, consts: K.KernelConsts, tables: object, frac: np.ndarray) -> None:
+        T, C, D = consts.coef.shape
+        L = consts.holds.shape[0]
+        i32 = np.int32
+        a = {
+            "COEF": consts.coef.astype(i32), "NTERM": consts.nterm.astype(i32), "TDIM": consts.tdim.astype(i32),
+            "TCOEF": consts.tcoef.astype(i32), "CLOSED": consts.closed.astype(i32), "REL": consts.rel.astype(i32),
+            "HOLDS": consts.holds.astype(i32), "FAN": consts.fan_xy.astype(i32),
+            "HAS_CAP": np.isfinite(consts.capacity).astype(i32),
+            "CAP": np.where(np.isfinite(consts.capacity), consts.capacity, 0.0).astype(np.float64),
+            "BLK": consts.block.astype(np.int64), "RPJ": consts.read_pj.astype(np.float64),
+            "WPJ": consts.write_pj.astype(np.float64),
+            "HAS_RBW": np.isfinite(consts.read_bw).astype(i32),
+            "RBW": np.where(np.isfinite(consts.read_bw), consts.read_bw, 1.0).astype(np.float64),
+            "HAS_WBW": np.isfinite(consts.write_bw).astype(i32),
+            "WBW": np.where(np.isfinite(consts.write_bw), consts.write_bw, 1.0).astype(np.float64),
+            "TSIZE": consts.tensor_size.astype(np.int64),
+            # padded tensors: the share of their projected words that exist, which scales
+            # their energy (loopnest._count_existing_words)
+            "FRAC": np.asarray(frac, np.float64), "PADDED": (np.asarray(frac) < 1.0).astype(i32),
+            "PF": tables.pf.astype(i32), "NPF": tables.npf.astype(i32),  # type: ignore[attr-defined]
+            "SLOT_LV": tables.slot_level.astype(i32), "SLOT_KIND": tables.slot_kind.astype(i32),  # type: ignore[attr-defined]
+            "SLOT_TMP": tables.slot_temporal.astype(i32),  # type: ignore[attr-defined]
+        }
+        self.arrays = a
+        self.dims = {"L": L, "D": D, "T": T, "C": C, "M": int(consts.tdim.shape[2]), "F": int(tables.pf.shape[1]),  # type: ignore[attr-defined]
+                     "S": int(tables.slot_level.shape[0]), "OUT": int(consts.ints[0]),  # type: ignore[attr-defined]
+                     "GRID": int(consts.ints[1]) if int(consts.nterm.max(initial=0)) > 2 else 1}
+        self.key = (tuple(sorted(self.dims.items())),
+                    tuple((k, v.dtype.str, v.shape, v.tobytes()) for k, v in sorted(a.items())),
+                    float(consts.scal[0]), float(consts.scal[2]))
+
+    def __hash__(self) -> int:
+        return hash(self.key)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SearchSpec) and self.key == other.key
+
+
+def search_spec(problem: Problem, arch: Arch, tables: object) -> SearchSpec:
+    return SearchSpec(K.kernel_consts(problem, arch), tables, problem.existing_fraction())
+
+
+def loop_counts(spec: SearchSpec) -> object:
+    """The device array ``rt`` = (levels, tensors) the kernels loop to (see the module
+    docstring: runtime counts keep those loops rolled)."""
+    return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
+
+
+@functools.lru_cache(maxsize=8)
+def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
+    """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
+    first launch); ``share``: what the lanes of a warp share in a random-search round."""
+    from numba import int8, int16, int32, int64, uint64
+
+    A = spec.arrays
+    COEF, NTERM, TDIM, TCOEF, CLOSED, REL = A["COEF"], A["NTERM"], A["TDIM"], A["TCOEF"], A["CLOSED"], A["REL"]
+    HOLDS, FAN, HAS_CAP, CAP, BLK, RPJ, WPJ = A["HOLDS"], A["FAN"], A["HAS_CAP"], A["CAP"], A["BLK"], A["RPJ"], A["WPJ"]
+    HAS_RBW, RBW, HAS_WBW, WBW, TSIZE = A["HAS_RBW"], A["RBW"], A["HAS_WBW"], A["WBW"], A["TSIZE"]
+    FRAC, PADDED = A["FRAC"], A["PADDED"]
+    PF, NPF, SLOT_LV, SLOT_KIND, SLOT_TMP = A["PF"], A["NPF"], A["SLOT_LV"], A["SLOT_KIND"], A["SLOT_TMP"]
+    dims = spec.dims
+    L, D, T, C, F, S, OUT, GRID, M = (dims[k] for k in ("L", "D", "T", "C", "F", "S", "OUT", "GRID", "M"))
+    MAXTERM = int(NTERM.max(initial=0))
+    L1, LD1 = L + 1, L * D + 1
+    MACS, MAC_PJ = spec.key[2], spec.key[3]
+    HAS_FACTORS = bool(NPF.max(initial=0) > 0)
+    SHARE = SHARES.index(share)
+    u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
+    TWO_M53 = 2.0 ** -53
+    ONE = np.int64(1)
+
+    # ---------------- random numbers: xoroshiro128+ in registers ----------------
+    @cuda.jit(device=True)
+    def nxt(s):
+        s0 = s[0]
+        s1 = s[1]
+        r = s0 + s1
+        s1 ^= s0
+        s[0] = ((s0 << u24) | (s0 >> u40)) ^ s1 ^ (s1 << u16)
+        s[1] = (s1 << u37) | (s1 >> u27)
+        return r
+
+    @cuda.jit(device=True)
+    def below(s, k):
+        """Uniform in [0, k) from the high 32 bits (multiply-shift; bias below k / 2^32)."""
+        return np.int32(((nxt(s) >> u32) * np.uint64(k)) >> u32)
+
+    @cuda.jit(device=True)
+    def uniform(s):
+        return np.float64(nxt(s) >> u11) * TWO_M53
+
+    @cuda.jit(device=True)
+    def kept(kmask, lv, t):
+        """Bypass as bits: bit ``lv * T + t`` set when level lv keeps tensor t."""
+        return (kmask >> np.int64(lv * T + t)) & ONE
+
+    # ---------------- sampling and moves ----------------
+    @cuda.jit(device=True)
+    def draw_factors(s, assign, used):
+        for lv in range(L):
+            used[lv, 0] = 1
+            used[lv, 1] = 1
+        for d in range(D):
+            for k in range(NPF[d]):
+                slot = below(s, S)
+                kind = SLOT_KIND[slot]
+                if kind > 0:
+                    lv = SLOT_LV[slot]
+                    if used[lv, kind - 1] * PF[d, k] > FAN[lv, kind - 1]:
+                        slot = SLOT_TMP[slot]
+                    else:
+                        used[lv, kind - 1] *= PF[d, k]
+                assign[d, k] = slot
+
+    @cuda.jit(device=True)
+    def draw_order(s, order):
+        for lv in range(L):
+            for j in range(D):
+                order[lv, j] = j
+            for j in range(D - 1, 0, -1):
+                m = below(s, j + 1)
+                x = order[lv, j]
+                order[lv, j] = order[lv, m]
+                order[lv, m] = x
+
+    @cuda.jit(device=True)
+    def draw_keep(s):
+        """Fair coins for the tensors each inner level may hold; the outermost keeps all."""
+        kmask = np.int64(0)
+        for t in range(T):
+            kmask |= ONE << np.int64(t)
+        for lv in range(1, L):
+            r = nxt(s)
+            for t in range(T):
+                if HOLDS[lv, t] and (r >> np.uint64(t)) & np.uint64(1):
+                    kmask |= ONE << np.int64(lv * T + t)
+        return kmask
+
+    @cuda.jit(device=True)
+    def build(assign, temporal, g, uxy):
+        """Temporal factors, spatial factors (X times Y) and the instances used along X and Y
+        below each level, from the slot of every prime factor."""
+        for lv in range(L):
+            uxy[lv, 0] = 1
+            uxy[lv, 1] = 1
+            for d in range(D):
+                temporal[lv, d] = 1
+                g[lv, d] = 1
+        for d in range(D):
+            for k in range(NPF[d]):
+                slot = assign[d, k]
+                lv, kind, f = SLOT_LV[slot], SLOT_KIND[slot], PF[d, k]
+                if kind == 0:
+                    temporal[lv, d] *= f
+                else:
+                    g[lv, d] *= f
+                    uxy[lv, kind - 1] *= f
+
+    @cuda.jit(device=True)
+    def place(slot, d, f, temporal, g, uxy, into):
+        """Multiply factor f of dim d into its slot (``into``) or divide it out (exact)."""
+        lv, kind = SLOT_LV[slot], SLOT_KIND[slot]
+        if kind == 0:
+            temporal[lv, d] = temporal[lv, d] * f if into else temporal[lv, d] // f
+        else:
+            g[lv, d] = g[lv, d] * f if into else g[lv, d] // f
+            uxy[lv, kind - 1] = uxy[lv, kind - 1] * f if into else uxy[lv, kind - 1] // f
+
+    # ---------------- the model: legality and EDP ----------------
+    @cuda.jit(device=True)
+    def footprint(t, ext, row, spans):
+        size = 1
+        for cc in range(C):
+            sp = 1
+            for k in range(M):
+                if k < NTERM[t, cc]:
+                    sp += TCOEF[t, cc, k] * (ext[row, TDIM[t, cc, k]] - 1)
+            spans[cc] = sp
+            size *= sp
+        return size
+
+    @cuda.jit(device=True)
+    def fits(temporal, g, uxy, kmask, tile, spans, nl, nt):
+        """FANOUT and CAPACITY of `check_row` (FACTORS, ORDER and KEEP hold by construction);
+        fills ``tile``."""
+        for lv in range(L):
+            if uxy[lv, 0] > FAN[lv, 0] or uxy[lv, 1] > FAN[lv, 1]:
+                return False
+        for d in range(D):
+            tile[L, d] = 1
+        for lv in range(L - 1, -1, -1):
+            for d in range(D):
+                tile[lv, d] = tile[lv + 1, d] * temporal[lv, d] * g[lv, d]
+        for lv in range(nl):
+            if HAS_CAP[lv]:
+                need = 0
+                for t in range(nt):
+                    if kept(kmask, lv, t):
+                        need += footprint(t, tile, lv, spans)
+                if need > CAP[lv]:
+                    return False
+        return True
+
+    @cuda.jit(device=True)
+    def deliveries(t, c, temporal, g, tile, lp, kc, spans, shift):
+        """Eq. D, as ``_loopnest_kernel.deliveries``, in one pass from the innermost loop
+        out: with ``acc_j = (n_j - 1) Delta_j + n_j acc_{j+1}`` (Horner's rule), the sum
+        ``sum_j (prod_{i<j} n_i) (n_j - 1) Delta_j`` is ``acc_0``, the same integer."""
+        size = footprint(t, tile, c, spans)
+        if kc == 0:
+            return np.int64(size)
+        for cc in range(C):
+            shift[cc] = 0
+        acc = np.int64(0)
+        in_kind, in_which, in_sgn = 0, -1, 0
+        for j in range(kc - 1, -1, -1):
+            pos = lp[j]
+            lv = pos // D
+            d = pos - lv * D
+            st = g[lv, d] * tile[lv + 1, d]
+            moved, wh, amount = 0, -1, 0
+            for cc in range(C):
+                a = COEF[t, cc, d] * st
+                sh = a - shift[cc]  # this loop forward, the inner ones back to their start
+                shift[cc] += a
+                if sh != 0:
+                    moved += 1
+                    wh, amount = cc, sh
+            sgn = 1 if amount > 0 else -1
+            if moved == 0:  # still
+                kind = 0
+                nw = 0
+            elif moved == 1 and abs(amount) < spans[wh]:  # slide
+                kind = 2
+                # Timeloop's RESET_ON_GRADIENT_CHANGE (see _loopnest_kernel.deliveries)
+                if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
+                    nw = size
+                else:
+                    nw = abs(amount) * (size // spans[wh])
+            else:  # jump
+                kind = 1
+                nw = size
+            if j == kc - 1:
+                in_kind, in_which, in_sgn = kind, wh, sgn
+            b = temporal[lv, d]
+            acc = (b - 1) * np.int64(nw) + b * acc
+        return size + acc
+
+    @cuda.jit(device=True)
+    def distinct(t, lv, g, tile, buf):
+        """Eq. S, as ``_loopnest_kernel.distinct``."""
+        count = np.int64(1)
+        for cc in range(C):
+            nt, k1, k2 = 0, -1, -1
+            for k in range(M):
+                if k < NTERM[t, cc] and g[lv, TDIM[t, cc, k]] > 1:
+                    nt += 1
+                    if k1 < 0:
+                        k1 = k
+                    elif k2 < 0:
+                        k2 = k
+            if nt == 0:
+                continue
+            if nt == 1:
+                count *= g[lv, TDIM[t, cc, k1]]
+                continue
+            if nt == 2:
+                d1, d2 = TDIM[t, cc, k1], TDIM[t, cc, k2]
+                n1, n2 = g[lv, d1], g[lv, d2]
+                a = np.int32(TCOEF[t, cc, k1] * tile[lv + 1, d1])
+                b = np.int32(TCOEF[t, cc, k2] * tile[lv + 1, d2])
+                x, y = a, b
+                while y:
+                    x, y = y, np.int32(x % y)
+                count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
+                continue
+            if MAXTERM <= 2:  # (a compile-time constant: no enumeration code when no coordinate needs it)
+                continue
+            m = 1
+            for k in range(NTERM[t, cc]):
+                m *= g[lv, TDIM[t, cc, k]]
+            for i in range(m):
+                rem, v = i, 0
+                for k in range(NTERM[t, cc]):
+                    d = TDIM[t, cc, k]
+                    v += TCOEF[t, cc, k] * tile[lv + 1, d] * (rem % g[lv, d])
+                    rem //= g[lv, d]
+                buf[i] = v
+            for i in range(1, m):
+                v, j = buf[i], i - 1
+                while j >= 0 and buf[j] > v:
+                    buf[j + 1] = buf[j]
+                    j -= 1
+                buf[j + 1] = v
+            u = 1
+            for i in range(1, m):
+                if buf[i] != buf[i - 1]:
+                    u += 1
+            count *= u
+        return count
+
+    @cuda.jit(device=True)
+    def ceil_blocks(words, blk):
+        if blk == 1:
+            return np.float64(words)
+        if blk & (blk - 1) == 0:
+            return np.float64(math.ceil(words * (1.0 / blk)))
+        return np.float64(math.ceil(words / blk))
+
+    @cuda.jit(device=True)
+    def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt):
+        """Cycles x energy of a legal mapping (``tile`` from `fits`), as
+        ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
+        `LoopNestModel` scales it after the kernel (cycles stay as counted). The energy is
+        summed tensor by tensor (the CPU kernel sums level by level: the same terms, so the
+        totals agree to rounding)."""
+        # The active temporal loops (bound >= 2), outermost first, as level * D + dim;
+        # kcs[c]: those above level c.
+        k = 0
+        mpu = np.int64(1)  # the product of every temporal bound
+        for lv in range(nl):
+            kcs[lv] = k
+            for j in range(D):
+                d = order[lv, j]
+                b = temporal[lv, d]
+                if b >= 2:
+                    lp[k] = lv * D + d
+                    mpu *= b
+                    k += 1
+        kcs[L] = k
+        ib = np.int64(1)
+        for lv in range(nl):
+            ub = 1
+            for d in range(D):
+                ub *= g[lv, d]
+            ubs[lv] = ub
+            ibs[lv] = ib
+            ib *= ub
+            rw[lv] = 0
+            ww[lv] = 0
+        total = 0.0
+        for t in range(nt):
+            if CLOSED[t]:
+                # Closed form of eq. D (see _loopnest_kernel.eval_range): F_c = |tile| x the
+                # product of the bounds of loops 0..J, J the innermost loop above c of a
+                # dim that indexes t; one walk over the loops serves every level.
+                prod_all = np.int64(1)
+                prod_rel = np.int64(1)
+                j = 0
+                for c in range(1, nl):
+                    while j < kcs[c]:
+                        pos = lp[j]
+                        lv = pos // D
+                        d = pos - lv * D
+                        prod_all *= temporal[lv, d]
+                        if REL[t, d]:
+                            prod_rel = prod_all
+                        j += 1
+                    if kept(kmask, c, t):
+                        deliv[c] = footprint(t, tile, c, spans) * prod_rel
+            else:
+                for c in range(1, nl):
+                    if kept(kmask, c, t):
+                        deliv[c] = deliveries(t, c, temporal, g, tile, lp, kcs[c], spans, shift)
+            child = L
+            for p in range(nl - 1, -1, -1):
+                if not kept(kmask, p, t):
+                    continue
+                f_child = deliv[child] if child < L else mpu
+                groups = np.int64(1)
+                for lv in range(p, child):
+                    if ubs[lv] > 1:
+                        groups *= distinct(t, lv, g, tile, buf)
+                a_p = f_child * groups
+                f_p = deliv[p] if p > 0 else TSIZE[t]
+                if t == OUT:
+                    for d in range(D):
+                        w = tile[p, d]
+                        for lv in range(p):
+                            w *= temporal[lv, d]
+                        ext[0, d] = w
+                    part = footprint(t, ext, 0, spans)
+                    r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                else:
+                    r, f, u = a_p, (f_p if p > 0 else 0), 0
+                blk = BLK[p]
+                e = ceil_blocks(r, blk) * RPJ[p]
+                if t == OUT and p > 0:
+                    e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * WPJ[p]
+                elif t == OUT:
+                    e += ceil_blocks(u, blk) * WPJ[p]
+                elif p > 0:
+                    e += ceil_blocks(f, blk) * WPJ[p]
+                e = e * ibs[p]
+                if PADDED[t]:  # halo words outside a padded tensor move no data
+                    e *= FRAC[t]
+                total += e
+                rw[p] += r
+                ww[p] += f + u
+                child = p
+        cyc = np.float64(mpu)
+        for lv in range(L):
+            if HAS_RBW[lv]:
+                cyc = max(cyc, rw[lv] / RBW[lv])
+            if HAS_WBW[lv]:
+                cyc = max(cyc, ww[lv] / WBW[lv])
+        return np.float64(math.ceil(cyc)) * (total + MACS * MAC_PJ)
+
+    @cuda.jit(device=True)
+    def save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k):
+        for lv in range(L):
+            for d in range(D):
+                best_t[tid, lv, d] = temporal[lv, d]
+                best_s[tid, lv, d, 0] = 1
+                best_s[tid, lv, d, 1] = 1
+                best_o[tid, lv, d] = order[lv, d]
+            for t in range(T):
+                best_k[tid, lv, t] = kept(kmask, lv, t) != 0
+        for d in range(D):
+            for k in range(NPF[d]):
+                slot = assign[d, k]
+                kind = SLOT_KIND[slot]
+                if kind > 0:
+                    best_s[tid, SLOT_LV[slot], d, kind - 1] *= PF[d, k]
+
+    from numba import config
+
+    # (the CUDA simulator compiles nothing and takes no register cap)
+    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit  # type: ignore[call-arg]
+
+    @jit
+    def random_kernel(n_rounds, tries, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k, counters):
+        tid = cuda.grid(1)
+        if tid >= best_obj.shape[0]:
+            return
+        nl, nt = rt[0], rt[1]
+        # Each lane keeps its own copy of the warp-wide generator and steps it alike, so the
+        # lanes of a warp draw the same orders (and bypass) without exchanging anything.
+        rs = cuda.local.array(2, uint64)
+        rs[0] = states[tid]["s0"]
+        rs[1] = states[tid]["s1"]
+        ws = cuda.local.array(2, uint64)
+        ws[0] = wstates[tid // WARP]["s0"]
+        ws[1] = wstates[tid // WARP]["s1"]
+        temporal = cuda.local.array((L, D), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        assign = cuda.local.array((D, F), int8)
+        used = cuda.local.array((L, 2), int32)
+        tile = cuda.local.array((L1, D), int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
+        spans = cuda.local.array(C, int32)
+        shift = cuda.local.array(C, int32)
+        deliv = cuda.local.array(L1, int64)
+        ubs = cuda.local.array(L, int32)
+        ibs = cuda.local.array(L, int64)
+        rw = cuda.local.array(L, int64)
+        ww = cuda.local.array(L, int64)
+        ext = cuda.local.array((1, D), int32)
+        buf = cuda.local.array(GRID, int32)
+        best = math.inf
+        legal = 0
+        draws = 0
+        kmask = np.int64(0)
+        for _ in range(n_rounds):
+            if SHARE >= 1:
+                draw_order(ws, order)
+            else:
+                draw_order(rs, order)
+            if SHARE == 2:
+                kmask = draw_keep(ws)
+            ok = False
+            k = 0
+            while k < tries and not ok:
+                if SHARE < 2:
+                    kmask = draw_keep(rs)
+                draw_factors(rs, assign, used)
+                build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
+                k += 1
+            draws += k
+            if ok:
+                legal += 1
+                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
+                if obj < best:
+                    best = obj
+                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+        best_obj[tid] = best
+        counters[tid, 0] = draws
+        counters[tid, 1] = legal
+
+    @jit
+    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, best_obj, best_t, best_s, best_o, best_k,
+                      counters):
+        tid = cuda.grid(1)
+        if tid >= best_obj.shape[0]:
+            return
+        nl, nt = rt[0], rt[1]
+        rs = cuda.local.array(2, uint64)
+        rs[0] = states[tid]["s0"]
+        rs[1] = states[tid]["s1"]
+        temporal = cuda.local.array((L, D), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        assign = cuda.local.array((D, F), int8)
+        used = cuda.local.array((L, 2), int32)
+        tile = cuda.local.array((L1, D), int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
+        spans = cuda.local.array(C, int32)
+        shift = cuda.local.array(C, int32)
+        deliv = cuda.local.array(L1, int64)
+        ubs = cuda.local.array(L, int32)
+        ibs = cuda.local.array(L, int64)
+        rw = cuda.local.array(L, int64)
+        ww = cuda.local.array(L, int64)
+        ext = cuda.local.array((1, D), int32)
+        buf = cuda.local.array(GRID, int32)
+        total_steps = n_init + n_steps
+        ratio = t_end / t_start
+        best = math.inf
+        cur = math.inf
+        legal = 0
+        step = 0
+        kmask = np.int64(0)
+        while step < total_steps:
+            # Propose (a fresh draw until the chain has a legal state, else one move) until
+            # the proposal fits or the steps run out; an illegal move is undone at once.
+            ok = False
+            mv, a, b, c = -1, 0, 0, 0
+            while step < total_steps and not ok:
+                if cur == math.inf:
+                    draw_factors(rs, assign, used)
+                    draw_order(rs, order)
+                    kmask = draw_keep(rs)
+                    mv = -1
+                else:
+                    u = uniform(rs)
+                    if u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
+                        mv = 0
+                        a = below(rs, D)
+                        while NPF[a] == 0:
+                            a = below(rs, D)
+                        b = below(rs, NPF[a])
+                        c = assign[a, b]
+                        assign[a, b] = below(rs, S)
+                        # the factors change in two places only: no rebuild
+                        place(c, a, PF[a, b], temporal, g, uxy, False)
+                        place(assign[a, b], a, PF[a, b], temporal, g, uxy, True)
+                    elif u < 0.85:  # swap two loops of one level
+                        mv = 1
+                        a = below(rs, L)
+                        b = below(rs, D)
+                        c = below(rs, D)
+                        x = order[a, b]
+                        order[a, b] = order[a, c]
+                        order[a, c] = x
+                    else:  # flip one bypass bit (never at the outermost level)
+                        mv = 2
+                        a = 1 + below(rs, L - 1) if L > 1 else 0
+                        b = below(rs, T)
+                        c = 0
+                        if a > 0 and HOLDS[a, b]:
+                            kmask ^= ONE << np.int64(a * T + b)
+                if mv == -1:
+                    build(assign, temporal, g, uxy)
+                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
+                step += 1
+                if not ok and mv >= 0:
+                    if mv == 0:
+                        place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
+                        place(c, a, PF[a, b], temporal, g, uxy, True)
+                        assign[a, b] = c
+                    elif mv == 1:
+                        x = order[a, b]
+                        order[a, b] = order[a, c]
+                        order[a, c] = x
+                    elif a > 0 and HOLDS[a, b]:
+                        kmask ^= ONE << np.int64(a * T + b)
+            if not ok:
+                break
+            legal += 1
+            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
+            lo = math.log(obj)
+            temp = t_start * ratio ** ((step - 1) / total_steps)
+            if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
+                cur = lo
+            elif mv == 0:  # rejected: undo the move
+                place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
+                place(c, a, PF[a, b], temporal, g, uxy, True)
+                assign[a, b] = c
+            elif mv == 1:
+                x = order[a, b]
+                order[a, b] = order[a, c]
+                order[a, c] = x
+            elif mv == 2 and a > 0 and HOLDS[a, b]:
+                kmask ^= ONE << np.int64(a * T + b)
+            if obj < best:
+                best = obj
+                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+        best_obj[tid] = best
+        counters[tid, 0] = step
+        counters[tid, 1] = legal
+
+    @jit
+    def objective_kernel(rt, temporal_in, spatial_in, order_in, keep_in, out_edp, out_fits):
+        """The EDP (inf where a row does not fit) of host rows whose factors, orders and
+        bypass are legal: the search kernels' own evaluation, for the equality tests."""
+        i = cuda.grid(1)
+        if i >= out_edp.shape[0]:
+            return
+        nl, nt = rt[0], rt[1]
+        temporal = cuda.local.array((L, D), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        tile = cuda.local.array((L1, D), int32)
+        lp = cuda.local.array(LD1, int16)
+        kcs = cuda.local.array(L1, int16)
+        spans = cuda.local.array(C, int32)
+        shift = cuda.local.array(C, int32)
+        deliv = cuda.local.array(L1, int64)
+        ubs = cuda.local.array(L, int32)
+        ibs = cuda.local.array(L, int64)
+        rw = cuda.local.array(L, int64)
+        ww = cuda.local.array(L, int64)
+        ext = cuda.local.array((1, D), int32)
+        buf = cuda.local.array(GRID, int32)
+        kmask = np.int64(0)
+        for lv in range(L):
+            uxy[lv, 0] = 1
+            uxy[lv, 1] = 1
+            for d in range(D):
+                temporal[lv, d] = temporal_in[i, lv, d]
+                g[lv, d] = spatial_in[i, lv, d, 0] * spatial_in[i, lv, d, 1]
+                uxy[lv, 0] *= spatial_in[i, lv, d, 0]
+                uxy[lv, 1] *= spatial_in[i, lv, d, 1]
+                order[lv, d] = order_in[i, lv, d]
+            for t in range(T):
+                if keep_in[i, lv, t]:
+                    kmask |= ONE << np.int64(lv * T + t)
+        ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
+        out_fits[i] = ok
+        out_edp[i] = math.inf
+        if ok:
+            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
+
+    return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel}
