@@ -38,6 +38,7 @@ import numpy as np
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpaceTooLargeError, SpecError
+from accelmap.mapper import _space_kernel as _kern
 from accelmap.mapper.check import BatchCheck, Reason, check_batch
 from accelmap.mapper.constraints import (
     Constraints,
@@ -223,6 +224,13 @@ class MapSpace:
         Imperfect factorization: factors may multiply to more than a bound (ceil-divided
         tiles); only *minimal* covers are in the space (no factor can be lowered by one
         and still cover the bound). Also switched on by ``constraints.allow_padding``.
+    engine
+        ``"cpu"`` (default): `decode`, `check` of decoded points, the neighbour moves and
+        the legality stage of `sample_valid` run as numba-compiled row loops
+        (`accelmap.mapper._space_kernel`); ``"numpy"``: the batched numpy path, the
+        executable reference (same results, bit for bit, and the same random stream);
+        ``"cuda"`` is taken as ``"cpu"`` here (a MapSpace answers with host arrays). None:
+        ``$ACCELMAP_KERNELS``, else ``"cpu"``, as for the cost models.
 
     Attributes
     ----------
@@ -231,7 +239,8 @@ class MapSpace:
     """
 
     def __init__(self, problem: Problem, arch: Arch, constraints: Constraints | None = None, *,
-                 allow_padding: bool = False) -> None:
+                 allow_padding: bool = False, engine: str | None = None) -> None:
+        self.engine = _kern.resolve_space_engine(engine)
         problems = arch.check_problem(problem)
         if problems:
             raise SpecError(f"problem {problem.name} on arch {arch.name}: " + "; ".join(problems))
@@ -257,7 +266,20 @@ class MapSpace:
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state.pop("_decoded", None)  # the last decoded batch (see `check`) is not part of the space
+        state.pop("_kc", None)  # the kernels' copy of the tables is rebuilt on demand
         return state
+
+    @property
+    def compiled(self) -> bool:
+        """True when the MapSpace operations run compiled (engine ``cpu`` or ``cuda``)."""
+        return self.engine != "numpy"
+
+    def _consts(self) -> _kern.SpaceConsts:
+        kc = getattr(self, "_kc", None)
+        if kc is None:
+            kc = _kern.space_consts(self)
+            self._kc = kc
+        return kc
 
     # --- construction -------------------------------------------------------------------
     def _dims_of(self, names: object, where: str) -> list[int]:
@@ -697,13 +719,17 @@ class MapSpace:
         """Encoded vectors (n, n_params) inside the box -> the mappings they stand for."""
         x = self._check_x(x)
         n = len(x)
-        rows = np.zeros((n, self._D), dtype=np.int64)
-        rows[:, self._tile_dims] = x[:, self._tile_cols]
-        temporal, spatial = self._rows_to_factors(rows)
-        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
-        if len(self._keep_free):
-            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-        batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+        if self.compiled:
+            rows, temporal, spatial, order, keep = _kern.decode(self._consts(), x)
+            batch = MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        else:
+            rows = np.zeros((n, self._D), dtype=np.int64)
+            rows[:, self._tile_dims] = x[:, self._tile_cols]
+            temporal, spatial = self._rows_to_factors(rows)
+            keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
+            if len(self._keep_free):
+                keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+            batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
         if n <= _DECODED_MEMO_ROWS:
             # a batch's arrays are read-only, so `check` may judge this very batch from
             # its table rows and keep bits
@@ -901,6 +927,8 @@ class MapSpace:
         """Fanout, capacity and utilization of decoded-to-be points, from table rows and keep
         bits alone (orders never change legality). Same rules and reason order as
         `check_batch` followed by the utilization check of `check`."""
+        if self.compiled:
+            return _kern.fast_reasons(self._consts(), rows, keep)
         n = len(rows)
         flat = rows + self._offsets[None, :]
         reason = np.zeros(n, dtype=np.int64)
@@ -1255,19 +1283,31 @@ class MapSpace:
                 r = np.flatnonzero(m_row == m)
                 out[ii[r, None], self._order_cols_pad[lv[r], : m - 1]] = self._lehmer_of(local[r, :m])
 
-        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
+        swap = None
+        if self.compiled:
+            kc = self._consts()
+            xc = np.ascontiguousarray(x)
+
+            def swap(rows_: IntArray, sel: IntArray, rng_: np.random.Generator) -> None:
+                _kern.swap_moves_encoded(kc, rows_, sel, xc, out, rng_)
+
+        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips, swap)
         out[:, self._tile_cols] = rows[:, self._tile_dims]
         out[:, self._keep_cols] = bits
         return out
 
     def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
                set_seg: Callable[[IntArray, IntArray, IntArray], None], bits: BoolArray,
-               rng: np.random.Generator, flips: bool = True) -> IntArray:
+               rng: np.random.Generator, flips: bool = True,
+               swap: Callable[[IntArray, IntArray, np.random.Generator], None] | None = None) -> IntArray:
         """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
         modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
         lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
         first, padded to the largest free count M ((k, M); see ``_free_pos``), and written
-        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once."""
+        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once.
+        ``swap(rows, sel, rng)``, when given, makes the swaps instead (the compiled swaps of
+        encoded points, same random stream). With the compiled engine the factor moves run
+        in `accelmap.mapper._space_kernel`."""
         n = len(rows)
         rows = rows.copy()
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
@@ -1282,11 +1322,17 @@ class MapSpace:
             # --- factor moves
             sel = np.flatnonzero(kind_now == 0)
             if len(sel) and len(self._tile_dims):
-                self._factor_moves(rows, sel, done, rng)
+                if self.compiled:
+                    _kern.factor_moves(self._consts(), rows, sel, done, rng)
+                else:
+                    self._factor_moves(rows, sel, done, rng)
             # --- swaps of two free loops in one level
             sel = np.flatnonzero(kind_now == 1)
             if len(sel) and levels_ok.any():
-                self._swap_moves(rows, sel, seg_of, set_seg, rng)
+                if swap is not None:
+                    swap(rows, sel, rng)
+                else:
+                    self._swap_moves(rows, sel, seg_of, set_seg, rng)
                 done[sel] = True
             # --- bypass flips
             sel = np.flatnonzero(kind_now == 2)

@@ -1,0 +1,530 @@
+"""Compiled MapSpace operations: decode, the legality check of decoded points, and the
+neighbour moves, one encoded point per loop iteration.
+
+This is the fast path of `accelmap.mapper.space.MapSpace`. *What* a decode, a check or a
+move is stays defined once, in the numpy batched methods of `MapSpace` (the executable
+reference: `decode`, `_fast_reasons`, `_factor_moves`, `_swap_moves`); this module redoes
+each of them row by row in integer arithmetic that numba compiles (``@njit(cache=True)``),
+and the property tests (`tests/property/test_space_kernels_equal_numpy.py`) hold both equal,
+bit for bit.
+
+Random numbers are never drawn here. The caller draws them from its
+`numpy.random.Generator` exactly as the numpy path does (same calls, same shapes, same
+order), and the kernels read them where the numpy path reads them, so both engines give
+the same neighbours from the same generator state, and a search takes the same path on
+either engine.
+
+The per-row functions (``row_lookup``, ``decode_row``, ``reasons_row``, ``factor_move_row``,
+``swap_row``) are ``register_jitable``: they take only arrays and scalars and allocate
+nothing (scratch comes from the caller), so the same source can also be compiled as CUDA
+device functions. The drivers (``*_rows``) loop over rows on the calling thread without
+numba's reference counting (``_nrt=False``; every array comes from the caller).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+from numba.extending import register_jitable
+
+from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.errors import SpecError
+
+__all__ = ["ENGINES", "ENV_VAR", "SpaceConsts", "resolve_space_engine"]
+
+#: engines of the MapSpace operations; ``cuda`` runs them compiled on the host (a MapSpace
+#: answers with host arrays; the device loop of ``--device cuda`` has its own kernels)
+ENGINES = ("cpu", "numpy", "cuda")
+ENV_VAR = "ACCELMAP_KERNELS"  # the variable the cost models read as well
+
+# Reason codes (the values of `accelmap.mapper.check.Reason`), as plain ints for numba.
+_FANOUT, _CAPACITY, _UTILIZATION = 5, 6, 7
+
+_JIT = {"cache": True, "_nrt": False}
+
+
+def resolve_space_engine(engine: str | None) -> str:
+    """The engine of the MapSpace operations: ``engine`` if given, else ``$ACCELMAP_KERNELS``,
+    else ``"cpu"`` (the same rule as the cost models' engine choice)."""
+    where = "engine argument"
+    if engine is None:
+        engine = os.environ.get(ENV_VAR, "").strip().lower() or "cpu"
+        where = f"environment variable {ENV_VAR}"
+    if engine not in ENGINES:
+        raise SpecError(f"{where}: unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
+    return engine
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SpaceConsts:
+    """Everything of one MapSpace the kernels read, as contiguous int64/float64/bool arrays.
+
+    Factor tables: ``flat`` (R, S) every dim's table rows (S = 3 L slots), ``offsets`` (D,)
+    where each dim's rows start, ``lvl_t`` (L R,) / ``lvl_s`` (L R, 2) the temporal and
+    spatial factors of row r at level l at ``l R + r``, ``tile_dims``/``tile_cols`` (nt,)
+    the dims with a tile parameter and its column, ``slot_exists`` (D, S), ``primes``/
+    ``n_primes`` the distinct primes of every factor value. Row index (`_RowIndex`):
+    ``keys``/``krows`` (R,) sorted hash keys and their rows, ``mult`` (S,) / ``dim_mult`` (D,)
+    the hash multipliers (uint64 bits as int64: products wrap alike). Loop orders: ``n_free``
+    (L,), ``free_pad`` (L, M) the free dims, ``outer_n``/``inner_n`` (L,) and
+    ``outer_pad``/``inner_pad`` (L, D) the pinned dims, ``order_cols`` (L, max(M-1, 1)) the
+    Lehmer digit columns, ``free_mask`` (L, D), ``levels_ok`` (L,) levels with two free loops.
+    Keep bits: ``keep_base`` (L, T), ``keep_free`` (nk, 2), ``keep_cols`` (nk,). Check:
+    ``row_sxy`` (R, nf) spatial factors of the (level, axis) pairs ``fan_cols`` with a fanout
+    ``fan_limits`` (nf,); ``cap_levels`` (Lc,) levels with a capacity ``caps`` (Lc,),
+    ``tiles_m1`` (R, Lc) tile extent - 1, ``coef`` (D, T C) footprint coefficients,
+    ``tsteps`` (R,) temporal steps; ``util`` (macs, n_macs, min_utilization).
+    """
+
+    flat: IntArray
+    offsets: IntArray
+    lvl_t: IntArray
+    lvl_s: IntArray
+    tile_dims: IntArray
+    tile_cols: IntArray
+    slot_exists: BoolArray
+    primes: IntArray
+    n_primes: IntArray
+    keys: IntArray
+    krows: IntArray
+    mult: IntArray
+    dim_mult: IntArray
+    n_free: IntArray
+    free_pad: IntArray
+    outer_n: IntArray
+    outer_pad: IntArray
+    inner_n: IntArray
+    inner_pad: IntArray
+    order_cols: IntArray
+    free_mask: BoolArray
+    levels_ok: BoolArray
+    keep_base: BoolArray
+    keep_free: IntArray
+    keep_cols: IntArray
+    row_sxy: IntArray
+    fan_cols: IntArray
+    fan_limits: IntArray
+    cap_levels: IntArray
+    caps: FloatArray
+    tiles_m1: FloatArray
+    coef: FloatArray
+    n_coords: int
+    tsteps: FloatArray
+    util: FloatArray
+
+    @property
+    def n_rows(self) -> int:
+        return int(self.flat.shape[0])
+
+
+def _i64(a: np.ndarray) -> IntArray:
+    return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported the other way round)
+    """The kernels' view of a built `MapSpace` (its private tables, copied contiguous)."""
+    L, D = space._L, space._D
+    M = max(int(space._n_free.max()), 1)
+    free_pad = np.zeros((L, M), dtype=np.int64)
+    outer_pad = np.zeros((L, D), dtype=np.int64)
+    inner_pad = np.zeros((L, D), dtype=np.int64)
+    for lv in range(L):
+        free_pad[lv, : len(space._order_free[lv])] = space._order_free[lv]
+        outer_pad[lv, : len(space._order_outer[lv])] = space._order_outer[lv]
+        inner_pad[lv, : len(space._order_inner[lv])] = space._order_inner[lv]
+    coef, n_coords = space._span_coef
+    caps = space.arch.capacities_words
+    idx = space._index
+    return SpaceConsts(
+        flat=_i64(space._flat), offsets=_i64(space._offsets), lvl_t=_i64(space._lvl_t), lvl_s=_i64(space._lvl_s),
+        tile_dims=_i64(space._tile_dims), tile_cols=_i64(space._tile_cols),
+        slot_exists=np.ascontiguousarray(space._slot_exists_flat, dtype=np.bool_),
+        primes=_i64(space._primes), n_primes=_i64(space._n_primes),
+        keys=_i64(idx.keys), krows=_i64(idx.rows), mult=_i64(idx.mult.view(np.int64)),
+        dim_mult=_i64(idx.dim_mult.view(np.int64)),
+        n_free=_i64(space._n_free), free_pad=free_pad,
+        outer_n=_i64([len(o) for o in space._order_outer]), outer_pad=outer_pad,
+        inner_n=_i64([len(i) for i in space._order_inner]), inner_pad=inner_pad,
+        order_cols=_i64(space._order_cols_pad), free_mask=np.ascontiguousarray(space._free_mask_ld, dtype=np.bool_),
+        levels_ok=np.ascontiguousarray(space._levels_ok, dtype=np.bool_),
+        keep_base=np.ascontiguousarray(space._keep_base, dtype=np.bool_),
+        keep_free=_i64(space._keep_free.reshape(-1, 2)), keep_cols=_i64(space._keep_cols),
+        row_sxy=_i64(space._row_sxy), fan_cols=_i64(space._fan_cols), fan_limits=_i64(space._fan_limits),
+        cap_levels=_i64(space._cap_levels), caps=np.ascontiguousarray(caps[space._cap_levels], dtype=np.float64),
+        tiles_m1=np.ascontiguousarray(space._row_tiles_m1, dtype=np.float64),
+        coef=np.ascontiguousarray(coef, dtype=np.float64), n_coords=int(n_coords),
+        tsteps=np.ascontiguousarray(space._row_tsteps, dtype=np.float64),
+        util=np.array([float(space.problem.macs), float(space.arch.n_macs), float(space.min_utilization)]),
+    )
+
+
+# --- per-row functions (no allocation: CPU and CUDA alike) ------------------------------------
+
+@register_jitable
+def row_lookup(vec, d, flat, keys, krows, mult, dim_mult):  # noqa: ANN001, ANN201
+    """Global table row of the factor row ``vec`` (S,) of dim ``d``, -1 where it is not in
+    the dim's table: `_RowIndex.lookup` for one row (hash, binary search, verify)."""
+    S = vec.shape[0]
+    key = dim_mult[d]
+    for s in range(S):
+        key += vec[s] * mult[s]  # int64 products and sums wrap like the uint64 ones
+    lo = 0
+    hi = keys.shape[0]
+    while lo < hi:  # searchsorted, side left
+        mid = (lo + hi) >> 1
+        if keys[mid] < key:
+            lo = mid + 1
+        else:
+            hi = mid
+    if lo > keys.shape[0] - 1:
+        lo = keys.shape[0] - 1
+    if keys[lo] != key:
+        return -1
+    g = krows[lo]
+    for s in range(S):
+        if flat[g, s] != vec[s]:
+            return -1
+    return g
+
+
+@register_jitable
+def lehmer_local(x, i, lv, m, order_cols, local):  # noqa: ANN001, ANN201
+    """Level lv's free loops of encoded row ``x[i]`` as positions among its free dims,
+    outermost first, into ``local[:m]`` (digit p picks the p-th of the not yet placed)."""
+    for p in range(m):
+        local[p] = p
+    for p in range(m - 1):
+        dgt = x[i, order_cols[lv, p]]
+        v = local[p + dgt]
+        for q in range(p + dgt, p, -1):  # the picked one moves to position p
+            local[q] = local[q - 1]
+        local[p] = v
+
+
+@register_jitable
+def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+               inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep,
+               local):  # noqa: ANN001, ANN201
+    """`MapSpace.decode` of row i: table rows, factors, loop orders and keep bits."""
+    L = temporal.shape[1]
+    D = temporal.shape[2]
+    T = keep.shape[2]
+    R = lvl_t.shape[0] // L
+    for d in range(D):
+        rows[i, d] = 0
+    for j in range(tile_dims.shape[0]):
+        rows[i, tile_dims[j]] = x[i, tile_cols[j]]
+    for lv in range(L):
+        for d in range(D):
+            g = lv * R + rows[i, d] + offsets[d]
+            temporal[i, lv, d] = lvl_t[g]
+            spatial[i, lv, d, 0] = lvl_s[g, 0]
+            spatial[i, lv, d, 1] = lvl_s[g, 1]
+        o = outer_n[lv]
+        for p in range(o):
+            order[i, lv, p] = outer_pad[lv, p]
+        m = n_free[lv]
+        lehmer_local(x, i, lv, m, order_cols, local)
+        for p in range(m):
+            order[i, lv, o + p] = free_pad[lv, local[p]]
+        ni = inner_n[lv]
+        for p in range(ni):
+            order[i, lv, D - ni + p] = inner_pad[lv, p]
+        for t in range(T):
+            keep[i, lv, t] = keep_base[lv, t]
+    for j in range(keep_cols.shape[0]):
+        keep[i, keep_free[j, 0], keep_free[j, 1]] = x[i, keep_cols[j]] != 0
+
+
+@register_jitable
+def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
+                tsteps, util, reason, level):  # noqa: ANN001, ANN201
+    """`MapSpace._fast_reasons` of row i: fanout, then capacity, then utilization."""
+    D = rows.shape[1]
+    T = keep.shape[2]
+    reason[i] = 0
+    level[i] = -1
+    for f in range(fan_cols.shape[0]):
+        used = 1
+        for d in range(D):
+            used *= row_sxy[rows[i, d] + offsets[d], f]
+        if used > fan_limits[f]:
+            reason[i] = _FANOUT
+            level[i] = fan_cols[f] // 2
+            return
+    for c in range(cap_levels.shape[0]):
+        lv = cap_levels[c]
+        need = 0
+        for t in range(T):
+            if not keep[i, lv, t]:
+                continue
+            fp = 1
+            for k in range(n_coords):
+                # a coordinate sum_d a_d x_d over a tile spans 1 + sum_d a_d (t_d - 1) values;
+                # integers far below 2**53, so the float64 sum is exact (as in numpy)
+                s = 0.0
+                for d in range(D):
+                    s += tiles_m1[rows[i, d] + offsets[d], c] * coef[d, t * n_coords + k]
+                fp *= np.int64(s) + 1
+            need += fp
+        if need > caps[c]:
+            reason[i] = _CAPACITY
+            level[i] = lv
+            return
+    if util[2] > 0:
+        steps = 1.0
+        for d in range(D):
+            steps *= tsteps[rows[i, d] + offsets[d]]
+        if util[0] / (util[1] * steps) < util[2] - 1e-12:
+            reason[i] = _UTILIZATION
+
+
+@register_jitable
+def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists, primes, n_primes, keys, krows,
+                    mult, dim_mult, vec, ex):  # noqa: ANN001, ANN201
+    """`MapSpace._factor_moves` for row r and dim d: move a prime factor between two of the
+    dim's slots; the row reads its uniforms in ``u`` where the numpy path's gather puts them
+    (group of kd rows from ``base``, row j within it). In place; marks ``done[r]``."""
+    S = flat.shape[1]
+    g0 = rows[r, d] + offsets[d]
+    for s in range(S):
+        vec[s] = flat[g0, s]
+        ex[s] = slot_exists[d, s]
+    # argmax of where(ok, u, -1) (first maximum), as np.argmax
+    src = 0
+    best = -2.0
+    for s in range(S):
+        v = u[base + j * S + s] if (vec[s] > 1 and ex[s]) else -1.0
+        if v > best:
+            best = v
+            src = s
+    has = vec[src] > 1 and ex[src]
+    ex[src] = False
+    dst = 0
+    best = -2.0
+    for s in range(S):
+        v = u[base + kd * S + j * S + s] if ex[s] else -1.0
+        if v > best:
+            best = v
+            dst = s
+    has = has and ex[dst]
+    if not has:
+        return
+    f = vec[src]
+    npr = n_primes[f]
+    pick = np.int64(u[base + 2 * kd * S + j] * (npr if npr > 1 else 1))
+    prime = primes[f, pick]
+    if prime <= 1:
+        return
+    vec[src] = f // prime
+    vec[dst] *= prime
+    g = row_lookup(vec, d, flat, keys, krows, mult, dim_mult)
+    if g >= 0:
+        rows[r, d] = g - offsets[d]
+        done[r] = True
+
+
+@register_jitable
+def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
+    """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
+    loops] among the levels with two free loops (first maximum)."""
+    L = free_mask.shape[0]
+    D = free_mask.shape[1]
+    R = lvl_t.shape[0] // L
+    lv = 0
+    best = -2.0
+    for lvl in range(L):
+        if not levels_ok[lvl]:
+            s = -1.0
+        else:
+            running = 0
+            for d in range(D):
+                if free_mask[lvl, d] and lvl_t[lvl * R + rows[r, d] + offsets[d]] > 1:
+                    running += 1
+            s = u1[i, lvl] + (1.0 if running >= 2 else 0.0)
+        if s > best:
+            best = s
+            lv = lvl
+    return lv
+
+
+@register_jitable
+def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, local):  # noqa: ANN001, ANN201
+    """`MapSpace._swap_moves` for row r at level lv: swap the two free loops with the best
+    scores u + [loop bound > 1] (the row's uniforms start at ``u2[off]``), re-encode the
+    level's Lehmer digits into ``out[r]``."""
+    L = n_free.shape[0]
+    R = lvl_t.shape[0] // L
+    m = n_free[lv]
+    lehmer_local(x, r, lv, m, order_cols, local)
+    a = 0
+    best = -2.0
+    for c in range(m):
+        dd = free_pad[lv, local[c]]
+        s = u2[off + c] + (1.0 if lvl_t[lv * R + rows[r, dd] + offsets[dd]] > 1 else 0.0)
+        if s > best:
+            best = s
+            a = c
+    b = 0
+    best = -2.0
+    for c in range(m):
+        if c == a:
+            continue
+        dd = free_pad[lv, local[c]]
+        s = u2[off + c] + (1.0 if lvl_t[lv * R + rows[r, dd] + offsets[dd]] > 1 else 0.0)
+        if s > best:
+            best = s
+            b = c
+    v = local[a]
+    local[a] = local[b]
+    local[b] = v
+    for p in range(m - 1):  # Lehmer digit p: later positions holding a smaller value
+        cnt = 0
+        for q in range(p + 1, m):
+            if local[q] < local[p]:
+                cnt += 1
+        out[r, order_cols[lv, p]] = cnt
+
+
+# --- drivers ---------------------------------------------------------------------------------
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+                inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep,
+                local):  # noqa: ANN001, ANN201
+    for i in range(x.shape[0]):
+        decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+                   inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep, local)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
+                 tsteps, util, reason, level):  # noqa: ANN001, ANN201
+    for i in range(rows.shape[0]):
+        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef,
+                    n_coords, tsteps, util, reason, level)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def factor_moves_rows(rows, sel, pick_dim, u, done, tile_dims, offsets, flat, slot_exists, primes, n_primes, keys,
+                      krows, mult, dim_mult, cnt, start, seen, vec, ex):  # noqa: ANN001, ANN201
+    """Factor moves of the rows ``sel``: ``pick_dim`` (k,) the drawn index into tile_dims,
+    ``u`` (k (2S+1),) the uniforms. The numpy path sorts the rows by dim (stably) and hands
+    each dim group its block of uniforms; here each row finds its group's start and its
+    rank within the group by counting (cnt, start, seen: (D,) scratch)."""
+    k = sel.shape[0]
+    D = offsets.shape[0]
+    W = 2 * flat.shape[1] + 1
+    for d in range(D):
+        cnt[d] = 0
+        seen[d] = 0
+    for i in range(k):
+        cnt[tile_dims[pick_dim[i]]] += 1
+    acc = 0
+    for d in range(D):
+        start[d] = acc
+        acc += cnt[d]
+    for i in range(k):
+        d = tile_dims[pick_dim[i]]
+        j = seen[d]
+        seen[d] += 1
+        factor_move_row(sel[i], d, start[d] * W, j, cnt[d], u, rows, done, offsets, flat, slot_exists, primes,
+                        n_primes, keys, krows, mult, dim_mult, vec, ex)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def swap_levels_rows(rows, sel, u1, offsets, lvl_t, free_mask, levels_ok, n_free, lv_out):  # noqa: ANN001, ANN201
+    """The level of each swap of rows ``sel`` (u1 (k, L)); returns the uniforms the swaps
+    read next (the free-loop count of each row's level, summed)."""
+    total = 0
+    for i in range(sel.shape[0]):
+        lv = swap_level_row(i, sel[i], u1, rows, offsets, lvl_t, free_mask, levels_ok)
+        lv_out[i] = lv
+        total += n_free[lv]
+    return total
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def swap_rows(sel, lvs, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, cnt, start, seen,
+              local):  # noqa: ANN001, ANN201
+    """Swaps of rows ``sel`` at levels ``lvs``. The numpy path hands the uniforms out level by
+    level (levels in increasing order, rows in order within a level, m of them per row):
+    cnt, start, seen (L,) scratch find each row's block."""
+    L = n_free.shape[0]
+    for lv in range(L):
+        cnt[lv] = 0
+        seen[lv] = 0
+    for i in range(sel.shape[0]):
+        cnt[lvs[i]] += 1
+    acc = 0
+    for lv in range(L):
+        start[lv] = acc
+        acc += cnt[lv] * n_free[lv]
+    for i in range(sel.shape[0]):
+        lv = lvs[i]
+        w = seen[lv]
+        seen[lv] += 1
+        swap_row(sel[i], lv, start[lv] + w * n_free[lv], u2, x, out, rows, offsets, lvl_t, n_free, free_pad,
+                 order_cols, local)
+
+
+# --- host wrappers ---------------------------------------------------------------------------
+
+def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
+    """rows (n, D), temporal (n, L, D), spatial (n, L, D, 2), order (n, L, D), keep (n, L, T)."""
+    n = len(x)
+    L, T = c.keep_base.shape
+    D = len(c.offsets)
+    rows = np.empty((n, D), dtype=np.int64)
+    temporal = np.empty((n, L, D), dtype=np.int64)
+    spatial = np.empty((n, L, D, 2), dtype=np.int64)
+    order = np.empty((n, L, D), dtype=np.int64)
+    keep = np.empty((n, L, T), dtype=np.bool_)
+    if n:
+        decode_rows(_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
+                    c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.keep_base, c.keep_free, c.keep_cols, rows,
+                    temporal, spatial, order, keep, np.empty(max(c.free_pad.shape[1], 1), dtype=np.int64))
+    return rows, temporal, spatial, order, keep
+
+
+def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntArray, IntArray]:
+    """(n,) reason codes and (n,) levels of `MapSpace._fast_reasons`."""
+    n = len(rows)
+    reason = np.empty(n, dtype=np.int64)
+    level = np.empty(n, dtype=np.int64)
+    if n:
+        reasons_rows(_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols,
+                     c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.coef, c.n_coords, c.tsteps, c.util, reason,
+                     level)
+    return reason, level
+
+
+def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
+    """`MapSpace._factor_moves` (in place), drawing from ``rng`` as it does."""
+    k = len(sel)
+    S = c.flat.shape[1]
+    D = len(c.offsets)
+    pick_dim = rng.integers(0, len(c.tile_dims), size=k)
+    u = rng.random(k * (2 * S + 1))
+    factor_moves_rows(rows, _i64(sel), _i64(pick_dim), u, done, c.tile_dims, c.offsets, c.flat, c.slot_exists,
+                      c.primes, c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, np.empty(D, np.int64),
+                      np.empty(D, np.int64), np.empty(D, np.int64), np.empty(S, np.int64), np.empty(S, np.bool_))
+
+
+def swap_moves_encoded(c: SpaceConsts, rows: IntArray, sel: IntArray, x: IntArray, out: IntArray,
+                       rng: np.random.Generator) -> None:
+    """`MapSpace._swap_moves` on encoded rows: reads orders from ``x``, writes ``out`` (in
+    place), drawing from ``rng`` as the numpy path does."""
+    k = len(sel)
+    L = len(c.n_free)
+    sel = _i64(sel)
+    u1 = rng.random((k, L))
+    lvs = np.empty(k, dtype=np.int64)
+    total = swap_levels_rows(rows, sel, u1, c.offsets, c.lvl_t, c.free_mask, c.levels_ok, c.n_free, lvs)
+    u2 = rng.random(int(total))
+    swap_rows(sel, lvs, u2, x, out, rows, c.offsets, c.lvl_t, c.n_free, c.free_pad, c.order_cols,
+              np.empty(L, np.int64), np.empty(L, np.int64), np.empty(L, np.int64),
+              np.empty(max(c.free_pad.shape[1], 1), np.int64))
