@@ -269,6 +269,13 @@ class MapSpace:
         state.pop("_kc", None)  # the kernels' copy of the tables is rebuilt on demand
         return state
 
+    def with_engine(self, engine: str | None) -> MapSpace:
+        """The same space (tables shared, nothing rebuilt) with another engine."""
+        other = object.__new__(MapSpace)
+        other.__dict__.update(self.__getstate__())
+        other.engine = _kern.resolve_space_engine(engine)
+        return other
+
     @property
     def compiled(self) -> bool:
         """True when the MapSpace operations run compiled (engine ``cpu`` or ``cuda``)."""
