@@ -23,11 +23,13 @@ numba's reference counting (``_nrt=False``; every array comes from the caller).
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 from numba.extending import register_jitable
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
@@ -44,6 +46,8 @@ ENV_VAR = "ACCELMAP_KERNELS"  # the variable the cost models read as well
 _FANOUT, _CAPACITY, _UTILIZATION = 5, 6, 7
 
 _JIT = {"cache": True, "_nrt": False}
+# From this many rows, decode and check spread blocks of rows over numba's threads.
+PARALLEL_MIN_ROWS = 4096
 
 
 def resolve_space_engine(engine: str | None) -> str:
@@ -71,7 +75,9 @@ class SpaceConsts:
     the hash multipliers (uint64 bits as int64: products wrap alike). Loop orders: ``n_free``
     (L,), ``free_pad`` (L, M) the free dims, ``outer_n``/``inner_n`` (L,) and
     ``outer_pad``/``inner_pad`` (L, D) the pinned dims, ``order_cols`` (L, max(M-1, 1)) the
-    Lehmer digit columns, ``free_mask`` (L, D), ``levels_ok`` (L,) levels with two free loops.
+    Lehmer digit columns, ``order_tab`` (N, M) int8 all permutations of 0..m-1 in
+    lexicographic order for every m of a level with at most `_PERM_TABLE_MAX_M` free loops,
+    level lv's block from ``order_off[lv]`` (-1: decoded digit by digit), ``order_w`` (L, max(M-1, 1)) the digits' weights (m-1-p)!, ``free_mask`` (L, D), ``levels_ok`` (L,) levels with two free loops.
     Keep bits: ``keep_base`` (L, T), ``keep_free`` (nk, 2), ``keep_cols`` (nk,). Check:
     ``row_sxy`` (R, nf) spatial factors of the (level, axis) pairs ``fan_cols`` with a fanout
     ``fan_limits`` (nf,); ``cap_levels`` (Lc,) levels with a capacity ``caps`` (Lc,),
@@ -99,6 +105,9 @@ class SpaceConsts:
     inner_n: IntArray
     inner_pad: IntArray
     order_cols: IntArray
+    order_tab: np.ndarray
+    order_off: IntArray
+    order_w: IntArray
     free_mask: BoolArray
     levels_ok: BoolArray
     keep_base: BoolArray
@@ -137,6 +146,31 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
         inner_pad[lv, : len(space._order_inner[lv])] = space._order_inner[lv]
     coef, n_coords = space._span_coef
     caps = space.arch.capacities_words
+    # local permutations (positions among a level's free dims) of every tabled m, one
+    # block per m shared by the levels, as int8: a few tens of kB stay in cache where the
+    # MapSpace's table of whole orders per level does not
+    blocks, at = [], 0
+    start_m: dict[int, int] = {}
+    order_off = np.full(L, -1, dtype=np.int64)
+    Mw = max(int(space._n_free.max()), 1)
+    for lv in range(L):
+        m = len(space._order_free[lv])
+        if lv in space._order_untabled:
+            continue
+        if m not in start_m:
+            perms = space._perms_by_m.get(m, np.zeros((1, m), dtype=np.int64) + np.arange(m))
+            blk = np.zeros((len(perms), Mw), dtype=np.int8)
+            blk[:, :m] = perms
+            start_m[m] = at
+            blocks.append(blk)
+            at += len(blk)
+        order_off[lv] = start_m[m]
+    order_tab = np.ascontiguousarray(np.concatenate(blocks) if blocks else np.zeros((1, Mw), dtype=np.int8))
+    order_w = np.zeros(space._order_cols_pad.shape, dtype=np.int64)
+    for lv in range(L):
+        m = len(space._order_free[lv])
+        for p in range(m - 1):
+            order_w[lv, p] = math.factorial(m - 1 - p)
     idx = space._index
     return SpaceConsts(
         flat=_i64(space._flat), offsets=_i64(space._offsets), lvl_t=_i64(space._lvl_t), lvl_s=_i64(space._lvl_s),
@@ -148,7 +182,8 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
         n_free=_i64(space._n_free), free_pad=free_pad,
         outer_n=_i64([len(o) for o in space._order_outer]), outer_pad=outer_pad,
         inner_n=_i64([len(i) for i in space._order_inner]), inner_pad=inner_pad,
-        order_cols=_i64(space._order_cols_pad), free_mask=np.ascontiguousarray(space._free_mask_ld, dtype=np.bool_),
+        order_cols=_i64(space._order_cols_pad), order_tab=order_tab, order_off=order_off,
+        order_w=order_w, free_mask=np.ascontiguousarray(space._free_mask_ld, dtype=np.bool_),
         levels_ok=np.ascontiguousarray(space._levels_ok, dtype=np.bool_),
         keep_base=np.ascontiguousarray(space._keep_base, dtype=np.bool_),
         keep_free=_i64(space._keep_free.reshape(-1, 2)), keep_cols=_i64(space._keep_cols),
@@ -163,7 +198,7 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
 
 # --- per-row functions (no allocation: CPU and CUDA alike) ------------------------------------
 
-@register_jitable
+@register_jitable(inline="always")
 def row_lookup(vec, d, flat, keys, krows, mult, dim_mult):  # noqa: ANN001, ANN201
     """Global table row of the factor row ``vec`` (S,) of dim ``d``, -1 where it is not in
     the dim's table: `_RowIndex.lookup` for one row (hash, binary search, verify)."""
@@ -190,7 +225,7 @@ def row_lookup(vec, d, flat, keys, krows, mult, dim_mult):  # noqa: ANN001, ANN2
     return g
 
 
-@register_jitable
+@register_jitable(inline="always")
 def lehmer_local(x, i, lv, m, order_cols, local):  # noqa: ANN001, ANN201
     """Level lv's free loops of encoded row ``x[i]`` as positions among its free dims,
     outermost first, into ``local[:m]`` (digit p picks the p-th of the not yet placed)."""
@@ -204,11 +239,13 @@ def lehmer_local(x, i, lv, m, order_cols, local):  # noqa: ANN001, ANN201
         local[p] = v
 
 
-@register_jitable
+@register_jitable(inline="always")
 def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
-               inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep,
-               local):  # noqa: ANN001, ANN201
-    """`MapSpace.decode` of row i: table rows, factors, loop orders and keep bits."""
+               inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
+               spatial, order, keep, local):  # noqa: ANN001, ANN201
+    """`MapSpace.decode` of row i: table rows, factors, loop orders and keep bits. A level's
+    order is a row of the order table (its Lehmer index sum_p digit_p (m-1-p)!), or, past
+    the table, decoded digit by digit."""
     L = temporal.shape[1]
     D = temporal.shape[2]
     T = keep.shape[2]
@@ -223,13 +260,20 @@ def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_p
             temporal[i, lv, d] = lvl_t[g]
             spatial[i, lv, d, 0] = lvl_s[g, 0]
             spatial[i, lv, d, 1] = lvl_s[g, 1]
+        m = n_free[lv]
         o = outer_n[lv]
         for p in range(o):
             order[i, lv, p] = outer_pad[lv, p]
-        m = n_free[lv]
-        lehmer_local(x, i, lv, m, order_cols, local)
-        for p in range(m):
-            order[i, lv, o + p] = free_pad[lv, local[p]]
+        if order_off[lv] >= 0:
+            k = order_off[lv]
+            for p in range(m - 1):
+                k += x[i, order_cols[lv, p]] * order_w[lv, p]
+            for p in range(m):
+                order[i, lv, o + p] = free_pad[lv, order_tab[k, p]]
+        else:
+            lehmer_local(x, i, lv, m, order_cols, local)
+            for p in range(m):
+                order[i, lv, o + p] = free_pad[lv, local[p]]
         ni = inner_n[lv]
         for p in range(ni):
             order[i, lv, D - ni + p] = inner_pad[lv, p]
@@ -239,7 +283,7 @@ def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_p
         keep[i, keep_free[j, 0], keep_free[j, 1]] = x[i, keep_cols[j]] != 0
 
 
-@register_jitable
+@register_jitable(inline="always")
 def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
                 tsteps, util, reason, level):  # noqa: ANN001, ANN201
     """`MapSpace._fast_reasons` of row i: fanout, then capacity, then utilization."""
@@ -282,7 +326,7 @@ def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_level
             reason[i] = _UTILIZATION
 
 
-@register_jitable
+@register_jitable(inline="always")
 def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists, primes, n_primes, keys, krows,
                     mult, dim_mult, vec, ex):  # noqa: ANN001, ANN201
     """`MapSpace._factor_moves` for row r and dim d: move a prime factor between two of the
@@ -327,7 +371,7 @@ def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists
         done[r] = True
 
 
-@register_jitable
+@register_jitable(inline="always")
 def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
     """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
     loops] among the levels with two free loops (first maximum)."""
@@ -351,7 +395,7 @@ def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noq
     return lv
 
 
-@register_jitable
+@register_jitable(inline="always")
 def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, local):  # noqa: ANN001, ANN201
     """`MapSpace._swap_moves` for row r at level lv: swap the two free loops with the best
     scores u + [loop bound > 1] (the row's uniforms start at ``u2[off]``), re-encode the
@@ -393,11 +437,35 @@ def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, ord
 
 @njit(**_JIT)  # type: ignore[call-overload]
 def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
-                inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep,
-                local):  # noqa: ANN001, ANN201
+                inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
+                spatial, order, keep, local):  # noqa: ANN001, ANN201
     for i in range(x.shape[0]):
         decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
-                   inner_pad, order_cols, keep_base, keep_free, keep_cols, rows, temporal, spatial, order, keep, local)
+                   inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
+                   spatial, order, keep, local)
+
+
+@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
+def decode_parallel(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+                    inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows,
+                    temporal, spatial, order, keep, local):  # noqa: ANN001, ANN201
+    """`decode_rows` over blocks of rows on numba's threads (``local``: one scratch row per block)."""
+    n = x.shape[0]
+    n_blocks = local.shape[0]
+    step = (n + n_blocks - 1) // n_blocks
+    for b in prange(n_blocks):
+        for i in range(b * step, min(n, b * step + step)):
+            decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad,
+                       inner_n, inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free,
+                       keep_cols, rows, temporal, spatial, order, keep, local[b])
+
+
+@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
+def reasons_parallel(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
+                     tsteps, util, reason, level):  # noqa: ANN001, ANN201
+    for i in prange(rows.shape[0]):
+        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef,
+                    n_coords, tsteps, util, reason, level)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -473,6 +541,13 @@ def swap_rows(sel, lvs, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, orde
 
 # --- host wrappers ---------------------------------------------------------------------------
 
+def _threads() -> int:
+    """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs)."""
+    n = numba.get_num_threads()
+    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
+
+
 def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
     """rows (n, D), temporal (n, L, D), spatial (n, L, D, 2), order (n, L, D), keep (n, L, T)."""
     n = len(x)
@@ -483,10 +558,15 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
     spatial = np.empty((n, L, D, 2), dtype=np.int64)
     order = np.empty((n, L, D), dtype=np.int64)
     keep = np.empty((n, L, T), dtype=np.bool_)
-    if n:
-        decode_rows(_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
-                    c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.keep_base, c.keep_free, c.keep_cols, rows,
-                    temporal, spatial, order, keep, np.empty(max(c.free_pad.shape[1], 1), dtype=np.int64))
+    threads = _threads()
+    M = max(c.free_pad.shape[1], 1)
+    args = (_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
+            c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.order_tab, c.order_off, c.order_w, c.keep_base,
+            c.keep_free, c.keep_cols, rows, temporal, spatial, order, keep)
+    if threads > 1 and n >= PARALLEL_MIN_ROWS:
+        decode_parallel(*args, np.empty((threads * 4, M), dtype=np.int64))
+    elif n:
+        decode_rows(*args, np.empty(M, dtype=np.int64))
     return rows, temporal, spatial, order, keep
 
 
@@ -495,10 +575,12 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
     n = len(rows)
     reason = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int64)
-    if n:
-        reasons_rows(_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols,
-                     c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.coef, c.n_coords, c.tsteps, c.util, reason,
-                     level)
+    args = (_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
+            c.cap_levels, c.caps, c.tiles_m1, c.coef, c.n_coords, c.tsteps, c.util, reason, level)
+    if _threads() > 1 and n >= PARALLEL_MIN_ROWS:
+        reasons_parallel(*args)
+    elif n:
+        reasons_rows(*args)
     return reason, level
 
 
