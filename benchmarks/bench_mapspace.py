@@ -80,8 +80,10 @@ def _ops(space, n: int):
     batch = space.decode(x)
     k = max(n // 8, 256)
     return {
+        "_space": space, "_x": x,
         "sample": (n, lambda rng: space.sample(n, rng)),
         "decode": (n, lambda rng: space.decode(x)),
+        # `check` of the batch `decode` returned last (the search's case): decode untimed
         "check_decoded": (n, lambda rng: space.check(batch)),
         "decode_check": (n, lambda rng: space.check(space.decode(x))),
         "neighbours_encoded": (n, lambda rng: space.neighbours_encoded(x, rng)),
@@ -91,22 +93,31 @@ def _ops(space, n: int):
     }
 
 
+def _check_of(ops: dict):
+    space, batch = ops["_space"], ops["_batch"]
+    return lambda rng: space.check(batch)
+
+
 def compare_backends(spaces: dict, sizes: list[int], backends: list[str], repeats: int) -> dict:
     out: dict = {}
     for sname, space in spaces.items():
         out[sname] = {}
         for n in sizes:
             ops = {b: _ops(space.with_engine(b), n) for b in backends}
+            names = [op for op in ops[backends[0]] if not op.startswith("_")]
             for b in backends:  # compile or load the kernels, touch the tables
-                for _, fn in ops[b].values():
-                    fn(np.random.default_rng(1))
+                for op in names:
+                    ops[b][op][1](np.random.default_rng(1))
             rows = {}
-            for op in ops[backends[0]]:
+            for op in names:
                 times: dict[str, list[float]] = {b: [] for b in backends}
                 for r in range(repeats):
                     for b in backends:  # interleaved: every repeat times each engine in turn
                         items, fn = ops[b][op]
                         rng = np.random.default_rng(100 + r)
+                        if op == "check_decoded":
+                            ops[b]["_batch"] = ops[b]["_space"].decode(ops[b]["_x"])
+                            fn = _check_of(ops[b])
                         t0 = time.process_time()
                         fn(rng)
                         times[b].append(max(time.process_time() - t0, 1e-9))

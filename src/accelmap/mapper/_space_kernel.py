@@ -81,7 +81,8 @@ class SpaceConsts:
     Keep bits: ``keep_base`` (L, T), ``keep_free`` (nk, 2), ``keep_cols`` (nk,). Check:
     ``row_sxy`` (R, nf) spatial factors of the (level, axis) pairs ``fan_cols`` with a fanout
     ``fan_limits`` (nf,); ``cap_levels`` (Lc,) levels with a capacity ``caps`` (Lc,),
-    ``tiles_m1`` (R, Lc) tile extent - 1, ``coef`` (D, T C) footprint coefficients,
+    ``tiles_m1`` (R, Lc) tile extent - 1, ``coef`` (D, T C) footprint coefficients, their nonzero terms per
+    (tensor, coordinate) ``term_n`` (T, C), ``term_d``/``term_a`` (T, C, most terms),
     ``tsteps`` (R,) temporal steps; ``util`` (macs, n_macs, min_utilization).
     """
 
@@ -121,6 +122,9 @@ class SpaceConsts:
     tiles_m1: FloatArray
     coef: FloatArray
     n_coords: int
+    term_n: IntArray
+    term_d: IntArray
+    term_a: FloatArray
     tsteps: FloatArray
     util: FloatArray
 
@@ -166,6 +170,17 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
             at += len(blk)
         order_off[lv] = start_m[m]
     order_tab = np.ascontiguousarray(np.concatenate(blocks) if blocks else np.zeros((1, Mw), dtype=np.int8))
+    T = space._T
+    nz = coef.reshape(D, T, n_coords) != 0
+    term_n = nz.sum(axis=0).astype(np.int64)  # (T, C)
+    mt = max(int(term_n.max(initial=0)), 1)
+    term_d = np.zeros((T, n_coords, mt), dtype=np.int64)
+    term_a = np.zeros((T, n_coords, mt), dtype=np.float64)
+    for t in range(T):
+        for k in range(n_coords):
+            ds = np.flatnonzero(nz[:, t, k])
+            term_d[t, k, : len(ds)] = ds
+            term_a[t, k, : len(ds)] = coef[ds, t * n_coords + k]
     order_w = np.zeros(space._order_cols_pad.shape, dtype=np.int64)
     for lv in range(L):
         m = len(space._order_free[lv])
@@ -191,6 +206,7 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
         cap_levels=_i64(space._cap_levels), caps=np.ascontiguousarray(caps[space._cap_levels], dtype=np.float64),
         tiles_m1=np.ascontiguousarray(space._row_tiles_m1, dtype=np.float64),
         coef=np.ascontiguousarray(coef, dtype=np.float64), n_coords=int(n_coords),
+        term_n=term_n, term_d=term_d, term_a=term_a,
         tsteps=np.ascontiguousarray(space._row_tsteps, dtype=np.float64),
         util=np.array([float(space.problem.macs), float(space.arch.n_macs), float(space.min_utilization)]),
     )
@@ -284,8 +300,8 @@ def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_p
 
 
 @register_jitable(inline="always")
-def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
-                tsteps, util, reason, level):  # noqa: ANN001, ANN201
+def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
+                term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
     """`MapSpace._fast_reasons` of row i: fanout, then capacity, then utilization."""
     D = rows.shape[1]
     T = keep.shape[2]
@@ -306,12 +322,14 @@ def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_level
             if not keep[i, lv, t]:
                 continue
             fp = 1
-            for k in range(n_coords):
-                # a coordinate sum_d a_d x_d over a tile spans 1 + sum_d a_d (t_d - 1) values;
-                # integers far below 2**53, so the float64 sum is exact (as in numpy)
+            for k in range(term_n.shape[1]):
+                # a coordinate sum_d a_d x_d over a tile spans 1 + sum_d a_d (t_d - 1) values
+                # (nonzero terms only); integers far below 2**53, so the float64 sum is exact
+                # whatever its order (numpy's is a matrix product)
                 s = 0.0
-                for d in range(D):
-                    s += tiles_m1[rows[i, d] + offsets[d], c] * coef[d, t * n_coords + k]
+                for j in range(term_n[t, k]):
+                    d = term_d[t, k, j]
+                    s += tiles_m1[rows[i, d] + offsets[d], c] * term_a[t, k, j]
                 fp *= np.int64(s) + 1
             need += fp
         if need > caps[c]:
@@ -461,19 +479,19 @@ def decode_parallel(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free
 
 
 @njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def reasons_parallel(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
-                     tsteps, util, reason, level):  # noqa: ANN001, ANN201
+def reasons_parallel(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
+                     term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
     for i in prange(rows.shape[0]):
-        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef,
-                    n_coords, tsteps, util, reason, level)
+        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                    term_d, term_a, tsteps, util, reason, level)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
-def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef, n_coords,
-                 tsteps, util, reason, level):  # noqa: ANN001, ANN201
+def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
+                 term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
     for i in range(rows.shape[0]):
-        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, coef,
-                    n_coords, tsteps, util, reason, level)
+        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                    term_d, term_a, tsteps, util, reason, level)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -576,7 +594,7 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
     reason = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int64)
     args = (_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
-            c.cap_levels, c.caps, c.tiles_m1, c.coef, c.n_coords, c.tsteps, c.util, reason, level)
+            c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util, reason, level)
     if _threads() > 1 and n >= PARALLEL_MIN_ROWS:
         reasons_parallel(*args)
     elif n:
