@@ -392,7 +392,8 @@ def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists
 @register_jitable(inline="always")
 def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
     """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
-    loops] among the levels with two free loops (first maximum)."""
+    loops] among the levels with two free loops (first maximum); the row's uniforms are
+    ``u1[i L: (i + 1) L]``."""
     L = free_mask.shape[0]
     D = free_mask.shape[1]
     R = lvl_t.shape[0] // L
@@ -406,7 +407,7 @@ def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noq
             for d in range(D):
                 if free_mask[lvl, d] and lvl_t[lvl * R + rows[r, d] + offsets[d]] > 1:
                     running += 1
-            s = u1[i, lvl] + (1.0 if running >= 2 else 0.0)
+            s = u1[i * L + lvl] + (1.0 if running >= 2 else 0.0)
         if s > best:
             best = s
             lv = lvl
@@ -523,7 +524,7 @@ def factor_moves_rows(rows, sel, pick_dim, u, done, tile_dims, offsets, flat, sl
 
 @njit(**_JIT)  # type: ignore[call-overload]
 def swap_levels_rows(rows, sel, u1, offsets, lvl_t, free_mask, levels_ok, n_free, lv_out):  # noqa: ANN001, ANN201
-    """The level of each swap of rows ``sel`` (u1 (k, L)); returns the uniforms the swaps
+    """The level of each swap of rows ``sel`` (u1 (k L,)); returns the uniforms the swaps
     read next (the free-loop count of each row's level, summed)."""
     total = 0
     for i in range(sel.shape[0]):
@@ -555,6 +556,93 @@ def swap_rows(sel, lvs, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, orde
         seen[lv] += 1
         swap_row(sel[i], lv, start[lv] + w * n_free[lv], u2, x, out, rows, offsets, lvl_t, n_free, free_pad,
                  order_cols, local)
+
+
+@njit(cache=True)  # type: ignore[call-overload]
+def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_exists, primes, n_primes, keys, krows,
+                  mult, dim_mult, lvl_t, free_mask, levels_ok, n_free, free_pad, order_cols, keep_cols):  # noqa: ANN001, ANN201
+    """`MapSpace.neighbours_encoded` in one call: ``out`` (a copy of ``x``) receives one move
+    per row. The random numbers come from the numpy ``Generator`` ``rng`` (numba draws the
+    same streams as numpy), drawn in the numpy path's order and shapes (`MapSpace._moves`):
+    the kinds, then per attempt the factor moves' dims and uniforms, the swaps' level and
+    loop uniforms, the flipped bits."""
+    n = x.shape[0]
+    D = offsets.shape[0]
+    L = n_free.shape[0]
+    S = flat.shape[1]
+    nt = tile_dims.shape[0]
+    nk = keep_cols.shape[0]
+    rows = np.zeros((n, D), dtype=np.int64)
+    for i in range(n):
+        for j in range(nt):
+            rows[i, tile_dims[j]] = x[i, tile_cols[j]]
+    any_level = False
+    for lv in range(L):
+        any_level = any_level or levels_ok[lv]
+    kinds = rng.integers(0, 3, size=n)
+    done = np.zeros(n, dtype=np.bool_)
+    sel = np.empty(n, dtype=np.int64)
+    cnt = np.empty(max(D, L), dtype=np.int64)
+    start = np.empty(max(D, L), dtype=np.int64)
+    seen = np.empty(max(D, L), dtype=np.int64)
+    vec = np.empty(S, dtype=np.int64)
+    ex = np.empty(S, dtype=np.bool_)
+    local = np.empty(max(free_pad.shape[1], 1), dtype=np.int64)
+    lvs = np.empty(n, dtype=np.int64)
+    for attempt in range(6):
+        n_done = 0
+        for i in range(n):
+            if done[i]:
+                n_done += 1
+        if n_done == n:
+            break
+        # the rows of each kind this attempt (chosen before any move of the attempt)
+        k3 = np.zeros(3, dtype=np.int64)
+        kind_now = np.empty(n, dtype=np.int64)
+        for i in range(n):
+            kind_now[i] = 3 if done[i] else (kinds[i] + attempt // 2) % 3
+            if kind_now[i] < 3:
+                k3[kind_now[i]] += 1
+        # --- factor moves
+        if k3[0] > 0 and nt > 0:
+            k = 0
+            for i in range(n):
+                if kind_now[i] == 0:
+                    sel[k] = i
+                    k += 1
+            pick = rng.integers(0, nt, size=k)
+            u = rng.random(k * (2 * S + 1))
+            factor_moves_rows(rows, sel[:k], pick, u, done, tile_dims, offsets, flat, slot_exists, primes, n_primes,
+                              keys, krows, mult, dim_mult, cnt, start, seen, vec, ex)
+        # --- swaps of two free loops in one level
+        if k3[1] > 0 and any_level:
+            k = 0
+            for i in range(n):
+                if kind_now[i] == 1:
+                    sel[k] = i
+                    k += 1
+            u1 = rng.random(k * L)
+            total = swap_levels_rows(rows, sel[:k], u1, offsets, lvl_t, free_mask, levels_ok, n_free, lvs)
+            u2 = rng.random(total)
+            swap_rows(sel[:k], lvs[:k], u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, cnt, start,
+                      seen, local)
+            for j in range(k):
+                done[sel[j]] = True
+        # --- bypass flips
+        if k3[2] > 0 and nk > 0 and flips:
+            k = 0
+            for i in range(n):
+                if kind_now[i] == 2:
+                    sel[k] = i
+                    k += 1
+            bit = rng.integers(0, nk, size=k)
+            for j in range(k):
+                c = keep_cols[bit[j]]
+                out[sel[j], c] = 1 - out[sel[j], c]
+                done[sel[j]] = True
+    for i in range(n):
+        for j in range(nt):
+            out[i, tile_cols[j]] = rows[i, tile_dims[j]]
 
 
 # --- host wrappers ---------------------------------------------------------------------------
@@ -614,17 +702,12 @@ def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray,
                       np.empty(D, np.int64), np.empty(D, np.int64), np.empty(S, np.int64), np.empty(S, np.bool_))
 
 
-def swap_moves_encoded(c: SpaceConsts, rows: IntArray, sel: IntArray, x: IntArray, out: IntArray,
-                       rng: np.random.Generator) -> None:
-    """`MapSpace._swap_moves` on encoded rows: reads orders from ``x``, writes ``out`` (in
-    place), drawing from ``rng`` as the numpy path does."""
-    k = len(sel)
-    L = len(c.n_free)
-    sel = _i64(sel)
-    u1 = rng.random((k, L))
-    lvs = np.empty(k, dtype=np.int64)
-    total = swap_levels_rows(rows, sel, u1, c.offsets, c.lvl_t, c.free_mask, c.levels_ok, c.n_free, lvs)
-    u2 = rng.random(int(total))
-    swap_rows(sel, lvs, u2, x, out, rows, c.offsets, c.lvl_t, c.n_free, c.free_pad, c.order_cols,
-              np.empty(L, np.int64), np.empty(L, np.int64), np.empty(L, np.int64),
-              np.empty(max(c.free_pad.shape[1], 1), np.int64))
+def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, flips: bool) -> IntArray:
+    """`MapSpace.neighbours_encoded` of in-box points ``x`` (n, n_params), same draws."""
+    x = _i64(x)
+    out = x.copy()
+    if len(x):
+        moves_encoded(x, out, bool(flips), rng, c.tile_dims, c.tile_cols, c.offsets, c.flat, c.slot_exists, c.primes,
+                      c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.lvl_t, c.free_mask, c.levels_ok, c.n_free,
+                      c.free_pad, c.order_cols, c.keep_cols)
+    return out

@@ -1264,6 +1264,8 @@ class MapSpace:
         False the keep bits are held: the moves are those of a space whose keep bits are
         all fixed (a drawn flip becomes a move of another kind)."""
         x = self._check_x(x)
+        if self.compiled:  # the whole of `_moves` in one compiled call, same draws
+            return _kern.neighbours_encoded(self._consts(), x, rng, flips)
         rows = np.zeros((len(x), self._D), dtype=np.int64)
         rows[:, self._tile_dims] = x[:, self._tile_cols]
         bits = x[:, self._keep_cols].astype(bool)
@@ -1290,31 +1292,21 @@ class MapSpace:
                 r = np.flatnonzero(m_row == m)
                 out[ii[r, None], self._order_cols_pad[lv[r], : m - 1]] = self._lehmer_of(local[r, :m])
 
-        swap = None
-        if self.compiled:
-            kc = self._consts()
-            xc = np.ascontiguousarray(x)
-
-            def swap(rows_: IntArray, sel: IntArray, rng_: np.random.Generator) -> None:
-                _kern.swap_moves_encoded(kc, rows_, sel, xc, out, rng_)
-
-        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips, swap)
+        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
         out[:, self._tile_cols] = rows[:, self._tile_dims]
         out[:, self._keep_cols] = bits
         return out
 
     def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
                set_seg: Callable[[IntArray, IntArray, IntArray], None], bits: BoolArray,
-               rng: np.random.Generator, flips: bool = True,
-               swap: Callable[[IntArray, IntArray, np.random.Generator], None] | None = None) -> IntArray:
+               rng: np.random.Generator, flips: bool = True) -> IntArray:
         """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
         modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
         lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
         first, padded to the largest free count M ((k, M); see ``_free_pos``), and written
         through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once.
-        ``swap(rows, sel, rng)``, when given, makes the swaps instead (the compiled swaps of
-        encoded points, same random stream). With the compiled engine the factor moves run
-        in `accelmap.mapper._space_kernel`."""
+        With the compiled engine the factor moves run in `accelmap.mapper._space_kernel`
+        (which also has the whole of this method for encoded points, `moves_encoded`)."""
         n = len(rows)
         rows = rows.copy()
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
@@ -1336,10 +1328,7 @@ class MapSpace:
             # --- swaps of two free loops in one level
             sel = np.flatnonzero(kind_now == 1)
             if len(sel) and levels_ok.any():
-                if swap is not None:
-                    swap(rows, sel, rng)
-                else:
-                    self._swap_moves(rows, sel, seg_of, set_seg, rng)
+                self._swap_moves(rows, sel, seg_of, set_seg, rng)
                 done[sel] = True
             # --- bypass flips
             sel = np.flatnonzero(kind_now == 2)
