@@ -219,3 +219,17 @@ def test_engine_choice(monkeypatch: pytest.MonkeyPatch) -> None:
         MapSpace(problem, arch)
     with pytest.raises(SpecError, match="engine argument: unknown engine 'gpu'"):
         MapSpace(problem, arch, engine="gpu")
+
+
+def test_out_of_box_vectors_raise_the_same_error_on_both_engines() -> None:
+    space = MapSpace(PROBLEMS["eyeriss-like"](), preset("eyeriss-like"))
+    rng = _gen(3)
+    for row, col, value in ((3, 0, -1), (7, 2, 10**6), (0, space.n_params - 1, int(space.bounds[-1]))):
+        x = space.sample_encoded(10, rng)
+        x[row, col] = value
+        messages = []
+        for engine in ("numpy", "cpu"):
+            with pytest.raises(SpecError, match=rf"encoded vector row {row}: ") as err:
+                space.with_engine(engine).neighbours_encoded(x, rng)
+            messages.append(str(err.value))
+        assert messages[0] == messages[1]

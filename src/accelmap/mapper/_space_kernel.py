@@ -18,7 +18,11 @@ The per-row functions (``row_lookup``, ``decode_row``, ``reasons_row``, ``factor
 ``swap_row``) are ``register_jitable``: they take only arrays and scalars and allocate
 nothing (scratch comes from the caller), so the same source can also be compiled as CUDA
 device functions. The drivers (``*_rows``) loop over rows on the calling thread without
-numba's reference counting (``_nrt=False``; every array comes from the caller).
+numba's reference counting (``_nrt=False``; every array comes from the caller), except
+`moves_encoded`, which draws its random numbers inside (numba's ``Generator`` methods
+allocate). No driver is threaded: on the reference machine (2 cores, shared) threaded
+decode and check drivers were slower than the serial ones at 4,096-16,384 rows (the rows
+are a few hundred ns each, and the output arrays' first touch dominates).
 """
 
 from __future__ import annotations
@@ -27,9 +31,8 @@ import math
 import os
 from dataclasses import dataclass
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.extending import register_jitable
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
@@ -46,8 +49,6 @@ ENV_VAR = "ACCELMAP_KERNELS"  # the variable the cost models read as well
 _FANOUT, _CAPACITY, _UTILIZATION = 5, 6, 7
 
 _JIT = {"cache": True, "_nrt": False}
-# From this many rows, decode and check spread blocks of rows over numba's threads.
-PARALLEL_MIN_ROWS = 4096
 
 
 def resolve_space_engine(engine: str | None) -> str:
@@ -464,29 +465,6 @@ def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad
                    spatial, order, keep, local)
 
 
-@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def decode_parallel(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
-                    inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows,
-                    temporal, spatial, order, keep, local):  # noqa: ANN001, ANN201
-    """`decode_rows` over blocks of rows on numba's threads (``local``: one scratch row per block)."""
-    n = x.shape[0]
-    n_blocks = local.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        for i in range(b * step, min(n, b * step + step)):
-            decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad,
-                       inner_n, inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free,
-                       keep_cols, rows, temporal, spatial, order, keep, local[b])
-
-
-@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def reasons_parallel(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
-                     term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
-    for i in prange(rows.shape[0]):
-        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
-                    term_d, term_a, tsteps, util, reason, level)
-
-
 @njit(**_JIT)  # type: ignore[call-overload]
 def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
                  term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
@@ -645,14 +623,18 @@ def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_
             out[i, tile_cols[j]] = rows[i, tile_dims[j]]
 
 
+@njit(**_JIT)  # type: ignore[call-overload]
+def first_outside(x, bounds):  # noqa: ANN001, ANN201
+    """Flat index of the first entry of x (n, P) outside [0, bounds), -1 when none."""
+    P = x.shape[1]
+    for i in range(x.shape[0]):
+        for j in range(P):
+            if x[i, j] < 0 or x[i, j] >= bounds[j]:
+                return i * P + j
+    return -1
+
+
 # --- host wrappers ---------------------------------------------------------------------------
-
-def _threads() -> int:
-    """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs)."""
-    n = numba.get_num_threads()
-    cap = os.environ.get("OMP_NUM_THREADS", "").strip()
-    return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
-
 
 def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
     """rows (n, D), temporal (n, L, D), spatial (n, L, D, 2), order (n, L, D), keep (n, L, T)."""
@@ -664,14 +646,11 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
     spatial = np.empty((n, L, D, 2), dtype=np.int64)
     order = np.empty((n, L, D), dtype=np.int64)
     keep = np.empty((n, L, T), dtype=np.bool_)
-    threads = _threads()
     M = max(c.free_pad.shape[1], 1)
     args = (_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
             c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.order_tab, c.order_off, c.order_w, c.keep_base,
             c.keep_free, c.keep_cols, rows, temporal, spatial, order, keep)
-    if threads > 1 and n >= PARALLEL_MIN_ROWS:
-        decode_parallel(*args, np.empty((threads * 4, M), dtype=np.int64))
-    elif n:
+    if n:
         decode_rows(*args, np.empty(M, dtype=np.int64))
     return rows, temporal, spatial, order, keep
 
@@ -683,9 +662,7 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
     level = np.empty(n, dtype=np.int64)
     args = (_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
             c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util, reason, level)
-    if _threads() > 1 and n >= PARALLEL_MIN_ROWS:
-        reasons_parallel(*args)
-    elif n:
+    if n:
         reasons_rows(*args)
     return reason, level
 

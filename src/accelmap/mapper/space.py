@@ -665,7 +665,14 @@ class MapSpace:
         if x.ndim != 2 or x.shape[1] != self.n_params:
             raise SpecError(f"encoded vectors have shape {x.shape}; expected (n, {self.n_params})")
         x = x.astype(np.int64, copy=False)
-        if len(x) and (x.view(np.uint64) >= self.bounds.view(np.uint64)).any():  # negatives wrap to huge
+        if not len(x):
+            return x
+        if self.compiled:
+            at = _kern.first_outside(np.ascontiguousarray(x), self.bounds)
+            outside = at >= 0
+        else:
+            outside = bool((x.view(np.uint64) >= self.bounds.view(np.uint64)).any())  # negatives wrap to huge
+        if outside:
             bad = np.argwhere((x < 0) | (x >= self.bounds[None]))[0]
             raise SpecError(
                 f"encoded vector row {bad[0]}: {self.param_names[bad[1]]} = {x[bad[0], bad[1]]}; "
