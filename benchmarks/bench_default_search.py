@@ -49,7 +49,7 @@ def _run(engine: str, **kw) -> dict:
     r = search(CASE["layer"], CASE["arch"], model=CASE["model"], **kw, **extra)
     wall = time.perf_counter() - t0
     return {"engine": engine, "wall_s": wall, "evaluations": r.n_evaluations, "evals_per_s": r.n_evaluations / wall,
-            "best_edp": r.edp, **{k: v for k, v in kw.items() if k != "budget"}}
+            "best_edp": r.edp, **kw}
 
 
 def main() -> None:
@@ -82,10 +82,16 @@ def main() -> None:
     print("cpu at the numpy wall time:", equal)
     equal_numpy = _run("numpy", time_limit_s=med["numpy"])
     print("numpy at its own wall time, time-limited:", equal_numpy)
+    # and with the default (budgeted) schedule: the budget the cpu engine scores in about
+    # the numpy engine's wall time (the default budget times the speedup)
+    from accelmap.search.api import DEFAULT_BUDGET
+
+    scaled = _run("cpu", budget=int(round(DEFAULT_BUDGET * med["numpy"] / med["cpu"], -4)))
+    print("cpu with the budget it scores in the numpy wall time:", scaled)
     out = {"compare": args.compare, "load_average": list(os.getloadavg()), "numba_threads": numba.get_num_threads(),
            "command": f"accelmap search {CASE['layer']} --arch {CASE['arch']} --model {CASE['model']}", "runs": runs,
            "median_wall_s": med, "speedup": med["numpy"] / med["cpu"], "cpu_at_numpy_wall_time": equal,
-           "numpy_at_numpy_wall_time": equal_numpy}
+           "numpy_at_numpy_wall_time": equal_numpy, "cpu_scaled_budget": scaled}
     results.write_text(json.dumps(out, indent=1) + "\n")
     print(f"speedup {out['speedup']:.2f}x; wrote {results}")
 

@@ -134,7 +134,7 @@ class SpaceConsts:
         return int(self.flat.shape[0])
 
 
-def _i64(a: np.ndarray) -> IntArray:
+def _i64(a: np.ndarray | list[int]) -> IntArray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
