@@ -269,6 +269,11 @@ class MapSpace:
         state.pop("_kc", None)  # the kernels' copy of the tables is rebuilt on demand
         return state
 
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        if "engine" not in state:  # pickled before spaces had engines
+            self.engine = _kern.resolve_space_engine(None)
+
     def with_engine(self, engine: str | None) -> MapSpace:
         """The same space (tables shared, nothing rebuilt) with another engine."""
         other = object.__new__(MapSpace)
