@@ -27,6 +27,7 @@ are a few hundred ns each, and the output arrays' first touch dominates).
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 from dataclasses import dataclass
@@ -688,3 +689,72 @@ def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, fl
                       c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.lvl_t, c.free_mask, c.levels_ok, c.n_free,
                       c.free_pad, c.order_cols, c.keep_cols)
     return out
+
+
+# --- the same row functions on CUDA ----------------------------------------------------------
+
+_CUDA_SHARED = (row_lookup, lehmer_local, decode_row, reasons_row, factor_move_row, swap_level_row, swap_row)
+# numba.cuda once `cuda_kernels` has run: a module global, as the kernels' source names it
+# (numba's CUDA simulator swaps the kernels' global ``cuda`` for its own)
+cuda = None
+
+
+@functools.lru_cache(maxsize=1)
+def cuda_kernels() -> dict:  # pragma: no cover - needs numba-cuda (a GPU, or its simulator)
+    """The per-row functions above registered for the CUDA target (numba-cuda, the ``cuda``
+    extra), and one kernel per operation, a thread per row: ``decode``, ``reasons`` (the
+    check of decoded points) and ``factor_moves`` (the group of each row precomputed on the
+    host, see `factor_groups`). Same source as the CPU drivers; the device search loop of
+    `accelmap.search.gpu` has its own sampler and moves."""
+    global cuda
+    from numba import cuda as _cuda_module
+    from numba.cuda.extending import register_jitable as cuda_jitable  # type: ignore[attr-defined]
+
+    cuda = _cuda_module
+
+    for fn in _CUDA_SHARED:
+        cuda_jitable(fn)
+
+    @cuda.jit
+    def decode_kernel(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+                      inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows,
+                      temporal, spatial, order, keep, local):  # noqa: ANN001, ANN202
+        i = cuda.grid(1)
+        if i < x.shape[0]:
+            decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad,
+                       inner_n, inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols,
+                       rows, temporal, spatial, order, keep, local[i])
+
+    @cuda.jit
+    def reasons_kernel(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
+                       term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN202
+        i = cuda.grid(1)
+        if i < rows.shape[0]:
+            reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                        term_d, term_a, tsteps, util, reason, level)
+
+    @cuda.jit
+    def factor_kernel(rows, sel, dim, base, rank, size, u, done, offsets, flat, slot_exists, primes, n_primes, keys,
+                      krows, mult, dim_mult, vec, ex):  # noqa: ANN001, ANN202
+        i = cuda.grid(1)
+        if i < sel.shape[0]:
+            factor_move_row(sel[i], dim[i], base[i], rank[i], size[i], u, rows, done, offsets, flat, slot_exists,
+                            primes, n_primes, keys, krows, mult, dim_mult, vec[i], ex[i])
+
+    return {"decode": decode_kernel, "reasons": reasons_kernel, "factor_moves": factor_kernel}
+
+
+def factor_groups(c: SpaceConsts, pick_dim: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray]:
+    """Per factor move (the drawn index into ``tile_dims``): its dim, where its dim group's
+    uniforms start, its rank in the group and the group's size (what `factor_moves_rows`
+    counts on the fly), for kernels that give each row a thread."""
+    d = c.tile_dims[pick_dim]
+    D = len(c.offsets)
+    cnt = np.bincount(d, minlength=D)
+    start = np.cumsum(cnt) - cnt
+    perm = np.argsort(d, kind="stable")
+    rank = np.empty(len(d), dtype=np.int64)
+    rank[perm] = np.arange(len(d)) - start[d[perm]]
+    W = 2 * c.flat.shape[1] + 1
+    return _i64(d), _i64(start[d] * W), rank, _i64(cnt[d])
+
