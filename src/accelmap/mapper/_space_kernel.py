@@ -85,7 +85,8 @@ class SpaceConsts:
     ``fan_limits`` (nf,); ``cap_levels`` (Lc,) levels with a capacity ``caps`` (Lc,),
     ``tiles_m1`` (R, Lc) tile extent - 1, ``coef`` (D, T C) footprint coefficients, their nonzero terms per
     (tensor, coordinate) ``term_n`` (T, C), ``term_d``/``term_a`` (T, C, most terms),
-    ``tsteps`` (R,) temporal steps; ``util`` (macs, n_macs, min_utilization).
+    ``tsteps`` (R,) temporal steps; ``util`` (macs, n_macs, min_utilization); ``rel`` (T, D)
+    which dims index which tensor.
     """
 
     flat: IntArray
@@ -129,6 +130,7 @@ class SpaceConsts:
     term_a: FloatArray
     tsteps: FloatArray
     util: FloatArray
+    rel: BoolArray
 
     @property
     def n_rows(self) -> int:
@@ -211,6 +213,7 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
         term_n=term_n, term_d=term_d, term_a=term_a,
         tsteps=np.ascontiguousarray(space._row_tsteps, dtype=np.float64),
         util=np.array([float(space.problem.macs), float(space.arch.n_macs), float(space.min_utilization)]),
+        rel=np.ascontiguousarray(space.problem.relevance, dtype=np.bool_),
     )
 
 
@@ -635,6 +638,177 @@ def first_outside(x, bounds):  # noqa: ANN001, ANN201
     return -1
 
 
+@register_jitable
+def move_prime(row, d, src, dst, prime, offsets, flat, keys, krows, mult, dim_mult, vec):  # noqa: ANN001, ANN201
+    """`MapSpace._move_prime` for one row: dim d's table row after moving ``prime`` from slot
+    src to slot dst, -1 where src does not divide or the result leaves the table."""
+    S = flat.shape[1]
+    g0 = row + offsets[d]
+    for s in range(S):
+        vec[s] = flat[g0, s]
+    if vec[src] % prime != 0:
+        return -1
+    vec[src] = vec[src] // prime
+    vec[dst] = vec[dst] * prime
+    g = row_lookup(vec, d, flat, keys, krows, mult, dim_mult)
+    return g - offsets[d] if g >= 0 else -1
+
+
+@njit(cache=True)  # type: ignore[call-overload]
+def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, primes, n_primes, keys, krows, mult,
+                  dim_mult, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d, term_a, tsteps,
+                  util, rel):  # noqa: ANN001, ANN201
+    """`MapSpace._push_out` (with `_push_in` and `_push_out_round`) on table rows (n, D), in
+    place. The uniforms come from the numpy ``Generator`` ``rng`` one at a time, in the order
+    in which the numpy path's array draws lay them out (row, dim, slot; then per move the
+    per-dim groups in increasing dim order, rows in order), so both give the same rows and
+    leave the generator alike. Scores and first-maximum picks as `np.argmax`."""
+    n, D = rows.shape
+    S = flat.shape[1]
+    T = keep.shape[2]
+    nf = fan_cols.shape[0]
+    reason = np.zeros(n, dtype=np.int64)
+    level = np.zeros(n, dtype=np.int64)
+    strikes = np.zeros(n, dtype=np.int64)
+    active = np.arange(n)
+    n_act = n
+    before = np.empty((n, D), dtype=np.int64)
+    grp = np.empty(n, dtype=np.int64)  # the rows of one kind of move this round
+    has = np.empty(n, dtype=np.bool_)
+    d_sel = np.empty(n, dtype=np.int64)
+    s_sel = np.empty(n, dtype=np.int64)
+    dst = np.empty(n, dtype=np.int64)
+    dj = np.empty(n, dtype=np.int64)
+    room = np.empty((n, max(nf, 1)), dtype=np.int64)
+    vec = np.empty(S, dtype=np.int64)
+    for _ in range(max_rounds):
+        if n_act == 0:
+            break
+        for a in range(n_act):
+            r = active[a]
+            for d in range(D):
+                before[a, d] = rows[r, d]
+            reasons_row(r, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                        term_d, term_a, tsteps, util, reason, level)
+        # --- push in (utilization too low): a temporal prime into a spatial slot with room
+        m = 0
+        for a in range(n_act):
+            if reason[active[a]] == _UTILIZATION:
+                grp[m] = active[a]
+                m += 1
+        if m > 0 and nf > 0:
+            for a in range(m):
+                r = grp[a]
+                for f in range(nf):
+                    used = 1
+                    for d in range(D):
+                        used *= row_sxy[rows[r, d] + offsets[d], f]
+                    room[a, f] = fan_limits[f] // (used if used > 1 else 1)
+            for a in range(m):  # destination: a fan-out (level, axis) with room for 2+
+                best = -2.0
+                pick = 0
+                for f in range(nf):
+                    u = rng.random()
+                    v = u if room[a, f] >= 2 else -1.0
+                    if v > best:
+                        best = v
+                        pick = f
+                dj[a] = pick
+                has[a] = best >= 0
+                dst[a] = (fan_cols[pick] // 2) * 3 + 1 + fan_cols[pick] % 2
+            for a in range(m):  # source: a temporal loop > 1 of a dim allowed there; deeper first
+                r = grp[a]
+                dlv = dst[a] // 3
+                best = -2.0
+                pick = 0
+                for d in range(D):
+                    g = rows[r, d] + offsets[d]
+                    for s2 in range(S):
+                        u = rng.random()
+                        ok = flat[g, s2] > 1 and s2 % 3 == 0 and slot_exists[d, s2] and slot_exists[d, dst[a]]
+                        v = (u + (1.0 if s2 // 3 > dlv else 0.0)) if ok else -1.0
+                        if v > best:
+                            best = v
+                            pick = d * S + s2
+                has[a] = has[a] and best >= 0
+                d_sel[a] = pick // S
+                s_sel[a] = pick % S
+            for d in range(D):
+                for a in range(m):
+                    if has[a] and d_sel[a] == d:
+                        r = grp[a]
+                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
+                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
+                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
+                                           dim_mult, vec)
+                        if prime <= room[a, dj[a]] and moved >= 0:
+                            rows[r, d] = moved
+        # --- push out (fanout or capacity broken at a level)
+        m = 0
+        for a in range(n_act):
+            rs = reason[active[a]]
+            if rs == _FANOUT or rs == _CAPACITY:
+                grp[m] = active[a]
+                m += 1
+        if m > 0:
+            for a in range(m):
+                r = grp[a]
+                lv = level[r]
+                cap = reason[r] == _CAPACITY
+                best = -2.0
+                pick = 0
+                for d in range(D):
+                    dim_ok = True
+                    if cap:  # a dim that indexes a tensor kept at the level
+                        dim_ok = False
+                        for t in range(T):
+                            if keep[r, lv, t] and rel[t, d]:
+                                dim_ok = True
+                    g = rows[r, d] + offsets[d]
+                    for s2 in range(S):
+                        u = rng.random()
+                        if cap:
+                            src_ok = s2 // 3 >= lv
+                        else:
+                            src_ok = s2 // 3 == lv and s2 % 3 > 0
+                        v = u if (flat[g, s2] > 1 and src_ok and dim_ok) else -1.0
+                        if v > best:
+                            best = v
+                            pick = d * S + s2
+                has[a] = best >= 0
+                d_sel[a] = pick // S
+                s_sel[a] = pick % S
+            for a in range(m):  # destination: a temporal loop at a level < l (capacity), <= l (fanout)
+                r = grp[a]
+                top = level[r] - 1 if reason[r] == _CAPACITY else level[r]
+                has[a] = has[a] and top >= 0
+                dst[a] = np.int64(rng.random() * ((top if top > 0 else 0) + 1)) * 3
+            for d in range(D):
+                for a in range(m):
+                    if has[a] and d_sel[a] == d:
+                        r = grp[a]
+                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
+                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
+                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
+                                           dim_mult, vec)
+                        if moved >= 0:
+                            rows[r, d] = moved
+        # rows still failing stay; rows that could not move 3 rounds running leave
+        k = 0
+        for a in range(n_act):
+            r = active[a]
+            changed = False
+            for d in range(D):
+                if rows[r, d] != before[a, d]:
+                    changed = True
+            strikes[r] = 0 if changed else strikes[r] + 1
+            rs = reason[r]
+            if (rs == _UTILIZATION or rs == _FANOUT or rs == _CAPACITY) and strikes[r] < 3:
+                active[k] = r
+                k += 1
+        n_act = k
+
+
 # --- host wrappers ---------------------------------------------------------------------------
 
 def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
@@ -666,6 +840,18 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
     if n:
         reasons_rows(*args)
     return reason, level
+
+
+def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
+             max_rounds: int) -> IntArray:
+    """`MapSpace._push_out`: the repaired rows (a copy), same draws."""
+    out = _i64(rows).copy()
+    if len(out):
+        push_out_rows(out, np.ascontiguousarray(keep, dtype=np.bool_), rng, int(max_rounds), c.offsets, c.flat,
+                      c.slot_exists, c.primes, c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.row_sxy, c.fan_cols,
+                      c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util,
+                      c.rel)
+    return out
 
 
 def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:

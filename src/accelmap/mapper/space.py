@@ -1137,6 +1137,8 @@ class MapSpace:
 
         rows (n, D) table rows, keep (n, L, T); returns the new rows.
         """
+        if self.compiled:  # same moves and draws, one compiled call
+            return _kern.push_out(self._consts(), rows, keep, rng, max_rounds)
         rows = rows.copy()
         L = self._L
         S = L * 3
