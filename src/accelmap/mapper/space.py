@@ -225,8 +225,9 @@ class MapSpace:
         tiles); only *minimal* covers are in the space (no factor can be lowered by one
         and still cover the bound). Also switched on by ``constraints.allow_padding``.
     engine
-        ``"cpu"`` (default): `decode`, `check` of decoded points, the neighbour moves and
-        the legality stage of `sample_valid` run as numba-compiled row loops
+        ``"cpu"`` (default): `decode`, `check` of decoded points, the neighbour moves, the
+        legality stage of `sample_valid` and the repair towards legality (`sample_valid`'s
+        repair, `legalize_encoded`) run as numba-compiled row loops
         (`accelmap.mapper._space_kernel`); ``"numpy"``: the batched numpy path, the
         executable reference (same results, bit for bit, and the same random stream);
         ``"cuda"`` is taken as ``"cpu"`` here (a MapSpace answers with host arrays). None:
