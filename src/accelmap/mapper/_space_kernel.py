@@ -219,7 +219,7 @@ def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported th
 
 # --- per-row functions (no allocation: CPU and CUDA alike) ------------------------------------
 
-@register_jitable(inline="always")
+@register_jitable
 def row_lookup(vec, d, flat, keys, krows, mult, dim_mult):  # noqa: ANN001, ANN201
     """Global table row of the factor row ``vec`` (S,) of dim ``d``, -1 where it is not in
     the dim's table: `_RowIndex.lookup` for one row (hash, binary search, verify)."""
@@ -349,7 +349,7 @@ def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_level
             reason[i] = _UTILIZATION
 
 
-@register_jitable(inline="always")
+@register_jitable
 def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists, primes, n_primes, keys, krows,
                     mult, dim_mult, vec, ex):  # noqa: ANN001, ANN201
     """`MapSpace._factor_moves` for row r and dim d: move a prime factor between two of the
@@ -394,7 +394,7 @@ def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists
         done[r] = True
 
 
-@register_jitable(inline="always")
+@register_jitable
 def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
     """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
     loops] among the levels with two free loops (first maximum); the row's uniforms are
@@ -419,7 +419,7 @@ def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noq
     return lv
 
 
-@register_jitable(inline="always")
+@register_jitable
 def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, local):  # noqa: ANN001, ANN201
     """`MapSpace._swap_moves` for row r at level lv: swap the two free loops with the best
     scores u + [loop bound > 1] (the row's uniforms start at ``u2[off]``), re-encode the
