@@ -5,6 +5,12 @@ the unconstrained space and in the space of Timeloop's Eyeriss constraint files.
 Run by hand from the repo root: ``python benchmarks/bench_mapspace.py [--n 65536]``.
 Writes ``benchmarks/results/bench_mapspace.json``. Each figure is per core: items per
 second of process CPU time, best of a few repeats.
+
+``--backends numpy cpu`` compares the engines of the MapSpace operations instead (the numpy
+batched path and the numba-compiled one, `accelmap.mapper._space_kernel`): for each batch
+size of ``--sizes`` and each operation, both engines are timed in turn within every repeat
+(interleaved, same inputs, generators in the same state), medians of process CPU time with
+numba on one thread, and the ratio. Writes ``benchmarks/results/bench_mapspace_backends.json``.
 """
 
 from __future__ import annotations
@@ -23,7 +29,11 @@ from pathlib import Path  # noqa: E402
 import numpy as np  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_mapspace.json"
-REF = Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "timeloop" / "constraints" / "eyeriss_like"
+RESULTS_BACKENDS = RESULTS.with_name("bench_mapspace_backends.json")
+_ROOT = Path(__file__).resolve().parents[1]
+# the reference folder sits beside the checkout (or beside the folder of its worktrees)
+REF = next((p for p in (_ROOT / ".." / "shared", _ROOT / ".." / ".." / "shared") if p.is_dir()),
+           _ROOT / ".." / "shared") / "reference" / "timeloop" / "constraints" / "eyeriss_like"
 
 
 def _best(fn, repeats: int) -> float:
@@ -63,11 +73,77 @@ def measure(space, n: int, repeats: int) -> dict:
     return out
 
 
+def _ops(space, n: int):
+    """The operations compared across engines: name -> (items, fn(rng)); every fn draws
+    from the generator it is handed, so both engines get the same inputs."""
+    x = space.sample_encoded(n, np.random.default_rng(0))
+    batch = space.decode(x)
+    k = max(n // 8, 256)
+    return {
+        "_space": space, "_x": x,
+        "sample": (n, lambda rng: space.sample(n, rng)),
+        "decode": (n, lambda rng: space.decode(x)),
+        # `check` of the batch `decode` returned last (the search's case): decode untimed
+        "check_decoded": (n, lambda rng: space.check(batch)),
+        "decode_check": (n, lambda rng: space.check(space.decode(x))),
+        "neighbours_encoded": (n, lambda rng: space.neighbours_encoded(x, rng)),
+        "neighbours": (n, lambda rng: space.neighbours(batch, rng)),
+        "legal_reject": (k, lambda rng: space.sample_valid(k, rng, method="reject")),
+        "legal_repair": (k, lambda rng: space.sample_valid(k, rng, method="repair")),
+    }
+
+
+def _check_of(ops: dict):
+    space, batch = ops["_space"], ops["_batch"]
+    return lambda rng: space.check(batch)
+
+
+def compare_backends(spaces: dict, sizes: list[int], backends: list[str], repeats: int) -> dict:
+    out: dict = {}
+    for sname, space in spaces.items():
+        out[sname] = {}
+        for n in sizes:
+            ops = {b: _ops(space.with_engine(b), n) for b in backends}
+            names = [op for op in ops[backends[0]] if not op.startswith("_")]
+            for b in backends:  # compile or load the kernels, touch the tables
+                for op in names:
+                    ops[b][op][1](np.random.default_rng(1))
+            rows = {}
+            for op in names:
+                times: dict[str, list[float]] = {b: [] for b in backends}
+                for r in range(repeats):
+                    for b in backends:  # interleaved: every repeat times each engine in turn
+                        items, fn = ops[b][op]
+                        rng = np.random.default_rng(100 + r)
+                        if op == "check_decoded":
+                            ops[b]["_batch"] = ops[b]["_space"].decode(ops[b]["_x"])
+                            fn = _check_of(ops[b])
+                        t0 = time.process_time()
+                        fn(rng)
+                        times[b].append(max(time.process_time() - t0, 1e-9))
+                row = {f"{b}_per_s": items / float(np.median(times[b])) for b in backends}
+                if "numpy" in backends:
+                    for b in backends:
+                        if b != "numpy":
+                            row[f"{b}_over_numpy"] = float(np.median(times["numpy"]) / np.median(times[b]))
+                rows[op] = row
+                print(f"{sname} n={n} {op}: " + ", ".join(f"{k}={v:,.2f}" for k, v in row.items()), flush=True)
+            out[sname][str(n)] = rows
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=65536, help="batch size (default 65536)")
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--backends", nargs="+", choices=["numpy", "cpu"], default=None,
+                    help="compare these engines of the MapSpace operations (e.g. numpy cpu)")
+    ap.add_argument("--sizes", nargs="+", type=int, default=[1024, 16384],
+                    help="batch sizes of the --backends comparison (default 1024 16384)")
     args = ap.parse_args()
+    if args.backends:
+        _main_backends(args)
+        return
 
     from accelmap.arch.presets import preset
     from accelmap.mapper.space import MapSpace
@@ -94,6 +170,36 @@ def main() -> None:
     for name, r in results["spaces"].items():
         print(f"{name}: " + ", ".join(f"{k}={v:,.0f}" if isinstance(v, float) and v > 10 else f"{k}={v}"
                                      for k, v in r.items()))
+
+
+def _main_backends(args: argparse.Namespace) -> None:
+    import numba
+
+    from accelmap.arch.presets import preset
+    from accelmap.mapper.space import MapSpace
+    from accelmap.mapper.timeloop_constraints import EYERISS_PRESET_LEVEL_MAP, load_timeloop_constraints
+    from accelmap.workloads.zoo import layer
+
+    numba.set_num_threads(1)  # per-core figures
+    spaces = {}
+    for lname in ("resnet50/res2a_branch2b", "resnet50/conv3_1"):
+        problem, arch = layer(lname), preset("eyeriss-like")
+        spaces[f"{lname} unconstrained"] = MapSpace(problem, arch)
+    if REF.is_dir():
+        problem = layer("resnet50/res2a_branch2b")
+        c = load_timeloop_constraints([REF / "arch_constraints.yaml", REF / "map_constraints.yaml"], problem=problem,
+                                      arch=preset("eyeriss-like"), level_map=EYERISS_PRESET_LEVEL_MAP)
+        spaces["resnet50/res2a_branch2b timeloop_eyeriss_constraints"] = MapSpace(problem, preset("eyeriss-like"), c)
+    load0 = list(os.getloadavg())
+    res = compare_backends(spaces, args.sizes, args.backends, args.repeats)
+    out = {"machine": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+                       "cpu": platform.processor() or platform.machine(), "numba_threads": 1},
+           "arch": "eyeriss-like", "backends": args.backends, "sizes": args.sizes, "repeats": args.repeats,
+           "timing": "median process CPU time per call, engines interleaved within each repeat",
+           "load_average_start": load0, "load_average_end": list(os.getloadavg()), "spaces": res}
+    RESULTS_BACKENDS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS_BACKENDS.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {RESULTS_BACKENDS}")
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ import numpy as np
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpaceTooLargeError, SpecError
+from accelmap.mapper import _space_kernel as _kern
 from accelmap.mapper.check import BatchCheck, Reason, check_batch
 from accelmap.mapper.constraints import (
     Constraints,
@@ -223,6 +224,14 @@ class MapSpace:
         Imperfect factorization: factors may multiply to more than a bound (ceil-divided
         tiles); only *minimal* covers are in the space (no factor can be lowered by one
         and still cover the bound). Also switched on by ``constraints.allow_padding``.
+    engine
+        ``"cpu"`` (default): `decode`, `check` of decoded points, the neighbour moves, the
+        legality stage of `sample_valid` and the repair towards legality (`sample_valid`'s
+        repair, `legalize_encoded`) run as numba-compiled row loops
+        (`accelmap.mapper._space_kernel`); ``"numpy"``: the batched numpy path, the
+        executable reference (same results, bit for bit, and the same random stream);
+        ``"cuda"`` is taken as ``"cpu"`` here (a MapSpace answers with host arrays). None:
+        ``$ACCELMAP_KERNELS``, else ``"cpu"``, as for the cost models.
 
     Attributes
     ----------
@@ -231,7 +240,8 @@ class MapSpace:
     """
 
     def __init__(self, problem: Problem, arch: Arch, constraints: Constraints | None = None, *,
-                 allow_padding: bool = False) -> None:
+                 allow_padding: bool = False, engine: str | None = None) -> None:
+        self.engine = _kern.resolve_space_engine(engine)
         problems = arch.check_problem(problem)
         if problems:
             raise SpecError(f"problem {problem.name} on arch {arch.name}: " + "; ".join(problems))
@@ -257,7 +267,32 @@ class MapSpace:
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
         state.pop("_decoded", None)  # the last decoded batch (see `check`) is not part of the space
+        state.pop("_kc", None)  # the kernels' copy of the tables is rebuilt on demand
         return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        if "engine" not in state:  # pickled before spaces had engines
+            self.engine = _kern.resolve_space_engine(None)
+
+    def with_engine(self, engine: str | None) -> MapSpace:
+        """The same space (tables shared, nothing rebuilt) with another engine."""
+        other = object.__new__(MapSpace)
+        other.__dict__.update(self.__getstate__())
+        other.engine = _kern.resolve_space_engine(engine)
+        return other
+
+    @property
+    def compiled(self) -> bool:
+        """True when the MapSpace operations run compiled (engine ``cpu`` or ``cuda``)."""
+        return self.engine != "numpy"
+
+    def _consts(self) -> _kern.SpaceConsts:
+        kc = getattr(self, "_kc", None)
+        if kc is None:
+            kc = _kern.space_consts(self)
+            self._kc = kc
+        return kc
 
     # --- construction -------------------------------------------------------------------
     def _dims_of(self, names: object, where: str) -> list[int]:
@@ -636,7 +671,14 @@ class MapSpace:
         if x.ndim != 2 or x.shape[1] != self.n_params:
             raise SpecError(f"encoded vectors have shape {x.shape}; expected (n, {self.n_params})")
         x = x.astype(np.int64, copy=False)
-        if len(x) and (x.view(np.uint64) >= self.bounds.view(np.uint64)).any():  # negatives wrap to huge
+        if not len(x):
+            return x
+        if self.compiled:
+            at = _kern.first_outside(np.ascontiguousarray(x), self.bounds)
+            outside = at >= 0
+        else:
+            outside = bool((x.view(np.uint64) >= self.bounds.view(np.uint64)).any())  # negatives wrap to huge
+        if outside:
             bad = np.argwhere((x < 0) | (x >= self.bounds[None]))[0]
             raise SpecError(
                 f"encoded vector row {bad[0]}: {self.param_names[bad[1]]} = {x[bad[0], bad[1]]}; "
@@ -697,13 +739,17 @@ class MapSpace:
         """Encoded vectors (n, n_params) inside the box -> the mappings they stand for."""
         x = self._check_x(x)
         n = len(x)
-        rows = np.zeros((n, self._D), dtype=np.int64)
-        rows[:, self._tile_dims] = x[:, self._tile_cols]
-        temporal, spatial = self._rows_to_factors(rows)
-        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
-        if len(self._keep_free):
-            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-        batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+        if self.compiled:
+            rows, temporal, spatial, order, keep = _kern.decode(self._consts(), x)
+            batch = MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        else:
+            rows = np.zeros((n, self._D), dtype=np.int64)
+            rows[:, self._tile_dims] = x[:, self._tile_cols]
+            temporal, spatial = self._rows_to_factors(rows)
+            keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
+            if len(self._keep_free):
+                keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
+            batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
         if n <= _DECODED_MEMO_ROWS:
             # a batch's arrays are read-only, so `check` may judge this very batch from
             # its table rows and keep bits
@@ -901,6 +947,8 @@ class MapSpace:
         """Fanout, capacity and utilization of decoded-to-be points, from table rows and keep
         bits alone (orders never change legality). Same rules and reason order as
         `check_batch` followed by the utilization check of `check`."""
+        if self.compiled:
+            return _kern.fast_reasons(self._consts(), rows, keep)
         n = len(rows)
         flat = rows + self._offsets[None, :]
         reason = np.zeros(n, dtype=np.int64)
@@ -1090,6 +1138,8 @@ class MapSpace:
 
         rows (n, D) table rows, keep (n, L, T); returns the new rows.
         """
+        if self.compiled:  # same moves and draws, one compiled call
+            return _kern.push_out(self._consts(), rows, keep, rng, max_rounds)
         rows = rows.copy()
         L = self._L
         S = L * 3
@@ -1229,6 +1279,8 @@ class MapSpace:
         False the keep bits are held: the moves are those of a space whose keep bits are
         all fixed (a drawn flip becomes a move of another kind)."""
         x = self._check_x(x)
+        if self.compiled:  # the whole of `_moves` in one compiled call, same draws
+            return _kern.neighbours_encoded(self._consts(), x, rng, flips)
         rows = np.zeros((len(x), self._D), dtype=np.int64)
         rows[:, self._tile_dims] = x[:, self._tile_cols]
         bits = x[:, self._keep_cols].astype(bool)
@@ -1267,7 +1319,9 @@ class MapSpace:
         modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
         lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
         first, padded to the largest free count M ((k, M); see ``_free_pos``), and written
-        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once."""
+        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once.
+        With the compiled engine the factor moves run in `accelmap.mapper._space_kernel`
+        (which also has the whole of this method for encoded points, `moves_encoded`)."""
         n = len(rows)
         rows = rows.copy()
         kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
@@ -1282,7 +1336,10 @@ class MapSpace:
             # --- factor moves
             sel = np.flatnonzero(kind_now == 0)
             if len(sel) and len(self._tile_dims):
-                self._factor_moves(rows, sel, done, rng)
+                if self.compiled:
+                    _kern.factor_moves(self._consts(), rows, sel, done, rng)
+                else:
+                    self._factor_moves(rows, sel, done, rng)
             # --- swaps of two free loops in one level
             sel = np.flatnonzero(kind_now == 1)
             if len(sel) and levels_ok.any():
