@@ -38,7 +38,7 @@ from numba import njit
 
 from accelmap._typing import IntArray
 
-__all__ = ["window_fetches", "class_table"]
+__all__ = ["window_fetches", "walk_counts", "class_table"]
 
 _JIT = {"cache": True, "_nrt": False}
 _RING = 256  # resets remembered per unit when looking for a period
@@ -160,8 +160,9 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
     ``COLS_TIME``), ``xa`` (ranks, size) its coordinates; ``b_off`` the offsets of its
     other class, whose coordinates per rank lie in ``b_lo .. b_hi``; ``lo .. hi`` the
     coordinates that exist per rank. ``stamp`` (words,): 0 where a word exists, -1 where
-    the projection reaches no word (a padded tensor's halo); ``st`` (3,), ``ring`` (3, n)
-    and ``ref`` (ranks,) scratch (the kernel allocates nothing).
+    the projection reaches no word (a padded tensor's halo); ``st`` (4,) scratch whose
+    last entry counts the folds skipped, ``ring`` (3, n) and ``ref`` (ranks,) scratch (the
+    kernel allocates nothing).
 
     A streamed operand reads one *unit* of folds again and again (``ROWS_TIME``: the pass
     over all row folds, once per column fold; ``COLS_TIME``: one fold, on each of the row
@@ -175,7 +176,7 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
     """
     f_r = (s_r + ur - 1) // ur
     f_c = (s_c + uc - 1) // uc
-    st[0], st[1], st[2] = 1, 0, 0
+    st[0], st[1], st[2], st[3] = 1, 0, 0, 0
     if mode == STATIONARY:
         for fc in range(f_c):
             for fr in range(f_r):
@@ -217,6 +218,7 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
                 if e >= g:
                     m = (e - g) // period + 1
                     st[2] += m * (st[2] - ring[2, j])
+                    st[3] += m * period
                     g += m * period
                     last_reset = g
                     n_ring = 0
@@ -264,9 +266,19 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
 
     ``coef_key`` is the tensor's projection (ranks x D nested tuples); ``classes`` the
     operand's (array-side, other) classes for ``mode``; ``lo``/``hi`` the range of
-    coordinates that exist per rank (``None``: every projected value). Cached: a search
-    meets the same (dataflow, row class, chunk sizes, order) many times.
+    coordinates that exist per rank (``None``: every projected value); ``skip``: count
+    periods of shifted fold copies without walking them (`_walk`; off only to test it).
+    Cached: a search meets the same (dataflow, row class, chunk sizes, order) many times.
     """
+    return walk_counts(coef_key, used, dim_class, bounds, lo, hi, order, classes, mode, rc, cc, ur, uc, window,
+                       skip)[0]
+
+
+def walk_counts(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
+                bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
+                order: tuple[int, ...], classes: tuple[int, int], mode: int, rc: int, cc: int,
+                ur: int, uc: int, window: int, skip: bool = True) -> tuple[int, int]:
+    """`window_fetches` uncached, with the number of folds the walk skipped by periods."""
     coef = np.array(coef_key, dtype=np.int64).reshape(len(coef_key), len(bounds))
     used_a = np.array(used, dtype=bool)
     size = [1, 1, 1]
@@ -293,6 +305,8 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     big = np.int64(1) << 62
     lo_a = np.full(coef.shape[0], -big, dtype=np.int64) if lo is None else np.array(lo, dtype=np.int64)
     hi_a = np.full(coef.shape[0], big, dtype=np.int64) if hi is None else np.array(hi, dtype=np.int64)
-    return int(_walk(a_off, b_off, stamp, np.ascontiguousarray(xa), xb.min(axis=1), xb.max(axis=1), lo_a, hi_a,
-                     mode, size[rc], size[cc], ur, uc, size[tc], window, skip, np.zeros(3, dtype=np.int64),
-                     np.zeros((3, _RING), dtype=np.int64), np.zeros(coef.shape[0], dtype=np.int64)))
+    st = np.zeros(4, dtype=np.int64)
+    words = _walk(a_off, b_off, stamp, np.ascontiguousarray(xa), xb.min(axis=1), xb.max(axis=1), lo_a, hi_a,
+                  mode, size[rc], size[cc], ur, uc, size[tc], window, skip, st,
+                  np.zeros((3, _RING), dtype=np.int64), np.zeros(coef.shape[0], dtype=np.int64))
+    return int(words), int(st[3])

@@ -227,3 +227,52 @@ def test_exact_window_skips_zero_padding(df):
     si, sf = _streams(ifmap, filt, 8, 4, df)
     assert int(s.dram_reads[0, 0]) == _window_fetches(si, 1024)
     assert int(s.dram_reads[0, 1]) == _window_fetches(sf, 1024)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_exact_window_periods_of_moved_folds(seed, monkeypatch):
+    """Chunks that divide the channel count make consecutive folds shifted copies of one
+    another (and every column fold repeats the unit), which the walk counts by periods
+    without walking them; on such mappings, zero-padded, rounded-up strided and plain,
+    every dataflow, its counts equal the replay and the walk with the period skip off."""
+    import accelmap.costmodels.systolic as systolic_module
+    from accelmap.costmodels._systolic_window import walk_counts
+    from accelmap.workloads.builders import conv2d_from_input
+
+    skipped = []
+
+    def both(*args):
+        with_skip, n_skipped = walk_counts(*args)
+        assert with_skip == walk_counts(*args, skip=False)[0], args
+        skipped.append(n_skipped)
+        return with_skip
+
+    monkeypatch.setattr(systolic_module, "window_fetches", both)
+    rng = np.random.default_rng(100 + seed)
+    model = SystolicModel(dram_window="exact")
+    big = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    for case in range(4):
+        h, f = int(rng.integers(8, 16)), int(rng.choice([2, 3, 5]))
+        ch, nf, st = int(rng.choice([4, 8, 16])), int(rng.choice([8, 16, 24])), int(rng.choice([1, 2]))
+        pad = int(rng.integers(0, 2)) if case % 2 else 0
+        if pad:
+            prob = conv2d_from_input("c", c=ch, k=nf, h=h, w=h, r=f, s=f, stride=st, padding=pad, word_bits=8)
+            e = (h + 2 * pad - f) // st + 1
+        else:
+            e = -(-(h - f) // st) + 1
+            prob = conv2d("c", c=ch, k=nf, p=e, q=e, r=f, s=f, stride=st, input_hw=(h, h), word_bits=8)
+        win = f * f * ch
+        p, j = np.arange(e * e), np.arange(win)
+        r = (p // e)[:, None] * st + (j // (f * ch))[None, :] - pad
+        c = (p % e)[:, None] * st + ((j % (f * ch)) // ch)[None, :] - pad
+        ifmap = np.where((r < 0) | (c < 0) | (r >= h) | (c >= h), -1, r * h * ch + c * ch + (j % ch)[None, :])
+        filt = np.arange(nf)[None, :] * win + j[:, None]
+        for df in ("os", "ws", "is"):
+            for ur, uc in ((1, 1), (2, 3), (int(ch), 2), (4, 1)):
+                small = systolic_array(ur, uc, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+                one = scalesim_mapping(prob, small, df)
+                s = model.stats(prob, big, one)
+                si, sf = _streams(ifmap, filt, ur, uc, df)
+                assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == (
+                    _window_fetches(si, 1024), _window_fetches(sf, 1024)), (h, f, ch, nf, st, pad, df, ur, uc)
+    assert len(skipped) >= 24 and sum(n > 0 for n in skipped) >= 8, skipped
