@@ -81,16 +81,22 @@ def _skewed_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx:
     when the fold ended first.
     """
     epoch, count, total = st[0], st[1], st[2]
-    pos = 0
-    for d in range(t_len + nx - 1):
-        lo_c = max(0, d - t_len + 1)
-        hi_c = min(d, nx - 1) + 1
-        if pos + hi_c - lo_c <= start:
-            pos += hi_c - lo_c
-            continue
-        c0 = lo_c + max(0, start - pos)
-        pos += c0 - lo_c
-        for c in range(c0, hi_c):
+    n_diag = t_len + nx - 1
+    d, pos, c_first = 0, 0, 0
+    while start > pos and d < n_diag:  # the diagonal that holds entry `start`
+        lo_c = d - t_len + 1 if d >= t_len else 0
+        n = (nx if d >= nx - 1 else d + 1) - lo_c
+        if pos + n > start:
+            c_first = lo_c + start - pos
+            pos = start
+            break
+        pos += n
+        d += 1
+    if d < n_diag and c_first == 0:
+        c_first = d - t_len + 1 if d >= t_len else 0
+    while d < n_diag:
+        hi_c = nx if d >= nx - 1 else d + 1
+        for c in range(c_first, hi_c):
             addr = a_off[x0 + c] + b_off[d - c]
             seen = stamp[addr]
             if seen != epoch and seen >= 0:
@@ -99,8 +105,10 @@ def _skewed_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx:
                 count += 1
                 if count == window:
                     st[0], st[1], st[2] = epoch + 1, 0, total
-                    return pos
-            pos += 1
+                    return pos + c - c_first
+        pos += hi_c - c_first
+        d += 1
+        c_first = d - t_len + 1 if d >= t_len else 0
     st[0], st[1], st[2] = epoch, count, total
     return -1
 
