@@ -15,18 +15,30 @@ are the same closed form), interleaved in one run, medians of 3 repeats:
 and the counts of each against SCALE-Sim's. Every other point is listed with its counts
 (the exact mode equals SCALE-Sim there too; `tests/golden/test_scalesim.py`).
 
+Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
+0 skips it): the default search (`accelmap.search.search`, its six systolic sub-spaces)
+on CB2a_2 and on the ws config's array, once with the estimate and once with the exact
+mode, same seed and budget: wall time, walks, and the best mapping of each scored with
+the exact count (SCALE-Sim's), so the ranking error of the estimate shows as EDP lost.
+Every distinct walk of the exact search is then timed again with and without the period
+skip (`accelmap.costmodels._systolic_window.walk_counts`, interleaved, best of 2).
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
+import os
 import statistics
 import time
 from pathlib import Path
 
-from accelmap.costmodels._systolic_window import window_fetches
+import accelmap.costmodels.systolic as systolic_module
+from accelmap.costmodels._systolic_window import walk_counts, window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
@@ -36,14 +48,72 @@ REF = ROOT / ".." / "shared" / "reference" / "scalesim"
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scalesim_dram.json"
 
 
+def search_cost(ref: Path, budget: int, seed: int = 0) -> dict:
+    """The default search on CB2a_2 with the estimate and with the exact mode (see above)."""
+    from accelmap.search.api import search
+
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    arch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    exact = SystolicModel(dram_window="exact")
+    out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
+    best = {}
+    walks: list[tuple] = []
+
+    def recorded(*key: object) -> int:
+        walks.append(key)
+        return window_fetches(*key)
+
+    for mode in ("estimate", "exact"):
+        window_fetches.cache_clear()
+        systolic_module.window_fetches = recorded if mode == "exact" else window_fetches
+        t0 = time.perf_counter()
+        res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
+        dt = time.perf_counter() - t0
+        systolic_module.window_fetches = window_fetches
+        assert res.best is not None
+        m = exact.evaluate(layer.problem, arch, res.best.as_batch())
+        best[mode] = float(m.cycles[0] * m.energy_pj[0])
+        out[mode] = {"seconds": dt, "evaluations": res.n_evaluations, "walks": window_fetches.cache_info().misses,
+                     "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode]}
+        print(f"search {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, "
+              f"{out[mode]['walks']} walks, best EDP (exact count) {best[mode]:.4e}", flush=True)
+    distinct = list(dict.fromkeys(walks))
+    t_skip, t_walk, n_faster, skipped = 0.0, 0.0, 0, 0
+    for key in distinct:
+        best_t = {True: math.inf, False: math.inf}
+        for _ in range(2):
+            for skip in (True, False):
+                t0 = time.perf_counter()
+                words, n_skipped = walk_counts(*key, skip=skip)
+                best_t[skip] = min(best_t[skip], time.perf_counter() - t0)
+                skipped += n_skipped if skip else 0
+        t_skip += best_t[True]
+        t_walk += best_t[False]
+        n_faster += best_t[False] > 3 * best_t[True]
+    out["period_skip"] = {"walks": len(distinct), "seconds_with_skip": t_skip, "seconds_without": t_walk,
+                          "walks_over_3x_faster": n_faster, "folds_skipped": skipped // 2}
+    print(f"period skip over the {len(distinct)} walks: {t_skip:.1f} s against {t_walk:.1f} s without; "
+          f"{n_faster} walks over 3x faster", flush=True)
+    out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
+    out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
+    return out
+
+
 def main() -> None:
-    runs = {r["run_name"]: r for r in json.loads((REF / "runs.json").read_text())["runs"]}
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--search-budget", type=int, default=5000)
+    ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
+                    "topologies/); default ../shared/reference/scalesim beside the checkout")
+    args = ap.parse_args()
+    ref_dir: Path = args.reference
+    runs = {r["run_name"]: r for r in json.loads((ref_dir / "runs.json").read_text())["runs"]}
     est_model, exact_model = SystolicModel(), SystolicModel(dram_window="exact")
     rows, others = [], []
     for name, run in runs.items():
-        cfg = read_config(REF / "configs" / f"{name}.cfg")
+        cfg = read_config(ref_dir / "configs" / f"{name}.cfg")
         arch = config_arch(cfg)
-        topo = REF / "topologies" / ("gemms.csv" if name.startswith("gemms") else "Resnet50_unique.csv")
+        topo = ref_dir / "topologies" / ("gemms.csv" if name.startswith("gemms") else "Resnet50_unique.csv")
         for layer in read_topology(topo):
             ref = next((x for x in run["layers"] if x["name"] == layer.name and not x.get("simulated_as")), None)
             if ref is None:
@@ -92,9 +162,11 @@ def main() -> None:
     n_est = sum(r["estimate"] == r["scalesim"] for r in rows + others)
     print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
           f"estimate: {n_est}")
+    found = search_cost(ref_dir, args.search_budget) if args.search_budget > 0 else None
     RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
                                    "exact_points": n_exact, "estimate_exact_points": n_est,
-                                   "points": len(rows) + len(others)}, indent=1) + "\n")
+                                   "points": len(rows) + len(others), "search": found,
+                                   "load_average": list(os.getloadavg())}, indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -24,9 +24,21 @@ The window (``read_buffer_estimate_bw.py`` in CALC mode): the SRAM's 100 sets of
 ``floor(words / 100)`` words, half active, keep ``W = 50 * floor(words / 100)`` distinct
 words; a word not among them is fetched, and the ``W``-th fetch since the last reset drops
 them all. One epoch stamp per word of the tensor makes a membership test one array read,
-so a count costs one pass over the stream (about a nanosecond an entry, numba), and is the
-same number `accelmap.costmodels.scalesim_io.replay_dram_reads` gets from SCALE-Sim's own
-address matrices.
+so a count costs one pass over the stream (one to a few nanoseconds an entry, numba), and
+is the same number `accelmap.costmodels.scalesim_io.replay_dram_reads` gets from
+SCALE-Sim's own address matrices.
+
+Right after a reset the window is empty, so what follows depends only on the stream from
+there on. A streamed operand's stream is a sequence of skewed folds that often repeat
+shifted: the same fold on every repetition of a unit, or the next chunk of a class whose
+index moves every word by one step (a chunk of channels, the next filter). When a reset
+falls at the same offset of two folds, and the folds from the first on are copies of the
+folds one period later moved by one constant shift (with the same words existing), the
+resets between them repeat, shifted, for as long as that holds, and those periods are
+counted without walking them. This is exact; how much it saves depends on the mapping:
+nothing on SCALE-Sim's own mappings of the ResNet-50 layers, whose few long folds do not
+repeat, and a fifth of the walking time over the walks of a default search
+(`benchmarks/bench_scalesim_dram.py`, docs/validation.md).
 """
 
 from __future__ import annotations
