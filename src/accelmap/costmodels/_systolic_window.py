@@ -53,7 +53,7 @@ from accelmap._typing import IntArray
 __all__ = ["window_fetches", "walk_counts", "class_table"]
 
 _JIT = {"cache": True, "_nrt": False}
-_RING = 256  # resets remembered per unit when looking for a period
+_RING = 4096  # resets remembered per unit when looking for a period
 
 # Stream modes: how the operand's two classes meet the array.
 ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
