@@ -54,6 +54,8 @@ __all__ = ["window_fetches", "walk_counts", "class_table"]
 
 _JIT = {"cache": True, "_nrt": False}
 _RING = 4096  # resets remembered per unit when looking for a period
+_HASH = 1024  # chains of those resets by fold offset
+_TRIES = 8  # earlier resets at shifted folds tried per reset
 
 # Stream modes: how the operand's two classes meet the array.
 ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
@@ -83,29 +85,19 @@ def _stationary_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int,
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
-def _skewed_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx: int, t_len: int, start: int,
-                 window: int, st: IntArray) -> int:
+def _skewed_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx: int, t_len: int, d0: int,
+                 c0: int, pos: int, window: int, st: IntArray) -> int:
     """Walk one skewed fold (array positions ``x0 .. x0 + nx - 1`` against the ``t_len``
-    time indices, along anti-diagonals) from its entry ``start`` on, until a window reset.
+    time indices, along anti-diagonals) from its entry ``(d0, c0)`` (diagonal, array
+    position), whose offset in the fold is ``pos``, until a window reset.
 
-    ``st`` = [epoch, count, total] is updated in place. Returns the fold offset of the
-    entry whose fetch filled the window (the reset; the window is empty after it), or -1
-    when the fold ended first.
+    ``st`` = [epoch, count, total, -, diagonal, position] is updated in place. Returns the
+    fold offset of the entry whose fetch filled the window (the reset; the window is empty
+    after it; ``st[4:6]`` hold that entry), or -1 when the fold ended first.
     """
     epoch, count, total = st[0], st[1], st[2]
     n_diag = t_len + nx - 1
-    d, pos, c_first = 0, 0, 0
-    while start > pos and d < n_diag:  # the diagonal that holds entry `start`
-        lo_c = d - t_len + 1 if d >= t_len else 0
-        n = (nx if d >= nx - 1 else d + 1) - lo_c
-        if pos + n > start:
-            c_first = lo_c + start - pos
-            pos = start
-            break
-        pos += n
-        d += 1
-    if d < n_diag and c_first == 0:
-        c_first = d - t_len + 1 if d >= t_len else 0
+    d, c_first = d0, c0
     while d < n_diag:
         hi_c = nx if d >= nx - 1 else d + 1
         for c in range(c_first, hi_c):
@@ -116,9 +108,9 @@ def _skewed_fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx:
                 total += 1
                 count += 1
                 if count == window:
-                    st[0], st[1], st[2] = epoch + 1, 0, total
+                    st[0], st[1], st[2], st[4], st[5] = epoch + 1, 0, total, d, c
                     return pos + c - c_first
-        pos += hi_c - c_first
+        pos += max(hi_c - c_first, 0)
         d += 1
         c_first = d - t_len + 1 if d >= t_len else 0
     st[0], st[1], st[2] = epoch, count, total
@@ -172,7 +164,7 @@ def _translated_folds(xa: IntArray, b_lo: IntArray, b_hi: IntArray, lo: IntArray
 @njit(**_JIT)  # type: ignore[call-overload]
 def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo: IntArray, b_hi: IntArray,
           lo: IntArray, hi: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int, t_len: int, window: int,
-          skip: bool, st: IntArray, ring: IntArray, ref: IntArray) -> int:
+          skip: bool, st: IntArray, ring: IntArray, head: IntArray, ref: IntArray) -> int:
     """Words fetched for one operand's demand stream (column folds outer, row folds inner).
 
     ``a_off`` (size,): the word offset of each index of the operand's array-side class
@@ -180,9 +172,10 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
     ``COLS_TIME``), ``xa`` (ranks, size) its coordinates; ``b_off`` the offsets of its
     other class, whose coordinates per rank lie in ``b_lo .. b_hi``; ``lo .. hi`` the
     coordinates that exist per rank. ``stamp`` (words,): 0 where a word exists, -1 where
-    the projection reaches no word (a padded tensor's halo); ``st`` (4,) scratch whose
-    last entry counts the folds skipped, ``ring`` (3, n) and ``ref`` (ranks,) scratch (the
-    kernel allocates nothing).
+    the projection reaches no word (a padded tensor's halo); ``st`` (6,) scratch whose
+    fourth entry counts the folds skipped, ``ring`` (4, n), ``head`` (h,) and ``ref`` (ranks,)
+    scratch (the kernel allocates nothing): the resets of the current unit (fold, offset,
+    words fetched, next reset with the same offset hash) and the latest per offset hash.
 
     A streamed operand reads one *unit* of folds again and again (``ROWS_TIME``: the pass
     over all row folds, once per column fold; ``COLS_TIME``: one fold, on each of the row
@@ -196,7 +189,8 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
     """
     f_r = (s_r + ur - 1) // ur
     f_c = (s_c + uc - 1) // uc
-    st[0], st[1], st[2], st[3] = 1, 0, 0, 0
+    st[:] = 0
+    st[0] = 1
     if mode == STATIONARY:
         for fc in range(f_c):
             for fr in range(f_r):
@@ -210,49 +204,62 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, xa: IntArray, b_lo:
     chunk = ur if rows else uc
     size_a = s_r if rows else s_c
     cap = ring.shape[1]
+    n_hash = head.shape[0]
+    head[:] = -1
+    n_ring = 0
     for u in range(n_units):
         fixed = -1 if rows else u
         n_g = reps * nf
-        g, start, n_ring, last_reset = 0, 0, 0, -1
+        g, start, d0, c0, last_reset = 0, 0, 0, 0, -1
+        if n_ring > 0:  # a new unit: forget the last one's resets
+            n_ring = 0
+            head[:] = -1
         while g < n_g:
             i = g % nf if rows else u
             if g % nf == 0 and start == 0 and g > 0 and last_reset < g - nf:
                 break  # a whole repetition without a reset: the unit is resident
             x0 = i * chunk
-            off = _skewed_fold(a_off, b_off, stamp, x0, min(chunk, size_a - x0), t_len, start, window, st)
+            off = _skewed_fold(a_off, b_off, stamp, x0, min(chunk, size_a - x0), t_len, d0, c0, start, window, st)
             if off < 0:
                 g += 1
-                start = 0
+                start, d0, c0 = 0, 0, 0
                 continue
             last_reset = g
-            start = off + 1
+            start, d0, c0 = off + 1, st[4], st[5] + 1
             if not skip:
                 continue
+            # earlier resets at the same fold offset (chained per hash of the offset), latest
+            # first: whole repetitions of the unit first (the same folds, the longest skips),
+            # then the latest few at shifted folds
             jumped = False
-            for j in range(n_ring - 1, -1, -1):
-                if ring[1, j] != off:
-                    continue
-                period = g - ring[0, j]
-                e = _translated_folds(xa, b_lo, b_hi, lo, hi, ring[0, j], period, n_g, nf, chunk, size_a,
-                                      fixed, ref)
-                if e >= g:
-                    m = (e - g) // period + 1
-                    st[2] += m * (st[2] - ring[2, j])
-                    st[3] += m * period
-                    g += m * period
-                    last_reset = g
-                    n_ring = 0
-                    jumped = True
+            for whole in (True, False):
+                j = head[off % n_hash]
+                tries = 0
+                while j >= 0 and not jumped and tries < _TRIES:
+                    period = g - ring[0, j]
+                    if ring[1, j] == off and (period % nf == 0) == whole:
+                        tries += 0 if whole else 1
+                        e = _translated_folds(xa, b_lo, b_hi, lo, hi, ring[0, j], period, n_g, nf, chunk,
+                                              size_a, fixed, ref)
+                        if e >= g:
+                            m = (e - g) // period + 1
+                            st[2] += m * (st[2] - ring[2, j])
+                            st[3] += m * period
+                            g += m * period
+                            last_reset = g
+                            jumped = True
+                    j = ring[3, j]
+                if jumped:
                     break
-            if not jumped:
-                if n_ring == cap:
-                    half = cap // 2
-                    for q in range(half):
-                        ring[0, q], ring[1, q], ring[2, q] = ring[0, cap - half + q], ring[1, cap - half + q], \
-                            ring[2, cap - half + q]
-                    n_ring = half
-                ring[0, n_ring], ring[1, n_ring], ring[2, n_ring] = g, off, st[2]
-                n_ring += 1
+            if jumped:
+                continue  # (the resets remembered stay valid: a later period may span the jump)
+            if n_ring == cap:  # a full table: forget what came before
+                n_ring = 0
+                head[:] = -1
+            h = off % n_hash
+            ring[0, n_ring], ring[1, n_ring], ring[2, n_ring], ring[3, n_ring] = g, off, st[2], head[h]
+            head[h] = n_ring
+            n_ring += 1
     return st[2]
 
 
@@ -325,8 +332,9 @@ def walk_counts(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], d
     big = np.int64(1) << 62
     lo_a = np.full(coef.shape[0], -big, dtype=np.int64) if lo is None else np.array(lo, dtype=np.int64)
     hi_a = np.full(coef.shape[0], big, dtype=np.int64) if hi is None else np.array(hi, dtype=np.int64)
-    st = np.zeros(4, dtype=np.int64)
+    st = np.zeros(6, dtype=np.int64)
     words = _walk(a_off, b_off, stamp, np.ascontiguousarray(xa), xb.min(axis=1), xb.max(axis=1), lo_a, hi_a,
                   mode, size[rc], size[cc], ur, uc, size[tc], window, skip, st,
-                  np.zeros((3, _RING), dtype=np.int64), np.zeros(coef.shape[0], dtype=np.int64))
+                  np.zeros((4, _RING), dtype=np.int64), np.zeros(_HASH, dtype=np.int64),
+                  np.zeros(coef.shape[0], dtype=np.int64))
     return int(words), int(st[3])
