@@ -18,10 +18,8 @@ and the counts of each against SCALE-Sim's. Every other point is listed with its
 Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
 0 skips it): the default search (`accelmap.search.search`, its six systolic sub-spaces)
 on CB2a_2 and on the ws config's array, once with the estimate and once with the exact
-mode, same seed and budget: wall time, walks, and the best mapping of each scored with
+mode, same seed and budget (seeds 0 and 1): wall time, walks, and the best mapping of each scored with
 the exact count (SCALE-Sim's), so the ranking error of the estimate shows as EDP lost.
-Every distinct walk of the exact search is then timed again with and without the period
-skip (`accelmap.costmodels._systolic_window.walk_counts`, interleaved, one run each).
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -36,8 +34,7 @@ import statistics
 import time
 from pathlib import Path
 
-import accelmap.costmodels.systolic as systolic_module
-from accelmap.costmodels._systolic_window import walk_counts, window_fetches
+from accelmap.costmodels._systolic_window import window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
@@ -47,55 +44,36 @@ REF = ROOT / ".." / "shared" / "reference" / "scalesim"
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scalesim_dram.json"
 
 
-def search_cost(ref: Path, budget: int, seed: int = 0) -> dict:
-    """The default search on CB2a_2 with the estimate and with the exact mode (see above)."""
+def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list[dict]:
+    """The default search on CB2a_2 with the estimate and with the exact mode (see above),
+    one row per seed."""
     from accelmap.search.api import search
 
     cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
     arch = config_arch(cfg)
     layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
     exact = SystolicModel(dram_window="exact")
-    out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
-    best = {}
-    walks: list[tuple] = []
-
-    def recorded(*key: object) -> int:
-        walks.append(key)
-        return window_fetches(*key)
-
-    for mode in ("estimate", "exact"):
-        window_fetches.cache_clear()
-        systolic_module.window_fetches = recorded if mode == "exact" else window_fetches
-        t0 = time.perf_counter()
-        res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
-        dt = time.perf_counter() - t0
-        systolic_module.window_fetches = window_fetches
-        assert res.best is not None
-        m = exact.evaluate(layer.problem, arch, res.best.as_batch())
-        best[mode] = float(m.cycles[0] * m.energy_pj[0])
-        out[mode] = {"seconds": dt, "evaluations": res.n_evaluations, "walks": window_fetches.cache_info().misses,
-                     "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode]}
-        print(f"search {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, "
-              f"{out[mode]['walks']} walks, best EDP (exact count) {best[mode]:.4e}", flush=True)
-    distinct = list(dict.fromkeys(walks))
-    t_skip, t_walk, n_faster, skipped = 0.0, 0.0, 0, 0
-    for key in distinct:
-        best_t = {True: 0.0, False: 0.0}
-        for skip in (True, False):
+    rows = []
+    for seed in seeds:
+        out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
+        best = {}
+        for mode in ("estimate", "exact"):  # interleaved per seed
+            window_fetches.cache_clear()
             t0 = time.perf_counter()
-            _, n_skipped = walk_counts(*key, skip=skip)
-            best_t[skip] = time.perf_counter() - t0
-            skipped += n_skipped
-        t_skip += best_t[True]
-        t_walk += best_t[False]
-        n_faster += best_t[False] > 3 * best_t[True]
-    out["period_skip"] = {"walks": len(distinct), "seconds_with_skip": t_skip, "seconds_without": t_walk,
-                          "walks_over_3x_faster": n_faster, "folds_skipped": skipped}
-    print(f"period skip over the {len(distinct)} walks: {t_skip:.1f} s against {t_walk:.1f} s without; "
-          f"{n_faster} walks over 3x faster", flush=True)
-    out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
-    out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
-    return out
+            res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
+            dt = time.perf_counter() - t0
+            walks = window_fetches.cache_info().misses
+            assert res.best is not None
+            m = exact.evaluate(layer.problem, arch, res.best.as_batch())
+            best[mode] = float(m.cycles[0] * m.energy_pj[0])
+            out[mode] = {"seconds": dt, "evaluations": res.n_evaluations, "walks": walks,
+                         "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode]}
+            print(f"search seed {seed} {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, {walks} walks, "
+                  f"best EDP (exact count) {best[mode]:.4e}", flush=True)
+        out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
+        out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
+        rows.append(out)
+    return rows
 
 
 def main() -> None:

@@ -230,24 +230,13 @@ def test_exact_window_skips_zero_padding(df):
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_exact_window_periods_of_moved_folds(seed, monkeypatch):
-    """Chunks that divide the channel count make consecutive folds shifted copies of one
-    another (and every column fold repeats the unit), which the walk counts by periods
-    without walking them; on such mappings, zero-padded, rounded-up strided and plain,
-    every dataflow, its counts equal the replay and the walk with the period skip off."""
-    import accelmap.costmodels.systolic as systolic_module
-    from accelmap.costmodels._systolic_window import walk_counts
+def test_exact_window_narrow_and_aligned_chunks(seed):
+    """Narrow chunks (one row or column of the array) and chunks of a whole channel count
+    give many folds and many repetitions of a unit (the walk's repeated-unit periods);
+    on such mappings, zero-padded, rounded-up strided and plain, every dataflow, the
+    exact mode equals the replay."""
     from accelmap.workloads.builders import conv2d_from_input
 
-    skipped = []
-
-    def both(*args):
-        with_skip, n_skipped = walk_counts(*args)
-        assert with_skip == walk_counts(*args, skip=False)[0], args
-        skipped.append(n_skipped)
-        return with_skip
-
-    monkeypatch.setattr(systolic_module, "window_fetches", both)
     rng = np.random.default_rng(100 + seed)
     model = SystolicModel(dram_window="exact")
     big = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
@@ -275,4 +264,3 @@ def test_exact_window_periods_of_moved_folds(seed, monkeypatch):
                 si, sf = _streams(ifmap, filt, ur, uc, df)
                 assert (int(s.dram_reads[0, 0]), int(s.dram_reads[0, 1])) == (
                     _window_fetches(si, 1024), _window_fetches(sf, 1024)), (h, f, ch, nf, st, pad, df, ur, uc)
-    assert len(skipped) >= 24 and sum(n > 0 for n in skipped) >= 8, skipped
