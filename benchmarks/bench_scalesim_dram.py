@@ -12,7 +12,9 @@ are the same closed form), interleaved in one run, medians of 3 repeats:
   cleared (one walk per operand that needs it);
 * the replay (`accelmap.costmodels.scalesim_io.replay_dram_reads`);
 
-and the counts of each against SCALE-Sim's. Every other point is listed with its counts
+and the counts of each against SCALE-Sim's, with where the window resets on the ifmap's
+stream (how many resets, the words re-fetched, the words live across each reset). Every
+other point is listed with its counts
 (the exact mode equals SCALE-Sim there too; `tests/golden/test_scalesim.py`).
 
 Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
@@ -34,6 +36,8 @@ import statistics
 import time
 from pathlib import Path
 
+import numpy as np
+
 from accelmap.costmodels._systolic_window import window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
@@ -42,6 +46,39 @@ from accelmap.mapper.mapping import MappingBatch
 ROOT = Path(__file__).resolve().parents[1]
 REF = ROOT / ".." / "shared" / "reference" / "scalesim"
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scalesim_dram.json"
+
+
+def resets(layer: object, cfg: object, window: int) -> dict:
+    """Where SCALE-Sim's window resets on the ifmap's demand stream (the replay's stream):
+    how many resets, the words re-fetched (fetched - distinct) and the words live across
+    each reset (used both before and after it), summed."""
+    from accelmap.costmodels.scalesim_io import _demand_streams, _operand_addresses
+
+    ifmap, filt = _operand_addresses(layer)  # type: ignore[arg-type]
+    s = _demand_streams(ifmap, filt, cfg.rows, cfg.cols, cfg.dataflow)[0]  # type: ignore[attr-defined]
+    s = s[s >= 0]
+    uniq, first = np.unique(s, return_index=True)
+    _, last_rev = np.unique(s[::-1], return_index=True)
+    last = s.shape[0] - 1 - last_rev
+    at, start, fetched = [], 0, 0
+    while start < s.shape[0]:
+        span = 1 << 16
+        while True:
+            u, f = np.unique(s[start:start + span], return_index=True)
+            if u.shape[0] >= window:
+                f.sort()
+                fetched += window
+                start += int(f[window - 1]) + 1
+                at.append(start)
+                break
+            if start + span >= s.shape[0]:
+                fetched += int(u.shape[0])
+                start = s.shape[0]
+                break
+            span *= 2
+    live = [int(((first < x) & (last >= x)).sum()) for x in at]
+    return {"entries": int(s.shape[0]), "resets": len(at), "distinct": int(uniq.shape[0]),
+            "refetched": fetched - int(uniq.shape[0]), "live_at_resets": live, "live_sum": sum(live)}
 
 
 def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list[dict]:
@@ -66,8 +103,12 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
             assert res.best is not None
             m = exact.evaluate(layer.problem, arch, res.best.as_batch())
             best[mode] = float(m.cycles[0] * m.energy_pj[0])
+            own = SystolicModel(dram_window=mode).stats(layer.problem, arch, res.best.as_batch()).report(0)
+            true = exact.stats(layer.problem, arch, res.best.as_batch()).report(0)
             out[mode] = {"seconds": dt, "evaluations": res.n_evaluations, "walks": walks,
-                         "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode]}
+                         "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode],
+                         "best_dataflow": true["dataflow"], "best_folds": true["folds"],
+                         "best_dram_reads_own_count": own["dram_reads"], "best_dram_reads_exact": true["dram_reads"]}
             print(f"search seed {seed} {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, {walks} walks, "
                   f"best EDP (exact count) {best[mode]:.4e}", flush=True)
         out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
@@ -120,8 +161,9 @@ def main() -> None:
                 replay = replay_dram_reads(layer, cfg)
                 t_replay.append(time.perf_counter() - t0)
             ref_i = ref["dram_reads"]["ifmap"]
+            res = resets(layer, cfg, 50 * (cfg.ifmap_sram_kb * 1024 // cfg.word_bytes // 100))
             row = base | {
-                "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]},
+                "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]}, "ifmap_resets": res,
                 "estimate_error_pct": 100 * (est["ifmap"] - ref_i) / ref_i,
                 "estimate_s_per_mapping": statistics.median(t_est),
                 "exact_cold_s": statistics.median(t_exact),
