@@ -57,7 +57,9 @@ ifmap edge) is fetched as its existing words only (SRAM reads and cycles still c
 im2col entry, as SCALE-Sim does). For
 sliding-window inputs (im2col duplicates) the model estimates: window chunks on the rows
 (WS-like) give tiles that are shifted copies, sharing nothing once two exceed the window or
-once the tile holding a word's previous use is a window away; otherwise every window reset
+once the tile holding a word's previous use is a window away (window chunks on the
+columns, WS transposed, likewise, each tile read on the consecutive row folds as tiles
+without duplicates are); otherwise every window reset
 loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
 the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
 close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
