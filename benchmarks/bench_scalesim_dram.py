@@ -12,8 +12,18 @@ are the same closed form), interleaved in one run, medians of 3 repeats:
   cleared (one walk per operand that needs it);
 * the replay (`accelmap.costmodels.scalesim_io.replay_dram_reads`);
 
-and the counts of each against SCALE-Sim's. Every other point is listed with its counts
+and the counts of each against SCALE-Sim's, with where the window resets on the ifmap's
+stream (how many resets, the words re-fetched, the words live across each reset). Every
+other point is listed with its counts
 (the exact mode equals SCALE-Sim there too; `tests/golden/test_scalesim.py`).
+
+Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
+0 skips it): the default search (`accelmap.search.search`, its six systolic sub-spaces)
+on CB2a_2 and on the ws config's array, once with the estimate and once with the exact
+mode, same seed and budget (seeds 0 and 1): wall time, walks, and the best mapping of each scored with
+the exact count (SCALE-Sim's), so the ranking error of the estimate shows as EDP lost.
+Last, the estimate against the exact mode on the seeds of every systolic sub-space of 40
+random convolutions (``variant_errors``; ``--variants-only`` runs just this part).
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -21,10 +31,14 @@ Writes ``benchmarks/results/bench_scalesim_dram.json``.
 
 from __future__ import annotations
 
+import argparse
 import json
+import os
 import statistics
 import time
 from pathlib import Path
+
+import numpy as np
 
 from accelmap.costmodels._systolic_window import window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
@@ -36,14 +50,134 @@ REF = ROOT / ".." / "shared" / "reference" / "scalesim"
 RESULTS = ROOT / "benchmarks" / "results" / "bench_scalesim_dram.json"
 
 
+def resets(layer: object, cfg: object, window: int) -> dict:
+    """Where SCALE-Sim's window resets on the ifmap's demand stream (the replay's stream):
+    how many resets, the words re-fetched (fetched - distinct) and the words live across
+    each reset (used both before and after it), summed."""
+    from accelmap.costmodels.scalesim_io import _demand_streams, _operand_addresses
+
+    ifmap, filt = _operand_addresses(layer)  # type: ignore[arg-type]
+    s = _demand_streams(ifmap, filt, cfg.rows, cfg.cols, cfg.dataflow)[0]  # type: ignore[attr-defined]
+    s = s[s >= 0]
+    uniq, first = np.unique(s, return_index=True)
+    _, last_rev = np.unique(s[::-1], return_index=True)
+    last = s.shape[0] - 1 - last_rev
+    at, start, fetched = [], 0, 0
+    while start < s.shape[0]:
+        span = 1 << 16
+        while True:
+            u, f = np.unique(s[start:start + span], return_index=True)
+            if u.shape[0] >= window:
+                f.sort()
+                fetched += window
+                start += int(f[window - 1]) + 1
+                at.append(start)
+                break
+            if start + span >= s.shape[0]:
+                fetched += int(u.shape[0])
+                start = s.shape[0]
+                break
+            span *= 2
+    live = [int(((first < x) & (last >= x)).sum()) for x in at]
+    return {"entries": int(s.shape[0]), "resets": len(at), "distinct": int(uniq.shape[0]),
+            "refetched": fetched - int(uniq.shape[0]), "live_at_resets": live, "live_sum": sum(live)}
+
+
+def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list[dict]:
+    """The default search on CB2a_2 with the estimate and with the exact mode (see above),
+    one row per seed."""
+    from accelmap.search.api import search
+
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    arch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    exact = SystolicModel(dram_window="exact")
+    rows = []
+    for seed in seeds:
+        out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
+        best = {}
+        for mode in ("estimate", "exact"):  # interleaved per seed
+            window_fetches.cache_clear()
+            t0 = time.perf_counter()
+            res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
+            dt = time.perf_counter() - t0
+            walks = window_fetches.cache_info().misses
+            assert res.best is not None
+            m = exact.evaluate(layer.problem, arch, res.best.as_batch())
+            best[mode] = float(m.cycles[0] * m.energy_pj[0])
+            own = SystolicModel(dram_window=mode).stats(layer.problem, arch, res.best.as_batch()).report(0)
+            true = exact.stats(layer.problem, arch, res.best.as_batch()).report(0)
+            out[mode] = {"seconds": dt, "evaluations": res.n_evaluations, "walks": walks,
+                         "best_edp_own_count": float(res.best_objective), "best_edp_exact_count": best[mode],
+                         "best_dataflow": true["dataflow"], "best_folds": true["folds"],
+                         "best_dram_reads_own_count": own["dram_reads"], "best_dram_reads_exact": true["dram_reads"]}
+            print(f"search seed {seed} {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, {walks} walks, "
+                  f"best EDP (exact count) {best[mode]:.4e}", flush=True)
+        out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
+        out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
+        rows.append(out)
+    return rows
+
+
+def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
+    """The estimate against the exact mode on the seeds of every systolic sub-space
+    (`variant_seeds`) of random convolutions (the layer mix of
+    `test_sliding_window_estimate_accuracy`): median and worst relative error of the
+    ifmap's DRAM reads per sub-space."""
+    from accelmap.arch.presets import systolic_array
+    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+    from accelmap.workloads.builders import conv2d
+
+    rng = np.random.default_rng(seed)
+    est, exact = SystolicModel(), SystolicModel(dram_window="exact")
+    errors: dict[str, list[float]] = {}
+    for _ in range(n_layers):
+        h = int(rng.integers(8, 40))
+        f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
+        st, ch, nf = int(rng.choice([1, 1, 2])), int(rng.choice([3, 8, 16, 32, 64])), int(rng.choice([8, 16, 32, 64]))
+        rows, cols, kb = int(rng.choice([8, 16, 32])), int(rng.choice([8, 16, 32])), int(rng.choice([1, 2, 4, 8]))
+        if (h - f) % st:
+            continue
+        p = (h - f) // st + 1
+        prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
+        arch = systolic_array(rows, cols, kb, kb, kb, dram_bandwidth_words_per_cycle=None)
+        for v in systolic_variants(prob, arch):
+            seeds = variant_seeds(prob, arch, v)
+            want = exact.stats(prob, arch, seeds).dram_reads[:, 0]
+            got = est.stats(prob, arch, seeds).dram_reads[:, 0]
+            errors.setdefault(v.label, []).extend((got / want - 1).tolist())
+    out = {}
+    for label, e in sorted(errors.items()):
+        a = np.abs(np.array(e))
+        out[label] = {"mappings": int(a.size), "median_abs_error": float(np.median(a)),
+                      "worst_abs_error": float(a.max()), "within_2pct": float((a <= 0.02).mean())}
+        print(f"{label:18} {a.size:4} mappings: median {100 * np.median(a):.1f} %, worst {100 * a.max():.1f} %, "
+              f"within 2 % {100 * (a <= 0.02).mean():.0f} %", flush=True)
+    return out
+
+
 def main() -> None:
-    runs = {r["run_name"]: r for r in json.loads((REF / "runs.json").read_text())["runs"]}
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--search-budget", type=int, default=5000)
+    ap.add_argument("--variants-only", action="store_true",
+                    help="only the per-sub-space estimate errors, merged into the existing JSON")
+    ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
+                    "topologies/); default ../shared/reference/scalesim beside the checkout")
+    args = ap.parse_args()
+    ref_dir: Path = args.reference
+    if args.variants_only:
+        old = json.loads(RESULTS.read_text())
+        old["variant_errors"] = variant_errors()
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
+    runs = {r["run_name"]: r for r in json.loads((ref_dir / "runs.json").read_text())["runs"]}
     est_model, exact_model = SystolicModel(), SystolicModel(dram_window="exact")
     rows, others = [], []
     for name, run in runs.items():
-        cfg = read_config(REF / "configs" / f"{name}.cfg")
+        cfg = read_config(ref_dir / "configs" / f"{name}.cfg")
         arch = config_arch(cfg)
-        topo = REF / "topologies" / ("gemms.csv" if name.startswith("gemms") else "Resnet50_unique.csv")
+        topo = ref_dir / "topologies" / ("gemms.csv" if name.startswith("gemms") else "Resnet50_unique.csv")
         for layer in read_topology(topo):
             ref = next((x for x in run["layers"] if x["name"] == layer.name and not x.get("simulated_as")), None)
             if ref is None:
@@ -74,8 +208,9 @@ def main() -> None:
                 replay = replay_dram_reads(layer, cfg)
                 t_replay.append(time.perf_counter() - t0)
             ref_i = ref["dram_reads"]["ifmap"]
+            res = resets(layer, cfg, 50 * (cfg.ifmap_sram_kb * 1024 // cfg.word_bytes // 100))
             row = base | {
-                "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]},
+                "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]}, "ifmap_resets": res,
                 "estimate_error_pct": 100 * (est["ifmap"] - ref_i) / ref_i,
                 "estimate_s_per_mapping": statistics.median(t_est),
                 "exact_cold_s": statistics.median(t_exact),
@@ -92,9 +227,12 @@ def main() -> None:
     n_est = sum(r["estimate"] == r["scalesim"] for r in rows + others)
     print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
           f"estimate: {n_est}")
+    found = search_cost(ref_dir, args.search_budget) if args.search_budget > 0 else None
     RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
                                    "exact_points": n_exact, "estimate_exact_points": n_est,
-                                   "points": len(rows) + len(others)}, indent=1) + "\n")
+                                   "points": len(rows) + len(others), "search": found,
+                                   "variant_errors": variant_errors(),
+                                   "load_average": list(os.getloadavg())}, indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -274,9 +274,15 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
         else:
             est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
+        _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
+        tb_full = _distinct(coef, used, t, ext)
         _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
         group = _distinct(coef, used, t, ext)
-        if group >= w:
+        if case_b and cc == _K and (2 * tb_full >= w or step * tb_full >= w * uc):
+            _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
+            tb_last = _distinct(coef, used, t, ext)
+            est = _repeated_tiles(f_c - 1, tb_full, tb_last, f_r, w)
+        elif group >= w:
             est = big_tile
         else:
             est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)

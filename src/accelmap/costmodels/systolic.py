@@ -57,7 +57,9 @@ ifmap edge) is fetched as its existing words only (SRAM reads and cycles still c
 im2col entry, as SCALE-Sim does). For
 sliding-window inputs (im2col duplicates) the model estimates: window chunks on the rows
 (WS-like) give tiles that are shifted copies, sharing nothing once two exceed the window or
-once the tile holding a word's previous use is a window away; otherwise every window reset
+once the tile holding a word's previous use is a window away (window chunks on the
+columns, WS transposed, likewise, each tile read on the consecutive row folds as tiles
+without duplicates are); otherwise every window reset
 loses about half the tile's pending reuse (``x = d / (1 - h / 2W)``), and a tile larger than
 the window keeps only duplicates that return within it (see ``docs/validation.md`` for how
 close this comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order
@@ -918,6 +920,12 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     # Cases A and B: a group of folds shares one column chunk, tiled like case C.
     group = _distinct_words(coef, used, box(cc, uc, [tc, rc]))
     ab_est = np.where(group >= w, big_tile, _reset_loss(d_arr, group - d_tot // (2 * f_c), w, reads_pass))
+    # Case B with window chunks on the columns (case C's WS-like tiles, transposed): shifted
+    # copies again, each read on `f_r` consecutive folds, as tiles without duplicates are.
+    tb_full = _distinct_words(coef, used, box(cc, uc, [tc]))
+    tb_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
+    shifted_b = case_b & (cc == _K) & ((2 * tb_full >= w) | (step * tb_full >= w * uc))
+    ab_est = np.where(shifted_b, _repeated_tiles_batch(f_c - 1, tb_full, tb_last, f_r, w), ab_est)
     est = np.where(case_c, c_est, ab_est)
     return passes * est * b_rep
 
@@ -973,7 +981,12 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
             est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
         group = _distinct_words_one(coef, used, box(cc, uc, [tc, rc]))
-        if group >= w:
+        tb_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
+        if case_b and cc == _K and (2 * tb_full >= w or _neighbour_step_one(coef, used, dim_class, bounds, order)
+                                    * tb_full >= w * uc):
+            tb_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
+            est = _repeated_tiles_one(f_c - 1, tb_full, tb_last, f_r, w)
+        elif group >= w:
             est = _big_tile_one(coef, used, dim_class, bounds, order, rc, cc, ur, uc, d_tot, w, reads_pass)
         else:
             est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
