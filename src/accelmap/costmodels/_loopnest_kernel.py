@@ -20,11 +20,10 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
-from numba import njit, prange
 from numba.extending import register_jitable
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
@@ -73,6 +72,7 @@ class KernelConsts:
     tensor_size: IntArray
     scal: FloatArray
     ints: IntArray
+    structure: tuple = ()  # `_loopnest_cpu.structure`: the CPU engine's compile-time constants
 
     def as_tuple(self) -> tuple:
         return (self.coef, self.nterm, self.tdim, self.tcoef, self.closed, self.rel, self.bounds, self.holds, self.fan_xy, self.capacity, self.block,
@@ -97,7 +97,7 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
             tcoef[t, cc, :dims.size] = coef[t, cc, dims]
     big = problem.bounds > 1
     closed = np.array([all(int((nz[t, cc] & big).sum()) <= 1 for cc in range(C)) for t in range(T)])
-    return KernelConsts(
+    consts = KernelConsts(
         coef=coef, nterm=nterm, tdim=tdim, tcoef=tcoef, closed=closed,
         rel=c(problem.relevance, dtype=np.bool_),
         bounds=c(problem.bounds, dtype=np.int64),
@@ -115,6 +115,9 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
         scal=np.array([float(problem.macs), float(arch.n_macs), float(arch.compute.energy_per_mac_pj)]),
         ints=np.array([problem.output_index, int(max(lv.fanout for lv in levels))], dtype=np.int64),
     )
+    from accelmap.costmodels._loopnest_cpu import structure
+
+    return replace(consts, structure=structure(consts))
 
 
 @register_jitable
@@ -452,10 +455,6 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
         res[i, _UTIL] = macs / (n_macs * cf)
 
 
-# The drivers run without numba's reference counting (``_nrt=False``): every array they
-# touch, scratch included, comes from the caller, so no per-call bookkeeping is needed (with
-# it, passing ~50 arrays to the per-row functions cost more than the counting itself).
-_JIT = {"cache": True, "_nrt": False}
 
 
 def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[IntArray, ...]:
@@ -465,204 +464,6 @@ def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[I
             e((n_blocks, L + 1), np.int64), e((n_blocks, C), np.int64), e((n_blocks, C), np.int64),
             e((n_blocks, L, T), np.int64), e((n_blocks, 1, D), np.int64), e((n_blocks, max(grid, 1)), np.int64),
             e((n_blocks, 4, L), np.int64))
-
-
-# ------------------------------------------------------------------------------------------
-# CPU drivers. ``eval_range`` above is the row function the CUDA kernels share; the CPU
-# drivers below run the same steps (`check_row`, `deliveries`, `distinct`, `footprint`,
-# `ceil_blocks`, the same arithmetic in the same order) with three CPU-only changes that a
-# profile of one core asked for:
-#   * the padding scale (`loopnest._count_existing_words`) is applied inside the row, not as
-#     a later numpy pass over the (n, L, T) arrays (that pass cost more than the counting);
-#   * the counts may go to a one-row scratch instead of the (n, 6, L, T) output
-#     (``full=False``: what a search needs, the objective, legality and reason, without
-#     writing 720 bytes per row of counts it never reads);
-#   * data-dependent branches of the loop-nest setup are replaced by unconditional writes
-#     (random mappings make those branches unpredictable), and only the (level, tensor)
-#     pairs a level cannot hold or does not keep are zeroed.
-# ------------------------------------------------------------------------------------------
-@register_jitable
-def count_row(i, ci, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block, read_pj,
-              write_pj, read_bw, write_bw, tensor_size, scal, ints, frac, res, valid, cnt, tile, g, lp, kcs, spans,
-              shift, deliv, ext, buf, lvl):
-    """The counts of legal mapping i (``tile`` filled by `check_row`) into ``cnt[ci]`` and
-    its results into ``res[i]``; ``frac`` (T,) the share of each tensor's words that exist
-    (1.0: unpadded). The steps of `eval_range`, in its order."""
-    L, D = temporal.shape[1], temporal.shape[2]
-    T = keep.shape[2]
-    macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
-    for lv in range(L):
-        for d in range(D):
-            g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
-    # The active temporal loops (bound >= 2), outermost first, written unconditionally and
-    # kept by advancing k (no branch on the bound).
-    k = 0
-    lp[3, 0] = 1
-    for lv in range(L):
-        kcs[lv] = k
-        for j in range(D):
-            d = order[i, lv, j]
-            b = temporal[i, lv, d]
-            lp[0, k] = d
-            lp[1, k] = b
-            lp[2, k] = g[lv, d] * tile[lv + 1, d]
-            lp[3, k + 1] = lp[3, k] * b
-            k += b >= 2
-    kcs[L] = k
-    macs_per_unit = lp[3, k]
-    ib = 1
-    for lv in range(L):
-        ub = 1
-        for d in range(D):
-            ub *= g[lv, d]
-        lvl[0, lv] = ub
-        lvl[1, lv] = ib
-        ib *= ub
-        lvl[2, lv] = 0
-        lvl[3, lv] = 0
-    out_t = ints[0]
-    for t in range(T):
-        if closed[t]:
-            lp[4, 0] = 0
-            for j in range(kcs[L - 1]):
-                lp[4, j + 1] = j + 1 if rel[t, lp[0, j]] else lp[4, j]
-        for c in range(1, L):
-            if keep[i, c, t]:
-                if closed[t]:
-                    deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
-                else:
-                    deliv[c, t] = deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kcs[c], spans, shift)
-        is_out = t == out_t
-        child = L
-        for p in range(L - 1, -1, -1):
-            if not keep[i, p, t]:
-                for q in range(6):
-                    cnt[ci, q, p, t] = 0.0
-                continue
-            f_child = deliv[child, t] if child < L else macs_per_unit
-            groups, children = 1, 1
-            for lv in range(p, child):
-                if lvl[0, lv] > 1:
-                    groups *= distinct(nterm, tdim, tcoef, t, lv, g, tile, buf)
-                    children *= lvl[0, lv]
-            a_p = f_child * groups
-            f_p = deliv[p, t] if p > 0 else tensor_size[t]
-            ip = lvl[1, p]
-            if is_out:
-                for d in range(D):
-                    w = tile[p, d]
-                    for lv in range(p):
-                        w *= temporal[i, lv, d]
-                    ext[0, d] = w
-                part = footprint(nterm, tdim, tcoef, t, ext, 0, spans)
-                r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
-                cnt[ci, _SRED, p, t] = float((f_child * children - a_p) * ip)
-                cnt[ci, _MCAST, p, t] = 0.0
-            else:
-                r, f, u = a_p, (f_p if p > 0 else 0), 0
-                cnt[ci, _MCAST, p, t] = float((f_child * children - a_p) * ip)
-                cnt[ci, _SRED, p, t] = 0.0
-            blk = block[p]
-            e = ceil_blocks(r, blk) * read_pj[p]
-            if is_out and p > 0:
-                e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * write_pj[p]
-            elif is_out:
-                e += ceil_blocks(u, blk) * write_pj[p]
-            elif p > 0:
-                e += ceil_blocks(f, blk) * write_pj[p]
-            cnt[ci, _READS, p, t] = float(r * ip)
-            cnt[ci, _FILLS, p, t] = float(f * ip)
-            cnt[ci, _UPDATES, p, t] = float(u * ip)
-            cnt[ci, _ENERGY, p, t] = e * ip
-            lvl[2, p] += r
-            lvl[3, p] += f + u
-            child = p
-    total = 0.0
-    for lv in range(L):
-        for t in range(T):
-            total += cnt[ci, _ENERGY, lv, t]
-    cyc = float(macs_per_unit)
-    for lv in range(L):
-        if math.isfinite(read_bw[lv]):
-            cyc = max(cyc, lvl[2, lv] / read_bw[lv])
-        if math.isfinite(write_bw[lv]):
-            cyc = max(cyc, lvl[3, lv] / write_bw[lv])
-    cf = float(math.ceil(cyc))
-    energy = total + macs * mac_pj
-    # Padding (loopnest._count_existing_words): a padded tensor's counts and energy scaled by
-    # the share of its words that exist, the energy total moved by the change.
-    for t in range(T):
-        fr = frac[t]
-        if fr < 1.0:
-            before, after = 0.0, 0.0
-            for lv in range(L):
-                e0 = cnt[ci, _ENERGY, lv, t]
-                before += e0
-                e1 = e0 * fr
-                after += e1
-                cnt[ci, _ENERGY, lv, t] = e1
-                cnt[ci, _READS, lv, t] *= fr
-                cnt[ci, _FILLS, lv, t] *= fr
-                cnt[ci, _UPDATES, lv, t] *= fr
-            energy += after - before
-    valid[i] = True
-    res[i, _CYCLES] = cf
-    res[i, _ENERGY_PJ] = energy
-    res[i, _COMPUTE_PJ] = macs * mac_pj
-    res[i, _UTIL] = macs / (n_macs * cf)
-
-
-@njit(**_JIT)  # type: ignore[call-overload]
-def eval_rows_cpu(lo, hi, full, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                  fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, frac, res,
-                  valid, codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    """Rows lo..hi-1 on the calling thread: legality (`check_row`) then `count_row`. With
-    ``full`` the counts of row i go to ``cnt[i]``; without, ``cnt`` is a one-row scratch and
-    only ``res``, ``valid`` and ``codes`` are results."""
-    L = temporal.shape[1]
-    T = keep.shape[2]
-    for i in range(lo, hi):
-        ci = i if full else 0
-        why, where = check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy,
-                               capacity, tile, spans)
-        codes[i, 0] = why
-        codes[i, 1] = where
-        if why != 0:
-            valid[i] = False
-            res[i, _CYCLES] = np.inf
-            res[i, _ENERGY_PJ] = np.inf
-            res[i, _COMPUTE_PJ] = np.inf
-            res[i, _UTIL] = 0.0
-            if full:
-                for q in range(cnt.shape[1]):
-                    for lv in range(L):
-                        for t in range(T):
-                            cnt[i, q, lv, t] = 0.0
-            continue
-        count_row(i, ci, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, holds, block,
-                  read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, frac, res, valid, cnt, tile, g, lp,
-                  kcs, spans, shift, deliv, ext, buf, lvl)
-
-
-@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def eval_parallel_cpu(full, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                      fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, frac,
-                      res, valid, codes, cnt, cnt1, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    """`eval_rows_cpu` over blocks of rows spread over numba's threads, one scratch per block
-    (the scratch arrays have a leading block axis; ``cnt1`` (blocks, 1, 6, L, T) takes the
-    counts when not ``full``)."""
-    n = temporal.shape[0]
-    n_blocks = tile.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        lo = b * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            dst = cnt if full else cnt1[b]
-            eval_rows_cpu(lo, hi, full, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel,
-                          bounds, holds, fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size,
-                          scal, ints, frac, res, valid, codes, dst, tile[b], g[b], lp[b], kcs[b],
-                          spans[b], shift[b], deliv[b], ext[b], buf[b], lvl[b])
 
 
 # Below this many rows a batch runs on the calling thread (starting the pool costs more).
@@ -698,16 +499,15 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     grid = int(consts.ints[1])
     use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
     n_blocks = threads * 4 if use_threads else 1
-    cnt = np.empty((n, 6, L, T)) if counts else np.empty((1, 6, L, T))
-    cnt1 = np.empty((n_blocks, 1, 6, L, T))
+    cnt = np.empty((n, 6, L, T)) if counts else np.empty((n_blocks, 1, 6, L, T))
     fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
-    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-            *consts.as_tuple(), fr, res, valid, codes, cnt)
-    if use_threads:
-        eval_parallel_cpu(counts, *args, cnt1, *scratch(n_blocks, L, D, T, C, grid))
-    elif n:
-        eval_rows_cpu(0, n, counts, *args[:-1], cnt if counts else cnt1[0], *(x[0] for x in scratch(1, L, D, T, C, grid)))
+    from accelmap.costmodels import _loopnest_cpu
+
+    _loopnest_cpu.evaluate_rows(consts, np.ascontiguousarray(temporal, dtype=np.int64),
+                                np.ascontiguousarray(spatial, dtype=np.int64),
+                                np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
+                                fr, res, valid, codes, cnt, counts, scratch(n_blocks, L, D, T, C, grid),
+                                threads if use_threads else 1)
     out = {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1]}
     if counts:
