@@ -98,8 +98,13 @@ def random_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatc
 
 def _agree(problem, arch, batch: MappingBatch, what: str) -> None:
     ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
-    got = LoopNestModel(engine="cpu").evaluate(problem, arch, batch)
+    cpu = LoopNestModel(engine="cpu")
+    got = cpu.evaluate(problem, arch, batch)
     assert_engines_agree(got, ref, what=what)
+    # The objective-only mode (no counts written) gives the same per-row results exactly.
+    obj = cpu.evaluate_objective(problem, arch, batch)
+    for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(getattr(obj, name), getattr(got, name)), f"{what}: evaluate_objective {name} differs"
 
 
 @pytest.mark.parametrize("arch_name", presets())
