@@ -235,20 +235,29 @@ def _count(S, i, ci, temporal, spatial, order, keep, read_pj, write_pj, read_bw,
           res, valid, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
     macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
+    # Spatial factors only below levels with a fanout (elsewhere a legal row has none: g = 1,
+    # never read).
     for lv in range(L):
-        for d in range(D):
-            g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+        if FANL[lv]:
+            for d in range(D):
+                g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+    # The active temporal loops (bound >= 2), outermost first, written unconditionally and
+    # kept by advancing k (random mappings make a branch on the bound unpredictable).
+    # (The running product stays in a register: read back from ``lp`` it made a chain of
+    # stores and loads through memory, the slowest part of the row.)
     k = 0
+    prod = 1
     lp[3, 0] = 1
     for lv in range(L):
         kcs[lv] = k
         for j in range(D):
             d = order[i, lv, j]
             b = temporal[i, lv, d]
+            prod *= b
             lp[0, k] = d
             lp[1, k] = b
-            lp[2, k] = g[lv, d] * tile[lv + 1, d]
-            lp[3, k + 1] = lp[3, k] * b
+            lp[2, k] = g[lv, d] * tile[lv + 1, d] if FANL[lv] else tile[lv + 1, d]
+            lp[3, k + 1] = prod
             k += b >= 2
     kcs[L] = k
     macs_per_unit = lp[3, k]
