@@ -13,7 +13,9 @@ Inputs are plain arrays: the mapping batch's own arrays (n, L, D) / (n, L, D, 2)
 into preallocated arrays, every entry of every row (so they may be ``np.empty``).
 
 The per-row functions (``check_row``, ``eval_range``) take only arrays and scalars, so the
-same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`).
+same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`). On the CPU,
+`evaluate_batch` runs `accelmap.costmodels._loopnest_cpu`: the same steps, specialised per
+structure and inlined into one loop (see that module for why).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
+from numba import njit
 from numba.extending import register_jitable
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
@@ -478,6 +481,47 @@ def _threads() -> int:
     return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
 
 
+# The two CPU drivers. `_loopnest_cpu`'s, specialised per structure, is about twice as fast
+# per row but compiles for 10-30 s per new structure (once: numba's on-disk cache keeps it);
+# ``eval_rows`` below, one compiled function for every structure, serves a process until it
+# has evaluated this many rows of a structure, so that evaluating a few mappings of a new
+# layer (``accelmap evaluate``, a short search) never waits for that compile.
+_SPECIALISE_AFTER_ROWS = 100_000
+_ROWS_SEEN: dict[tuple, int] = {}
+
+
+@njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+              tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """Rows lo..hi-1 of a batch on the calling thread (`eval_range`), with one scratch. It
+    runs without numba's reference counting (``_nrt=False``): every array comes from the
+    caller."""
+    eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+
+
+def _specialised(structure: tuple, n: int) -> bool:
+    seen = _ROWS_SEEN.get(structure, 0) + n
+    if len(_ROWS_SEEN) > 256:
+        _ROWS_SEEN.clear()
+    _ROWS_SEEN[structure] = seen
+    return seen >= _SPECIALISE_AFTER_ROWS
+
+
+def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, updates: FloatArray, energy: FloatArray,
+                  energy_pj: FloatArray) -> None:
+    """`loopnest._count_existing_words` on the arrays of `eval_rows` (``energy_pj`` holds the
+    MAC energy already, as in the rows of `_loopnest_cpu`)."""
+    for t in np.flatnonzero(frac < 1.0):
+        f = float(frac[t])
+        before = energy[:, :, t].sum(axis=1)
+        for a in (reads, fills, updates, energy):
+            a[:, :, t] *= f
+        energy_pj += energy[:, :, t].sum(axis=1) - before
+
+
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
                    *, parallel: bool = True, frac: FloatArray | None = None,
                    counts: bool = True) -> dict[str, np.ndarray]:
@@ -485,29 +529,39 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     `Metrics` (counts as (n, L, T) float64).
 
     ``frac`` (T,): the share of each tensor's words that exist (`Problem.existing_fraction`),
-    applied in the rows as `loopnest._count_existing_words` does; None: no padding. Without
-    ``counts`` only the per-row results come back (cycles, energies, utilization, valid,
-    reason, reason_level): no (n, L, T) arrays are written."""
+    applied as `loopnest._count_existing_words` does; None: no padding. Without ``counts``
+    only the per-row results come back (cycles, energies, utilization, valid, reason,
+    reason_level), and the specialised driver writes no (n, L, T) arrays."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
     valid = np.empty(n, dtype=np.bool_)
     codes = np.empty((n, 2), dtype=np.int64)
-    threads = _threads()
     C = consts.coef.shape[1]
     D = temporal.shape[2]
     grid = int(consts.ints[1])
-    use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
-    n_blocks = threads * 4 if use_threads else 1
-    cnt = np.empty((n, 6, L, T)) if counts else np.empty((n_blocks, 1, 6, L, T))
-    fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
-    from accelmap.costmodels import _loopnest_cpu
+    mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+          np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    if _specialised(consts.structure, n):
+        threads = _threads()
+        use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
+        n_blocks = threads * 4 if use_threads else 1
+        full = counts
+        cnt = np.empty((n, 6, L, T)) if full else np.empty((n_blocks, 1, 6, L, T))
+        fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
+        from accelmap.costmodels import _loopnest_cpu
 
-    _loopnest_cpu.evaluate_rows(consts, np.ascontiguousarray(temporal, dtype=np.int64),
-                                np.ascontiguousarray(spatial, dtype=np.int64),
-                                np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-                                fr, res, valid, codes, cnt, counts, scratch(n_blocks, L, D, T, C, grid),
-                                threads if use_threads else 1)
+        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, full, scratch(n_blocks, L, D, T, C, grid),
+                                    threads if use_threads else 1)
+    else:
+        full = True
+        cnt = np.empty((n, 6, L, T))
+        if n:
+            eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
+                      *(x[0] for x in scratch(1, L, D, T, C, grid)))
+        if frac is not None and (frac < 1.0).any():
+            _scale_padded(np.asarray(frac), cnt[:, _READS], cnt[:, _FILLS], cnt[:, _UPDATES], cnt[:, _ENERGY],
+                          res[:, _ENERGY_PJ])
     out = {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1]}
     if counts:
