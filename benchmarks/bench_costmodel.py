@@ -342,14 +342,19 @@ def _compile_seconds(model: str) -> dict:
     code = (f"import time, numpy as np; from benchmarks.bench_costmodel import _pools, _model; "
             f"label, p, a, b = _pools({model!r}, 64)[0]; m = _model({model!r}, 'cpu'); "
             f"t0 = time.perf_counter(); m.evaluate(p, a, b); print(time.perf_counter() - t0)")
+    variants = {"": code}
+    if model == "loopnest":  # the driver specialised per structure, compiled for this case alone
+        variants["_specialised"] = ("from accelmap.costmodels import _loopnest_kernel as lk; "
+                                    "lk._SPECIALISE_AFTER_ROWS = 0; " + code)
     root = Path(__file__).resolve().parents[1]
     out = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
-            [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]))
-        for key in ("cold_cache_s", "warm_cache_s"):
-            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            out[key] = float(res.stdout.strip().splitlines()[-1])
+    for suffix, src in variants.items():
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
+                [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]))
+            for key in ("cold_cache", "warm_cache"):
+                res = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True, check=True)
+                out[f"{key}{suffix}_s"] = float(res.stdout.strip().splitlines()[-1])
     return out
 
 
@@ -366,10 +371,28 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
         # cpu engine also ``evaluate_objective`` (what the search driver calls: no counts).
         calls = {b: m.evaluate for b, m in engines.items()}
         if name == "loopnest" and "cpu" in engines:
+            # ``cpu`` runs the driver a long-running process settles on (specialised per
+            # structure, after `_SPECIALISE_AFTER_ROWS` rows); ``cpu_generic`` the one every
+            # process starts with.
+            from accelmap.costmodels import _loopnest_kernel as lk
+
+            def generic(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
+                saved, lk._SPECIALISE_AFTER_ROWS = lk._SPECIALISE_AFTER_ROWS, 1 << 62
+                try:
+                    return m.evaluate(problem, arch, batch)
+                finally:
+                    lk._SPECIALISE_AFTER_ROWS = saved
+
             calls["cpu_objective"] = engines["cpu"].evaluate_objective
+            calls["cpu_generic"] = generic
         for label, problem, arch, pool in _pools(name, max(sizes)):
             for fn in calls.values():  # compile / warm every per-(problem, arch) cache
                 fn(problem, arch, pool.take(slice(0, 64)))
+            if name == "loopnest" and "cpu" in engines:  # until the specialised driver serves
+                seen = 0
+                while seen < lk._SPECIALISE_AFTER_ROWS:
+                    engines["cpu"].evaluate(problem, arch, pool)
+                    seen += len(pool)
             rows = []
             for n in sizes:
                 batch = pool.take(slice(0, n))

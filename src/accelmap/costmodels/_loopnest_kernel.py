@@ -483,11 +483,11 @@ def _threads() -> int:
 
 # The two CPU drivers. `_loopnest_cpu`'s, specialised per structure, is about twice as fast
 # per row but compiles for 10-30 s per new structure (once: numba's on-disk cache keeps it);
-# ``eval_rows`` below, one compiled function for every structure, serves a process until it
-# has evaluated this many rows of a structure, so that evaluating a few mappings of a new
-# layer (``accelmap evaluate``, a short search) never waits for that compile.
+# ``eval_rows`` below, one compiled function for every structure, serves a model until it has
+# evaluated this many rows of a (problem, arch) (`LoopNestModel` counts them), so that
+# evaluating a few mappings of a new layer (``accelmap evaluate``, a short search) never
+# waits for that compile.
 _SPECIALISE_AFTER_ROWS = 100_000
-_ROWS_SEEN: dict[tuple, int] = {}
 
 
 @njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
@@ -500,14 +500,6 @@ def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, 
     eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
                tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
-
-
-def _specialised(structure: tuple, n: int) -> bool:
-    seen = _ROWS_SEEN.get(structure, 0) + n
-    if len(_ROWS_SEEN) > 256:
-        _ROWS_SEEN.clear()
-    _ROWS_SEEN[structure] = seen
-    return seen >= _SPECIALISE_AFTER_ROWS
 
 
 def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, updates: FloatArray, energy: FloatArray,
@@ -523,15 +515,16 @@ def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, update
 
 
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
-                   *, parallel: bool = True, frac: FloatArray | None = None,
-                   counts: bool = True) -> dict[str, np.ndarray]:
+                   *, parallel: bool = True, frac: FloatArray | None = None, counts: bool = True,
+                   specialised: bool = True) -> dict[str, np.ndarray]:
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
     `Metrics` (counts as (n, L, T) float64).
 
     ``frac`` (T,): the share of each tensor's words that exist (`Problem.existing_fraction`),
     applied as `loopnest._count_existing_words` does; None: no padding. Without ``counts``
     only the per-row results come back (cycles, energies, utilization, valid, reason,
-    reason_level), and the specialised driver writes no (n, L, T) arrays."""
+    reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
+    `_loopnest_cpu`'s driver (else ``eval_rows``, serial)."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
@@ -542,7 +535,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     grid = int(consts.ints[1])
     mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
           np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
-    if _specialised(consts.structure, n):
+    if specialised:
         threads = _threads()
         use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
         n_blocks = threads * 4 if use_threads else 1

@@ -246,6 +246,7 @@ class LoopNestModel:
             require()
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
+        self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
 
     def _kernel_consts(self, problem: Problem, arch: Arch):  # noqa: ANN202 (lazy import)
         from accelmap.costmodels import _loopnest_kernel
@@ -301,10 +302,23 @@ class LoopNestModel:
             if problem.has_padding:  # padding only, as on the numpy path: see `_count_existing_words`
                 _count_existing_words(problem, out["reads"], out["fills"], out["updates"],
                                       out["energy_breakdown_pj"], out["energy_pj"])
-        else:  # the CPU kernel scales padded tensors in its rows (`_count_existing_words`' rule)
+        else:  # the CPU kernel scales padded tensors itself (`_count_existing_words`' rule)
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
-                                                   mappings.keep, frac=self._existing_fraction(problem))
+                                                   mappings.keep, frac=self._existing_fraction(problem),
+                                                   specialised=self._specialise(problem, arch, len(mappings)))
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
+
+    def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
+        """Whether the cpu engine runs this batch on its driver specialised per structure:
+        once this model has evaluated ``_loopnest_kernel._SPECIALISE_AFTER_ROWS`` rows of the
+        (problem, arch), this batch included (see there for why)."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        key = (id(problem), id(arch))
+        if key not in self._rows_seen and len(self._rows_seen) > 64:
+            self._rows_seen.clear()
+        seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
+        return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
 
     @staticmethod
     def _existing_fraction(problem: Problem) -> FloatArray | None:
@@ -324,7 +338,8 @@ class LoopNestModel:
 
             out = _loopnest_kernel.evaluate_batch(self._kernel_consts(problem, arch), mappings.temporal,
                                                    mappings.spatial, mappings.order, mappings.keep,
-                                                   frac=self._existing_fraction(problem), counts=False)
+                                                   frac=self._existing_fraction(problem), counts=False,
+                                                   specialised=self._specialise(problem, arch, len(mappings)))
             return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy_pj"], valid=out["valid"],
                                     reason=out["reason"], reason_level=out["reason_level"])
         m = self.evaluate(problem, arch, mappings)

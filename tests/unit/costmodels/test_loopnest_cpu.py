@@ -65,7 +65,6 @@ def test_threaded_blocks_without_counts_equal_one_thread(monkeypatch) -> None:
     consts = kernel.kernel_consts(problem, arch)
     args = (consts, batch.temporal, batch.spatial, batch.order, batch.keep)
     monkeypatch.setattr(kernel, "_threads", lambda: 2)
-    monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 0)
     threaded = kernel.evaluate_batch(*args, counts=False)
     serial = kernel.evaluate_batch(*args, counts=False, parallel=False)
     full = kernel.evaluate_batch(*args)
@@ -75,25 +74,23 @@ def test_threaded_blocks_without_counts_equal_one_thread(monkeypatch) -> None:
 
 
 def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> None:
-    """A process evaluates a structure with the generic driver until it has seen
+    """A model evaluates a (problem, arch) with the generic driver until it has seen
     ``_SPECIALISE_AFTER_ROWS`` rows of it (a batch that reaches the threshold is the first on
     the specialised driver); both give the same results."""
     problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
-    consts = kernel.kernel_consts(problem, arch)
     monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 250)
-    monkeypatch.setattr(kernel, "_ROWS_SEEN", {})
     calls = []
+    real = cpu.evaluate_rows
     monkeypatch.setattr(cpu, "evaluate_rows", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
-    real = _real_evaluate_rows
     batch = MapSpace(problem, arch).sample(100, np.random.default_rng(5))
-    args = (consts, batch.temporal, batch.spatial, batch.order, batch.keep)
-    first = kernel.evaluate_batch(*args)
-    second = kernel.evaluate_batch(*args)
+    model = LoopNestModel(engine="cpu")
+    first = model.evaluate(problem, arch, batch)
+    second = model.evaluate_objective(problem, arch, batch)
     assert calls == []  # 200 rows seen: still the generic driver
-    third = kernel.evaluate_batch(*args)
+    third = model.evaluate(problem, arch, batch)
     assert calls == [100]  # 300 rows: the specialised one
+    assert LoopNestModel(engine="cpu").evaluate(problem, arch, batch) is not None and calls == [100]  # a new model
+    for name in ("cycles", "energy_pj", "valid", "reason"):
+        assert np.array_equal(getattr(first, name), getattr(second, name)), name
     for name in ("cycles", "energy_pj", "reads", "fills", "updates", "multicast", "spatial_reductions"):
-        assert np.array_equal(first[name], second[name]) and np.array_equal(first[name], third[name]), name
-
-
-_real_evaluate_rows = cpu.evaluate_rows
+        assert np.array_equal(getattr(first, name), getattr(third, name)), name
