@@ -54,7 +54,9 @@ class KernelConsts:
     ``bounds`` (D,); ``holds`` (L, T); ``fan_xy`` (L, 2); ``capacity`` (L,) words, inf =
     unbounded; ``block`` (L,) words per access; ``read_pj``/``write_pj`` (L,); ``read_bw``/
     ``write_bw`` (L,) words per cycle, inf = unlimited; ``tensor_size`` (T,); ``scal``
-    float64 (macs, n_macs, mac_pj); ``ints`` int64 (output tensor index, max fanout).
+    float64 (macs, n_macs, mac_pj); ``ints`` int64 (output tensor index, max fanout);
+    ``structure`` the CPU engine's compile-time constants (`_loopnest_cpu.structure`; not
+    part of `as_tuple`, which the CUDA kernels take).
     """
 
     coef: IntArray
