@@ -184,6 +184,27 @@ def _distinct(S, t, lv, g, tile, buf):
     count = 1
     for cc in range(C):
         base = t * C + cc
+        # One or two terms (the number is a constant here): a term with factor 1 multiplies by
+        # 1, so the product of the factors is the count unless both are unrolled, the only
+        # case that needs the gcd (no branch on which factors exceed 1).
+        if NTERM[base] == 0:
+            continue
+        if NTERM[base] == 1:
+            count *= g[lv, TDIM[base * M]]
+            continue
+        if NTERM[base] == 2:
+            d1, d2 = TDIM[base * M], TDIM[base * M + 1]
+            n1, n2 = g[lv, d1], g[lv, d2]
+            if n1 > 1 and n2 > 1:
+                a = TCOEF[base * M] * tile[lv + 1, d1]
+                b = TCOEF[base * M + 1] * tile[lv + 1, d2]
+                x, y = a, b
+                while y:
+                    x, y = y, x % y
+                count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
+            else:
+                count *= n1 * n2
+            continue
         nt, k1, k2 = 0, -1, -1
         for k in range(NTERM[base]):
             if g[lv, TDIM[base * M + k]] > 1:
