@@ -363,14 +363,19 @@ def _compile_seconds(model: str) -> dict:
     code = (f"import time, numpy as np; from benchmarks.bench_costmodel import _pools, _model; "
             f"label, p, a, b = _pools({model!r}, 64)[0]; m = _model({model!r}, 'cpu'); "
             f"t0 = time.perf_counter(); m.evaluate(p, a, b); print(time.perf_counter() - t0)")
+    variants = {"": code}
+    if model == "loopnest":  # the driver specialised per structure, compiled for this case alone
+        variants["_specialised"] = ("from accelmap.costmodels import _loopnest_kernel as lk; "
+                                    "lk._SPECIALISE_AFTER_ROWS = 0; " + code)
     root = Path(__file__).resolve().parents[1]
     out = {}
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
-            [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]))
-        for key in ("cold_cache_s", "warm_cache_s"):
-            res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
-            out[key] = float(res.stdout.strip().splitlines()[-1])
+    for suffix, src in variants.items():
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NUMBA_CACHE_DIR=cache, PYTHONPATH=os.pathsep.join(
+                [str(root / "src"), str(root), os.environ.get("PYTHONPATH", "")]))
+            for key in ("cold_cache", "warm_cache"):
+                res = subprocess.run([sys.executable, "-c", src], env=env, capture_output=True, text=True, check=True)
+                out[f"{key}{suffix}_s"] = float(res.stdout.strip().splitlines()[-1])
     return out
 
 
@@ -383,32 +388,55 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
     for name in models:
         res: dict = {"cases": {}}
         engines = {b: _model(name, b) for b in backends}
+        # What each timed entry calls: ``evaluate`` of every engine, and for loopnest on the
+        # cpu engine also ``evaluate_objective`` (what the search driver calls: no counts).
+        calls = {b: m.evaluate for b, m in engines.items()}
+        if name == "loopnest" and "cpu" in engines:
+            # ``cpu`` runs the driver a long-running process settles on (specialised per
+            # structure, after `_SPECIALISE_AFTER_ROWS` rows); ``cpu_generic`` the one every
+            # process starts with.
+            from accelmap.costmodels import _loopnest_kernel as lk
+
+            def generic(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
+                saved, lk._SPECIALISE_AFTER_ROWS = lk._SPECIALISE_AFTER_ROWS, 1 << 62
+                try:
+                    return m.evaluate(problem, arch, batch)
+                finally:
+                    lk._SPECIALISE_AFTER_ROWS = saved
+
+            calls["cpu_objective"] = engines["cpu"].evaluate_objective
+            calls["cpu_generic"] = generic
         for label, problem, arch, pool in _pools(name, max(sizes)):
-            for m in engines.values():  # compile / warm every per-(problem, arch) cache
-                m.evaluate(problem, arch, pool.take(slice(0, 64)))
+            for fn in calls.values():  # compile / warm every per-(problem, arch) cache
+                fn(problem, arch, pool.take(slice(0, 64)))
+            if name == "loopnest" and "cpu" in engines:  # until the specialised driver serves
+                seen = 0
+                while seen < lk._SPECIALISE_AFTER_ROWS:
+                    engines["cpu"].evaluate(problem, arch, pool)
+                    seen += len(pool)
             rows = []
             for n in sizes:
                 batch = pool.take(slice(0, n))
-                times: dict[str, list[float]] = {b: [] for b in backends}
-                cpu: dict[str, list[float]] = {b: [] for b in backends}  # process CPU seconds
+                times: dict[str, list[float]] = {b: [] for b in calls}
+                cpu: dict[str, list[float]] = {b: [] for b in calls}  # process CPU seconds
                 for _ in range(repeats):
-                    for b, m in engines.items():
+                    for b, fn in calls.items():
                         t0, c0 = time.perf_counter(), time.process_time()
-                        m.evaluate(problem, arch, batch)
+                        fn(problem, arch, batch)
                         times[b].append(time.perf_counter() - t0)
                         cpu[b].append(time.process_time() - c0)
                 row = {"batch": n}
-                for b in backends:
+                for b in calls:
                     med = float(np.median(times[b]))
                     row[b] = {"median_s": med, "evals_per_s": n / med, "best_evals_per_s": n / min(times[b]),
                               "evals_per_cpu_s": n / max(float(np.median(cpu[b])), 1e-9)}
                 if "numpy" in backends:
-                    for b in backends:
+                    for b in calls:
                         row[b]["ratio_to_numpy"] = row[b]["evals_per_s"] / row["numpy"]["evals_per_s"]
                 rows.append(row)
                 print(f"{name} {label} batch {n:>7}: " + ", ".join(
                     f"{b} {row[b]['evals_per_s']:>12,.0f}/s" + (f" ({row[b]['ratio_to_numpy']:.2f}x)" if b != "numpy" and "numpy" in backends else "")
-                    for b in backends))
+                    for b in calls))
             res["cases"][label] = {"problem": problem.describe(), "arch": arch.name, "rows": rows}
             if name == "aspect":  # what the rows hold: legal share, and closed-form share of those
                 from accelmap.costmodels.aspect import _evaluate_regular, _layout, aspect_view

@@ -97,9 +97,23 @@ def random_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatc
 
 
 def _agree(problem, arch, batch: MappingBatch, what: str) -> None:
+    from accelmap.costmodels import _loopnest_kernel
+
     ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
-    got = LoopNestModel(engine="cpu").evaluate(problem, arch, batch)
-    assert_engines_agree(got, ref, what=what)
+    cpu = LoopNestModel(engine="cpu")
+    before = _loopnest_kernel._SPECIALISE_AFTER_ROWS
+    try:  # both CPU drivers: the one for every structure, and the one specialised per structure
+        for after_rows, driver in ((1 << 62, "generic"), (0, "specialised")):
+            _loopnest_kernel._SPECIALISE_AFTER_ROWS = after_rows
+            got = cpu.evaluate(problem, arch, batch)
+            assert_engines_agree(got, ref, what=f"{what} ({driver} driver)")
+            # The objective-only mode (no counts written) gives the same per-row results exactly.
+            obj = cpu.evaluate_objective(problem, arch, batch)
+            for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+                assert np.array_equal(getattr(obj, name), getattr(got, name)), \
+                    f"{what} ({driver} driver): evaluate_objective {name} differs"
+    finally:
+        _loopnest_kernel._SPECIALISE_AFTER_ROWS = before
 
 
 @pytest.mark.parametrize("arch_name", presets())

@@ -13,18 +13,20 @@ Inputs are plain arrays: the mapping batch's own arrays (n, L, D) / (n, L, D, 2)
 into preallocated arrays, every entry of every row (so they may be ``np.empty``).
 
 The per-row functions (``check_row``, ``eval_range``) take only arrays and scalars, so the
-same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`).
+same source also compiles as CUDA device functions (`accelmap.costmodels._cuda`). On the CPU,
+`evaluate_batch` runs `accelmap.costmodels._loopnest_cpu`: the same steps, specialised per
+structure and inlined into one loop (see that module for why).
 """
 
 from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.extending import register_jitable
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
@@ -52,7 +54,9 @@ class KernelConsts:
     ``bounds`` (D,); ``holds`` (L, T); ``fan_xy`` (L, 2); ``capacity`` (L,) words, inf =
     unbounded; ``block`` (L,) words per access; ``read_pj``/``write_pj`` (L,); ``read_bw``/
     ``write_bw`` (L,) words per cycle, inf = unlimited; ``tensor_size`` (T,); ``scal``
-    float64 (macs, n_macs, mac_pj); ``ints`` int64 (output tensor index, max fanout).
+    float64 (macs, n_macs, mac_pj); ``ints`` int64 (output tensor index, max fanout);
+    ``structure`` the CPU engine's compile-time constants (`_loopnest_cpu.structure`; not
+    part of `as_tuple`, which the CUDA kernels take).
     """
 
     coef: IntArray
@@ -73,6 +77,7 @@ class KernelConsts:
     tensor_size: IntArray
     scal: FloatArray
     ints: IntArray
+    structure: tuple = ()  # `_loopnest_cpu.structure`: the CPU engine's compile-time constants
 
     def as_tuple(self) -> tuple:
         return (self.coef, self.nterm, self.tdim, self.tcoef, self.closed, self.rel, self.bounds, self.holds, self.fan_xy, self.capacity, self.block,
@@ -97,7 +102,7 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
             tcoef[t, cc, :dims.size] = coef[t, cc, dims]
     big = problem.bounds > 1
     closed = np.array([all(int((nz[t, cc] & big).sum()) <= 1 for cc in range(C)) for t in range(T)])
-    return KernelConsts(
+    consts = KernelConsts(
         coef=coef, nterm=nterm, tdim=tdim, tcoef=tcoef, closed=closed,
         rel=c(problem.relevance, dtype=np.bool_),
         bounds=c(problem.bounds, dtype=np.int64),
@@ -115,6 +120,9 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
         scal=np.array([float(problem.macs), float(arch.n_macs), float(arch.compute.energy_per_mac_pj)]),
         ints=np.array([problem.output_index, int(max(lv.fanout for lv in levels))], dtype=np.int64),
     )
+    from accelmap.costmodels._loopnest_cpu import structure
+
+    return replace(consts, structure=structure(consts))
 
 
 @register_jitable
@@ -452,38 +460,6 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
         res[i, _UTIL] = macs / (n_macs * cf)
 
 
-# The drivers run without numba's reference counting (``_nrt=False``): every array they
-# touch, scratch included, comes from the caller, so no per-call bookkeeping is needed (with
-# it, passing ~50 arrays to the per-row functions cost more than the counting itself).
-_JIT = {"cache": True, "_nrt": False}
-
-
-@njit(**_JIT)  # type: ignore[call-overload]
-def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
-              tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    """Rows lo..hi-1 of a batch on the calling thread, with one worker's scratch."""
-    eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
-               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
-               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
-
-
-@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def eval_parallel(temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                  fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid,
-                  codes, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    """`eval_rows` over blocks of rows spread over numba's threads, one scratch per block
-    (the scratch arrays have a leading block axis)."""
-    n = temporal.shape[0]
-    n_blocks = tile.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        lo = b * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds,
-                      fan_xy, capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res,
-                      valid, codes, cnt, tile[b], g[b], lp[b], kcs[b], spans[b], shift[b], deliv[b], ext[b], buf[b], lvl[b])
 
 
 def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[IntArray, ...]:
@@ -507,28 +483,84 @@ def _threads() -> int:
     return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
 
 
+# The two CPU drivers. `_loopnest_cpu`'s, specialised per structure, is about twice as fast
+# per row but compiles for 10-30 s per new structure (once: numba's on-disk cache keeps it);
+# ``eval_rows`` below, one compiled function for every structure, serves a model until it has
+# evaluated this many rows of a (problem, arch) (`LoopNestModel` counts them), so that
+# evaluating a few mappings of a new layer (``accelmap evaluate``, a short search) never
+# waits for that compile.
+_SPECIALISE_AFTER_ROWS = 100_000
+
+
+@njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+              capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+              tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
+    """Rows lo..hi-1 of a batch on the calling thread (`eval_range`), with one scratch. It
+    runs without numba's reference counting (``_nrt=False``): every array comes from the
+    caller."""
+    eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
+               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
+               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
+
+
+def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, updates: FloatArray, energy: FloatArray,
+                  energy_pj: FloatArray) -> None:
+    """`loopnest._count_existing_words` on the arrays of `eval_rows` (``energy_pj`` holds the
+    MAC energy already, as in the rows of `_loopnest_cpu`)."""
+    for t in np.flatnonzero(frac < 1.0):
+        f = float(frac[t])
+        before = energy[:, :, t].sum(axis=1)
+        for a in (reads, fills, updates, energy):
+            a[:, :, t] *= f
+        energy_pj += energy[:, :, t].sum(axis=1) - before
+
+
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
-                   *, parallel: bool = True) -> dict[str, np.ndarray]:
+                   *, parallel: bool = True, frac: FloatArray | None = None, counts: bool = True,
+                   specialised: bool = True) -> dict[str, np.ndarray]:
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
-    `Metrics` (counts as (n, L, T) float64)."""
+    `Metrics` (counts as (n, L, T) float64).
+
+    ``frac`` (T,): the share of each tensor's words that exist (`Problem.existing_fraction`),
+    applied as `loopnest._count_existing_words` does; None: no padding. Without ``counts``
+    only the per-row results come back (cycles, energies, utilization, valid, reason,
+    reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
+    `_loopnest_cpu`'s driver (else ``eval_rows``, serial)."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
     valid = np.empty(n, dtype=np.bool_)
     codes = np.empty((n, 2), dtype=np.int64)
-    cnt = np.empty((n, 6, L, T))
-    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-            *consts.as_tuple(), res, valid, codes, cnt)
-    threads = _threads()
     C = consts.coef.shape[1]
     D = temporal.shape[2]
     grid = int(consts.ints[1])
-    if parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS:
-        eval_parallel(*args, *scratch(threads * 4, L, D, T, C, grid))
-    elif n:
-        eval_rows(0, n, *args, *(x[0] for x in scratch(1, L, D, T, C, grid)))
-    return {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
-            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1],
-            "reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
-            "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST], "spatial_reductions": cnt[:, _SRED]}
+    mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+          np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    if specialised:
+        threads = _threads()
+        use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
+        n_blocks = threads * 4 if use_threads else 1
+        full = counts
+        cnt = np.empty((n, 6, L, T)) if full else np.empty((n_blocks, 1, 6, L, T))
+        fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
+        from accelmap.costmodels import _loopnest_cpu
+
+        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, full, scratch(n_blocks, L, D, T, C, grid),
+                                    threads if use_threads else 1)
+    else:
+        full = True
+        cnt = np.empty((n, 6, L, T))
+        if n:
+            eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
+                      *(x[0] for x in scratch(1, L, D, T, C, grid)))
+        if frac is not None and (frac < 1.0).any():
+            _scale_padded(np.asarray(frac), cnt[:, _READS], cnt[:, _FILLS], cnt[:, _UPDATES], cnt[:, _ENERGY],
+                          res[:, _ENERGY_PJ])
+    out = {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
+           "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1]}
+    if counts:
+        out.update({"reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
+                    "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST],
+                    "spatial_reductions": cnt[:, _SRED]})
+    return out

@@ -70,7 +70,7 @@ from accelmap.mapper.check import Reason, check_batch, permutation_rows
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 
-__all__ = ["LoopNestModel"]
+__all__ = ["LoopNestModel", "ObjectiveMetrics"]
 
 # Rows per chunk of the batched path: bounds the (loops, rows) temporaries so that a chunk's
 # working set stays in a core's L2 cache (measured best between 1,536 and 3,072 rows).
@@ -206,6 +206,21 @@ def _plain_runs(fanout: IntArray) -> tuple[tuple[int, int], ...]:
     return tuple(runs)
 
 
+@dataclass(frozen=True, slots=True, eq=False)
+class ObjectiveMetrics:
+    """What a search needs of `Metrics`, per mapping (n,): ``cycles``, ``energy_pj`` (inf
+    where invalid), ``valid``, ``reason`` (`Reason` codes) and ``reason_level``."""
+
+    cycles: FloatArray
+    energy_pj: FloatArray
+    valid: BoolArray
+    reason: IntArray
+    reason_level: IntArray
+
+    def __len__(self) -> int:
+        return int(self.cycles.shape[0])
+
+
 class LoopNestModel:
     """Timeloop-class loop-nest cost model (see the module docstring for the equations).
 
@@ -231,6 +246,7 @@ class LoopNestModel:
             require()
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
+        self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
 
     def _kernel_consts(self, problem: Problem, arch: Arch):  # noqa: ANN202 (lazy import)
         from accelmap.costmodels import _loopnest_kernel
@@ -283,13 +299,52 @@ class LoopNestModel:
 
             out = _cuda.evaluate(consts, problem, arch, mappings.temporal, mappings.spatial, mappings.order,
                                  mappings.keep)
-        else:
+            if problem.has_padding:  # padding only, as on the numpy path: see `_count_existing_words`
+                _count_existing_words(problem, out["reads"], out["fills"], out["updates"],
+                                      out["energy_breakdown_pj"], out["energy_pj"])
+        else:  # the CPU kernel scales padded tensors itself (`_count_existing_words`' rule)
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
-                                                   mappings.keep)
-        if problem.has_padding:  # padding only, as on the numpy path: see `_count_existing_words`
-            _count_existing_words(problem, out["reads"], out["fills"], out["updates"], out["energy_breakdown_pj"],
-                                  out["energy_pj"])
+                                                   mappings.keep, frac=self._existing_fraction(problem),
+                                                   specialised=self._specialise(problem, arch, len(mappings)))
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
+
+    def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
+        """Whether the cpu engine runs this batch on its driver specialised per structure:
+        once this model has evaluated ``_loopnest_kernel._SPECIALISE_AFTER_ROWS`` rows of the
+        (problem, arch), this batch included (see there for why)."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        key = (id(problem), id(arch))
+        if key not in self._rows_seen and len(self._rows_seen) > 64:
+            self._rows_seen.clear()
+        seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
+        return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
+
+    @staticmethod
+    def _existing_fraction(problem: Problem) -> FloatArray | None:
+        return problem.existing_fraction() if problem.has_padding else None
+
+    def evaluate_objective(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> ObjectiveMetrics:
+        """Cycles, energy, validity and reason of every mapping, without the per-level counts.
+
+        What a search reads of `evaluate`, equal to it field by field; the CPU engine then
+        skips writing the (n, L, T) count arrays (720 bytes per mapping on a 5-level,
+        3-tensor problem), the other engines take the fields of `evaluate`.
+        """
+        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
+                                                                                  problem.n_tensors)
+        if self.engine == "cpu" and shapes_ok:
+            from accelmap.costmodels import _loopnest_kernel
+
+            out = _loopnest_kernel.evaluate_batch(self._kernel_consts(problem, arch), mappings.temporal,
+                                                   mappings.spatial, mappings.order, mappings.keep,
+                                                   frac=self._existing_fraction(problem), counts=False,
+                                                   specialised=self._specialise(problem, arch, len(mappings)))
+            return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy_pj"], valid=out["valid"],
+                                    reason=out["reason"], reason_level=out["reason_level"])
+        m = self.evaluate(problem, arch, mappings)
+        return ObjectiveMetrics(cycles=m.cycles, energy_pj=m.energy_pj, valid=m.valid, reason=m.reason,
+                                reason_level=m.reason_level)
 
     def _evaluate_numpy(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
         """The numpy batched path: the executable reference of the compiled one."""

@@ -239,7 +239,10 @@ class Driver:
         idx = np.flatnonzero(ok)
         if idx.size:
             sub = batch if idx.size == n else batch.take(idx)
-            m = self.model.evaluate(self.problem, self.arch, sub)
+            # A model that can skip its per-level counts (``evaluate_objective``) gives only
+            # the fields read here; others give full `Metrics`.
+            fast = getattr(self.model, "evaluate_objective", None)
+            m = (fast or self.model.evaluate)(self.problem, self.arch, sub)
             good = np.asarray(m.valid, dtype=bool) & np.isfinite(m.cycles) & np.isfinite(m.energy_pj)
             energy[idx] = np.where(good, m.energy_pj, np.inf)
             cycles[idx] = np.where(good, m.cycles, np.inf)

@@ -1,0 +1,96 @@
+"""The CPU engine of the loopnest model (`accelmap.costmodels._loopnest_cpu`): its
+compile-time structure, its on-disk cache key, and the objective-only entry point. That it
+gives the numpy path's `Metrics` is tested in tests/property/test_kernels_equal_numpy.py."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelmap.arch.presets import preset
+from accelmap.costmodels import _loopnest_cpu as cpu
+from accelmap.costmodels import _loopnest_kernel as kernel
+from accelmap.costmodels.loopnest import LoopNestModel, ObjectiveMetrics
+from accelmap.mapper.space import MapSpace
+from accelmap.workloads.builders import conv2d
+
+
+def test_codes_and_slots_match_the_shared_kernel() -> None:
+    for name in ("_FACTORS", "_ORDER", "_KEEP", "_FANOUT", "_CAPACITY", "_READS", "_FILLS", "_UPDATES", "_ENERGY",
+                 "_MCAST", "_SRED", "_CYCLES", "_ENERGY_PJ", "_COMPUTE_PJ", "_UTIL"):
+        assert getattr(cpu, name) == getattr(kernel, name), name
+
+
+def test_structure_keys_layers_by_shape_and_strides_not_bounds() -> None:
+    arch = preset("eyeriss-like")
+    a = kernel.kernel_consts(conv2d("a", c=16, k=16, p=14, q=14, r=3, s=3), arch).structure
+    b = kernel.kernel_consts(conv2d("b", c=64, k=32, p=28, q=28, r=3, s=3), arch).structure
+    strided = kernel.kernel_consts(conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3, stride=2), arch).structure
+    pointwise = kernel.kernel_consts(conv2d("d", c=16, k=16, p=14, q=14, r=1, s=1), arch).structure
+    assert a == b  # other bounds, one kernel
+    assert a != strided  # the input's coefficients differ
+    assert a != pointwise  # R = S = 1: the input's coordinates move with one dim each
+    assert a[:5] == (arch.n_levels, 7, 3, 4, 2)
+    assert all(isinstance(x, (int, tuple)) for x in a)
+
+
+def test_driver_closure_holds_only_the_structure() -> None:
+    """numba's on-disk cache keys a closure by the pickled values of its closure variables;
+    anything but plain constants there (a dispatcher, say) would change from process to
+    process and recompile the kernel every time."""
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    rows = cpu._driver(S)
+    cells = tuple(c.cell_contents for c in rows.py_func.__closure__)
+    assert cells == (S,)
+    assert rows.py_func is cpu._driver(S).py_func  # one driver per structure per process
+
+
+def test_evaluate_objective_on_every_engine_path() -> None:
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    rng = np.random.default_rng(2)
+    batch = MapSpace(problem, arch).sample(300, rng)
+    ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+    assert 0 < ref.valid.sum() < len(ref)
+    for engine in ("numpy", "cpu"):
+        obj = LoopNestModel(engine=engine).evaluate_objective(problem, arch, batch)
+        assert isinstance(obj, ObjectiveMetrics) and len(obj) == len(batch)
+        assert np.array_equal(obj.valid, ref.valid) and np.array_equal(obj.reason, ref.reason)
+        assert np.array_equal(obj.reason_level, ref.reason_level) and np.array_equal(obj.cycles, ref.cycles)
+        assert np.allclose(obj.energy_pj, ref.energy_pj, rtol=1e-12, atol=0.0)
+        assert np.isinf(obj.energy_pj[~ref.valid]).all()
+
+
+def test_threaded_blocks_without_counts_equal_one_thread(monkeypatch) -> None:
+    problem, arch = conv2d("a", c=16, k=16, p=14, q=14, r=3, s=3), preset("eyeriss-like")
+    batch = MapSpace(problem, arch).sample(5000, np.random.default_rng(4))
+    consts = kernel.kernel_consts(problem, arch)
+    args = (consts, batch.temporal, batch.spatial, batch.order, batch.keep)
+    monkeypatch.setattr(kernel, "_threads", lambda: 2)
+    threaded = kernel.evaluate_batch(*args, counts=False)
+    serial = kernel.evaluate_batch(*args, counts=False, parallel=False)
+    full = kernel.evaluate_batch(*args)
+    for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(threaded[name], serial[name]) and np.array_equal(threaded[name], full[name]), name
+    assert "reads" not in threaded and full["reads"].shape == (5000, arch.n_levels, 3)
+
+
+def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> None:
+    """A model evaluates a (problem, arch) with the generic driver until it has seen
+    ``_SPECIALISE_AFTER_ROWS`` rows of it (a batch that reaches the threshold is the first on
+    the specialised driver); both give the same results."""
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 250)
+    calls = []
+    real = cpu.evaluate_rows
+    monkeypatch.setattr(cpu, "evaluate_rows", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    batch = MapSpace(problem, arch).sample(100, np.random.default_rng(5))
+    model = LoopNestModel(engine="cpu")
+    first = model.evaluate(problem, arch, batch)
+    second = model.evaluate_objective(problem, arch, batch)
+    assert calls == []  # 200 rows seen: still the generic driver
+    third = model.evaluate(problem, arch, batch)
+    assert calls == [100]  # 300 rows: the specialised one
+    assert LoopNestModel(engine="cpu").evaluate(problem, arch, batch) is not None and calls == [100]  # a new model
+    for name in ("cycles", "energy_pj", "valid", "reason"):
+        assert np.array_equal(getattr(first, name), getattr(second, name)), name
+    for name in ("cycles", "energy_pj", "reads", "fills", "updates", "multicast", "spatial_reductions"):
+        assert np.array_equal(getattr(first, name), getattr(third, name)), name
