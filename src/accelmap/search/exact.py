@@ -149,6 +149,10 @@ class DimTree:
             self.omin.append(np.minimum.reduceat(outer, st))
             self.omax.append(np.maximum.reduceat(outer, st))
             self.otmin.append(np.minimum.reduceat(outer_t, st))
+        # each depth-1 run's spatial factors (X, Y) per level: the fanout test of a node
+        # whose spatial factors are being chosen, before it is bounded
+        self.sp_x = np.ascontiguousarray(self.rows[self.starts[1], :, 1])  # (G_1, L)
+        self.sp_y = np.ascontiguousarray(self.rows[self.starts[1], :, 2])
         self.child_lo: list[IntArray] = []
         self.child_hi: list[IntArray] = []
         for j in range(L + 1):
@@ -291,6 +295,44 @@ def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArra
     return P.objective_bound(e, c), ok
 
 
+def _fanout_ok(P: _Problem, chosen: int, ids: IntArray, fan_x: IntArray, fan_y: IntArray) -> Any:
+    """(n,) whether the spatial factors of the dims ``< chosen`` (their ids are depth-1 runs)
+    fit every level's fanout: the test `partial_bounds` makes first, in integers and
+    without building its inputs. Factors are >= 1, so a partial choice that fails it fails
+    with every choice of the other dims."""
+    n = len(ids)
+    px = np.ones((n, P.L), dtype=np.int64)
+    py = np.ones((n, P.L), dtype=np.int64)
+    for d in range(chosen):
+        tr = P.trees[d]
+        px *= tr.sp_x[ids[:, d]]
+        py *= tr.sp_y[ids[:, d]]
+    return (px <= fan_x).all(axis=1) & (py <= fan_y).all(axis=1)
+
+
+def _spatial_children(P: _Problem, pattern: int, nodes: IntArray, dims: range) -> tuple[IntArray, int]:
+    """The children of depth-0 nodes that choose the spatial factors of ``dims`` (after the
+    dims before them), one dim at a time, each partial choice tested against the fanouts
+    (`_fanout_ok`) before the next dim multiplies it; returns them and how many children
+    the failed partial choices stood for (counted as infeasible)."""
+    bm = P.bms[pattern]
+    cur = nodes
+    n_inf = 0
+    dl = list(dims)
+    for i, d in enumerate(dl):
+        cur = _children_many(P, 0, d, cur, range(d, d + 1))
+        ok = _fanout_ok(P, d + 1, cur, bm.fan_x, bm.fan_y)
+        if not ok.all():
+            bad = cur[~ok]
+            rest = np.ones(len(bad), dtype=np.int64)  # the combinations of the later dims they stood for
+            for d2 in dl[i + 1:]:
+                tr = P.trees[d2]
+                rest *= tr.child_hi[0][bad[:, d2]] - tr.child_lo[0][bad[:, d2]]
+            n_inf += int(rest.sum())
+            cur = cur[ok]
+    return cur, n_inf
+
+
 def _children_many(P: _Problem, depth: int, split: int, nodes: IntArray, dims: range) -> IntArray:
     """(m, D) the children of every node of ``nodes`` (n, D), node after node, in the order
     of `_children`: the dims in ``dims`` take every child run (depth + 1) of their run."""
@@ -357,7 +399,10 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
             kept_ids.append(ch[live])
             kept_b.append(b[live])
 
-    allk = _children_many(P, depth, split, nodes, dims)
+    if depth == 0:  # spatial factors: partial choices that exceed a fanout never multiply out
+        allk, n_inf = _spatial_children(P, f.pattern, nodes, dims)
+    else:
+        allk = _children_many(P, depth, split, nodes, dims)
     for start in range(0, len(allk), _CHUNK):
         if time.perf_counter() > P.deadline:  # the nodes stay open, nothing of them is counted
             return None, False
