@@ -58,7 +58,8 @@ _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and 
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
-_EXPAND_GROUP = 64  # sibling nodes expanded together
+_EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
+_SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
 
 
@@ -331,6 +332,16 @@ def _spatial_children(P: _Problem, pattern: int, nodes: IntArray, dims: range) -
             n_inf += int(rest.sum())
             cur = cur[ok]
     return cur, n_inf
+
+
+def _child_counts(P: _Problem, depth: int, split: int, nodes: IntArray) -> IntArray:
+    """(n,) the children `_expand` makes of each node (before the fanout test at depth 0)."""
+    end = _group_end(P, depth, split)
+    out = np.ones(len(nodes), dtype=np.int64)
+    for d in range(split, end):
+        tr = P.trees[d]
+        out *= tr.child_hi[depth][nodes[:, d]] - tr.child_lo[depth][nodes[:, d]]
+    return out
 
 
 def _children_many(P: _Problem, depth: int, split: int, nodes: IntArray, dims: range) -> IntArray:
@@ -638,8 +649,18 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
         # pass over all their children)
         lo = f.pos
         hi = lo + 1
-        while hi < len(f.ids) and hi - lo < _EXPAND_GROUP and not _cut_test(f.bounds[hi], P.best_value):
-            hi += 1
+        if hi < len(f.ids) and not _cut_test(f.bounds[hi], P.best_value):
+            # siblings while their children fill about one numpy pass: every node under the
+            # incumbent is expanded before a proof, so taking them together costs nothing
+            # but the order among them
+            top = min(len(f.ids), lo + (_EXPAND_GROUP if f.depth else _SPATIAL_GROUP))
+            live = lo + 1 + int(np.argmax(_cut_test(f.bounds[lo + 1: top], P.best_value))) \
+                if _cut_test(f.bounds[top - 1], P.best_value) else top
+            if f.depth:
+                counts = np.cumsum(_child_counts(P, f.depth, f.split, f.ids[lo:live]))
+                hi = lo + max(1, int(np.searchsorted(counts, _CHUNK, side="right")))
+            else:  # spatial: most children fail a fanout early (`_spatial_children`)
+                hi = live
         nodes = f.ids[lo:hi]
         P.cert.nodes += len(nodes) - 1
         open_.take(f, hi - lo)
