@@ -64,7 +64,9 @@ Why each bound holds, for every order of every loop:
    ``count / block``; the output's first reads and fills (``part``) are subtracted with an
    upper bound of ``part``. Cycles are at least the temporal steps (every temporal factor
    of the known levels times the smallest outer temporal product) and at least the padded
-   MACs over the most instances the partial mapping can use, and at least every
+   MACs over the most instances the partial mapping can use (at most the fanouts, and at
+   most the product over dims of the largest spatial product each can still take), and at
+   least every
    bandwidth-limited level's reads (writes) per instance over its read (write) bandwidth:
    the words of a level's counts above (order-free parts), over the most instances the
    level can have.
@@ -374,7 +376,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
                    next_level: IntArray | None = None, spatial: IntArray | None = None,
-                   spatial_complete: bool = False) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   spatial_complete: bool = False,
+                   spatial_room: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -401,6 +404,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         where a dim's are still open; with ``spatial_complete`` every dim's are fixed, and
         the outer ranges then cover temporal factors alone at the levels ``< k`` (times the
         fixed spatial ones).
+    spatial_room
+        Optional (n, D) the largest product of a dim's spatial factors over every level
+        that any completion can have (its fixed product where they are fixed): the
+        instances of any level, and the MACs working at once, are at most their product.
 
     Returns
     -------
@@ -467,7 +474,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 bm, k, fac[idx], outer_min[idx], outer_tmin[idx], outer_max[idx],
                 None if order_pos is None else order_pos[idx], order_fixed,
                 None if next_level is None else next_level[idx],
-                None if spatial is None else spatial[idx], spatial_complete)
+                None if spatial is None else spatial[idx], spatial_complete,
+                None if spatial_room is None else spatial_room[idx])
             energy_all[idx] = e_sub
             cycles_all[idx] = c_sub
         return energy_all, cycles_all, feasible
@@ -594,6 +602,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             known = t_all[:, k:].prod(axis=1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
+            if sp_known:
+                # the open levels p .. k-1 still multiply the groups by their sliding
+                # coordinates' distinct offsets (the jump coordinates' are in omin)
+                for lv in range(p, k):
+                    for ci in bm.sliding[t]:
+                        known = known * (1.0 + (g[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
             return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
         if c < k:
             return deliveries(t, c)
@@ -686,6 +700,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         energy = energy + np.maximum(least - have, 0.0)
     steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
+    room = spatial_room.astype(np.float64).prod(axis=1) if spatial_room is not None and not sp_known else None
+    if room is not None:
+        spatial_max = np.minimum(spatial_max, room)
     cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))
     # bandwidth: the model's cycles are at least one instance's reads (writes) of a level over
     # its read (write) bandwidth, and one instance does 1/inst[p] of the level's words;
@@ -694,6 +711,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     for p in range(L):
         if p > 0:
             inst_ub = inst_ub * (used[:, p - 1] if p - 1 >= k or sp_known else float(bm.fan[p - 1]))
+            if room is not None:
+                inst_ub = np.minimum(inst_ub, room)
         for words, bw in ((rd_words[p], bm.read_bw[p]), (wr_words[p], bm.write_bw[p])):
             if np.isfinite(bw):
                 cycles = np.maximum(cycles, np.ceil(words / (inst_ub * bw)))

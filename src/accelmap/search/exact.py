@@ -154,6 +154,8 @@ class DimTree:
         # whose spatial factors are being chosen, before it is bounded
         self.sp_x = np.ascontiguousarray(self.rows[self.starts[1], :, 1])  # (G_1, L)
         self.sp_y = np.ascontiguousarray(self.rows[self.starts[1], :, 2])
+        # the largest product of the spatial factors (X*Y over every level) of any row
+        self.room = int(self.rows[:, :, 1:].prod(axis=(1, 2)).max())
         self.child_lo: list[IntArray] = []
         self.child_hi: list[IntArray] = []
         for j in range(L + 1):
@@ -171,7 +173,8 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     depth deeper): ``k``; ``fac`` (n, L, D, 3) the runs' first rows; the outer ranges (n, D)
     over the levels ``< k``; ``next_level``, the factors the dims ``< split`` chose at level
     ``k-1`` (None when none did or they chose spatial factors); ``spatial`` (n, L, D, 2), the
-    spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``."""
+    spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``;
+    ``spatial_room`` (n, D) while some dim's are open (see `partial_bounds`)."""
     n, D = ids.shape
     L = trees[0].L
     k = k_of(L, depth)
@@ -202,8 +205,13 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     if depth >= 1:
         known[:] = True
     spatial = np.where(known[None, None, :, None], fac[..., 1:], 1)
+    complete = bool(known.all())
+    room = None
+    if not complete:  # fixed dims their spatial product, open dims the most their table has
+        room = np.where(known[None, :], spatial.prod(axis=(1, 3)),
+                        np.array([tr.room for tr in trees], dtype=np.int64)[None, :])
     return {"k": k, "fac": fac, "outer_min": omin, "outer_tmin": otmin, "outer_max": omax, "next_level": nxt,
-            "spatial": spatial, "spatial_complete": bool(known.all())}
+            "spatial": spatial, "spatial_complete": complete, "spatial_room": room}
 
 
 @dataclass
