@@ -22,8 +22,14 @@ bounds never exceed the model's cost of any mapping in the branch:
    where the constraints pin them). Levels are fixed outermost first, bounded with the
    order-aware bound, and complete orders are evaluated by the model itself.
 
-Search is depth first with the children of every node sorted by bound, starting from an
-incumbent found by a short default search (the warm start). A branch is cut when its bound
+Spatial children are made one dim at a time, and a partial choice whose spatial factors
+already exceed a level's fanout is dropped before the next dim multiplies it (most spatial
+combinations do). Siblings under the incumbent are expanded together, up to about one
+numpy pass of children, since a proof expands every one of them anyway.
+
+Search is best first (depth first while too many nodes are open) with the children of
+every node sorted by bound, starting from an incumbent found by a short default search
+(the warm start). A branch is cut when its bound
 is no better than the incumbent (``bound >= incumbent * (1 - 1e-12)``: "optimal" means that
 no mapping is better by more than one part in 10^12, far above the rounding of float64 costs
 and far below any difference that matters). When the tree is exhausted the incumbent is proven
