@@ -13,7 +13,7 @@ Groups of cases (``--groups``):
 Usage::
 
     python benchmarks/bench_exact.py [--time 60] [--groups search timeloop resnet50]
-        [--default-budget N] [--seed 0]
+        [--default-budget N] [--seed 0] [--cases SUBSTRING ...] [--out FILE] [--reference DIR]
 
 Writes ``benchmarks/results/bench_exact.json`` (one row per case: proven, seconds, certified
 lower bound and gap of the EDP, the exact search's EDP, the default search's EDP and the
@@ -33,11 +33,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_vs_timeloop as tl  # noqa: E402
 from bench_search import ARCHS as SEARCH_ARCHS  # noqa: E402
 from bench_search import LAYERS as SEARCH_LAYERS  # noqa: E402
 from bench_vs_timeloop import ARCHS as TL_ARCHS  # noqa: E402
-from bench_vs_timeloop import REFERENCE as TL_REFERENCE  # noqa: E402
-from bench_vs_timeloop import _constraints  # noqa: E402
 
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
 
@@ -104,14 +103,14 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         for layer in SEARCH_LAYERS:
             for arch in SEARCH_ARCHS:
                 add("search", f"{layer} @ {arch}", load_problem(layer), load_arch(arch), None)
-    if "timeloop" in groups and TL_REFERENCE.exists():
-        for case in sorted((TL_REFERENCE / "cases").iterdir()):
+    if "timeloop" in groups and tl.REFERENCE.exists():
+        for case in sorted((tl.REFERENCE / "cases").iterdir()):
             arch_name, layer, mapping_name = case.name.split("__")
             if mapping_name != "mapper_edp_best":
                 continue
             ert = TL_ARCHS / arch_name / "ERT.yaml"
             arch = load_arch(str(TL_ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
-            cons = [str(p) for p in _constraints(arch_name, layer)] or None
+            cons = [str(p) for p in tl._constraints(arch_name, layer)] or None
             add("timeloop", f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch, cons)
     if "resnet50" in groups:
         seen: set[Any] = set()
@@ -135,7 +134,11 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--cases", nargs="+", default=[], help="only the cases whose label contains one of these")
+    ap.add_argument("--reference", default=None,
+                    help="the Timeloop reference folder (default: ../shared/reference/timeloop beside the checkout)")
     args = ap.parse_args()
+    if args.reference is not None:
+        tl.REFERENCE = Path(args.reference)
     path = Path(args.out)
     out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")

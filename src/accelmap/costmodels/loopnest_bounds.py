@@ -37,8 +37,8 @@ Why each bound holds, for every order of every loop:
    ``tile[k]``, and a jump coordinate's span over the tile times the number of tiles along
    it is at least the dim's whole (padded) extent.
 4. **Multicast and reduction.** ``distinct_l`` is the product over coordinates of the number
-   of distinct offsets, at least the largest spatial factor among a coordinate's dims
-   (exact for one-dim coordinates); unknown levels count 1, and where a bound divides by
+   of distinct offsets, at least ``1 + sum_d (g_d - 1)`` over a coordinate's dims (a sumset
+   of integer progressions; exact for one-dim coordinates); unknown levels count 1, and where a bound divides by
    the instances, the unknown levels' spatial factors of non-jump dims are bounded by their
    fanout.
 5. **Every touched word is delivered.** For one instance, ``F_c`` is at least the words of
@@ -64,7 +64,12 @@ Why each bound holds, for every order of every loop:
    ``count / block``; the output's first reads and fills (``part``) are subtracted with an
    upper bound of ``part``. Cycles are at least the temporal steps (every temporal factor
    of the known levels times the smallest outer temporal product) and at least the padded
-   MACs over the most instances the partial mapping can use.
+   MACs over the most instances the partial mapping can use (at most the fanouts, and at
+   most the product over dims of the largest spatial product each can still take), and at
+   least every
+   bandwidth-limited level's reads (writes) per instance over its read (write) bandwidth:
+   the words of a level's counts above (order-free parts), over the most instances the
+   level can have.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -110,6 +115,8 @@ class BoundModel:
     touched: FloatArray  # (T,) lower bound of the words of each tensor any MAC touches
     disjoint: tuple[bool, ...]  # per tensor: its moving coordinates use disjoint dims
     exist: FloatArray  # (T,) share of a padded tensor's words that exist (the model scales its energy by it)
+    read_bw: FloatArray  # (L,) read words per cycle of one instance, inf = unlimited
+    write_bw: FloatArray  # (L,)
     traffic: TrafficTable | None = None  # see `traffic_table` (attached by the exact mapper)
 
     @staticmethod
@@ -163,6 +170,10 @@ class BoundModel:
             mac_energy_pj=float(arch.compute.energy_per_mac_pj) * problem.macs,
             n_macs=int(arch.n_macs), touched=touched, disjoint=tuple(disjoint),
             exist=problem.existing_fraction(),
+            read_bw=np.array([np.inf if lv.read_bandwidth_words_per_cycle is None
+                              else lv.read_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
+            write_bw=np.array([np.inf if lv.write_bandwidth_words_per_cycle is None
+                               else lv.write_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
         )
 
 
@@ -365,7 +376,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
                    next_level: IntArray | None = None, spatial: IntArray | None = None,
-                   spatial_complete: bool = False) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   spatial_complete: bool = False,
+                   spatial_room: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -392,6 +404,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         where a dim's are still open; with ``spatial_complete`` every dim's are fixed, and
         the outer ranges then cover temporal factors alone at the levels ``< k`` (times the
         fixed spatial ones).
+    spatial_room
+        Optional (n, D) the largest product of a dim's spatial factors over every level
+        that any completion can have (its fixed product where they are fixed): the
+        instances of any level, and the MACs working at once, are at most their product.
 
     Returns
     -------
@@ -458,7 +474,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 bm, k, fac[idx], outer_min[idx], outer_tmin[idx], outer_max[idx],
                 None if order_pos is None else order_pos[idx], order_fixed,
                 None if next_level is None else next_level[idx],
-                None if spatial is None else spatial[idx], spatial_complete)
+                None if spatial is None else spatial[idx], spatial_complete,
+                None if spatial_room is None else spatial_room[idx])
             energy_all[idx] = e_sub
             cycles_all[idx] = c_sub
         return energy_all, cycles_all, feasible
@@ -496,12 +513,18 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     energy = np.full(n, bm.mac_energy_pj)
 
     def dl_lb(t: int, lv: int) -> FloatArray:
-        """distinct_lv(t) >= prod over coords of the largest spatial factor of its dims."""
+        """distinct_lv(t) >= prod over coords of ``1 + sum_d (g_d - 1)`` over its dims: a
+        coordinate's offsets are the sumset of one arithmetic progression of ``g_d`` terms
+        per dim (stride ``a_d tile[lv+1][d] > 0``), and a sumset of finite integer sets
+        has at least ``|A| + |B| - 1`` elements (the sum of the smallest element of one
+        with every element of the other, then of the largest of the other with every
+        element of the one; Cauchy-Davenport for the integers, Nathanson, Additive Number
+        Theory: Inverse Problems, 1996, Thm. 1.2)."""
         out = np.ones(n)
         if lv < k and not sp_known:
             return out
         for dims, _ in bm.coords[t]:
-            out = out * g[:, lv][:, dims].max(axis=1)
+            out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
         return out
 
     def jump_prefix(t: int, c: int) -> _Prefix:
@@ -579,6 +602,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             known = t_all[:, k:].prod(axis=1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
+            if sp_known:
+                # the open levels p .. k-1 still multiply the groups by their sliding
+                # coordinates' distinct offsets (the jump coordinates' are in omin)
+                for lv in range(p, k):
+                    for ci in bm.sliding[t]:
+                        known = known * (1.0 + (g[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
             return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
         if c < k:
             return deliveries(t, c)
@@ -616,18 +645,31 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
 
     # every energy term is e1 X + e2 max(X - part, 0) of one delivery or read count X
     terms: list[tuple[_X, float, float, FloatArray | float]] = []
+    # words read from and written into each level over all its instances, at least (the
+    # order-free part of each count: `_X.fixed` is its least over the open orders), for the
+    # bandwidth bound of the cycles; padding does not scale them (the model streams the
+    # padded tiles, `loopnest._count_existing_words`)
+    rd_words = np.zeros((L, n))
+    wr_words = np.zeros((L, n))
     for t, p, c in bm.pairs:
         reads = parent_reads(t, p, c)
         f = float(bm.exist[t])  # padding: the model counts only existing words (all counts x f)
         if t == bm.output:
             part = part_ub(p)
             terms.append((reads, f * bm.write_pj_word[p], f * bm.read_pj_word[p], part))  # updates, reads
+            wr_words[p] += reads.fixed
+            rd_words[p] += np.maximum(reads.fixed - part, 0.0)
             if p > 0:
-                terms.append((deliveries(t, p), 0.0, f * bm.write_pj_word[p], part))  # fills
+                fills = deliveries(t, p)
+                terms.append((fills, 0.0, f * bm.write_pj_word[p], part))  # fills
+                wr_words[p] += np.maximum(fills.fixed - part, 0.0)
         else:
             terms.append((reads, f * bm.read_pj_word[p], 0.0, 0.0))
+            rd_words[p] += reads.fixed
             if p > 0:
-                terms.append((deliveries(t, p), f * bm.write_pj_word[p], 0.0, 0.0))
+                fills = deliveries(t, p)
+                terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
+                wr_words[p] += fills.fixed
     energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
     tab = bm.traffic
     if tab is not None and k >= 2:
@@ -658,5 +700,20 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         energy = energy + np.maximum(least - have, 0.0)
     steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
+    room = spatial_room.astype(np.float64).prod(axis=1) if spatial_room is not None and not sp_known else None
+    if room is not None:
+        spatial_max = np.minimum(spatial_max, room)
     cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))
+    # bandwidth: the model's cycles are at least one instance's reads (writes) of a level over
+    # its read (write) bandwidth, and one instance does 1/inst[p] of the level's words;
+    # inst[p] is at most the product of the (fixed or fanout) spatial factors above p
+    inst_ub = np.ones(n)
+    for p in range(L):
+        if p > 0:
+            inst_ub = inst_ub * (used[:, p - 1] if p - 1 >= k or sp_known else float(bm.fan[p - 1]))
+            if room is not None:
+                inst_ub = np.minimum(inst_ub, room)
+        for words, bw in ((rd_words[p], bm.read_bw[p]), (wr_words[p], bm.write_bw[p])):
+            if np.isfinite(bw):
+                cycles = np.maximum(cycles, np.ceil(words / (inst_ub * bw)))
     return energy, cycles, feasible

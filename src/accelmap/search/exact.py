@@ -22,8 +22,14 @@ bounds never exceed the model's cost of any mapping in the branch:
    where the constraints pin them). Levels are fixed outermost first, bounded with the
    order-aware bound, and complete orders are evaluated by the model itself.
 
-Search is depth first with the children of every node sorted by bound, starting from an
-incumbent found by a short default search (the warm start). A branch is cut when its bound
+Spatial children are made one dim at a time, and a partial choice whose spatial factors
+already exceed a level's fanout is dropped before the next dim multiplies it (most spatial
+combinations do). Siblings under the incumbent are expanded together, up to about one
+numpy pass of children, since a proof expands every one of them anyway.
+
+Search is best first (depth first while too many nodes are open) with the children of
+every node sorted by bound, starting from an incumbent found by a short default search
+(the warm start). A branch is cut when its bound
 is no better than the incumbent (``bound >= incumbent * (1 - 1e-12)``: "optimal" means that
 no mapping is better by more than one part in 10^12, far above the rounding of float64 costs
 and far below any difference that matters). When the tree is exhausted the incumbent is proven
@@ -58,7 +64,8 @@ _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and 
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
-_EXPAND_GROUP = 64  # sibling nodes expanded together
+_EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
+_SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
 
 
@@ -149,6 +156,12 @@ class DimTree:
             self.omin.append(np.minimum.reduceat(outer, st))
             self.omax.append(np.maximum.reduceat(outer, st))
             self.otmin.append(np.minimum.reduceat(outer_t, st))
+        # each depth-1 run's spatial factors (X, Y) per level: the fanout test of a node
+        # whose spatial factors are being chosen, before it is bounded
+        self.sp_x = np.ascontiguousarray(self.rows[self.starts[1], :, 1])  # (G_1, L)
+        self.sp_y = np.ascontiguousarray(self.rows[self.starts[1], :, 2])
+        # the largest product of the spatial factors (X*Y over every level) of any row
+        self.room = int(self.rows[:, :, 1:].prod(axis=(1, 2)).max())
         self.child_lo: list[IntArray] = []
         self.child_hi: list[IntArray] = []
         for j in range(L + 1):
@@ -166,7 +179,8 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     depth deeper): ``k``; ``fac`` (n, L, D, 3) the runs' first rows; the outer ranges (n, D)
     over the levels ``< k``; ``next_level``, the factors the dims ``< split`` chose at level
     ``k-1`` (None when none did or they chose spatial factors); ``spatial`` (n, L, D, 2), the
-    spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``."""
+    spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``;
+    ``spatial_room`` (n, D) while some dim's are open (see `partial_bounds`)."""
     n, D = ids.shape
     L = trees[0].L
     k = k_of(L, depth)
@@ -197,8 +211,13 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     if depth >= 1:
         known[:] = True
     spatial = np.where(known[None, None, :, None], fac[..., 1:], 1)
+    complete = bool(known.all())
+    room = None
+    if not complete:  # fixed dims their spatial product, open dims the most their table has
+        room = np.where(known[None, :], spatial.prod(axis=(1, 3)),
+                        np.array([tr.room for tr in trees], dtype=np.int64)[None, :])
     return {"k": k, "fac": fac, "outer_min": omin, "outer_tmin": otmin, "outer_max": omax, "next_level": nxt,
-            "spatial": spatial, "spatial_complete": bool(known.all())}
+            "spatial": spatial, "spatial_complete": complete, "spatial_room": room}
 
 
 @dataclass
@@ -291,6 +310,54 @@ def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArra
     return P.objective_bound(e, c), ok
 
 
+def _fanout_ok(P: _Problem, chosen: int, ids: IntArray, fan_x: IntArray, fan_y: IntArray) -> Any:
+    """(n,) whether the spatial factors of the dims ``< chosen`` (their ids are depth-1 runs)
+    fit every level's fanout: the test `partial_bounds` makes first, in integers and
+    without building its inputs. Factors are >= 1, so a partial choice that fails it fails
+    with every choice of the other dims."""
+    n = len(ids)
+    px = np.ones((n, P.L), dtype=np.int64)
+    py = np.ones((n, P.L), dtype=np.int64)
+    for d in range(chosen):
+        tr = P.trees[d]
+        px *= tr.sp_x[ids[:, d]]
+        py *= tr.sp_y[ids[:, d]]
+    return (px <= fan_x).all(axis=1) & (py <= fan_y).all(axis=1)
+
+
+def _spatial_children(P: _Problem, pattern: int, nodes: IntArray, dims: range) -> tuple[IntArray, int]:
+    """The children of depth-0 nodes that choose the spatial factors of ``dims`` (after the
+    dims before them), one dim at a time, each partial choice tested against the fanouts
+    (`_fanout_ok`) before the next dim multiplies it; returns them and how many children
+    the failed partial choices stood for (counted as infeasible)."""
+    bm = P.bms[pattern]
+    cur = nodes
+    n_inf = 0
+    dl = list(dims)
+    for i, d in enumerate(dl):
+        cur = _children_many(P, 0, d, cur, range(d, d + 1))
+        ok = _fanout_ok(P, d + 1, cur, bm.fan_x, bm.fan_y)
+        if not ok.all():
+            bad = cur[~ok]
+            rest = np.ones(len(bad), dtype=np.int64)  # the combinations of the later dims they stood for
+            for d2 in dl[i + 1:]:
+                tr = P.trees[d2]
+                rest *= tr.child_hi[0][bad[:, d2]] - tr.child_lo[0][bad[:, d2]]
+            n_inf += int(rest.sum())
+            cur = cur[ok]
+    return cur, n_inf
+
+
+def _child_counts(P: _Problem, depth: int, split: int, nodes: IntArray) -> IntArray:
+    """(n,) the children `_expand` makes of each node (before the fanout test at depth 0)."""
+    end = _group_end(P, depth, split)
+    out = np.ones(len(nodes), dtype=np.int64)
+    for d in range(split, end):
+        tr = P.trees[d]
+        out *= tr.child_hi[depth][nodes[:, d]] - tr.child_lo[depth][nodes[:, d]]
+    return out
+
+
 def _children_many(P: _Problem, depth: int, split: int, nodes: IntArray, dims: range) -> IntArray:
     """(m, D) the children of every node of ``nodes`` (n, D), node after node, in the order
     of `_children`: the dims in ``dims`` take every child run (depth + 1) of their run."""
@@ -357,7 +424,10 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
             kept_ids.append(ch[live])
             kept_b.append(b[live])
 
-    allk = _children_many(P, depth, split, nodes, dims)
+    if depth == 0:  # spatial factors: partial choices that exceed a fanout never multiply out
+        allk, n_inf = _spatial_children(P, f.pattern, nodes, dims)
+    else:
+        allk = _children_many(P, depth, split, nodes, dims)
     for start in range(0, len(allk), _CHUNK):
         if time.perf_counter() > P.deadline:  # the nodes stay open, nothing of them is counted
             return None, False
@@ -593,8 +663,18 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
         # pass over all their children)
         lo = f.pos
         hi = lo + 1
-        while hi < len(f.ids) and hi - lo < _EXPAND_GROUP and not _cut_test(f.bounds[hi], P.best_value):
-            hi += 1
+        if hi < len(f.ids) and not _cut_test(f.bounds[hi], P.best_value):
+            # siblings while their children fill about one numpy pass: every node under the
+            # incumbent is expanded before a proof, so taking them together costs nothing
+            # but the order among them
+            top = min(len(f.ids), lo + (_EXPAND_GROUP if f.depth else _SPATIAL_GROUP))
+            live = lo + 1 + int(np.argmax(_cut_test(f.bounds[lo + 1: top], P.best_value))) \
+                if _cut_test(f.bounds[top - 1], P.best_value) else top
+            if f.depth:
+                counts = np.cumsum(_child_counts(P, f.depth, f.split, f.ids[lo:live]))
+                hi = lo + max(1, int(np.searchsorted(counts, _CHUNK, side="right")))
+            else:  # spatial: most children fail a fanout early (`_spatial_children`)
+                hi = live
         nodes = f.ids[lo:hi]
         P.cert.nodes += len(nodes) - 1
         open_.take(f, hi - lo)
