@@ -262,7 +262,7 @@ def check_space(space: Any) -> None:
         raise _cuda.DeviceError("exhaustive search on the GPU holds the bypass in 62 bits; use device cpu")
 
 
-def exhaustive_search(space: Any, *, max_size: int, budget: int | None = None, time_limit_s: float | None = None,
+def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, budget: int | None = None, time_limit_s: float | None = None,
                       rows_per_chunk: int = 1 << 16, points_per_launch: int = 1 << 26, threads: int = 1 << 17,
                       max_registers: int | None = None, per_point: bool = False) -> ExhaustiveGpuResult:
     """Every cost-distinct point of ``space`` (a `MapSpace`), in `MapSpace.enumerate`'s order,
@@ -274,6 +274,8 @@ def exhaustive_search(space: Any, *, max_size: int, budget: int | None = None, t
         The map space (constraints applied; exact factorizations).
     max_size
         Refuse spaces of more cost-distinct points (`SpaceTooLargeError`, as the CPU searcher).
+    size
+        The space's count of cost-distinct points when the caller has it (``MapSpace.n_distinct``).
     budget, time_limit_s
         Stop after this many points (a prefix of the enumeration) or once this many seconds
         have passed (checked between launches); the result says whether the space was completed.
@@ -290,7 +292,8 @@ def exhaustive_search(space: Any, *, max_size: int, budget: int | None = None, t
     if threads < 1 or rows_per_chunk < 1 or points_per_launch < 1:
         raise SpecError("threads, rows_per_chunk and points_per_launch must be >= 1")
     t0 = time.perf_counter()
-    size = int(space.n_distinct(max_points=max_size))
+    if size is None:
+        size = int(space.n_distinct(max_points=max_size))
     if size > max_size:
         from accelmap.errors import SpaceTooLargeError
 

@@ -202,7 +202,9 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         check_device(device)
         return device_search(prob, arc, model_name=model if isinstance(model, str) else getattr(model, "name", ""),
                              searcher=searcher, objective=obj,
-                             budget=DEFAULT_BUDGET if budget is None and time_limit_s is None else budget,
+                             # (exhaustive: no budget = the whole space, as on the CPU)
+                             budget=DEFAULT_BUDGET if budget is None and time_limit_s is None
+                             and searcher != "exhaustive" else budget,
                              time_limit_s=time_limit_s, seed=seed,
                              unsupported={"constraints": constraints, "allow_padding": allow_padding, "space": space,
                                           "checkpoint": checkpoint, "warm_start": warm_start,
