@@ -53,7 +53,7 @@ _I64_MAX = np.iinfo(np.int64).max
 @functools.lru_cache(maxsize=8)
 def exhaustive_kernel(spec: _cuda_search.SearchSpec, max_registers: int | None = None) -> Any:
     """The exhaustive kernel of one (problem, arch) (compiled at first launch)."""
-    from numba import config, int8, int16, int32, int64
+    from numba import config, float64, int8, int16, int32, int64
 
     dev = _cuda_search.search_kernels(spec)
     fits, edp = dev["fits"], dev["edp"]
@@ -175,7 +175,7 @@ def exhaustive_kernel(spec: _cuda_search.SearchSpec, max_registers: int | None =
                 per_point[p] = obj
             p += stride
         # the block's best (EDP, index) and legal count, in shared memory
-        s_obj = cuda.shared.array(TPB, np.float64)
+        s_obj = cuda.shared.array(TPB, float64)
         s_idx = cuda.shared.array(TPB, int64)
         s_leg = cuda.shared.array(TPB, int64)
         t = cuda.threadIdx.x
