@@ -299,7 +299,7 @@ def _exhaustive(args) -> None:
               f"{med.legal_per_s:,.0f} legal/s; best EDP {med.edp:.6g} (CPU agrees: {agree}); host rows alone "
               f"{host_s:.2f} s; compile + first run {compile_s:.1f} s"
               + (f"; CPU exhaustive {row['cpu_exhaustive']}" if with_cpu else ""), flush=True)
-    _write(args, out)
+        _write(args, out)  # after each case, so that a cut-off run keeps what it measured
 
 
 def _write(args, out: dict) -> None:

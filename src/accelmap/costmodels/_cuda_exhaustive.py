@@ -263,7 +263,7 @@ def check_space(space: Any) -> None:
 
 
 def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, budget: int | None = None, time_limit_s: float | None = None,
-                      rows_per_chunk: int = 1 << 16, points_per_launch: int = 1 << 26, threads: int = 1 << 17,
+                      rows_per_chunk: int = 1 << 16, points_per_launch: int = 1 << 26, threads: int = 1 << 18,
                       max_registers: int | None = None, per_point: bool = False) -> ExhaustiveGpuResult:
     """Every cost-distinct point of ``space`` (a `MapSpace`), in `MapSpace.enumerate`'s order,
     on the GPU; see the module docstring.
