@@ -125,6 +125,26 @@ SCRIPT = textwrap.dedent("""
             pass
         else:
             raise AssertionError(f"expected {err.__name__} for {kw}")
+    # the CLI: --device cuda --searcher exhaustive with a constraints file
+    import contextlib, io, json, sys, tempfile, yaml
+    from pathlib import Path
+    from accelmap.arch.io import save_arch
+    from accelmap.cli import main
+    from accelmap.workloads.io import save_problem
+    with tempfile.TemporaryDirectory() as tmp:
+        save_problem(problem, Path(tmp) / "g.yaml")
+        save_arch(arch, Path(tmp) / "tiny.yaml")
+        (Path(tmp) / "c.yaml").write_text(yaml.safe_dump(cons))
+        buf = io.StringIO()
+        with contextlib.redirect_stdout(buf):
+            rc = main(["search", str(Path(tmp) / "g.yaml"), "--arch", str(Path(tmp) / "tiny.yaml"), "--constraints",
+                       str(Path(tmp) / "c.yaml"), "--device", "cuda", "--searcher", "exhaustive", "--json",
+                       "--no-progress", "--out", str(Path(tmp) / "out")])
+        assert rc == 0
+        got = json.loads(buf.getvalue())
+        assert got["n_evaluations"] == res.n_evaluations and got["config"]["completed"] is True
+        assert np.isclose(got["best"]["objective"], res.best_objective, rtol=1e-12)
+        assert got["n_valid"] == res.n_valid and got["stop_reason"] == "exhausted"
     print("SIM-OK")
 """)
 
