@@ -31,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +103,7 @@ def exhaustive_kernel(spec: _cuda_search.SearchSpec, max_registers: int | None =
                     items[j] = items[j + 1]
                 left -= 1
 
-    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    capped = max_registers is not None and not config.ENABLE_CUDASIM  # type: ignore[attr-defined]
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit  # type: ignore[call-arg]
 
     @jit
@@ -319,7 +320,7 @@ def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, bud
     pp = np.full(size if per_point else 1, np.inf)
     pp_dev = cuda.to_device(pp)
 
-    def chunks():
+    def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, int, int]]:
         """(rows, point starts, device points, points covered) per launch, in order."""
         done = 0  # points of the enumeration covered so far (shipped or dropped)
         acc_rows: list[np.ndarray] = []
