@@ -263,8 +263,8 @@ def check_space(space: Any) -> None:
         raise _cuda.DeviceError("exhaustive search on the GPU holds the bypass in 62 bits; use device cpu")
 
 
-def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, budget: int | None = None, time_limit_s: float | None = None,
-                      rows_per_chunk: int = 1 << 16, points_per_launch: int = 1 << 26, threads: int = 1 << 18,
+def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, budget: int | None = None,
+                      time_limit_s: float | None = None, rows_per_chunk: int = 1 << 16, points_per_launch: int = 1 << 26, threads: int = 1 << 18,
                       max_registers: int | None = None, per_point: bool = False) -> ExhaustiveGpuResult:
     """Every cost-distinct point of ``space`` (a `MapSpace`), in `MapSpace.enumerate`'s order,
     on the GPU; see the module docstring.
@@ -321,7 +321,8 @@ def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, bud
     pp_dev = cuda.to_device(pp)
 
     def chunks() -> Iterator[tuple[np.ndarray, np.ndarray, int, int]]:
-        """(rows, point starts, device points, points covered) per launch, in order."""
+        """(tile rows, points per row, points for the device, points covered) per launch, in
+        order; the last row may be cut by the budget (the device's point count says where)."""
         done = 0  # points of the enumeration covered so far (shipped or dropped)
         acc_rows: list[np.ndarray] = []
         acc_pts: list[np.ndarray] = []
