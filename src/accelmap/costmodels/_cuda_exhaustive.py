@@ -279,7 +279,8 @@ def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, bud
         The space's count of cost-distinct points when the caller has it (``MapSpace.n_distinct``).
     budget, time_limit_s
         Stop after this many points (a prefix of the enumeration) or once this many seconds
-        have passed (checked between launches); the result says whether the space was completed.
+        have passed (checked between launches, after the first); the result says whether the
+        space was completed.
     rows_per_chunk, points_per_launch, threads
         Tile rows the host builds at a time, points per launch (at least one chunk's worth),
         device threads per launch (each walks a grid-stride range).
@@ -374,7 +375,8 @@ def exhaustive_search(space: Any, *, max_size: int, size: int | None = None, bud
                 best_row = (rows[r], int(idx[i] - start[r]))
 
     for rows, pts, n_dev, cover in chunks():
-        if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
+        # (the first launch always runs, as the CPU driver evaluates its first batch)
+        if evaluations and time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
             break
         start = np.zeros(len(rows) + 1, np.int64)
         np.cumsum(pts, out=start[1:])

@@ -102,6 +102,10 @@ SCRIPT = textwrap.dedent("""
         gpu_k = search(problem, arch, searcher="exhaustive", space=space, budget=k, device="cuda", seed=0)
         assert (gpu_k.n_evaluations, gpu_k.n_valid) == (cpu_k.n_evaluations, cpu_k.n_valid) == (k, int(ok[:k].sum()))
         assert gpu_k.stop_reason == "budget" and not gpu_k.config["completed"]
+    # a time limit stops between launches, after the first: a prefix, not completed
+    cut = X.exhaustive_search(space, max_size=10**6, time_limit_s=1e-9, threads=32, rows_per_chunk=5,
+                              points_per_launch=100)
+    assert 0 < cut.evaluations < len(b) and not cut.completed
     # constraints given by name as on the CPU path
     problem, arch, cons = cases[2][1], cases[2][2], cases[2][3]
     res = search(problem, arch, searcher="exhaustive", constraints=constraints_from_dict(cons, arch=arch),
