@@ -11,7 +11,14 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    evaluations per second, the kernel time measured between device synchronizations after
    a warm-up run that compiles;
 4. re-evaluates the best rows on the CPU (same EDP) and records the best EDP found;
-5. (``--tuning``) register caps and block sizes; 6. (``--api-budget N``) the API's searches.
+5. (``--tuning``) register caps and block sizes; 6. (``--api-budget N``) the API's searches;
+7. (``--exhaustive``, alone) exhaustive search on the device (`accelmap.costmodels._cuda_exhaustive`)
+   on the 79,920-point space of resnet50/res2a_branch2b under Timeloop's Eyeriss constraint
+   files (checked against CPU exhaustive: same optimum, same evaluated and legal counts) and
+   on a space of 2.4e8 cost-distinct points (a 16x8x8 GEMM on eyeriss-like, unconstrained):
+   evaluations and legal evaluations per second, wall time (host enumeration of the tile
+   rows included) and the time spent waiting for the device, after a warm-up run that
+   compiles. Writes ``benchmarks/results/bench_gpu_exhaustive.json`` by default.
 
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
 specialized ones (`accelmap.costmodels._cuda_search`, with each warp-share option of random
@@ -52,7 +59,18 @@ def main() -> None:
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
     ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
     ap.add_argument("--tuning-kernel", default="specialized", choices=["generic", "specialized"])
+    ap.add_argument("--exhaustive", action="store_true", help="only step 7 (exhaustive search on the device)")
+    ap.add_argument("--timeloop-constraints", type=Path,
+                    default=Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "timeloop"
+                    / "constraints" / "eyeriss_like", help="step 7: Timeloop's Eyeriss constraint files")
+    ap.add_argument("--exhaustive-budget", type=int, default=0,
+                    help="step 7: points per run (0 = the whole space; small values for dry runs)")
     args = ap.parse_args()
+    if args.exhaustive:
+        if args.out == RESULTS:
+            args.out = RESULTS.with_name("bench_gpu_exhaustive.json")
+        _exhaustive(args)
+        return
 
     import numba
     from numba import cuda
@@ -197,6 +215,91 @@ def _tuning(args, problem, arch, out: dict, _cuda) -> None:
             print("tuning", row)
     out["tuning"] = tuning
     _write(args, out)
+
+
+def _exhaustive(args) -> None:
+    # 7. exhaustive search on the device: the host walks the tile rows, the device decodes
+    # orders and bypass, checks and evaluates; only each block's best and counts come back
+    import numba
+    from numba import cuda
+
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels import _cuda, _cuda_exhaustive
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.mapper.constraints import load_constraint_files
+    from accelmap.mapper.space import MapSpace
+    from accelmap.search.api import search
+    from accelmap.workloads.builders import matmul
+    from accelmap.workloads.io import load_problem
+
+    _cuda.require()
+    dev = cuda.get_current_device()
+    name = getattr(dev, "name", "simulator")
+    out: dict = {"machine": {"gpu": name.decode() if isinstance(name, bytes) else str(name),
+                             "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
+                             "numpy": np.__version__, "numba": numba.__version__}, "exhaustive": []}
+    ref = args.timeloop_constraints
+    res2a, eyeriss = load_problem("resnet50/res2a_branch2b"), preset("eyeriss-like")
+    cons = load_constraint_files([ref / "arch_constraints.yaml", ref / "map_constraints.yaml"], problem=res2a,
+                                 arch=eyeriss, level_map={"DummyBuffer": "shared_glb:y"})
+    gemm = matmul("gemm16x8x8", m=16, n=8, k=8)
+    cases = [("res2a_branch2b, Timeloop Eyeriss constraints", MapSpace(res2a, eyeriss, cons), True),
+             ("gemm 16x8x8 on eyeriss-like, unconstrained", MapSpace(gemm, eyeriss), False)]
+    cpu = LoopNestModel(engine="cpu")
+    for label, space, with_cpu in cases:
+        t0 = time.perf_counter()
+        size = int(space.n_distinct(max_points=10**10))
+        count_s = time.perf_counter() - t0
+        budget = args.exhaustive_budget or None
+        t0 = time.perf_counter()
+        _cuda_exhaustive.exhaustive_search(space, max_size=10**10, size=size, budget=min(size, 4096))
+        compile_s = time.perf_counter() - t0
+        # the host's share alone: walking the tile rows and building their factors
+        t0 = time.perf_counter()
+        seen = 0
+        for rows, counts in space._tile_chunks(10**10):
+            space._rows_to_factors(rows)
+            seen += int(counts.sum()) << len(space._keep_free)
+            if budget is not None and seen >= budget:
+                break
+        host_s = time.perf_counter() - t0
+        runs = [_cuda_exhaustive.exhaustive_search(space, max_size=10**10, size=size, budget=budget)
+                for _ in range(args.repeats)]
+        med = sorted(runs, key=lambda r: r.seconds)[len(runs) // 2]
+        if med.mapping is None:
+            raise SystemExit(f"{label}: no legal point among the {med.evaluations:,} visited; raise --exhaustive-budget")
+        check = cpu.evaluate(space.problem, space.arch, med.mapping)
+        agree = bool(check.valid[0] and np.isclose(check.edp[0], med.edp, rtol=1e-12, atol=0))
+        row = {"case": label, "problem": space.problem.describe(), "arch": space.arch.name,
+               "cost_distinct_points": size, "free_bypass_bits": len(space._keep_free),
+               "count_s": count_s, "compile_and_first_run_s": compile_s, "host_rows_only_s": host_s,
+               "evaluations": med.evaluations, "legal": med.legal, "completed": med.completed,
+               "launches": med.launches, "wall_s": med.seconds, "kernel_wait_s": med.kernel_s,
+               "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,
+               "all_runs_wall_s": [r.seconds for r in runs], "best_edp": med.edp, "best_edp_cpu": float(check.edp[0]),
+               "best_agrees_with_cpu": agree,
+               "best_mapping": {"temporal": med.mapping.temporal[0].tolist(),
+                                "spatial": med.mapping.spatial[0].tolist(), "order": med.mapping.order[0].tolist(),
+                                "keep": med.mapping.keep[0].tolist()}}
+        if with_cpu:
+            t0 = time.perf_counter()
+            c = search(space.problem, space.arch, searcher="exhaustive", space=space, budget=budget, seed=0)
+            row["cpu_exhaustive"] = {"wall_s": time.perf_counter() - t0, "evaluations": c.n_evaluations,
+                                     "legal": c.n_valid, "best_edp": c.best_objective,
+                                     "same_counts": (c.n_evaluations, c.n_valid) == (med.evaluations, med.legal),
+                                     "same_optimum": bool(np.isclose(c.best_objective, check.edp[0], rtol=1e-12))}
+            t0 = time.perf_counter()
+            g = search(space.problem, space.arch, searcher="exhaustive", space=space, budget=budget, seed=0,
+                       device="cuda")
+            row["api_device"] = {"wall_s": time.perf_counter() - t0, "evaluations": g.n_evaluations,
+                                 "legal": g.n_valid, "best_edp": g.best_objective, **g.config}
+        out["exhaustive"].append(row)
+        print(f"exhaustive [{label}]: {med.evaluations:,} points ({med.legal:,} legal) in {med.seconds:.3f} s "
+              f"({med.kernel_s:.3f} s waiting for the device): {med.evals_per_s:,.0f} evals/s, "
+              f"{med.legal_per_s:,.0f} legal/s; best EDP {med.edp:.6g} (CPU agrees: {agree}); host rows alone "
+              f"{host_s:.2f} s; compile + first run {compile_s:.1f} s"
+              + (f"; CPU exhaustive {row['cpu_exhaustive']}" if with_cpu else ""), flush=True)
+        _write(args, out)  # after each case, so that a cut-off run keeps what it measured
 
 
 def _write(args, out: dict) -> None:

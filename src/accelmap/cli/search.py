@@ -63,8 +63,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", default=None, metavar="DIR",
                    help="where result.json goes (default: ./accelmap-out/<layer or network>)")
     p.add_argument("--device", choices=("cpu", "cuda"), default="cpu",
-                   help="where the search's inner loop runs: cpu (default) or cuda (random and anneal on "
-                        "loopnest, on an NVIDIA GPU; needs pip install \"accelmap[cuda]\")")
+                   help="where the search's inner loop runs: cpu (default) or cuda (random, anneal and "
+                        "exhaustive on loopnest, on an NVIDIA GPU; needs pip install \"accelmap[cuda]\")")
     p.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     from accelmap.cli.sweep import add_portfolio_arguments

@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dry-run", action="store_true",
                    help="list the sweep's axes and how many tasks are left, run nothing")
     p.add_argument("--device", choices=("cpu", "cuda"), default=None,
-                   help="where each search's inner loop runs (default cpu; cuda: random and anneal on loopnest, "
+                   help="where each search's inner loop runs (default cpu; cuda: random, anneal and exhaustive on loopnest, "
                         "on an NVIDIA GPU, see accelmap search --device)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.set_defaults(func=run)

@@ -79,7 +79,7 @@ SHARES = ("none", "order", "order+keep")
 # Registers per thread the kernels are capped at unless a caller says otherwise: measured on
 # the H100 (benchmarks/results/bench_gpu_tuning.json), annealing gains 7% from 64 (more warps
 # resident), random search 4% from 128 and loses 20% at 64 (its spills cost more).
-DEFAULT_MAX_REGISTERS = {"random": 128, "anneal": 64, "objective": None}
+DEFAULT_MAX_REGISTERS = {"random": 128, "anneal": 64, "objective": None, "exhaustive": 128}
 
 
 def max_registers(kind: str, asked: int | None) -> int | None:
@@ -776,4 +776,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         if ok:
             out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
 
-    return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel}
+    # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
+    return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel,
+            "fits": fits, "edp": edp, "kept": kept}

@@ -166,8 +166,10 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         A prebuilt `MapSpace` (then ``constraints`` and ``allow_padding`` are ignored).
     device
         ``"cpu"`` or ``"cuda"``: the ``random`` and ``anneal`` searchers on the ``loopnest``
-        model with sampling or moves, legality and evaluation on a GPU (`accelmap.search.gpu`;
-        needs numba-cuda and a GPU, ``pip install "accelmap[cuda]"``). None: the environment
+        model with sampling or moves, legality and evaluation on a GPU, and ``exhaustive``
+        (the CPU searcher's points, constraints and ``max_size`` refusal, enumerated and
+        evaluated on the device) (`accelmap.search.gpu`; needs numba-cuda and a GPU,
+        ``pip install "accelmap[cuda]"``). None: the environment
         variable ``ACCELMAP_DEVICE`` (set by ``accelmap sweep --device``), else ``"cpu"``.
     warm_start
         ``"dataflows"``: first search the layer under each dataflow preset
@@ -202,7 +204,9 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         check_device(device)
         return device_search(prob, arc, model_name=model if isinstance(model, str) else getattr(model, "name", ""),
                              searcher=searcher, objective=obj,
-                             budget=DEFAULT_BUDGET if budget is None and time_limit_s is None else budget,
+                             # (exhaustive: no budget = the whole space, as on the CPU)
+                             budget=DEFAULT_BUDGET if budget is None and time_limit_s is None
+                             and searcher != "exhaustive" else budget,
                              time_limit_s=time_limit_s, seed=seed,
                              unsupported={"constraints": constraints, "allow_padding": allow_padding, "space": space,
                                           "checkpoint": checkpoint, "warm_start": warm_start,

@@ -11,6 +11,16 @@ The device draws from the whole map space of exact factorizations (every prime f
 bound in some level's temporal, X or Y slot; any loop order; any bypass the arch allows), so
 constraints, padding, warm starts and checkpoints are not available there: asking for them
 is an error that says so.
+
+The ``exhaustive`` searcher visits the points the CPU ``exhaustive`` searcher visits (every
+cost-distinct point of the `MapSpace`, constraints applied, in `MapSpace.enumerate`'s order)
+with `accelmap.costmodels._cuda_exhaustive`: the host ships tile rows, the device decodes
+orders and bypass, checks and evaluates, and only each block's best and legal count come
+back. It refuses the spaces the CPU searcher refuses (`SpaceTooLargeError` above
+``searcher_options={"max_size": N}``, default 2e7), needs no budget (the whole space), stops
+at a budget (a prefix of the enumeration) or time limit, and says in
+``config["completed"]`` whether it visited every point; padding, warm starts, checkpoints
+and early stops are not available.
 """
 
 from __future__ import annotations
@@ -28,7 +38,7 @@ from accelmap.search.result import History, SearchResult, mapping_to_json
 __all__ = ["DEVICES", "device_search", "check_device"]
 
 DEVICES = ("cpu", "cuda")
-SEARCHERS = ("random", "anneal")
+SEARCHERS = ("random", "anneal", "exhaustive")
 # One launch: GPU threads (chains), and draws per thread (random) or steps per chain (anneal).
 _THREADS = 1 << 18
 _PER_THREAD = 256
@@ -49,7 +59,7 @@ def check_device(device: str) -> str:
 def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, objective: ObjectiveSpec,
                   budget: int | None, time_limit_s: float | None, seed: int, unsupported: dict[str, Any]
                   ) -> SearchResult:
-    """Random search or annealing on the GPU; see the module docstring."""
+    """Random search, annealing or exhaustive enumeration on the GPU; see the module docstring."""
     from accelmap.costmodels import _cuda
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.mapper.mapping import MappingBatch
@@ -61,6 +71,9 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         raise SpecError(f"device cuda runs the searchers {', '.join(SEARCHERS)} (got {searcher!r}); use device cpu")
     if objective.kind is not Objective.EDP:
         raise SpecError("device cuda searches for the best EDP only; use objective 'edp' or device cpu")
+    if searcher == "exhaustive":
+        return _exhaustive(problem, arch, model_name=model_name, objective=objective, budget=budget,
+                           time_limit_s=time_limit_s, seed=seed, options=dict(unsupported))
     given = [k for k, v in unsupported.items() if v not in (None, False, {}, [])]
     if given:
         raise SpecError(f"device cuda does not support {', '.join(given)}; drop them or use device cpu")
@@ -117,4 +130,67 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         config={"device": "cuda", "launches": launch, "kernel_s": round(kernel_s, 6), "compile_s": round(compile_s, 3),
                 "legal_evaluations_per_s": n_legal / kernel_s if kernel_s > 0 else None},
         seed=seed, best_mapping_json=mapping_to_json(mapping, problem, arch),
+    )
+
+
+def _exhaustive(problem: Any, arch: Any, *, model_name: str, objective: ObjectiveSpec, budget: int | None,
+                time_limit_s: float | None, seed: int, options: dict[str, Any]) -> SearchResult:
+    from accelmap.costmodels import _cuda_exhaustive
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.errors import SpaceTooLargeError
+    from accelmap.search.api import build_space, load_constraints_any
+    from accelmap.search.exhaustive import DEFAULT_MAX_SIZE
+
+    opts = dict(options.pop("searcher_options", None) or {})
+    max_size = opts.pop("max_size", DEFAULT_MAX_SIZE)
+    opts.pop("chunk", None)  # the CPU searcher's batch size: the device chooses its own
+    if opts:
+        raise TypeError(f"exhaustive on device cuda: unknown searcher options {sorted(opts)}; accepted: max_size, chunk")
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+        raise SpecError(f"exhaustive searcher: max_size = {max_size!r}; expected an int >= 1")
+    space = options.pop("space", None)
+    constraints = options.pop("constraints", None)
+    allow_padding = bool(options.pop("allow_padding", False))
+    given = [k for k, v in options.items() if v not in (None, False, {}, [])]
+    if given:
+        raise SpecError(f"exhaustive on device cuda does not support {', '.join(given)}; drop them or use device cpu")
+    if allow_padding:
+        raise SpecError("exhaustive on device cuda takes exact factorizations only (no allow_padding); use device cpu")
+    if budget is not None and (isinstance(budget, bool) or budget < 1):
+        raise SpecError(f"budget = {budget!r}; expected an int >= 1 or None (the whole space)")
+    if space is None:
+        space = build_space(problem, arch, load_constraints_any(constraints, arch, problem) if constraints else None)
+    t0 = time.perf_counter()
+    try:
+        size = int(space.n_distinct(max_points=max_size))
+        if size > max_size:
+            raise SpaceTooLargeError(f"the map space has {size:,} points, more than the limit {max_size:,}")
+    except SpaceTooLargeError as exc:  # the CPU searcher's refusal, word for word
+        raise SpaceTooLargeError(
+            f"exhaustive search refused: {exc}. The exhaustive limit is {max_size:,} mappings; "
+            "use a sampling searcher (anneal, genetic, optuna, random), add constraints that fix "
+            "loop orders or factors, or raise the limit (searcher_options={'max_size': N}, "
+            "CLI --searcher-option max_size=N)"
+        ) from exc
+    r = _cuda_exhaustive.exhaustive_search(space, max_size=max_size, size=size, budget=budget,
+                                           time_limit_s=None if time_limit_s is None else
+                                           max(0.0, time_limit_s - (time.perf_counter() - t0)))
+    elapsed = time.perf_counter() - t0
+    if r.mapping is None:
+        raise InfeasibleSpaceError(
+            f"no legal mapping among the {r.evaluations:,} points the GPU enumerated"
+            f"{'' if r.completed else f' (of {r.size:,})'}; try a larger buffer, fewer constraints or device cpu")
+    metrics = LoopNestModel(engine="cpu").evaluate(space.problem, space.arch, r.mapping)
+    mapping = r.mapping[0]
+    stop = "exhausted" if r.completed else ("budget" if budget is not None and r.evaluations >= budget else "time")
+    return SearchResult(
+        problem=getattr(problem, "name", str(problem)), arch=getattr(arch, "name", str(arch)), model=model_name,
+        searcher="exhaustive", objective=objective, best=mapping, best_x=None, best_metrics=metrics.row(0),
+        best_objective=float(metrics.edp[0]),
+        history=History(evaluations=(r.evaluations,), seconds=(round(elapsed, 6),), best=(float(metrics.edp[0]),)),
+        n_evaluations=r.evaluations, n_valid=r.legal, elapsed_s=round(elapsed, 6), stop_reason=stop,
+        config={"device": "cuda", "completed": r.completed, "space_size": r.size, "launches": r.launches,
+                "kernel_wait_s": round(r.kernel_s, 6), "max_size": max_size,
+                "evaluations_per_s": r.evals_per_s, "legal_evaluations_per_s": r.legal_per_s},
+        seed=seed, best_mapping_json=mapping_to_json(mapping, space.problem, space.arch),
     )
