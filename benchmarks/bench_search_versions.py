@@ -49,6 +49,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--layer", default="resnet50/conv3_1")
     ap.add_argument("--arch", default="eyeriss-like")
+    ap.add_argument("--out", type=Path, default=RESULTS, help=f"JSON file to write (default {RESULTS})")
     args = ap.parse_args()
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     case = {"layer": args.layer, "arch": args.arch}
@@ -68,8 +69,8 @@ def main() -> None:
     out = {"load_average": list(os.getloadavg()), "trees": {k: str(v) for k, v in trees.items()},
            "command": f"accelmap search {args.layer} --arch {args.arch}", "runs": runs, "median_wall_s": med,
            "median_evals_per_s": eps, "speedup": med["before"] / med["after"], "at_before_median_wall_time": equal}
-    RESULTS.write_text(json.dumps(out, indent=1) + "\n")
-    print(f"speedup {out['speedup']:.2f}x; wrote {RESULTS}")
+    args.out.write_text(json.dumps(out, indent=1) + "\n")
+    print(f"speedup {out['speedup']:.2f}x; wrote {args.out}")
 
 
 if __name__ == "__main__":

@@ -96,14 +96,25 @@ def random_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatc
     return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
 
-def _agree(problem, arch, batch: MappingBatch, what: str) -> None:
+# The driver specialised per structure compiles for 10-25 s per structure on a cold numba
+# cache (every CI run), so the default run checks it on a few structures of different kinds
+# (a row-stationary and a systolic preset, a strided and a depthwise Timeloop case) and the
+# slow run on every case below.
+SPECIALISED_PRESETS = ("eyeriss-like", "tpu-v1-like")
+SPECIALISED_GOLDEN = ("eyeriss_like__L4_resnet50_res3a_2b_s2__mapper_edp_best",
+                      "simple3__L7_mbv2_dw3x3_c144__hand_ws")
+SPECIALISED_ZOO = ()
+
+
+def _agree(problem, arch, batch: MappingBatch, what: str, *, specialised: bool = True) -> None:
     from accelmap.costmodels import _loopnest_kernel
 
     ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
     cpu = LoopNestModel(engine="cpu")
     before = _loopnest_kernel._SPECIALISE_AFTER_ROWS
+    drivers = ((1 << 62, "generic"), (0, "specialised")) if specialised else ((1 << 62, "generic"),)
     try:  # both CPU drivers: the one for every structure, and the one specialised per structure
-        for after_rows, driver in ((1 << 62, "generic"), (0, "specialised")):
+        for after_rows, driver in drivers:
             _loopnest_kernel._SPECIALISE_AFTER_ROWS = after_rows
             got = cpu.evaluate(problem, arch, batch)
             assert_engines_agree(got, ref, what=f"{what} ({driver} driver)")
@@ -116,18 +127,28 @@ def _agree(problem, arch, batch: MappingBatch, what: str) -> None:
         _loopnest_kernel._SPECIALISE_AFTER_ROWS = before
 
 
-@pytest.mark.parametrize("arch_name", presets())
-def test_loopnest_presets_sampled_and_damaged(arch_name: str) -> None:
+def _presets_sampled_and_damaged(arch_name: str, specialised: bool) -> None:
     arch = preset(arch_name)
     problem = PROBLEMS[arch_name]()
     rng = np.random.default_rng(3)
     space = MapSpace(problem, arch)
     sampled = space.sample(400, rng)
     legal = space.sample_valid(200, rng)
-    _agree(problem, arch, sampled, f"{arch_name} sampled")
-    _agree(problem, arch, legal, f"{arch_name} legal")
-    _agree(problem, arch, damage(legal, rng), f"{arch_name} damaged")
+    _agree(problem, arch, sampled, f"{arch_name} sampled", specialised=specialised)
+    _agree(problem, arch, legal, f"{arch_name} legal", specialised=specialised)
+    _agree(problem, arch, damage(legal, rng), f"{arch_name} damaged", specialised=specialised)
     assert legal.temporal.shape[0] == 200
+
+
+@pytest.mark.parametrize("arch_name", presets())
+def test_loopnest_presets_sampled_and_damaged(arch_name: str) -> None:
+    _presets_sampled_and_damaged(arch_name, specialised=arch_name in SPECIALISED_PRESETS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arch_name", [a for a in presets() if a not in SPECIALISED_PRESETS])
+def test_loopnest_presets_specialised_driver(arch_name: str) -> None:
+    _presets_sampled_and_damaged(arch_name, specialised=True)
 
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -138,7 +159,7 @@ def test_loopnest_random_mappings(seed: int, case: str) -> None:
     arch = preset(case)
     problem = PROBLEMS[case]()
     batch = random_batch(problem, arch, 40, np.random.default_rng(seed))
-    _agree(problem, arch, batch, f"{case} random seed {seed}")
+    _agree(problem, arch, batch, f"{case} random seed {seed}", specialised=case in SPECIALISED_PRESETS)
 
 
 def test_loopnest_parallel_blocks_and_sizes() -> None:
@@ -153,9 +174,8 @@ def test_loopnest_parallel_blocks_and_sizes() -> None:
     _agree(problem, arch, big.take(slice(0, 0)), "empty")
 
 
-@pytest.mark.skipif(not GOLDEN, reason=f"Timeloop reference cases not found at {REFERENCE}")
-def test_loopnest_timeloop_golden_cases() -> None:
-    for case in GOLDEN:
+def _golden_cases(cases, specialised) -> None:
+    for case in cases:
         folder = REFERENCE / "cases" / case
         arch_dir = GOLDEN_ARCHS / case.split("__")[0]
         ert = arch_dir / "ERT.yaml"
@@ -163,9 +183,22 @@ def test_loopnest_timeloop_golden_cases() -> None:
         arch = load_arch(arch_dir / "arch.yaml", energy=ert if ert.exists() else None)
         mapping = load_mapping(folder / "map.yaml", problem, arch)
         assert json.loads((folder / "expected.json").read_text())
-        _agree(problem, arch, mapping.as_batch(), case)
+        sp = specialised(case)
+        _agree(problem, arch, mapping.as_batch(), case, specialised=sp)
         rng = np.random.default_rng(0)
-        _agree(problem, arch, MapSpace(problem, arch).sample(200, rng), f"{case} sampled")
+        _agree(problem, arch, MapSpace(problem, arch).sample(200, rng), f"{case} sampled", specialised=sp)
+
+
+@pytest.mark.skipif(not GOLDEN, reason=f"Timeloop reference cases not found at {REFERENCE}")
+def test_loopnest_timeloop_golden_cases() -> None:
+    assert set(SPECIALISED_GOLDEN) <= set(GOLDEN)
+    _golden_cases(GOLDEN, lambda case: case in SPECIALISED_GOLDEN)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not GOLDEN, reason=f"Timeloop reference cases not found at {REFERENCE}")
+def test_loopnest_timeloop_golden_cases_specialised_driver() -> None:
+    _golden_cases([c for c in GOLDEN if c not in SPECIALISED_GOLDEN], lambda case: True)
 
 
 def test_engine_choice(monkeypatch) -> None:
@@ -183,15 +216,28 @@ def test_engine_choice(monkeypatch) -> None:
         LoopNestModel(engine="gpu")
 
 
-@pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "mobilenet_v2/block2_2_dw"])
-def test_loopnest_padded_zoo_layers(layer: str) -> None:
-    """Zoo convolutions carry their padding: both engines count only the words that exist."""
+ZOO_PADDED = ["resnet50/conv1", "resnet50/conv3_1", "mobilenet_v2/block2_2_dw"]
+
+
+def _padded_zoo_layer(layer: str, specialised: bool) -> None:
     problem, arch = load_problem(layer), preset("eyeriss-like")
     assert problem.has_padding
     rng = np.random.default_rng(11)
     legal = MapSpace(problem, arch).sample_valid(200, rng)
-    _agree(problem, arch, legal, f"{layer} padded legal")
-    _agree(problem, arch, damage(legal, rng), f"{layer} padded damaged")
+    _agree(problem, arch, legal, f"{layer} padded legal", specialised=specialised)
+    _agree(problem, arch, damage(legal, rng), f"{layer} padded damaged", specialised=specialised)
+
+
+@pytest.mark.parametrize("layer", ZOO_PADDED)
+def test_loopnest_padded_zoo_layers(layer: str) -> None:
+    """Zoo convolutions carry their padding: both engines count only the words that exist."""
+    _padded_zoo_layer(layer, specialised=layer in SPECIALISED_ZOO)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", [z for z in ZOO_PADDED if z not in SPECIALISED_ZOO])
+def test_loopnest_padded_zoo_layers_specialised_driver(layer: str) -> None:
+    _padded_zoo_layer(layer, specialised=True)
 
 
 # --- systolic ------------------------------------------------------------------------------
