@@ -137,6 +137,8 @@ class AspectModel:
     """
 
     name: ClassVar[str] = "aspect"
+    #: The directive form needs exact factorizations (``allow_padding`` is refused).
+    imperfect_factorization: ClassVar[bool] = False
 
     def __init__(self, engine: str | None = None, *, vectorized: bool = True) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, `_aspect_kernel`; the default) or

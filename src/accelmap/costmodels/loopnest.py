@@ -237,6 +237,9 @@ class LoopNestModel:
     """
 
     name: ClassVar[str] = "loopnest"
+    #: Imperfect factorization (padded tiles, ``allow_padding``) is not modelled: Timeloop's
+    #: residual iterations are not counted, so mappings must factorize every bound exactly.
+    imperfect_factorization: ClassVar[bool] = False
 
     def __init__(self, engine: str | None = None) -> None:
         self.engine = resolve_engine(engine)

@@ -403,6 +403,8 @@ class SystolicModel:
     """
 
     name: ClassVar[str] = "systolic"
+    #: Folds are ceil-divided as in SCALE-Sim, so padded tiles (``allow_padding``) are modelled.
+    imperfect_factorization: ClassVar[bool] = True
     DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("exact", "estimate")
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "estimate") -> None:

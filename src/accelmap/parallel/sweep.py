@@ -360,6 +360,15 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
             raise SpecError(f"{source}: constraints: {fp} does not exist (paths are relative to the sweep file)")
         constraint_files.append(str(fp.resolve()))
     allow_padding = schema.boolean(top, "allow_padding", top_where, default=False)
+    if allow_padding:
+        from accelmap.search.api import refuse_padding
+
+        for m in models:
+            try:
+                refuse_padding(costmodels.get(m), m)
+            except SpecError as exc:
+                raise SpecError(f"{source}: allow_padding: {exc}; set allow_padding: false or list only "
+                                "models that take it") from None
     early_stop = schema.integer(top, "early_stop", top_where, default=None, nullable=True,
                                 null_means="no early stop", note="evaluations without improvement")
     return Sweep(

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from accelmap._registry import costmodels, searchers
-from accelmap.errors import SpecError
+from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.search.base import Cap
 from accelmap.search.driver import Driver, DriverOptions
 from accelmap.search.objectives import ObjectiveSpec, parse_objective
@@ -105,6 +105,19 @@ def _lower_bound(space: Any, model_name: str = "", objective: ObjectiveSpec | No
     cycles = float(getattr(lb, "min_compute_cycles", math.nan))
     energy = float(getattr(lb, "min_energy_pj", math.nan))
     return {"cycles": cycles, "energy_pj": energy, "edp": cycles * energy}, "compulsory"
+
+
+def refuse_padding(cost: Any, model_name: str) -> None:
+    """Raise `SpecError` when ``allow_padding`` is asked of a model that counts exact
+    factorizations only (a model's ``imperfect_factorization`` attribute, True when absent):
+    its padded points would all be illegal, and a search of them ends infeasible."""
+    if getattr(cost, "imperfect_factorization", True):
+        return
+    takes = sorted(name for name in costmodels.names()
+                   if getattr(costmodels.get(name), "imperfect_factorization", True))
+    raise SpecError(f"imperfect factorization (allow_padding, CLI --padding) is not modelled by the {model_name} "
+                    "model, which counts mappings whose factors multiply out to every bound exactly; drop it, "
+                    f"or use a model that ceil-divides tiles ({', '.join(takes) or 'none registered'})")
 
 
 def _model(model: Any) -> tuple[Any, str]:
@@ -215,6 +228,8 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         raise SpecError(f"searcher = {searcher!r}; expected a registered name such as 'anneal'")
     searcher_cls = searchers.get(searcher)
     cost, model_name = _model(model)
+    if allow_padding and space is None:
+        refuse_padding(cost, model_name)
     cons = load_constraints_any(constraints, arc, prob) if space is None else None
     ms = space if space is not None else build_space(prob, arc, cons, allow_padding=allow_padding)
     if budget is None and time_limit_s is None:
@@ -231,7 +246,12 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     if warm_start not in (None, "dataflows"):
         raise SpecError(f"warm_start = {warm_start!r}; expected 'dataflows' or None")
     n_pre = 0
+    aspect_why = ""
     resuming = checkpoint is not None and Path(checkpoint).exists()
+    if space is None and model_name == "aspect":  # the space the directive form expresses, legal starts
+        initial, n_pre, ms, aspect_why = _aspect_starts(
+            prob, arc, cons, allow_padding, seed, budget, obj,
+            draw=initial is None and not resuming and warm_start is None)
     variants = getattr(cost, "search_variants", None)  # e.g. systolic: one sub-space per dataflow
     if variants is not None and space is None and checkpoint is None:
         import time
@@ -260,7 +280,12 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
                     config=extra, lower_bound=bound, initial=initial, initial_evaluations=n_pre)
-    result = driver.run()
+    try:
+        result = driver.run()
+    except InfeasibleSpaceError as exc:
+        if aspect_why:
+            raise InfeasibleSpaceError(f"{exc} Before the search, {aspect_why}") from None
+        raise
     return dataclasses.replace(result, bound_kind=kind) if bound is not None else result
 
 
@@ -298,6 +323,32 @@ def _dataflow_seeds(problem: Any, arch: Any, space: Any, model: Any, objective: 
         rows.append(np.asarray(x, dtype=np.int64))
         info.append({"dataflow": name, "evaluations": r.n_evaluations, "edp": r.edp, "objective": r.best_objective})
     return (np.concatenate(rows) if rows else None), spent, info
+
+
+def _aspect_starts(prob: Any, arc: Any, cons: Any, allow_padding: bool, seed: int, budget: int | None,
+                   obj: Any, *, draw: bool) -> tuple[Any, int, Any, str]:
+    """The aspect model's map space (`aspect_constraints` under the user's ``cons``: filter
+    dims whole in a cluster, which is all its directive form expresses) and, with ``draw``,
+    legal starting points: uniform draws are rarely legal for the model (MAESTRO's
+    double-buffered capacities), so a search from them alone may end with none
+    (`accelmap.search.shapes.legal_starts`). Returns ``(initial, evaluations, space, why)``,
+    ``why`` saying why no draw was legal ("" when one was)."""
+    import numpy as np
+
+    from accelmap.costmodels.aspect import aspect_constraints
+    from accelmap.search.shapes import legal_starts
+
+    if not draw:
+        form = aspect_constraints(prob, arc)
+        return None, 0, build_space(prob, arc, form if cons is None else form.override(cons),
+                                    allow_padding=allow_padding), ""
+    n_draw = max(4, min(256, (budget if budget is not None else 5_120) // 20))
+    space, starts, n, why, _ = legal_starts(prob, arc, cons, allow_padding=allow_padding, n_draw=n_draw,
+                                            rng=np.random.default_rng([seed, 0xA5]), objective=obj)
+    if space is None:
+        raise InfeasibleSpaceError(f"{getattr(prob, 'name', 'the problem')} on {getattr(arc, 'name', 'the arch')} "
+                                   f"with the aspect model: {why}")
+    return starts, n, space, why
 
 
 def _variant_seeds(problem: Any, arch: Any, variants: list[Any], model: Any, objective: ObjectiveSpec, seed: int,

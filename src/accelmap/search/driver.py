@@ -496,7 +496,9 @@ class Driver:
         return (f"0 of {st.n_evals:,} evaluated mappings of {name} on "
                 f"{getattr(self.arch, 'name', 'the arch')} are legal"
                 + (f": {', '.join(parts)}" if parts else "")
-                + ". Try a larger budget, a larger buffer, fewer constraints, or imperfect factorization.")
+                + ". Try a larger budget, a larger buffer, fewer constraints"
+                + (", or imperfect factorization." if not getattr(self.mapspace, "allow_padding", True)
+                   and getattr(self.model, "imperfect_factorization", True) else "."))
 
 
 def _describe(key: str) -> str:

@@ -161,6 +161,41 @@ def _rejections(met: Any, arch: Any) -> str:
     return f"the aspect model rejects all {n} legal mappings drawn (repaired): " + ", ".join(parts)
 
 
+def legal_starts(problem: Any, arch: Any, constraints: Any, *, allow_padding: bool, n_draw: int,
+                 rng: np.random.Generator, objective: Any) -> tuple[Any, np.ndarray | None, int, str, float]:
+    """Legal starting points of an aspect-model search on ``arch`` as it is (one array
+    shape): the map space under `aspect_constraints` (layered under ``constraints``, a
+    `Constraints` or None), ``n_draw`` of its legal points (`MapSpace.sample_valid`) moved into
+    the directive form and repaired (`model_repair`), scored, and the best (up to 8) encoded.
+
+    Returns ``(space, starts, evaluated, why, best)``: ``starts`` is None (and ``why`` says
+    why) when the space has no legal point or the model rejects every draw; ``space`` is None
+    when the space cannot be built; ``best`` is the objective of the first start."""
+    from accelmap.costmodels.aspect import AspectModel, directive_form
+    from accelmap.search.api import build_space
+
+    cons = aspect_constraints(problem, arch)
+    if constraints is not None:
+        cons = cons.override(constraints)
+    try:
+        space = build_space(problem, arch, cons, allow_padding=allow_padding)
+        drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
+    except (InfeasibleSpaceError, SpecError) as exc:
+        return None, None, 0, str(exc).splitlines()[0], float("inf")
+    drawn = model_repair(problem, arch, directive_form(aspect_view(arch), drawn), rng)
+    met = AspectModel().evaluate(problem, arch, drawn)
+    score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
+    ok = np.flatnonzero(met.valid)
+    if not len(ok):
+        return space, None, len(drawn), _rejections(met, arch), float("inf")
+    ok = ok[np.argsort(score[ok], kind="stable")][:8]
+    try:
+        starts = space.encode(drawn.take(ok))
+    except SpecError as exc:  # moved off the space by the directive form (user constraints)
+        return space, None, len(drawn), str(exc).splitlines()[0], float("inf")
+    return space, starts, len(drawn), "", float(score[ok[0]])
+
+
 def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
                   candidates: list[tuple[int, int]] | None = None, budget: int = 30_000,
                   seed: int = 0, constraints: Any = None, **search_kwargs: Any) -> ShapeSearchResult:
@@ -183,8 +218,8 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         ``time_limit_s`` is shared out over the runs (about twice as many as the shapes
         with legal mappings).
     """
-    from accelmap.costmodels.aspect import AspectModel, directive_form
-    from accelmap.search.api import _arch, _problem, build_space, load_constraints_any, search
+    from accelmap.costmodels.aspect import AspectModel
+    from accelmap.search.api import _arch, _problem, load_constraints_any, refuse_padding, search
     from accelmap.search.objectives import parse_objective
 
     prob = _problem(problem)
@@ -199,10 +234,11 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
         raise SpecError(f"no array shapes to try for {total} PEs")
     objective = parse_objective(search_kwargs.get("objective", "edp"))
     allow_padding = bool(search_kwargs.get("allow_padding", False))
+    if allow_padding:
+        refuse_padding(AspectModel(), "aspect")
     kw = {k: v for k, v in search_kwargs.items() if k not in ("allow_padding", "constraints", "warm_start")}
     seeds = np.random.SeedSequence(seed).generate_state(len(cands) + 1)
     rng = np.random.default_rng(int(seeds[-1]))
-    model = AspectModel()
     n_draw = max(4, min(256, budget // (4 * len(cands))))
     spaces: dict[int, Any] = {}
     starts: dict[int, np.ndarray] = {}
@@ -213,32 +249,17 @@ def search_shapes(problem: Any, arch: Any, *, n_pes: int | None = None,
     used = [0] * len(cands)
     for i, (x, y) in enumerate(cands):  # 1. legal draws, scored
         shaped = arch_with_shape(arc, x, y)
-        cons = aspect_constraints(prob, shaped)
-        if constraints is not None:
-            cons = cons.override(load_constraints_any(constraints, shaped, prob))
-        try:
-            space = build_space(prob, shaped, cons, allow_padding=allow_padding)
-            drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
-        except (InfeasibleSpaceError, SpecError) as exc:
-            reasons[i] = str(exc).splitlines()[0]
+        user = load_constraints_any(constraints, shaped, prob) if constraints is not None else None
+        space, start, n_scored, why, first_score = legal_starts(prob, shaped, user, allow_padding=allow_padding, n_draw=n_draw,
+                                                  rng=rng, objective=objective)
+        spent += n_scored
+        used[i] += n_scored
+        if start is None:
+            reasons[i] = why
             continue
-        drawn = model_repair(prob, shaped, directive_form(aspect_view(shaped), drawn), rng)
-        met = model.evaluate(prob, shaped, drawn)
-        spent += len(drawn)
-        used[i] += len(drawn)
-        score = objective.scalar(met.energy_pj, met.cycles.astype(float), met.valid)
-        ok = np.flatnonzero(met.valid)
-        if not len(ok):
-            reasons[i] = _rejections(met, shaped)
-            continue
-        ok = ok[np.argsort(score[ok], kind="stable")][:8]
-        try:
-            starts[i] = space.encode(drawn.take(ok))
-        except SpecError as exc:  # moved off the space by the directive form (user constraints)
-            reasons[i] = str(exc).splitlines()[0]
-            continue
+        starts[i] = start
         spaces[i] = space
-        first[i] = float(score[ok[0]])
+        first[i] = first_score
     alive = sorted(spaces, key=lambda i: first[i])
     if kw.get("time_limit_s") is not None and alive:  # halving runs about 2 x len(alive) searches
         kw["time_limit_s"] = float(kw["time_limit_s"]) / (2 * len(alive))

@@ -112,3 +112,45 @@ def test_a_time_limit_is_shared_over_the_shapes() -> None:
     assert legal == 5
     # each run gets the limit over twice the shapes with legal mappings, not the whole limit
     assert all(s.result.config["time_limit_s"] == 1.0 / (2 * legal) for s in res.per_shape)
+
+
+def test_search_on_the_arch_shape_finds_legal_mappings_on_every_preset() -> None:
+    """`search(model="aspect")` on the arch as given (no shape search, as in a portfolio)
+    starts from legal draws repaired into the model's form: uniform draws alone found no
+    legal mapping of this layer on eyeriss-like in 20,000 evaluations."""
+    from accelmap.arch.presets import presets
+    from accelmap.errors import InfeasibleSpaceError, SpecError
+    from accelmap.search.api import search
+    from accelmap.workloads.zoo import layer
+
+    p = layer("resnet50/conv3_1")
+    ok = []
+    for name in presets():
+        try:
+            res = search(p, name, model="aspect", budget=600, seed=1)
+        except SpecError as exc:
+            assert "one PE array" in str(exc), (name, str(exc))
+            continue
+        except InfeasibleSpaceError as exc:  # the error carries the model's reasons for the draws
+            assert "Before the search, the aspect model rejects all" in str(exc), (name, str(exc))
+            continue
+        assert res.best is not None and res.n_valid > 0 and res.n_evaluations == 600, name
+        ok.append(name)
+    assert "eyeriss-like" in ok
+
+
+def test_padding_is_refused_for_models_of_exact_factorizations(tmp_path: Path) -> None:
+    import pytest
+
+    from accelmap.cli import main
+    from accelmap.errors import SpecError
+    from accelmap.search.api import search
+
+    for model in ("loopnest", "aspect"):
+        with pytest.raises(SpecError, match=rf"not modelled by the {model} model.*systolic"):
+            search("resnet50/res2a_branch2a", "eyeriss-like", model=model, allow_padding=True, budget=100)
+    with pytest.raises(SpecError, match="not modelled by the aspect model"):
+        search_shapes(conv2d("c", n=1, k=4, c=4, p=4, q=4, r=3, s=3), _arch(), budget=200, allow_padding=True)
+    rc = main(["search", "resnet50/res2a_branch2a", "--arch", "eyeriss-like", "--padding", "--budget", "100",
+               "--workers", "1", "--backend", "serial", "--out", str(tmp_path)])
+    assert rc == 2

@@ -159,7 +159,7 @@ def test_constraints_padding_early_stop(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(
         {"version": 1, "factors": [{"level": "GLB", "dim": "K", "slot": "temporal", "fixed": 2}]}))
     doc = {"version": 1, "workloads": [{"layer": "resnet50/fc"}], "architectures": [{"file": "a.yaml"}],
-           "constraints": "c.yaml", "allow_padding": True, "early_stop": 500}
+           "constraints": "c.yaml", "allow_padding": True, "early_stop": 500, "models": ["systolic"]}
     from accelmap.arch.io import save_arch
 
     save_arch(small_arch(), tmp_path / "a.yaml")
@@ -168,6 +168,10 @@ def test_constraints_padding_early_stop(tmp_path):
     (task,) = sweep.tasks()
     assert task.allow_padding and task.early_stop == 500
     assert type(task.constraints).__name__ == "Constraints"
+    # a model that counts exact factorizations only is refused when the sweep loads
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**doc, "models": ["systolic", "loopnest"]}))
+    with pytest.raises(SpecError, match=r"s\.yaml: allow_padding: imperfect factorization .* loopnest model"):
+        load_sweep(tmp_path / "s.yaml")
     assert task.spec()["constraints"]["__type__"] == "Constraints"
     plain = dataclasses.replace(task, constraints=None)
     assert plain.key != task.key
