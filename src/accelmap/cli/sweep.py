@@ -212,6 +212,12 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     print(f"portfolio: {problem.describe()} on {arch.name}: {', '.join(names)} x {n_seeds} seed(s) "
           f"({args.model}, objective {objective.name}{rounds}) on {backend}"
           f"{f' with {args.workers} worker(s)' if args.workers and backend == 'ray' else ''}", file=sys.stderr)
+    if args.model == "aspect":
+        from accelmap.costmodels.aspect import aspect_view
+
+        view = aspect_view(arch)
+        print(f"portfolio: the aspect model searches {arch.name}'s own array shape ({view.x} x {view.y}); a single "
+              "search (no --workers/--seeds/--rounds) searches the shape as well", file=sys.stderr)
     from contextlib import nullcontext
 
     from accelmap.parallel.store import DEFAULT_STORE, ResultStore
