@@ -403,9 +403,13 @@ class SystolicModel:
     """
 
     name: ClassVar[str] = "systolic"
-    DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("exact", "estimate")
+    DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("auto", "exact", "estimate")
+    # Entries of a demand stream the default ``dram_window="auto"`` walks: 2^22 entries
+    # take 4 to 10 ms at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
+    MAX_WALK_ENTRIES: ClassVar[int] = 1 << 22
 
-    def __init__(self, engine: str | None = None, *, dram_window: str = "estimate") -> None:
+    def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
+                 max_walk_entries: int = MAX_WALK_ENTRIES) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -413,24 +417,37 @@ class SystolicModel:
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
         (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
         cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` uses
-        the closed-form estimate (microseconds; module docstring). Every other count is
-        exact and closed-form either way.
+        the closed-form estimate (microseconds; module docstring), and ``"auto"`` (the
+        default) walks the streams of at most ``max_walk_entries`` entries (the operand's
+        SRAM reads per repetition of the GEMM, a bound on the walk's length) and estimates
+        the longer ones. Every other count is exact and closed-form in every mode.
 
         Raises
         ------
         SpecError
-            ``dram_window`` is not one of the two, or the engine is ``"cuda"``.
+            ``dram_window`` is not one of the three, ``max_walk_entries`` is not an int
+            >= 0, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
 
         if dram_window not in self.DRAM_WINDOWS:
             raise SpecError(f"systolic model: dram_window = {dram_window!r}; expected one of "
                             f"{', '.join(self.DRAM_WINDOWS)}")
+        if isinstance(max_walk_entries, bool) or not isinstance(max_walk_entries, int) or max_walk_entries < 0:
+            raise SpecError(f"systolic model: max_walk_entries = {max_walk_entries!r}; expected an int >= 0 "
+                            "(entries of a demand stream walked exactly; 0 walks none)")
         self.dram_window = dram_window
+        self.max_walk_entries = max_walk_entries
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
-        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any]] = {}
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any, tuple[bool, bool]]] = {}
+
+    def _walk_limit(self) -> int | None:
+        """Longest demand stream walked (entries): None = every one (``"exact"``), -1 none."""
+        if self.dram_window == "exact":
+            return None
+        return self.max_walk_entries if self.dram_window == "auto" else -1
 
     def _stats(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
                batch: MappingBatch) -> SystolicStats:
@@ -449,9 +466,23 @@ class SystolicModel:
         if hit is None or hit[0] is not problem or hit[1] is not arch:
             if len(self._consts) > 64:
                 self._consts.clear()
-            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout))
+            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout),
+                   tuple(_walkable(problem, layout, o) for o in (0, 1)))
             self._consts[key] = hit
-        return _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+        out = _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+        limit = self._walk_limit()
+        if limit is None or limit < 0:
+            return out
+        # "auto": rows with a stream short enough to walk are counted on the numpy path,
+        # which walks them (the same rule, `_walk_rows`); the kernel's estimate stays elsewhere.
+        need = np.zeros(len(batch), dtype=bool)
+        for o in (0, 1):
+            if hit[3][o]:
+                need |= _walk_rows(out.valid, out.sram_reads[:, o], layout.class_size[3], limit)
+        if need.any():
+            idx = np.flatnonzero(need)
+            _put_rows(out, idx, self._stats_batch(problem, arch, layout, batch.take(idx)))
+        return out
 
     # --- public API ---------------------------------------------------------------------
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
@@ -595,7 +626,7 @@ class SystolicModel:
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                              idx_r[o], idx_c[o], acc[o], bounds, dim_class,
                                              batch.order[:, layout.array_level],
-                                             valid if self.dram_window == "exact" else None))
+                                             _walk_rows(valid, acc[o], b_rep, self._walk_limit())))
         dram_w = ofmap_true
 
         stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
@@ -664,7 +695,8 @@ class SystolicModel:
         sram_w = acc[2] + (folds * (R + C) if df is Dataflow.OS else 0)
         dram_r = [
             _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
-                            [int(d) for d in mapping.order[layout.array_level]], self.dram_window == "exact")
+                            [int(d) for d in mapping.order[layout.array_level]],
+                            bool(_walk_rows(np.array([True]), np.array([acc[o]]), b_rep, self._walk_limit())[0]))
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -697,6 +729,34 @@ def _class_indexes(o: int, c: int) -> bool:
     """Whether operand ``o`` (ifmap, filter, ofmap) is indexed by class ``c`` (by the classes'
     definition; an empty class has size 1 and changes no count either way)."""
     return c in {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o]
+
+
+def _walk_rows(valid: BoolArray, reads: IntArray, b_rep: int, limit: int | None) -> BoolArray:
+    """(n,) rows whose operand (SRAM reads ``reads`` over ``b_rep`` repetitions of the GEMM)
+    is counted on its demand stream: every valid row (``limit`` None, ``"exact"``), none
+    (-1, ``"estimate"``), or those whose stream has at most ``limit`` entries (``"auto"``).
+    One repetition's stream has the operand's SRAM reads as entries (every demand), which
+    bounds the walk's length (it skips repeated periods). Only an operand that needs the
+    window (`_dram_reads_batch`) is walked, whatever this says."""
+    if limit is None:
+        return valid.copy()
+    return valid & (reads // max(b_rep, 1) <= limit)
+
+
+def _walkable(problem: Problem, layout: SystolicLayout, o: int) -> bool:
+    """Whether operand ``o`` is ever walked: im2col duplicates and more words than the window."""
+    t = layout.tensor[o]
+    dim_class = np.array(layout.dim_class, dtype=np.int64)
+    full = np.where(dim_class == _B, 1, problem.bounds)
+    coef, used = problem.coefficients[t], problem.rank_used[t]
+    d_tot = _operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0]))
+    return d_tot >= layout.window_words[o] and _overlaps(coef, used, full)
+
+
+def _put_rows(out: SystolicStats, idx: IntArray, sub: SystolicStats) -> None:
+    """Rows ``idx`` of ``out`` (every field) replaced by ``sub``'s, in place."""
+    for f in SystolicStats.__dataclass_fields__:
+        getattr(out, f)[idx] = getattr(sub, f)
 
 
 def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tuple[tuple[Dataflow, int, int] | None, str]:
@@ -842,9 +902,9 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring.
 
     ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
-    of the dims of each class when they are cut into fold chunks. With ``exact_rows`` (the
-    rows to count, the valid ones), a sliding-window operand is counted on its demand
-    stream (`_window_exact`, once per distinct fold shape and order) instead of estimated.
+    of the dims of each class when they are cut into fold chunks. On the rows ``exact_rows``
+    (`_walk_rows`) a sliding-window operand is counted on its demand stream
+    (`_window_exact`, once per distinct fold shape and order) instead of estimated.
     """
     n = rc.shape[0]
     w = layout.window_words[o]
@@ -885,17 +945,18 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
-    if exact_rows is not None:
-        out = np.zeros(n, dtype=np.int64)
+    walked = None
+    sel = np.flatnonzero(exact_rows) if exact_rows is not None else np.zeros(0, dtype=np.int64)
+    if sel.size:
+        walked = np.zeros(n, dtype=np.int64)
         key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
-        sel = np.flatnonzero(exact_rows)
-        if sel.size:
-            uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
-            static = _walk_static(problem, layout, o)
-            vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
-                             for u in uniq.tolist()], dtype=np.int64)
-            out[sel] = vals[inv.ravel()]
-        return out
+        uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
+        static = _walk_static(problem, layout, o)
+        vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+                         for u in uniq.tolist()], dtype=np.int64)
+        walked[sel] = vals[inv.ravel()]
+        if sel.size == n:
+            return walked
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
     passes = np.where(case_c, f_c, 1)
     reads_pass = reads // passes
@@ -927,7 +988,10 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     shifted_b = case_b & (cc == _K) & ((2 * tb_full >= w) | (step * tb_full >= w * uc))
     ab_est = np.where(shifted_b, _repeated_tiles_batch(f_c - 1, tb_full, tb_last, f_r, w), ab_est)
     est = np.where(case_c, c_est, ab_est)
-    return passes * est * b_rep
+    out: IntArray = passes * est * b_rep
+    if walked is not None:
+        out[sel] = walked[sel]
+    return out
 
 
 def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
