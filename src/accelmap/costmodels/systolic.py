@@ -404,11 +404,11 @@ class SystolicModel:
 
     name: ClassVar[str] = "systolic"
     DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("auto", "exact", "estimate")
-    # Entries of a demand stream the default ``dram_window="auto"`` walks: 2^22 entries
-    # take 4 to 10 ms at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
+    # Entries of a demand stream ``dram_window="auto"`` walks: 2^22 entries take 4 to 10 ms
+    # at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
     MAX_WALK_ENTRIES: ClassVar[int] = 1 << 22
 
-    def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
+    def __init__(self, engine: str | None = None, *, dram_window: str = "estimate",
                  max_walk_entries: int = MAX_WALK_ENTRIES) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
@@ -416,11 +416,14 @@ class SystolicModel:
         ``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
         (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
-        cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` uses
-        the closed-form estimate (microseconds; module docstring), and ``"auto"`` (the
-        default) walks the streams of at most ``max_walk_entries`` entries (the operand's
+        cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` (the
+        default) uses the closed-form estimate (microseconds; module docstring), and
+        ``"auto"`` walks the streams of at most ``max_walk_entries`` entries (the operand's
         SRAM reads per repetition of the GEMM, a bound on the walk's length) and estimates
-        the longer ones. Every other count is exact and closed-form in every mode.
+        the longer ones: exact on every SCALE-Sim reference point, at milliseconds per
+        distinct fold shape (a search that meets a few hundred pays about a second; a pool
+        of random mappings, nearly each one new, pays that per mapping). Every other count
+        is exact and closed-form in every mode.
 
         Raises
         ------
@@ -1089,7 +1092,8 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
     else:
         mode, classes = COLS_TIME, (cc, tc)
     dim_class = layout.dim_class
-    rel = tuple(d for d in order if dim_class[d] in classes)  # only these dims' order matters
+    # only the order of these dims matters (a dim of bound 1 flattens to nothing)
+    rel = tuple(d for d in order if dim_class[d] in classes and int(problem.bounds[d]) > 1)
     # The chunk of the class the operand does not index matters only through its fold
     # count: key the walk on the smallest chunk with that count (more cache hits).
     size = layout.class_size

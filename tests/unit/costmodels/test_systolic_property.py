@@ -104,3 +104,39 @@ def test_exact_window_batched_equals_scalar(case):
         assert np.array_equal(s.dram_reads, e.dram_reads)
     for name in ("valid", "total_cycles", "sram_reads", "sram_writes", "dram_writes"):
         assert np.array_equal(getattr(s, name), getattr(e, name)), name
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.floats(0.0, 1.0))
+def test_auto_window_walks_short_streams_only(case, q):
+    """``dram_window="auto"``: each operand's DRAM reads are the exact mode's where its
+    stream (SRAM reads per repetition of the GEMM) has at most ``limit`` entries and the
+    estimate's elsewhere; the kernel engine, the numpy path and the scalar path agree, row
+    by row (the limit is a quantile of the batch's streams, so batches mix walked and
+    estimated rows)."""
+    prob, arch, batch = case
+    b_rep = systolic_layout(prob, arch)[0].class_size[3]
+    limit = int(np.quantile(MODEL.stats(prob, arch, batch).sram_reads // b_rep, q))
+    auto_cpu = SystolicModel(engine="cpu", dram_window="auto", max_walk_entries=limit)
+    auto_np = SystolicModel(engine="numpy", dram_window="auto", max_walk_entries=limit)
+    a, n = auto_cpu.stats(prob, arch, batch), auto_np.stats(prob, arch, batch)
+    ex, est = EXACT.stats(prob, arch, batch), MODEL.stats(prob, arch, batch)
+    for f in a.__dataclass_fields__:
+        assert np.array_equal(getattr(a, f), getattr(n, f)), f
+    short = a.sram_reads // b_rep <= limit
+    assert np.array_equal(a.dram_reads, np.where(short, ex.dram_reads, est.dram_reads))
+    for i in range(len(batch)):
+        one = auto_np.stats_one(prob, arch, batch[i])
+        for f in ("dram_reads", "stall_cycles", "total_cycles", "utilization"):
+            assert np.array_equal(getattr(a, f)[i:i + 1], getattr(one, f)), (i, f)
+    assert_metrics_equal(auto_cpu.evaluate(prob, arch, batch), auto_np.evaluate(prob, arch, batch), what="auto")
+
+
+def test_auto_window_options_are_checked():
+    import pytest
+
+    from accelmap.errors import SpecError
+
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(SpecError, match="max_walk_entries"):
+            SystolicModel(dram_window="auto", max_walk_entries=bad)
