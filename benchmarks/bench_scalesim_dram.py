@@ -19,9 +19,13 @@ other point is listed with its counts
 
 Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
 0 skips it): the default search (`accelmap.search.search`, its six systolic sub-spaces)
-on CB2a_2 and on the ws config's array, once with the estimate and once with the exact
-mode, same seed and budget (seeds 0 and 1): wall time, walks, and the best mapping of each scored with
-the exact count (SCALE-Sim's), so the ranking error of the estimate shows as EDP lost.
+on CB2a_2 and on the ws config's array, once with the estimate, once with ``"auto"`` (walks
+of at most 2^22 entries) and once with the exact mode, same seed and budget (seeds 0 and
+1): wall time, walks, and the best mapping of each scored with the exact count
+(SCALE-Sim's), so the ranking error of the estimate shows as EDP lost. Then ``"auto"`` on a
+pool of random mappings (``pool``: `benchmarks.bench_costmodel`'s pool of CB2a_2 on the
+``systolic`` preset, nearly every mapping a new fold shape): evaluations per second cold
+(walk cache cleared) and warm, against the estimate.
 Last, the estimate against the exact mode on the seeds of every systolic sub-space of 40
 random convolutions (``variant_errors``; ``--variants-only`` runs just this part).
 
@@ -96,7 +100,7 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
     for seed in seeds:
         out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
         best = {}
-        for mode in ("estimate", "exact"):  # interleaved per seed
+        for mode in ("estimate", "auto", "exact"):  # interleaved per seed
             window_fetches.cache_clear()
             t0 = time.perf_counter()
             res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
@@ -114,9 +118,48 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
             print(f"search seed {seed} {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, {walks} walks, "
                   f"best EDP (exact count) {best[mode]:.4e}", flush=True)
         out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
+        out["auto_over_estimate_time"] = out["auto"]["seconds"] / out["estimate"]["seconds"]
         out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
+        out["auto_best_edp_over_exact_best"] = best["auto"] / best["exact"]
         rows.append(out)
     return rows
+
+
+def pool_cost(n: int = 4000, seed: int = 0) -> dict:
+    """``"auto"`` against the estimate on random mappings (see the module docstring)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from accelmap.arch.presets import preset
+    from accelmap.workloads.builders import conv2d
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    arch = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, n, np.random.default_rng(seed))
+    est, auto = SystolicModel(), SystolicModel(dram_window="auto")
+    est.evaluate(problem, arch, pool)  # compiled
+    window_fetches.cache_clear()
+    t0 = time.perf_counter()
+    s = auto.stats(problem, arch, pool)
+    cold = time.perf_counter() - t0
+    walks = window_fetches.cache_info().misses
+    t_est, t_warm = [], []
+    for _ in range(3):  # interleaved
+        t0 = time.perf_counter()
+        est.evaluate(problem, arch, pool)
+        t_est.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        auto.evaluate(problem, arch, pool)
+        t_warm.append(time.perf_counter() - t0)
+    walked = float(((s.sram_reads[:, 0] <= SystolicModel.MAX_WALK_ENTRIES) & s.valid).mean())
+    out = {"layer": problem.name, "arch": arch.name, "mappings": n, "walked_rows": walked, "walks": walks,
+           "estimate_evals_per_s": n / statistics.median(t_est), "auto_cold_evals_per_s": n / cold,
+           "auto_warm_evals_per_s": n / statistics.median(t_warm)}
+    print(f"pool of {n}: {100 * walked:.0f} % of rows walked ({walks} walks); estimate "
+          f"{out['estimate_evals_per_s']:.3g}/s, auto cold {out['auto_cold_evals_per_s']:.3g}/s, "
+          f"warm {out['auto_warm_evals_per_s']:.3g}/s", flush=True)
+    return out
 
 
 def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
@@ -164,6 +207,7 @@ def main() -> None:
     ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
                     "topologies/); default ../shared/reference/scalesim beside the checkout")
     args = ap.parse_args()
+    load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
     if args.variants_only:
         old = json.loads(RESULTS.read_text())
@@ -173,6 +217,7 @@ def main() -> None:
         return
     runs = {r["run_name"]: r for r in json.loads((ref_dir / "runs.json").read_text())["runs"]}
     est_model, exact_model = SystolicModel(), SystolicModel(dram_window="exact")
+    auto_model = SystolicModel(dram_window="auto")
     rows, others = [], []
     for name, run in runs.items():
         cfg = read_config(ref_dir / "configs" / f"{name}.cfg")
@@ -188,8 +233,9 @@ def main() -> None:
             info0 = window_fetches.cache_info()
             exact = exact_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
             walks = window_fetches.cache_info().misses - info0.misses
+            auto = auto_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
             base = {"run": name, "layer": layer.name, "dataflow": cfg.dataflow.name.lower(),
-                    "scalesim": ref["dram_reads"], "estimate": est, "exact": exact}
+                    "scalesim": ref["dram_reads"], "estimate": est, "exact": exact, "auto": auto}
             if not walks:
                 others.append(base)
                 continue
@@ -225,14 +271,18 @@ def main() -> None:
                   f"{row['exact_cold_s'] * 1e3:.1f} ms, replay {row['replay_s']:.2f} s", flush=True)
     n_exact = sum(r["exact"] == r["scalesim"] for r in rows + others)
     n_est = sum(r["estimate"] == r["scalesim"] for r in rows + others)
+    n_auto = sum(r["auto"] == r["scalesim"] for r in rows + others)
     print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
-          f"estimate: {n_est}")
+          f"auto: {n_auto}; estimate: {n_est}")
     found = search_cost(ref_dir, args.search_budget) if args.search_budget > 0 else None
+    pool = pool_cost()
     RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
                                    "exact_points": n_exact, "estimate_exact_points": n_est,
-                                   "points": len(rows) + len(others), "search": found,
+                                   "auto_exact_points": n_auto,
+                                   "points": len(rows) + len(others), "search": found, "pool": pool,
                                    "variant_errors": variant_errors(),
-                                   "load_average": list(os.getloadavg())}, indent=1) + "\n")
+                                   "load_average": list(os.getloadavg()),
+                                   "load_average_at_start": load0}, indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 
