@@ -407,9 +407,12 @@ class SystolicModel:
     # Entries of a demand stream ``dram_window="auto"`` walks: 2^22 entries take 4 to 10 ms
     # at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
     MAX_WALK_ENTRIES: ClassVar[int] = 1 << 22
+    # ... and the most folds, over the fewest the array allows (the mappings a search can
+    # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
+    MAX_FOLD_RATIO: ClassVar[float] = 1.25
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "estimate",
-                 max_walk_entries: int = MAX_WALK_ENTRIES) -> None:
+                 max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -419,17 +422,17 @@ class SystolicModel:
         cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` (the
         default) uses the closed-form estimate (microseconds; module docstring), and
         ``"auto"`` walks the streams of at most ``max_walk_entries`` entries (the operand's
-        SRAM reads per repetition of the GEMM, a bound on the walk's length) and estimates
-        the longer ones: exact on every SCALE-Sim reference point, at milliseconds per
-        distinct fold shape (a search that meets a few hundred pays about a second; a pool
-        of random mappings, nearly each one new, pays that per mapping). Every other count
-        is exact and closed-form in every mode.
+        SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
+        with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
+        own mappings have the fewest) and estimates the others: exact on every SCALE-Sim
+        reference point, at milliseconds per distinct fold shape walked (cached). Every
+        other count is exact and closed-form in every mode.
 
         Raises
         ------
         SpecError
             ``dram_window`` is not one of the three, ``max_walk_entries`` is not an int
-            >= 0, or the engine is ``"cuda"``.
+            >= 0, ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
 
@@ -439,18 +442,24 @@ class SystolicModel:
         if isinstance(max_walk_entries, bool) or not isinstance(max_walk_entries, int) or max_walk_entries < 0:
             raise SpecError(f"systolic model: max_walk_entries = {max_walk_entries!r}; expected an int >= 0 "
                             "(entries of a demand stream walked exactly; 0 walks none)")
+        if (isinstance(max_fold_ratio, bool) or not isinstance(max_fold_ratio, (int, float))
+                or not max_fold_ratio >= 1.0):
+            raise SpecError(f"systolic model: max_fold_ratio = {max_fold_ratio!r}; expected a number >= 1 "
+                            "(folds over the fewest the array allows, up to which a mapping is walked)")
         self.dram_window = dram_window
         self.max_walk_entries = max_walk_entries
+        self.max_fold_ratio = float(max_fold_ratio)
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any, tuple[bool, bool]]] = {}
 
-    def _walk_limit(self) -> int | None:
-        """Longest demand stream walked (entries): None = every one (``"exact"``), -1 none."""
+    def _walk_rule(self) -> tuple[int, float] | None:
+        """(longest demand stream walked in entries, most folds over the fewest): None =
+        every row walked (``"exact"``); a negative length: none (``"estimate"``)."""
         if self.dram_window == "exact":
             return None
-        return self.max_walk_entries if self.dram_window == "auto" else -1
+        return (self.max_walk_entries, self.max_fold_ratio) if self.dram_window == "auto" else (-1, 1.0)
 
     def _stats(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
                batch: MappingBatch) -> SystolicStats:
@@ -473,15 +482,19 @@ class SystolicModel:
                    tuple(_walkable(problem, layout, o) for o in (0, 1)))
             self._consts[key] = hit
         out = _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
-        limit = self._walk_limit()
-        if limit is None or limit < 0:
+        rule = self._walk_rule()
+        if rule is None or rule[0] < 0:
             return out
         # "auto": rows with a stream short enough to walk are counted on the numpy path,
         # which walks them (the same rule, `_walk_rows`); the kernel's estimate stays elsewhere.
         need = np.zeros(len(batch), dtype=bool)
+        size = np.array(layout.class_size[:3], dtype=np.int64)
+        fewest = (-(-size[np.maximum(out.row_class, 0)] // layout.rows)
+                  * -(-size[np.maximum(out.col_class, 0)] // layout.cols))
         for o in (0, 1):
             if hit[3][o]:
-                need |= _walk_rows(out.valid, out.sram_reads[:, o], layout.class_size[3], limit)
+                need |= _walk_rows(out.valid, out.sram_reads[:, o], out.row_folds * out.col_folds, fewest,
+                                   layout.class_size[3], rule)
         if need.any():
             idx = np.flatnonzero(need)
             _put_rows(out, idx, self._stats_batch(problem, arch, layout, batch.take(idx)))
@@ -623,13 +636,15 @@ class SystolicModel:
         sram_w = ofmap_true + np.where(os_, folds * (R + C), 0)
 
         # DRAM reads of ifmap and filter: SCALE-Sim's prefetch window, tile by tile.
+        fewest = -(-s_r // R) * -(-s_c // C)  # folds of the whole array (`_walk_rows`)
         dram_r = []
         for o in (0, 1):
             t = layout.tensor[o]
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                              idx_r[o], idx_c[o], acc[o], bounds, dim_class,
                                              batch.order[:, layout.array_level],
-                                             _walk_rows(valid, acc[o], b_rep, self._walk_limit())))
+                                             _walk_rows(valid, acc[o], f_r * f_c, fewest, b_rep,
+                                                        self._walk_rule())))
         dram_w = ofmap_true
 
         stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
@@ -699,7 +714,9 @@ class SystolicModel:
         dram_r = [
             _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
                             [int(d) for d in mapping.order[layout.array_level]],
-                            bool(_walk_rows(np.array([True]), np.array([acc[o]]), b_rep, self._walk_limit())[0]))
+                            bool(_walk_rows(np.array([True]), np.array([acc[o]]), np.array([f_r * f_c]),
+                                            np.array([-(-s_r // R) * -(-s_c // C)]), b_rep,
+                                            self._walk_rule())[0]))
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -734,16 +751,19 @@ def _class_indexes(o: int, c: int) -> bool:
     return c in {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o]
 
 
-def _walk_rows(valid: BoolArray, reads: IntArray, b_rep: int, limit: int | None) -> BoolArray:
-    """(n,) rows whose operand (SRAM reads ``reads`` over ``b_rep`` repetitions of the GEMM)
-    is counted on its demand stream: every valid row (``limit`` None, ``"exact"``), none
-    (-1, ``"estimate"``), or those whose stream has at most ``limit`` entries (``"auto"``).
-    One repetition's stream has the operand's SRAM reads as entries (every demand), which
-    bounds the walk's length (it skips repeated periods). Only an operand that needs the
-    window (`_dram_reads_batch`) is walked, whatever this says."""
-    if limit is None:
+def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntArray, b_rep: int,
+               rule: tuple[int, float] | None) -> BoolArray:
+    """(n,) rows whose operand is counted on its demand stream: every valid row (``rule``
+    None, ``"exact"``), none (a negative length, ``"estimate"``), or (``"auto"``) those
+    whose stream has at most ``rule[0]`` entries and whose ``folds`` (per repetition of the
+    GEMM) are at most ``rule[1]`` times the ``fewest`` the array allows. One repetition's
+    stream has the operand's SRAM reads (``reads`` over ``b_rep`` repetitions) as entries,
+    which bounds the walk's length (it skips repeated periods). Only an operand that needs
+    the window (`_dram_reads_batch`) is walked, whatever this says."""
+    if rule is None:
         return valid.copy()
-    return valid & (reads // max(b_rep, 1) <= limit)
+    limit, ratio = rule
+    return valid & (reads // max(b_rep, 1) <= limit) & (folds <= ratio * fewest)
 
 
 def _walkable(problem: Problem, layout: SystolicLayout, o: int) -> bool:
