@@ -411,7 +411,7 @@ class SystolicModel:
     # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
     MAX_FOLD_RATIO: ClassVar[float] = 1.25
 
-    def __init__(self, engine: str | None = None, *, dram_window: str = "estimate",
+    def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
@@ -419,9 +419,9 @@ class SystolicModel:
         ``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
         (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
-        cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` (the
-        default) uses the closed-form estimate (microseconds; module docstring), and
-        ``"auto"`` walks the streams of at most ``max_walk_entries`` entries (the operand's
+        cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` uses
+        the closed-form estimate (microseconds; module docstring), and ``"auto"`` (the
+        default) walks the streams of at most ``max_walk_entries`` entries (the operand's
         SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
         with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
         own mappings have the fewest) and estimates the others: exact on every SCALE-Sim

@@ -15,7 +15,8 @@ from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.testing.costmodel_checks import assert_metrics_equal
 from accelmap.workloads.builders import batched_matmul, conv2d, matmul
 
-MODEL = SystolicModel()
+MODEL = SystolicModel()  # the default, dram_window="auto"
+ESTIMATE = SystolicModel(dram_window="estimate")
 
 problems = st.one_of(
     st.builds(lambda m, n, k: matmul("g", m=m, n=n, k=k, word_bits=8),
@@ -96,7 +97,7 @@ def test_exact_window_batched_equals_scalar(case):
     more DRAM reads than SRAM reads); operands without im2col duplicates (matmuls) keep
     the closed form, so both modes agree there; only DRAM reads differ between modes."""
     prob, arch, batch = case
-    s, e = EXACT.stats(prob, arch, batch), MODEL.stats(prob, arch, batch)
+    s, e = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
     for i in range(len(batch)):
         assert np.array_equal(s.dram_reads[i:i + 1], EXACT.stats_one(prob, arch, batch[i]).dram_reads), i
     assert np.all(s.dram_reads <= s.sram_reads)
@@ -117,11 +118,11 @@ def test_auto_window_walks_short_streams_only(case, q, ratio):
     prob, arch, batch = case
     lay = systolic_layout(prob, arch)[0]
     b_rep = lay.class_size[3]
-    limit = int(np.quantile(MODEL.stats(prob, arch, batch).sram_reads // b_rep, q))
+    limit = int(np.quantile(ESTIMATE.stats(prob, arch, batch).sram_reads // b_rep, q))
     auto_cpu = SystolicModel(engine="cpu", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
     auto_np = SystolicModel(engine="numpy", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
     a, n = auto_cpu.stats(prob, arch, batch), auto_np.stats(prob, arch, batch)
-    ex, est = EXACT.stats(prob, arch, batch), MODEL.stats(prob, arch, batch)
+    ex, est = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
     for f in a.__dataclass_fields__:
         assert np.array_equal(getattr(a, f), getattr(n, f)), f
     size = np.array(lay.class_size[:3])
@@ -160,7 +161,7 @@ def test_auto_window_on_the_seeds_of_every_sub_space():
     prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
     arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
     batch = MappingBatch.concat([variant_seeds(prob, arch, v, n_best=6) for v in systolic_variants(prob, arch)])
-    ex, est = EXACT.stats(prob, arch, batch), MODEL.stats(prob, arch, batch)
+    ex, est = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
     lay = systolic_layout(prob, arch)[0]
     size = np.array(lay.class_size[:3])
     folds = ex.row_folds * ex.col_folds
