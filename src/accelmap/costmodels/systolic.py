@@ -485,19 +485,29 @@ class SystolicModel:
         rule = self._walk_rule()
         if rule is None or rule[0] < 0:
             return out
-        # "auto": rows with a stream short enough to walk are counted on the numpy path,
-        # which walks them (the same rule, `_walk_rows`); the kernel's estimate stays elsewhere.
-        need = np.zeros(len(batch), dtype=bool)
+        # "auto": the rows `_walk_rows` picks get their walked counts (`_walked_reads`, as
+        # the numpy path) and the stall, total cycles and utilization that follow from them
+        # (`_stall_total_util`, the numpy path's own); the kernel's estimate stays elsewhere.
         size = np.array(layout.class_size[:3], dtype=np.int64)
         fewest = (-(-size[np.maximum(out.row_class, 0)] // layout.rows)
                   * -(-size[np.maximum(out.col_class, 0)] // layout.cols))
+        fixed = np.zeros(len(batch), dtype=bool)
         for o in (0, 1):
-            if hit[3][o]:
-                need |= _walk_rows(out.valid, out.sram_reads[:, o], out.row_folds * out.col_folds, fewest,
-                                   layout.class_size[3], rule)
-        if need.any():
-            idx = np.flatnonzero(need)
-            _put_rows(out, idx, self._stats_batch(problem, arch, layout, batch.take(idx)))
+            if not hit[3][o]:
+                continue
+            need = _walk_rows(out.valid, out.sram_reads[:, o], out.row_folds * out.col_folds, fewest,
+                              layout.class_size[3], rule)
+            if need.any():
+                idx = np.flatnonzero(need)
+                out.dram_reads[idx, o] = _walked_reads(
+                    problem, layout, o, out.row_class[idx], out.col_class[idx], out.rows_used[idx],
+                    out.cols_used[idx], batch.order[idx, layout.array_level])
+                fixed |= need
+        if fixed.any():
+            idx = np.flatnonzero(fixed)
+            stall, total, util = _stall_total_util(problem, arch, layout, out.dram_reads[idx].sum(axis=1),
+                                                   out.dram_writes[idx], out.compute_cycles[idx], out.valid[idx])
+            out.stall_cycles[idx], out.total_cycles[idx], out.utilization[idx] = stall, total, util
         return out
 
     # --- public API ---------------------------------------------------------------------
@@ -647,12 +657,9 @@ class SystolicModel:
                                                         self._walk_rule())))
         dram_w = ofmap_true
 
-        stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
-                           _stall_batch(arch, dram_w, compute, read=False))
-        total = compute + stall
+        stall, total, util = _stall_total_util(problem, arch, layout, dram_r[0] + dram_r[1], dram_w, compute, valid)
         map_eff = (s_r * s_c).astype(np.float64) / (f_r * f_c * R * C)
         comp_util = map_eff * t_len / util_fold
-        util = problem.macs / (np.where(valid, total, 1).astype(np.float64) * (R * C))
 
         def v(a: np.ndarray) -> np.ndarray:
             return np.where(valid, a, 0)
@@ -774,12 +781,6 @@ def _walkable(problem: Problem, layout: SystolicLayout, o: int) -> bool:
     coef, used = problem.coefficients[t], problem.rank_used[t]
     d_tot = _operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0]))
     return d_tot >= layout.window_words[o] and _overlaps(coef, used, full)
-
-
-def _put_rows(out: SystolicStats, idx: IntArray, sub: SystolicStats) -> None:
-    """Rows ``idx`` of ``out`` (every field) replaced by ``sub``'s, in place."""
-    for f in SystolicStats.__dataclass_fields__:
-        getattr(out, f)[idx] = getattr(sub, f)
 
 
 def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tuple[tuple[Dataflow, int, int] | None, str]:
@@ -972,12 +973,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     sel = np.flatnonzero(exact_rows) if exact_rows is not None else np.zeros(0, dtype=np.int64)
     if sel.size:
         walked = np.zeros(n, dtype=np.int64)
-        key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
-        uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
-        static = _walk_static(problem, layout, o)
-        vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
-                         for u in uniq.tolist()], dtype=np.int64)
-        walked[sel] = vals[inv.ravel()]
+        walked[sel] = _walked_reads(problem, layout, o, rc[sel], cc[sel], ur[sel], uc[sel], order[sel])
         if sel.size == n:
             return walked
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
@@ -1078,6 +1074,31 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         else:
             est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
     return passes * est * b_rep
+
+
+def _walked_reads(problem: Problem, layout: SystolicLayout, o: int, rc: IntArray, cc: IntArray, ur: IntArray,
+                  uc: IntArray, order: IntArray) -> IntArray:
+    """(m,) DRAM words of operand ``o`` counted on the demand stream of each row's fold
+    shape and array-level ``order`` (m, D): one `_window_exact` per distinct shape."""
+    key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    static = _walk_static(problem, layout, o)
+    vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+                     for u in uniq.tolist()], dtype=np.int64)
+    out: IntArray = vals[inv.ravel()]
+    return out
+
+
+def _stall_total_util(problem: Problem, arch: Arch, layout: SystolicLayout, dram_reads: IntArray,
+                      dram_writes: IntArray, compute: IntArray, valid: BoolArray) -> tuple[IntArray, IntArray, FloatArray]:
+    """(stall cycles, total cycles, utilization) from the DRAM words (both read operands
+    summed) and the compute cycles of each row (the numpy path's, shared by the walked
+    rows of the kernel path)."""
+    stall = np.maximum(_stall_batch(arch, dram_reads, compute, read=True),
+                       _stall_batch(arch, dram_writes, compute, read=False))
+    total = compute + stall
+    util = problem.macs / (np.where(valid, total, 1).astype(np.float64) * (layout.rows * layout.cols))
+    return stall, total, util
 
 
 def _walk_static(problem: Problem, layout: SystolicLayout, o: int) -> tuple[Any, ...]:
