@@ -26,8 +26,9 @@ of at most 2^22 entries) and once with the exact mode, same seed and budget (see
 pool of random mappings (``pool``: `benchmarks.bench_costmodel`'s pool of CB2a_2 on the
 ``systolic`` preset, nearly every mapping a new fold shape): evaluations per second cold
 (walk cache cleared) and warm, against the estimate.
-Last, the estimate against the exact mode on the seeds of every systolic sub-space of 40
-random convolutions (``variant_errors``; ``--variants-only`` runs just this part).
+Last, the estimate and ``"auto"`` against the exact mode on the seeds of every systolic
+sub-space of 40 random convolutions (``variant_errors``; ``--variants-only`` runs just this
+part).
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -127,6 +128,35 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
     return rows
 
 
+def search_timing(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), repeats: int = 5) -> dict:
+    """The default search on CB2a_2 (as `search_cost`) with the estimate and with ``"auto"``
+    only, ``repeats`` interleaved runs per seed (the walk cache cleared before each
+    ``"auto"`` run, so every run pays its walks): median seconds per seed and mode."""
+    from accelmap.search.api import search
+
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    arch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    for mode in ("estimate", "auto"):  # warm
+        search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=500, seed=99)
+    load0 = list(os.getloadavg())
+    out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "repeats": repeats, "seeds": {}}
+    for seed in seeds:
+        times: dict[str, list[float]] = {"estimate": [], "auto": []}
+        for _ in range(repeats):
+            for mode in times:
+                window_fetches.cache_clear()
+                t0 = time.perf_counter()
+                search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
+                times[mode].append(time.perf_counter() - t0)
+        med = {m: statistics.median(t) for m, t in times.items()}
+        out["seeds"][seed] = {"median_s": med, "all_s": times, "auto_over_estimate": med["auto"] / med["estimate"]}
+        print(f"search timing seed {seed}: estimate {med['estimate']:.3f} s, auto {med['auto']:.3f} s "
+              f"({med['auto'] / med['estimate']:.2f}x)", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def pool_cost(n: int = 20000, seed: int = 0) -> dict:
     """``"auto"`` against the estimate on random mappings (see the module docstring)."""
     import sys
@@ -175,7 +205,9 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
 
     rng = np.random.default_rng(seed)
     est, exact = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")
+    auto = SystolicModel(dram_window="auto")
     errors: dict[str, list[float]] = {}
+    auto_errors: dict[str, list[float]] = {}
     for _ in range(n_layers):
         h = int(rng.integers(8, 40))
         f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
@@ -191,13 +223,20 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
             want = exact.stats(prob, arch, seeds).dram_reads[:, 0]
             got = est.stats(prob, arch, seeds).dram_reads[:, 0]
             errors.setdefault(v.label, []).extend((got / want - 1).tolist())
+            got = auto.stats(prob, arch, seeds).dram_reads[:, 0]
+            auto_errors.setdefault(v.label, []).extend((got / want - 1).tolist())
     out = {}
     for label, e in sorted(errors.items()):
         a = np.abs(np.array(e))
+        b = np.abs(np.array(auto_errors[label]))
         out[label] = {"mappings": int(a.size), "median_abs_error": float(np.median(a)),
-                      "worst_abs_error": float(a.max()), "within_2pct": float((a <= 0.02).mean())}
+                      "worst_abs_error": float(a.max()), "within_2pct": float((a <= 0.02).mean()),
+                      "auto": {"median_abs_error": float(np.median(b)), "worst_abs_error": float(b.max()),
+                               "within_2pct": float((b <= 0.02).mean()), "exact": float((b == 0).mean())}}
         print(f"{label:18} {a.size:4} mappings: median {100 * np.median(a):.1f} %, worst {100 * a.max():.1f} %, "
-              f"within 2 % {100 * (a <= 0.02).mean():.0f} %", flush=True)
+              f"within 2 % {100 * (a <= 0.02).mean():.0f} %; auto: median {100 * np.median(b):.1f} %, worst "
+              f"{100 * b.max():.1f} %, within 2 % {100 * (b <= 0.02).mean():.0f} %, exact {100 * (b == 0).mean():.0f} %",
+              flush=True)
     return out
 
 
@@ -206,11 +245,19 @@ def main() -> None:
     ap.add_argument("--search-budget", type=int, default=5000)
     ap.add_argument("--variants-only", action="store_true",
                     help="only the per-sub-space estimate errors, merged into the existing JSON")
+    ap.add_argument("--search-timing-only", action="store_true",
+                    help="only the repeated estimate / auto search timing, merged into the existing JSON")
     ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
                     "topologies/); default ../shared/reference/scalesim beside the checkout")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
+    if args.search_timing_only:
+        old = json.loads(RESULTS.read_text())
+        old["search_timing"] = search_timing(ref_dir, args.search_budget or 5000)
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
     if args.variants_only:
         old = json.loads(RESULTS.read_text())
         old["variant_errors"] = variant_errors()
@@ -282,11 +329,13 @@ def main() -> None:
     print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
           f"auto: {n_auto}; estimate: {n_est}")
     found = search_cost(ref_dir, args.search_budget) if args.search_budget > 0 else None
+    timing = search_timing(ref_dir, args.search_budget) if args.search_budget > 0 else None
     pool = pool_cost()
     RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
                                    "exact_points": n_exact, "estimate_exact_points": n_est,
                                    "auto_exact_points": n_auto,
-                                   "points": len(rows) + len(others), "search": found, "pool": pool,
+                                   "points": len(rows) + len(others), "search": found,
+                                   "search_timing": timing, "pool": pool,
                                    "variant_errors": variant_errors(),
                                    "load_average": list(os.getloadavg()),
                                    "load_average_at_start": load0}, indent=1) + "\n")
