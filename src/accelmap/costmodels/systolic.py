@@ -735,7 +735,7 @@ class SystolicModel:
         total = compute + stall
         map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
         comp_util = map_eff * t_len / util_fold
-        util = problem.macs / (float(total) * (R * C))
+        util = problem.macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
 
         def i1(x: int) -> IntArray:
             return np.array([x], dtype=np.int64)
@@ -1100,7 +1100,10 @@ def _stall_total_util(problem: Problem, arch: Arch, layout: SystolicLayout, dram
     stall = np.maximum(_stall_batch(arch, dram_reads, compute, read=True),
                        _stall_batch(arch, dram_writes, compute, read=False))
     total = compute + stall
-    util = problem.macs / (np.where(valid, total, 1).astype(np.float64) * (layout.rows * layout.cols))
+    # SCALE-Sim's total is the index of the last cycle: 0 for one MAC on a 1 x 1 array, where
+    # the utilization is taken over one cycle (no division by zero on any path)
+    util = problem.macs / (np.where(valid, np.maximum(total, 1), 1).astype(np.float64)
+                           * (layout.rows * layout.cols))
     return stall, total, util
 
 
