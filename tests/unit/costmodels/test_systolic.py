@@ -276,8 +276,6 @@ def test_sram_window_counts_words_of_the_operand_width():
 def test_one_mac_on_one_pe_every_path():
     """One MAC on a 1 x 1 array: SCALE-Sim's total (the last cycle's index) is 0 for OS; the
     utilization is taken over one cycle on every path (the kernel divided by zero)."""
-    from accelmap.workloads.builders import matmul
-
     prob = matmul("g", m=1, n=1, k=1, word_bits=8)
     arch = systolic_array(1, 1, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
     for df in ("os", "ws", "is"):
