@@ -406,6 +406,8 @@ class SystolicModel:
     """
 
     name: ClassVar[str] = "systolic"
+    #: Folds are ceil-divided as in SCALE-Sim, so padded tiles (``allow_padding``) are modelled.
+    imperfect_factorization: ClassVar[bool] = True
     DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("auto", "exact", "estimate")
     # Entries of a demand stream ``dram_window="auto"`` walks: 2^22 entries take 4 to 10 ms
     # at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
