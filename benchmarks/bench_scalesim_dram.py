@@ -7,7 +7,7 @@ mode walks a stream (a sliding-window operand larger than the window; elsewhere 
 are the same closed form), interleaved in one run, medians of 3 repeats:
 
 * the estimate: batched ``stats`` per mapping over a batch of 4,096 copies of SCALE-Sim's
-  mapping;
+  mapping; the same for ``"auto"`` (the default) with its walk cached;
 * the exact mode, cold: one ``stats`` call on SCALE-Sim's mapping with the walk's cache
   cleared (one walk per operand that needs it);
 * the replay (`accelmap.costmodels.scalesim_io.replay_dram_reads`);
@@ -19,11 +19,16 @@ other point is listed with its counts
 
 Then what the exact mode costs and buys in a search (``--search-budget``, default 5,000;
 0 skips it): the default search (`accelmap.search.search`, its six systolic sub-spaces)
-on CB2a_2 and on the ws config's array, once with the estimate and once with the exact
-mode, same seed and budget (seeds 0 and 1): wall time, walks, and the best mapping of each scored with
-the exact count (SCALE-Sim's), so the ranking error of the estimate shows as EDP lost.
-Last, the estimate against the exact mode on the seeds of every systolic sub-space of 40
-random convolutions (``variant_errors``; ``--variants-only`` runs just this part).
+on CB2a_2 and on the ws config's array, once with the estimate, once with ``"auto"`` (walks
+of at most 2^22 entries) and once with the exact mode, same seed and budget (seeds 0 and
+1): wall time, walks, and the best mapping of each scored with the exact count
+(SCALE-Sim's), so the ranking error of the estimate shows as EDP lost. Then ``"auto"`` on a
+pool of random mappings (``pool``: `benchmarks.bench_costmodel`'s pool of CB2a_2 on the
+``systolic`` preset, nearly every mapping a new fold shape): evaluations per second cold
+(walk cache cleared) and warm, against the estimate.
+Last, the estimate and ``"auto"`` against the exact mode on the seeds of every systolic
+sub-space of 40 random convolutions (``variant_errors``; ``--variants-only`` runs just this
+part).
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -92,11 +97,13 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
     arch = config_arch(cfg)
     layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
     exact = SystolicModel(dram_window="exact")
+    for mode in ("estimate", "auto"):  # imports and compiled code warm before any timing
+        search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=500, seed=99)
     rows = []
     for seed in seeds:
         out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "seed": seed}
         best = {}
-        for mode in ("estimate", "exact"):  # interleaved per seed
+        for mode in ("estimate", "auto", "exact"):  # interleaved per seed
             window_fetches.cache_clear()
             t0 = time.perf_counter()
             res = search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
@@ -114,9 +121,77 @@ def search_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1)) -> list
             print(f"search seed {seed} {mode}: {dt:.1f} s, {res.n_evaluations:,} evaluations, {walks} walks, "
                   f"best EDP (exact count) {best[mode]:.4e}", flush=True)
         out["exact_over_estimate_time"] = out["exact"]["seconds"] / out["estimate"]["seconds"]
+        out["auto_over_estimate_time"] = out["auto"]["seconds"] / out["estimate"]["seconds"]
         out["estimate_best_edp_over_exact_best"] = best["estimate"] / best["exact"]
+        out["auto_best_edp_over_exact_best"] = best["auto"] / best["exact"]
         rows.append(out)
     return rows
+
+
+def search_timing(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), repeats: int = 5) -> dict:
+    """The default search on CB2a_2 (as `search_cost`) with the estimate and with ``"auto"``
+    only, ``repeats`` interleaved runs per seed (the walk cache cleared before each
+    ``"auto"`` run, so every run pays its walks): median seconds per seed and mode."""
+    from accelmap.search.api import search
+
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    arch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    for mode in ("estimate", "auto"):  # warm
+        search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=500, seed=99)
+    load0 = list(os.getloadavg())
+    out: dict = {"layer": layer.name, "config": cfg.run_name, "budget": budget, "repeats": repeats, "seeds": {}}
+    for seed in seeds:
+        times: dict[str, list[float]] = {"estimate": [], "auto": []}
+        for _ in range(repeats):
+            for mode in times:
+                window_fetches.cache_clear()
+                t0 = time.perf_counter()
+                search(layer.problem, arch, model=SystolicModel(dram_window=mode), budget=budget, seed=seed)
+                times[mode].append(time.perf_counter() - t0)
+        med = {m: statistics.median(t) for m, t in times.items()}
+        out["seeds"][seed] = {"median_s": med, "all_s": times, "auto_over_estimate": med["auto"] / med["estimate"]}
+        print(f"search timing seed {seed}: estimate {med['estimate']:.3f} s, auto {med['auto']:.3f} s "
+              f"({med['auto'] / med['estimate']:.2f}x)", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
+def pool_cost(n: int = 20000, seed: int = 0) -> dict:
+    """``"auto"`` against the estimate on random mappings (see the module docstring)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from accelmap.arch.presets import preset
+    from accelmap.workloads.builders import conv2d
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    arch = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, n, np.random.default_rng(seed))
+    est, auto = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="auto")
+    est.evaluate(problem, arch, pool)  # compiled
+    window_fetches.cache_clear()
+    t0 = time.perf_counter()
+    s = auto.stats(problem, arch, pool)
+    cold = time.perf_counter() - t0
+    walks = window_fetches.cache_info().misses
+    t_est, t_warm = [], []
+    for _ in range(3):  # interleaved
+        t0 = time.perf_counter()
+        est.evaluate(problem, arch, pool)
+        t_est.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        auto.evaluate(problem, arch, pool)
+        t_warm.append(time.perf_counter() - t0)
+    walked = float((s.dram_reads[:, 0] != est.stats(problem, arch, pool).dram_reads[:, 0]).mean())
+    out = {"layer": problem.name, "arch": arch.name, "mappings": n, "rows_changed_by_walks": walked, "walks": walks,
+           "estimate_evals_per_s": n / statistics.median(t_est), "auto_cold_evals_per_s": n / cold,
+           "auto_warm_evals_per_s": n / statistics.median(t_warm)}
+    print(f"pool of {n}: {100 * walked:.1f} % of rows changed by a walk ({walks} walks); estimate "
+          f"{out['estimate_evals_per_s']:.3g}/s, auto cold {out['auto_cold_evals_per_s']:.3g}/s, "
+          f"warm {out['auto_warm_evals_per_s']:.3g}/s", flush=True)
+    return out
 
 
 def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
@@ -129,8 +204,10 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
     from accelmap.workloads.builders import conv2d
 
     rng = np.random.default_rng(seed)
-    est, exact = SystolicModel(), SystolicModel(dram_window="exact")
+    est, exact = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")
+    auto = SystolicModel(dram_window="auto")
     errors: dict[str, list[float]] = {}
+    auto_errors: dict[str, list[float]] = {}
     for _ in range(n_layers):
         h = int(rng.integers(8, 40))
         f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
@@ -146,13 +223,20 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
             want = exact.stats(prob, arch, seeds).dram_reads[:, 0]
             got = est.stats(prob, arch, seeds).dram_reads[:, 0]
             errors.setdefault(v.label, []).extend((got / want - 1).tolist())
+            got = auto.stats(prob, arch, seeds).dram_reads[:, 0]
+            auto_errors.setdefault(v.label, []).extend((got / want - 1).tolist())
     out = {}
     for label, e in sorted(errors.items()):
         a = np.abs(np.array(e))
+        b = np.abs(np.array(auto_errors[label]))
         out[label] = {"mappings": int(a.size), "median_abs_error": float(np.median(a)),
-                      "worst_abs_error": float(a.max()), "within_2pct": float((a <= 0.02).mean())}
+                      "worst_abs_error": float(a.max()), "within_2pct": float((a <= 0.02).mean()),
+                      "auto": {"median_abs_error": float(np.median(b)), "worst_abs_error": float(b.max()),
+                               "within_2pct": float((b <= 0.02).mean()), "exact": float((b == 0).mean())}}
         print(f"{label:18} {a.size:4} mappings: median {100 * np.median(a):.1f} %, worst {100 * a.max():.1f} %, "
-              f"within 2 % {100 * (a <= 0.02).mean():.0f} %", flush=True)
+              f"within 2 % {100 * (a <= 0.02).mean():.0f} %; auto: median {100 * np.median(b):.1f} %, worst "
+              f"{100 * b.max():.1f} %, within 2 % {100 * (b <= 0.02).mean():.0f} %, exact {100 * (b == 0).mean():.0f} %",
+              flush=True)
     return out
 
 
@@ -161,10 +245,19 @@ def main() -> None:
     ap.add_argument("--search-budget", type=int, default=5000)
     ap.add_argument("--variants-only", action="store_true",
                     help="only the per-sub-space estimate errors, merged into the existing JSON")
+    ap.add_argument("--search-timing-only", action="store_true",
+                    help="only the repeated estimate / auto search timing, merged into the existing JSON")
     ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
                     "topologies/); default ../shared/reference/scalesim beside the checkout")
     args = ap.parse_args()
+    load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
+    if args.search_timing_only:
+        old = json.loads(RESULTS.read_text())
+        old["search_timing"] = search_timing(ref_dir, args.search_budget or 5000)
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
     if args.variants_only:
         old = json.loads(RESULTS.read_text())
         old["variant_errors"] = variant_errors()
@@ -172,7 +265,8 @@ def main() -> None:
         print(f"wrote {RESULTS}")
         return
     runs = {r["run_name"]: r for r in json.loads((ref_dir / "runs.json").read_text())["runs"]}
-    est_model, exact_model = SystolicModel(), SystolicModel(dram_window="exact")
+    est_model, exact_model = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")
+    auto_model = SystolicModel(dram_window="auto")
     rows, others = [], []
     for name, run in runs.items():
         cfg = read_config(ref_dir / "configs" / f"{name}.cfg")
@@ -188,18 +282,23 @@ def main() -> None:
             info0 = window_fetches.cache_info()
             exact = exact_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
             walks = window_fetches.cache_info().misses - info0.misses
+            auto = auto_model.stats(layer.problem, arch, one).report(0)["dram_reads"]
             base = {"run": name, "layer": layer.name, "dataflow": cfg.dataflow.name.lower(),
-                    "scalesim": ref["dram_reads"], "estimate": est, "exact": exact}
+                    "scalesim": ref["dram_reads"], "estimate": est, "exact": exact, "auto": auto}
             if not walks:
                 others.append(base)
                 continue
             batch = MappingBatch.from_mappings([one[0]] * 4096)
-            t_est, t_exact, t_replay = [], [], []
+            t_est, t_auto, t_exact, t_replay = [], [], [], []
             replay = (0, 0)
             for _ in range(3):  # interleaved
                 t0 = time.perf_counter()
                 est_model.stats(layer.problem, arch, batch)
                 t_est.append((time.perf_counter() - t0) / len(batch))
+                auto_model.stats(layer.problem, arch, one)  # the walk cached
+                t0 = time.perf_counter()
+                auto_model.stats(layer.problem, arch, batch)
+                t_auto.append((time.perf_counter() - t0) / len(batch))
                 window_fetches.cache_clear()
                 t0 = time.perf_counter()
                 exact_model.stats(layer.problem, arch, one)
@@ -213,6 +312,7 @@ def main() -> None:
                 "walks": walks, "replay": {"ifmap": replay[0], "filter": replay[1]}, "ifmap_resets": res,
                 "estimate_error_pct": 100 * (est["ifmap"] - ref_i) / ref_i,
                 "estimate_s_per_mapping": statistics.median(t_est),
+                "auto_warm_s_per_mapping": statistics.median(t_auto),
                 "exact_cold_s": statistics.median(t_exact),
                 "replay_s": statistics.median(t_replay),
             }
@@ -225,14 +325,20 @@ def main() -> None:
                   f"{row['exact_cold_s'] * 1e3:.1f} ms, replay {row['replay_s']:.2f} s", flush=True)
     n_exact = sum(r["exact"] == r["scalesim"] for r in rows + others)
     n_est = sum(r["estimate"] == r["scalesim"] for r in rows + others)
+    n_auto = sum(r["auto"] == r["scalesim"] for r in rows + others)
     print(f"exact mode: {n_exact} / {len(rows) + len(others)} points equal SCALE-Sim's DRAM reads; "
-          f"estimate: {n_est}")
+          f"auto: {n_auto}; estimate: {n_est}")
     found = search_cost(ref_dir, args.search_budget) if args.search_budget > 0 else None
+    timing = search_timing(ref_dir, args.search_budget) if args.search_budget > 0 else None
+    pool = pool_cost()
     RESULTS.write_text(json.dumps({"walked_points": rows, "other_points": others,
                                    "exact_points": n_exact, "estimate_exact_points": n_est,
+                                   "auto_exact_points": n_auto,
                                    "points": len(rows) + len(others), "search": found,
+                                   "search_timing": timing, "pool": pool,
                                    "variant_errors": variant_errors(),
-                                   "load_average": list(os.getloadavg())}, indent=1) + "\n")
+                                   "load_average": list(os.getloadavg()),
+                                   "load_average_at_start": load0}, indent=1) + "\n")
     print(f"wrote {RESULTS}")
 
 

@@ -8,11 +8,13 @@ mapping (`scalesim_mapping`).
 
 Tolerances (issues 7, 16): total cycles and SRAM accesses exact; SCALE-Sim's mapping
 efficiency, compute and overall utilization to 1e-9 relative; DRAM reads exact with the
-model's ``dram_window="exact"`` (the demand-stream walk); DRAM writes within 2 %. The
-default closed-form estimate (``dram_window="estimate"``) is held to 2 %; its points
-outside 2 % are listed in ``DRAM_DISAGREEMENTS`` with the reason and xfailed strictly (an
-improvement must move the point out of the list); docs/validation.md, section SCALE-Sim,
-gives both numbers of each.
+model's ``dram_window="exact"`` (the demand-stream walk) and with the default ``"auto"``
+(it walks every point's streams: SCALE-Sim's mappings have the fewest folds, and no stream
+is longer than its limit); DRAM writes within 2 %. The closed-form estimate
+(``dram_window="estimate"``, which ``"auto"`` uses for other mappings) is held to 2 %; its
+points outside 2 % are listed in ``DRAM_DISAGREEMENTS`` with the reason and xfailed
+strictly (an improvement must move the point out of the list); docs/validation.md, section
+SCALE-Sim, gives both numbers of each.
 """
 
 from __future__ import annotations
@@ -138,6 +140,32 @@ def test_dram_reads_exact(run: str, layer: str):
     assert got["dram_reads"] == ref["dram_reads"]
     est = _results(run)[layer]
     assert {k: v for k, v in got.items() if k != "dram_reads"} == {k: v for k, v in est.items() if k != "dram_reads"}
+
+
+@pytest.mark.parametrize(("run", "layer"), POINTS, ids=IDS)
+def test_default_dram_reads_exact(run: str, layer: str):
+    """The default model (``dram_window="auto"``) gives SCALE-Sim's DRAM reads on every
+    point, and the exact mode's whole report."""
+    assert SystolicModel().dram_window == "auto"
+    got, ref = _results(run, "auto")[layer], _ref(run, layer)
+    assert got["dram_reads"] == ref["dram_reads"]
+    assert got == _results(run, "exact")[layer]
+
+
+def test_auto_walks_the_sliding_window_points():
+    """The six points the estimate misses are walked by ``"auto"``, and a limit below
+    their streams' length gives the estimate back (the limit is what decides)."""
+    for (run, layer) in DRAM_DISAGREEMENTS:
+        config = read_config(REF / "configs" / f"{run}.cfg")
+        arch = config_arch(config)
+        prob = next(x for x in read_topology(_topology(run)) if x.name == layer).problem
+        one = scalesim_mapping(prob, arch, config.dataflow)
+        entries = int(SystolicModel().stats(prob, arch, one).sram_reads[0, 0])  # one repetition
+        assert entries <= SystolicModel.MAX_WALK_ENTRIES
+        short = SystolicModel(dram_window="auto", max_walk_entries=entries - 1).stats(prob, arch, one).report(0)
+        assert short["dram_reads"] == _results(run)[layer]["dram_reads"]
+        at = SystolicModel(dram_window="auto", max_walk_entries=entries).stats(prob, arch, one).report(0)
+        assert at["dram_reads"] == _ref(run, layer)["dram_reads"]
 
 
 def test_dram_of_disagreements_is_on_the_documented_side():

@@ -413,7 +413,7 @@ def stats_range(lo, hi, temporal, spatial, order, keep, bounds, holds, fan_xy, d
         out_i[i, _DW] = acc2
         out_f[i, 0] = map_eff
         out_f[i, 1] = map_eff * t_len / util_fold
-        out_f[i, 2] = macs / (float(total) * (R * C))
+        out_f[i, 2] = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
 
 
 @njit(cache=True, _nrt=False)  # type: ignore[call-overload]

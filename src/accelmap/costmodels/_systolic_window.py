@@ -49,38 +49,36 @@ STATIONARY = 2  # indexed by the row and column classes (pre-filled bottom-up)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
-def _fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, x0: int, nx: int, y0: int, ny: int,
-          t_len: int, window: int, state: IntArray) -> None:
-    """Walk one fold's stream (``x0, nx``: the operand's array-side chunk; ``y0, ny``: the
-    column chunk of a stationary operand). ``state`` = [epoch, count, total, position,
-    position of the last reset in this unit] is updated in place."""
+def _fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, x0: int, nx: int, t_len: int, window: int,
+          state: IntArray) -> None:
+    """Walk one fold's skewed stream (``x0, nx``: the operand's array-side chunk; diagonal
+    ``t + c``, ``c`` ascending). ``state`` = [epoch, count, total, position, position of the
+    last reset in this unit] is updated in place."""
     epoch, count, total, pos, last = state[0], state[1], state[2], state[3], state[4]
-    if mode == STATIONARY:
-        for d in range(nx):
-            a = x0 + nx - 1 - d
-            base = a_off[a]
-            for c in range(ny):
-                b = y0 + c
-                pos += 1
-                addr = base + b_off[b]
-                seen = stamp[addr]
-                if seen != epoch and seen >= 0:  # (negative: no word there)
-                    stamp[addr] = epoch
-                    total += 1
-                    count += 1
-                    if count == window:
-                        epoch += 1
-                        count = 0
-                        last = pos
+    if nx == 1 or t_len == 1:
+        # one entry a diagonal: the fold is one line, walked straight (no diagonal bounds)
+        n_line = t_len if nx == 1 else nx
+        for j in range(n_line):
+            a = x0 if nx == 1 else x0 + j
+            b = j if nx == 1 else 0
+            pos += 1
+            addr = a_off[a] + b_off[b]
+            seen = stamp[addr]
+            if seen != epoch and seen >= 0:  # (negative: no word there)
+                stamp[addr] = epoch
+                total += 1
+                count += 1
+                if count == window:
+                    epoch += 1
+                    count = 0
+                    last = pos
     else:
         for d in range(t_len + nx - 1):
             lo_c = max(0, d - t_len + 1)
             hi_c = min(d, nx - 1) + 1
             for c in range(lo_c, hi_c):
-                a = x0 + c
-                b = d - c
                 pos += 1
-                addr = a_off[a] + b_off[b]
+                addr = a_off[x0 + c] + b_off[d - c]
                 seen = stamp[addr]
                 if seen != epoch and seen >= 0:
                     stamp[addr] = epoch
@@ -91,6 +89,31 @@ def _fold(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, x0: int,
                         count = 0
                         last = pos
     state[0], state[1], state[2], state[3], state[4] = epoch, count, total, pos, last
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _stationary(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s_c: int, ur: int, uc: int,
+                window: int) -> int:
+    """Words fetched for a stationary operand: every fold pre-filled bottom row first, left
+    to right (column folds outer, row folds inner), each entry once; one loop nest with the
+    window's state in locals (folds of a few entries are common in searches)."""
+    epoch, count, total = 1, 0, 0
+    for y0 in range(0, s_c, uc):
+        y1 = min(y0 + uc, s_c)
+        for x0 in range(0, s_r, ur):
+            for a in range(min(x0 + ur, s_r) - 1, x0 - 1, -1):
+                base = a_off[a]
+                for b in range(y0, y1):
+                    addr = base + b_off[b]
+                    seen = stamp[addr]
+                    if seen != epoch and seen >= 0:  # (negative: no word there)
+                        stamp[addr] = epoch
+                        total += 1
+                        count += 1
+                        if count == window:
+                            epoch += 1
+                            count = 0
+    return total
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -111,16 +134,12 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
     repetitions between are a period and are counted without walking them. A repetition
     without a reset leaves the whole unit resident: the rest fetch nothing.
     """
+    if mode == STATIONARY:
+        return _stationary(a_off, b_off, stamp, s_r, s_c, ur, uc, window)
     f_r = (s_r + ur - 1) // ur
     f_c = (s_c + uc - 1) // uc
     state[:] = 0
     state[0] = 1
-    if mode == STATIONARY:
-        for fc in range(f_c):
-            for fr in range(f_r):
-                _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
-                      fc * uc, min(uc, s_c - fc * uc), t_len, window, state)
-        return state[2]
     n_units = 1 if mode == ROWS_TIME else f_c
     reps = f_c if mode == ROWS_TIME else f_r
     for u in range(n_units):
@@ -131,11 +150,9 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
             state[4] = -1
             if mode == ROWS_TIME:
                 for fr in range(f_r):
-                    _fold(a_off, b_off, stamp, mode, fr * ur, min(ur, s_r - fr * ur),
-                          0, 0, t_len, window, state)
+                    _fold(a_off, b_off, stamp, fr * ur, min(ur, s_r - fr * ur), t_len, window, state)
             else:
-                _fold(a_off, b_off, stamp, mode, u * uc, min(uc, s_c - u * uc),
-                      0, 0, t_len, window, state)
+                _fold(a_off, b_off, stamp, u * uc, min(uc, s_c - u * uc), t_len, window, state)
             r += 1
             if state[4] < 0:
                 break  # the whole unit is resident: the remaining repetitions fetch nothing

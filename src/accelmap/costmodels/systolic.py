@@ -67,7 +67,10 @@ in `scalesim_mapping`: pixels row-major; window rows, columns, then channels). W
 ``SystolicModel(dram_window="exact")`` such an operand is instead counted on its demand
 stream, word by word through the window (`accelmap.costmodels._systolic_window`): exact
 (SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
-shape, so searches keep the estimate.
+shape. The default, ``dram_window="auto"``, walks the mappings a search can end on (at
+most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
+when their streams have at most 2^22 entries, and estimates the others: exact on every
+reference point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -405,9 +408,16 @@ class SystolicModel:
     name: ClassVar[str] = "systolic"
     #: Folds are ceil-divided as in SCALE-Sim, so padded tiles (``allow_padding``) are modelled.
     imperfect_factorization: ClassVar[bool] = True
-    DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("exact", "estimate")
+    DRAM_WINDOWS: ClassVar[tuple[str, ...]] = ("auto", "exact", "estimate")
+    # Entries of a demand stream ``dram_window="auto"`` walks: 2^22 entries take 4 to 10 ms
+    # at 1 to 2.5 ns an entry (docs/validation.md, SCALE-Sim section).
+    MAX_WALK_ENTRIES: ClassVar[int] = 1 << 22
+    # ... and the most folds, over the fewest the array allows (the mappings a search can
+    # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
+    MAX_FOLD_RATIO: ClassVar[float] = 1.25
 
-    def __init__(self, engine: str | None = None, *, dram_window: str = "estimate") -> None:
+    def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
+                 max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -415,24 +425,46 @@ class SystolicModel:
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
         (`accelmap.costmodels._systolic_window`; milliseconds per distinct fold shape,
         cached; evaluated on the numpy path, which the walk extends), ``"estimate"`` uses
-        the closed-form estimate (microseconds; module docstring). Every other count is
-        exact and closed-form either way.
+        the closed-form estimate (microseconds; module docstring), and ``"auto"`` (the
+        default) walks the streams of at most ``max_walk_entries`` entries (the operand's
+        SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
+        with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
+        own mappings have the fewest) and estimates the others: exact on every SCALE-Sim
+        reference point, at milliseconds per distinct fold shape walked (cached). Every
+        other count is exact and closed-form in every mode.
 
         Raises
         ------
         SpecError
-            ``dram_window`` is not one of the two, or the engine is ``"cuda"``.
+            ``dram_window`` is not one of the three, ``max_walk_entries`` is not an int
+            >= 0, ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
 
         if dram_window not in self.DRAM_WINDOWS:
             raise SpecError(f"systolic model: dram_window = {dram_window!r}; expected one of "
                             f"{', '.join(self.DRAM_WINDOWS)}")
+        if isinstance(max_walk_entries, bool) or not isinstance(max_walk_entries, int) or max_walk_entries < 0:
+            raise SpecError(f"systolic model: max_walk_entries = {max_walk_entries!r}; expected an int >= 0 "
+                            "(entries of a demand stream walked exactly; 0 walks none)")
+        if (isinstance(max_fold_ratio, bool) or not isinstance(max_fold_ratio, (int, float))
+                or not max_fold_ratio >= 1.0):
+            raise SpecError(f"systolic model: max_fold_ratio = {max_fold_ratio!r}; expected a number >= 1 "
+                            "(folds over the fewest the array allows, up to which a mapping is walked)")
         self.dram_window = dram_window
+        self.max_walk_entries = max_walk_entries
+        self.max_fold_ratio = float(max_fold_ratio)
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
-        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any]] = {}
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any, tuple[bool, bool]]] = {}
+
+    def _walk_rule(self) -> tuple[int, float] | None:
+        """(longest demand stream walked in entries, most folds over the fewest): None =
+        every row walked (``"exact"``); a negative length: none (``"estimate"``)."""
+        if self.dram_window == "exact":
+            return None
+        return (self.max_walk_entries, self.max_fold_ratio) if self.dram_window == "auto" else (-1, 1.0)
 
     def _stats(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
                batch: MappingBatch) -> SystolicStats:
@@ -451,9 +483,37 @@ class SystolicModel:
         if hit is None or hit[0] is not problem or hit[1] is not arch:
             if len(self._consts) > 64:
                 self._consts.clear()
-            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout))
+            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout),
+                   tuple(_walkable(problem, layout, o) for o in (0, 1)))
             self._consts[key] = hit
-        return _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+        out = _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+        rule = self._walk_rule()
+        if rule is None or rule[0] < 0:
+            return out
+        # "auto": the rows `_walk_rows` picks get their walked counts (`_walked_reads`, as
+        # the numpy path) and the stall, total cycles and utilization that follow from them
+        # (`_stall_total_util`, the numpy path's own); the kernel's estimate stays elsewhere.
+        size = np.array(layout.class_size[:3], dtype=np.int64)
+        fewest = (-(-size[np.maximum(out.row_class, 0)] // layout.rows)
+                  * -(-size[np.maximum(out.col_class, 0)] // layout.cols))
+        fixed = np.zeros(len(batch), dtype=bool)
+        for o in (0, 1):
+            if not hit[3][o]:
+                continue
+            need = _walk_rows(out.valid, out.sram_reads[:, o], out.row_folds * out.col_folds, fewest,
+                              layout.class_size[3], rule)
+            if need.any():
+                idx = np.flatnonzero(need)
+                out.dram_reads[idx, o] = _walked_reads(
+                    problem, layout, o, out.row_class[idx], out.col_class[idx], out.rows_used[idx],
+                    out.cols_used[idx], batch.order[idx, layout.array_level])
+                fixed |= need
+        if fixed.any():
+            idx = np.flatnonzero(fixed)
+            stall, total, util = _stall_total_util(problem, arch, layout, out.dram_reads[idx].sum(axis=1),
+                                                   out.dram_writes[idx], out.compute_cycles[idx], out.valid[idx])
+            out.stall_cycles[idx], out.total_cycles[idx], out.utilization[idx] = stall, total, util
+        return out
 
     # --- public API ---------------------------------------------------------------------
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
@@ -591,21 +651,20 @@ class SystolicModel:
         sram_w = ofmap_true + np.where(os_, folds * (R + C), 0)
 
         # DRAM reads of ifmap and filter: SCALE-Sim's prefetch window, tile by tile.
+        fewest = -(-s_r // R) * -(-s_c // C)  # folds of the whole array (`_walk_rows`)
         dram_r = []
         for o in (0, 1):
             t = layout.tensor[o]
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                              idx_r[o], idx_c[o], acc[o], bounds, dim_class,
                                              batch.order[:, layout.array_level],
-                                             valid if self.dram_window == "exact" else None))
+                                             _walk_rows(valid, acc[o], f_r * f_c, fewest, b_rep,
+                                                        self._walk_rule())))
         dram_w = ofmap_true
 
-        stall = np.maximum(_stall_batch(arch, dram_r[0] + dram_r[1], compute, read=True),
-                           _stall_batch(arch, dram_w, compute, read=False))
-        total = compute + stall
+        stall, total, util = _stall_total_util(problem, arch, layout, dram_r[0] + dram_r[1], dram_w, compute, valid)
         map_eff = (s_r * s_c).astype(np.float64) / (f_r * f_c * R * C)
         comp_util = map_eff * t_len / util_fold
-        util = problem.macs / (np.where(valid, total, 1).astype(np.float64) * (R * C))
 
         def v(a: np.ndarray) -> np.ndarray:
             return np.where(valid, a, 0)
@@ -666,7 +725,10 @@ class SystolicModel:
         sram_w = acc[2] + (folds * (R + C) if df is Dataflow.OS else 0)
         dram_r = [
             _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
-                            [int(d) for d in mapping.order[layout.array_level]], self.dram_window == "exact")
+                            [int(d) for d in mapping.order[layout.array_level]],
+                            bool(_walk_rows(np.array([True]), np.array([acc[o]]), np.array([f_r * f_c]),
+                                            np.array([-(-s_r // R) * -(-s_c // C)]), b_rep,
+                                            self._walk_rule())[0]))
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -675,7 +737,7 @@ class SystolicModel:
         total = compute + stall
         map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
         comp_util = map_eff * t_len / util_fold
-        util = problem.macs / (float(total) * (R * C))
+        util = problem.macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
 
         def i1(x: int) -> IntArray:
             return np.array([x], dtype=np.int64)
@@ -699,6 +761,31 @@ def _class_indexes(o: int, c: int) -> bool:
     """Whether operand ``o`` (ifmap, filter, ofmap) is indexed by class ``c`` (by the classes'
     definition; an empty class has size 1 and changes no count either way)."""
     return c in {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o]
+
+
+def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntArray, b_rep: int,
+               rule: tuple[int, float] | None) -> BoolArray:
+    """(n,) rows whose operand is counted on its demand stream: every valid row (``rule``
+    None, ``"exact"``), none (a negative length, ``"estimate"``), or (``"auto"``) those
+    whose stream has at most ``rule[0]`` entries and whose ``folds`` (per repetition of the
+    GEMM) are at most ``rule[1]`` times the ``fewest`` the array allows. One repetition's
+    stream has the operand's SRAM reads (``reads`` over ``b_rep`` repetitions) as entries,
+    which bounds the walk's length (it skips repeated periods). Only an operand that needs
+    the window (`_dram_reads_batch`) is walked, whatever this says."""
+    if rule is None:
+        return valid.copy()
+    limit, ratio = rule
+    return valid & (reads // max(b_rep, 1) <= limit) & (folds <= ratio * fewest)
+
+
+def _walkable(problem: Problem, layout: SystolicLayout, o: int) -> bool:
+    """Whether operand ``o`` is ever walked: im2col duplicates and more words than the window."""
+    t = layout.tensor[o]
+    dim_class = np.array(layout.dim_class, dtype=np.int64)
+    full = np.where(dim_class == _B, 1, problem.bounds)
+    coef, used = problem.coefficients[t], problem.rank_used[t]
+    d_tot = _operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0]))
+    return d_tot >= layout.window_words[o] and _overlaps(coef, used, full)
 
 
 def _axes_one(problem: Problem, layout: SystolicLayout, mapping: Mapping) -> tuple[tuple[Dataflow, int, int] | None, str]:
@@ -844,9 +931,9 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring.
 
     ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
-    of the dims of each class when they are cut into fold chunks. With ``exact_rows`` (the
-    rows to count, the valid ones), a sliding-window operand is counted on its demand
-    stream (`_window_exact`, once per distinct fold shape and order) instead of estimated.
+    of the dims of each class when they are cut into fold chunks. On the rows ``exact_rows``
+    (`_walk_rows`) a sliding-window operand is counted on its demand stream
+    (`_window_exact`, once per distinct fold shape and order) instead of estimated.
     """
     n = rc.shape[0]
     w = layout.window_words[o]
@@ -887,17 +974,13 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
-    if exact_rows is not None:
-        out = np.zeros(n, dtype=np.int64)
-        key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
-        sel = np.flatnonzero(exact_rows)
-        if sel.size:
-            uniq, inv = np.unique(key[sel], axis=0, return_inverse=True)
-            static = _walk_static(problem, layout, o)
-            vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
-                             for u in uniq.tolist()], dtype=np.int64)
-            out[sel] = vals[inv.ravel()]
-        return out
+    walked = None
+    sel = np.flatnonzero(exact_rows) if exact_rows is not None else np.zeros(0, dtype=np.int64)
+    if sel.size:
+        walked = np.zeros(n, dtype=np.int64)
+        walked[sel] = _walked_reads(problem, layout, o, rc[sel], cc[sel], ur[sel], uc[sel], order[sel])
+        if sel.size == n:
+            return walked
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
     passes = np.where(case_c, f_c, 1)
     reads_pass = reads // passes
@@ -929,7 +1012,10 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     shifted_b = case_b & (cc == _K) & ((2 * tb_full >= w) | (step * tb_full >= w * uc))
     ab_est = np.where(shifted_b, _repeated_tiles_batch(f_c - 1, tb_full, tb_last, f_r, w), ab_est)
     est = np.where(case_c, c_est, ab_est)
-    return passes * est * b_rep
+    out: IntArray = passes * est * b_rep
+    if walked is not None:
+        out[sel] = walked[sel]
+    return out
 
 
 def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
@@ -995,6 +1081,34 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     return passes * est * b_rep
 
 
+def _walked_reads(problem: Problem, layout: SystolicLayout, o: int, rc: IntArray, cc: IntArray, ur: IntArray,
+                  uc: IntArray, order: IntArray) -> IntArray:
+    """(m,) DRAM words of operand ``o`` counted on the demand stream of each row's fold
+    shape and array-level ``order`` (m, D): one `_window_exact` per distinct shape."""
+    key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    static = _walk_static(problem, layout, o)
+    vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+                     for u in uniq.tolist()], dtype=np.int64)
+    out: IntArray = vals[inv.ravel()]
+    return out
+
+
+def _stall_total_util(problem: Problem, arch: Arch, layout: SystolicLayout, dram_reads: IntArray,
+                      dram_writes: IntArray, compute: IntArray, valid: BoolArray) -> tuple[IntArray, IntArray, FloatArray]:
+    """(stall cycles, total cycles, utilization) from the DRAM words (both read operands
+    summed) and the compute cycles of each row (the numpy path's, shared by the walked
+    rows of the kernel path)."""
+    stall = np.maximum(_stall_batch(arch, dram_reads, compute, read=True),
+                       _stall_batch(arch, dram_writes, compute, read=False))
+    total = compute + stall
+    # SCALE-Sim's total is the index of the last cycle: 0 for one MAC on a 1 x 1 array, where
+    # the utilization is taken over one cycle (no division by zero on any path)
+    util = problem.macs / (np.where(valid, np.maximum(total, 1), 1).astype(np.float64)
+                           * (layout.rows * layout.cols))
+    return stall, total, util
+
+
 def _walk_static(problem: Problem, layout: SystolicLayout, o: int) -> tuple[Any, ...]:
     """The mapping-independent arguments of `window_fetches` for operand ``o`` (hashable):
     projection, used ranks, dim classes, bounds of one repetition, existing ranges."""
@@ -1027,7 +1141,8 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
     else:
         mode, classes = COLS_TIME, (cc, tc)
     dim_class = layout.dim_class
-    rel = tuple(d for d in order if dim_class[d] in classes)  # only these dims' order matters
+    # only the order of these dims matters (a dim of bound 1 flattens to nothing)
+    rel = tuple(d for d in order if dim_class[d] in classes and int(problem.bounds[d]) > 1)
     # The chunk of the class the operand does not index matters only through its fold
     # count: key the walk on the smallest chunk with that count (more cache hits).
     size = layout.class_size

@@ -271,3 +271,17 @@ def test_sram_window_counts_words_of_the_operand_width():
     w8 = systolic_layout(narrow, arch)[0].window_words
     w16 = systolic_layout(wide, arch)[0].window_words
     assert w8[0] == 50 * (4096 // 100) and w16[0] == 50 * (2048 // 100)
+
+
+def test_one_mac_on_one_pe_every_path():
+    """One MAC on a 1 x 1 array: SCALE-Sim's total (the last cycle's index) is 0 for OS; the
+    utilization is taken over one cycle on every path (the kernel divided by zero)."""
+    prob = matmul("g", m=1, n=1, k=1, word_bits=8)
+    arch = systolic_array(1, 1, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    for df in ("os", "ws", "is"):
+        batch = scalesim_mapping(prob, arch, df)
+        stats = [SystolicModel(engine=e).stats(prob, arch, batch) for e in ("cpu", "numpy")]
+        stats.append(SystolicModel().stats_one(prob, arch, batch[0]))
+        for s in stats:
+            assert s.valid[0] and s.utilization[0] == 1.0 / max(int(s.total_cycles[0]), 1)
+        assert int(stats[0].total_cycles[0]) == (0 if df == "os" else 1)

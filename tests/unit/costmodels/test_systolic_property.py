@@ -15,7 +15,8 @@ from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.testing.costmodel_checks import assert_metrics_equal
 from accelmap.workloads.builders import batched_matmul, conv2d, matmul
 
-MODEL = SystolicModel()
+MODEL = SystolicModel()  # the default, dram_window="auto"
+ESTIMATE = SystolicModel(dram_window="estimate")
 
 problems = st.one_of(
     st.builds(lambda m, n, k: matmul("g", m=m, n=n, k=k, word_bits=8),
@@ -94,13 +95,89 @@ EXACT = SystolicModel(dram_window="exact")
 def test_exact_window_batched_equals_scalar(case):
     """``dram_window="exact"``: batched equals scalar; every fetch is a demanded word (no
     more DRAM reads than SRAM reads); operands without im2col duplicates (matmuls) keep
-    the closed form, so both modes agree there; only DRAM reads differ between modes."""
+    the closed form, so both modes agree there; only DRAM reads differ between modes, and
+    the stalls and total cycles that a finite DRAM bandwidth derives from them."""
     prob, arch, batch = case
-    s, e = EXACT.stats(prob, arch, batch), MODEL.stats(prob, arch, batch)
+    s, e = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
     for i in range(len(batch)):
         assert np.array_equal(s.dram_reads[i:i + 1], EXACT.stats_one(prob, arch, batch[i]).dram_reads), i
     assert np.all(s.dram_reads <= s.sram_reads)
     if prob.name != "c":  # matmuls and batched matmuls
         assert np.array_equal(s.dram_reads, e.dram_reads)
-    for name in ("valid", "total_cycles", "sram_reads", "sram_writes", "dram_writes"):
+    for name in ("valid", "compute_cycles", "sram_reads", "sram_writes", "dram_writes"):
         assert np.array_equal(getattr(s, name), getattr(e, name)), name
+    if arch.levels[0].read_bandwidth_words_per_cycle is None:
+        assert np.array_equal(s.total_cycles, e.total_cycles)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cases(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.25, 2.0, 1e9]))
+def test_auto_window_walks_short_streams_only(case, q, ratio):
+    """``dram_window="auto"``: each operand's DRAM reads are the exact mode's where its
+    stream (SRAM reads per repetition of the GEMM) has at most ``limit`` entries and the
+    mapping at most ``ratio`` times the fewest folds of the array, and the estimate's
+    elsewhere; the kernel engine, the numpy path and the scalar path agree, row by row (the
+    limit is a quantile of the batch's streams, so batches mix walked and estimated rows)."""
+    prob, arch, batch = case
+    lay = systolic_layout(prob, arch)[0]
+    b_rep = lay.class_size[3]
+    limit = int(np.quantile(ESTIMATE.stats(prob, arch, batch).sram_reads // b_rep, q))
+    auto_cpu = SystolicModel(engine="cpu", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
+    auto_np = SystolicModel(engine="numpy", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
+    a, n = auto_cpu.stats(prob, arch, batch), auto_np.stats(prob, arch, batch)
+    ex, est = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
+    for f in a.__dataclass_fields__:
+        assert np.array_equal(getattr(a, f), getattr(n, f)), f
+    size = np.array(lay.class_size[:3])
+    fewest = [math.ceil(size[r] / lay.rows) * math.ceil(size[c] / lay.cols) if v else 0
+              for r, c, v in zip(a.row_class, a.col_class, a.valid, strict=True)]
+    near = a.row_folds * a.col_folds <= ratio * np.array(fewest)
+    short = (a.sram_reads // b_rep <= limit) & near[:, None]
+    assert np.array_equal(a.dram_reads, np.where(short, ex.dram_reads, est.dram_reads))
+    for i in range(len(batch)):
+        one = auto_np.stats_one(prob, arch, batch[i])
+        for f in ("dram_reads", "stall_cycles", "total_cycles", "utilization"):
+            assert np.array_equal(getattr(a, f)[i:i + 1], getattr(one, f)), (i, f)
+    assert_metrics_equal(auto_cpu.evaluate(prob, arch, batch), auto_np.evaluate(prob, arch, batch), what="auto")
+
+
+def test_auto_window_options_are_checked():
+    import pytest
+
+    from accelmap.errors import SpecError
+
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(SpecError, match="max_walk_entries"):
+            SystolicModel(dram_window="auto", max_walk_entries=bad)
+    for bad_ratio in (0.5, float("nan"), True, "2"):
+        with pytest.raises(SpecError, match="max_fold_ratio"):
+            SystolicModel(dram_window="auto", max_fold_ratio=bad_ratio)
+
+
+def test_auto_window_on_the_seeds_of_every_sub_space():
+    """The seeds of the six systolic sub-spaces of a 3x3 convolution whose ifmap exceeds a
+    1 kB window (fold counts from the fewest to several times it): ``"auto"`` gives the
+    exact mode's ifmap DRAM reads exactly where the rule says and the estimate's elsewhere,
+    on both engines and the scalar path; the batch has rows of both kinds that differ."""
+    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+
+    prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    batch = MappingBatch.concat([variant_seeds(prob, arch, v, n_best=6) for v in systolic_variants(prob, arch)])
+    ex, est = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
+    lay = systolic_layout(prob, arch)[0]
+    size = np.array(lay.class_size[:3])
+    folds = ex.row_folds * ex.col_folds
+    fewest = -(-size[ex.row_class] // lay.rows) * -(-size[ex.col_class] // lay.cols)
+    assert ex.valid.all() and len(set((folds / fewest).round(2).tolist())) >= 3
+    for ratio in (1.0, 1.25, 2.0):
+        for engine in ("cpu", "numpy"):
+            auto = SystolicModel(engine=engine, dram_window="auto", max_fold_ratio=ratio)
+            got = auto.stats(prob, arch, batch)
+            walked = folds <= ratio * fewest
+            assert np.array_equal(got.dram_reads[:, 0], np.where(walked, ex.dram_reads[:, 0], est.dram_reads[:, 0]))
+            assert np.array_equal(got.total_cycles, np.where(walked, ex.total_cycles, est.total_cycles))
+            for i in range(len(batch)):
+                assert np.array_equal(auto.stats_one(prob, arch, batch[i]).dram_reads[0], got.dram_reads[i]), i
+        differs = ex.dram_reads[:, 0] != est.dram_reads[:, 0]
+        assert (walked & differs).any() and (~walked & differs).any(), ratio
