@@ -11,6 +11,14 @@ batched path and the numba-compiled one, `accelmap.mapper._space_kernel`): for e
 size of ``--sizes`` and each operation, both engines are timed in turn within every repeat
 (interleaved, same inputs, generators in the same state), medians of process CPU time with
 numba on one thread, and the ratio. Writes ``benchmarks/results/bench_mapspace_backends.json``.
+
+``--compile`` measures the first calls of the compiled MapSpace operations instead: each
+operation alone in a fresh process on an empty numba cache (``NUMBA_CACHE_DIR`` a new
+folder per process), then all of them in the order a search meets them in one process on
+an empty cache, then again in a second process that loads what the first one cached. Wall
+time of each first call (compile or cache load included; the space's tables are built
+before the clock starts), ``--compile-repeats`` times, medians. Writes
+``benchmarks/results/bench_mapspace_compile.json`` (``--out`` for another file).
 """
 
 from __future__ import annotations
@@ -30,6 +38,9 @@ import numpy as np  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_mapspace.json"
 RESULTS_BACKENDS = RESULTS.with_name("bench_mapspace_backends.json")
+RESULTS_COMPILE = RESULTS.with_name("bench_mapspace_compile.json")
+#: the compiled operations in the order a search meets them (see `_first_calls`)
+COMPILE_OPS = ("decode", "check_decoded", "neighbours_encoded", "neighbours", "legal_repair")
 _ROOT = Path(__file__).resolve().parents[1]
 # the reference folder sits beside the checkout (or beside the folder of its worktrees)
 REF = next((p for p in (_ROOT / ".." / "shared", _ROOT / ".." / ".." / "shared") if p.is_dir()),
@@ -132,6 +143,86 @@ def compare_backends(spaces: dict, sizes: list[int], backends: list[str], repeat
     return out
 
 
+def _first_calls(ops: list[str]) -> dict:
+    """Wall time of the first call of each operation in ``ops``, in this (fresh) process:
+    conv3_1 on the eyeriss-like preset, engine cpu. The import of the map space and the
+    space's tables (including the kernels' copy of them) are timed apart."""
+    t0 = time.perf_counter()
+    from accelmap.arch.presets import preset
+    from accelmap.mapper.space import MapSpace
+    from accelmap.workloads.zoo import layer
+
+    out: dict = {"import_s": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    space = MapSpace(layer("resnet50/conv3_1"), preset("eyeriss-like"), engine="cpu")
+    space._consts()
+    rng = np.random.default_rng(0)
+    x = space.sample_encoded(1024, rng)
+    out["build_s"] = time.perf_counter() - t0
+    calls = {
+        "decode": lambda batch: space.decode(x),
+        "check_decoded": lambda batch: space.check(batch),
+        "neighbours_encoded": lambda batch: space.neighbours_encoded(x, rng),
+        "neighbours": lambda batch: space.neighbours(batch, rng),
+        "legal_repair": lambda batch: space.sample_valid(256, rng, method="repair"),
+    }
+    for op in ops:
+        # a decoded batch is the input of `check` and `neighbours`: decoded untimed, except
+        # where the first call of decode is the one timed
+        batch = None if op == "decode" else space.decode(x)
+        t0 = time.perf_counter()
+        calls[op](batch)
+        out[op] = time.perf_counter() - t0
+    return out
+
+
+def _child(ops: list[str], cache_dir: str) -> dict:
+    import subprocess
+    import sys
+
+    env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, ACCELMAP_KERNELS="cpu")
+    res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--compile-child", *ops],
+                         env=env, capture_output=True, text=True, check=True)
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def compile_times(repeats: int, scratch: Path) -> dict:
+    """First-call times of the compiled operations: each alone on an empty cache, all in a
+    search's order on an empty cache, and all again in a second process on that cache."""
+    import shutil
+    import tempfile
+
+    scratch.mkdir(parents=True, exist_ok=True)
+    alone: dict[str, list[float]] = {op: [] for op in COMPILE_OPS}
+    cold: list[dict] = []
+    cached: list[dict] = []
+    for r in range(repeats):
+        for op in COMPILE_OPS:
+            d = tempfile.mkdtemp(prefix="numba-", dir=scratch)
+            alone[op].append(_child([op], d)[op])
+            shutil.rmtree(d)
+            print(f"repeat {r} {op} alone: {alone[op][-1]:.2f} s", flush=True)
+        d = tempfile.mkdtemp(prefix="numba-", dir=scratch)
+        cold.append(_child(list(COMPILE_OPS), d))
+        cached.append(_child(list(COMPILE_OPS), d))
+        shutil.rmtree(d)
+        print(f"repeat {r} cold: {cold[-1]}\nrepeat {r} cached: {cached[-1]}", flush=True)
+
+    def med(runs: list[dict], key: str) -> float:
+        return float(np.median([run[key] for run in runs]))
+
+    keys = ["import_s", "build_s", *COMPILE_OPS]
+    return {
+        "alone_cold_s": {op: float(np.median(v)) for op, v in alone.items()},
+        "alone_cold_runs_s": alone,
+        "sequence_cold_s": {k: med(cold, k) for k in keys},
+        "sequence_cold_total_s": float(np.median([sum(run[op] for op in COMPILE_OPS) for run in cold])),
+        "sequence_cached_s": {k: med(cached, k) for k in keys},
+        "sequence_cached_total_s": float(np.median([sum(run[op] for op in COMPILE_OPS) for run in cached])),
+        "sequence_cold_runs": cold, "sequence_cached_runs": cached,
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=65536, help="batch size (default 65536)")
@@ -140,7 +231,20 @@ def main() -> None:
                     help="compare these engines of the MapSpace operations (e.g. numpy cpu)")
     ap.add_argument("--sizes", nargs="+", type=int, default=[1024, 16384],
                     help="batch sizes of the --backends comparison (default 1024 16384)")
+    ap.add_argument("--compile", action="store_true",
+                    help="time the first calls of the compiled operations on an empty and on a filled numba cache")
+    ap.add_argument("--compile-repeats", type=int, default=3)
+    ap.add_argument("--scratch", type=Path, default=None,
+                    help="folder for the --compile runs' numba caches (default: the system's temporary folder)")
+    ap.add_argument("--out", type=Path, default=None, help="JSON file to write (--compile only)")
+    ap.add_argument("--compile-child", nargs="+", choices=COMPILE_OPS, help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if args.compile_child:
+        print(json.dumps(_first_calls(args.compile_child)))
+        return
+    if args.compile:
+        _main_compile(args)
+        return
     if args.backends:
         _main_backends(args)
         return
@@ -200,6 +304,27 @@ def _main_backends(args: argparse.Namespace) -> None:
     RESULTS_BACKENDS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS_BACKENDS.write_text(json.dumps(out, indent=2) + "\n")
     print(f"wrote {RESULTS_BACKENDS}")
+
+
+def _main_compile(args: argparse.Namespace) -> None:
+    import subprocess
+    import tempfile
+
+    import numba
+
+    load0 = list(os.getloadavg())
+    res = compile_times(args.compile_repeats, args.scratch or Path(tempfile.gettempdir()) / "accelmap-bench-compile")
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True).stdout.strip()
+    out = {"machine": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
+                       "cpu": platform.processor() or platform.machine(), "n_cpus": os.cpu_count()},
+           "commit": rev, "layer": "resnet50/conv3_1", "arch": "eyeriss-like", "batch": 1024,
+           "repeats": args.compile_repeats,
+           "timing": "wall time of each first call in a fresh process, medians over the repeats",
+           "load_average_start": load0, "load_average_end": list(os.getloadavg()), **res}
+    path = args.out or RESULTS_COMPILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    print(f"wrote {path}")
 
 
 if __name__ == "__main__":
