@@ -459,12 +459,16 @@ def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, ord
 
 # --- drivers ---------------------------------------------------------------------------------
 
+_decode_row = njit(inline="always")(decode_row)
+_reasons_row = njit(inline="always")(reasons_row)
+
+
 @njit(**_JIT)  # type: ignore[call-overload]
 def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                 inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                 spatial, order, keep, local):  # noqa: ANN001, ANN201
     for i in range(x.shape[0]):
-        decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+        _decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                    inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                    spatial, order, keep, local)
 
@@ -473,8 +477,17 @@ def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad
 def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
                  term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
     for i in range(rows.shape[0]):
-        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
-                    term_d, term_a, tsteps, util, reason, level)
+        _reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                     term_d, term_a, tsteps, util, reason, level)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def reasons_at(idx, n_idx, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+               term_d, term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
+    """`reasons_rows` of the rows ``idx[:n_idx]`` (the active rows of the push-out loop)."""
+    for a in range(n_idx):
+        _reasons_row(idx[a], rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                     term_d, term_a, tsteps, util, reason, level)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -654,33 +667,46 @@ def move_prime(row, d, src, dst, prime, offsets, flat, keys, krows, mult, dim_mu
     return g - offsets[d] if g >= 0 else -1
 
 
-@njit(cache=True)  # type: ignore[call-overload]
+@register_jitable
+def apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys, krows,
+                      mult, dim_mult, vec):  # noqa: ANN001, ANN201
+    """The moves of one kind of a push-out round (`_space_numpy.push_out_round` and
+    `push_in`): row ``grp[a]`` (a < m) moves a prime factor of dim ``d_sel[a]`` from slot
+    ``s_sel[a]`` to slot ``dst[a]`` where ``has[a]``, the prime no larger than ``limit[a]``
+    and the result in the dim's table. The prime picks are drawn dim by dim in increasing
+    order, rows in order within a dim, as the numpy path groups them."""
+    D = offsets.shape[0]
+    for d in range(D):
+        for a in range(m):
+            if has[a] and d_sel[a] == d:
+                r = grp[a]
+                f = flat[rows[r, d] + offsets[d], s_sel[a]]
+                prime = primes[f, np.int64(rng.random() * n_primes[f])]
+                moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult, dim_mult,
+                                   vec)
+                if prime <= limit[a] and moved >= 0:
+                    rows[r, d] = moved
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, primes, n_primes, keys, krows, mult,
                   dim_mult, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d, term_a, tsteps,
-                  util, rel):  # noqa: ANN001, ANN201
-    """`MapSpace._push_out` (with `_push_in` and `_push_out_round`) on table rows (n, D), in
-    place. The uniforms come from the numpy ``Generator`` ``rng`` one at a time, in the order
-    in which the numpy path's array draws lay them out (row, dim, slot; then per move the
-    per-dim groups in increasing dim order, rows in order), so both give the same rows and
-    leave the generator alike. Scores and first-maximum picks as `np.argmax`."""
+                  util, rel, reason, level, strikes, active, before, grp, has, d_sel, s_sel, dst, limit, room,
+                  vec):  # noqa: ANN001, ANN201
+    """`_space_numpy.push_out` (with its `push_in` and `push_out_round`) on table rows (n, D),
+    in place. The uniforms come from the numpy ``Generator`` ``rng`` one at a time, in the
+    order in which the numpy path's array draws lay them out (row, dim, slot; then per move
+    the per-dim groups in increasing dim order, rows in order), so both give the same rows
+    and leave the generator alike. Scores and first-maximum picks as `np.argmax`. Scratch
+    from the caller (`push_out`): (n,) ``reason``, ``level``, ``strikes`` (zeros), ``active``
+    (0..n-1), ``grp``, ``has``, ``d_sel``, ``s_sel``, ``dst``, ``limit``; ``before``
+    (n, D), ``room`` (n, fan-out pairs or 1), ``vec`` (S,)."""
     n, D = rows.shape
     S = flat.shape[1]
     T = keep.shape[2]
     nf = fan_cols.shape[0]
-    reason = np.zeros(n, dtype=np.int64)
-    level = np.zeros(n, dtype=np.int64)
-    strikes = np.zeros(n, dtype=np.int64)
-    active = np.arange(n)
     n_act = n
-    before = np.empty((n, D), dtype=np.int64)
-    grp = np.empty(n, dtype=np.int64)  # the rows of one kind of move this round
-    has = np.empty(n, dtype=np.bool_)
-    d_sel = np.empty(n, dtype=np.int64)
-    s_sel = np.empty(n, dtype=np.int64)
-    dst = np.empty(n, dtype=np.int64)
-    dj = np.empty(n, dtype=np.int64)
-    room = np.empty((n, max(nf, 1)), dtype=np.int64)
-    vec = np.empty(S, dtype=np.int64)
+    no_limit = np.iinfo(np.int64).max
     for _ in range(max_rounds):
         if n_act == 0:
             break
@@ -688,8 +714,8 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
             r = active[a]
             for d in range(D):
                 before[a, d] = rows[r, d]
-            reasons_row(r, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
-                        term_d, term_a, tsteps, util, reason, level)
+        reasons_at(active, n_act, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1,
+                   term_n, term_d, term_a, tsteps, util, reason, level)
         # --- push in (utilization too low): a temporal prime into a spatial slot with room
         m = 0
         for a in range(n_act):
@@ -713,9 +739,9 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                     if v > best:
                         best = v
                         pick = f
-                dj[a] = pick
                 has[a] = best >= 0
                 dst[a] = (fan_cols[pick] // 2) * 3 + 1 + fan_cols[pick] % 2
+                limit[a] = room[a, pick]
             for a in range(m):  # source: a temporal loop > 1 of a dim allowed there; deeper first
                 r = grp[a]
                 dlv = dst[a] // 3
@@ -733,16 +759,8 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                 has[a] = has[a] and best >= 0
                 d_sel[a] = pick // S
                 s_sel[a] = pick % S
-            for d in range(D):
-                for a in range(m):
-                    if has[a] and d_sel[a] == d:
-                        r = grp[a]
-                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
-                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
-                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
-                                           dim_mult, vec)
-                        if prime <= room[a, dj[a]] and moved >= 0:
-                            rows[r, d] = moved
+            apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys,
+                              krows, mult, dim_mult, vec)
         # --- push out (fanout or capacity broken at a level)
         m = 0
         for a in range(n_act):
@@ -783,16 +801,9 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                 top = level[r] - 1 if reason[r] == _CAPACITY else level[r]
                 has[a] = has[a] and top >= 0
                 dst[a] = np.int64(rng.random() * ((top if top > 0 else 0) + 1)) * 3
-            for d in range(D):
-                for a in range(m):
-                    if has[a] and d_sel[a] == d:
-                        r = grp[a]
-                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
-                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
-                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
-                                           dim_mult, vec)
-                        if moved >= 0:
-                            rows[r, d] = moved
+                limit[a] = no_limit
+            apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys,
+                              krows, mult, dim_mult, vec)
         # rows still failing stay; rows that could not move 3 rounds running leave
         k = 0
         for a in range(n_act):
@@ -846,11 +857,15 @@ def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Gen
              max_rounds: int) -> IntArray:
     """`MapSpace._push_out`: the repaired rows (a copy), same draws."""
     out = _i64(rows).copy()
-    if len(out):
+    n, D = out.shape
+    if n:
+        scratch = [np.empty(n, np.int64) for _ in range(7)]
         push_out_rows(out, np.ascontiguousarray(keep, dtype=np.bool_), rng, int(max_rounds), c.offsets, c.flat,
                       c.slot_exists, c.primes, c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.row_sxy, c.fan_cols,
                       c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util,
-                      c.rel)
+                      c.rel, *scratch[:2], np.zeros(n, np.int64), np.arange(n, dtype=np.int64),
+                      np.empty((n, D), np.int64), scratch[2], np.empty(n, np.bool_), *scratch[3:7],
+                      np.empty((n, max(len(c.fan_cols), 1)), np.int64), np.empty(c.flat.shape[1], np.int64))
     return out
 
 
