@@ -555,19 +555,20 @@ def swap_rows(sel, lvs, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, orde
 
 @njit(cache=True)  # type: ignore[call-overload]
 def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_exists, primes, n_primes, keys, krows,
-                  mult, dim_mult, lvl_t, free_mask, levels_ok, n_free, free_pad, order_cols, keep_cols):  # noqa: ANN001, ANN201
+                  mult, dim_mult, lvl_t, free_mask, levels_ok, n_free, free_pad, order_cols, keep_cols, rows, done, sel,
+                  lvs, kind_now, k3, cnt, start, seen, vec, ex, local):  # noqa: ANN001, ANN201
     """`MapSpace.neighbours_encoded` in one call: ``out`` (a copy of ``x``) receives one move
     per row. The random numbers come from the numpy ``Generator`` ``rng`` (numba draws the
-    same streams as numpy), drawn in the numpy path's order and shapes (`MapSpace._moves`):
+    same streams as numpy), drawn in the numpy path's order and shapes (`_space_numpy.moves`):
     the kinds, then per attempt the factor moves' dims and uniforms, the swaps' level and
-    loop uniforms, the flipped bits."""
+    loop uniforms, the flipped bits. Scratch from the caller (`neighbours_encoded`): ``rows``
+    (n, D) zeros, ``done`` (n,) False, (n,) ``sel``, ``lvs``, ``kind_now``, (3,) ``k3``,
+    (max(D, L),) ``cnt``, ``start``, ``seen``, (S,) ``vec``, ``ex``, (max(M, 1),) ``local``."""
     n = x.shape[0]
-    D = offsets.shape[0]
     L = n_free.shape[0]
     S = flat.shape[1]
     nt = tile_dims.shape[0]
     nk = keep_cols.shape[0]
-    rows = np.zeros((n, D), dtype=np.int64)
     for i in range(n):
         for j in range(nt):
             rows[i, tile_dims[j]] = x[i, tile_cols[j]]
@@ -575,15 +576,6 @@ def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_
     for lv in range(L):
         any_level = any_level or levels_ok[lv]
     kinds = rng.integers(0, 3, size=n)
-    done = np.zeros(n, dtype=np.bool_)
-    sel = np.empty(n, dtype=np.int64)
-    cnt = np.empty(max(D, L), dtype=np.int64)
-    start = np.empty(max(D, L), dtype=np.int64)
-    seen = np.empty(max(D, L), dtype=np.int64)
-    vec = np.empty(S, dtype=np.int64)
-    ex = np.empty(S, dtype=np.bool_)
-    local = np.empty(max(free_pad.shape[1], 1), dtype=np.int64)
-    lvs = np.empty(n, dtype=np.int64)
     for attempt in range(6):
         n_done = 0
         for i in range(n):
@@ -592,8 +584,7 @@ def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_
         if n_done == n:
             break
         # the rows of each kind this attempt (chosen before any move of the attempt)
-        k3 = np.zeros(3, dtype=np.int64)
-        kind_now = np.empty(n, dtype=np.int64)
+        k3[:] = 0
         for i in range(n):
             kind_now[i] = 3 if done[i] else (kinds[i] + attempt // 2) % 3
             if kind_now[i] < 3:
@@ -885,10 +876,16 @@ def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, fl
     """`MapSpace.neighbours_encoded` of in-box points ``x`` (n, n_params), same draws."""
     x = _i64(x)
     out = x.copy()
-    if len(x):
+    n = len(x)
+    if n:
+        DL = max(len(c.offsets), len(c.n_free))
+        S = c.flat.shape[1]
         moves_encoded(x, out, bool(flips), rng, c.tile_dims, c.tile_cols, c.offsets, c.flat, c.slot_exists, c.primes,
                       c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.lvl_t, c.free_mask, c.levels_ok, c.n_free,
-                      c.free_pad, c.order_cols, c.keep_cols)
+                      c.free_pad, c.order_cols, c.keep_cols, np.zeros((n, len(c.offsets)), np.int64),
+                      np.zeros(n, np.bool_), *(np.empty(n, np.int64) for _ in range(3)), np.empty(3, np.int64),
+                      *(np.empty(DL, np.int64) for _ in range(3)), np.empty(S, np.int64), np.empty(S, np.bool_),
+                      np.empty(max(c.free_pad.shape[1], 1), np.int64))
     return out
 
 
