@@ -141,6 +141,19 @@ def _i64(a: np.ndarray | list[int]) -> IntArray:
     return np.ascontiguousarray(a, dtype=np.int64)
 
 
+def _in(a: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """An array the kernels only read: C-contiguous, of ``dtype``, and read-only (a view where
+    the caller's is writable). numba compiles a driver anew for a read-only and for a
+    writable array of the same dtype, and callers hand both (a decoded batch's arrays are
+    read-only), so every read-only input goes in as one type and each driver has one
+    signature."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.flags.writeable:
+        a = a.view()
+        a.setflags(write=False)
+    return a
+
+
 def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported the other way round)
     """The kernels' view of a built `MapSpace` (its private tables, copied contiguous)."""
     L, D = space._L, space._D
@@ -813,6 +826,11 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
 
 # --- host wrappers ---------------------------------------------------------------------------
 
+def outside(x: IntArray, bounds: IntArray) -> int:
+    """Flat index of the first entry of encoded points x (n, P) outside [0, bounds), -1 when none."""
+    return int(first_outside(_in(x), _in(bounds)))
+
+
 def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
     """rows (n, D), temporal (n, L, D), spatial (n, L, D, 2), order (n, L, D), keep (n, L, T)."""
     n = len(x)
@@ -824,7 +842,7 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
     order = np.empty((n, L, D), dtype=np.int64)
     keep = np.empty((n, L, T), dtype=np.bool_)
     M = max(c.free_pad.shape[1], 1)
-    args = (_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
+    args = (_in(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
             c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.order_tab, c.order_off, c.order_w, c.keep_base,
             c.keep_free, c.keep_cols, rows, temporal, spatial, order, keep)
     if n:
@@ -837,7 +855,7 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
     n = len(rows)
     reason = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int64)
-    args = (_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
+    args = (_in(rows), _in(keep, np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
             c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util, reason, level)
     if n:
         reasons_rows(*args)
@@ -851,7 +869,7 @@ def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Gen
     n, D = out.shape
     if n:
         scratch = [np.empty(n, np.int64) for _ in range(7)]
-        push_out_rows(out, np.ascontiguousarray(keep, dtype=np.bool_), rng, int(max_rounds), c.offsets, c.flat,
+        push_out_rows(out, _in(keep, np.bool_), rng, int(max_rounds), c.offsets, c.flat,
                       c.slot_exists, c.primes, c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.row_sxy, c.fan_cols,
                       c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util,
                       c.rel, *scratch[:2], np.zeros(n, np.int64), np.arange(n, dtype=np.int64),
@@ -874,7 +892,7 @@ def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray,
 
 def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, flips: bool) -> IntArray:
     """`MapSpace.neighbours_encoded` of in-box points ``x`` (n, n_params), same draws."""
-    x = _i64(x)
+    x = _in(x)
     out = x.copy()
     n = len(x)
     if n:

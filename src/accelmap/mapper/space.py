@@ -559,8 +559,7 @@ class MapSpace:
         if not len(x):
             return x
         if self.compiled:
-            at = _kern.first_outside(np.ascontiguousarray(x), self.bounds)
-            outside = at >= 0
+            outside = _kern.outside(x, self.bounds) >= 0
         else:
             outside = bool((x.view(np.uint64) >= self.bounds.view(np.uint64)).any())  # negatives wrap to huge
         if outside:
