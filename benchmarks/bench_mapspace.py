@@ -177,51 +177,60 @@ def _first_calls(ops: list[str]) -> dict:
     return out
 
 
-def _child(ops: list[str], cache_dir: str) -> dict:
+def _child(ops: list[str], cache_dir: str, src: str | None = None) -> dict:
     import subprocess
     import sys
 
     env = dict(os.environ, NUMBA_CACHE_DIR=cache_dir, ACCELMAP_KERNELS="cpu")
+    if src is not None:  # another checkout's package
+        env["PYTHONPATH"] = src
     res = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--compile-child", *ops],
                          env=env, capture_output=True, text=True, check=True)
     return json.loads(res.stdout.strip().splitlines()[-1])
 
 
-def compile_times(repeats: int, scratch: Path) -> dict:
+def compile_times(repeats: int, scratch: Path, srcs: list[str | None]) -> dict:
     """First-call times of the compiled operations: each alone on an empty cache, all in a
-    search's order on an empty cache, and all again in a second process on that cache."""
+    search's order on an empty cache, and all again in a second process on that cache. With
+    several source folders (checkouts' ``src``), every measurement runs each of them in
+    turn (interleaved). Wall and process CPU time; medians over the repeats."""
     import shutil
     import tempfile
 
     scratch.mkdir(parents=True, exist_ok=True)
-    alone: dict[str, list[float]] = {op: [] for op in COMPILE_OPS}
-    cold: list[dict] = []
-    cached: list[dict] = []
+    runs: dict = {str(s): {"alone": {op: [] for op in COMPILE_OPS}, "cold": [], "cached": []} for s in srcs}
     for r in range(repeats):
         for op in COMPILE_OPS:
+            for src in srcs:
+                d = tempfile.mkdtemp(prefix="numba-", dir=scratch)
+                runs[str(src)]["alone"][op].append(_child([op], d, src))
+                shutil.rmtree(d)
+                print(f"repeat {r} {src} {op} alone: {runs[str(src)]['alone'][op][-1][op]:.2f} s", flush=True)
+        for src in srcs:
             d = tempfile.mkdtemp(prefix="numba-", dir=scratch)
-            alone[op].append(_child([op], d)[op])
+            runs[str(src)]["cold"].append(_child(list(COMPILE_OPS), d, src))
+            runs[str(src)]["cached"].append(_child(list(COMPILE_OPS), d, src))
             shutil.rmtree(d)
-            print(f"repeat {r} {op} alone: {alone[op][-1]:.2f} s", flush=True)
-        d = tempfile.mkdtemp(prefix="numba-", dir=scratch)
-        cold.append(_child(list(COMPILE_OPS), d))
-        cached.append(_child(list(COMPILE_OPS), d))
-        shutil.rmtree(d)
-        print(f"repeat {r} cold: {cold[-1]}\nrepeat {r} cached: {cached[-1]}", flush=True)
+            print(f"repeat {r} {src} cold: {runs[str(src)]['cold'][-1]}\n"
+                  f"repeat {r} {src} cached: {runs[str(src)]['cached'][-1]}", flush=True)
 
-    def med(runs: list[dict], key: str) -> float:
-        return float(np.median([run[key] for run in runs]))
+    def med(values: list[float]) -> float:
+        return float(np.median(values))
 
-    keys = ["import_s", "build_s", *COMPILE_OPS]
-    return {
-        "alone_cold_s": {op: float(np.median(v)) for op, v in alone.items()},
-        "alone_cold_runs_s": alone,
-        "sequence_cold_s": {k: med(cold, k) for k in keys},
-        "sequence_cold_total_s": float(np.median([sum(run[op] for op in COMPILE_OPS) for run in cold])),
-        "sequence_cached_s": {k: med(cached, k) for k in keys},
-        "sequence_cached_total_s": float(np.median([sum(run[op] for op in COMPILE_OPS) for run in cached])),
-        "sequence_cold_runs": cold, "sequence_cached_runs": cached,
-    }
+    keys = ["import_s", "build_s", *COMPILE_OPS, *(f"{op}_cpu" for op in COMPILE_OPS)]
+    out: dict = {}
+    for src, rr in runs.items():
+        out[src] = {
+            "alone_cold_s": {op: med([run[op] for run in v]) for op, v in rr["alone"].items()},
+            "alone_cold_cpu_s": {op: med([run[f"{op}_cpu"] for run in v]) for op, v in rr["alone"].items()},
+            "sequence_cold_s": {k: med([run[k] for run in rr["cold"]]) for k in keys},
+            "sequence_cold_total_s": med([sum(run[op] for op in COMPILE_OPS) for run in rr["cold"]]),
+            "sequence_cold_total_cpu_s": med([sum(run[f"{op}_cpu"] for op in COMPILE_OPS) for run in rr["cold"]]),
+            "sequence_cached_s": {k: med([run[k] for run in rr["cached"]]) for k in keys},
+            "sequence_cached_total_s": med([sum(run[op] for op in COMPILE_OPS) for run in rr["cached"]]),
+            "runs": rr,
+        }
+    return out
 
 
 def main() -> None:
@@ -238,6 +247,8 @@ def main() -> None:
     ap.add_argument("--scratch", type=Path, default=None,
                     help="folder for the --compile runs' numba caches (default: the system's temporary folder)")
     ap.add_argument("--out", type=Path, default=None, help="JSON file to write (--compile only)")
+    ap.add_argument("--compile-src", nargs="+", default=None, metavar="DIR",
+                    help="--compile: time these source folders (checkouts' src), interleaved (default: this one)")
     ap.add_argument("--compile-child", nargs="+", choices=COMPILE_OPS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.compile_child:
@@ -314,14 +325,15 @@ def _main_compile(args: argparse.Namespace) -> None:
     import numba
 
     load0 = list(os.getloadavg())
-    res = compile_times(args.compile_repeats, args.scratch or Path(tempfile.gettempdir()) / "accelmap-bench-compile")
+    res = compile_times(args.compile_repeats, args.scratch or Path(tempfile.gettempdir()) / "accelmap-bench-compile",
+                        args.compile_src or [None])
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True).stdout.strip()
     out = {"machine": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
                        "cpu": platform.processor() or platform.machine(), "n_cpus": os.cpu_count()},
            "commit": rev, "layer": "resnet50/conv3_1", "arch": "eyeriss-like", "batch": 1024,
            "repeats": args.compile_repeats,
            "timing": "wall time of each first call in a fresh process, medians over the repeats",
-           "load_average_start": load0, "load_average_end": list(os.getloadavg()), **res}
+           "load_average_start": load0, "load_average_end": list(os.getloadavg()), "sources": res}
     path = args.out or RESULTS_COMPILE
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(out, indent=2) + "\n")
