@@ -249,6 +249,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=None, help="JSON file to write (--compile only)")
     ap.add_argument("--compile-src", nargs="+", default=None, metavar="DIR",
                     help="--compile: time these source folders (checkouts' src), interleaved (default: this one)")
+    ap.add_argument("--compile-labels", nargs="+", default=None, metavar="NAME",
+                    help="--compile: a name for each --compile-src folder in the JSON (default: the folders)")
     ap.add_argument("--compile-child", nargs="+", choices=COMPILE_OPS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.compile_child:
@@ -328,11 +330,16 @@ def _main_compile(args: argparse.Namespace) -> None:
     res = compile_times(args.compile_repeats, args.scratch or Path(tempfile.gettempdir()) / "accelmap-bench-compile",
                         args.compile_src or [None])
     rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True, text=True).stdout.strip()
+    srcs = args.compile_src or [None]
+    labels = args.compile_labels or [str(s) for s in srcs]
+    res = {label: res[str(src)] for label, src in zip(labels, srcs, strict=True)}
     out = {"machine": {"python": platform.python_version(), "numpy": np.__version__, "numba": numba.__version__,
                        "cpu": platform.processor() or platform.machine(), "n_cpus": os.cpu_count()},
            "commit": rev, "layer": "resnet50/conv3_1", "arch": "eyeriss-like", "batch": 1024,
            "repeats": args.compile_repeats,
-           "timing": "wall time of each first call in a fresh process, medians over the repeats",
+           "timing": "wall and process CPU time (*_cpu) of each first call in a fresh process on an empty numba "
+                     "cache (cold) or on the cache a first process filled (cached), sources interleaved, medians "
+                     "over the repeats",
            "load_average_start": load0, "load_average_end": list(os.getloadavg()), "sources": res}
     path = args.out or RESULTS_COMPILE
     path.parent.mkdir(parents=True, exist_ok=True)
