@@ -1,28 +1,36 @@
-"""Compiled MapSpace operations: decode, the legality check of decoded points, and the
-neighbour moves, one encoded point per loop iteration.
+"""Compiled MapSpace operations: decode, the legality check of decoded points, the neighbour
+moves and the repair towards legality, one encoded point per loop iteration.
 
 This is the fast path of `accelmap.mapper.space.MapSpace`. *What* a decode, a check or a
-move is stays defined once, in the numpy batched methods of `MapSpace` (the executable
-reference: `decode`, `_fast_reasons`, `_factor_moves`, `_swap_moves`); this module redoes
-each of them row by row in integer arithmetic that numba compiles (``@njit(cache=True)``),
-and the property tests (`tests/property/test_space_kernels_equal_numpy.py`) hold both equal,
-bit for bit.
+move is stays defined once, in the batched numpy functions of `accelmap.mapper._space_numpy`
+(the executable reference: `decode`, `fast_reasons`, `factor_moves`, `swap_moves`,
+`push_out`); this module redoes each of them row by row in integer arithmetic that numba
+compiles (``@njit(cache=True)``), and the property tests
+(`tests/property/test_space_kernels_equal_numpy.py`) hold both equal, bit for bit.
 
-Random numbers are never drawn here. The caller draws them from its
+Random numbers are never chosen here. The caller draws them from its
 `numpy.random.Generator` exactly as the numpy path does (same calls, same shapes, same
-order), and the kernels read them where the numpy path reads them, so both engines give
-the same neighbours from the same generator state, and a search takes the same path on
-either engine.
+order), or the driver draws them from that generator in the same order, and the kernels
+read them where the numpy path reads them, so both engines give the same neighbours from
+the same generator state, and a search takes the same path on either engine.
 
 The per-row functions (``row_lookup``, ``decode_row``, ``reasons_row``, ``factor_move_row``,
 ``swap_row``) are ``register_jitable``: they take only arrays and scalars and allocate
 nothing (scratch comes from the caller), so the same source can also be compiled as CUDA
-device functions. The drivers (``*_rows``) loop over rows on the calling thread without
-numba's reference counting (``_nrt=False``; every array comes from the caller), except
-`moves_encoded`, which draws its random numbers inside (numba's ``Generator`` methods
-allocate). No driver is threaded: on the reference machine (2 cores, shared) threaded
-decode and check drivers were slower than the serial ones at 4,096-16,384 rows (the rows
-are a few hundred ns each, and the output arrays' first touch dominates).
+device functions. The drivers (``*_rows``, ``push_out_rows``) loop over rows on the calling
+thread without numba's reference counting (``_nrt=False``; every array, scratch included,
+comes from the host wrappers), except `moves_encoded`, whose array draws from numba's
+``Generator`` allocate. No driver is threaded: on the reference machine (2 cores, shared)
+threaded decode and check drivers were slower than the serial ones at 4,096-16,384 rows (the
+rows are a few hundred ns each, and the output arrays' first touch dominates).
+
+Compile time (every fresh install and every CI run compiles these once; `cache=True` keeps
+the result): the decode and check drivers inline their row functions at numba's untyped
+stage (``njit(inline="always")`` aliases), not through ``register_jitable(inline=...)``,
+which compiles the row function once more only to type it; each driver has one signature,
+its read-only inputs always handed in as read-only arrays (`_in`); and the repair loop
+checks its active rows through one compiled call. ``bench_mapspace.py --compile`` measures
+the first calls.
 """
 
 from __future__ import annotations
@@ -273,7 +281,7 @@ def lehmer_local(x, i, lv, m, order_cols, local):  # noqa: ANN001, ANN201
         local[p] = v
 
 
-@register_jitable(inline="always")
+@register_jitable
 def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                spatial, order, keep, local):  # noqa: ANN001, ANN201
@@ -317,10 +325,10 @@ def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_p
         keep[i, keep_free[j, 0], keep_free[j, 1]] = x[i, keep_cols[j]] != 0
 
 
-@register_jitable(inline="always")
+@register_jitable
 def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
                 term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
-    """`MapSpace._fast_reasons` of row i: fanout, then capacity, then utilization."""
+    """`_space_numpy.fast_reasons` of row i: fanout, then capacity, then utilization."""
     D = rows.shape[1]
     T = keep.shape[2]
     reason[i] = 0
@@ -365,7 +373,7 @@ def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_level
 @register_jitable
 def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists, primes, n_primes, keys, krows,
                     mult, dim_mult, vec, ex):  # noqa: ANN001, ANN201
-    """`MapSpace._factor_moves` for row r and dim d: move a prime factor between two of the
+    """`_space_numpy.factor_moves` for row r and dim d: move a prime factor between two of the
     dim's slots; the row reads its uniforms in ``u`` where the numpy path's gather puts them
     (group of kd rows from ``base``, row j within it). In place; marks ``done[r]``."""
     S = flat.shape[1]
@@ -409,7 +417,7 @@ def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists
 
 @register_jitable
 def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
-    """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
+    """The level of `_space_numpy.swap_moves` for row r: the best score u + [two running free
     loops] among the levels with two free loops (first maximum); the row's uniforms are
     ``u1[i L: (i + 1) L]``."""
     L = free_mask.shape[0]
@@ -434,7 +442,7 @@ def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noq
 
 @register_jitable
 def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, local):  # noqa: ANN001, ANN201
-    """`MapSpace._swap_moves` for row r at level lv: swap the two free loops with the best
+    """`_space_numpy.swap_moves` for row r at level lv: swap the two free loops with the best
     scores u + [loop bound > 1] (the row's uniforms start at ``u2[off]``), re-encode the
     level's Lehmer digits into ``out[r]``."""
     L = n_free.shape[0]
@@ -472,6 +480,10 @@ def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, ord
 
 # --- drivers ---------------------------------------------------------------------------------
 
+# The decode and check drivers inline their row function (a call per row costs the check
+# about 1.6x its time): numba inlines an ``njit(inline="always")`` function into its caller
+# before typing it, once; ``register_jitable(inline="always")`` would compile the row
+# function a second time, whole, only to type the call.
 _decode_row = njit(inline="always")(decode_row)
 _reasons_row = njit(inline="always")(reasons_row)
 
@@ -657,7 +669,7 @@ def first_outside(x, bounds):  # noqa: ANN001, ANN201
 
 @register_jitable
 def move_prime(row, d, src, dst, prime, offsets, flat, keys, krows, mult, dim_mult, vec):  # noqa: ANN001, ANN201
-    """`MapSpace._move_prime` for one row: dim d's table row after moving ``prime`` from slot
+    """`_space_numpy.move_prime` for one row: dim d's table row after moving ``prime`` from slot
     src to slot dst, -1 where src does not divide or the result leaves the table."""
     S = flat.shape[1]
     g0 = row + offsets[d]
@@ -851,7 +863,7 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
 
 
 def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntArray, IntArray]:
-    """(n,) reason codes and (n,) levels of `MapSpace._fast_reasons`."""
+    """(n,) reason codes and (n,) levels of `_space_numpy.fast_reasons`."""
     n = len(rows)
     reason = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int64)
@@ -864,7 +876,7 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
 
 def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
              max_rounds: int) -> IntArray:
-    """`MapSpace._push_out`: the repaired rows (a copy), same draws."""
+    """`_space_numpy.push_out`: the repaired rows (a copy), same draws."""
     out = _i64(rows).copy()
     n, D = out.shape
     if n:
@@ -879,7 +891,7 @@ def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Gen
 
 
 def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
-    """`MapSpace._factor_moves` (in place), drawing from ``rng`` as it does."""
+    """`_space_numpy.factor_moves` (in place), drawing from ``rng`` as it does."""
     k = len(sel)
     S = c.flat.shape[1]
     D = len(c.offsets)
