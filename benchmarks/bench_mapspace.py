@@ -19,6 +19,13 @@ an empty cache, then again in a second process that loads what the first one cac
 time of each first call (compile or cache load included; the space's tables are built
 before the clock starts), ``--compile-repeats`` times, medians. Writes
 ``benchmarks/results/bench_mapspace_compile.json`` (``--out`` for another file).
+
+``--kernels-vs OTHER_SRC`` times this checkout's compiled MapSpace kernels against another
+checkout's (``OTHER_SRC/accelmap/mapper/_space_kernel.py``, loaded beside them; its kernels
+must read the same `MapSpace` tables) in one process: the same spaces, inputs and generator
+seeds, the two versions called in turn within every repeat, medians of process CPU time,
+numba on one thread; the outputs are checked equal. Writes
+``benchmarks/results/bench_mapspace_kernel_versions.json`` (``--out`` for another file).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ import numpy as np  # noqa: E402
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_mapspace.json"
 RESULTS_BACKENDS = RESULTS.with_name("bench_mapspace_backends.json")
 RESULTS_COMPILE = RESULTS.with_name("bench_mapspace_compile.json")
+RESULTS_VERSIONS = RESULTS.with_name("bench_mapspace_kernel_versions.json")
 #: the compiled operations in the order a search meets them (see `_first_calls`)
 COMPILE_OPS = ("decode", "check_decoded", "neighbours_encoded", "neighbours", "legal_repair")
 _ROOT = Path(__file__).resolve().parents[1]
@@ -233,6 +241,63 @@ def compile_times(repeats: int, scratch: Path, srcs: list[str | None]) -> dict:
     return out
 
 
+def compare_kernel_versions(other_src: Path, sizes: list[int], repeats: int) -> dict:
+    """Per (space, batch size, kernel operation): CPU time per call of the other checkout's
+    kernels and of this one's, interleaved, and their ratio (this / other)."""
+    import importlib.util
+    import sys
+
+    import numba
+
+    from accelmap.arch.presets import preset
+    from accelmap.mapper import _space_kernel as this
+    from accelmap.mapper.space import MapSpace
+    from accelmap.workloads.zoo import layer
+
+    spec = importlib.util.spec_from_file_location("_space_kernel_other",
+                                                  other_src / "accelmap" / "mapper" / "_space_kernel.py")
+    other = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = other
+    spec.loader.exec_module(other)
+    numba.set_num_threads(1)
+    out: dict = {}
+    for lname in ("resnet50/conv3_1", "resnet50/res2a_branch2b"):
+        space = MapSpace(layer(lname), preset("eyeriss-like"), engine="numpy")
+        consts = {"other": other.space_consts(space), "this": this.space_consts(space)}
+        mods = {"other": other, "this": this}
+        out[lname] = {}
+        for n in sizes:
+            x = space.sample_encoded(n, np.random.default_rng(0))
+            rows, _, _, _, keep = this.decode(consts["this"], x)
+            k = max(n // 8, 1)
+            ops = {
+                "decode": lambda m, c, rng, x=x: m.decode(c, x),
+                "check": lambda m, c, rng, rows=rows, keep=keep: m.fast_reasons(c, rows, keep),
+                "neighbours_encoded": lambda m, c, rng, x=x: m.neighbours_encoded(c, x, rng, True),
+                "repair": lambda m, c, rng, rows=rows[:k], keep=keep[:k]: m.push_out(c, rows, keep, rng, 64),
+            }
+            rows_out = {}
+            for op, fn in ops.items():
+                got = {v: fn(mods[v], consts[v], np.random.default_rng(1)) for v in ("other", "this")}
+                for a, b in zip(*(g if isinstance(g, tuple) else (g,) for g in got.values()), strict=True):
+                    if not np.array_equal(a, b):
+                        raise AssertionError(f"{lname} n={n} {op}: the two kernel versions disagree")
+                times: dict[str, list[float]] = {"other": [], "this": []}
+                for r in range(repeats):
+                    for v in ("other", "this"):
+                        rng = np.random.default_rng(100 + r)
+                        t0 = time.process_time()
+                        fn(mods[v], consts[v], rng)
+                        times[v].append(time.process_time() - t0)
+                med = {v: float(np.median(t)) for v, t in times.items()}
+                rows_out[op] = {"other_s": med["other"], "this_s": med["this"], "this_over_other_time": med["this"] / med["other"],
+                                "items": k if op == "repair" else n}
+                print(f"{lname} n={n} {op}: other {med['other'] * 1e3:.3f} ms, this {med['this'] * 1e3:.3f} ms, "
+                      f"this/other {med['this'] / med['other']:.2f}", flush=True)
+            out[lname][str(n)] = rows_out
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--n", type=int, default=65536, help="batch size (default 65536)")
@@ -251,6 +316,8 @@ def main() -> None:
                     help="--compile: time these source folders (checkouts' src), interleaved (default: this one)")
     ap.add_argument("--compile-labels", nargs="+", default=None, metavar="NAME",
                     help="--compile: a name for each --compile-src folder in the JSON (default: the folders)")
+    ap.add_argument("--kernels-vs", type=Path, default=None, metavar="OTHER_SRC",
+                    help="time this checkout's compiled MapSpace kernels against another checkout's src folder")
     ap.add_argument("--compile-child", nargs="+", choices=COMPILE_OPS, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.compile_child:
@@ -258,6 +325,21 @@ def main() -> None:
         return
     if args.compile:
         _main_compile(args)
+        return
+    if args.kernels_vs:
+        import subprocess
+
+        load0 = list(os.getloadavg())
+        res = compare_kernel_versions(args.kernels_vs, args.sizes, args.repeats)
+        rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT, capture_output=True,
+                             text=True).stdout.strip()
+        out = {"commit": rev, "other": args.kernels_vs.name, "arch": "eyeriss-like", "sizes": args.sizes,
+               "repeats": args.repeats, "repair_rows": "batch / 8",
+               "timing": "median process CPU time per call, the two versions interleaved within each repeat",
+               "load_average_start": load0, "load_average_end": list(os.getloadavg()), "spaces": res}
+        path = args.out or RESULTS_VERSIONS
+        path.write_text(json.dumps(out, indent=2) + "\n")
+        print(f"wrote {path}")
         return
     if args.backends:
         _main_backends(args)
