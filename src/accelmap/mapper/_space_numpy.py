@@ -150,7 +150,7 @@ def push_out(space: Space, rows: IntArray, keep: BoolArray, rng: np.random.Gener
     while it overflows level l, move a prime factor of a dim that indexes a tensor kept
     at l, from a slot at level >= l to a temporal loop at a level < l. Either move
     shrinks what failed and grows nothing inside it. Rows below the minimum
-    utilization get the opposite move (`_push_in`). Moves that would leave the dim's
+    utilization get the opposite move (`push_in`). Moves that would leave the dim's
     table (a constraint) are skipped and another is drawn in the next round.
 
     rows (n, D) table rows, keep (n, L, T); returns the new rows.
@@ -187,7 +187,7 @@ def push_out(space: Space, rows: IntArray, keep: BoolArray, rng: np.random.Gener
 def push_out_round(space: Space, rows: IntArray, keep: BoolArray, active: IntArray, lvl: IntArray, is_cap: BoolArray,
                     rng: np.random.Generator, slot_lv: IntArray, slot_k: IntArray, rel: BoolArray,
                     S: int) -> None:
-    """One push-out move for each row of ``active`` (in place); see `_push_out`."""
+    """One push-out move for each row of ``active`` (in place); see `push_out`."""
     D = space._D
     m = len(active)
     vec = np.take(space._big, rows[active] + space._offsets[None, :], axis=0).reshape(m, D, S)
@@ -379,7 +379,7 @@ def factor_moves(space: Space, rows: IntArray, sel: IntArray, done: BoolArray, r
     j = np.arange(k) - gs  # row within its group
     # row j of a group of kd rows that starts at gs reads its source scores at
     # gs (2S+1) + j S + c, its destination scores kd S further on and its prime pick
-    # at gs (2S+1) + 2 kd S + j (c < S): one (k, 2S+1) gather, see `_draw_*`
+    # at gs (2S+1) + 2 kd S + j (c < S): one (k, 2S+1) gather, see the space's `_draw_*`
     at = (gs * (2 * S + 1))[:, None] + j[:, None] * space._draw_j + kd[:, None] * space._draw_kd + space._draw_c
     u = rng.random(k * (2 * S + 1))[at]
     src_u, dst_u, pick_u = u[:, :S], u[:, S: 2 * S], u[:, 2 * S]
@@ -409,7 +409,7 @@ def factor_moves(space: Space, rows: IntArray, sel: IntArray, done: BoolArray, r
 
 def swap_moves(space: Space, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
                 set_seg: Callable[[IntArray, IntArray, IntArray], None], rng: np.random.Generator) -> None:
-    """Swap two free loops of one level in each row of ``sel`` (see `_moves`).
+    """Swap two free loops of one level in each row of ``sel`` (see `moves`).
 
     The random stream is the one of a loop over the picked levels in increasing order
     drawing, per level with k rows and m free loops, scores (k, m): drawn at once, and

@@ -363,7 +363,7 @@ class MapSpace:
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
-        # where a factor move's draws sit for row j of a group of kd rows (see _factor_moves):
+        # where a factor move's draws sit for row j of a group of kd rows (see `_space_numpy.factor_moves`):
         # column c < S source score, S <= c < 2S destination score, 2S the prime pick
         S = self._L * 3
         self._draw_j = np.concatenate([np.full(2 * S, S), [1]]).astype(np.int64)
