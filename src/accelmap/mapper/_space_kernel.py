@@ -913,9 +913,9 @@ def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, fl
         moves_encoded(x, out, bool(flips), rng, c.tile_dims, c.tile_cols, c.offsets, c.flat, c.slot_exists, c.primes,
                       c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.lvl_t, c.free_mask, c.levels_ok, c.n_free,
                       c.free_pad, c.order_cols, c.keep_cols, np.zeros((n, len(c.offsets)), np.int64),
-                      np.zeros(n, np.bool_), *(np.empty(n, np.int64) for _ in range(3)), np.empty(3, np.int64),
-                      *(np.empty(DL, np.int64) for _ in range(3)), np.empty(S, np.int64), np.empty(S, np.bool_),
-                      np.empty(max(c.free_pad.shape[1], 1), np.int64))
+                      np.zeros(n, np.bool_), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                      np.empty(3, np.int64), np.empty(DL, np.int64), np.empty(DL, np.int64), np.empty(DL, np.int64),
+                      np.empty(S, np.int64), np.empty(S, np.bool_), np.empty(max(c.free_pad.shape[1], 1), np.int64))
     return out
 
 
