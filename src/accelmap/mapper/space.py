@@ -64,6 +64,10 @@ __all__ = ["MapSpace", "SpaceSize", "LowerBounds", "PARAM_KINDS", "n_ordered_fac
 
 PARAM_KINDS = ("tile", "spatial", "order", "keep")
 
+#: checkpoints (pickles) written before the table arithmetic moved to `_space_tables` name
+#: the row index here
+_RowIndex = RowIndex
+
 _T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
 _MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
 _DECODED_MEMO_ROWS = 1 << 14  # `check` recognizes the last decoded batch up to this size (it is held)

@@ -31,3 +31,4 @@ def test_each_driver_has_one_signature() -> None:
     used = {name: len(f.signatures) for name, f in drivers.items() if f.signatures}
     assert {"decode_rows", "reasons_rows", "moves_encoded", "push_out_rows", "first_outside"} <= set(used)
     assert all(n == 1 for n in used.values()), used
+
