@@ -1,28 +1,36 @@
-"""Compiled MapSpace operations: decode, the legality check of decoded points, and the
-neighbour moves, one encoded point per loop iteration.
+"""Compiled MapSpace operations: decode, the legality check of decoded points, the neighbour
+moves and the repair towards legality, one encoded point per loop iteration.
 
 This is the fast path of `accelmap.mapper.space.MapSpace`. *What* a decode, a check or a
-move is stays defined once, in the numpy batched methods of `MapSpace` (the executable
-reference: `decode`, `_fast_reasons`, `_factor_moves`, `_swap_moves`); this module redoes
-each of them row by row in integer arithmetic that numba compiles (``@njit(cache=True)``),
-and the property tests (`tests/property/test_space_kernels_equal_numpy.py`) hold both equal,
-bit for bit.
+move is stays defined once, in the batched numpy functions of `accelmap.mapper._space_numpy`
+(the executable reference: `decode`, `fast_reasons`, `factor_moves`, `swap_moves`,
+`push_out`); this module redoes each of them row by row in integer arithmetic that numba
+compiles (``@njit(cache=True)``), and the property tests
+(`tests/property/test_space_kernels_equal_numpy.py`) hold both equal, bit for bit.
 
-Random numbers are never drawn here. The caller draws them from its
+Random numbers are never chosen here. The caller draws them from its
 `numpy.random.Generator` exactly as the numpy path does (same calls, same shapes, same
-order), and the kernels read them where the numpy path reads them, so both engines give
-the same neighbours from the same generator state, and a search takes the same path on
-either engine.
+order), or the driver draws them from that generator in the same order, and the kernels
+read them where the numpy path reads them, so both engines give the same neighbours from
+the same generator state, and a search takes the same path on either engine.
 
 The per-row functions (``row_lookup``, ``decode_row``, ``reasons_row``, ``factor_move_row``,
 ``swap_row``) are ``register_jitable``: they take only arrays and scalars and allocate
 nothing (scratch comes from the caller), so the same source can also be compiled as CUDA
-device functions. The drivers (``*_rows``) loop over rows on the calling thread without
-numba's reference counting (``_nrt=False``; every array comes from the caller), except
-`moves_encoded`, which draws its random numbers inside (numba's ``Generator`` methods
-allocate). No driver is threaded: on the reference machine (2 cores, shared) threaded
-decode and check drivers were slower than the serial ones at 4,096-16,384 rows (the rows
-are a few hundred ns each, and the output arrays' first touch dominates).
+device functions. The drivers (``*_rows``, ``push_out_rows``) loop over rows on the calling
+thread without numba's reference counting (``_nrt=False``; every array, scratch included,
+comes from the host wrappers), except `moves_encoded`, whose array draws from numba's
+``Generator`` allocate. No driver is threaded: on the reference machine (2 cores, shared)
+threaded decode and check drivers were slower than the serial ones at 4,096-16,384 rows (the
+rows are a few hundred ns each, and the output arrays' first touch dominates).
+
+Compile time (every fresh install and every CI run compiles these once; `cache=True` keeps
+the result): the decode and check drivers inline their row functions at numba's untyped
+stage (``njit(inline="always")`` aliases), not through ``register_jitable(inline=...)``,
+which compiles the row function once more only to type it; each driver has one signature,
+its read-only inputs always handed in as read-only arrays (`_in`); and the repair loop
+checks its active rows through one compiled call. ``bench_mapspace.py --compile`` measures
+the first calls.
 """
 
 from __future__ import annotations
@@ -139,6 +147,19 @@ class SpaceConsts:
 
 def _i64(a: np.ndarray | list[int]) -> IntArray:
     return np.ascontiguousarray(a, dtype=np.int64)
+
+
+def _in(a: np.ndarray, dtype: type = np.int64) -> np.ndarray:
+    """An array the kernels only read: C-contiguous, of ``dtype``, and read-only (a view where
+    the caller's is writable). numba compiles a driver anew for a read-only and for a
+    writable array of the same dtype, and callers hand both (a decoded batch's arrays are
+    read-only), so every read-only input goes in as one type and each driver has one
+    signature."""
+    a = np.ascontiguousarray(a, dtype=dtype)
+    if a.flags.writeable:
+        a = a.view()
+        a.setflags(write=False)
+    return a
 
 
 def space_consts(space) -> SpaceConsts:  # noqa: ANN001 (a MapSpace; imported the other way round)
@@ -260,7 +281,7 @@ def lehmer_local(x, i, lv, m, order_cols, local):  # noqa: ANN001, ANN201
         local[p] = v
 
 
-@register_jitable(inline="always")
+@register_jitable
 def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                spatial, order, keep, local):  # noqa: ANN001, ANN201
@@ -304,10 +325,10 @@ def decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_p
         keep[i, keep_free[j, 0], keep_free[j, 1]] = x[i, keep_cols[j]] != 0
 
 
-@register_jitable(inline="always")
+@register_jitable
 def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
                 term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
-    """`MapSpace._fast_reasons` of row i: fanout, then capacity, then utilization."""
+    """`_space_numpy.fast_reasons` of row i: fanout, then capacity, then utilization."""
     D = rows.shape[1]
     T = keep.shape[2]
     reason[i] = 0
@@ -352,7 +373,7 @@ def reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_level
 @register_jitable
 def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists, primes, n_primes, keys, krows,
                     mult, dim_mult, vec, ex):  # noqa: ANN001, ANN201
-    """`MapSpace._factor_moves` for row r and dim d: move a prime factor between two of the
+    """`_space_numpy.factor_moves` for row r and dim d: move a prime factor between two of the
     dim's slots; the row reads its uniforms in ``u`` where the numpy path's gather puts them
     (group of kd rows from ``base``, row j within it). In place; marks ``done[r]``."""
     S = flat.shape[1]
@@ -396,7 +417,7 @@ def factor_move_row(r, d, base, j, kd, u, rows, done, offsets, flat, slot_exists
 
 @register_jitable
 def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noqa: ANN001, ANN201
-    """The level of `MapSpace._swap_moves` for row r: the best score u + [two running free
+    """The level of `_space_numpy.swap_moves` for row r: the best score u + [two running free
     loops] among the levels with two free loops (first maximum); the row's uniforms are
     ``u1[i L: (i + 1) L]``."""
     L = free_mask.shape[0]
@@ -421,7 +442,7 @@ def swap_level_row(i, r, u1, rows, offsets, lvl_t, free_mask, levels_ok):  # noq
 
 @register_jitable
 def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, order_cols, local):  # noqa: ANN001, ANN201
-    """`MapSpace._swap_moves` for row r at level lv: swap the two free loops with the best
+    """`_space_numpy.swap_moves` for row r at level lv: swap the two free loops with the best
     scores u + [loop bound > 1] (the row's uniforms start at ``u2[off]``), re-encode the
     level's Lehmer digits into ``out[r]``."""
     L = n_free.shape[0]
@@ -459,12 +480,20 @@ def swap_row(r, lv, off, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, ord
 
 # --- drivers ---------------------------------------------------------------------------------
 
+# The decode and check drivers inline their row function (a call per row costs the check
+# about 1.6x its time): numba inlines an ``njit(inline="always")`` function into its caller
+# before typing it, once; ``register_jitable(inline="always")`` would compile the row
+# function a second time, whole, only to type the call.
+_decode_row = njit(inline="always")(decode_row)
+_reasons_row = njit(inline="always")(reasons_row)
+
+
 @njit(**_JIT)  # type: ignore[call-overload]
 def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                 inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                 spatial, order, keep, local):  # noqa: ANN001, ANN201
     for i in range(x.shape[0]):
-        decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
+        _decode_row(i, x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad, outer_n, outer_pad, inner_n,
                    inner_pad, order_cols, order_tab, order_off, order_w, keep_base, keep_free, keep_cols, rows, temporal,
                    spatial, order, keep, local)
 
@@ -473,8 +502,17 @@ def decode_rows(x, tile_dims, tile_cols, offsets, lvl_t, lvl_s, n_free, free_pad
 def reasons_rows(rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d,
                  term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
     for i in range(rows.shape[0]):
-        reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
-                    term_d, term_a, tsteps, util, reason, level)
+        _reasons_row(i, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                     term_d, term_a, tsteps, util, reason, level)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def reasons_at(idx, n_idx, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+               term_d, term_a, tsteps, util, reason, level):  # noqa: ANN001, ANN201
+    """`reasons_rows` of the rows ``idx[:n_idx]`` (the active rows of the push-out loop)."""
+    for a in range(n_idx):
+        _reasons_row(idx[a], rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
+                     term_d, term_a, tsteps, util, reason, level)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -542,19 +580,20 @@ def swap_rows(sel, lvs, u2, x, out, rows, offsets, lvl_t, n_free, free_pad, orde
 
 @njit(cache=True)  # type: ignore[call-overload]
 def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_exists, primes, n_primes, keys, krows,
-                  mult, dim_mult, lvl_t, free_mask, levels_ok, n_free, free_pad, order_cols, keep_cols):  # noqa: ANN001, ANN201
+                  mult, dim_mult, lvl_t, free_mask, levels_ok, n_free, free_pad, order_cols, keep_cols, rows, done, sel,
+                  lvs, kind_now, k3, cnt, start, seen, vec, ex, local):  # noqa: ANN001, ANN201
     """`MapSpace.neighbours_encoded` in one call: ``out`` (a copy of ``x``) receives one move
     per row. The random numbers come from the numpy ``Generator`` ``rng`` (numba draws the
-    same streams as numpy), drawn in the numpy path's order and shapes (`MapSpace._moves`):
+    same streams as numpy), drawn in the numpy path's order and shapes (`_space_numpy.moves`):
     the kinds, then per attempt the factor moves' dims and uniforms, the swaps' level and
-    loop uniforms, the flipped bits."""
+    loop uniforms, the flipped bits. Scratch from the caller (`neighbours_encoded`): ``rows``
+    (n, D) zeros, ``done`` (n,) False, (n,) ``sel``, ``lvs``, ``kind_now``, (3,) ``k3``,
+    (max(D, L),) ``cnt``, ``start``, ``seen``, (S,) ``vec``, ``ex``, (max(M, 1),) ``local``."""
     n = x.shape[0]
-    D = offsets.shape[0]
     L = n_free.shape[0]
     S = flat.shape[1]
     nt = tile_dims.shape[0]
     nk = keep_cols.shape[0]
-    rows = np.zeros((n, D), dtype=np.int64)
     for i in range(n):
         for j in range(nt):
             rows[i, tile_dims[j]] = x[i, tile_cols[j]]
@@ -562,15 +601,6 @@ def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_
     for lv in range(L):
         any_level = any_level or levels_ok[lv]
     kinds = rng.integers(0, 3, size=n)
-    done = np.zeros(n, dtype=np.bool_)
-    sel = np.empty(n, dtype=np.int64)
-    cnt = np.empty(max(D, L), dtype=np.int64)
-    start = np.empty(max(D, L), dtype=np.int64)
-    seen = np.empty(max(D, L), dtype=np.int64)
-    vec = np.empty(S, dtype=np.int64)
-    ex = np.empty(S, dtype=np.bool_)
-    local = np.empty(max(free_pad.shape[1], 1), dtype=np.int64)
-    lvs = np.empty(n, dtype=np.int64)
     for attempt in range(6):
         n_done = 0
         for i in range(n):
@@ -579,8 +609,7 @@ def moves_encoded(x, out, flips, rng, tile_dims, tile_cols, offsets, flat, slot_
         if n_done == n:
             break
         # the rows of each kind this attempt (chosen before any move of the attempt)
-        k3 = np.zeros(3, dtype=np.int64)
-        kind_now = np.empty(n, dtype=np.int64)
+        k3[:] = 0
         for i in range(n):
             kind_now[i] = 3 if done[i] else (kinds[i] + attempt // 2) % 3
             if kind_now[i] < 3:
@@ -640,7 +669,7 @@ def first_outside(x, bounds):  # noqa: ANN001, ANN201
 
 @register_jitable
 def move_prime(row, d, src, dst, prime, offsets, flat, keys, krows, mult, dim_mult, vec):  # noqa: ANN001, ANN201
-    """`MapSpace._move_prime` for one row: dim d's table row after moving ``prime`` from slot
+    """`_space_numpy.move_prime` for one row: dim d's table row after moving ``prime`` from slot
     src to slot dst, -1 where src does not divide or the result leaves the table."""
     S = flat.shape[1]
     g0 = row + offsets[d]
@@ -654,33 +683,46 @@ def move_prime(row, d, src, dst, prime, offsets, flat, keys, krows, mult, dim_mu
     return g - offsets[d] if g >= 0 else -1
 
 
-@njit(cache=True)  # type: ignore[call-overload]
+@register_jitable
+def apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys, krows,
+                      mult, dim_mult, vec):  # noqa: ANN001, ANN201
+    """The moves of one kind of a push-out round (`_space_numpy.push_out_round` and
+    `push_in`): row ``grp[a]`` (a < m) moves a prime factor of dim ``d_sel[a]`` from slot
+    ``s_sel[a]`` to slot ``dst[a]`` where ``has[a]``, the prime no larger than ``limit[a]``
+    and the result in the dim's table. The prime picks are drawn dim by dim in increasing
+    order, rows in order within a dim, as the numpy path groups them."""
+    D = offsets.shape[0]
+    for d in range(D):
+        for a in range(m):
+            if has[a] and d_sel[a] == d:
+                r = grp[a]
+                f = flat[rows[r, d] + offsets[d], s_sel[a]]
+                prime = primes[f, np.int64(rng.random() * n_primes[f])]
+                moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult, dim_mult,
+                                   vec)
+                if prime <= limit[a] and moved >= 0:
+                    rows[r, d] = moved
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, primes, n_primes, keys, krows, mult,
                   dim_mult, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n, term_d, term_a, tsteps,
-                  util, rel):  # noqa: ANN001, ANN201
-    """`MapSpace._push_out` (with `_push_in` and `_push_out_round`) on table rows (n, D), in
-    place. The uniforms come from the numpy ``Generator`` ``rng`` one at a time, in the order
-    in which the numpy path's array draws lay them out (row, dim, slot; then per move the
-    per-dim groups in increasing dim order, rows in order), so both give the same rows and
-    leave the generator alike. Scores and first-maximum picks as `np.argmax`."""
+                  util, rel, reason, level, strikes, active, before, grp, has, d_sel, s_sel, dst, limit, room,
+                  vec):  # noqa: ANN001, ANN201
+    """`_space_numpy.push_out` (with its `push_in` and `push_out_round`) on table rows (n, D),
+    in place. The uniforms come from the numpy ``Generator`` ``rng`` one at a time, in the
+    order in which the numpy path's array draws lay them out (row, dim, slot; then per move
+    the per-dim groups in increasing dim order, rows in order), so both give the same rows
+    and leave the generator alike. Scores and first-maximum picks as `np.argmax`. Scratch
+    from the caller (`push_out`): (n,) ``reason``, ``level``, ``strikes`` (zeros), ``active``
+    (0..n-1), ``grp``, ``has``, ``d_sel``, ``s_sel``, ``dst``, ``limit``; ``before``
+    (n, D), ``room`` (n, fan-out pairs or 1), ``vec`` (S,)."""
     n, D = rows.shape
     S = flat.shape[1]
     T = keep.shape[2]
     nf = fan_cols.shape[0]
-    reason = np.zeros(n, dtype=np.int64)
-    level = np.zeros(n, dtype=np.int64)
-    strikes = np.zeros(n, dtype=np.int64)
-    active = np.arange(n)
     n_act = n
-    before = np.empty((n, D), dtype=np.int64)
-    grp = np.empty(n, dtype=np.int64)  # the rows of one kind of move this round
-    has = np.empty(n, dtype=np.bool_)
-    d_sel = np.empty(n, dtype=np.int64)
-    s_sel = np.empty(n, dtype=np.int64)
-    dst = np.empty(n, dtype=np.int64)
-    dj = np.empty(n, dtype=np.int64)
-    room = np.empty((n, max(nf, 1)), dtype=np.int64)
-    vec = np.empty(S, dtype=np.int64)
+    no_limit = np.iinfo(np.int64).max
     for _ in range(max_rounds):
         if n_act == 0:
             break
@@ -688,8 +730,8 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
             r = active[a]
             for d in range(D):
                 before[a, d] = rows[r, d]
-            reasons_row(r, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1, term_n,
-                        term_d, term_a, tsteps, util, reason, level)
+        reasons_at(active, n_act, rows, keep, offsets, row_sxy, fan_cols, fan_limits, cap_levels, caps, tiles_m1,
+                   term_n, term_d, term_a, tsteps, util, reason, level)
         # --- push in (utilization too low): a temporal prime into a spatial slot with room
         m = 0
         for a in range(n_act):
@@ -713,9 +755,9 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                     if v > best:
                         best = v
                         pick = f
-                dj[a] = pick
                 has[a] = best >= 0
                 dst[a] = (fan_cols[pick] // 2) * 3 + 1 + fan_cols[pick] % 2
+                limit[a] = room[a, pick]
             for a in range(m):  # source: a temporal loop > 1 of a dim allowed there; deeper first
                 r = grp[a]
                 dlv = dst[a] // 3
@@ -733,16 +775,8 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                 has[a] = has[a] and best >= 0
                 d_sel[a] = pick // S
                 s_sel[a] = pick % S
-            for d in range(D):
-                for a in range(m):
-                    if has[a] and d_sel[a] == d:
-                        r = grp[a]
-                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
-                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
-                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
-                                           dim_mult, vec)
-                        if prime <= room[a, dj[a]] and moved >= 0:
-                            rows[r, d] = moved
+            apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys,
+                              krows, mult, dim_mult, vec)
         # --- push out (fanout or capacity broken at a level)
         m = 0
         for a in range(n_act):
@@ -783,16 +817,9 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
                 top = level[r] - 1 if reason[r] == _CAPACITY else level[r]
                 has[a] = has[a] and top >= 0
                 dst[a] = np.int64(rng.random() * ((top if top > 0 else 0) + 1)) * 3
-            for d in range(D):
-                for a in range(m):
-                    if has[a] and d_sel[a] == d:
-                        r = grp[a]
-                        f = flat[rows[r, d] + offsets[d], s_sel[a]]
-                        prime = primes[f, np.int64(rng.random() * n_primes[f])]
-                        moved = move_prime(rows[r, d], d, s_sel[a], dst[a], prime, offsets, flat, keys, krows, mult,
-                                           dim_mult, vec)
-                        if moved >= 0:
-                            rows[r, d] = moved
+                limit[a] = no_limit
+            apply_prime_moves(m, grp, has, d_sel, s_sel, dst, limit, rng, rows, offsets, flat, primes, n_primes, keys,
+                              krows, mult, dim_mult, vec)
         # rows still failing stay; rows that could not move 3 rounds running leave
         k = 0
         for a in range(n_act):
@@ -811,6 +838,11 @@ def push_out_rows(rows, keep, rng, max_rounds, offsets, flat, slot_exists, prime
 
 # --- host wrappers ---------------------------------------------------------------------------
 
+def outside(x: IntArray, bounds: IntArray) -> int:
+    """Flat index of the first entry of encoded points x (n, P) outside [0, bounds), -1 when none."""
+    return int(first_outside(_in(x), _in(bounds)))
+
+
 def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, IntArray, BoolArray]:
     """rows (n, D), temporal (n, L, D), spatial (n, L, D, 2), order (n, L, D), keep (n, L, T)."""
     n = len(x)
@@ -822,7 +854,7 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
     order = np.empty((n, L, D), dtype=np.int64)
     keep = np.empty((n, L, T), dtype=np.bool_)
     M = max(c.free_pad.shape[1], 1)
-    args = (_i64(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
+    args = (_in(x), c.tile_dims, c.tile_cols, c.offsets, c.lvl_t, c.lvl_s, c.n_free, c.free_pad, c.outer_n,
             c.outer_pad, c.inner_n, c.inner_pad, c.order_cols, c.order_tab, c.order_off, c.order_w, c.keep_base,
             c.keep_free, c.keep_cols, rows, temporal, spatial, order, keep)
     if n:
@@ -831,11 +863,11 @@ def decode(c: SpaceConsts, x: IntArray) -> tuple[IntArray, IntArray, IntArray, I
 
 
 def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntArray, IntArray]:
-    """(n,) reason codes and (n,) levels of `MapSpace._fast_reasons`."""
+    """(n,) reason codes and (n,) levels of `_space_numpy.fast_reasons`."""
     n = len(rows)
     reason = np.empty(n, dtype=np.int64)
     level = np.empty(n, dtype=np.int64)
-    args = (_i64(rows), np.ascontiguousarray(keep, dtype=np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
+    args = (_in(rows), _in(keep, np.bool_), c.offsets, c.row_sxy, c.fan_cols, c.fan_limits,
             c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util, reason, level)
     if n:
         reasons_rows(*args)
@@ -844,18 +876,22 @@ def fast_reasons(c: SpaceConsts, rows: IntArray, keep: BoolArray) -> tuple[IntAr
 
 def push_out(c: SpaceConsts, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
              max_rounds: int) -> IntArray:
-    """`MapSpace._push_out`: the repaired rows (a copy), same draws."""
+    """`_space_numpy.push_out`: the repaired rows (a copy), same draws."""
     out = _i64(rows).copy()
-    if len(out):
-        push_out_rows(out, np.ascontiguousarray(keep, dtype=np.bool_), rng, int(max_rounds), c.offsets, c.flat,
+    n, D = out.shape
+    if n:
+        scratch = [np.empty(n, np.int64) for _ in range(7)]
+        push_out_rows(out, _in(keep, np.bool_), rng, int(max_rounds), c.offsets, c.flat,
                       c.slot_exists, c.primes, c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.row_sxy, c.fan_cols,
                       c.fan_limits, c.cap_levels, c.caps, c.tiles_m1, c.term_n, c.term_d, c.term_a, c.tsteps, c.util,
-                      c.rel)
+                      c.rel, *scratch[:2], np.zeros(n, np.int64), np.arange(n, dtype=np.int64),
+                      np.empty((n, D), np.int64), scratch[2], np.empty(n, np.bool_), *scratch[3:7],
+                      np.empty((n, max(len(c.fan_cols), 1)), np.int64), np.empty(c.flat.shape[1], np.int64))
     return out
 
 
 def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
-    """`MapSpace._factor_moves` (in place), drawing from ``rng`` as it does."""
+    """`_space_numpy.factor_moves` (in place), drawing from ``rng`` as it does."""
     k = len(sel)
     S = c.flat.shape[1]
     D = len(c.offsets)
@@ -868,12 +904,18 @@ def factor_moves(c: SpaceConsts, rows: IntArray, sel: IntArray, done: BoolArray,
 
 def neighbours_encoded(c: SpaceConsts, x: IntArray, rng: np.random.Generator, flips: bool) -> IntArray:
     """`MapSpace.neighbours_encoded` of in-box points ``x`` (n, n_params), same draws."""
-    x = _i64(x)
+    x = _in(x)
     out = x.copy()
-    if len(x):
+    n = len(x)
+    if n:
+        DL = max(len(c.offsets), len(c.n_free))
+        S = c.flat.shape[1]
         moves_encoded(x, out, bool(flips), rng, c.tile_dims, c.tile_cols, c.offsets, c.flat, c.slot_exists, c.primes,
                       c.n_primes, c.keys, c.krows, c.mult, c.dim_mult, c.lvl_t, c.free_mask, c.levels_ok, c.n_free,
-                      c.free_pad, c.order_cols, c.keep_cols)
+                      c.free_pad, c.order_cols, c.keep_cols, np.zeros((n, len(c.offsets)), np.int64),
+                      np.zeros(n, np.bool_), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64),
+                      np.empty(3, np.int64), np.empty(DL, np.int64), np.empty(DL, np.int64), np.empty(DL, np.int64),
+                      np.empty(S, np.int64), np.empty(S, np.bool_), np.empty(max(c.free_pad.shape[1], 1), np.int64))
     return out
 
 

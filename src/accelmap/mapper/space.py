@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,6 +39,16 @@ from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.errors import InfeasibleSpaceError, SpaceTooLargeError, SpecError
 from accelmap.mapper import _space_kernel as _kern
+from accelmap.mapper import _space_numpy as _ref
+from accelmap.mapper._space_tables import (
+    PERM_TABLE_MAX_M,
+    RowIndex,
+    divisors,
+    lehmer_decode,
+    lehmer_digits,
+    n_ordered_factorizations,
+    prime_table,
+)
 from accelmap.mapper.check import BatchCheck, Reason, check_batch
 from accelmap.mapper.constraints import (
     Constraints,
@@ -50,13 +60,16 @@ from accelmap.mapper.lower_bounds import LowerBounds, lower_bounds
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.workloads.problem import Problem
 
-__all__ = ["MapSpace", "SpaceSize", "LowerBounds", "PARAM_KINDS"]
+__all__ = ["MapSpace", "SpaceSize", "LowerBounds", "PARAM_KINDS", "n_ordered_factorizations"]
 
 PARAM_KINDS = ("tile", "spatial", "order", "keep")
 
+#: checkpoints (pickles) written before the table arithmetic moved to `_space_tables` name
+#: the row index here
+_RowIndex = RowIndex
+
 _T, _X, _Y = 0, 1, 2  # slot kinds inside a level: temporal, spatial X, spatial Y
 _MAX_TABLE_ROWS = 4_000_000  # per dim; beyond this, ask for constraints
-_PERM_TABLE_MAX_M = 8  # decode orders through a table of all m! permutations up to this m
 _DECODED_MEMO_ROWS = 1 << 14  # `check` recognizes the last decoded batch up to this size (it is held)
 
 
@@ -82,130 +95,6 @@ class SpaceSize:
                 f"  factorizations {self.factorizations:,} ({dims})\n"
                 f"  loop orders {self.orders:,} ({lv})\n"
                 f"  bypass choices {self.bypass:,}")
-
-
-# --- helpers -----------------------------------------------------------------------------
-
-def _divisors(b: int) -> list[int]:
-    small = [i for i in range(1, math.isqrt(b) + 1) if b % i == 0]
-    return sorted(set(small + [b // i for i in small]))
-
-
-def _prime_exponents(b: int) -> dict[int, int]:
-    out: dict[int, int] = {}
-    p = 2
-    while p * p <= b:
-        while b % p == 0:
-            out[p] = out.get(p, 0) + 1
-            b //= p
-        p += 1
-    if b > 1:
-        out[b] = out.get(b, 0) + 1
-    return out
-
-
-def n_ordered_factorizations(b: int, n_slots: int) -> int:
-    """Ordered factorizations of ``b`` into ``n_slots`` factors (stars and bars per prime)."""
-    return math.prod(math.comb(e + n_slots - 1, n_slots - 1) for e in _prime_exponents(b).values())
-
-
-def _prime_table(max_value: int, width: int = 8) -> tuple[IntArray, IntArray]:
-    """(max_value+1, width) distinct primes of each integer (padded with 1) and their count,
-    from a smallest-prime-factor sieve."""
-    n = max_value + 1
-    spf = np.arange(n, dtype=np.int64)
-    for q in range(2, math.isqrt(max_value) + 1):
-        if spf[q] == q:
-            block = spf[q * q:: q]
-            np.minimum(block, q, out=block, where=block == np.arange(q * q, n, q))
-    primes = np.ones((n, width), dtype=np.int64)
-    count = np.zeros(n, dtype=np.int64)
-    cur = np.arange(n, dtype=np.int64)
-    last = np.zeros(n, dtype=np.int64)
-    while True:
-        active = cur > 1
-        if not active.any():
-            break
-        p = np.where(active, spf[cur], 1)
-        new = np.nonzero(active & (p != last))[0]
-        primes[new, count[new]] = p[new]
-        count[new] += 1
-        last = np.where(active, p, last)
-        cur = np.where(active, cur // np.maximum(p, 1), cur)
-    return primes, count
-
-
-class _RowIndex:
-    """Vectorized lookup of factor rows in the tables of all dims at once (hash + verify).
-
-    ``flat`` (R, S) holds every dim's table one after the other and ``dim_of_row`` (R,)
-    names each row's dim. A query is a row of factors (S,) and a dim: its key is a random
-    linear hash of the row plus a per-dim term (distinct per dim), keys of the table are
-    all distinct, and a hit is verified on the whole row, so the answer is exact: the
-    row's global index in ``flat`` (a row of the queried dim), or -1.
-    """
-
-    def __init__(self, flat: IntArray, dim_of_row: IntArray, n_dims: int, seed: int = 0x5EED) -> None:
-        self.flat = np.ascontiguousarray(flat, dtype=np.int64)
-        rng = np.random.default_rng(seed)
-        while True:
-            self.mult = (rng.integers(1, 2**62, size=flat.shape[1], dtype=np.int64) | 1).view(np.uint64)
-            self.dim_mult = rng.integers(1, 2**62, size=n_dims, dtype=np.int64).view(np.uint64)
-            if len(np.unique(self.dim_mult)) < n_dims:
-                continue
-            keys = self._hash(self.flat, dim_of_row)
-            order = np.argsort(keys, kind="stable")
-            sk = keys[order]
-            if len(sk) < 2 or (np.diff(sk) != 0).all():
-                break
-        self.keys = sk
-        self.rows = order
-        self._void = np.dtype((np.void, 8 * self.flat.shape[1]))  # a whole row as one byte string
-
-    def _hash(self, flat: IntArray, dims: IntArray | int) -> IntArray:
-        # uint64 arithmetic wraps (modulo 2**64) without warnings
-        out: IntArray = (flat.view(np.uint64) @ self.mult + self.dim_mult[dims]).view(np.int64)
-        return out
-
-    def lookup(self, flat: IntArray, dims: IntArray | int) -> IntArray:
-        """(k,) global row of each query row (k, S) of dim ``dims`` (scalar or (k,)), -1 where
-        it is not in that dim's table."""
-        flat = np.ascontiguousarray(flat, dtype=np.int64)
-        keys = self._hash(flat, dims)
-        pos = np.searchsorted(self.keys, keys)
-        np.minimum(pos, len(self.keys) - 1, out=pos)
-        g = self.rows[pos]
-        # rows compared as byte strings (one comparison per row); a verified hit has the
-        # queried dim: equal rows and equal keys mean equal dim terms
-        table_rows = self.flat.view(self._void).reshape(-1)
-        hit = (self.keys[pos] == keys) & (table_rows[g] == flat.view(self._void).reshape(-1))
-        return np.where(hit, g, -1)
-
-
-def _lehmer_digits(local: IntArray) -> IntArray:
-    """(n, m) permutations of 0..m-1 -> (n, m) Lehmer digits (last one is always 0)."""
-    n, m = local.shape
-    digits = np.zeros((n, m), dtype=np.int64)
-    for i in range(m):
-        digits[:, i] = (local[:, i + 1:] < local[:, i: i + 1]).sum(axis=1)
-    return digits
-
-
-def _lehmer_decode(digits: IntArray, items: IntArray) -> IntArray:
-    """(n, m) digits (digit i < m - i) and (n, m) or (m,) items -> (n, m) permutation of items."""
-    n, m = digits.shape
-    avail = np.broadcast_to(items, (n, m)).copy()
-    out = np.empty((n, m), dtype=np.int64)
-    rows = np.arange(n)[:, None]
-    for i in range(m):
-        d = digits[:, i]
-        out[:, i] = avail[rows[:, 0], d]
-        left = avail.shape[1] - 1
-        if left == 0:
-            break
-        cols = np.arange(left)[None, :]
-        avail = avail[rows, cols + (cols >= d[:, None])]  # drop the picked column
-    return out
 
 
 # --- the map space -----------------------------------------------------------------------
@@ -262,7 +151,7 @@ class MapSpace:
         self._max_bound = int(max(int(problem.bounds.max()), 2))
         if self.allow_padding:
             self._max_bound = int(max(self._max_bound, max(int(t[..., :].max()) for t in self._tables)))
-        self._primes, self._n_primes = _prime_table(self._max_bound)
+        self._primes, self._n_primes = prime_table(self._max_bound)
 
     def __getstate__(self) -> dict[str, object]:
         state = self.__dict__.copy()
@@ -383,7 +272,7 @@ class MapSpace:
         # pointer to its parent (rows are rebuilt once at the end; lexicographic order).
         # Exact: the state is the index of the remaining quotient among b's divisors, and a
         # divisor table answers "does candidate j divide remainder i" for all rows at once.
-        divs = np.array(_divisors(b), dtype=np.int64)
+        divs = np.array(divisors(b), dtype=np.int64)
         if not self.allow_padding:
             pos = {int(v): i for i, v in enumerate(divs)}
             div_ok = divs[:, None] % divs[None, :] == 0
@@ -470,7 +359,7 @@ class MapSpace:
         # the per-dim tables become views into the one concatenated table (half the memory)
         self._tables = [self._big[o: o + r] for o, r in zip(self._offsets, self._table_rows, strict=True)]
         self._flat = self._big.reshape(len(self._big), -1)  # (R, L*3) rows of all dims
-        self._index = _RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
+        self._index = RowIndex(self._flat, np.repeat(np.arange(self._D), self._table_rows), self._D)
         R = len(self._big)
         self._lvl_off = np.arange(self._L, dtype=np.int64) * R  # level-major: row r of level l at l*R + r
         self._lvl_t = np.ascontiguousarray(self._big[:, :, _T].T).reshape(-1)  # (L*R,)
@@ -478,7 +367,7 @@ class MapSpace:
         # slot masks for moves: (D, L, 3) which slots exist
         self._slot_exists = np.transpose(self._allowed, (1, 0, 2)).copy()
         self._slot_exists_flat = self._slot_exists.reshape(self._D, -1)  # (D, L*3)
-        # where a factor move's draws sit for row j of a group of kd rows (see _factor_moves):
+        # where a factor move's draws sit for row j of a group of kd rows (see `_space_numpy.factor_moves`):
         # column c < S source score, S <= c < 2S destination score, 2S the prime pick
         S = self._L * 3
         self._draw_j = np.concatenate([np.full(2 * S, S), [1]]).astype(np.int64)
@@ -535,7 +424,7 @@ class MapSpace:
             self._order_free.append(free)
             m = len(free)
             local = np.zeros((1, m), dtype=np.int64) + np.arange(m)  # m > table size: decoded digit by digit
-            if 1 < m <= _PERM_TABLE_MAX_M:
+            if 1 < m <= PERM_TABLE_MAX_M:
                 if m not in self._perms_by_m:
                     self._perms_by_m[m] = np.array(list(itertools.permutations(range(m))), dtype=np.int64)
                 local = self._perms_by_m[m]
@@ -551,7 +440,7 @@ class MapSpace:
         # have one placeholder row and are decoded digit by digit.
         self._order_tab = np.concatenate(blocks)  # (sum of block sizes, D)
         self._order_off = np.cumsum([0] + [len(b) for b in blocks[:-1]]).astype(np.int64)  # (L,)
-        self._order_untabled = [lv for lv in range(L) if len(self._order_free[lv]) > _PERM_TABLE_MAX_M]
+        self._order_untabled = [lv for lv in range(L) if len(self._order_free[lv]) > PERM_TABLE_MAX_M]
         self._order_lut = []  # per level: dim -> position among the free dims (m for the others)
         for free in self._order_free:
             lut = np.full(D, len(free), dtype=np.int64)
@@ -674,8 +563,7 @@ class MapSpace:
         if not len(x):
             return x
         if self.compiled:
-            at = _kern.first_outside(np.ascontiguousarray(x), self.bounds)
-            outside = at >= 0
+            outside = _kern.outside(x, self.bounds) >= 0
         else:
             outside = bool((x.view(np.uint64) >= self.bounds.view(np.uint64)).any())  # negatives wrap to huge
         if outside:
@@ -692,38 +580,13 @@ class MapSpace:
         idx = (rows + self._offsets[None, :])[:, None, :] + self._lvl_off[None, :, None]  # (n, L, D)
         return np.take(self._lvl_t, idx), np.take(self._lvl_s, idx, axis=0)
 
-    def _decode_orders(self, x: IntArray) -> IntArray:
-        """(n, L, D) loop orders of encoded vectors: every level through the order table at
-        once (Lehmer index of each level's digits -> row), digit by digit past the table."""
-        n = len(x)
-        if len(self._order_tab_cols):
-            idx = (x[:, self._order_tab_cols].astype(np.float64) @ self._order_weights).astype(np.int64)
-            idx += self._order_off
-        else:
-            idx = np.broadcast_to(self._order_off, (n, self._L))
-        order: IntArray = np.take(self._order_tab, idx, axis=0)
-        for lv in self._order_untabled:
-            order[:, lv, len(self._order_outer[lv]): len(self._order_outer[lv]) + len(self._order_free[lv])] = \
-                self._free_orders(x, lv)
-        return order
-
-    def _free_orders(self, x: IntArray, lv: int) -> IntArray:
-        """(n, m) the free dims of level lv in loop order (outermost first) for encoded
-        vectors, for a level with more free loops than the order tables hold (smaller
-        levels are decoded through the tables)."""
-        free = self._order_free[lv]
-        m = len(free)
-        digits = x[:, self._order_cols[lv]]
-        full = np.concatenate([digits, np.zeros((len(x), 1), dtype=np.int64)], axis=1)
-        return free[_lehmer_decode(full, np.arange(m, dtype=np.int64))]
-
     def _lehmer_of(self, local: IntArray) -> IntArray:
         """(k, m) permutations of 0..m-1 -> (k, m-1) Lehmer digits. Up to the table size: the
         permutation's rank among all m! in lexicographic order (a binary search on their
         base-m values), written in the factorial number system."""
         m = local.shape[1]
-        if m > _PERM_TABLE_MAX_M:
-            return _lehmer_digits(local)[:, : m - 1]
+        if m > PERM_TABLE_MAX_M:
+            return lehmer_digits(local)[:, : m - 1]
         cached = self._rank_tables.get(m)
         if cached is None:
             pw = m ** np.arange(m - 1, -1, -1, dtype=np.int64)
@@ -739,17 +602,9 @@ class MapSpace:
         """Encoded vectors (n, n_params) inside the box -> the mappings they stand for."""
         x = self._check_x(x)
         n = len(x)
-        if self.compiled:
-            rows, temporal, spatial, order, keep = _kern.decode(self._consts(), x)
-            batch = MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
-        else:
-            rows = np.zeros((n, self._D), dtype=np.int64)
-            rows[:, self._tile_dims] = x[:, self._tile_cols]
-            temporal, spatial = self._rows_to_factors(rows)
-            keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
-            if len(self._keep_free):
-                keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-            batch = MappingBatch(temporal=temporal, spatial=spatial, order=self._decode_orders(x), keep=keep)
+        rows, temporal, spatial, order, keep = (_kern.decode(self._consts(), x) if self.compiled
+                                                else _ref.decode(self, x))
+        batch = MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
         if n <= _DECODED_MEMO_ROWS:
             # a batch's arrays are read-only, so `check` may judge this very batch from
             # its table rows and keep bits
@@ -949,44 +804,7 @@ class MapSpace:
         `check_batch` followed by the utilization check of `check`."""
         if self.compiled:
             return _kern.fast_reasons(self._consts(), rows, keep)
-        n = len(rows)
-        flat = rows + self._offsets[None, :]
-        reason = np.zeros(n, dtype=np.int64)
-        level = np.full(n, -1, dtype=np.int64)
-        if len(self._fan_cols):
-            used = np.multiply.reduce(np.take(self._row_sxy, flat.T, axis=0), axis=0, dtype=np.int64)  # (n, n_fan_cols)
-            bad = used > self._fan_limits[None, :]
-            anyb = bad.any(axis=1)
-            reason[anyb] = int(Reason.FANOUT)
-            level[anyb] = self._fan_cols[np.argmax(bad[anyb], axis=1)] // 2
-        else:
-            anyb = np.zeros(n, dtype=bool)
-        caps = self.arch.capacities_words
-        cap_levels = self._cap_levels
-        live = np.nonzero(~anyb)[0]
-        if cap_levels and len(live):
-            fl = flat[live]
-            m, Lc = len(live), len(cap_levels)
-            coef, n_coords = self._span_coef
-            # a coordinate sum_d a_d x_d over a tile spans 1 + sum_d a_d (t_d - 1) values
-            # (`Problem.footprint`); integers far below 2**53, so the float64 product is exact
-            tm1 = np.take(self._row_tiles_m1, fl, axis=0)  # (m, D, Lc)
-            span = (np.tensordot(tm1, coef, axes=([1], [0])).astype(np.int64) + 1).reshape(m, Lc, self._T, n_coords)
-            fp = span[..., 0].copy()  # (m, Lc, T) footprints: product over the coordinates
-            for c in range(1, n_coords):
-                fp *= span[..., c]
-            need = (fp * keep[live][:, cap_levels, :]).sum(axis=2)
-            over = need > caps[cap_levels][None, :]
-            anyo = over.any(axis=1)
-            idx = live[anyo]
-            reason[idx] = int(Reason.CAPACITY)
-            level[idx] = np.asarray(cap_levels)[np.argmax(over[anyo], axis=1)]
-        if self.min_utilization > 0:
-            steps = self._row_tsteps[flat].prod(axis=1)
-            util = self.problem.macs / (self.arch.n_macs * steps)
-            low = (reason == 0) & (util < self.min_utilization - 1e-12)
-            reason[low] = int(Reason.UTILIZATION)
-        return reason, level
+        return _ref.fast_reasons(self, rows, keep)
 
     @property
     def _fp_terms(self) -> list[list[list[tuple[int, int]]]]:
@@ -1106,26 +924,9 @@ class MapSpace:
 
     def _rows_and_keep(self, x: IntArray) -> tuple[IntArray, BoolArray]:
         """Encoded points (n, n_params) -> their factor-table rows (n, D) and keep bits (n, L, T)."""
-        n = len(x)
-        rows = np.zeros((n, self._D), dtype=np.int64)
-        rows[:, self._tile_dims] = x[:, self._tile_cols]
-        keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
-        if len(self._keep_free):
-            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = x[:, self._keep_cols].astype(bool)
-        return rows, keep
+        return _ref.rows_and_keep(self, x)
 
     # --- moves: repair towards legality, neighbours, repair of broken products --------
-    def _move_prime(self, rows: IntArray, d: int, src_slot: IntArray, dst_slot: IntArray,
-                    prime: IntArray) -> IntArray:
-        """Move ``prime`` of dim d from flat slot src to dst in table rows; -1 where illegal."""
-        vec = np.take(self._flat, rows + self._offsets[d], axis=0)  # a copy
-        i = np.arange(len(rows))
-        ok = vec[i, src_slot] % prime == 0
-        vec[i, src_slot] = np.where(ok, vec[i, src_slot] // prime, vec[i, src_slot])
-        vec[i, dst_slot] = np.where(ok, vec[i, dst_slot] * prime, vec[i, dst_slot])
-        g = self._index.lookup(vec, d)
-        return np.where(ok & (g >= 0), g - self._offsets[d], -1)
-
     def _push_out(self, rows: IntArray, keep: BoolArray, rng: np.random.Generator,
                   max_rounds: int = 64) -> IntArray:
         """Repair towards legality: while a row breaks the fanout below level l, move a
@@ -1133,114 +934,16 @@ class MapSpace:
         while it overflows level l, move a prime factor of a dim that indexes a tensor kept
         at l, from a slot at level >= l to a temporal loop at a level < l. Either move
         shrinks what failed and grows nothing inside it. Rows below the minimum
-        utilization get the opposite move (`_push_in`). Moves that would leave the dim's
-        table (a constraint) are skipped and another is drawn in the next round.
+        utilization get the opposite move (raise the utilization: a temporal prime into a
+        spatial slot with room). Moves that would leave the dim's table (a constraint) are
+        skipped and another is drawn in the next round.
 
-        rows (n, D) table rows, keep (n, L, T); returns the new rows.
+        rows (n, D) table rows, keep (n, L, T); returns the new rows
+        (`_space_numpy.push_out`, or its compiled twin with the same draws).
         """
-        if self.compiled:  # same moves and draws, one compiled call
+        if self.compiled:
             return _kern.push_out(self._consts(), rows, keep, rng, max_rounds)
-        rows = rows.copy()
-        L = self._L
-        S = L * 3
-        slot_lv = np.repeat(np.arange(L), 3)
-        slot_k = np.tile(np.arange(3), L)
-        rel = self.problem.relevance  # (T, D)
-        active = np.arange(len(rows))
-        strikes = np.zeros(len(rows), dtype=np.int64)  # rounds in a row without a move
-        for _ in range(max_rounds):
-            if len(active) == 0:
-                break
-            before = rows[active].copy()
-            reason, level = self._fast_reasons(rows[active], keep[active])
-            low = reason == int(Reason.UTILIZATION)
-            sel = (reason == int(Reason.FANOUT)) | (reason == int(Reason.CAPACITY))
-            if low.any():
-                self._push_in(rows, active[low], rng)
-            out = active[sel]
-            if len(out):
-                self._push_out_round(rows, keep, out, level[sel], reason[sel] == int(Reason.CAPACITY), rng,
-                                     slot_lv, slot_k, rel, S)
-            # rows still failing stay; rows that could not move 3 rounds running leave
-            changed = (rows[active] != before).any(axis=1)
-            strikes[active] = np.where(changed, 0, strikes[active] + 1)
-            failing = low | sel
-            active = active[failing & (strikes[active] < 3)]
-        return rows
-
-    def _push_out_round(self, rows: IntArray, keep: BoolArray, active: IntArray, lvl: IntArray, is_cap: BoolArray,
-                        rng: np.random.Generator, slot_lv: IntArray, slot_k: IntArray, rel: BoolArray,
-                        S: int) -> None:
-        """One push-out move for each row of ``active`` (in place); see `_push_out`."""
-        D = self._D
-        m = len(active)
-        vec = np.take(self._big, rows[active] + self._offsets[None, :], axis=0).reshape(m, D, S)
-        src_ok = np.where(
-            is_cap[:, None], slot_lv[None, :] >= lvl[:, None],
-            (slot_lv[None, :] == lvl[:, None]) & (slot_k[None, :] > 0),
-        )  # (m, S)
-        dims_ok = np.ones((m, D), dtype=bool)
-        if is_cap.any():
-            kept = keep[active, lvl, :]  # (m, T)
-            dims_ok = np.where(is_cap[:, None], (kept.astype(np.int64) @ rel.astype(np.int64)) > 0, True)
-        movable = (vec > 1) & src_ok[:, None, :] & dims_ok[:, :, None]
-        score = np.where(movable, rng.random(movable.shape), -1.0).reshape(m, -1)
-        pick = score.argmax(axis=1)
-        has = score[np.arange(m), pick] >= 0
-        d_sel, s_sel = pick // S, pick % S
-        # destination: a temporal loop at a level < l (capacity) or <= l (fanout)
-        top = np.where(is_cap, lvl - 1, lvl)
-        has &= top >= 0
-        dst_lv = (rng.random(m) * (np.maximum(top, 0) + 1)).astype(np.int64)
-        dst = dst_lv * 3 + _T
-        for d in np.unique(d_sel[has]):
-            ii = np.nonzero(has & (d_sel == d))[0]
-            f = vec[ii, d, s_sel[ii]]
-            prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
-            moved = self._move_prime(rows[active[ii], d], int(d), s_sel[ii], dst[ii], prime)
-            ok = moved >= 0
-            rows[active[ii[ok]], d] = moved[ok]
-
-    def _push_in(self, rows: IntArray, idx: IntArray, rng: np.random.Generator) -> None:
-        """Raise the utilization of rows ``idx`` (in place): move a prime factor of a
-        temporal loop into a spatial slot whose axis has room for it. A source inside the
-        slot's level (a deeper temporal loop) shrinks tiles and grows none, so it is
-        preferred; otherwise the factor comes from a temporal loop at or above the level
-        (tiles grow; a later push-out round may have to undo it)."""
-        if len(self._fan_cols) == 0 or len(idx) == 0:
-            return
-        L, D = self._L, self._D
-        S = L * 3
-        m = len(idx)
-        vec = np.take(self._big, rows[idx] + self._offsets[None, :], axis=0).reshape(m, D, S)
-        used = np.take(self._row_sxy, rows[idx] + self._offsets[None, :], axis=0).prod(axis=1, dtype=np.int64)  # (m, n_fan)
-        room = self._fan_limits[None, :] // np.maximum(used, 1)  # largest factor that still fits
-        # destination: a spatial (level, axis) with room for a factor >= 2, at random
-        fan_lv = self._fan_cols // 2
-        fan_slot = fan_lv * 3 + 1 + self._fan_cols % 2  # flat slot index of (level, X|Y)
-        dscore = np.where(room >= 2, rng.random(room.shape), -1.0)
-        dj = dscore.argmax(axis=1)
-        has = dscore[np.arange(m), dj] >= 0
-        dst = fan_slot[dj]
-        dst_lv = fan_lv[dj]
-        exists = self._slot_exists.reshape(D, S)  # (D, S)
-        slot_lv = np.repeat(np.arange(L), 3)
-        is_t = np.tile(np.arange(3), L) == _T
-        # source: a temporal loop (> 1) of a dim that may use the destination slot
-        src_ok = (vec > 1) & is_t[None, None, :] & exists[None, :, :] & exists[:, dst].T[:, :, None]
-        deeper = slot_lv[None, :] > dst_lv[:, None]  # (m, S)
-        score = np.where(src_ok, rng.random(src_ok.shape) + 1.0 * deeper[:, None, :], -1.0).reshape(m, -1)
-        pick = score.argmax(axis=1)
-        has &= score[np.arange(m), pick] >= 0
-        d_sel, s_sel = pick // S, pick % S
-        for d in np.unique(d_sel[has]):
-            ii = np.nonzero(has & (d_sel == d))[0]
-            f = vec[ii, d, s_sel[ii]]
-            prime = self._primes[f, (rng.random(len(ii)) * self._n_primes[f]).astype(np.int64)]
-            fits = prime <= room[ii, dj[ii]]
-            moved = self._move_prime(rows[idx[ii], d], int(d), s_sel[ii], dst[ii], prime)
-            ok = fits & (moved >= 0)
-            rows[idx[ii[ok]], d] = moved[ok]
+        return _ref.push_out(self, rows, keep, rng, max_rounds)
 
     def neighbours(self, batch: MappingBatch, rng: np.random.Generator, *, flips: bool = True) -> MappingBatch:
         """One random move per row (vectorized): move a prime factor of one dim between
@@ -1249,29 +952,23 @@ class MapSpace:
         constraints hold). Rows admitting no move of the drawn kind try the others; a
         space of one point returns the batch unchanged. `neighbours_encoded` does the
         same on encoded vectors.
+
+        Each row draws its kind (factor move, swap, flip), tries it twice, then the other
+        kinds (`_space_numpy.moves`); with the compiled engine its factor moves run
+        compiled, from the same draws.
         """
         self._check_batch_shape(batch)
         rows = self._factor_rows(batch)
         if (rows < 0).any():
             raise SpecError("neighbours: some mappings are not points of this space; call MapSpace.repair first")
-        bits = batch.keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] if len(self._keep_free) else \
-            np.zeros((len(batch), 0), dtype=bool)
-        order = batch.order.copy()
+        if self.compiled:
+            consts = self._consts()
 
-        def seg_of(ii: IntArray, lv: IntArray) -> IntArray:
-            return order[ii[:, None], lv[:, None], self._free_pos[lv]]
-
-        def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
-            rr, cc = np.nonzero(self._free_valid[lv])
-            order[ii[rr], lv[rr], self._free_pos[lv[rr], cc]] = seg[rr, cc]
-
-        bits = bits.copy()
-        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
-        temporal, spatial = self._rows_to_factors(rows)
-        keep = batch.keep.copy()
-        if len(self._keep_free):
-            keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = bits
-        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+            def factor_moves(rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
+                _kern.factor_moves(consts, rows, sel, done, rng)
+        else:
+            factor_moves = self._factor_moves
+        return _ref.neighbours(self, batch, rows, rng, flips, factor_moves)
 
     def neighbours_encoded(self, x: IntArray, rng: np.random.Generator, *, flips: bool = True) -> IntArray:
         """`neighbours` on encoded vectors (n, n_params), without building mappings: only
@@ -1279,165 +976,14 @@ class MapSpace:
         False the keep bits are held: the moves are those of a space whose keep bits are
         all fixed (a drawn flip becomes a move of another kind)."""
         x = self._check_x(x)
-        if self.compiled:  # the whole of `_moves` in one compiled call, same draws
+        if self.compiled:  # the whole of the moves in one compiled call, same draws
             return _kern.neighbours_encoded(self._consts(), x, rng, flips)
-        rows = np.zeros((len(x), self._D), dtype=np.int64)
-        rows[:, self._tile_dims] = x[:, self._tile_cols]
-        bits = x[:, self._keep_cols].astype(bool)
-        out = x.copy()
-
-        def seg_of(ii: IntArray, lv: IntArray) -> IntArray:
-            xs = x[ii]
-            idx = (xs[:, self._order_tab_cols].astype(np.float64) @ self._order_weights)[np.arange(len(ii)), lv]
-            full = np.take(self._order_tab, idx.astype(np.int64) + self._order_off[lv], axis=0)  # (k, D) orders of the levels lv
-            for ul in self._order_untabled:
-                r = np.flatnonzero(lv == ul)
-                if len(r):
-                    o = len(self._order_outer[ul])
-                    full[r, o: o + len(self._order_free[ul])] = self._free_orders(xs[r], ul)
-            return np.take_along_axis(full, self._free_pos[lv], axis=1)
-
-        def set_seg(ii: IntArray, lv: IntArray, seg: IntArray) -> None:
-            local = self._order_lut_all[lv[:, None], seg]  # positions among the free dims
-            if self._swap_m:  # every level with swaps has this many free loops
-                out[ii[:, None], self._order_cols_pad[lv]] = self._lehmer_of(local)
-                return
-            m_row = self._n_free[lv]
-            for m in np.flatnonzero(np.bincount(m_row)):
-                r = np.flatnonzero(m_row == m)
-                out[ii[r, None], self._order_cols_pad[lv[r], : m - 1]] = self._lehmer_of(local[r, :m])
-
-        rows = self._moves(rows, seg_of, set_seg, bits, rng, flips)
-        out[:, self._tile_cols] = rows[:, self._tile_dims]
-        out[:, self._keep_cols] = bits
-        return out
-
-    def _moves(self, rows: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
-               set_seg: Callable[[IntArray, IntArray, IntArray], None], bits: BoolArray,
-               rng: np.random.Generator, flips: bool = True) -> IntArray:
-        """The moves of `neighbours` on table rows (n, D) and free keep bits (n, n_keep_free,
-        modified in place); returns the new rows. Loop orders are seen through ``seg_of(ii,
-        lv)``: for rows ii (k,) and one level each lv (k,), that level's free dims outermost
-        first, padded to the largest free count M ((k, M); see ``_free_pos``), and written
-        through ``set_seg(ii, lv, seg)`` (the unpadded part); each row is written at most once.
-        With the compiled engine the factor moves run in `accelmap.mapper._space_kernel`
-        (which also has the whole of this method for encoded points, `moves_encoded`)."""
-        n = len(rows)
-        rows = rows.copy()
-        kinds = rng.integers(0, 3, size=n)  # 0 factor, 1 swap, 2 flip
-        done = np.zeros(n, dtype=bool)
-        levels_ok = self._levels_ok
-        for attempt in range(6):
-            if done.all():
-                break
-            # two tries of the drawn kind, then the others; a move of one kind never marks
-            # rows of another kind done, so the three selections can be made up front
-            kind_now = np.where(done, 3, (kinds + attempt // 2) % 3)
-            # --- factor moves
-            sel = np.flatnonzero(kind_now == 0)
-            if len(sel) and len(self._tile_dims):
-                if self.compiled:
-                    _kern.factor_moves(self._consts(), rows, sel, done, rng)
-                else:
-                    self._factor_moves(rows, sel, done, rng)
-            # --- swaps of two free loops in one level
-            sel = np.flatnonzero(kind_now == 1)
-            if len(sel) and levels_ok.any():
-                self._swap_moves(rows, sel, seg_of, set_seg, rng)
-                done[sel] = True
-            # --- bypass flips
-            sel = np.flatnonzero(kind_now == 2)
-            if len(sel) and bits.shape[1] and flips:
-                k = rng.integers(0, bits.shape[1], size=len(sel))
-                bits[sel, k] = ~bits[sel, k]
-                done[sel] = True
-        return rows
+        return _ref.neighbours_encoded(self, x, rng, flips)
 
     def _factor_moves(self, rows: IntArray, sel: IntArray, done: BoolArray, rng: np.random.Generator) -> None:
-        """Move a prime factor of one random dim between two of its slots, for rows ``sel``
-        (in place; rows that moved are marked in ``done``).
-
-        The random stream is the one of a loop over the picked dims in increasing order
-        drawing, per dim with k rows, source scores (k, S), destination scores (k, S) and
-        prime picks (k,): all are drawn at once and each row takes its slice."""
-        S = self._L * 3
-        k = len(sel)
-        d_pick = self._tile_dims[rng.integers(0, len(self._tile_dims), size=k)]
-        perm = np.argsort(d_pick, kind="stable")
-        d = d_pick[perm]
-        r_ = sel[perm]
-        cnt = np.bincount(d, minlength=self._D)
-        gs = (np.cumsum(cnt) - cnt)[d]  # where each row's dim group starts
-        kd = cnt[d]
-        j = np.arange(k) - gs  # row within its group
-        # row j of a group of kd rows that starts at gs reads its source scores at
-        # gs (2S+1) + j S + c, its destination scores kd S further on and its prime pick
-        # at gs (2S+1) + 2 kd S + j (c < S): one (k, 2S+1) gather, see `_draw_*`
-        at = (gs * (2 * S + 1))[:, None] + j[:, None] * self._draw_j + kd[:, None] * self._draw_kd + self._draw_c
-        u = rng.random(k * (2 * S + 1))[at]
-        src_u, dst_u, pick_u = u[:, :S], u[:, S: 2 * S], u[:, 2 * S]
-        g = rows[r_, d] + self._offsets[d]
-        vec = np.take(self._flat, g, axis=0)  # (k, S)
-        exists = np.take(self._slot_exists_flat, d, axis=0)  # (k, S), a copy
-        src_ok = (vec > 1) & exists
-        src = np.where(src_ok, src_u, -1.0).argmax(axis=1)
-        ar = np.arange(k)
-        has = src_ok[ar, src]
-        exists[ar, src] = False
-        dst = np.where(exists, dst_u, -1.0).argmax(axis=1)
-        has &= exists[ar, dst]
-        f = vec[ar, src]
-        pick = (pick_u * np.maximum(self._n_primes[f], 1)).astype(np.int64)
-        prime = self._primes[f, pick]
-        # prime divides f (it is one of f's primes, or 1 where f == 1): move it in every
-        # row, and keep the moves of rows that have one, of a prime > 1, into the table
-        vec[ar, src] = f // prime
-        vec[ar, dst] *= prime
-        moved = self._index.lookup(vec, d)
-        ok = np.flatnonzero(has & (prime > 1) & (moved >= 0))
-        rr, dd = r_[ok], d[ok]
-        rows[rr, dd] = moved[ok] - self._offsets[dd]
-        done[rr] = True
-
-    def _swap_moves(self, rows: IntArray, sel: IntArray, seg_of: Callable[[IntArray, IntArray], IntArray],
-                    set_seg: Callable[[IntArray, IntArray, IntArray], None], rng: np.random.Generator) -> None:
-        """Swap two free loops of one level in each row of ``sel`` (see `_moves`).
-
-        The random stream is the one of a loop over the picked levels in increasing order
-        drawing, per level with k rows and m free loops, scores (k, m): drawn at once, and
-        each row scores its free loops (padded to the largest m, padding never picked)."""
-        k = len(sel)
-        # prefer a level with two running (bound > 1) free loops: swapping unit loops
-        # changes no cost
-        idx = (rows[sel] + self._offsets)[:, None, :] + self._lvl_off[:, None]  # (k, L, D)
-        nonunit_all = np.take(self._lvl_t, idx) > 1
-        running = (nonunit_all & self._free_mask_ld).sum(axis=2)  # (k, L)
-        score = rng.random((k, self._L)) + 1.0 * (running >= 2)
-        score[:, ~self._levels_ok] = -1.0
-        lv = score.argmax(axis=1)
-        perm = np.argsort(lv, kind="stable")  # the rows level by level, in order within a level
-        seg = seg_of(sel, lv)  # (k, M) free dims in their current positions
-        nonunit = np.take_along_axis(nonunit_all[np.arange(k), lv], seg, axis=1)
-        if self._swap_m:  # every swappable level has M free loops: the draws are (k, M) rows
-            u = np.empty((k, self._swap_m))
-            u[perm] = rng.random((k, self._swap_m))
-            score2 = u + nonunit * 1.0
-        else:
-            m = self._n_free[lv]
-            cnt = np.bincount(lv, minlength=self._L)
-            w = np.empty(k, dtype=np.int64)  # row within its level's group
-            w[perm] = np.arange(k) - (np.cumsum(cnt) - cnt)[lv[perm]]
-            size = cnt * self._n_free
-            u = rng.random(int(size.sum()))
-            valid = self._free_valid[lv]  # (k, M)
-            uidx = np.where(valid, ((np.cumsum(size) - size)[lv] + w * m)[:, None] + np.arange(valid.shape[1]), 0)
-            score2 = np.where(valid, u[uidx] + nonunit * 1.0, -np.inf)
-        two = np.argsort(-score2, axis=1)[:, :2]
-        a, b = two[:, 0], two[:, 1]
-        r = np.arange(k)
-        va, vb = seg[r, a].copy(), seg[r, b].copy()
-        seg[r, a], seg[r, b] = vb, va
-        set_seg(sel, lv, seg)
+        """The factor moves of `neighbours` for rows ``sel`` of table rows (n, D), in place,
+        on the numpy path (`_space_numpy.factor_moves`, whatever the engine)."""
+        _ref.factor_moves(self, rows, sel, done, rng)
 
     def repair(self, batch: MappingBatch, rng: np.random.Generator | None = None, *,
                legalize: bool = False) -> MappingBatch:
@@ -1640,7 +1186,7 @@ class MapSpace:
                 di = np.where(i < k, r // radix_rest, 0)
                 r = np.where(i < k, r % radix_rest, r)
                 digits[:, i] = di
-            order[:, lv, o: o + m] = _lehmer_decode(digits, items)
+            order[:, lv, o: o + m] = lehmer_decode(digits, items)
         keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
         return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
 

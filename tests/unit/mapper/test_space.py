@@ -285,3 +285,24 @@ def test_neighbours_encoded_matches_neighbours(space: MapSpace) -> None:
     b = space.encode(space.neighbours(space.decode(x), np.random.default_rng(16)))
     np.testing.assert_array_equal(a, b)
     assert ((a >= 0) & (a < space.bounds)).all() and (a != x).any(axis=1).all()
+
+
+def test_spaces_pickled_before_the_split_still_load() -> None:
+    """Checkpoints pickle the searcher with its map space; those written before the table
+    arithmetic left `space.py` name its row index `accelmap.mapper.space._RowIndex`."""
+    import pickle
+
+    from accelmap.mapper._space_tables import RowIndex
+
+    space = MapSpace(small_conv(), small_arch(), engine="numpy")
+    where = (RowIndex.__module__, RowIndex.__qualname__)
+    RowIndex.__module__, RowIndex.__qualname__ = "accelmap.mapper.space", "_RowIndex"  # as pickled then
+    try:
+        old = pickle.dumps(space)
+    finally:
+        RowIndex.__module__, RowIndex.__qualname__ = where
+    assert b"_RowIndex" in old
+    back = pickle.loads(old)
+    x = space.sample_encoded(64, np.random.default_rng(0))
+    assert back.decode(x) == space.decode(x)
+    assert (back.encode(space.decode(x)) == x).all()
