@@ -54,6 +54,11 @@ def main() -> None:
     ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
     ap.add_argument("--api-budget", type=int, default=0, help="also search through the API with this budget")
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
+    ap.add_argument("--move-tries", type=int, nargs="+", default=[1, 2, 64],
+                    help="specialized anneal: proposals per round until one is legal (one variant each; the first "
+                         "is the default row)")
+    ap.add_argument("--orders", type=int, nargs="+", default=[1, 8, 16, 32],
+                    help="specialized random search: loop orders evaluated per fitting draw (share order; one variant each)")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
                     help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
@@ -135,11 +140,18 @@ def main() -> None:
     # 3. device searches: every variant compiled first, then timed in turn within each repeat
     variants = [("random", "generic", _cuda.random_search, {"per_thread": args.per_thread, "kernel": "generic"})]
     variants += [("random", f"specialized_{share}", _cuda.random_search,
-                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share})
-                 for share in _cuda_search.SHARES]
-    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
-                 ("anneal", "specialized", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"}),]
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share,
+                   "orders": 1}) for share in _cuda_search.SHARES]
+    variants += [("random", f"specialized_order_x{n}", _cuda.random_search,
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": "order",
+                   "orders": n}) for n in args.orders if n > 1]
+    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"})]
+    variants += [("anneal", "specialized" + (f"_m{mt}" if i else ""), _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": "move", "move_tries": mt})
+                 for i, mt in enumerate(args.move_tries)]
+    variants += [("anneal", f"specialized_none_m{mt}", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": "none", "move_tries": mt})
+                 for mt in args.move_tries[:1]]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -159,7 +171,8 @@ def main() -> None:
         rows = MappingBatch(temporal=best.temporal, spatial=best.spatial, order=best.order, keep=best.keep)
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
-        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"))
+        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"),
+                                 anneal_share=kw.get("anneal_share", "move"))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,

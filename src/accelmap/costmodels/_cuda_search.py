@@ -876,8 +876,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 1] = legal
 
     @jit
-    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k,
-                      counters):
+    def anneal_kernel(n_steps, n_init, t_start, t_end, move_tries, rt, states, wstates, best_obj, best_t, best_s, best_o,
+                      best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -925,11 +925,14 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         while step < total_steps:
             # The round's move kind: from the warp's generator (every lane alike) when shared,
             # so that a warp swaps loops or flips bypass bits together and takes the short
-            # evaluation together; then moves of that kind until one is legal.
+            # evaluation together; then up to `move_tries` moves of that kind until one is
+            # legal (each an evaluation; an illegal one is undone, as a rejected step).
             u = uniform(ws) if SHARE_MOVE else 0.0
             ok = False
             mv, a, b, c = -1, 0, 0, 0
-            while step < total_steps and not ok:
+            k = 0
+            while step < total_steps and not ok and k < move_tries:
+                k += 1
                 if not SHARE_MOVE:
                     u = uniform(rs)
                 if cur == math.inf:  # a fresh draw until the chain has a legal state
@@ -978,7 +981,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     ok = True
                 step += 1
             if not ok:
-                break
+                continue
             legal += 1
             if mv <= 0:  # new factors: the proposal's caches
                 mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans, buf,
