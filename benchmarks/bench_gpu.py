@@ -54,9 +54,6 @@ def main() -> None:
     ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
     ap.add_argument("--api-budget", type=int, default=0, help="also search through the API with this budget")
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
-    ap.add_argument("--move-tries", type=int, nargs="+", default=[1, 2, 64],
-                    help="specialized anneal: proposals per round until one is legal (one variant each; the first "
-                         "is the default row)")
     ap.add_argument("--orders", type=int, nargs="+", default=[1, 8, 16, 32],
                     help="specialized random search: loop orders evaluated per fitting draw (share order; one variant each)")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
@@ -64,6 +61,7 @@ def main() -> None:
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
     ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
     ap.add_argument("--tuning-kernel", default="specialized", choices=["generic", "specialized"])
+    ap.add_argument("--tuning-orders", type=int, default=32, help="step 5, specialized random search: orders per draw")
     ap.add_argument("--exhaustive", action="store_true", help="only step 7 (exhaustive search on the device)")
     ap.add_argument("--timeloop-constraints", type=Path,
                     default=Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "timeloop"
@@ -146,12 +144,9 @@ def main() -> None:
                   {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": "order",
                    "orders": n}) for n in args.orders if n > 1]
     variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"})]
-    variants += [("anneal", "specialized" + (f"_m{mt}" if i else ""), _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": "move", "move_tries": mt})
-                 for i, mt in enumerate(args.move_tries)]
-    variants += [("anneal", f"specialized_none_m{mt}", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": "none", "move_tries": mt})
-                 for mt in args.move_tries[:1]]
+    variants += [("anneal", "specialized" if ash == "move" else f"specialized_{ash}", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": ash})
+                 for ash in reversed(_cuda_search.ANNEAL_SHARES)]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -218,9 +213,12 @@ def _tuning(args, problem, arch, out: dict, _cuda) -> None:
                 kw["kernel"] = args.tuning_kernel
                 _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)  # compile both
                 _cuda.anneal_search(problem, arch, **{**kw, "threads": 1024}, steps=2, n_init=2)
-                r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw)
+                r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw,
+                                        **({"orders": args.tuning_orders} if args.tuning_kernel == "specialized" else {}))
                 a = _cuda.anneal_search(problem, arch, steps=max(args.steps // 4, 1), n_init=8, **kw)
+                ai = _cuda.kernel_info(problem, arch, "anneal", regs, kernel=args.tuning_kernel)
                 row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs, kernel=args.tuning_kernel),
+                       "anneal_registers": ai["registers"], "anneal_local_bytes": ai["local_bytes"],
                        "random_legal_per_s": r.legal_per_s, "anneal_legal_per_s": a.legal_per_s}
             except Exception as exc:  # a launch configuration the kernel cannot take
                 row = {"max_registers": regs, "tpb": tpb, "error": str(exc)[:200]}

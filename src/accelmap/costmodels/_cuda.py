@@ -549,7 +549,7 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8, orders: int = 1, anneal_share: str = "move", move_tries: int = 1) -> GpuSearchResult:
+            tries: int = 8, orders: int = 1, anneal_share: str = "move") -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
@@ -594,7 +594,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             n_rounds = max(1, int(n_draws) // (tries + int(orders) - 1))
             launch_args = (n_rounds, tries, int(orders), _cuda_search.loop_counts(spec), states, wstates)
         else:
-            launch_args = (*args, move_tries, _cuda_search.loop_counts(spec), states, wstates)
+            launch_args = (*args, _cuda_search.loop_counts(spec), states, wstates)
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]
@@ -639,15 +639,12 @@ def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_t
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
                   max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  anneal_share: str = "move", move_tries: int = 1) -> GpuSearchResult:
+                  anneal_share: str = "move") -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
     ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`;
     ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
-    loop swaps and bypass flips, which reuse the tile-dependent terms, run together;
-    ``move_tries``: specialized kernel, proposals per round until one is legal, each counted
-    as a step; 1, the default, is the plain annealer's step, an illegal proposal rejected)."""
-    if int(move_tries) < 1:
-        raise SpecError(f"move_tries = {move_tries}; expected an int >= 1")
+    loop swaps and bypass flips, which reuse the tile-dependent terms, run together; ``"none"``:
+    each chain draws its own). In the specialized kernel an illegal move is a rejected step."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
                    args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
-                   anneal_share=anneal_share, move_tries=int(move_tries))
+                   anneal_share=anneal_share)

@@ -876,8 +876,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 1] = legal
 
     @jit
-    def anneal_kernel(n_steps, n_init, t_start, t_end, move_tries, rt, states, wstates, best_obj, best_t, best_s, best_o,
-                      best_k, counters):
+    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k,
+                      counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -914,101 +914,96 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
         total_steps = n_init + n_steps
-        ratio = t_end / t_start
+        # the temperature of step k is t_start (t_end / t_start)^(k / total), by one
+        # multiplication per step
+        cool = (t_end / t_start) ** (1.0 / total_steps)
+        temp = t_start
         best = math.inf
-        cur = math.inf
+        cur = math.inf  # the chain's EDP (inf until it has a legal state)
         legal = 0
         step = 0
         kmask = np.int64(0)
         cb = 0
         nb = 1
         while step < total_steps:
-            # The round's move kind: from the warp's generator (every lane alike) when shared,
-            # so that a warp swaps loops or flips bypass bits together and takes the short
-            # evaluation together; then up to `move_tries` moves of that kind until one is
-            # legal (each an evaluation; an illegal one is undone, as a rejected step).
-            u = uniform(ws) if SHARE_MOVE else 0.0
-            ok = False
-            mv, a, b, c = -1, 0, 0, 0
-            k = 0
-            while step < total_steps and not ok and k < move_tries:
-                k += 1
-                if not SHARE_MOVE:
-                    u = uniform(rs)
-                if cur == math.inf:  # a fresh draw until the chain has a legal state
-                    mv = -1
-                    draw_factors(rs, assign, used)
-                    draw_order_fast(rs, order, nl)
-                    kmask = draw_keep(rs)
-                    build(assign, temporal, g, uxy)
-                    nb = 1 - cb
-                    ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
-                elif u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
-                    mv = 0
-                    a = FDIMS[below(rs, NFDIMS)]
-                    b = below(rs, NPF[a])
-                    c = assign[a, b]
-                    x = below(rs, S - 1)
-                    assign[a, b] = x + 1 if x >= c else x
-                    # the factors change in two places only: no rebuild
-                    place(c, a, PF[a, b], temporal, g, uxy, False)
-                    place(assign[a, b], a, PF[a, b], temporal, g, uxy, True)
-                    nb = 1 - cb
-                    ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
-                    if not ok:
-                        place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
-                        place(c, a, PF[a, b], temporal, g, uxy, True)
-                        assign[a, b] = c
-                elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
-                    mv = 2
-                    x = below(rs, NFLIP)
-                    a = FLIP_LV[x]
-                    b = FLIP_T[x]
-                    kmask ^= ONE << np.int64(a * T + b)
-                    ok = level_fits(kmask, a, fp2[cb], nt)  # only level a's need changed
-                    if not ok:
-                        kmask ^= ONE << np.int64(a * T + b)
-                else:  # swap two loops of one level (orders never decide legality)
-                    mv = 1
-                    if D > 1:
-                        a = below(rs, nl)
-                        b = below(rs, D)
-                        x = below(rs, D - 1)
-                        c = x + 1 if x >= b else x
-                        x = order[a, b]
-                        order[a, b] = order[a, c]
-                        order[a, c] = x
-                    ok = True
-                step += 1
-            if not ok:
-                continue
-            legal += 1
-            if mv <= 0:  # new factors: the proposal's caches
-                mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans, buf,
-                                   nl, nt)
-                e = nb
-            else:
-                e = cb
-            obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e], ibs2[e],
-                             mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
-            lo = math.log(obj)
-            temp = t_start * ratio ** ((step - 1) / total_steps)
-            if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
-                cur = lo
-                cb = e
-            elif mv == 0:  # rejected: undo the move
-                place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
-                place(c, a, PF[a, b], temporal, g, uxy, True)
-                assign[a, b] = c
-            elif mv == 1 and D > 1:
-                x = order[a, b]
-                order[a, b] = order[a, c]
-                order[a, c] = x
-            elif mv == 2:
+            # One step: a move, its check, and (if legal) its evaluation and Metropolis test;
+            # an illegal or rejected move is undone. The move's kind comes from the warp's
+            # generator (every lane alike) when shared, so that a warp swaps loops or flips
+            # bypass bits together and takes the short evaluation together.
+            u = uniform(ws) if SHARE_MOVE else uniform(rs)
+            a, b, c = 0, 0, 0
+            if cur == math.inf:  # a fresh draw until the chain has a legal state
+                mv = -1
+                draw_factors(rs, assign, used)
+                draw_order_fast(rs, order, nl)
+                kmask = draw_keep(rs)
+                build(assign, temporal, g, uxy)
+            elif u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
+                mv = 0
+                a = FDIMS[below(rs, NFDIMS)]
+                b = below(rs, NPF[a])
+                c = assign[a, b]
+                x = below(rs, S - 1)
+                assign[a, b] = x + 1 if x >= c else x
+                # the factors change in two places only: no rebuild
+                place(c, a, PF[a, b], temporal, g, uxy, False)
+                place(assign[a, b], a, PF[a, b], temporal, g, uxy, True)
+            elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
+                mv = 2
+                x = below(rs, NFLIP)
+                a = FLIP_LV[x]
+                b = FLIP_T[x]
                 kmask ^= ONE << np.int64(a * T + b)
-            if obj < best:
-                best = obj
-                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+            else:  # swap two loops of one level
+                mv = 1
+                if D > 1:
+                    a = below(rs, nl)
+                    b = below(rs, D)
+                    x = below(rs, D - 1)
+                    c = x + 1 if x >= b else x
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
+            step += 1
+            if mv <= 0:  # new factors: checked and cached in the proposal's buffer
+                nb = 1 - cb
+                ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
+                e = nb
+            elif mv == 2:  # only level a's need changed
+                ok = level_fits(kmask, a, fp2[cb], nt)
+                e = cb
+            else:  # orders never decide legality
+                ok = True
+                e = cb
+            keep_move = False
+            if ok:
+                legal += 1
+                if mv <= 0:
+                    mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
+                                       buf, nl, nt)
+                obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e],
+                                 ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
+                # Metropolis on log EDP: an improvement always, else with probability
+                # (cur / obj)^(1 / temp) (in float32: a probability needs no more)
+                if obj <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / obj))) / np.float32(temp)):
+                    cur = obj
+                    cb = e
+                    keep_move = True
+                if obj < best:
+                    best = obj
+                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+            temp *= cool
+            if not keep_move:  # undo the move
+                if mv == 0:
+                    place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
+                    assign[a, b] = c
+                elif mv == 1 and D > 1:
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
+                elif mv == 2:
+                    kmask ^= ONE << np.int64(a * T + b)
         best_obj[tid] = best
         counters[tid, 0] = step
         counters[tid, 1] = legal
