@@ -109,6 +109,9 @@ SCRIPT = textwrap.dedent("""
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    res = search(problem, arch, searcher="random", budget=500, device="cuda", seed=4)
+    assert res.best is not None and res.n_evaluations >= 500 and res.n_valid <= res.n_evaluations
+    assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
     # generator states seeded on the device: distinct per thread and per seed, never all zero
     s5, s6 = _cuda.device_states(256, 5).copy_to_host(), _cuda.device_states(256, 6).copy_to_host()
     pairs5 = set(zip(s5["s0"].tolist(), s5["s1"].tolist()))
