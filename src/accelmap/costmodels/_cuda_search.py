@@ -206,6 +206,17 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     FLIP_T = np.array([f[1] for f in flips] or [0], np.int32)
     NFLIP = len(flips)
     MASK32, GOLDEN, ONE_U = np.uint64(0xFFFFFFFF), np.uint64(0x9E3779B97F4A7C15), np.uint64(1)
+    # The walks of eq. D read a tensor's coefficients and relevance at each lane's own loop
+    # dim. Constant memory serves a warp one address at a time, so those reads are packed
+    # into one word per (tensor, coordinate) and per tensor, read alike by every lane, and
+    # each lane shifts out its dim: 8 bits per coefficient (stored + 128) when D <= 8 and
+    # every |coefficient| <= 127, one bit per dim of REL when D <= 62.
+    PACK_COEF = D <= 8 and int(np.abs(COEF).max(initial=0)) <= 127
+    COEFP = np.array([[sum(((int(COEF[t, cc, d]) + 128) & 0xFF) << (8 * d) for d in range(D)) if PACK_COEF else 0
+                       for cc in range(C)] for t in range(T)], dtype=np.uint64).reshape(T, C)
+    PACK_REL = D <= 62
+    RELM = np.array([sum(int(REL[t, d]) << d for d in range(D)) if PACK_REL else 0 for t in range(T)], np.int64)
+    u8, u255, i128 = np.uint64(8), np.uint64(255), np.int32(128)
     SM1, SM2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
     u30, u31 = np.uint64(30), np.uint64(31)
     u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
@@ -662,7 +673,10 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             st = g[lv, d] * tile[lv + 1, d]
             moved, wh, amount = 0, 0, 0
             for cc in range(C):
-                a = COEF[t, cc, d] * st
+                if PACK_COEF:
+                    a = (np.int32((COEFP[t, cc] >> (u8 * np.uint64(d))) & u255) - i128) * st
+                else:
+                    a = COEF[t, cc, d] * st
                 sh = a - shift[cc]
                 shift[cc] += a
                 if sh != 0:
@@ -716,7 +730,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         lv = lpl[j]
                         d = lpd[j]
                         prod_all *= temporal[lv, d]
-                        if REL[t, d]:
+                        if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
                             prod_rel = prod_all
                         j += 1
                     if kept(kmask, c, t):

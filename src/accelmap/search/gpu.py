@@ -41,7 +41,7 @@ DEVICES = ("cpu", "cuda")
 SEARCHERS = ("random", "anneal", "exhaustive")
 # One launch: GPU threads (chains), and draws per thread (random) or steps per chain (anneal).
 _THREADS = 1 << 18
-_PER_THREAD = 256
+_PER_THREAD = 1024
 _STEPS = 1024
 _N_INIT = 8
 # Random search: loop orders evaluated per fitting tiling (`_cuda.random_search`'s ``orders``;
