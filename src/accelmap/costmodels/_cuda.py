@@ -404,14 +404,14 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", share: str = "order", anneal_share: str = "move") -> dict:
+                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = False) -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
         regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
-                                           regs, anneal_share)[kind]
+                                           regs, anneal_share, bool(redirect))[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -549,7 +549,7 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8, orders: int = 1, anneal_share: str = "move") -> GpuSearchResult:
+            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = False) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
@@ -584,7 +584,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         regs = _cuda_search.max_registers(kind, max_registers)
-        kern = _cuda_search.search_kernels(spec, share, regs, anneal_share)[kind]
+        kern = _cuda_search.search_kernels(spec, share, regs, anneal_share, bool(redirect))[kind]
         # one warp-wide generator per warp of the launch, from a stream of its own
         wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
         if kind == "random":
@@ -639,12 +639,14 @@ def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_t
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
                   max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  anneal_share: str = "move") -> GpuSearchResult:
+                  anneal_share: str = "move", redirect: bool = False) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
     ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`;
     ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
     loop swaps and bypass flips, which reuse the tile-dependent terms, run together; ``"none"``:
-    each chain draws its own). In the specialized kernel an illegal move is a rejected step."""
+    each chain draws its own). In the specialized kernel an illegal move is a rejected step;
+    ``redirect``: a factor moved to a spatial slot without room for it goes to that level's
+    temporal slot instead (fewer illegal moves; the proposal is no longer uniform over slots)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
                    args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
-                   anneal_share=anneal_share)
+                   anneal_share=anneal_share, redirect=redirect)

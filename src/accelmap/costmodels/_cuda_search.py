@@ -177,7 +177,7 @@ def loop_counts(spec: SearchSpec) -> object:
 
 @functools.lru_cache(maxsize=8)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
-                   anneal_share: str = "move") -> dict:
+                   anneal_share: str = "move", redirect: bool = False) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round;
     ``anneal_share``: whether the chains of a warp draw each round's move kind alike."""
@@ -197,6 +197,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
     SHARE = SHARES.index(share)
     SHARE_MOVE = ANNEAL_SHARES.index(anneal_share) == 1
+    REDIRECT = bool(redirect)
     # annealing moves: the dims that have prime factors to move, the (level, tensor) bypass
     # bits that may flip (inner levels, tensors the level may hold)
     fdims = [d for d in range(D) if NPF[d] > 0]
@@ -958,10 +959,19 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 b = below(rs, NPF[a])
                 c = assign[a, b]
                 x = below(rs, S - 1)
-                assign[a, b] = x + 1 if x >= c else x
+                x = x + 1 if x >= c else x
                 # the factors change in two places only: no rebuild
                 place(c, a, PF[a, b], temporal, g, uxy, False)
-                place(assign[a, b], a, PF[a, b], temporal, g, uxy, True)
+                if REDIRECT:  # a spatial slot without room: that level's temporal slot
+                    kind = SLOT_KIND[x]
+                    if kind > 0 and uxy[SLOT_LV[x], kind - 1] * PF[a, b] > FAN[SLOT_LV[x], kind - 1]:
+                        x = SLOT_TMP[x]
+                if x == c:  # (redirected to where it was: no move, an illegal step)
+                    mv = 3
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
+                else:
+                    assign[a, b] = x
+                    place(x, a, PF[a, b], temporal, g, uxy, True)
             elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
                 mv = 2
                 x = below(rs, NFLIP)
@@ -985,6 +995,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 e = nb
             elif mv == 2:  # only level a's need changed
                 ok = level_fits(kmask, a, fp2[cb], nt)
+                e = cb
+            elif mv == 3:
+                ok = False
                 e = cb
             else:  # orders never decide legality
                 ok = True
