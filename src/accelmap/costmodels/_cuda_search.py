@@ -598,7 +598,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     @cuda.jit(device=True)
     def fits_cached(temporal, g, uxy, kmask, tile, fp, sps, nl, nt):
         """`fits`, keeping in ``fp``/``sps`` the footprint and spans of every tensor at every
-        level that may hold it (kept or not: a bypass flip then needs no new footprint)."""
+        level that may hold it (kept or not: a bypass flip then needs no new footprint),
+        level 0 only where it has a capacity."""
         for lv in range(L):
             if uxy[lv, 0] > FAN[lv, 0] or uxy[lv, 1] > FAN[lv, 1]:
                 return False
@@ -610,7 +611,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         for lv in range(nl):
             need = 0
             for t in range(nt):
-                if HOLDS[lv, t]:
+                # (the evaluation reads levels >= 1 only; level 0 matters for its capacity)
+                if HOLDS[lv, t] and (lv > 0 or HAS_CAP[lv]):
                     f = footprint_at(t, tile, lv, sps)
                     fp[t, lv] = f
                     if kept(kmask, lv, t):
@@ -658,20 +660,23 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return mpu
 
     @cuda.jit(device=True)
-    def deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kc, fp, sps, shift):
-        """`deliveries` with the footprint and spans of (t, c) from the caches and the
-        active loops as (level, dim) pairs."""
+    def deliveries_cached(t, c, pd, pb, pst, fp, sps, shift):
+        """`deliveries` with the footprint and spans of (t, c) from the caches, walking the
+        loop nest by position (`edp_cached`'s tables) instead of by active loop, so that
+        every lane of a warp reads the same position at the same time; positions whose bound
+        is 1 are skipped, as `deliveries` never lists them."""
         size = fp[t, c]
-        if kc == 0:
-            return np.int64(size)
         for cc in range(C):
             shift[cc] = 0
         acc = np.int64(0)
+        first = True
         in_kind, in_which, in_sgn = 0, -1, 0
-        for j in range(kc - 1, -1, -1):
-            lv = lpl[j]
-            d = lpd[j]
-            st = g[lv, d] * tile[lv + 1, d]
+        for q in range(c * D - 1, -1, -1):
+            b = pb[q]
+            if b < 2:
+                continue
+            d = pd[q]
+            st = pst[q]
             moved, wh, amount = 0, 0, 0
             for cc in range(C):
                 if PACK_COEF:
@@ -689,34 +694,33 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 nw = 0
             elif moved == 1 and abs(amount) < sps[t, c, wh]:
                 kind = 2
-                if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
+                if in_kind == 2 and not first and (wh != in_which or sgn != in_sgn):
                     nw = size
                 else:
                     nw = abs(amount) * (size // sps[t, c, wh])
             else:
                 kind = 1
                 nw = size
-            if j == kc - 1:
+            if first:
                 in_kind, in_which, in_sgn = kind, wh, sgn
-            b = temporal[lv, d]
+                first = False
             acc = (b - 1) * np.int64(nw) + b * acc
         return size + acc
 
     @cuda.jit(device=True)
-    def edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs, deliv, rw,
+    def edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb, pst, deliv, rw,
                    ww, shift, nl, nt):
         """`edp` from the factor caches (`fits_cached`, `prepare`): the same terms in the same
         order, so the same value."""
-        k = 0
+        # the loop nest by position q = level x D + place (outermost first): its dim, bound
+        # and stride (the tile of its dim below it times its spatial factor)
         for lv in range(nl):
-            kcs[lv] = k
             for j in range(D):
                 d = order[lv, j]
-                if temporal[lv, d] >= 2:
-                    lpl[k] = lv
-                    lpd[k] = d
-                    k += 1
-        kcs[L] = k
+                q = lv * D + j
+                pd[q] = d
+                pb[q] = temporal[lv, d]
+                pst[q] = g[lv, d] * tile[lv + 1, d]
         for lv in range(nl):
             rw[lv] = 0
             ww[lv] = 0
@@ -725,21 +729,20 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             if CLOSED[t]:
                 prod_all = np.int64(1)
                 prod_rel = np.int64(1)
-                j = 0
                 for c in range(1, nl):
-                    while j < kcs[c]:
-                        lv = lpl[j]
-                        d = lpd[j]
-                        prod_all *= temporal[lv, d]
-                        if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
-                            prod_rel = prod_all
-                        j += 1
+                    for q in range((c - 1) * D, c * D):
+                        b = pb[q]
+                        if b >= 2:
+                            d = pd[q]
+                            prod_all *= b
+                            if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
+                                prod_rel = prod_all
                     if kept(kmask, c, t):
                         deliv[c] = fp[t, c] * prod_rel
             else:
                 for c in range(1, nl):
                     if kept(kmask, c, t):
-                        deliv[c] = deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kcs[c], fp, sps, shift)
+                        deliv[c] = deliveries_cached(t, c, pd, pb, pst, fp, sps, shift)
             child = L
             for p in range(nl - 1, -1, -1):
                 if not kept(kmask, p, t):
@@ -835,9 +838,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         sps = cuda.local.array((T, L, C), int32)
         grp = cuda.local.array((T, L), int32)
         opart = cuda.local.array(L, int32)
-        lpl = cuda.local.array(LD1, int8)
-        lpd = cuda.local.array(LD1, int8)
-        kcs = cuda.local.array(L1, int16)
+        pd = cuda.local.array(L * D, int8)
+        pb = cuda.local.array(L * D, int32)
+        pst = cuda.local.array(L * D, int32)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -879,8 +882,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         draw_order_fast(os, order, nl)
                     else:
                         draw_order_fast(rs, order, nl)
-                    obj = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd,
-                                     kcs, deliv, rw, ww, shift, nl, nt)
+                    obj = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb,
+                                     pst, deliv, rw, ww, shift, nl, nt)
                     if obj < best:
                         best = obj
                         save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
@@ -918,9 +921,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ubs2 = cuda.local.array((2, L), int32)
         ibs2 = cuda.local.array((2, L), int64)
         mpu2 = cuda.local.array(2, int64)
-        lpl = cuda.local.array(LD1, int8)
-        lpd = cuda.local.array(LD1, int8)
-        kcs = cuda.local.array(L1, int16)
+        pd = cuda.local.array(L * D, int8)
+        pb = cuda.local.array(L * D, int32)
+        pst = cuda.local.array(L * D, int32)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -1009,7 +1012,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
                                        buf, nl, nt)
                 obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e],
-                                 ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
+                                 ibs2[e], mpu2[e], pd, pb, pst, deliv, rw, ww, shift, nl, nt)
                 # Metropolis on log EDP: an improvement always, else with probability
                 # (cur / obj)^(1 / temp) (in float32: a probability needs no more)
                 if obj <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / obj))) / np.float32(temp)):
@@ -1053,9 +1056,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         sps = cuda.local.array((T, L, C), int32)
         grp = cuda.local.array((T, L), int32)
         opart = cuda.local.array(L, int32)
-        lpl = cuda.local.array(LD1, int8)
-        lpd = cuda.local.array(LD1, int8)
-        kcs = cuda.local.array(L1, int16)
+        pd = cuda.local.array(L * D, int8)
+        pb = cuda.local.array(L * D, int32)
+        pst = cuda.local.array(L * D, int32)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -1083,7 +1086,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         out_edp[i] = math.inf
         if ok:
             mpu = prepare(temporal, g, tile, grp, opart, ubs, ibs, ext, spans, buf, nl, nt)
-            out_edp[i] = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs,
+            out_edp[i] = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb, pst,
                                     deliv, rw, ww, shift, nl, nt)
 
     # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
