@@ -147,8 +147,8 @@ def main() -> None:
     variants += [("anneal", "specialized" if ash == "move" else f"specialized_{ash}", _cuda.anneal_search,
                   {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": ash})
                  for ash in reversed(_cuda_search.ANNEAL_SHARES)]
-    variants += [("anneal", "specialized_redirect", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "redirect": True})]
+    variants += [("anneal", "specialized_uniform_moves", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "redirect": False})]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -169,7 +169,7 @@ def main() -> None:
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
         info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"),
-                                 anneal_share=kw.get("anneal_share", "move"), redirect=kw.get("redirect", False))
+                                 anneal_share=kw.get("anneal_share", "move"), redirect=kw.get("redirect", True))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,

@@ -404,7 +404,7 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = False) -> dict:
+                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = True) -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
@@ -549,7 +549,7 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = False) -> GpuSearchResult:
+            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
@@ -639,14 +639,15 @@ def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_t
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
                   max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  anneal_share: str = "move", redirect: bool = False) -> GpuSearchResult:
+                  anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
     ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`;
     ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
     loop swaps and bypass flips, which reuse the tile-dependent terms, run together; ``"none"``:
     each chain draws its own). In the specialized kernel an illegal move is a rejected step;
-    ``redirect``: a factor moved to a spatial slot without room for it goes to that level's
-    temporal slot instead (fewer illegal moves; the proposal is no longer uniform over slots)."""
+    ``redirect`` (default): a factor moved to a spatial slot without room for it goes to that
+    level's temporal slot instead (fewer illegal moves; the proposal is then no longer uniform
+    over slots; ``False``: uniform, an illegal move rejected)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
                    args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
                    anneal_share=anneal_share, redirect=redirect)

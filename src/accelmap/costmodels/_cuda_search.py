@@ -37,21 +37,41 @@ the EDP. The kernels here
   evaluation, so that the threads of a warp evaluate together instead of idling beside
   illegal rows.
 
+The evaluation is split at the loop orders. A tiling (factors) and bypass decide legality
+and, per tensor and level, the footprints, spans, distinct spatial groups and the output's
+widened part ("the factor caches": `fits_cached`, `prepare`); the loop orders decide only
+the deliveries of eq. D and the closed form's products (`edp_cached`). Every value is
+computed by the formulas of `fits` and `edp` (which the exhaustive kernel still uses); only
+when it is computed changes, so the EDP is the same.
+
 Random search, in rounds: the lanes of a warp may share each round's loop orders
 (``share="order"``, the default) or orders and bypass (``"order+keep"``), drawn from one
 warp-wide generator that every lane steps alike; each lane draws its own tile factors (and,
-unless shared, its bypass) up to ``tries`` times until they fit. The lanes then follow the
-same branches through the loop nest except where their draws differ. Each draw is a draw of
-the same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot).
-Sharing orders changes no distribution (orders do not decide legality); sharing the bypass
-does slightly: a round keeps its bypass while it retries factors, so bypass patterns that
-rarely fit are evaluated about as often as the others rather than in proportion to how
-often they fit. ``share="none"`` draws everything per lane.
+unless shared, its bypass) up to ``tries`` times until they fit, and evaluates the fitting
+draw under ``orders`` random loop orders from the factor caches. Each draw is a draw of the
+same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot), so
+each evaluated mapping has the distribution of a fitting draw; the ``orders`` mappings of a
+round share their tiling and bypass (a stratified sample: more orders, fewer distinct
+tilings per evaluation). Sharing orders changes no distribution (orders do not decide
+legality); sharing the bypass does slightly: a round keeps its bypass while it retries
+factors, so bypass patterns that rarely fit are evaluated about as often as the others
+rather than in proportion to how often they fit. ``share="none"`` draws everything per lane.
 
-Annealing: one chain per thread as in `accelmap.costmodels._cuda`; an illegal proposal is
-undone and the next one drawn at once (each counts as an evaluation), so the threads of a
-warp evaluate their next legal proposals together. A factor move multiplies the factor into
-its new slot and divides it out of the old one instead of rebuilding every factor.
+Annealing: one chain per thread as in `accelmap.costmodels._cuda`, one move per step (a
+prime factor to another slot, two loops of a level swapped, or one bypass bit an inner level
+may hold flipped; never a move that changes nothing); an illegal move is a rejected step.
+The kind of move comes from the warp's generator (``anneal_share="move"``), so the lanes of
+a warp swap loops or flip bits together and take the short evaluation together: a swap needs
+no check and no new caches, a flip checks one level's capacity from the cached footprints,
+a factor move multiplies the factor into its new slot and divides it out of the old one and
+builds the proposal's caches in a second buffer, which becomes the chain's on acceptance. With
+``redirect`` (the default) a factor sent to a spatial slot without room for it goes to that
+level's temporal slot, as the sampler places factors. The temperature falls by one
+multiplication per step and the Metropolis test runs in float32.
+
+Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
+per generator step), and the coefficients and relevance read in the eq. D walks packed into
+words every lane reads alike (constant memory serves a warp one address at a time).
 """
 
 from __future__ import annotations
@@ -177,7 +197,7 @@ def loop_counts(spec: SearchSpec) -> object:
 
 @functools.lru_cache(maxsize=8)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
-                   anneal_share: str = "move", redirect: bool = False) -> dict:
+                   anneal_share: str = "move", redirect: bool = True) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round;
     ``anneal_share``: whether the chains of a warp draw each round's move kind alike."""
@@ -192,7 +212,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     dims = spec.dims
     L, D, T, C, F, S, OUT, GRID, M = (dims[k] for k in ("L", "D", "T", "C", "F", "S", "OUT", "GRID", "M"))
     MAXTERM = int(NTERM.max(initial=0))
-    L1, LD1, LD = L + 1, L * D + 1, L * D
+    L1, LD1 = L + 1, L * D + 1
     MACS, MAC_PJ = spec.key[2], spec.key[3]
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
     SHARE = SHARES.index(share)
@@ -660,23 +680,20 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         return mpu
 
     @cuda.jit(device=True)
-    def deliveries_cached(t, c, pd, pb, pst, fp, sps, shift):
-        """`deliveries` with the footprint and spans of (t, c) from the caches, walking the
-        loop nest by position (`edp_cached`'s tables) instead of by active loop, so that
-        every lane of a warp reads the same position at the same time; positions whose bound
-        is 1 are skipped, as `deliveries` never lists them."""
+    def deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kc, fp, sps, shift):
+        """`deliveries` with the footprint and spans of (t, c) from the caches and the
+        active loops as (level, dim) pairs."""
         size = fp[t, c]
+        if kc == 0:
+            return np.int64(size)
         for cc in range(C):
             shift[cc] = 0
         acc = np.int64(0)
-        first = True
         in_kind, in_which, in_sgn = 0, -1, 0
-        for q in range(c * D - 1, -1, -1):
-            b = pb[q]
-            if b < 2:
-                continue
-            d = pd[q]
-            st = pst[q]
+        for j in range(kc - 1, -1, -1):
+            lv = lpl[j]
+            d = lpd[j]
+            st = g[lv, d] * tile[lv + 1, d]
             moved, wh, amount = 0, 0, 0
             for cc in range(C):
                 if PACK_COEF:
@@ -694,33 +711,34 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 nw = 0
             elif moved == 1 and abs(amount) < sps[t, c, wh]:
                 kind = 2
-                if in_kind == 2 and not first and (wh != in_which or sgn != in_sgn):
+                if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
                     nw = size
                 else:
                     nw = abs(amount) * (size // sps[t, c, wh])
             else:
                 kind = 1
                 nw = size
-            if first:
+            if j == kc - 1:
                 in_kind, in_which, in_sgn = kind, wh, sgn
-                first = False
+            b = temporal[lv, d]
             acc = (b - 1) * np.int64(nw) + b * acc
         return size + acc
 
     @cuda.jit(device=True)
-    def edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb, pst, deliv, rw,
+    def edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs, deliv, rw,
                    ww, shift, nl, nt):
         """`edp` from the factor caches (`fits_cached`, `prepare`): the same terms in the same
         order, so the same value."""
-        # the loop nest by position q = level x D + place (outermost first): its dim, bound
-        # and stride (the tile of its dim below it times its spatial factor)
+        k = 0
         for lv in range(nl):
+            kcs[lv] = k
             for j in range(D):
                 d = order[lv, j]
-                q = lv * D + j
-                pd[q] = d
-                pb[q] = temporal[lv, d]
-                pst[q] = g[lv, d] * tile[lv + 1, d]
+                if temporal[lv, d] >= 2:
+                    lpl[k] = lv
+                    lpd[k] = d
+                    k += 1
+        kcs[L] = k
         for lv in range(nl):
             rw[lv] = 0
             ww[lv] = 0
@@ -729,20 +747,21 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             if CLOSED[t]:
                 prod_all = np.int64(1)
                 prod_rel = np.int64(1)
+                j = 0
                 for c in range(1, nl):
-                    for q in range((c - 1) * D, c * D):
-                        b = pb[q]
-                        if b >= 2:
-                            d = pd[q]
-                            prod_all *= b
-                            if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
-                                prod_rel = prod_all
+                    while j < kcs[c]:
+                        lv = lpl[j]
+                        d = lpd[j]
+                        prod_all *= temporal[lv, d]
+                        if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
+                            prod_rel = prod_all
+                        j += 1
                     if kept(kmask, c, t):
                         deliv[c] = fp[t, c] * prod_rel
             else:
                 for c in range(1, nl):
                     if kept(kmask, c, t):
-                        deliv[c] = deliveries_cached(t, c, pd, pb, pst, fp, sps, shift)
+                        deliv[c] = deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kcs[c], fp, sps, shift)
             child = L
             for p in range(nl - 1, -1, -1):
                 if not kept(kmask, p, t):
@@ -838,9 +857,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         sps = cuda.local.array((T, L, C), int32)
         grp = cuda.local.array((T, L), int32)
         opart = cuda.local.array(L, int32)
-        pd = cuda.local.array(LD, int8)
-        pb = cuda.local.array(LD, int32)
-        pst = cuda.local.array(LD, int32)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -882,8 +901,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         draw_order_fast(os, order, nl)
                     else:
                         draw_order_fast(rs, order, nl)
-                    obj = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb,
-                                     pst, deliv, rw, ww, shift, nl, nt)
+                    obj = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd,
+                                     kcs, deliv, rw, ww, shift, nl, nt)
                     if obj < best:
                         best = obj
                         save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
@@ -921,9 +940,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ubs2 = cuda.local.array((2, L), int32)
         ibs2 = cuda.local.array((2, L), int64)
         mpu2 = cuda.local.array(2, int64)
-        pd = cuda.local.array(LD, int8)
-        pb = cuda.local.array(LD, int32)
-        pst = cuda.local.array(LD, int32)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -1012,7 +1031,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
                                        buf, nl, nt)
                 obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e],
-                                 ibs2[e], mpu2[e], pd, pb, pst, deliv, rw, ww, shift, nl, nt)
+                                 ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
                 # Metropolis on log EDP: an improvement always, else with probability
                 # (cur / obj)^(1 / temp) (in float32: a probability needs no more)
                 if obj <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / obj))) / np.float32(temp)):
@@ -1056,9 +1075,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         sps = cuda.local.array((T, L, C), int32)
         grp = cuda.local.array((T, L), int32)
         opart = cuda.local.array(L, int32)
-        pd = cuda.local.array(LD, int8)
-        pb = cuda.local.array(LD, int32)
-        pst = cuda.local.array(LD, int32)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
+        kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
@@ -1086,7 +1105,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         out_edp[i] = math.inf
         if ok:
             mpu = prepare(temporal, g, tile, grp, opart, ubs, ibs, ext, spans, buf, nl, nt)
-            out_edp[i] = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, pd, pb, pst,
+            out_edp[i] = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs,
                                     deliv, rw, ww, shift, nl, nt)
 
     # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
