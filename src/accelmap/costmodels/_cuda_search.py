@@ -195,7 +195,7 @@ def loop_counts(spec: SearchSpec) -> object:
     return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
 
 
-@functools.lru_cache(maxsize=8)
+@functools.lru_cache(maxsize=16)  # (a benchmark's variants: shares x register caps x move options)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
                    anneal_share: str = "move", redirect: bool = True) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
