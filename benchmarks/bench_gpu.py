@@ -21,8 +21,9 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    compiles. Writes ``benchmarks/results/bench_gpu_exhaustive.json`` by default.
 
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
-specialized ones (`accelmap.costmodels._cuda_search`, with each warp-share option of random
-search) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
+specialized ones (`accelmap.costmodels._cuda_search`: random search with each warp-share
+option and with each ``--orders`` count of loop orders per fitting draw; annealing with the
+move kinds shared by a warp or not, and with uniform factor moves) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
 (legality and EDP) against the CPU kernel.
 
 Results: JSON (``benchmarks/results/bench_gpu.json`` by default).
