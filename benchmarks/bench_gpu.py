@@ -21,8 +21,9 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    compiles. Writes ``benchmarks/results/bench_gpu_exhaustive.json`` by default.
 
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
-specialized ones (`accelmap.costmodels._cuda_search`, with each warp-share option of random
-search) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
+specialized ones (`accelmap.costmodels._cuda_search`: random search with each warp-share
+option and with each ``--orders`` count of loop orders per fitting draw; annealing with the
+move kinds shared by a warp or not, and with uniform factor moves) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
 (legality and EDP) against the CPU kernel.
 
 Results: JSON (``benchmarks/results/bench_gpu.json`` by default).
@@ -54,11 +55,14 @@ def main() -> None:
     ap.add_argument("--host-rows", type=int, default=1_000_000, help="host batch: rows")
     ap.add_argument("--api-budget", type=int, default=0, help="also search through the API with this budget")
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
+    ap.add_argument("--orders", type=int, nargs="+", default=[1, 8, 16, 32],
+                    help="specialized random search: loop orders evaluated per fitting draw (share order; one variant each)")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
                     help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
     ap.add_argument("--tuning-only", action="store_true", help="only step 5 (register caps, block sizes)")
     ap.add_argument("--tuning-kernel", default="specialized", choices=["generic", "specialized"])
+    ap.add_argument("--tuning-orders", type=int, default=32, help="step 5, specialized random search: orders per draw")
     ap.add_argument("--exhaustive", action="store_true", help="only step 7 (exhaustive search on the device)")
     ap.add_argument("--timeloop-constraints", type=Path,
                     default=Path(__file__).resolve().parents[1] / ".." / "shared" / "reference" / "timeloop"
@@ -135,11 +139,17 @@ def main() -> None:
     # 3. device searches: every variant compiled first, then timed in turn within each repeat
     variants = [("random", "generic", _cuda.random_search, {"per_thread": args.per_thread, "kernel": "generic"})]
     variants += [("random", f"specialized_{share}", _cuda.random_search,
-                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share})
-                 for share in _cuda_search.SHARES]
-    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"}),
-                 ("anneal", "specialized", _cuda.anneal_search,
-                  {"steps": args.steps, "n_init": 8, "kernel": "specialized"}),]
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": share,
+                   "orders": 1}) for share in _cuda_search.SHARES]
+    variants += [("random", f"specialized_order_x{n}", _cuda.random_search,
+                  {"per_thread": args.per_thread, "kernel": "specialized", "tries": args.tries, "share": "order",
+                   "orders": n}) for n in args.orders if n > 1]
+    variants += [("anneal", "generic", _cuda.anneal_search, {"steps": args.steps, "n_init": 8, "kernel": "generic"})]
+    variants += [("anneal", "specialized" if ash == "move" else f"specialized_{ash}", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "anneal_share": ash})
+                 for ash in reversed(_cuda_search.ANNEAL_SHARES)]
+    variants += [("anneal", "specialized_uniform_moves", _cuda.anneal_search,
+                  {"steps": args.steps, "n_init": 8, "kernel": "specialized", "redirect": False})]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -159,7 +169,8 @@ def main() -> None:
         rows = MappingBatch(temporal=best.temporal, spatial=best.spatial, order=best.order, keep=best.keep)
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
-        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"))
+        info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"),
+                                 anneal_share=kw.get("anneal_share", "move"), redirect=kw.get("redirect", True))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,
@@ -205,9 +216,12 @@ def _tuning(args, problem, arch, out: dict, _cuda) -> None:
                 kw["kernel"] = args.tuning_kernel
                 _cuda.random_search(problem, arch, **{**kw, "threads": 1024}, per_thread=2)  # compile both
                 _cuda.anneal_search(problem, arch, **{**kw, "threads": 1024}, steps=2, n_init=2)
-                r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw)
+                r = _cuda.random_search(problem, arch, per_thread=max(args.per_thread // 4, 1), **kw,
+                                        **({"orders": args.tuning_orders} if args.tuning_kernel == "specialized" else {}))
                 a = _cuda.anneal_search(problem, arch, steps=max(args.steps // 4, 1), n_init=8, **kw)
+                ai = _cuda.kernel_info(problem, arch, "anneal", regs, kernel=args.tuning_kernel)
                 row = {"max_registers": regs, "tpb": tpb, **_cuda.kernel_info(problem, arch, "random", regs, kernel=args.tuning_kernel),
+                       "anneal_registers": ai["registers"], "anneal_local_bytes": ai["local_bytes"],
                        "random_legal_per_s": r.legal_per_s, "anneal_legal_per_s": a.legal_per_s}
             except Exception as exc:  # a launch configuration the kernel cannot take
                 row = {"max_registers": regs, "tpb": tpb, "error": str(exc)[:200]}

@@ -404,14 +404,14 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", share: str = "order") -> dict:
+                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = True) -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
         regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
-                                           regs)[kind]
+                                           regs, anneal_share, bool(redirect))[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -549,12 +549,18 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8) -> GpuSearchResult:
+            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
     if share not in _cuda_search.SHARES:
         raise SpecError(f"share = {share!r}; expected one of {', '.join(_cuda_search.SHARES)}")
+    if anneal_share not in _cuda_search.ANNEAL_SHARES:
+        raise SpecError(f"anneal_share = {anneal_share!r}; expected one of {', '.join(_cuda_search.ANNEAL_SHARES)}")
+    if int(orders) < 1:
+        raise SpecError(f"orders = {orders}; expected an int >= 1")
+    if int(tries) < 1:
+        raise SpecError(f"tries = {tries}; expected an int >= 1")
     if tpb < 32 or tpb % 32:
         raise SpecError(f"tpb = {tpb}; expected a positive multiple of 32 (whole warps)")
     if threads < 1:
@@ -578,15 +584,17 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         regs = _cuda_search.max_registers(kind, max_registers)
-        kern = _cuda_search.search_kernels(spec, share, regs)[kind]
+        kern = _cuda_search.search_kernels(spec, share, regs, anneal_share, bool(redirect))[kind]
+        # one warp-wide generator per warp of the launch, from a stream of its own
+        wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
         if kind == "random":
             n_draws, = args
             tries = max(1, min(int(tries), int(n_draws)))
-            # one warp-wide generator per warp of the launch, from a stream of its own
-            wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
-            launch_args = (max(1, int(n_draws) // tries), tries, _cuda_search.loop_counts(spec), states, wstates)
+            # a round checks up to `tries` draws, then evaluates the fitting one under `orders` loop orders
+            n_rounds = max(1, int(n_draws) // (tries + int(orders) - 1))
+            launch_args = (n_rounds, tries, int(orders), _cuda_search.loop_counts(spec), states, wstates)
         else:
-            launch_args = (*args, _cuda_search.loop_counts(spec), states)
+            launch_args = (*args, _cuda_search.loop_counts(spec), states, wstates)
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]
@@ -612,23 +620,34 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
 
 def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_thread: int = 64, seed: int = 0,
                   top: int = 16, max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  share: str = "order", tries: int = 8) -> GpuSearchResult:
+                  share: str = "order", tries: int = 8, orders: int = 1) -> GpuSearchResult:
     """Random search on the device: at most ``threads x per_thread`` mappings drawn and
     checked there, the legal ones evaluated; each thread's best returns.
 
     ``kernel``: ``"specialized"`` (`accelmap.costmodels._cuda_search`: compiled per (problem,
     arch), objective only, 32-bit tiles; ``per_thread // tries`` rounds, each drawing up to
     ``tries`` mappings until one fits, the lanes of a warp sharing what ``share`` says:
-    ``"none"``, ``"order"`` or ``"order+keep"``), ``"generic"`` (the CPU kernel's code, ``per_thread`` draws each evaluated),
-    or ``"auto"``: specialized where `_cuda_search.fits_32bit` allows."""
+    ``"none"``, ``"order"`` or ``"order+keep"``; the fitting draw is evaluated under
+    ``orders`` random loop orders, which reuse its tile-dependent terms, and a round counts
+    ``tries + orders - 1`` of the ``per_thread`` draws), ``"generic"`` (the CPU kernel's code,
+    ``per_thread`` draws each evaluated), or ``"auto"``: specialized where
+    `_cuda_search.fits_32bit` allows."""
     return _search("random", problem, arch, threads=threads, seed=seed, top=top, args=(per_thread,),
-                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries)
+                   max_registers=max_registers, tpb=tpb, kernel=kernel, share=share, tries=tries, orders=orders)
 
 
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
-                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto") -> GpuSearchResult:
+                  max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
+                  anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
-    ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`)."""
+    ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`;
+    ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
+    loop swaps and bypass flips, which reuse the tile-dependent terms, run together; ``"none"``:
+    each chain draws its own). In the specialized kernel an illegal move is a rejected step;
+    ``redirect`` (default): a factor moved to a spatial slot without room for it goes to that
+    level's temporal slot instead (fewer illegal moves; the proposal is then no longer uniform
+    over slots; ``False``: uniform, an illegal move rejected)."""
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
-                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel)
+                   args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
+                   anneal_share=anneal_share, redirect=redirect)

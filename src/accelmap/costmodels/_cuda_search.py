@@ -37,21 +37,41 @@ the EDP. The kernels here
   evaluation, so that the threads of a warp evaluate together instead of idling beside
   illegal rows.
 
+The evaluation is split at the loop orders. A tiling (factors) and bypass decide legality
+and, per tensor and level, the footprints, spans, distinct spatial groups and the output's
+widened part ("the factor caches": `fits_cached`, `prepare`); the loop orders decide only
+the deliveries of eq. D and the closed form's products (`edp_cached`). Every value is
+computed by the formulas of `fits` and `edp` (which the exhaustive kernel still uses); only
+when it is computed changes, so the EDP is the same.
+
 Random search, in rounds: the lanes of a warp may share each round's loop orders
 (``share="order"``, the default) or orders and bypass (``"order+keep"``), drawn from one
 warp-wide generator that every lane steps alike; each lane draws its own tile factors (and,
-unless shared, its bypass) up to ``tries`` times until they fit. The lanes then follow the
-same branches through the loop nest except where their draws differ. Each draw is a draw of
-the same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot).
-Sharing orders changes no distribution (orders do not decide legality); sharing the bypass
-does slightly: a round keeps its bypass while it retries factors, so bypass patterns that
-rarely fit are evaluated about as often as the others rather than in proportion to how
-often they fit. ``share="none"`` draws everything per lane.
+unless shared, its bypass) up to ``tries`` times until they fit, and evaluates the fitting
+draw under ``orders`` random loop orders from the factor caches. Each draw is a draw of the
+same sampler (uniform orders, fair bypass coins, every prime factor to a uniform slot), so
+each evaluated mapping has the distribution of a fitting draw; the ``orders`` mappings of a
+round share their tiling and bypass (a stratified sample: more orders, fewer distinct
+tilings per evaluation). Sharing orders changes no distribution (orders do not decide
+legality); sharing the bypass does slightly: a round keeps its bypass while it retries
+factors, so bypass patterns that rarely fit are evaluated about as often as the others
+rather than in proportion to how often they fit. ``share="none"`` draws everything per lane.
 
-Annealing: one chain per thread as in `accelmap.costmodels._cuda`; an illegal proposal is
-undone and the next one drawn at once (each counts as an evaluation), so the threads of a
-warp evaluate their next legal proposals together. A factor move multiplies the factor into
-its new slot and divides it out of the old one instead of rebuilding every factor.
+Annealing: one chain per thread as in `accelmap.costmodels._cuda`, one move per step (a
+prime factor to another slot, two loops of a level swapped, or one bypass bit an inner level
+may hold flipped; never a move that changes nothing); an illegal move is a rejected step.
+The kind of move comes from the warp's generator (``anneal_share="move"``), so the lanes of
+a warp swap loops or flip bits together and take the short evaluation together: a swap needs
+no check and no new caches, a flip checks one level's capacity from the cached footprints,
+a factor move multiplies the factor into its new slot and divides it out of the old one and
+builds the proposal's caches in a second buffer, which becomes the chain's on acceptance. With
+``redirect`` (the default) a factor sent to a spatial slot without room for it goes to that
+level's temporal slot, as the sampler places factors. The temperature falls by one
+multiplication per step and the Metropolis test runs in float32.
+
+Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
+per generator step), and the coefficients and relevance read in the eq. D walks packed into
+words every lane reads alike (constant memory serves a warp one address at a time).
 """
 
 from __future__ import annotations
@@ -76,6 +96,8 @@ _I32_MAX = 2**31 - 1
 WARP = 32
 # What the 32 lanes of a warp share in a random-search round (`search_kernels`).
 SHARES = ("none", "order", "order+keep")
+# What the chains of a warp share in an annealing round: nothing, or the kind of move.
+ANNEAL_SHARES = ("none", "move")
 # Registers per thread the kernels are capped at unless a caller says otherwise: measured on
 # the H100 (benchmarks/results/bench_gpu_tuning.json), annealing gains 7% from 64 (more warps
 # resident), random search 4% from 128 and loses 20% at 64 (its spills cost more).
@@ -173,10 +195,12 @@ def loop_counts(spec: SearchSpec) -> object:
     return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
 
 
-@functools.lru_cache(maxsize=8)
-def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None) -> dict:
+@functools.lru_cache(maxsize=16)  # (a benchmark's variants: shares x register caps x move options)
+def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
+                   anneal_share: str = "move", redirect: bool = True) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
-    first launch); ``share``: what the lanes of a warp share in a random-search round."""
+    first launch); ``share``: what the lanes of a warp share in a random-search round;
+    ``anneal_share``: whether the chains of a warp draw each round's move kind alike."""
     from numba import int8, int16, int32, int64, uint64
 
     A = spec.arrays
@@ -192,6 +216,30 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     MACS, MAC_PJ = spec.key[2], spec.key[3]
     HAS_FACTORS = bool(NPF.max(initial=0) > 0)
     SHARE = SHARES.index(share)
+    SHARE_MOVE = ANNEAL_SHARES.index(anneal_share) == 1
+    REDIRECT = bool(redirect)
+    # annealing moves: the dims that have prime factors to move, the (level, tensor) bypass
+    # bits that may flip (inner levels, tensors the level may hold)
+    fdims = [d for d in range(D) if NPF[d] > 0]
+    FDIMS, NFDIMS = np.array(fdims or [0], np.int32), len(fdims)
+    flips = [(lv, t) for lv in range(1, L) for t in range(T) if HOLDS[lv, t]]
+    FLIP_LV = np.array([f[0] for f in flips] or [0], np.int32)
+    FLIP_T = np.array([f[1] for f in flips] or [0], np.int32)
+    NFLIP = len(flips)
+    MASK32, GOLDEN, ONE_U = np.uint64(0xFFFFFFFF), np.uint64(0x9E3779B97F4A7C15), np.uint64(1)
+    # The walks of eq. D read a tensor's coefficients and relevance at each lane's own loop
+    # dim. Constant memory serves a warp one address at a time, so those reads are packed
+    # into one word per (tensor, coordinate) and per tensor, read alike by every lane, and
+    # each lane shifts out its dim: 8 bits per coefficient (stored + 128) when D <= 8 and
+    # every |coefficient| <= 127, one bit per dim of REL when D <= 62.
+    PACK_COEF = D <= 8 and int(np.abs(COEF).max(initial=0)) <= 127
+    COEFP = np.array([[sum(((int(COEF[t, cc, d]) + 128) & 0xFF) << (8 * d) for d in range(D)) if PACK_COEF else 0
+                       for cc in range(C)] for t in range(T)], dtype=np.uint64).reshape(T, C)
+    PACK_REL = D <= 62
+    RELM = np.array([sum(int(REL[t, d]) << d for d in range(D)) if PACK_REL else 0 for t in range(T)], np.int64)
+    u8, u255, i128 = np.uint64(8), np.uint64(255), np.int32(128)
+    SM1, SM2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+    u30, u31 = np.uint64(30), np.uint64(31)
     u11, u16, u24, u27, u32, u37, u40 = (np.uint64(v) for v in (11, 16, 24, 27, 32, 37, 40))
     TWO_M53 = 2.0 ** -53
     ONE = np.int64(1)
@@ -206,6 +254,13 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         s[0] = ((s0 << u24) | (s0 >> u40)) ^ s1 ^ (s1 << u16)
         s[1] = (s1 << u37) | (s1 >> u27)
         return r
+
+    @cuda.jit(device=True)
+    def splitmix(z):
+        """SplitMix64's output function (Steele, Lea and Flood, OOPSLA 2014)."""
+        z = (z ^ (z >> u30)) * SM1
+        z = (z ^ (z >> u27)) * SM2
+        return z ^ (z >> u31)
 
     @cuda.jit(device=True)
     def below(s, k):
@@ -238,17 +293,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     else:
                         used[lv, kind - 1] *= PF[d, k]
                 assign[d, k] = slot
-
-    @cuda.jit(device=True)
-    def draw_order(s, order):
-        for lv in range(L):
-            for j in range(D):
-                order[lv, j] = j
-            for j in range(D - 1, 0, -1):
-                m = below(s, j + 1)
-                x = order[lv, j]
-                order[lv, j] = order[lv, m]
-                order[lv, m] = x
 
     @cuda.jit(device=True)
     def draw_keep(s):
@@ -550,6 +594,236 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 if kind > 0:
                     best_s[tid, SLOT_LV[slot], d, kind - 1] *= PF[d, k]
 
+    # ---------------- the evaluation split at the loop orders ----------------
+    # A mapping's tile factors and bypass decide its legality and, per tensor and level, the
+    # footprints, spans, distinct spatial groups and the output's widened part; the loop
+    # orders decide only the deliveries of eq. D and the closed form's products. The
+    # searches below keep the first set ("the factor caches") and evaluate new orders (random
+    # search: several per fitting tiling), swapped loops and flipped bypass bits (annealing)
+    # from it, recounting only what the change touches. Every value is computed by the same
+    # formulas as `fits` and `edp` above; only when it is computed changes.
+    @cuda.jit(device=True)
+    def footprint_at(t, tile, lv, sps):
+        """`footprint` of tensor t's tile at level lv, its spans kept in ``sps[t, lv]``."""
+        size = 1
+        for cc in range(C):
+            sp = 1
+            for k in range(M):
+                if k < NTERM[t, cc]:
+                    sp += TCOEF[t, cc, k] * (tile[lv, TDIM[t, cc, k]] - 1)
+            sps[t, lv, cc] = sp
+            size *= sp
+        return size
+
+    @cuda.jit(device=True)
+    def fits_cached(temporal, g, uxy, kmask, tile, fp, sps, nl, nt):
+        """`fits`, keeping in ``fp``/``sps`` the footprint and spans of every tensor at every
+        level that may hold it (kept or not: a bypass flip then needs no new footprint),
+        level 0 only where it has a capacity."""
+        for lv in range(L):
+            if uxy[lv, 0] > FAN[lv, 0] or uxy[lv, 1] > FAN[lv, 1]:
+                return False
+        for d in range(D):
+            tile[L, d] = 1
+        for lv in range(L - 1, -1, -1):
+            for d in range(D):
+                tile[lv, d] = tile[lv + 1, d] * temporal[lv, d] * g[lv, d]
+        for lv in range(nl):
+            need = 0
+            for t in range(nt):
+                # (the evaluation reads levels >= 1 only; level 0 matters for its capacity)
+                if HOLDS[lv, t] and (lv > 0 or HAS_CAP[lv]):
+                    f = footprint_at(t, tile, lv, sps)
+                    fp[t, lv] = f
+                    if kept(kmask, lv, t):
+                        need += f
+            if HAS_CAP[lv] and need > CAP[lv]:
+                return False
+        return True
+
+    @cuda.jit(device=True)
+    def level_fits(kmask, lv, fp, nt):
+        """The capacity of level lv under ``kmask`` from the kept footprints (a bypass flip)."""
+        if not HAS_CAP[lv]:
+            return True
+        need = 0
+        for t in range(nt):
+            if kept(kmask, lv, t):
+                need += fp[t, lv]
+        return need <= CAP[lv]
+
+    @cuda.jit(device=True)
+    def prepare(temporal, g, tile, grp, opart, ubs, ibs, ext, spans, buf, nl, nt):
+        """The order-free parts of `edp` for a fitting tiling (``tile`` from `fits_cached`):
+        instances per level, distinct spatial groups per tensor and level (eq. S), the
+        output's tile widened by the loops above each level; returns the product of every
+        temporal bound (the MACs per PE)."""
+        mpu = np.int64(1)
+        ib = np.int64(1)
+        for lv in range(nl):
+            ub = 1
+            for d in range(D):
+                ub *= g[lv, d]
+                mpu *= temporal[lv, d]
+            ubs[lv] = ub
+            ibs[lv] = ib
+            ib *= ub
+            for t in range(nt):
+                grp[t, lv] = distinct(t, lv, g, tile, buf) if ub > 1 else 1
+            if HOLDS[lv, OUT]:
+                for d in range(D):
+                    w = tile[lv, d]
+                    for p in range(lv):
+                        w *= temporal[p, d]
+                    ext[0, d] = w
+                opart[lv] = footprint(OUT, ext, 0, spans)
+        return mpu
+
+    @cuda.jit(device=True)
+    def deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kc, fp, sps, shift):
+        """`deliveries` with the footprint and spans of (t, c) from the caches and the
+        active loops as (level, dim) pairs."""
+        size = fp[t, c]
+        if kc == 0:
+            return np.int64(size)
+        for cc in range(C):
+            shift[cc] = 0
+        acc = np.int64(0)
+        in_kind, in_which, in_sgn = 0, -1, 0
+        for j in range(kc - 1, -1, -1):
+            lv = lpl[j]
+            d = lpd[j]
+            st = g[lv, d] * tile[lv + 1, d]
+            moved, wh, amount = 0, 0, 0
+            for cc in range(C):
+                if PACK_COEF:
+                    a = (np.int32((COEFP[t, cc] >> (u8 * np.uint64(d))) & u255) - i128) * st
+                else:
+                    a = COEF[t, cc, d] * st
+                sh = a - shift[cc]
+                shift[cc] += a
+                if sh != 0:
+                    moved += 1
+                    wh, amount = cc, sh
+            sgn = 1 if amount > 0 else -1
+            if moved == 0:
+                kind = 0
+                nw = 0
+            elif moved == 1 and abs(amount) < sps[t, c, wh]:
+                kind = 2
+                if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
+                    nw = size
+                else:
+                    nw = abs(amount) * (size // sps[t, c, wh])
+            else:
+                kind = 1
+                nw = size
+            if j == kc - 1:
+                in_kind, in_which, in_sgn = kind, wh, sgn
+            b = temporal[lv, d]
+            acc = (b - 1) * np.int64(nw) + b * acc
+        return size + acc
+
+    @cuda.jit(device=True)
+    def edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs, deliv, rw,
+                   ww, shift, nl, nt):
+        """`edp` from the factor caches (`fits_cached`, `prepare`): the same terms in the same
+        order, so the same value."""
+        k = 0
+        for lv in range(nl):
+            kcs[lv] = k
+            for j in range(D):
+                d = order[lv, j]
+                if temporal[lv, d] >= 2:
+                    lpl[k] = lv
+                    lpd[k] = d
+                    k += 1
+        kcs[L] = k
+        for lv in range(nl):
+            rw[lv] = 0
+            ww[lv] = 0
+        total = 0.0
+        for t in range(nt):
+            if CLOSED[t]:
+                prod_all = np.int64(1)
+                prod_rel = np.int64(1)
+                j = 0
+                for c in range(1, nl):
+                    while j < kcs[c]:
+                        lv = lpl[j]
+                        d = lpd[j]
+                        prod_all *= temporal[lv, d]
+                        if (RELM[t] >> np.int64(d)) & ONE if PACK_REL else REL[t, d]:
+                            prod_rel = prod_all
+                        j += 1
+                    if kept(kmask, c, t):
+                        deliv[c] = fp[t, c] * prod_rel
+            else:
+                for c in range(1, nl):
+                    if kept(kmask, c, t):
+                        deliv[c] = deliveries_cached(t, c, g, temporal, tile, lpl, lpd, kcs[c], fp, sps, shift)
+            child = L
+            for p in range(nl - 1, -1, -1):
+                if not kept(kmask, p, t):
+                    continue
+                f_child = deliv[child] if child < L else mpu
+                groups = np.int64(1)
+                for lv in range(p, child):
+                    groups *= grp[t, lv]
+                a_p = f_child * groups
+                f_p = deliv[p] if p > 0 else TSIZE[t]
+                if t == OUT:
+                    part = opart[p]
+                    r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                else:
+                    r, f, u = a_p, (f_p if p > 0 else 0), 0
+                blk = BLK[p]
+                e = ceil_blocks(r, blk) * RPJ[p]
+                if t == OUT and p > 0:
+                    e += (ceil_blocks(f, blk) + ceil_blocks(u, blk)) * WPJ[p]
+                elif t == OUT:
+                    e += ceil_blocks(u, blk) * WPJ[p]
+                elif p > 0:
+                    e += ceil_blocks(f, blk) * WPJ[p]
+                e = e * ibs[p]
+                if PADDED[t]:
+                    e *= FRAC[t]
+                total += e
+                rw[p] += r
+                ww[p] += f + u
+                child = p
+        cyc = np.float64(mpu)
+        for lv in range(L):
+            if HAS_RBW[lv]:
+                cyc = max(cyc, rw[lv] / RBW[lv])
+            if HAS_WBW[lv]:
+                cyc = max(cyc, ww[lv] / WBW[lv])
+        return np.float64(math.ceil(cyc)) * (total + MACS * MAC_PJ)
+
+    @cuda.jit(device=True)
+    def draw_order_fast(s, order, nl):
+        """A uniform loop order per level (Fisher-Yates), its swap indexes the mixed-radix
+        digits of 32 random bits (the digit below j + 1 is the high word of u (j + 1), u keeps
+        the low word; every order within D!/2^32 of uniform): two levels per generator step
+        instead of D - 1 steps per level."""
+        r = np.uint64(0)
+        u = np.uint64(0)
+        for lv in range(nl):
+            if lv & 1 == 0:
+                r = nxt(s)
+                u = r >> u32
+            else:
+                u = r & MASK32
+            for j in range(D):
+                order[lv, j] = j
+            for j in range(D - 1, 0, -1):
+                p = u * np.uint64(j + 1)
+                m = np.int32(p >> u32)
+                u = p & MASK32
+                x = order[lv, j]
+                order[lv, j] = order[lv, m]
+                order[lv, m] = x
+
     from numba import config
 
     # (the CUDA simulator compiles nothing and takes no register cap)
@@ -557,7 +831,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit  # type: ignore[call-arg]
 
     @jit
-    def random_kernel(n_rounds, tries, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k, counters):
+    def random_kernel(n_rounds, tries, n_orders, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k,
+                      counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
             return
@@ -570,6 +845,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         ws = cuda.local.array(2, uint64)
         ws[0] = wstates[tid // WARP]["s0"]
         ws[1] = wstates[tid // WARP]["s1"]
+        os = cuda.local.array(2, uint64)  # the round's orders (from ws when shared)
         temporal = cuda.local.array((L, D), int32)
         g = cuda.local.array((L, D), int32)
         uxy = cuda.local.array((L, 2), int32)
@@ -577,7 +853,12 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         assign = cuda.local.array((D, F), int8)
         used = cuda.local.array((L, 2), int32)
         tile = cuda.local.array((L1, D), int32)
-        lp = cuda.local.array(LD1, int16)
+        fp = cuda.local.array((T, L), int32)
+        sps = cuda.local.array((T, L, C), int32)
+        grp = cuda.local.array((T, L), int32)
+        opart = cuda.local.array(L, int32)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
         kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
@@ -593,10 +874,12 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         draws = 0
         kmask = np.int64(0)
         for _ in range(n_rounds):
+            # the round's order stream: one step of the warp's generator (every lane alike),
+            # spread by SplitMix64, or the lane's own stream
             if SHARE >= 1:
-                draw_order(ws, order)
-            else:
-                draw_order(rs, order)
+                z = nxt(ws)
+                os[0] = splitmix(z)
+                os[1] = splitmix(z + GOLDEN) | ONE_U
             if SHARE == 2:
                 kmask = draw_keep(ws)
             ok = False
@@ -606,21 +889,31 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     kmask = draw_keep(rs)
                 draw_factors(rs, assign, used)
                 build(assign, temporal, g, uxy)
-                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
+                ok = fits_cached(temporal, g, uxy, kmask, tile, fp, sps, nl, nt)
                 k += 1
             draws += k
             if ok:
-                legal += 1
-                obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
-                if obj < best:
-                    best = obj
-                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+                # one fitting tiling and bypass, evaluated under n_orders random loop orders
+                # (orders never decide legality): the factor caches serve them all
+                mpu = prepare(temporal, g, tile, grp, opart, ubs, ibs, ext, spans, buf, nl, nt)
+                for _o in range(n_orders):
+                    if SHARE >= 1:
+                        draw_order_fast(os, order, nl)
+                    else:
+                        draw_order_fast(rs, order, nl)
+                    obj = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd,
+                                     kcs, deliv, rw, ww, shift, nl, nt)
+                    if obj < best:
+                        best = obj
+                        save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+                legal += n_orders
+                draws += n_orders - 1
         best_obj[tid] = best
         counters[tid, 0] = draws
         counters[tid, 1] = legal
 
     @jit
-    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, best_obj, best_t, best_s, best_o, best_k,
+    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k,
                       counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:
@@ -629,106 +922,137 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         rs = cuda.local.array(2, uint64)
         rs[0] = states[tid]["s0"]
         rs[1] = states[tid]["s1"]
+        ws = cuda.local.array(2, uint64)
+        ws[0] = wstates[tid // WARP]["s0"]
+        ws[1] = wstates[tid // WARP]["s1"]
         temporal = cuda.local.array((L, D), int32)
         g = cuda.local.array((L, D), int32)
         uxy = cuda.local.array((L, 2), int32)
         order = cuda.local.array((L, D), int8)
         assign = cuda.local.array((D, F), int8)
         used = cuda.local.array((L, 2), int32)
-        tile = cuda.local.array((L1, D), int32)
-        lp = cuda.local.array(LD1, int16)
+        # the factor caches, twice: the chain's state (cb) and a factor move's proposal (1 - cb)
+        tile2 = cuda.local.array((2, L1, D), int32)
+        fp2 = cuda.local.array((2, T, L), int32)
+        sps2 = cuda.local.array((2, T, L, C), int32)
+        grp2 = cuda.local.array((2, T, L), int32)
+        opart2 = cuda.local.array((2, L), int32)
+        ubs2 = cuda.local.array((2, L), int32)
+        ibs2 = cuda.local.array((2, L), int64)
+        mpu2 = cuda.local.array(2, int64)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
         kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
         deliv = cuda.local.array(L1, int64)
-        ubs = cuda.local.array(L, int32)
-        ibs = cuda.local.array(L, int64)
         rw = cuda.local.array(L, int64)
         ww = cuda.local.array(L, int64)
         ext = cuda.local.array((1, D), int32)
         buf = cuda.local.array(GRID, int32)
         total_steps = n_init + n_steps
-        ratio = t_end / t_start
+        # the temperature of step k is t_start (t_end / t_start)^(k / total), by one
+        # multiplication per step
+        cool = (t_end / t_start) ** (1.0 / total_steps)
+        temp = t_start
         best = math.inf
-        cur = math.inf
+        cur = math.inf  # the chain's EDP (inf until it has a legal state)
         legal = 0
         step = 0
         kmask = np.int64(0)
+        cb = 0
+        nb = 1
         while step < total_steps:
-            # Propose (a fresh draw until the chain has a legal state, else one move) until
-            # the proposal fits or the steps run out; an illegal move is undone at once.
-            ok = False
-            mv, a, b, c = -1, 0, 0, 0
-            while step < total_steps and not ok:
-                if cur == math.inf:
-                    draw_factors(rs, assign, used)
-                    draw_order(rs, order)
-                    kmask = draw_keep(rs)
-                    mv = -1
+            # One step: a move, its check, and (if legal) its evaluation and Metropolis test;
+            # an illegal or rejected move is undone. The move's kind comes from the warp's
+            # generator (every lane alike) when shared, so that a warp swaps loops or flips
+            # bypass bits together and takes the short evaluation together.
+            u = uniform(ws) if SHARE_MOVE else uniform(rs)
+            a, b, c = 0, 0, 0
+            if cur == math.inf:  # a fresh draw until the chain has a legal state
+                mv = -1
+                draw_factors(rs, assign, used)
+                draw_order_fast(rs, order, nl)
+                kmask = draw_keep(rs)
+                build(assign, temporal, g, uxy)
+            elif u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
+                mv = 0
+                a = FDIMS[below(rs, NFDIMS)]
+                b = below(rs, NPF[a])
+                c = assign[a, b]
+                x = below(rs, S - 1)
+                x = x + 1 if x >= c else x
+                # the factors change in two places only: no rebuild
+                place(c, a, PF[a, b], temporal, g, uxy, False)
+                if REDIRECT:  # a spatial slot without room: that level's temporal slot
+                    kind = SLOT_KIND[x]
+                    if kind > 0 and uxy[SLOT_LV[x], kind - 1] * PF[a, b] > FAN[SLOT_LV[x], kind - 1]:
+                        x = SLOT_TMP[x]
+                if x == c:  # (redirected to where it was: no move, an illegal step)
+                    mv = 3
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
                 else:
-                    u = uniform(rs)
-                    if u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
-                        mv = 0
-                        a = below(rs, D)
-                        while NPF[a] == 0:
-                            a = below(rs, D)
-                        b = below(rs, NPF[a])
-                        c = assign[a, b]
-                        assign[a, b] = below(rs, S)
-                        # the factors change in two places only: no rebuild
-                        place(c, a, PF[a, b], temporal, g, uxy, False)
-                        place(assign[a, b], a, PF[a, b], temporal, g, uxy, True)
-                    elif u < 0.85:  # swap two loops of one level
-                        mv = 1
-                        a = below(rs, L)
-                        b = below(rs, D)
-                        c = below(rs, D)
-                        x = order[a, b]
-                        order[a, b] = order[a, c]
-                        order[a, c] = x
-                    else:  # flip one bypass bit (never at the outermost level)
-                        mv = 2
-                        a = 1 + below(rs, L - 1) if L > 1 else 0
-                        b = below(rs, T)
-                        c = 0
-                        if a > 0 and HOLDS[a, b]:
-                            kmask ^= ONE << np.int64(a * T + b)
-                if mv == -1:
-                    build(assign, temporal, g, uxy)
-                ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
-                step += 1
-                if not ok and mv >= 0:
-                    if mv == 0:
-                        place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
-                        place(c, a, PF[a, b], temporal, g, uxy, True)
-                        assign[a, b] = c
-                    elif mv == 1:
-                        x = order[a, b]
-                        order[a, b] = order[a, c]
-                        order[a, c] = x
-                    elif a > 0 and HOLDS[a, b]:
-                        kmask ^= ONE << np.int64(a * T + b)
-            if not ok:
-                break
-            legal += 1
-            obj = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
-            lo = math.log(obj)
-            temp = t_start * ratio ** ((step - 1) / total_steps)
-            if lo <= cur or uniform(rs) < math.exp((cur - lo) / temp):
-                cur = lo
-            elif mv == 0:  # rejected: undo the move
-                place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
-                place(c, a, PF[a, b], temporal, g, uxy, True)
-                assign[a, b] = c
-            elif mv == 1:
-                x = order[a, b]
-                order[a, b] = order[a, c]
-                order[a, c] = x
-            elif mv == 2 and a > 0 and HOLDS[a, b]:
+                    assign[a, b] = x
+                    place(x, a, PF[a, b], temporal, g, uxy, True)
+            elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
+                mv = 2
+                x = below(rs, NFLIP)
+                a = FLIP_LV[x]
+                b = FLIP_T[x]
                 kmask ^= ONE << np.int64(a * T + b)
-            if obj < best:
-                best = obj
-                save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+            else:  # swap two loops of one level
+                mv = 1
+                if D > 1:
+                    a = below(rs, nl)
+                    b = below(rs, D)
+                    x = below(rs, D - 1)
+                    c = x + 1 if x >= b else x
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
+            step += 1
+            if mv <= 0:  # new factors: checked and cached in the proposal's buffer
+                nb = 1 - cb
+                ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
+                e = nb
+            elif mv == 2:  # only level a's need changed
+                ok = level_fits(kmask, a, fp2[cb], nt)
+                e = cb
+            elif mv == 3:
+                ok = False
+                e = cb
+            else:  # orders never decide legality
+                ok = True
+                e = cb
+            keep_move = False
+            if ok:
+                legal += 1
+                if mv <= 0:
+                    mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
+                                       buf, nl, nt)
+                obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e],
+                                 ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
+                # Metropolis on log EDP: an improvement always, else with probability
+                # (cur / obj)^(1 / temp) (in float32: a probability needs no more)
+                if obj <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / obj))) / np.float32(temp)):
+                    cur = obj
+                    cb = e
+                    keep_move = True
+                if obj < best:
+                    best = obj
+                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+            temp *= cool
+            if not keep_move:  # undo the move
+                if mv == 0:
+                    place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
+                    assign[a, b] = c
+                elif mv == 1 and D > 1:
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
+                elif mv == 2:
+                    kmask ^= ONE << np.int64(a * T + b)
         best_obj[tid] = best
         counters[tid, 0] = step
         counters[tid, 1] = legal
@@ -736,7 +1060,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     @jit
     def objective_kernel(rt, temporal_in, spatial_in, order_in, keep_in, out_edp, out_fits):
         """The EDP (inf where a row does not fit) of host rows whose factors, orders and
-        bypass are legal: the search kernels' own evaluation, for the equality tests."""
+        bypass are legal: the search kernels' own evaluation (factor caches, then the
+        order-dependent part), for the equality tests."""
         i = cuda.grid(1)
         if i >= out_edp.shape[0]:
             return
@@ -746,7 +1071,12 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         uxy = cuda.local.array((L, 2), int32)
         order = cuda.local.array((L, D), int8)
         tile = cuda.local.array((L1, D), int32)
-        lp = cuda.local.array(LD1, int16)
+        fp = cuda.local.array((T, L), int32)
+        sps = cuda.local.array((T, L, C), int32)
+        grp = cuda.local.array((T, L), int32)
+        opart = cuda.local.array(L, int32)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
         kcs = cuda.local.array(L1, int16)
         spans = cuda.local.array(C, int32)
         shift = cuda.local.array(C, int32)
@@ -770,11 +1100,13 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
             for t in range(T):
                 if keep_in[i, lv, t]:
                     kmask |= ONE << np.int64(lv * T + t)
-        ok = fits(temporal, g, uxy, kmask, tile, spans, nl, nt)
+        ok = fits_cached(temporal, g, uxy, kmask, tile, fp, sps, nl, nt)
         out_fits[i] = ok
         out_edp[i] = math.inf
         if ok:
-            out_edp[i] = edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt)
+            mpu = prepare(temporal, g, tile, grp, opart, ubs, ibs, ext, spans, buf, nl, nt)
+            out_edp[i] = edp_cached(temporal, g, order, kmask, tile, fp, sps, grp, opart, ubs, ibs, mpu, lpl, lpd, kcs,
+                                    deliv, rw, ww, shift, nl, nt)
 
     # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
     return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel,

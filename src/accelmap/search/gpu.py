@@ -41,9 +41,12 @@ DEVICES = ("cpu", "cuda")
 SEARCHERS = ("random", "anneal", "exhaustive")
 # One launch: GPU threads (chains), and draws per thread (random) or steps per chain (anneal).
 _THREADS = 1 << 18
-_PER_THREAD = 256
+_PER_THREAD = 1024
 _STEPS = 1024
 _N_INIT = 8
+# Random search: loop orders evaluated per fitting tiling (`_cuda.random_search`'s ``orders``;
+# measured on an H100, benchmarks/results/bench_gpu.json).
+_ORDERS = 32
 
 
 def check_device(device: str) -> str:
@@ -104,7 +107,8 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / per))))
         sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
         if searcher == "random":
-            r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1)
+            r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1,
+                                    orders=max(1, min(_ORDERS, per // 4)))
         else:
             r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1)
         launch += 1

@@ -28,6 +28,7 @@ SCRIPT = textwrap.dedent("""
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.testing.costmodel_checks import assert_engines_agree
     from accelmap.search.api import search
+    from accelmap.errors import SpecError
 
     cases = [("eyeriss-like", conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3)),
              ("simba-like", conv2d("s", c=8, k=16, p=4, q=4, r=3, s=3, stride=2)),
@@ -59,16 +60,24 @@ SCRIPT = textwrap.dedent("""
             (_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "generic"})]
     runs += [(_cuda.random_search, {"per_thread": 6, "kernel": "specialized", "share": share, "tries": 3})
              for share in ("none", "order", "order+keep")]
-    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized"})]
+    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "anneal_share": ash})
+             for ash in ("move", "none")]
+    # one round of up to 3 draws, the fitting one evaluated under 4 loop orders
+    runs += [(_cuda.random_search, {"per_thread": 6, "kernel": "specialized", "share": share, "tries": 3, "orders": 4})
+             for share in ("none", "order")]
     # (on the zoo layer not "order+keep": one warp's two shared bypass draws may both be unfit)
     cases = [(run, (problem, arch)) for run in runs]
-    cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5])]
+    cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5], runs[6], runs[8])]
     for (fn, kw), (pr, ar) in cases:
         r = fn(pr, ar, threads=8, seed=3, top=3, **kw)
         assert r.kernel == kw["kernel"]
         if fn is _cuda.anneal_search or kw["kernel"] == "generic":
             # every step or draw is one evaluation
             assert r.evaluations == 8 * (6 if "per_thread" in kw else 13)
+        elif kw.get("orders", 1) > 1:
+            # per thread: k <= 3 draws checked, and if one fits, 3 more orders of it
+            assert 8 <= r.evaluations <= 8 * 6 and r.legal % 4 == 0 and r.legal <= 8 * 4
+            assert r.evaluations - r.legal * 3 // 4 <= 8 * 3
         else:
             # rounds of up to `tries` draws, each draw checked; the fitting one evaluated
             assert 8 * 2 <= r.evaluations <= 8 * 6 and r.legal <= 8 * 2
@@ -80,8 +89,28 @@ SCRIPT = textwrap.dedent("""
                             share="order+keep", tries=4)
     if len(r.edp) >= 2:
         assert (r.order == r.order[0]).all() and (r.keep == r.keep[0]).all()
+    # a fitting tiling under several orders (a thread whose draws all fail evaluates none)
+    r = _cuda.random_search(problem, arch, threads=1, per_thread=39, seed=11, top=1, kernel="specialized", share="none",
+                            tries=8, orders=32)
+    assert r.legal in (0, 32) and r.evaluations - r.legal <= 8
+    for bad in ({"orders": 0}, {"tries": 0}, {"share": "all"}):
+        try:
+            _cuda.random_search(problem, arch, threads=8, per_thread=4, kernel="specialized", **bad)
+        except SpecError as exc:
+            assert next(iter(bad)) in str(exc)
+        else:
+            raise AssertionError(f"expected a SpecError for {bad}")
+    try:
+        _cuda.anneal_search(problem, arch, threads=8, steps=4, anneal_share="all")
+    except SpecError as exc:
+        assert "anneal_share" in str(exc)
+    else:
+        raise AssertionError("expected a SpecError")
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
+    assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    res = search(problem, arch, searcher="random", budget=500, device="cuda", seed=4)
+    assert res.best is not None and res.n_evaluations >= 500 and res.n_valid <= res.n_evaluations
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
     # generator states seeded on the device: distinct per thread and per seed, never all zero
     s5, s6 = _cuda.device_states(256, 5).copy_to_host(), _cuda.device_states(256, 6).copy_to_host()
