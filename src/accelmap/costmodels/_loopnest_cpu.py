@@ -20,7 +20,7 @@ integer and float operations), so the results are identical; the property tests 
 them with the numpy path bit for bit. A kernel is compiled once per structure and kept in
 numba's on-disk cache (``cache=True``: the closure's index key is the structure tuple).
 
-Padding is applied in the row (`loopnest._count_existing_words`' rule: a padded tensor's
+Padding is applied in the row (`_loopnest_numpy._count_existing_words`' rule: a padded tensor's
 counts and energy scaled by the share of its words that exist, the energy total moved by
 the change), and with ``full=False`` the counts go to a one-row scratch, so that a search,
 which reads only cycles, energy, validity and reason, writes no (n, L, T) arrays.

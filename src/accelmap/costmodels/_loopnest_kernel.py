@@ -127,7 +127,7 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
 
 @register_jitable
 def ceil_blocks(words, block):
-    # ``ceil(words / block)`` as the numpy path computes it (loopnest._blocks): no
+    # ``ceil(words / block)`` as the numpy path computes it (_loopnest_numpy._blocks): no
     # division for a one-word block, a multiply by the exact reciprocal for a power of two.
     if block == 1:
         return float(words)
@@ -264,7 +264,7 @@ def distinct(nterm, tdim, tcoef, t, lv, g, tile, buf):
 
     Per coordinate: no unrolled dim gives 1; one gives its factor; two with steps a, b and
     factors n1, n2 give ``n1 n2 - max(0, n1 - b/k) max(0, n2 - a/k)`` with k = gcd(a, b)
-    (loopnest._distinct_level); more are enumerated."""
+    (_loopnest_numpy._distinct_level); more are enumerated."""
     count = 1
     for cc in range(nterm.shape[1]):
         nt, k1, k2 = 0, -1, -1
@@ -506,7 +506,7 @@ def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, 
 
 def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, updates: FloatArray, energy: FloatArray,
                   energy_pj: FloatArray) -> None:
-    """`loopnest._count_existing_words` on the arrays of `eval_rows` (``energy_pj`` holds the
+    """`_loopnest_numpy._count_existing_words` on the arrays of `eval_rows` (``energy_pj`` holds the
     MAC energy already, as in the rows of `_loopnest_cpu`)."""
     for t in np.flatnonzero(frac < 1.0):
         f = float(frac[t])
@@ -523,7 +523,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     `Metrics` (counts as (n, L, T) float64).
 
     ``frac`` (T,): the share of each tensor's words that exist (`Problem.existing_fraction`),
-    applied as `loopnest._count_existing_words` does; None: no padding. Without ``counts``
+    applied as `_loopnest_numpy._count_existing_words` does; None: no padding. Without ``counts``
     only the per-row results come back (cycles, energies, utilization, valid, reason,
     reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
     `_loopnest_cpu`'s driver (else ``eval_rows``, serial)."""
