@@ -6,8 +6,9 @@ CPU core two things made those slow, and this module removes both:
 
 * **calls**: each call of a helper passes every array as a by-value structure (shape,
   strides, data), and a row makes dozens of calls (footprints, deliveries, distinct
-  offsets); here every helper is inlined into one loop over rows (numba's
-  ``inline="always"``, at the IR level);
+  offsets); here the row loop and the counts are one function per structure (`_driver`)
+  and the small helpers are inlined into it (numba's ``inline="always"``, at the IR level;
+  see `_driver` for why no large helper is);
 * **tables read at run time**: what the (problem, arch) fix, the shapes L, D, T, C, the
   sparse coefficients of each tensor coordinate, which level may hold which tensor, the
   block sizes, which levels have a fanout, a capacity or a bandwidth limit, are here
