@@ -118,8 +118,3 @@ def test_the_specialised_driver_inlines_only_shallow_helpers() -> None:
         for g in _inlined_callees(f.py_func):
             assert not _inlined_callees(g.py_func), (f.py_func.__name__, g.py_func.__name__)
 
-
-def test_the_generic_driver_is_the_shared_row_function_itself() -> None:
-    """``eval_rows`` compiles ``eval_range``'s own code: a wrapper calling it compiled it as a
-    separate library whose code LLVM then optimised a second time inside the wrapper's."""
-    assert kernel.eval_rows.py_func is kernel.eval_range
