@@ -6,8 +6,9 @@ CPU core two things made those slow, and this module removes both:
 
 * **calls**: each call of a helper passes every array as a by-value structure (shape,
   strides, data), and a row makes dozens of calls (footprints, deliveries, distinct
-  offsets); here every helper is inlined into one loop over rows (numba's
-  ``inline="always"``, at the IR level);
+  offsets); here the row loop and the counts are one function per structure (`_driver`)
+  and the small helpers are inlined into it (numba's ``inline="always"``, at the IR level;
+  see `_driver` for why no large helper is);
 * **tables read at run time**: what the (problem, arch) fix, the shapes L, D, T, C, the
   sparse coefficients of each tensor coordinate, which level may hold which tensor, the
   block sizes, which levels have a fanout, a capacity or a bandwidth limit, are here
@@ -20,7 +21,7 @@ integer and float operations), so the results are identical; the property tests 
 them with the numpy path bit for bit. A kernel is compiled once per structure and kept in
 numba's on-disk cache (``cache=True``: the closure's index key is the structure tuple).
 
-Padding is applied in the row (`loopnest._count_existing_words`' rule: a padded tensor's
+Padding is applied in the row (`_loopnest_numpy._count_existing_words`' rule: a padded tensor's
 counts and energy scaled by the share of its words that exist, the energy total moved by
 the change), and with ``full=False`` the counts go to a one-row scratch, so that a search,
 which reads only cycles, energy, validity and reason, writes no (n, L, T) arrays.
@@ -251,179 +252,173 @@ def _distinct(S, t, lv, g, tile, buf):
         count *= u
     return count
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _count(S, i, ci, temporal, spatial, order, keep, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac,
-          res, valid, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
-    # Spatial factors only below levels with a fanout (elsewhere a legal row has none: g = 1,
-    # never read).
-    for lv in range(L):
-        if FANL[lv]:
-            for d in range(D):
-                g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
-    # The active temporal loops (bound >= 2), outermost first, written unconditionally and
-    # kept by advancing k (random mappings make a branch on the bound unpredictable).
-    # (The running product stays in a register: read back from ``lp`` it made a chain of
-    # stores and loads through memory, the slowest part of the row.)
-    k = 0
-    prod = 1
-    lp[3, 0] = 1
-    for lv in range(L):
-        kcs[lv] = k
-        for j in range(D):
-            d = order[i, lv, j]
-            b = temporal[i, lv, d]
-            prod *= b
-            lp[0, k] = d
-            lp[1, k] = b
-            lp[2, k] = g[lv, d] * tile[lv + 1, d] if FANL[lv] else tile[lv + 1, d]
-            lp[3, k + 1] = prod
-            k += b >= 2
-    kcs[L] = k
-    macs_per_unit = lp[3, k]
-    ib = 1
-    for lv in range(L):
-        ub = 1
-        if FANL[lv]:
-            for d in range(D):
-                ub *= g[lv, d]
-        lvl[0, lv] = ub
-        lvl[1, lv] = ib
-        ib *= ub
-        lvl[2, lv] = 0
-        lvl[3, lv] = 0
-    for t in range(T):
-        if CLOSED[t]:
-            lp[4, 0] = 0
-            for j in range(kcs[L - 1]):
-                lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]
-        for c in range(1, L):
-            if HOLDS[c * T + t] and keep[i, c, t]:
-                if CLOSED[t]:
-                    deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
-                else:
-                    deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)
-        is_out = t == OUT
-        child = L
-        for p in range(L - 1, -1, -1):
-            if not (HOLDS[p * T + t] and keep[i, p, t]):
-                for q in range(6):
-                    cnt[ci, q, p, t] = 0.0
-                continue
-            f_child = deliv[child, t] if child < L else macs_per_unit
-            groups, children = 1, 1
-            for lv in range(p, child):
-                if FANL[lv] and lvl[0, lv] > 1:
-                    groups *= _distinct(S, t, lv, g, tile, buf)
-                    children *= lvl[0, lv]
-            a_p = f_child * groups
-            f_p = deliv[p, t] if p > 0 else tensor_size[t]
-            ip = lvl[1, p]
-            if is_out:
-                for d in range(D):
-                    w = tile[p, d]
-                    for lv in range(p):
-                        w *= temporal[i, lv, d]
-                    ext[0, d] = w
-                part = _fp(S, t, ext, 0, spans)
-                r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
-                cnt[ci, _SRED, p, t] = float((f_child * children - a_p) * ip)
-                cnt[ci, _MCAST, p, t] = 0.0
-            else:
-                r, f, u = a_p, (f_p if p > 0 else 0), 0
-                cnt[ci, _MCAST, p, t] = float((f_child * children - a_p) * ip)
-                cnt[ci, _SRED, p, t] = 0.0
-            e = _cblk(S, r, p) * read_pj[p]
-            if is_out and p > 0:
-                e += (_cblk(S, f, p) + _cblk(S, u, p)) * write_pj[p]
-            elif is_out:
-                e += _cblk(S, u, p) * write_pj[p]
-            elif p > 0:
-                e += _cblk(S, f, p) * write_pj[p]
-            cnt[ci, _READS, p, t] = float(r * ip)
-            cnt[ci, _FILLS, p, t] = float(f * ip)
-            cnt[ci, _UPDATES, p, t] = float(u * ip)
-            cnt[ci, _ENERGY, p, t] = e * ip
-            lvl[2, p] += r
-            lvl[3, p] += f + u
-            child = p
-    total = 0.0
-    for lv in range(L):
-        for t in range(T):
-            total += cnt[ci, _ENERGY, lv, t]
-    cyc = float(macs_per_unit)
-    for lv in range(L):
-        if RBWF[lv]:
-            cyc = max(cyc, lvl[2, lv] / read_bw[lv])
-        if WBWF[lv]:
-            cyc = max(cyc, lvl[3, lv] / write_bw[lv])
-    cf = float(math.ceil(cyc))
-    energy = total + macs * mac_pj
-    for t in range(T):
-        fr = frac[t]
-        if fr < 1.0:
-            before, after = 0.0, 0.0
-            for lv in range(L):
-                e0 = cnt[ci, _ENERGY, lv, t]
-                before += e0
-                e1 = e0 * fr
-                after += e1
-                cnt[ci, _ENERGY, lv, t] = e1
-                cnt[ci, _READS, lv, t] *= fr
-                cnt[ci, _FILLS, lv, t] *= fr
-                cnt[ci, _UPDATES, lv, t] *= fr
-            energy += after - before
-    valid[i] = True
-    res[i, _CYCLES] = cf
-    res[i, _ENERGY_PJ] = energy
-    res[i, _COMPUTE_PJ] = macs * mac_pj
-    res[i, _UTIL] = macs / (n_macs * cf)
-
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _rows(S, lo, hi, full, mp, rt, out, sc):
-    """Rows lo..hi-1: legality (``check_row``'s steps), then the counts of the legal ones.
-    The arrays come grouped (a call of more than 30 arguments compiles to a ``*args`` call,
-    which numba cannot inline): ``mp`` the mapping arrays, ``rt`` the run-time constants,
-    ``out`` the outputs, ``sc`` the scratch."""
-    L, T = S[0], S[2]
-    temporal, spatial, order, keep = mp
-    bounds, fan_xy, capacity, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac = rt
-    res, valid, codes, cnt = out
-    tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc
-    for i in range(lo, hi):
-        ci = i if full else 0
-        why, where = _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans)
-        codes[i, 0] = why
-        codes[i, 1] = where
-        if why != 0:
-            valid[i] = False
-            res[i, _CYCLES] = np.inf
-            res[i, _ENERGY_PJ] = np.inf
-            res[i, _COMPUTE_PJ] = np.inf
-            res[i, _UTIL] = 0.0
-            if full:
-                for q in range(6):
-                    for lv in range(L):
-                        for t in range(T):
-                            cnt[i, q, lv, t] = 0.0
-            continue
-        _count(S, i, ci, temporal, spatial, order, keep, read_pj, write_pj, read_bw, write_bw, tensor_size, scal,
-               frac, res, valid, cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
-
-
 @functools.lru_cache(maxsize=32)
 def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
-    """The driver of one structure: rows lo..hi-1 (numba compiles it on its first call, or
-    loads it from the on-disk cache). Its only closure variable is ``S``, so the cache's
-    index key is the structure itself. It releases the GIL, so that blocks of one batch can
-    run on several threads."""
+    """The driver of one structure: rows lo..hi-1, legality (``check_row``'s steps), then the
+    counts of the legal ones (``eval_range``'s). numba compiles it on its first call, or
+    loads it from the on-disk cache. Its only closure variable is ``S``, so the cache's index
+    key is the structure itself. It releases the GIL, so that blocks of one batch can run on
+    several threads. The arrays come grouped (a call of more than 30 arguments compiles to a
+    ``*args`` call, which numba cannot inline): ``mp`` the mapping arrays, ``rt`` the
+    run-time constants, ``out`` the outputs, ``sc`` the scratch.
+
+    The row loop and the counts are written out here rather than in helpers inlined into
+    it: numba inlines a function (``inline="always"``) by deep-copying its IR block by block,
+    and each block's copy copies the function's whole variable scope, so inlining a large
+    function that has itself inlined others costs its size squared. Nested that way (rows ->
+    row loop -> counts -> leaves) it was about three quarters of this driver's compile time;
+    only the small leaves (`_check`, `_fp`, `_deliv_f`, `_distinct`, `_cblk`) are inlined now.
+    """
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(lo, hi, full, mp, rt, out, sc):
-        _rows(S, lo, hi, full, mp, rt, out, sc)
+        L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
+        temporal, spatial, order, keep = mp
+        bounds, fan_xy, capacity, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac = rt
+        res, valid, codes, cnt = out
+        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc
+        for i in range(lo, hi):
+            ci = i if full else 0
+            why, where = _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans)
+            codes[i, 0] = why
+            codes[i, 1] = where
+            if why != 0:
+                valid[i] = False
+                res[i, _CYCLES] = np.inf
+                res[i, _ENERGY_PJ] = np.inf
+                res[i, _COMPUTE_PJ] = np.inf
+                res[i, _UTIL] = 0.0
+                if full:
+                    for q in range(6):
+                        for lv in range(L):
+                            for t in range(T):
+                                cnt[i, q, lv, t] = 0.0
+                continue
+            # --- the counts of a legal row (``tile`` from `_check`) ---
+            macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
+            # Spatial factors only below levels with a fanout (elsewhere a legal row has none: g = 1,
+            # never read).
+            for lv in range(L):
+                if FANL[lv]:
+                    for d in range(D):
+                        g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+            # The active temporal loops (bound >= 2), outermost first, written unconditionally and
+            # kept by advancing k (random mappings make a branch on the bound unpredictable).
+            # (The running product stays in a register: read back from ``lp`` it made a chain of
+            # stores and loads through memory, the slowest part of the row.)
+            k = 0
+            prod = 1
+            lp[3, 0] = 1
+            for lv in range(L):
+                kcs[lv] = k
+                for j in range(D):
+                    d = order[i, lv, j]
+                    b = temporal[i, lv, d]
+                    prod *= b
+                    lp[0, k] = d
+                    lp[1, k] = b
+                    lp[2, k] = g[lv, d] * tile[lv + 1, d] if FANL[lv] else tile[lv + 1, d]
+                    lp[3, k + 1] = prod
+                    k += b >= 2
+            kcs[L] = k
+            macs_per_unit = lp[3, k]
+            ib = 1
+            for lv in range(L):
+                ub = 1
+                if FANL[lv]:
+                    for d in range(D):
+                        ub *= g[lv, d]
+                lvl[0, lv] = ub
+                lvl[1, lv] = ib
+                ib *= ub
+                lvl[2, lv] = 0
+                lvl[3, lv] = 0
+            for t in range(T):
+                if CLOSED[t]:
+                    lp[4, 0] = 0
+                    for j in range(kcs[L - 1]):
+                        lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]
+                for c in range(1, L):
+                    if HOLDS[c * T + t] and keep[i, c, t]:
+                        if CLOSED[t]:
+                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+                        else:
+                            deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)
+                is_out = t == OUT
+                child = L
+                for p in range(L - 1, -1, -1):
+                    if not (HOLDS[p * T + t] and keep[i, p, t]):
+                        for q in range(6):
+                            cnt[ci, q, p, t] = 0.0
+                        continue
+                    f_child = deliv[child, t] if child < L else macs_per_unit
+                    groups, children = 1, 1
+                    for lv in range(p, child):
+                        if FANL[lv] and lvl[0, lv] > 1:
+                            groups *= _distinct(S, t, lv, g, tile, buf)
+                            children *= lvl[0, lv]
+                    a_p = f_child * groups
+                    f_p = deliv[p, t] if p > 0 else tensor_size[t]
+                    ip = lvl[1, p]
+                    if is_out:
+                        for d in range(D):
+                            w = tile[p, d]
+                            for lv in range(p):
+                                w *= temporal[i, lv, d]
+                            ext[0, d] = w
+                        part = _fp(S, t, ext, 0, spans)
+                        r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
+                        cnt[ci, _SRED, p, t] = float((f_child * children - a_p) * ip)
+                        cnt[ci, _MCAST, p, t] = 0.0
+                    else:
+                        r, f, u = a_p, (f_p if p > 0 else 0), 0
+                        cnt[ci, _MCAST, p, t] = float((f_child * children - a_p) * ip)
+                        cnt[ci, _SRED, p, t] = 0.0
+                    e = _cblk(S, r, p) * read_pj[p]
+                    if is_out and p > 0:
+                        e += (_cblk(S, f, p) + _cblk(S, u, p)) * write_pj[p]
+                    elif is_out:
+                        e += _cblk(S, u, p) * write_pj[p]
+                    elif p > 0:
+                        e += _cblk(S, f, p) * write_pj[p]
+                    cnt[ci, _READS, p, t] = float(r * ip)
+                    cnt[ci, _FILLS, p, t] = float(f * ip)
+                    cnt[ci, _UPDATES, p, t] = float(u * ip)
+                    cnt[ci, _ENERGY, p, t] = e * ip
+                    lvl[2, p] += r
+                    lvl[3, p] += f + u
+                    child = p
+            total = 0.0
+            for lv in range(L):
+                for t in range(T):
+                    total += cnt[ci, _ENERGY, lv, t]
+            cyc = float(macs_per_unit)
+            for lv in range(L):
+                if RBWF[lv]:
+                    cyc = max(cyc, lvl[2, lv] / read_bw[lv])
+                if WBWF[lv]:
+                    cyc = max(cyc, lvl[3, lv] / write_bw[lv])
+            cf = float(math.ceil(cyc))
+            energy = total + macs * mac_pj
+            for t in range(T):
+                fr = frac[t]
+                if fr < 1.0:
+                    before, after = 0.0, 0.0
+                    for lv in range(L):
+                        e0 = cnt[ci, _ENERGY, lv, t]
+                        before += e0
+                        e1 = e0 * fr
+                        after += e1
+                        cnt[ci, _ENERGY, lv, t] = e1
+                        cnt[ci, _READS, lv, t] *= fr
+                        cnt[ci, _FILLS, lv, t] *= fr
+                        cnt[ci, _UPDATES, lv, t] *= fr
+                    energy += after - before
+            valid[i] = True
+            res[i, _CYCLES] = cf
+            res[i, _ENERGY_PJ] = energy
+            res[i, _COMPUTE_PJ] = macs * mac_pj
+            res[i, _UTIL] = macs / (n_macs * cf)
 
     return rows
 

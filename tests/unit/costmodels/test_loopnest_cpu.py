@@ -94,3 +94,27 @@ def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> Non
         assert np.array_equal(getattr(first, name), getattr(second, name)), name
     for name in ("cycles", "energy_pj", "reads", "fills", "updates", "multicast", "spatial_reductions"):
         assert np.array_equal(getattr(first, name), getattr(third, name)), name
+
+
+def _inlined_callees(fn) -> list:  # noqa: ANN001
+    """The ``inline="always"`` dispatchers of `_loopnest_cpu` that a Python function calls."""
+    out = []
+    for name in fn.__code__.co_names:
+        obj = getattr(cpu, name, None)
+        if getattr(obj, "targetoptions", {}).get("inline") == "always":
+            out.append(obj)
+    return out
+
+
+def test_the_specialised_driver_inlines_only_shallow_helpers() -> None:
+    """numba inlines a function by deep-copying its IR block by block, each copy with the
+    function's whole variable scope; a large helper that had itself inlined others (the row
+    loop, then the counts) made most of a structure's compile time. The driver's helpers may
+    inline at most one more level (a footprint inside a check or a delivery count)."""
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    direct = _inlined_callees(cpu._driver(S).py_func)
+    assert {f.py_func.__name__ for f in direct} >= {"_check", "_deliv_f", "_distinct", "_fp", "_cblk"}
+    for f in direct:
+        for g in _inlined_callees(f.py_func):
+            assert not _inlined_callees(g.py_func), (f.py_func.__name__, g.py_func.__name__)
+

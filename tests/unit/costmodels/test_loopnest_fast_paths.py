@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset
-from accelmap.costmodels import loopnest
+from accelmap.costmodels import _loopnest_numpy as loopnest_numpy
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.check import check_batch
 from accelmap.mapper.mapping import MappingBatch
@@ -28,14 +28,14 @@ CASES = [
 @pytest.mark.parametrize(("arch_name", "problem"), CASES, ids=[c[0] for c in CASES])
 def test_clean_batches_match_check_batch_and_scalar(arch_name, problem, monkeypatch) -> None:
     taken = []  # what the cheaper legality pass returned, chunk by chunk (None: not taken)
-    fast_ok = loopnest._fast_ok
+    fast_ok = loopnest_numpy._fast_ok
 
     def spy(*args):
         out = fast_ok(*args)
         taken.append(out)
         return out
 
-    monkeypatch.setattr(loopnest, "_fast_ok", spy)
+    monkeypatch.setattr(loopnest_numpy, "_fast_ok", spy)
     arch = preset(arch_name)
     rng = np.random.default_rng(5)
     space = MapSpace(problem, arch)
@@ -60,7 +60,7 @@ def test_rows_past_the_first_chunk_keep_their_places() -> None:
     arch, problem = preset("eyeriss-like"), conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3)
     rng = np.random.default_rng(11)
     space = MapSpace(problem, arch)
-    n = 2 * loopnest._CHUNK_ROWS + 500
+    n = 2 * loopnest_numpy._CHUNK_ROWS + 500
     batch = MappingBatch.concat([space.sample(n - 400, rng), space.sample_valid(400, rng)])
     order = rng.permutation(n)  # legal rows spread over every chunk
     batch = batch.take(order)
@@ -68,7 +68,7 @@ def test_rows_past_the_first_chunk_keep_their_places() -> None:
     m = model.evaluate(problem, arch, batch)
     ref = check_batch(problem, arch, batch)
     assert np.array_equal(m.reason, ref.reason) and np.array_equal(m.reason_level, ref.level)
-    tail = np.arange(2 * loopnest._CHUNK_ROWS, n)
+    tail = np.arange(2 * loopnest_numpy._CHUNK_ROWS, n)
     alone = model.evaluate(problem, arch, batch.take(tail))
     assert m.valid[tail].any()
     assert_metrics_equal(m.take(tail), alone, what="rows of the third chunk")
