@@ -70,6 +70,18 @@ Why each bound holds, for every order of every loop:
    bandwidth-limited level's reads (writes) per instance over its read (write) bandwidth:
    the words of a level's counts above (order-free parts), over the most instances the
    level can have.
+8. **The open levels' innermost loop, one for every tensor.** The open levels ``0 .. k-1``
+   are one loop nest above the known levels; let ``z`` be its innermost active loop. A count
+   of tensor ``t`` into a known level ``c`` (``k <= c < L``) whose known levels ``k .. c-1``
+   hold no active jump loop of ``t`` has its J* among the open loops: when ``z`` is over a
+   jump dim of ``t``, J* is ``z`` and every open loop is at or outside it, so the count is
+   at least its value with every open loop charged (argument 1, as for a J* at a known
+   level); otherwise at least its order-free value. ``z`` is the same for every tensor, so
+   the sum of the counts' energies is at least its least over the dims that can carry an
+   active open loop (0 extra where every open temporal product can be 1): the per-level
+   relaxation of argument 2 and of the traffic table, applied to the open levels together.
+   It charges, say, the weights of a node whose GLB keeps nothing for every loop above their
+   scratchpad when the outputs, whose scratchpad sits below, are to escape their reloads.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
