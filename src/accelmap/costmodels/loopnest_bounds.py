@@ -412,25 +412,29 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     bounds the total increase; 0 where no open loop need be active (``none_possible``).
     The same relaxation as `_order_energy` (and as the traffic table's), on the open levels
     taken together."""
-    deltas = []
+    # the increases summed per tensor (a tensor's jump dims are the same in all its terms)
+    per: dict[bytes, tuple[BoolArray, FloatArray]] = {}
     for x, e1, e2, part in terms:
         if x.opened is None or x.jr_open is None or not x.jr_open.any():
             continue
         d = _term_energy(x.opened, e1, e2, part) - _term_energy(x.fixed, e1, e2, part)
-        if np.any(d > 0):
-            deltas.append((np.maximum(d, 0.0), x.jr_open))
-    if not deltas:
+        key = x.jr_open.tobytes()
+        per[key] = (x.jr_open, d if key not in per else per[key][1] + d)
+    per = {key: (jr, np.maximum(d, 0.0)) for key, (jr, d) in per.items() if np.any(d > 0)}
+    if not per:
         return np.zeros(n)
+    # dims charging the same tensors give the same sum: one pass per such set of dims
     D = z_possible.shape[1]
-    best = np.full(n, np.inf)
+    sets: dict[tuple[bytes, ...], list[int]] = {}
     for z in range(D):
-        if not z_possible[:, z].any():
+        sets.setdefault(tuple(key for key, (jr, _) in per.items() if jr[z]), []).append(z)
+    best = np.full(n, np.inf)
+    for keys, zs in sets.items():
+        can = z_possible[:, zs].any(axis=1)
+        if not can.any():
             continue
-        e_z = np.zeros(n)
-        for d, jr in deltas:
-            if jr[z]:
-                e_z += d
-        best = np.where(z_possible[:, z], np.minimum(best, e_z), best)
+        e_z = sum((per[key][1] for key in keys), np.zeros(n))
+        best = np.where(can, np.minimum(best, e_z), best)
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
