@@ -742,7 +742,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         # can carry it where its open temporal product can reach 2; none need be active only
         # where every dim's can be 1
         s_open = gs[:, :k].prod(axis=1) if spatial is not None else np.ones((n, D))
-        energy = energy + _open_energy(terms, omax / s_open >= 2.0, (otmin < 2.0).all(axis=1), n)
+        none_active: BoolArray = np.asarray((otmin < 2.0).all(axis=1), dtype=bool)
+        energy = energy + _open_energy(terms, omax / s_open >= 2.0, none_active, n)
     tab = bm.traffic
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
