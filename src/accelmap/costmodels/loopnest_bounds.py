@@ -70,6 +70,18 @@ Why each bound holds, for every order of every loop:
    bandwidth-limited level's reads (writes) per instance over its read (write) bandwidth:
    the words of a level's counts above (order-free parts), over the most instances the
    level can have.
+8. **The open levels' innermost loop, one for every tensor.** The open levels ``0 .. k-1``
+   are one loop nest above the known levels; let ``z`` be its innermost active loop. A count
+   of tensor ``t`` into a known level ``c`` (``k <= c < L``) whose known levels ``k .. c-1``
+   hold no active jump loop of ``t`` has its J* among the open loops: when ``z`` is over a
+   jump dim of ``t``, J* is ``z`` and every open loop is at or outside it, so the count is
+   at least its value with every open loop charged (argument 1, as for a J* at a known
+   level); otherwise at least its order-free value. ``z`` is the same for every tensor, so
+   the sum of the counts' energies is at least its least over the dims that can carry an
+   active open loop (0 extra where every open temporal product can be 1): the per-level
+   relaxation of argument 2 and of the traffic table, applied to the open levels together.
+   It charges, say, the weights of a node whose GLB keeps nothing for every loop above their
+   scratchpad when the outputs, whose scratchpad sits below, are to escape their reloads.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -290,7 +302,10 @@ class _Prefix:
 class _X:
     """A count bound: ``fixed`` where it does not depend on an open order; else, where
     ``dep``, ``max(max(base * prefix, lo) * scale, lo)`` with the prefix of level ``lstar``
-    chosen with that level's order (`_order_energy`)."""
+    chosen with that level's order (`_order_energy`). ``opened`` (with ``jr_open``, the
+    tensor's jump dims), where set, is the count when the innermost active loop of the open
+    levels ``0 .. k-1`` is over one of those jump dims (`_open_energy`); it is ``fixed`` on
+    the rows where it does not apply."""
 
     fixed: FloatArray
     dep: BoolArray | None = None
@@ -300,25 +315,35 @@ class _X:
     jr: BoolArray | None = None
     lo: float = 0.0
     scale: FloatArray | float = 1.0
+    opened: FloatArray | None = None
+    jr_open: BoolArray | None = None
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
         return _X(fixed=x)
 
     @classmethod
-    def of(cls, pr: _Prefix, with_star: FloatArray, without: FloatArray, lo: float, scale: float) -> _X:
+    def of(cls, pr: _Prefix, with_star: FloatArray, without: FloatArray, lo: float, scale: float,
+           open_levels: bool = False) -> _X:
         val = np.maximum(np.where(pr.found, with_star * pr.pref, without), lo)
+        # no known level has an active jump loop of the tensor: if the innermost active loop
+        # of the open levels is one of its jump loops, it is J*, and every open loop is at or
+        # outside it (the prefix is every loop above the known levels: ``with_star``)
+        opened = np.where(pr.found, val, np.maximum(with_star, val)) if open_levels else None
+        jr_open = pr.jr if open_levels else None
         dep = pr.found & pr.free
         if not dep.any():
-            return cls(fixed=val)
-        return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo)
+            return cls(fixed=val, opened=opened, jr_open=jr_open)
+        return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo,
+                   opened=opened, jr_open=jr_open)
 
     def scaled(self, scale: FloatArray, lo: float) -> _X:
         val = np.maximum(self.fixed * scale, lo)
+        opened = None if self.opened is None else np.maximum(self.opened * scale, lo)
         if self.dep is None:
-            return _X(fixed=val)
+            return _X(fixed=val, opened=opened, jr_open=self.jr_open)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
-                  lo=lo, scale=scale)
+                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
@@ -370,6 +395,47 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
             best = np.where(active[:, z], np.minimum(best, e_z), best)
         total += np.where(np.isfinite(best), best, 0.0)
     return total
+
+
+def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_possible: BoolArray,
+                 none_possible: BoolArray, n: int) -> FloatArray:
+    """Energy to add to the terms' order-free values, the open levels' innermost loop chosen
+    jointly for every tensor.
+
+    The open levels ``0 .. k-1`` form one loop nest above the known levels. Let ``z`` be its
+    innermost active loop. A count of tensor ``t`` whose known levels hold no active jump
+    loop of ``t`` has its J* among the open loops; if ``z`` is over a jump dim of ``t``, J*
+    is ``z`` and every open loop is at or outside it, so the count is at least ``opened``
+    (argument 1 of the module doc); otherwise at least its order-free value. One ``z``
+    serves every tensor, so the least over the ``z`` that can be active (``z_possible``
+    (n, D): the open temporal product of the dim can be >= 2) of the tensors' increases
+    bounds the total increase; 0 where no open loop need be active (``none_possible``).
+    The same relaxation as `_order_energy` (and as the traffic table's), on the open levels
+    taken together."""
+    # the increases summed per tensor (a tensor's jump dims are the same in all its terms)
+    per: dict[bytes, tuple[BoolArray, FloatArray]] = {}
+    for x, e1, e2, part in terms:
+        if x.opened is None or x.jr_open is None or not x.jr_open.any():
+            continue
+        d = _term_energy(x.opened, e1, e2, part) - _term_energy(x.fixed, e1, e2, part)
+        key = x.jr_open.tobytes()
+        per[key] = (x.jr_open, d if key not in per else per[key][1] + d)
+    per = {key: (jr, np.maximum(d, 0.0)) for key, (jr, d) in per.items() if np.any(d > 0)}
+    if not per:
+        return np.zeros(n)
+    # dims charging the same tensors give the same sum: one pass per such set of dims
+    D = z_possible.shape[1]
+    sets: dict[tuple[bytes, ...], list[int]] = {}
+    for z in range(D):
+        sets.setdefault(tuple(key for key, (jr, _) in per.items() if jr[z]), []).append(z)
+    best = np.full(n, np.inf)
+    for keys, zs in sets.items():
+        can = z_possible[:, zs].any(axis=1)
+        if not can.any():
+            continue
+        e_z = sum((per[key][1] for key in keys), np.zeros(n))
+        best = np.where(can, np.minimum(best, e_z), best)
+    return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
@@ -581,7 +647,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             pr = jump_prefix(t, c)
             with_star = omin.prod(axis=1) * used_kc * pr.U * pr.kout
             without = omin[:, jr].prod(axis=1) * used_kc * pr.U
-            return _X.of(pr, with_star, without, lo, 1.0)
+            return _X.of(pr, with_star, without, lo, 1.0, open_levels=k > 0 and c < L)
         # c < k: unknown tile containing tile[k]
         out = p_min[:, jr].prod(axis=1)
         for ci in bm.sliding[t]:
@@ -625,7 +691,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         above = inst_above(p, ~jr)
         with_star = omin[:, jr].prod(axis=1) * t_outer(~jr) * above * pr.U * pr.kout * dl
         without = omin[:, jr].prod(axis=1) * above * pr.U * dl
-        return _X.of(pr, with_star, without, lo, 1.0)
+        return _X.of(pr, with_star, without, lo, 1.0, open_levels=True)
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""
@@ -671,6 +737,13 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
                 wr_words[p] += fills.fixed
     energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
+    if k > 0:
+        # the open levels' innermost loop, chosen once for every tensor (`_open_energy`): a dim
+        # can carry it where its open temporal product can reach 2; none need be active only
+        # where every dim's can be 1
+        s_open = gs[:, :k].prod(axis=1) if spatial is not None else np.ones((n, D))
+        none_active: BoolArray = np.asarray((otmin < 2.0).all(axis=1), dtype=bool)
+        energy = energy + _open_energy(terms, omax / s_open >= 2.0, none_active, n)
     tab = bm.traffic
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of

@@ -247,6 +247,61 @@ def test_exact_equals_exhaustive_when_an_inner_bandwidth_sets_the_cycles(objecti
     assert cert.root_lower_bound <= truth * (1 + 1e-12)
 
 
+def bypass_arch() -> Arch:
+    """DRAM > GLB (inputs and outputs, 2 PEs below) > weight RF > output RF: weights skip the
+    GLB, as on eyeriss-like, so the loops of the open levels reach the RFs directly."""
+    return Arch(name="tiny-bypass", compute=Compute(energy_per_mac_pj=1.0), levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=100.0, write_energy_pj=120.0, block_words=2),
+        StorageLevel(name="GLB", capacity_words=24, read_energy_pj=5.0, write_energy_pj=6.0, fanout_x=2,
+                     holds=frozenset({"input", "output"})),
+        StorageLevel(name="WRF", capacity_words=2, read_energy_pj=0.5, write_energy_pj=0.6,
+                     holds=frozenset({"weight"})),
+        StorageLevel(name="ORF", capacity_words=2, read_energy_pj=0.4, write_energy_pj=0.4,
+                     holds=frozenset({"output"})),
+    ))
+
+
+@pytest.mark.parametrize("layer", ["conv", "gemm"])
+@pytest.mark.parametrize("objective", ["edp", "energy", "cycles"])
+def test_exact_equals_exhaustive_with_bypassing_middle_levels(layer, objective) -> None:
+    """Four levels, free keep bits at the GLB and the RFs: the open levels' innermost loop
+    (`_open_energy`) bounds counts of RFs whose parent is DRAM."""
+    prob = conv2d("c", n=1, k=2, c=2, p=2, q=1, r=2, s=1) if layer == "conv" else matmul("g", m=4, n=2, k=2)
+    space = MapSpace(prob, bypass_arch())
+    obj = parse_objective(objective)
+    truth = _exhaustive(space, obj)
+    best, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal
+    assert value == pytest.approx(truth, rel=1e-12)
+    assert _value(space, best, obj) == pytest.approx(value, rel=1e-12)
+
+
+@pytest.mark.parametrize("layer", ["resnet50/res4b_branch2a", "resnet50/res3b_branch2b"])
+def test_open_levels_innermost_loop_lifts_node_bounds_and_stays_admissible(layer, monkeypatch) -> None:
+    """On eyeriss-like (weights bypass the GLB; the GLB's own keep bits are free) the joint
+    choice of the open levels' innermost loop raises the bound of some node on the path of
+    sampled mappings, and no bound on any path exceeds the mapping's cost."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem(layer), preset("eyeriss-like")
+    space = MapSpace(problem, arch)
+    batch = space.sample_valid(16, np.random.default_rng(7))
+    m = MODEL.evaluate(problem, arch, batch)
+    assert m.valid.all()
+    with_term = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
+    monkeypatch.setattr(lbm, "_open_energy", lambda terms, z, none, n: np.zeros(n))
+    without = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
+    lifted = 0
+    for i in range(len(batch)):
+        for (e, c), (e0, _) in zip(with_term[i], without[i], strict=True):
+            assert e0[0] <= e[0] * (1 + 1e-12)  # the term only adds
+            assert e[0] <= m.energy_pj[i] * (1 + 1e-12)
+            assert c[0] <= m.cycles[i] * (1 + 1e-12)
+            lifted += e[0] > e0[0] * (1 + 1e-9)
+    assert lifted > 0
+
+
 def test_root_bound_is_admissible() -> None:
     space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
     obj = parse_objective("edp")
