@@ -236,7 +236,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     @cuda.jit(device=True)
     def padded_edp(res, cnt, frac):
         """Cycles x energy, a padded tensor's energy scaled by the share of its words that
-        exist (as `LoopNestModel` does after the kernel: loopnest._count_existing_words)."""
+        exist (as `LoopNestModel` does after the kernel: _loopnest_numpy._count_existing_words)."""
         energy = res[0, 1]
         for t in range(T):
             if frac[t] < 1.0:

@@ -164,7 +164,7 @@ class SearchSpec:
             "WBW": np.where(np.isfinite(consts.write_bw), consts.write_bw, 1.0).astype(np.float64),
             "TSIZE": consts.tensor_size.astype(np.int64),
             # padded tensors: the share of their projected words that exist, which scales
-            # their energy (loopnest._count_existing_words)
+            # their energy (_loopnest_numpy._count_existing_words)
             "FRAC": np.asarray(frac, np.float64), "PADDED": (np.asarray(frac) < 1.0).astype(i32),
             "PF": tables.pf.astype(i32), "NPF": tables.npf.astype(i32),  # type: ignore[attr-defined]
             "SLOT_LV": tables.slot_level.astype(i32), "SLOT_KIND": tables.slot_kind.astype(i32),  # type: ignore[attr-defined]
