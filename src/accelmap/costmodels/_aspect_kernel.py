@@ -38,11 +38,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.extending import register_jitable
 
 from accelmap._typing import IntArray
 from accelmap.costmodels._loopnest_kernel import _threads
+from accelmap.costmodels.engines import run_blocks
 
 __all__ = ["AspectConsts", "aspect_consts", "evaluate_rows", "metrics", "N_COLS"]
 
@@ -1120,30 +1121,14 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
 _JIT = {"cache": True, "_nrt": False}
 
 
-@njit(**_JIT)  # type: ignore[call-overload]
+@njit(nogil=True, **_JIT)  # type: ignore[call-overload]
 def eval_rows(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes, pe, cl,
               tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
-    """Every row of a batch on the calling thread, with one worker's scratch."""
+    """Every row of a batch (or of a block of rows: slices of the batch) on the calling
+    thread, with one worker's scratch; `evaluate_rows` runs blocks on several threads."""
     eval_range(0, temporal.shape[0], temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy,
                out, codes, pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk,
                mr, nm)
-
-
-@njit(parallel=True, **_JIT)  # type: ignore[call-overload]
-def eval_parallel(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes, pe, cl,
-                  tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
-    """`eval_range` over blocks of rows spread over numba's threads, one scratch per block
-    (the scratch arrays have a leading block axis)."""
-    n = temporal.shape[0]
-    n_blocks = pe.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        lo = b * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
-                       codes, pe[b], cl[b], tiles[b], perm[b], lrank[b], lvl[b], tt[b], w[b], tabs[b], lvi[b], ltab[b],
-                       vdir[b], stt[b], ncs[b], cs[b], res[b], dv[b], mk[b], mr[b], nm[b])
 
 
 def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
@@ -1244,7 +1229,16 @@ def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, o
             *consts.as_tuple(), out, codes)
     threads = _threads()
     if threads > 1 and n >= _PARALLEL_MIN_ROWS:
-        eval_parallel(*args, *_scratch(threads * 4, D))
+        n_blocks = threads * 4
+        scratch = _scratch(n_blocks, D)
+        t, s, o, k = args[:4]
+        tables = consts.as_tuple()
+
+        def block(b: int, lo: int, hi: int) -> None:
+            eval_rows(t[lo:hi], s[lo:hi], o[lo:hi], k[lo:hi], *tables, out[lo:hi], codes[lo:hi],
+                      *(x[b] for x in scratch))
+
+        run_blocks(block, n, n_blocks, threads)
     elif n:
         eval_rows(*args, *(x[0] for x in _scratch(1, D)))
     return out, codes

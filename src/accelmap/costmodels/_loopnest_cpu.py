@@ -31,12 +31,12 @@ from __future__ import annotations
 
 import functools
 import math
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 from numba import njit
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.costmodels.engines import thread_pool
 
 __all__ = ["structure", "evaluate_rows"]
 
@@ -423,17 +423,6 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
     return rows
 
 
-_POOL: list[ThreadPoolExecutor] = []
-
-
-def _pool(threads: int) -> ThreadPoolExecutor:
-    if not _POOL or _POOL[0]._max_workers < threads:  # noqa: SLF001 (its size, to grow it)
-        if _POOL:
-            _POOL.pop().shutdown(wait=False)
-        _POOL.append(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="accelmap-loopnest"))
-    return _POOL[0]
-
-
 def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,  # noqa: ANN001
                   frac: FloatArray, res: FloatArray, valid: BoolArray, codes: IntArray, cnt: FloatArray,
                   full: bool, scratch: tuple, threads: int) -> None:
@@ -452,7 +441,7 @@ def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray
             rows(0, n, full, mp, rt, (res, valid, codes, cnt if full else cnt[0]), tuple(x[0] for x in scratch))
         return
     step = (n + n_blocks - 1) // n_blocks
-    jobs = [_pool(threads).submit(rows, lo, min(n, lo + step), full, mp, rt,
+    jobs = [thread_pool(threads).submit(rows, lo, min(n, lo + step), full, mp, rt,
                                   (res, valid, codes, cnt if full else cnt[b]), tuple(x[b] for x in scratch))
             for b, lo in enumerate(range(0, n, step))]
     for job in jobs:

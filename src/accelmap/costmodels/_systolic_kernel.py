@@ -15,12 +15,13 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit, prange
+from numba import njit
 from numba.extending import register_jitable
 
 from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels._loopnest_kernel import _threads
+from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
 __all__ = ["SystolicConsts", "systolic_consts", "stats_batch"]
@@ -416,27 +417,11 @@ def stats_range(lo, hi, temporal, spatial, order, keep, bounds, holds, fan_xy, d
         out_f[i, 2] = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
 
 
-@njit(cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
 def _stats_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts, out_i,
                 out_f, valid, ext):
     stats_range(0, temporal.shape[0], temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef,
                 used, ints, flts, out_i, out_f, valid, ext)
-
-
-@njit(cache=True, _nrt=False, parallel=True)  # type: ignore[call-overload]
-def _stats_parallel(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts,
-                    out_i, out_f, valid, ext):
-    """`stats_range` over blocks of rows spread over numba's threads (``ext`` has one row per
-    block)."""
-    n = temporal.shape[0]
-    n_blocks = ext.shape[0]
-    step = (n + n_blocks - 1) // n_blocks
-    for b in prange(n_blocks):
-        lo = b * step
-        hi = min(n, lo + step)
-        if lo < hi:
-            stats_range(lo, hi, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used,
-                        ints, flts, out_i, out_f, valid, ext[b])
 
 
 # Below this many rows a batch runs on the calling thread.
@@ -456,8 +441,17 @@ def stats_batch(consts: SystolicConsts, temporal, spatial, order, keep):  # noqa
             *consts.as_tuple(), out_i, out_f, valid)
     D = consts.bounds.shape[0]
     threads = _threads()
-    if threads > 1 and n >= _PARALLEL_MIN_ROWS:
-        _stats_parallel(*args, np.empty((threads * 4, D), np.int64))
+    if threads > 1 and n >= _PARALLEL_MIN_ROWS:  # blocks of rows on threads (`engines.run_blocks`)
+        n_blocks = threads * 4
+        ext = np.empty((n_blocks, D), np.int64)
+        t, s, o, k = args[:4]
+        tables = consts.as_tuple()
+
+        def block(b: int, lo: int, hi: int) -> None:
+            _stats_rows(t[lo:hi], s[lo:hi], o[lo:hi], k[lo:hi], *tables, out_i[lo:hi], out_f[lo:hi], valid[lo:hi],
+                        ext[b])
+
+        run_blocks(block, n, n_blocks, threads)
     elif n:
         _stats_rows(*args, np.empty(D, np.int64))
     c = out_i.T

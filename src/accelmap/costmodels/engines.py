@@ -10,10 +10,12 @@ with the environment variable ``ACCELMAP_KERNELS`` (``numpy`` or ``cpu``); an ex
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from accelmap.errors import SpecError
 
-__all__ = ["ENGINES", "ENV_VAR", "resolve_engine"]
+__all__ = ["ENGINES", "ENV_VAR", "resolve_engine", "run_blocks", "thread_pool"]
 
 ENGINES = ("cpu", "numpy", "cuda")
 ENV_VAR = "ACCELMAP_KERNELS"
@@ -28,3 +30,29 @@ def resolve_engine(engine: str | None) -> str:
     if engine not in ENGINES:
         raise SpecError(f"{where}: unknown engine {engine!r}; expected one of {', '.join(ENGINES)}")
     return engine
+
+
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def thread_pool(threads: int) -> ThreadPoolExecutor:
+    """One process-wide pool of at least ``threads`` threads for the CPU kernels' blocks."""
+    if not _POOL or _POOL[0]._max_workers < threads:  # noqa: SLF001 (its size, to grow it)
+        if _POOL:
+            _POOL.pop().shutdown(wait=False)
+        _POOL.append(ThreadPoolExecutor(max_workers=threads, thread_name_prefix="accelmap-kernels"))
+    return _POOL[0]
+
+
+def run_blocks(block: Callable[[int, int, int], None], n: int, n_blocks: int, threads: int) -> None:
+    """``block(b, lo, hi)`` for ``n_blocks`` contiguous blocks ``[lo, hi)`` of ``range(n)``,
+    spread over ``threads`` threads of `thread_pool` (the calling thread waits). The blocks
+    call a serial kernel compiled with ``nogil=True`` on slices of the batch, so a model
+    compiles one driver for any number of threads (a ``prange`` driver would compile the
+    whole row code a second time)."""
+    if n <= 0:
+        return
+    step = (n + n_blocks - 1) // n_blocks
+    jobs = [thread_pool(threads).submit(block, b, lo, min(n, lo + step)) for b, lo in enumerate(range(0, n, step))]
+    for job in jobs:
+        job.result()
