@@ -191,12 +191,11 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
         raise UsageError(f"--searcher {args.searcher!r} names a searcher twice")
     if args.searcher_option and len(names) > 1:
         raise UsageError("--searcher-option is ambiguous with several searchers; give one searcher")
+    model_cls = costmodels.get(args.model)
     if args.padding:
         from accelmap.search.api import refuse_padding
 
-        refuse_padding(costmodels.get(args.model), args.model)
-    else:
-        costmodels.get(args.model)
+        refuse_padding(model_cls, args.model)
     objective = parse_objective(args.objective)
     problem = load_problem(args.layer)
     arch = load_arch(args.arch, energy=args.energy)

@@ -335,13 +335,10 @@ def _aspect_starts(prob: Any, arc: Any, cons: Any, allow_padding: bool, seed: in
     ``why`` saying why no draw was legal ("" when one was)."""
     import numpy as np
 
-    from accelmap.costmodels.aspect import aspect_constraints
-    from accelmap.search.shapes import legal_starts
+    from accelmap.search.shapes import aspect_space, legal_starts
 
     if not draw:
-        form = aspect_constraints(prob, arc)
-        return None, 0, build_space(prob, arc, form if cons is None else form.override(cons),
-                                    allow_padding=allow_padding), ""
+        return None, 0, aspect_space(prob, arc, cons, allow_padding=allow_padding), ""
     n_draw = max(4, min(256, (budget if budget is not None else 5_120) // 20))
     space, starts, n, why, _ = legal_starts(prob, arc, cons, allow_padding=allow_padding, n_draw=n_draw,
                                             rng=np.random.default_rng([seed, 0xA5]), objective=obj)

@@ -161,6 +161,16 @@ def _rejections(met: Any, arch: Any) -> str:
     return f"the aspect model rejects all {n} legal mappings drawn (repaired): " + ", ".join(parts)
 
 
+def aspect_space(problem: Any, arch: Any, constraints: Any, *, allow_padding: bool) -> Any:
+    """The map space the aspect model's directive form expresses on ``arch``:
+    `aspect_constraints` layered under ``constraints`` (a `Constraints` or None)."""
+    from accelmap.search.api import build_space
+
+    cons = aspect_constraints(problem, arch)
+    return build_space(problem, arch, cons if constraints is None else cons.override(constraints),
+                       allow_padding=allow_padding)
+
+
 def legal_starts(problem: Any, arch: Any, constraints: Any, *, allow_padding: bool, n_draw: int,
                  rng: np.random.Generator, objective: Any) -> tuple[Any, np.ndarray | None, int, str, float]:
     """Legal starting points of an aspect-model search on ``arch`` as it is (one array
@@ -172,13 +182,9 @@ def legal_starts(problem: Any, arch: Any, constraints: Any, *, allow_padding: bo
     why) when the space has no legal point or the model rejects every draw; ``space`` is None
     when the space cannot be built; ``best`` is the objective of the first start."""
     from accelmap.costmodels.aspect import AspectModel, directive_form
-    from accelmap.search.api import build_space
 
-    cons = aspect_constraints(problem, arch)
-    if constraints is not None:
-        cons = cons.override(constraints)
     try:
-        space = build_space(problem, arch, cons, allow_padding=allow_padding)
+        space = aspect_space(problem, arch, constraints, allow_padding=allow_padding)
         drawn = space.sample_valid(n_draw, rng, allow_fewer=True)
     except (InfeasibleSpaceError, SpecError) as exc:
         return None, None, 0, str(exc).splitlines()[0], float("inf")
