@@ -444,6 +444,16 @@ def test_every_loopnest_result_reports_the_root_bound() -> None:
     assert 0 <= r.certified_gap()
 
 
+def test_padded_loopnest_search_reports_the_padded_root_bound() -> None:
+    """`accelmap.search(..., allow_padding=True)` on the loopnest model (no longer refused):
+    any searcher's result carries the root bound of the padded space, below its optimum."""
+    problem = PADDED_CASES["gemm-m13"]()
+    r = accelmap.search(problem, arch8(), searcher="random", allow_padding=True, budget=3000, seed=0)
+    assert r.bound_kind == "loopnest-root" and r.config["allow_padding"] is True
+    truth = _exhaustive(MapSpace(problem, arch8(), allow_padding=True), parse_objective("edp"))
+    assert r.lower_bound["edp"] <= truth * (1 + 1e-12) <= r.edp * (1 + 1e-12)
+
+
 def test_exact_refuses_what_it_cannot_prove() -> None:
     space = MapSpace(matmul("g", m=4, n=2, k=2), small_arch())
     with pytest.raises(SpecError, match="loopnest"):
