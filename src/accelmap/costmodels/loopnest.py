@@ -275,23 +275,67 @@ class LoopNestModel:
         """
         shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                                   problem.n_tensors)
-        groups = self._padded_groups(problem, mappings) if shapes_ok and self.engine == "cpu" else None
-        if groups is not None:  # imperfect factorizations: each group on its padded iteration space
-            spec = self._specialise(problem, arch, len(mappings))
-            n = len(mappings)
-            res = ObjectiveMetrics(cycles=np.empty(n), energy_pj=np.empty(n), valid=np.empty(n, dtype=bool),
-                                   reason=np.empty(n, dtype=np.int64), reason_level=np.empty(n, dtype=np.int64))
-            for p, idx in groups:
-                self._kernel_consts(p, arch, like=problem)
-                part = self._objective_exact(p, arch, mappings.take(idx), spec)
-                for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
-                    getattr(res, name)[idx] = getattr(part, name)
-            return res
+        if self.engine == "cpu" and shapes_ok and len(mappings):
+            prod = mappings.temporal.prod(axis=1) * mappings.spatial.prod(axis=(1, 3))  # (n, D)
+            b = problem.bounds
+            padded = (prod >= b).all(axis=1) & (prod != b).any(axis=1)
+            if padded.any():
+                return self._objective_padded(problem, arch, mappings, prod, padded)
         if self.engine == "cpu" and shapes_ok:
             return self._objective_exact(problem, arch, mappings, None)
         m = self.evaluate(problem, arch, mappings)
         return ObjectiveMetrics(cycles=m.cycles, energy_pj=m.energy_pj, valid=m.valid, reason=m.reason,
                                 reason_level=m.reason_level)
+
+    def _objective_padded(self, problem: Problem, arch: Arch, mappings: MappingBatch, prod: IntArray,
+                          padded: BoolArray) -> ObjectiveMetrics:
+        """`evaluate_objective` of a batch with padded rows on the cpu engine: the groups of
+        `_padded_groups`, each run on the kernel constants of its padded iteration space built
+        in one pass for every group (`_loopnest_kernel.rebound`'s arrays, `Problem.
+        padded_fractions`) over the group's contiguous rows, so a batch of many small groups
+        costs one kernel call per group and no per-group `Problem`."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        n = len(mappings)
+        spec = self._specialise(problem, arch, n)
+        res = ObjectiveMetrics(cycles=np.empty(n), energy_pj=np.empty(n), valid=np.empty(n, dtype=bool),
+                               reason=np.empty(n, dtype=np.int64), reason_level=np.empty(n, dtype=np.int64))
+        names = ("cycles", "energy_pj", "valid", "reason", "reason_level")
+
+        def put(idx: IntArray, part: ObjectiveMetrics | dict) -> None:
+            for name in names:
+                getattr(res, name)[idx] = part[name] if isinstance(part, dict) else getattr(part, name)
+
+        rest = np.flatnonzero(~padded)
+        if rest.size:
+            put(rest, self._objective_exact(problem, arch, mappings.take(rest), spec))
+        rows = np.flatnonzero(padded)
+        keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        order = np.argsort(inv, kind="stable")
+        rows = rows[order]
+        edges = np.searchsorted(inv[order], np.arange(len(keys) + 1))
+        arrays = (np.ascontiguousarray(mappings.temporal[rows]), np.ascontiguousarray(mappings.spatial[rows]),
+                  np.ascontiguousarray(mappings.order[rows]), np.ascontiguousarray(mappings.keep[rows]))
+        base = self._kernel_consts(problem, arch)
+        sizes = problem.footprint(keys)
+        fracs = problem.padded_fractions(keys)
+        same = ((keys > 1) == (problem.bounds > 1)).all(axis=1)  # else a new structure: its own constants
+        for g in range(len(keys)):
+            lo, hi = int(edges[g]), int(edges[g + 1])
+            if same[g]:
+                scal = base.scal.copy()
+                scal[0] = float(math.prod(int(v) for v in keys[g]))
+                consts = dataclasses.replace(base, bounds=np.ascontiguousarray(keys[g]),
+                                             tensor_size=np.ascontiguousarray(sizes[g]), scal=scal)
+                frac = fracs[g]
+            else:
+                pp = problem.padded_iteration(tuple(int(v) for v in keys[g]))
+                consts, frac = self._kernel_consts(pp, arch), pp.existing_fraction()
+            out = _loopnest_kernel.evaluate_batch(consts, *(a[lo:hi] for a in arrays), frac=frac, counts=False,
+                                                   specialised=spec)
+            put(rows[lo:hi], out)
+        return res
 
     def _objective_exact(self, problem: Problem, arch: Arch, mappings: MappingBatch,
                          specialised: bool | None) -> ObjectiveMetrics:

@@ -339,6 +339,30 @@ class Problem:
         b = tuple(int(x) for x in np.asarray(bounds, dtype=np.int64).reshape(-1))
         return _padded_iteration(self, b)
 
+    def padded_fractions(self, bounds: IntArray) -> np.ndarray:
+        """(G, n_tensors) `existing_fraction` of ``padded_iteration(bounds[g])`` for each row of
+        ``bounds`` (G, n_dims), computed without building those problems (the same numbers,
+        bit for bit: a model evaluating many padded iterations at once reads them here)."""
+        b = np.asarray(bounds, dtype=np.int64).reshape(-1, self.n_dims)
+        real = np.array(self.real_bounds if self.real_bounds is not None else self.bounds, dtype=np.int64)
+        span = self.footprint(b)  # (G, T)
+        real_span = self.footprint(real)
+        out = np.ones(span.shape)
+        for ti, t in enumerate(self.tensors):
+            if t.padded:
+                for g in range(len(b)):
+                    exist = 1
+                    for ci in range(len(t.projection)):
+                        row = self._coef[ti, ci]
+                        dims = np.flatnonzero(row)
+                        lo = 0 if t.pad is None else t.pad[ci]
+                        exist *= _count_values(tuple(int(row[d]) for d in dims), tuple(int(b[g, d]) for d in dims),
+                                               lo, lo + t.extent[ci])  # type: ignore[index]
+                    out[g, ti] = float(exist) / float(span[g, ti])
+            else:
+                out[:, ti] = float(real_span[ti]) / span[:, ti].astype(np.float64)
+        return out
+
     def existing_words(self, bounds: IntArray | None = None) -> IntArray:
         """(n_tensors,) words of each tensor a box of the iteration space (``bounds``,
         default the whole space, from the origin) touches that exist.

@@ -133,3 +133,24 @@ def test_cuda_engine_refuses_padded_rows() -> None:
     problem = PROBLEMS["gemm"]()
     with pytest.raises(SpecError, match="cuda engine evaluates mappings whose factors multiply out"):
         model.evaluate(problem, arch8(), _padded_batch(problem, n=40))
+
+
+def test_objective_of_many_groups_equals_evaluate() -> None:
+    """The cpu engine's objective path builds every group's constants at once (`Problem.
+    padded_fractions`); a row that pads a bound of 1 (a new kernel structure) takes its own."""
+    problem, arch = PROBLEMS["conv-strided-padded"](), arch8()
+    batch = _padded_batch(problem, n=400, seed=5)
+    t = batch.temporal.copy()
+    t[::9, 0, 0] = 2  # N (bound 1) padded to 2 at DRAM
+    batch = MappingBatch(temporal=t, spatial=batch.spatial, order=batch.order, keep=batch.keep)
+    model = LoopNestModel(engine="cpu")
+    full = model.evaluate(problem, arch, batch)
+    obj = model.evaluate_objective(problem, arch, batch)
+    assert full.valid[::9].any()
+    for f in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(getattr(obj, f), getattr(full, f)), f
+    keys = np.unique(batch.temporal.prod(axis=1) * batch.spatial.prod(axis=(1, 3)), axis=0)
+    keys = keys[(keys >= problem.bounds).all(axis=1)]
+    got = problem.padded_fractions(keys)
+    for g, key in enumerate(keys):
+        assert np.array_equal(got[g], problem.padded_iteration(key).existing_fraction())
