@@ -909,9 +909,14 @@ def _root_bound_padded(space: Any, objective: ObjectiveSpec, max_nodes: int,
                        time_s: float) -> dict[str, float] | None:
     """`root_bound` of a padded space: the least over its branches (`PaddedBranches`) of each
     branch's root bound, cheapest branch first while ``time_s`` lasts; the branches left
-    count with their cheap bounds (MAC energy and ``ceil(M' / n_macs)`` cycles)."""
+    count with their cheap bounds (MAC energy and ``ceil(M' / n_macs)`` cycles). None when
+    the space has too many padded bound vectors to list (the caller falls back to another
+    bound)."""
     t0 = time.perf_counter()
-    br = PaddedBranches(space, objective)
+    try:
+        br = PaddedBranches(space, objective)
+    except SpecError:
+        return None
     best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
     for i in range(len(br)):
         left = time_s - (time.perf_counter() - t0)

@@ -152,6 +152,8 @@ def test_padded_branches_are_sorted_by_an_admissible_bound() -> None:
         assert cheap[tuple(prod[i].tolist())] <= val[i] * (1 + 1e-12)
     rb = root_bound(space, obj)
     assert rb is not None and rb["objective"] <= _exhaustive(space, obj) * (1 + 1e-12)
+    with pytest.raises(SpecError, match="padded bound vectors"):
+        PaddedBranches(space, obj, max_branches=2)
 
 
 def test_time_limited_padded_run_certifies_a_bound_below_the_optimum() -> None:
