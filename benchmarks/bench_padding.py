@@ -14,6 +14,9 @@ Three parts, each written to ``benchmarks/results/bench_padding.json``:
 * ``exact``: the exact search (`accelmap.search.exact.solve`, no warm start) on small
   layers with a prime bound on a 4 x 2 array (the test cases of ``test_exact.py``), with
   and without padding: the proven optima, their ratio and the time to proof.
+* ``constrained``: the exact search on zoo layers under the Timeloop Eyeriss constraint
+  files of ``../shared/reference/timeloop/constraints/eyeriss_like`` (eyeriss-like), with and
+  without padding: the proven optima, the padded bound vectors, the time to proof.
 * ``zoo``: the default search (anneal) with the same budget and seed on zoo layers whose
   bounds leave PEs idle, with and without padding: the best EDP found (not proven).
 
@@ -101,6 +104,38 @@ def exact() -> list[dict]:
     return out
 
 
+def constrained(time_limit_s: float = 300.0) -> list[dict]:
+    from test_exact import MODEL, REF
+
+    from accelmap.arch.presets import preset
+    from accelmap.mapper.constraints import load_constraint_files
+    from accelmap.mapper.space import MapSpace
+    from accelmap.search.exact import PaddedBranches, solve
+    from accelmap.search.objectives import parse_objective
+    from accelmap.workloads.io import load_problem
+
+    out = []
+    obj = parse_objective("edp")
+    for layer in ("resnet50/res2a_branch2b", "resnet50/res5a_branch2b"):
+        problem, arch = load_problem(layer), preset("eyeriss-like")
+        cons = load_constraint_files([REF / "arch_constraints.yaml", REF / "map_constraints.yaml"], problem=problem,
+                                     arch=arch, level_map={"DummyBuffer": "shared_glb:y"})
+        row: dict = {"arch": "eyeriss-like", "layer": layer, "objective": "edp", "load_avg": os.getloadavg()[0]}
+        for pad in (False, True):
+            space = MapSpace(problem, arch, cons, allow_padding=pad)
+            t0 = time.perf_counter()
+            best, value, cert = solve(space, MODEL, obj, time_limit_s=time_limit_s)
+            row["padded" if pad else "perfect"] = {
+                "optimum": value, "proven": cert.proven_optimal, "lower_bound": cert.lower_bound,
+                "seconds": time.perf_counter() - t0, "space_points": space.size().total,
+                "branches": len(PaddedBranches(space, obj)) if pad else 1, "leaves": cert.leaves,
+                "bounds": (best.temporal.prod(axis=1) * best.spatial.prod(axis=(1, 3)))[0].tolist()}
+        row["padded_over_perfect"] = row["padded"]["optimum"] / row["perfect"]["optimum"]
+        print(json.dumps(row), flush=True)
+        out.append(row)
+    return out
+
+
 def zoo(budget: int) -> list[dict]:
     import accelmap
     from accelmap.errors import SpaceTooLargeError
@@ -132,7 +167,7 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--budget", type=int, default=100_000)
-    ap.add_argument("--parts", default="throughput,exact,zoo", help="comma-separated parts to (re)run")
+    ap.add_argument("--parts", default="throughput,exact,constrained,zoo", help="comma-separated parts to (re)run")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     res: dict = json.loads(args.out.read_text()) if args.out.exists() else {}  # parts not rerun are kept
@@ -142,6 +177,8 @@ def main() -> None:
         res["throughput"] = throughput(args.repeats, args.rows)
     if "exact" in parts:
         res["exact"] = exact()
+    if "constrained" in parts:
+        res["constrained"] = constrained()
     if "zoo" in parts:
         res["zoo"] = zoo(args.budget)
     args.out.write_text(json.dumps(res, indent=1) + "\n")
