@@ -298,17 +298,18 @@ class LoopNestModel:
 
         n = len(mappings)
         spec = self._specialise(problem, arch, n)
-        res = ObjectiveMetrics(cycles=np.empty(n), energy_pj=np.empty(n), valid=np.empty(n, dtype=bool),
-                               reason=np.empty(n, dtype=np.int64), reason_level=np.empty(n, dtype=np.int64))
         names = ("cycles", "energy_pj", "valid", "reason", "reason_level")
 
-        def put(idx: IntArray, part: ObjectiveMetrics | dict) -> None:
-            for name in names:
-                getattr(res, name)[idx] = part[name] if isinstance(part, dict) else getattr(part, name)
+        def empty(m: int) -> ObjectiveMetrics:
+            return ObjectiveMetrics(cycles=np.empty(m), energy_pj=np.empty(m), valid=np.empty(m, dtype=bool),
+                                    reason=np.empty(m, dtype=np.int64), reason_level=np.empty(m, dtype=np.int64))
 
+        res = empty(n)
         rest = np.flatnonzero(~padded)
         if rest.size:
-            put(rest, self._objective_exact(problem, arch, mappings.take(rest), spec))
+            part = self._objective_exact(problem, arch, mappings.take(rest), spec)
+            for name in names:
+                getattr(res, name)[rest] = getattr(part, name)
         rows = np.flatnonzero(padded)
         keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
         inv = inv.reshape(-1)
@@ -320,21 +321,24 @@ class LoopNestModel:
         base = self._kernel_consts(problem, arch)
         sizes = problem.footprint(keys)
         fracs = problem.padded_fractions(keys)
+        scals = np.repeat(base.scal[None, :], len(keys), axis=0)
+        scals[:, 0] = keys.prod(axis=1).astype(np.float64)  # the padded MACs
         same = ((keys > 1) == (problem.bounds > 1)).all(axis=1)  # else a new structure: its own constants
+        got = empty(len(rows))  # in the order of ``rows``: each group a slice
         for g in range(len(keys)):
             lo, hi = int(edges[g]), int(edges[g + 1])
             if same[g]:
-                scal = base.scal.copy()
-                scal[0] = float(math.prod(int(v) for v in keys[g]))
-                consts = dataclasses.replace(base, bounds=np.ascontiguousarray(keys[g]),
-                                             tensor_size=np.ascontiguousarray(sizes[g]), scal=scal)
+                consts = dataclasses.replace(base, bounds=keys[g], tensor_size=sizes[g], scal=scals[g])
                 frac = fracs[g]
             else:
                 pp = problem.padded_iteration(tuple(int(v) for v in keys[g]))
                 consts, frac = self._kernel_consts(pp, arch), pp.existing_fraction()
             out = _loopnest_kernel.evaluate_batch(consts, *(a[lo:hi] for a in arrays), frac=frac, counts=False,
                                                    specialised=spec)
-            put(rows[lo:hi], out)
+            for name in names:
+                getattr(got, name)[lo:hi] = out[name]
+        for name in names:
+            getattr(res, name)[rows] = getattr(got, name)
         return res
 
     def _objective_exact(self, problem: Problem, arch: Arch, mappings: MappingBatch,

@@ -350,15 +350,17 @@ class Problem:
         out = np.ones(span.shape)
         for ti, t in enumerate(self.tensors):
             if t.padded:
-                for g in range(len(b)):
-                    exist = 1
-                    for ci in range(len(t.projection)):
-                        row = self._coef[ti, ci]
-                        dims = np.flatnonzero(row)
-                        lo = 0 if t.pad is None else t.pad[ci]
-                        exist *= _count_values(tuple(int(row[d]) for d in dims), tuple(int(b[g, d]) for d in dims),
-                                               lo, lo + t.extent[ci])  # type: ignore[index]
-                    out[g, ti] = float(exist) / float(span[g, ti])
+                exist = np.ones(len(b), dtype=np.int64)
+                for ci in range(len(t.projection)):  # each coordinate's count per distinct bounds of its dims
+                    row = self._coef[ti, ci]
+                    dims = np.flatnonzero(row)
+                    lo = 0 if t.pad is None else t.pad[ci]
+                    coefs = tuple(int(row[d]) for d in dims)
+                    uniq, inv = np.unique(b[:, dims], axis=0, return_inverse=True)
+                    counts = np.array([_count_values(coefs, tuple(int(v) for v in u), lo, lo + t.extent[ci])  # type: ignore[index]
+                                       for u in uniq], dtype=np.int64)
+                    exist *= counts[inv.reshape(-1)]
+                out[:, ti] = exist.astype(np.float64) / span[:, ti].astype(np.float64)
             else:
                 out[:, ti] = float(real_span[ti]) / span[:, ti].astype(np.float64)
         return out
