@@ -22,6 +22,16 @@ bounds never exceed the model's cost of any mapping in the branch:
    where the constraints pin them). Levels are fixed outermost first, bounded with the
    order-aware bound, and complete orders are evaluated by the model itself.
 
+**Imperfect factorization** (a space with ``allow_padding``). Above the keep patterns, the
+space is split by the padded bound vector ``B'`` its factors multiply to (`PaddedBranches`):
+the model counts a padded mapping as the same mapping of ``P' = problem.padded_iteration(B')``
+(`accelmap.costmodels.loopnest`), so each branch is the perfect-factor space of ``P'`` within
+the space's minimal covers (`BranchSpace`), bounded by the `BoundModel` of ``P'``: every
+argument of `accelmap.costmodels.loopnest_bounds` holds for ``P'`` as written (its bounds
+are ``B'``, and the shares of words that exist, ``exist``, scale every count of a tensor as
+the model scales them). Branches go in the order of a cheap bound that grows with the padded
+MACs, so the first one cut by it cuts the rest (`_solve_padded`).
+
 Spatial children are made one dim at a time, and a partial choice whose spatial factors
 already exceed a level's fanout is dropped before the next dim multiplies it (most spatial
 combinations do). Siblings under the incumbent are expanded together, up to about one
