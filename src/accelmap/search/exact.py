@@ -1087,7 +1087,8 @@ class ExactSearcher:
                 raise InfeasibleSpaceError(
                     f"no mapping of {getattr(problem, 'name', 'the problem')} on {getattr(arch, 'name', 'the arch')} "
                     "is legal: the exact search covered the whole space (every branch exceeds a capacity or "
-                    "fanout, or fails a constraint). Try a larger buffer or fewer constraints.")
+                    "fanout, or fails a constraint). Try a larger buffer, fewer constraints"
+                    + (" or imperfect factorization (--padding)." if not getattr(space, "allow_padding", True) else "."))
             raise InfeasibleSpaceError(
                 f"the exact search found no legal mapping of {getattr(problem, 'name', 'the problem')} before it "
                 f"stopped ({cert.stop_reason}); give it more time or a budget")
