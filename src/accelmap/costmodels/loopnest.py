@@ -34,7 +34,8 @@ tensors do not exist, so a tensor's counts are scaled by the share of its words 
 padded MACs are executed (no gating: compute energy = padded MACs x MAC energy, and the
 innermost level serves their operands); `Metrics.macs` and the utilization are the real
 MACs (useful work). Timeloop's residual iterations (a last tile smaller than the others)
-are a different schedule and are not modelled. A batch is evaluated group by group, one
+are a different schedule and are not modelled; a padded space of more than 2^53 points (float64
+counts no longer exact) is illegal (``FACTORS``). A batch is evaluated group by group, one
 group per product vector ``B'`` (mappings that factorize every bound exactly form one group
 on ``P`` itself, so their results are those of an exact batch, bit for bit).
 
@@ -211,8 +212,7 @@ class LoopNestModel:
         if not len(mappings):
             return None
         prod = mappings.temporal.prod(axis=1) * mappings.spatial.prod(axis=(1, 3))  # (n, D)
-        b = problem.bounds
-        padded = (prod >= b).all(axis=1) & (prod != b).any(axis=1)
+        padded = _padded_rows(problem, prod)
         if not padded.any():
             return None
         if self.engine == "cuda":
@@ -277,8 +277,7 @@ class LoopNestModel:
                                                                                   problem.n_tensors)
         if self.engine == "cpu" and shapes_ok and len(mappings):
             prod = mappings.temporal.prod(axis=1) * mappings.spatial.prod(axis=(1, 3))  # (n, D)
-            b = problem.bounds
-            padded = (prod >= b).all(axis=1) & (prod != b).any(axis=1)
+            padded = _padded_rows(problem, prod)
             if padded.any():
                 return self._objective_padded(problem, arch, mappings, prod, padded)
         if self.engine == "cpu" and shapes_ok:
@@ -369,9 +368,8 @@ class LoopNestModel:
         padded iteration space (module docstring); its `Metrics` report the real MACs."""
         prod = [math.prod(int(mapping.temporal[lv, d]) * int(mapping.spatial[lv, d, 0]) * int(mapping.spatial[lv, d, 1])
                           for lv in range(mapping.temporal.shape[0])) for d in range(mapping.temporal.shape[1])]
-        bounds = [d.bound for d in problem.dims]
-        if (mapping.temporal.shape == (arch.n_levels, problem.n_dims) and prod != bounds
-                and all(p >= b for p, b in zip(prod, bounds, strict=True))):
+        if (mapping.temporal.shape == (arch.n_levels, problem.n_dims) and all(0 < p < 2**62 for p in prod)
+                and _padded_rows(problem, np.array([prod], dtype=np.int64))[0]):
             m = self.evaluate_one(problem.padded_iteration(tuple(prod)), arch, mapping)
             util = m.utilization if not m.valid[0] else np.array([problem.real_macs / (arch.n_macs * m.cycles[0])])
             return dataclasses.replace(m, utilization=util, macs=problem.real_macs)
@@ -410,6 +408,21 @@ class LoopNestModel:
             spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
+
+
+# A padded iteration space of more points than float64 counts exactly is not evaluated: its
+# rows stay on the real problem, where `check_batch` marks them (FACTORS).
+_MAX_PADDED_POINTS = 2**53
+
+
+def _padded_rows(problem: Problem, prod: IntArray) -> BoolArray:
+    """(n,) rows whose factor products ``prod`` (n, D) cover the bounds without equalling them,
+    over at most `_MAX_PADDED_POINTS` points: the rows counted on a padded iteration space."""
+    b = problem.bounds
+    cover = (prod >= b).all(axis=1) & (prod != b).any(axis=1)
+    with np.errstate(over="ignore"):
+        points = np.prod(np.maximum(prod, 1).astype(np.float64), axis=1)
+    return cover & (points <= _MAX_PADDED_POINTS)
 
 
 def _merge_metrics(problem: Problem, arch: Arch, parts: list[tuple[IntArray, Metrics]]) -> Metrics:

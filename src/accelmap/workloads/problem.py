@@ -417,6 +417,8 @@ def _count_values(coefs: tuple[int, ...], bounds: tuple[int, ...], lo: int, hi: 
     (``hi < 0``: no upper limit). Cached: padded iterations share most coordinates."""
     vals = np.zeros(1, dtype=np.int64)
     for a, n in zip(coefs, bounds, strict=True):
+        if hi >= 0:  # terms are >= 0: an index whose own term reaches hi adds no value below it
+            n = min(n, -(-hi // a))
         vals = np.unique(np.add.outer(vals, a * np.arange(n, dtype=np.int64)).ravel())
     keep = vals >= lo
     if hi >= 0:
