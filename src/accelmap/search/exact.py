@@ -891,8 +891,11 @@ def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limi
         open_ = _Open()
         for fr in frames:
             open_.push(fr)
+        later = float(br.cheap[i + 1]) if i + 1 < len(br) else math.inf  # the branches not begun
+        shown = None if progress is None else (
+            lambda best, lb, c, later=later: progress(best, min(lb, later), c))
         try:
-            st = _loop(P, open_, progress, t0)
+            st = _loop(P, open_, shown, t0)
         except KeyboardInterrupt:
             st = "interrupted"
         best_value, best_batch = P.best_value, P.best_batch
