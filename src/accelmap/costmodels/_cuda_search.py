@@ -1138,8 +1138,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     sps_to[t, lv, cc] = sps[t, lv, cc]
 
     @jit
-    def anneal_multi_kernel(n_steps, n_init, t_start, t_end, n_orders, rt, states, wstates, best_obj, best_t, best_s, best_o,
-                      best_k, counters):
+    def anneal_multi_kernel(n_steps, n_init, t_start, t_end, n_orders, rt, states, wstates, best_obj, best_t, best_s,
+                            best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:  # (chains of several lanes: the host launches whole blocks)
             return
