@@ -118,8 +118,36 @@ def _stationary(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s_c
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
+def _min_gap(a_off: IntArray, b_off: IntArray, stamp: IntArray, last: IntArray, s_r: int, ur: int, t_len: int) -> int:
+    """The fewest words between two uses of one word (existing words only) over two passes
+    of a ``ROWS_TIME`` unit: every gap of the whole stream is one of these, since each pass
+    is the same unit. ``last`` (words,): scratch."""
+    for i in range(last.shape[0]):
+        last[i] = -1
+    pos = 0
+    gap = 1 << 62
+    f_r = (s_r + ur - 1) // ur
+    for _ in range(2):
+        for fr in range(f_r):
+            x0 = fr * ur
+            nx = min(ur, s_r - x0)
+            for d in range(t_len + nx - 1):
+                for c in range(max(0, d - t_len + 1), min(d, nx - 1) + 1):
+                    addr = a_off[x0 + c] + b_off[d - c]
+                    if stamp[addr] < 0:
+                        continue
+                    p = last[addr]
+                    if p >= 0 and pos - p - 1 < gap:
+                        gap = pos - p - 1
+                    last[addr] = pos
+                    pos += 1
+    return gap
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
-          t_len: int, window: int, state: IntArray, seen: IntArray, max_reps: int) -> int:
+          t_len: int, window: int, state: IntArray, seen: IntArray, max_reps: int, unit_words: int,
+          last: IntArray) -> int:
     """Words fetched for one operand's demand stream (column folds outer, row folds inner).
 
     ``a_off`` (size,): the word offset of each index of the operand's array-side class
@@ -134,6 +162,14 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
     reset, fixed by where in the unit that reset fell; when that position repeats, the
     repetitions between are a period and are counted without walking them. A repetition
     without a reset leaves the whole unit resident: the rest fetch nothing.
+
+    A ``ROWS_TIME`` unit whose second repetition fetched every one of its ``unit_words``
+    entries (the unit's entries when every one is a word; -1 otherwise) is checked for the
+    fewest words between two uses of a word (`_min_gap`, ``last`` its scratch): when at
+    least ``window - 1``, every entry of the stream is a fetch (a use ``n`` words after the
+    previous use of its word, which left the window count at 1 or more, brings the count to
+    ``window`` in between, so a reset dropped the word), and the remaining repetitions
+    fetch ``unit_words`` each.
 
     ``max_reps``: the most repetitions of a unit walked; when neither ends the walk by
     then, each remaining repetition is counted as the mean of those walked after the
@@ -169,6 +205,10 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
             walked += 1
             if walked >= 2:
                 later += state[2] - before
+            if (walked == 2 and mode == ROWS_TIME and reps - r >= 2 and state[2] - before == unit_words
+                    and _min_gap(a_off, b_off, stamp, last, s_r, ur, t_len) >= window - 1):
+                state[2] += (reps - r) * unit_words
+                break
             if state[4] < 0:
                 break  # the whole unit is resident: the remaining repetitions fetch nothing
             hit = -1
@@ -253,10 +293,7 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     meets the same (dataflow, row class, chunk sizes, order) many times.
     """
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
-    tc = 3 - rc - cc
-    reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
-    return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
-                     np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64), reps + 1))
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None)
 
 
 @lru_cache(maxsize=4096)
@@ -274,7 +311,17 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
     fold shape measured (docs/validation.md, SCALE-Sim section). Cached like it.
     """
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps)
+
+
+def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
+              cc: int, ur: int, uc: int, window: int, max_reps: int | None) -> int:
+    """`_walk` with its scratch (``max_reps`` None: every repetition)."""
     tc = 3 - rc - cc
     reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
+    every = bool((stamp >= 0).all())
+    unit_words = size[rc] * size[tc] if mode == ROWS_TIME and every else -1
+    last = np.empty(stamp.shape[0] if unit_words > 0 and reps >= 4 else 1, dtype=np.int64)
     return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
-                     np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64), max_reps))
+                     np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
+                     reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last))
