@@ -26,7 +26,10 @@ words; a word not among them is fetched, and the ``W``-th fetch since the last r
 them all. One epoch stamp per word of the tensor makes a membership test one array read,
 so a count costs one pass over the stream (about a nanosecond an entry, numba), and is the
 same number `accelmap.costmodels.scalesim_io.replay_dram_reads` gets from SCALE-Sim's own
-address matrices.
+address matrices. Repetitions of a pass are skipped where that stays exact (a period of
+the reset positions, a resident unit, or uses of every word at least ``W - 1`` words
+apart); `window_fetches_capped` walks at most a given number of passes and extrapolates
+the rest (an estimate, for streams too long to walk whole).
 """
 
 from __future__ import annotations

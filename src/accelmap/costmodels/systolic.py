@@ -69,8 +69,10 @@ stream, word by word through the window (`accelmap.costmodels._systolic_window`)
 (SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
 shape. The default, ``dram_window="auto"``, walks the mappings a search can end on (at
 most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
-when their streams have at most 2^22 entries, and estimates the others: exact on every
-reference point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
+when their streams have at most 2^22 entries (a longer stream read over more than 8
+passes that fit in 2^22 entries: 8 passes walked, the rest extrapolated, within 0.8 % of
+the whole walk where measured), and estimates the others: exact on every reference
+point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
