@@ -312,11 +312,11 @@ def capped_cost(ref: Path, budget: int, n_shapes: int = 120, seeds: tuple[int, .
             t0 = time.perf_counter()
             res = search(layer.problem, sarch, model=m, budget=budget, seed=seed)
             dt = time.perf_counter() - t0
+            walks = (window_fetches.cache_info().misses, sy.window_fetches_capped.cache_info().misses)
             assert res.best is not None
             true = exact.evaluate(layer.problem, sarch, res.best.as_batch())
             own = m.stats(layer.problem, sarch, res.best.as_batch()).dram_reads[0, 0]
-            row[name] = {"seconds": dt, "walks": window_fetches.cache_info().misses,
-                         "capped_walks": sy.window_fetches_capped.cache_info().misses,
+            row[name] = {"seconds": dt, "walks": walks[0], "capped_walks": walks[1],
                          "best_edp_exact_count": float(true.cycles[0] * true.energy_pj[0]),
                          "best_ifmap_dram_own": int(own),
                          "best_ifmap_dram_exact": int(exact.stats(layer.problem, sarch,
