@@ -119,6 +119,7 @@ that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,19 +222,24 @@ class BoundModel:
                               else lv.read_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
             write_bw=np.array([np.inf if lv.write_bandwidth_words_per_cycle is None
                                else lv.write_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
-            room_rules=_room_rules(keep, tuple(coords), tuple(disjoint), arch.capacities_words, big),
+            room_rules=_room_rules(keep, tuple(coords), tuple(disjoint), arch.capacities_words, bounds),
         )
 
 
 def _room_rules(keep: BoolArray, coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...], disjoint: tuple[bool, ...],
-                capacity: FloatArray, big: BoolArray) -> dict[tuple[int, int], tuple[
+                capacity: FloatArray, bounds: IntArray) -> dict[tuple[int, int], tuple[
                     tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]]:
     """Argument 9 of the module doc: for each tensor ``t`` kept at a level ``c >= 1``, the
     (level ``l <= c`` of finite capacity, tensor ``u`` kept there) whose footprint bounds the
     tile extents at ``c`` of dims ``t`` does not index: ``(l, u, bounding, others)`` with
     ``bounding`` the (coordinate, dim, coefficient) of each coordinate of ``u`` with exactly
-    one such dim (every such dim once) and ``others`` the rest of ``u``'s coordinates."""
+    one such dim (every such dim once) and ``others`` the rest of ``u``'s coordinates.
+
+    A rule is kept only where the capacity is at most the product of its dims' extents: a
+    larger one can hold those dims whole and bounds their loops by little, while every rule
+    costs its numpy passes on every node (leaving a rule out only weakens the bound)."""
     L, T = keep.shape
+    big = np.asarray(bounds) > 1
     D = len(big)
     out: dict[tuple[int, int], tuple[tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]] = {}
     for t in range(T):
@@ -262,7 +268,7 @@ def _room_rules(keep: BoolArray, coords: tuple[tuple[tuple[IntArray, IntArray], 
                             bounding.append((ci, int(dims[hit[0]]), int(a[hit[0]])))
                         else:
                             others.append(ci)
-                    if bounding:
+                    if bounding and capacity[lv] <= math.prod(int(bounds[d]) for _, d, _ in bounding):
                         rules.append((lv, u, tuple(bounding), tuple(others)))
             if rules:
                 out[(t, c)] = tuple(rules)
@@ -786,9 +792,14 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             return _X.fixed_of(val)
         return _X(fixed=val, opened=np.maximum(full, val), jr_open=jr, level=c)
 
+    lb_cache: dict[int, FloatArray] = {}
+
     def lb_tile(lv: int) -> FloatArray:
         """(n, D) at most the tile of open level lv (as the capacity test above)."""
-        return np.maximum(tile_sp[:, lv], tile_outer)
+        got = lb_cache.get(lv)
+        if got is None:
+            lb_cache[lv] = got = np.maximum(tile_sp[:, lv], tile_outer)
+        return got
 
     full_cache: dict[tuple[int, int], FloatArray | None] = {}
 
