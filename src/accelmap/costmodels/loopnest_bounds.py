@@ -842,7 +842,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 lo_all = lo_all * (1.0 + e)
             ub = rest.copy()
             num = np.ones(n)
-            for (ci, d, ad), e in zip(bounding, es, strict=True):
+            for (_, d, _), e in zip(bounding, es, strict=True):
                 xc = np.maximum(rest * (1.0 + e) / lo_all - e, 1.0)
                 ub = ub * xc / (xc + e)
                 num = num * p_min[:, d]
