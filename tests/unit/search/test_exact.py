@@ -449,6 +449,7 @@ def _every_node_bound(space: MapSpace) -> tuple[int, int]:
 @pytest.mark.parametrize("layer,caps", [
     ("gemm", (2, 2, 2)),  # full and read charges, the doubling test of the capacities
     ("conv", (4, 3, 2)),  # a sliding window: the input scratchpad bounds P with R's rows in it
+    ("gemm-padded", (2, 2, 2)),  # padded extents (M = 3 covered by 4)
 ])
 def test_capacity_coupled_term_is_admissible_on_every_node_of_a_whole_space(layer, caps) -> None:
     """Every node bound (depths >= 1, where every spatial factor is fixed) on the path of every
@@ -458,8 +459,9 @@ def test_capacity_coupled_term_is_admissible_on_every_node_of_a_whole_space(laye
     span, or charging the parent's reads of an open level in full (without the multicast
     share), or letting a loop be active only where its extent tripled (not doubled) fits,
     the term exceeds the energy of some mappings here."""
-    prob = matmul("g", m=4, n=2, k=2) if layer == "gemm" else conv2d("c", n=1, k=2, c=1, p=4, q=1, r=3, s=1)
-    space = MapSpace(prob, spad_arch(*caps))
+    prob = {"gemm": lambda: matmul("g", m=4, n=2, k=2), "gemm-padded": lambda: matmul("g", m=3, n=2, k=2),
+            "conv": lambda: conv2d("c", n=1, k=2, c=1, p=4, q=1, r=3, s=1)}[layer]()
+    space = MapSpace(prob, spad_arch(*caps), allow_padding=layer == "gemm-padded")
     violations, lifted = _every_node_bound(space)
     assert violations == 0
     assert lifted > 0
