@@ -82,6 +82,36 @@ Why each bound holds, for every order of every loop:
    relaxation of argument 2 and of the traffic table, applied to the open levels together.
    It charges, say, the weights of a node whose GLB keeps nothing for every loop above their
    scratchpad when the outputs, whose scratchpad sits below, are to escape their reloads.
+9. **The open levels' innermost loops, coupled through their capacities** (with every
+   spatial factor fixed; `_coupled_open_energy`). Each open level ``l`` has its own innermost
+   active loop (or none), and a count of tensor ``t`` into an open level ``c`` depends on the
+   innermost active loop ``z_c`` of the levels ``0 .. c-1``: the one of the deepest active
+   level above ``c``. When ``z_c`` is over a jump dim of ``t``, it is J*, every loop above
+   ``c`` is at or outside it, and (argument 1, summed over the instances of ``c``)
+   ``X(c) >= S_c(T) prod_d E_d / T_d`` with ``T`` the tile of ``c`` and ``E`` the (padded)
+   extents. Grouped by ``t``'s coordinates (disjoint dims), a one-dim coordinate gives
+   ``(1 + a (T_d - 1)) E_d / T_d >= E_d``; a sliding one's tiles cover every value the
+   coordinate takes, so their spans summed over the loops of its dims are at least its
+   distinct values, ``>= 1 + sum_d (E_d - 1)``; the dims ``t`` does not index give
+   ``prod E_d / T_d``, and their extents at ``c`` are at most those at any level ``l <= c``
+   (it contains ``c``'s tile), whose capacity bounds them: for a tensor ``u`` kept at ``l``,
+   every coordinate of ``u`` with exactly one such dim ``d`` has span ``>= T_d + e`` (``e``
+   the rest of its span at the smallest tile ``l`` can have), and the product of those spans
+   is at most ``M`` (the capacity less the other kept tensors' smallest footprints, over the
+   rest of ``u``'s coordinates' smallest spans). With ``x_i + e_i`` of product ``<= M`` and
+   ``x_i >= 1``, each ``x_i <= X_i = M / prod_{j != i} (1 + e_j) - e_i`` and ``prod x_i <=
+   M prod X_i / (X_i + e_i)`` (``x / (x + e)`` grows with ``x``). The reads of the parent
+   ``p`` are that count times ``G_{p,c}`` over the instances the levels ``p .. c-1`` add
+   (eq. S: the multicast share). Otherwise the count is at least its order-free value. A
+   level can have an active loop over ``d`` only where the dim's open temporal product can
+   reach 2 and the tiles of the levels ``0 .. l`` (which contain ``l``'s) still fit with
+   ``d``'s extent doubled (``l = k-1``: its chosen temporal factors are in its tile
+   already). So the energy of every mapping of the node is at least the least cost of a
+   path down the open levels, each level keeping the innermost loop above it or setting it
+   to an allowed dim, each count into an open level charged by the loop above it, and the
+   counts into known levels (argument 8) by the last; no active loop at all only where every
+   open temporal product can be 1. The counts from level 0 into level 1 are left to the
+   traffic table where it applies (it bounds their sum on its own).
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -89,7 +119,9 @@ that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -130,6 +162,10 @@ class BoundModel:
     read_bw: FloatArray  # (L,) read words per cycle of one instance, inf = unlimited
     write_bw: FloatArray  # (L,)
     traffic: TrafficTable | None = None  # see `traffic_table` (attached by the exact mapper)
+    # argument 9: per (tensor, child level c), the capacities that bound the tile extents at c
+    # of the dims the tensor does not index (see `_room_rules`); empty where none does
+    room_rules: dict[tuple[int, int], tuple[tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]] \
+        | None = None
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -186,7 +222,57 @@ class BoundModel:
                               else lv.read_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
             write_bw=np.array([np.inf if lv.write_bandwidth_words_per_cycle is None
                                else lv.write_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
+            room_rules=_room_rules(keep, tuple(coords), tuple(disjoint), arch.capacities_words, bounds),
         )
+
+
+def _room_rules(keep: BoolArray, coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...], disjoint: tuple[bool, ...],
+                capacity: FloatArray, bounds: IntArray) -> dict[tuple[int, int], tuple[
+                    tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]]:
+    """Argument 9 of the module doc: for each tensor ``t`` kept at a level ``c >= 1``, the
+    (level ``l <= c`` of finite capacity, tensor ``u`` kept there) whose footprint bounds the
+    tile extents at ``c`` of dims ``t`` does not index: ``(l, u, bounding, others)`` with
+    ``bounding`` the (coordinate, dim, coefficient) of each coordinate of ``u`` with exactly
+    one such dim (every such dim once) and ``others`` the rest of ``u``'s coordinates.
+
+    A rule is kept only where the capacity is at most the product of its dims' extents: a
+    larger one can hold those dims whole and bounds their loops by little, while every rule
+    costs its numpy passes on every node (leaving a rule out only weakens the bound)."""
+    L, T = keep.shape
+    big = np.asarray(bounds) > 1
+    D = len(big)
+    out: dict[tuple[int, int], tuple[tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]] = {}
+    for t in range(T):
+        if not disjoint[t]:
+            continue
+        in_t = np.zeros(D, dtype=bool)
+        for dims, _ in coords[t]:
+            in_t[dims] = True
+        q = big & ~in_t
+        if not q.any():
+            continue
+        for c in range(1, L):
+            if not keep[c, t]:
+                continue
+            rules = []
+            for lv in range(c + 1):
+                if not np.isfinite(capacity[lv]):
+                    continue
+                for u in np.flatnonzero(keep[lv]).tolist():
+                    if not disjoint[u]:
+                        continue
+                    bounding, others = [], []
+                    for ci, (dims, a) in enumerate(coords[u]):
+                        hit = [i for i, d in enumerate(dims.tolist()) if q[d]]
+                        if len(hit) == 1:
+                            bounding.append((ci, int(dims[hit[0]]), int(a[hit[0]])))
+                        else:
+                            others.append(ci)
+                    if bounding and capacity[lv] <= math.prod(int(bounds[d]) for _, d, _ in bounding):
+                        rules.append((lv, u, tuple(bounding), tuple(others)))
+            if rules:
+                out[(t, c)] = tuple(rules)
+    return out
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -317,6 +403,7 @@ class _X:
     scale: FloatArray | float = 1.0
     opened: FloatArray | None = None
     jr_open: BoolArray | None = None
+    level: int = -1  # opened counts into an open level: that level (argument 9); -1: a known level
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
@@ -415,7 +502,7 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     # the increases summed per tensor (a tensor's jump dims are the same in all its terms)
     per: dict[bytes, tuple[BoolArray, FloatArray]] = {}
     for x, e1, e2, part in terms:
-        if x.opened is None or x.jr_open is None or not x.jr_open.any():
+        if x.opened is None or x.jr_open is None or not x.jr_open.any() or x.level >= 0:
             continue
         d = _term_energy(x.opened, e1, e2, part) - _term_energy(x.fixed, e1, e2, part)
         key = x.jr_open.tobytes()
@@ -436,6 +523,49 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
         e_z = sum((per[key][1] for key in keys), np.zeros(n))
         best = np.where(can, np.minimum(best, e_z), best)
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
+
+
+def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], allowed_of: Any,
+                         none_possible: BoolArray, k: int, n: int) -> FloatArray | None:
+    """Energy to add to the terms' order-free values, the innermost loop of every open level
+    chosen jointly (argument 9 of the module doc): a shortest path down the open levels.
+
+    ``allowed_of()`` gives (k, n, D): whether level ``l``'s innermost active loop can be over dim ``d``
+    (its open temporal product can reach 2, and the tiles of the levels ``0 .. l`` still fit
+    with that dim's extent doubled). The state after levels ``0 .. c-1`` is the innermost
+    active loop above level ``c`` (or none): each level either has no active loop (the
+    state stays) or sets it to an allowed dim. A count into level ``c`` (``x.level == c``;
+    ``-1``: a known level, read after level ``k-1``) is raised to ``opened`` where the state
+    is one of its jump dims. The least over the final states (none only where every open
+    temporal product can be 1) bounds the increase. Returns None where no count into an open
+    level can rise (`_open_energy` then gives the same, at less cost)."""
+    if not any(x.opened is not None and x.level >= 0 for x, _, _, _ in terms):
+        return None
+    D = len(next(x.jr_open for x, _, _, _ in terms if x.jr_open is not None))
+    inc = np.zeros((k + 1, n, D))  # inc[c][:, z]: the increase of the counts read at boundary c
+    any_inc = False
+    for x, e1, e2, part in terms:
+        if x.opened is None or x.jr_open is None or not x.jr_open.any():
+            continue
+        c = k if x.level < 0 else x.level
+        d = np.maximum(_term_energy(x.opened, e1, e2, part) - _term_energy(x.fixed, e1, e2, part), 0.0)
+        if not np.any(d > 0):
+            continue
+        inc[c][:, x.jr_open] += d[:, None]
+        any_inc |= c < k
+    if not any_inc:
+        return None
+    allowed = allowed_of()
+    cost = np.full((n, D), np.inf)  # the innermost active loop so far is over dim z
+    cost_none = np.zeros(n)  # no active loop so far
+    for lv in range(k):
+        if lv > 0:
+            cost = cost + inc[lv]
+        best = np.minimum(cost.min(axis=1), cost_none)
+        cost = np.where(allowed[lv], np.minimum(cost, best[:, None]), cost)
+    cost = cost + inc[k]
+    out = np.where(none_possible, np.minimum(cost.min(axis=1), cost_none), cost.min(axis=1))
+    return np.where(np.isfinite(out), out, 0.0)
 
 
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
@@ -574,6 +704,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             return np.ones(n)
         return gs[:, : min(p, k)][:, :, mask].prod(axis=(1, 2))
 
+    # argument 9 needs every level's spatial factors (its counts into open levels and their
+    # multicast) and a level between the outermost and the known ones
+    use_room = sp_known and k >= 2 and bool(bm.room_rules)
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -653,7 +786,70 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for ci in bm.sliding[t]:
             dims, a = bm.coords[t][ci]
             out = out * _span(dims, a, tile_outer)
-        return _X.fixed_of(np.maximum(out, lo))
+        val = np.maximum(out, lo)
+        full = open_full(t, c)
+        if full is None:
+            return _X.fixed_of(val)
+        return _X(fixed=val, opened=np.maximum(full, val), jr_open=jr, level=c)
+
+    lb_cache: dict[int, FloatArray] = {}
+
+    def lb_tile(lv: int) -> FloatArray:
+        """(n, D) at most the tile of open level lv (as the capacity test above)."""
+        got = lb_cache.get(lv)
+        if got is None:
+            lb_cache[lv] = got = np.maximum(tile_sp[:, lv], tile_outer)
+        return got
+
+    full_cache: dict[tuple[int, int], FloatArray | None] = {}
+
+    def open_full(t: int, c: int) -> FloatArray | None:
+        """Argument 9: X(c) of tensor t into the open level c when the innermost active loop
+        above c is over a jump dim of t (every loop above c reloads its tile): at least the
+        distinct words of t's coordinates over the whole extents, times the loops above c of
+        the dims t does not index, whose tile extents at c the capacities of the levels
+        ``<= c`` bound (`_room_rules`). None where it does not apply."""
+        key = (t, c)
+        if key in full_cache:
+            return full_cache[key]
+        rules = None
+        if use_room and bm.room_rules is not None and not (c == 1 and bm.traffic is not None):
+            rules = bm.room_rules.get(key)
+        if not rules:
+            full_cache[key] = None
+            return None
+        words = np.ones(n)
+        for dims, _ in bm.coords[t]:
+            words = words * (1.0 + (p_min[:, dims] - 1.0).sum(axis=1))
+        room = np.ones(n)
+        for lv, u, bounding, others in rules:
+            lbt = lb_tile(lv)
+            rest = np.full(n, float(bm.capacity[lv]))
+            for u2 in np.flatnonzero(bm.keep[lv]).tolist():
+                if u2 != u:
+                    rest = rest - _footprint(bm, u2, lbt)
+            for ci in others:
+                dims, a = bm.coords[u][ci]
+                rest = rest / _span(dims, a, lbt)
+            # prod over the bounding coordinates of (T_d + e_c) <= rest, e_c the rest of the
+            # coordinate's span at its smallest: so T_d <= X_c and prod T_d <= rest prod X_c / (X_c + e_c)
+            es = []
+            for ci, d, ad in bounding:
+                dims, a = bm.coords[u][ci]
+                es.append(_span(dims, a, lbt) - 1.0 - ad * (lbt[:, d] - 1.0))
+            lo_all = np.ones(n)
+            for e in es:
+                lo_all = lo_all * (1.0 + e)
+            ub = rest.copy()
+            num = np.ones(n)
+            for (_, d, _), e in zip(bounding, es, strict=True):
+                xc = np.maximum(rest * (1.0 + e) / lo_all - e, 1.0)
+                ub = ub * xc / (xc + e)
+                num = num * p_min[:, d]
+            room = np.maximum(room, num / np.maximum(ub, 1.0))
+        full = words * room
+        full_cache[key] = full
+        return full
 
     def parent_reads(t: int, p: int, c: int) -> _X:
         """inst[p] F_c G_{p,c} lower bound (the reads of p that serve its child c)."""
@@ -676,7 +872,14 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                         known = known * (1.0 + (g[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
             return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
         if c < k:
-            return deliveries(t, c)
+            x = deliveries(t, c)
+            if x.opened is None:
+                return x
+            # reads of p serving c: X(c) G_{p,c} / (the instances levels p .. c-1 add)
+            scale = np.ones(n)
+            for lv in range(p, c):
+                scale = scale * dl_lb(t, lv) / used[:, lv]
+            return _X(fixed=x.fixed, opened=np.maximum(x.opened * scale, x.fixed), jr_open=jr, level=c)
         if p >= k:
             x = deliveries(t, c)
             scale = np.ones(n)
@@ -743,7 +946,35 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         # where every dim's can be 1
         s_open = gs[:, :k].prod(axis=1) if spatial is not None else np.ones((n, D))
         none_active: BoolArray = np.asarray((otmin < 2.0).all(axis=1), dtype=bool)
-        energy = energy + _open_energy(terms, omax / s_open >= 2.0, none_active, n)
+        z_possible = omax / s_open >= 2.0
+
+        def allowed_of() -> BoolArray:
+            """(k, n, D): level lv's innermost active loop can be over dim d: d's open temporal
+            product can reach 2 and every level <= lv still fits with d's tile extent doubled
+            (level k-1's chosen temporal factors are in its tile already)."""
+            out = np.empty((k, n, D), dtype=bool)
+            fits = np.ones((n, D), dtype=bool)
+            for lv in range(k):
+                if np.isfinite(bm.capacity[lv]) and bm.keep[lv].any():
+                    lbt = lb_tile(lv)
+                    need = np.zeros(n)
+                    grow = np.zeros((n, D))  # words the kept tensors gain when dim d doubles
+                    for u in np.flatnonzero(bm.keep[lv]).tolist():
+                        fp = _footprint(bm, u, lbt)
+                        need += fp
+                        for dims, a in bm.coords[u]:
+                            sp = _span(dims, a, lbt)
+                            for d, ad in zip(dims.tolist(), a.tolist(), strict=True):
+                                grow[:, d] += fp * (ad * lbt[:, d]) / sp
+                    fits &= need[:, None] + grow <= bm.capacity[lv] * (1.0 + 1e-12)
+                ok = fits
+                if lv == k - 1 and next_level is not None:
+                    ok = fits | (next_level[:, :, 0] >= 2)
+                out[lv] = z_possible & ok
+            return out
+
+        coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n) if use_room else None
+        energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n))
     tab = bm.traffic
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
