@@ -1,0 +1,82 @@
+"""The systolic model's CPU kernel: the walked counts it looks up (``dram_window="auto"``)
+and the table that holds them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelmap.arch.presets import systolic_array
+from accelmap.costmodels import _systolic_kernel, systolic
+from accelmap.costmodels.systolic import SystolicModel, systolic_variants, variant_seeds
+from accelmap.mapper.mapping import MappingBatch
+from accelmap.testing.costmodel_checks import assert_engines_agree
+from accelmap.workloads.builders import conv2d
+
+
+def _case():  # noqa: ANN202
+    """A 3x3 convolution whose ifmap exceeds a 1 kB window, on the seeds of every sub-space
+    (fold counts from the fewest to several times it: rows walked and rows estimated)."""
+    prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    batch = MappingBatch.concat([variant_seeds(prob, arch, v, n_best=6) for v in systolic_variants(prob, arch)])
+    return prob, arch, batch
+
+
+def test_walked_counts_are_walked_once_then_looked_up(monkeypatch) -> None:
+    prob, arch, batch = _case()
+    calls: list[int] = []
+    walked = systolic._walked_reads
+
+    def counting(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(len(args[3]))
+        return walked(*args, **kw)
+
+    monkeypatch.setattr(systolic, "_walked_reads", counting)
+    cpu, ref = SystolicModel(engine="cpu", max_fold_ratio=2.0), SystolicModel(engine="numpy", max_fold_ratio=2.0)
+    first = cpu.evaluate(prob, arch, batch)
+    assert calls, "the batch has rows to walk"
+    table = cpu._prepared(prob, arch)[4]
+    n_keys = table.count
+    assert 0 < n_keys <= sum(calls)  # one key per distinct fold shape and order
+    calls.clear()
+    mixed = MappingBatch.concat([batch, batch.take(np.arange(len(batch))[::-1])])
+    again = cpu.evaluate(prob, arch, mixed)  # every key is in the table now: no walk
+    assert not calls and table.count == n_keys
+    assert_engines_agree(first, ref.evaluate(prob, arch, batch), what="first call")
+    assert_engines_agree(again, ref.evaluate(prob, arch, mixed), what="looked up")
+    stats_cpu, stats_ref = cpu.stats(prob, arch, mixed), ref.stats(prob, arch, mixed)
+    for f in stats_ref.__dataclass_fields__:
+        assert np.array_equal(getattr(stats_cpu, f), getattr(stats_ref, f)), f
+
+
+def test_walk_table_grows_and_keeps_every_key() -> None:
+    rng = np.random.default_rng(0)
+    table = _systolic_kernel.WalkTable(n_dims=4, capacity=4)
+    head = np.stack([rng.integers(0, 2, 500), rng.integers(0, 3, 500), rng.integers(0, 3, 500),
+                     rng.integers(1, 60, 500), rng.integers(1, 60, 500)], axis=1)
+    orders = np.array([rng.permutation(4) for _ in range(500)])
+    keys = np.concatenate([head, orders], axis=1)
+    uniq = np.unique(keys, axis=0)
+    vals = uniq.sum(axis=1) * 7
+    for lo in range(0, len(uniq), 37):  # in pieces, so that the table grows several times
+        table.put(uniq[lo:lo + 37, :5], uniq[lo:lo + 37, 5:], vals[lo:lo + 37])
+    table.put(uniq[:10, :5], uniq[:10, 5:], vals[:10])  # keys already there are not added again
+    assert table.count == len(uniq) and 2 * table.count <= len(table.vals)
+    stored = table.keys[table.keys[:, 0] >= 0]
+    assert len(stored) == len(uniq)
+    order = np.lexsort(stored.T[::-1])
+    assert np.array_equal(stored[order], uniq)
+    got = table.vals[table.keys[:, 0] >= 0][order]
+    assert np.array_equal(got, vals)
+
+
+def test_estimate_mode_walks_nothing(monkeypatch) -> None:
+    prob, arch, batch = _case()
+
+    def fail(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("walked under dram_window='estimate'")
+
+    monkeypatch.setattr(systolic, "_walked_reads", fail)
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    assert_engines_agree(got, SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch),
+                         what="estimate")
