@@ -43,7 +43,9 @@ class SystolicConsts:
     (m, n, k, b), d_tot (ifmap, filter), overlap (ifmap, filter), SRAM levels (ifmap, filter,
     ofmap), walkable (ifmap, filter: `systolic._walkable`), neighbour pairs (ifmap, filter);
     whether every per-access energy is finite and >= 0; ``flts`` = windows (3), MACs, DRAM read bandwidth, DRAM write bandwidth (nan = unlimited),
-    compute energy of a valid mapping (pJ); ``pairs`` (2, P, 3) = per read operand the
+    compute energy of a valid mapping (pJ); ``terms`` (2, M, 3) = per read operand the
+    nonzero terms of its used coordinates (dim, coefficient, last term of the coordinate;
+    dim -1 past the end); ``pairs`` (2, P, 3) = per read operand the
     (pixel dim, window dim, coefficient) pairs `systolic._neighbour_step_batch` scans (the
     mapping-independent part of its loops); ``levels`` (L, 3) = block words, read and write
     energy (pJ) per level, for `Metrics`."""
@@ -53,16 +55,15 @@ class SystolicConsts:
     fan_xy: IntArray
     dim_class: IntArray
     full: IntArray
-    coef: IntArray
-    used: np.ndarray
+    terms: IntArray
     ints: IntArray
     flts: np.ndarray
     pairs: IntArray
     levels: np.ndarray
 
     def as_tuple(self) -> tuple:
-        return (self.bounds, self.holds, self.fan_xy, self.dim_class, self.full, self.coef, self.used, self.ints,
-                self.flts, self.pairs, self.levels)
+        return (self.bounds, self.holds, self.fan_xy, self.dim_class, self.full, self.terms, self.ints, self.flts,
+                self.pairs, self.levels)
 
 
 def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # noqa: ANN001
@@ -71,13 +72,19 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
     dim_class = np.array(layout.dim_class, dtype=np.int64)
     full = np.where(dim_class == _B, 1, problem.bounds).astype(np.int64)
     D = problem.n_dims
-    d_tot, overlap, pairs = [], [], []
+    d_tot, overlap, pairs, terms = [], [], [], []
     for o in (0, 1):
         t = layout.tensor[o]
         coef, used = problem.coefficients[t], problem.rank_used[t]
         # a padded operand fetches its existing words only (as the numpy path)
         d_tot.append(_operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0])))
         overlap.append(int(_overlaps(coef, used, full)))
+        # the nonzero terms of each used coordinate, as `_distinct_words` reads them
+        mine = []
+        for c in range(coef.shape[0]):
+            nz = [d for d in range(D) if coef[c, d] != 0] if used[c] else []
+            mine += [(d, int(coef[c, d]), int(j == len(nz) - 1)) for j, d in enumerate(nz)]
+        terms.append(mine)
         # the (pixel dim, window dim) pairs of a coordinate, as `_neighbour_step_batch` finds them
         pairs.append([(dm, dk, int(coef[c, dm])) for c in range(coef.shape[0]) if used[c]
                       for dm in range(D) if coef[c, dm] > 0 and dim_class[dm] == _M and problem.bounds[dm] > 1
@@ -86,6 +93,10 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
     for o in (0, 1):
         if pairs[o]:
             pair_arr[o, :len(pairs[o])] = pairs[o]
+    term_arr = np.full((2, max(1, len(terms[0]), len(terms[1])), 3), -1, dtype=np.int64)
+    for o in (0, 1):
+        if terms[o]:
+            term_arr[o, :len(terms[o])] = terms[o]
     lv = arch.levels[0]
     rbw = lv.read_bandwidth_words_per_cycle
     wbw = lv.write_bandwidth_words_per_cycle or lv.read_bandwidth_words_per_cycle
@@ -102,8 +113,7 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
     return SystolicConsts(bounds=np.ascontiguousarray(problem.bounds, dtype=np.int64),
                           holds=np.ascontiguousarray(arch.holds_mask(problem)),
                           fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64), dim_class=dim_class, full=full,
-                          coef=np.ascontiguousarray(problem.coefficients, dtype=np.int64),
-                          used=np.ascontiguousarray(problem.rank_used), ints=ints, flts=flts, pairs=pair_arr,
+                          terms=term_arr, ints=ints, flts=flts, pairs=pair_arr,
                           levels=levels)
 
 
@@ -150,18 +160,20 @@ def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, prod
 
 
 @register_jitable
-def _distinct(coef, used, t, ext):
-    """`systolic._distinct_words` of tensor t over extents ``ext`` (D,)."""
-    total = 1
-    for c in range(coef.shape[1]):
-        if not used[t, c]:
-            continue
-        span, prod = 1, 1
-        for d in range(coef.shape[2]):
-            if coef[t, c, d] != 0:
-                span += (ext[d] - 1) * coef[t, c, d]
-                prod *= ext[d]
-        total = total * min(span, prod)
+def _distinct(terms, o, ext):
+    """`systolic._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
+    coordinate ``min(span, product of extents)`` over its nonzero terms (``terms[o]``:
+    (dim, coefficient, last term of its coordinate), `SystolicConsts.terms`)."""
+    total, span, prod = np.int64(1), np.int64(1), np.int64(1)
+    for j in range(terms.shape[1]):
+        d, a, end = terms[o, j, 0], terms[o, j, 1], terms[o, j, 2]
+        if d < 0:
+            break
+        span += (ext[d] - 1) * a
+        prod *= ext[d]
+        if end:
+            total = total * min(span, prod)
+            span, prod = 1, 1
     return total
 
 
@@ -254,11 +266,10 @@ def _class_indexes(o, c):
 
 
 @register_jitable
-def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, coef, used,
+def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, terms,
                 ints, flts, pairs, ext, suff):
     """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter)."""
     al = ints[0]
-    t = ints[4 + o]
     b_rep = ints[10]
     d_tot = ints[11 + o]
     overlap = ints[13 + o] != 0
@@ -273,9 +284,9 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
     if not overlap:
         if case_b:
             _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-            t_full = _distinct(coef, used, t, ext)
+            t_full = _distinct(terms, o, ext)
             _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            t_last = _distinct(coef, used, t, ext)
+            t_last = _distinct(terms, o, ext)
             return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
         if case_c:
             return f_c * d_tot * b_rep
@@ -290,9 +301,9 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
         big_tile = reads_pass
     if case_c:
         _box(i, order, al, bounds, dim_class, full, rc, ur, tc, -9, ext)
-        t_full = _distinct(coef, used, t, ext)
+        t_full = _distinct(terms, o, ext)
         _box(i, order, al, bounds, dim_class, full, rc, last_r, tc, -9, ext)
-        t_last = _distinct(coef, used, t, ext)
+        t_last = _distinct(terms, o, ext)
         if rc == _K and (2 * t_full >= w or step * t_full >= w * ur):
             est = (f_r - 1) * t_full + t_last
         elif t_full >= w:
@@ -301,12 +312,12 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
             est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
         _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-        tb_full = _distinct(coef, used, t, ext)
+        tb_full = _distinct(terms, o, ext)
         _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
-        group = _distinct(coef, used, t, ext)
+        group = _distinct(terms, o, ext)
         if case_b and cc == _K and (2 * tb_full >= w or step * tb_full >= w * uc):
             _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            tb_last = _distinct(coef, used, t, ext)
+            tb_last = _distinct(terms, o, ext)
             est = _repeated_tiles(f_c - 1, tb_full, tb_last, f_r, w)
         elif group >= w:
             est = big_tile
@@ -412,7 +423,7 @@ class WalkTable:
 
 
 @register_jitable
-def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts, pairs,
+def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
          tkeys, tvals, walk_limit, walk_ratio, ri, rf, ext, suff):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
@@ -520,11 +531,11 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
                 missing |= 2
     if dr0 < 0:
         dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
-                          _class_indexes(0, cc), acc0, bounds, dim_class, full, coef, used, ints, flts, pairs, ext,
+                          _class_indexes(0, cc), acc0, bounds, dim_class, full, terms, ints, flts, pairs, ext,
                           suff)
     if dr1 < 0:
         dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
-                          _class_indexes(1, cc), acc1, bounds, dim_class, full, coef, used, ints, flts, pairs, ext,
+                          _class_indexes(1, cc), acc1, bounds, dim_class, full, terms, ints, flts, pairs, ext,
                           suff)
     stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
     total = compute + stall
@@ -587,7 +598,10 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
             if skip_zeros and r == 0.0 and w == 0.0:
                 breakdown[i, lv, t] = 0.0
                 continue
-            e = (r / blk) * rpj + (w / blk) * wpj
+            if blk == 1.0:  # x / 1.0 is x exactly
+                e = r * rpj + w * wpj
+            else:
+                e = (r / blk) * rpj + (w / blk) * wpj
             breakdown[i, lv, t] = e
             e_sum = e_sum + e
     c = flts[6] if ok else 0.0
@@ -599,7 +613,7 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
-def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts, pairs,
+def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
                levels, tkeys, tvals, walk_limit, walk_ratio, want_stats, out_i, out_f, valid, missing, want_metrics,
                reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i, scratch_f, ext,
                suff):
@@ -609,7 +623,7 @@ def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class,
     for i in range(temporal.shape[0]):
         ri = out_i[i] if want_stats else scratch_i
         rf = out_f[i] if want_stats else scratch_f
-        missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints,
+        missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
                           flts, pairs, tkeys, tvals, walk_limit, walk_ratio, ri, rf, ext, suff)
         ok = ri[_REASON] == 0
         valid[i] = ok

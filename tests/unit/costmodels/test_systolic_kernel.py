@@ -80,3 +80,17 @@ def test_estimate_mode_walks_nothing(monkeypatch) -> None:
     got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
     assert_engines_agree(got, SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch),
                          what="estimate")
+
+
+def test_energy_with_blocks_of_several_words() -> None:
+    """Per-access energies of blocks of 1, 3 and 4 words (the kernel divides only where a
+    block is not one word): kernel and numpy path agree."""
+    import dataclasses
+
+    prob, arch, batch = _case()
+    levels = tuple(dataclasses.replace(lv, block_words=b) for lv, b in zip(arch.levels, (4, 3, 1, 4, 1), strict=False))
+    arch = dataclasses.replace(arch, levels=levels)
+    got = SystolicModel(engine="cpu").evaluate(prob, arch, batch)
+    ref = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
+    assert got.valid.any()
+    assert_engines_agree(got, ref, what="block words")
