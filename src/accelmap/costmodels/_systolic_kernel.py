@@ -12,6 +12,7 @@ formulas), so that both give the same `SystolicStats` bit for bit. The conversio
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -390,33 +391,43 @@ def _table_put(tkeys, tvals, head, orders, vals):
     return added
 
 
+_PUT_LOCK = threading.Lock()
+
+
 class WalkTable:
     """Walked DRAM words of (operand, row class, column class, rows used, columns used,
     array-level order) for one (problem, arch): an open-addressing table the kernel reads
-    (`_key_slot`), filled from Python between kernel calls, at most half full."""
+    (`_key_slot`), filled from Python between kernel calls, at most half full. ``arrays``
+    = (keys (cap, 5 + D), values (cap,)); a put builds new arrays and swaps them in whole, so
+    that a kernel reading the table on another thread sees it before or after the put."""
 
     def __init__(self, n_dims: int, capacity: int = 256) -> None:
         self.n_dims = n_dims
         self.count = 0
-        self.keys = np.full((capacity, 5 + n_dims), -1, dtype=np.int64)
-        self.vals = np.zeros(capacity, dtype=np.int64)
+        self.arrays = (np.full((capacity, 5 + n_dims), -1, dtype=np.int64), np.zeros(capacity, dtype=np.int64))
 
     def put(self, head: IntArray, orders: IntArray, vals: IntArray) -> None:
         """Add keys ``head`` (m, 5) and ``orders`` (m, D) with their counts ``vals`` (m,)."""
-        need = self.count + len(head)
-        if 2 * need > len(self.vals):
-            cap = len(self.vals)
+        with _PUT_LOCK:
+            old_k, old_v = self.arrays
+            need = self.count + len(head)
+            cap = len(old_v)
             while 2 * need > cap:
                 cap *= 2
-            used = self.keys[:, 0] >= 0
-            old_k, old_v = self.keys[used], self.vals[used]
-            self.keys = np.full((cap, 5 + self.n_dims), -1, dtype=np.int64)
-            self.vals = np.zeros(cap, dtype=np.int64)
-            self.count = int(_table_put(self.keys, self.vals, np.ascontiguousarray(old_k[:, :5]),
-                                        np.ascontiguousarray(old_k[:, None, 5:]), old_v))
-        self.count += int(_table_put(self.keys, self.vals, np.ascontiguousarray(head, dtype=np.int64),
-                                     np.ascontiguousarray(orders[:, None, :], dtype=np.int64),
-                                     np.ascontiguousarray(vals, dtype=np.int64)))
+            if cap == len(old_v):
+                keys, vals_t = old_k.copy(), old_v.copy()
+                count = self.count
+            else:
+                used = old_k[:, 0] >= 0
+                keys = np.full((cap, 5 + self.n_dims), -1, dtype=np.int64)
+                vals_t = np.zeros(cap, dtype=np.int64)
+                count = int(_table_put(keys, vals_t, np.ascontiguousarray(old_k[used, :5]),
+                                       np.ascontiguousarray(old_k[used, None, 5:]), old_v[used]))
+            count += int(_table_put(keys, vals_t, np.ascontiguousarray(head, dtype=np.int64),
+                                    np.ascontiguousarray(orders[:, None, :], dtype=np.int64),
+                                    np.ascontiguousarray(vals, dtype=np.int64)))
+            self.arrays = (keys, vals_t)
+            self.count = count
 
 
 # --- one mapping ------------------------------------------------------------------------------
@@ -653,7 +664,7 @@ def _run(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: 
     for k in ("reads", "fills", "updates", "breakdown"):
         out[k] = e((m_m, n_levels, n_tensors), f8)
     names = list(out)
-    tables = (*consts.as_tuple(), table.keys, table.vals, np.int64(walk_limit), float(walk_ratio))
+    tables = (*consts.as_tuple(), *table.arrays, np.int64(walk_limit), float(walk_ratio))
     threads = _threads()
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))

@@ -61,12 +61,13 @@ def test_walk_table_grows_and_keeps_every_key() -> None:
     for lo in range(0, len(uniq), 37):  # in pieces, so that the table grows several times
         table.put(uniq[lo:lo + 37, :5], uniq[lo:lo + 37, 5:], vals[lo:lo + 37])
     table.put(uniq[:10, :5], uniq[:10, 5:], vals[:10])  # keys already there are not added again
-    assert table.count == len(uniq) and 2 * table.count <= len(table.vals)
-    stored = table.keys[table.keys[:, 0] >= 0]
+    keys, values = table.arrays
+    assert table.count == len(uniq) and 2 * table.count <= len(values)
+    stored = keys[keys[:, 0] >= 0]
     assert len(stored) == len(uniq)
     order = np.lexsort(stored.T[::-1])
     assert np.array_equal(stored[order], uniq)
-    got = table.vals[table.keys[:, 0] >= 0][order]
+    got = values[keys[:, 0] >= 0][order]
     assert np.array_equal(got, vals)
 
 
@@ -94,3 +95,20 @@ def test_energy_with_blocks_of_several_words() -> None:
     ref = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
     assert got.valid.any()
     assert_engines_agree(got, ref, what="block words")
+
+
+def test_threads_sharing_a_model_fill_one_table() -> None:
+    """Four threads evaluate the same batches with one model from a cold table: every result
+    equals the numpy path's, and the table ends with each key once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prob, arch, batch = _case()
+    cpu, ref = SystolicModel(engine="cpu", max_fold_ratio=2.0), SystolicModel(engine="numpy", max_fold_ratio=2.0)
+    parts = [batch.take(np.arange(k, len(batch), 3)) for k in range(3)] + [batch]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: cpu.evaluate(prob, arch, b), parts))
+    for b, g in zip(parts, got, strict=True):
+        assert_engines_agree(g, ref.evaluate(prob, arch, b), what="threads")
+    keys = cpu._prepared(prob, arch)[4].arrays[0]
+    stored = keys[keys[:, 0] >= 0]
+    assert len(stored) == len(np.unique(stored, axis=0)) == cpu._prepared(prob, arch)[4].count
