@@ -294,37 +294,61 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
         return d_tot * b_rep
     passes = f_c if case_c else 1
     reads_pass = reads // passes
-    step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+    # The numpy path's rules, each quantity computed only where its rule reads it: the
+    # neighbour step (shifted tiles; a tile larger than the window) and the last tiles.
+    step = np.int64(-1)
     u_pix = ur if rc == _M else (uc if cc == _M else 1)
-    if step * u_pix < w:
-        big_tile = _reset_loss(d_tot, w, w, reads_pass)
-    else:
-        big_tile = reads_pass
     if case_c:
         _box(i, order, al, bounds, dim_class, full, rc, ur, tc, -9, ext)
         t_full = _distinct(terms, o, ext)
-        _box(i, order, al, bounds, dim_class, full, rc, last_r, tc, -9, ext)
-        t_last = _distinct(terms, o, ext)
-        if rc == _K and (2 * t_full >= w or step * t_full >= w * ur):
-            est = (f_r - 1) * t_full + t_last
+        shifted = False
+        if rc == _K:
+            if 2 * t_full >= w:
+                shifted = True
+            else:
+                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+                shifted = step * t_full >= w * ur
+        if shifted:
+            _box(i, order, al, bounds, dim_class, full, rc, last_r, tc, -9, ext)
+            est = (f_r - 1) * t_full + _distinct(terms, o, ext)
         elif t_full >= w:
-            est = big_tile
+            if step < 0:
+                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+            est = _big_tile(step, u_pix, d_tot, w, reads_pass)
         else:
             est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
     else:
-        _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-        tb_full = _distinct(terms, o, ext)
-        _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
-        group = _distinct(terms, o, ext)
-        if case_b and cc == _K and (2 * tb_full >= w or step * tb_full >= w * uc):
+        shifted = False
+        if case_b and cc == _K:
+            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
+            tb_full = _distinct(terms, o, ext)
+            if 2 * tb_full >= w:
+                shifted = True
+            else:
+                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+                shifted = step * tb_full >= w * uc
+        if shifted:
             _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            tb_last = _distinct(terms, o, ext)
-            est = _repeated_tiles(f_c - 1, tb_full, tb_last, f_r, w)
-        elif group >= w:
-            est = big_tile
+            est = _repeated_tiles(f_c - 1, tb_full, _distinct(terms, o, ext), f_r, w)
         else:
-            est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
+            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
+            group = _distinct(terms, o, ext)
+            if group >= w:
+                if step < 0:
+                    step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+                est = _big_tile(step, u_pix, d_tot, w, reads_pass)
+            else:
+                est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
     return passes * est * b_rep
+
+
+@register_jitable
+def _big_tile(step, u_pix, d_tot, w, reads_pass):
+    """A tile larger than the window keeps the duplicates of neighbouring pixels only when
+    they come back within it (`systolic._dram_reads_batch`, ``big_tile``)."""
+    if step * u_pix < w:
+        return _reset_loss(d_tot, w, w, reads_pass)
+    return reads_pass
 
 
 @register_jitable
