@@ -294,51 +294,35 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
         return d_tot * b_rep
     passes = f_c if case_c else 1
     reads_pass = reads // passes
-    # The numpy path's rules, each quantity computed only where its rule reads it: the
-    # neighbour step (shifted tiles; a tile larger than the window) and the last tiles.
+    # The numpy path's rules, each quantity computed only where its rule reads it (few call
+    # sites, which keeps the compile short). Case C: tiles of one row chunk; window chunks
+    # on the rows (WS-like) make shifted copies that share nothing once two exceed the window
+    # or the neighbour step reaches a window. Cases A and B: a group of folds shares one
+    # column chunk; case B with window chunks on the columns: case C's rule transposed.
+    chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
+    may_shift = rc == _K if case_c else (case_b and cc == _K)
+    tile = np.int64(-1)
+    if case_c or may_shift:
+        _box(i, order, al, bounds, dim_class, full, chunk_cls, chunk, tc, -9, ext)
+        tile = _distinct(terms, o, ext)
+    sure = may_shift and 2 * tile >= w
     step = np.int64(-1)
-    u_pix = ur if rc == _M else (uc if cc == _M else 1)
-    if case_c:
-        _box(i, order, al, bounds, dim_class, full, rc, ur, tc, -9, ext)
-        t_full = _distinct(terms, o, ext)
-        shifted = False
-        if rc == _K:
-            if 2 * t_full >= w:
-                shifted = True
-            else:
-                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
-                shifted = step * t_full >= w * ur
-        if shifted:
-            _box(i, order, al, bounds, dim_class, full, rc, last_r, tc, -9, ext)
-            est = (f_r - 1) * t_full + _distinct(terms, o, ext)
-        elif t_full >= w:
+    if may_shift and not sure:
+        step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+    if sure or (may_shift and step * tile >= w * chunk):
+        _box(i, order, al, bounds, dim_class, full, chunk_cls, last, tc, -9, ext)
+        t_last = _distinct(terms, o, ext)
+        est = (f_r - 1) * tile + t_last if case_c else _repeated_tiles(f_c - 1, tile, t_last, f_r, w)
+    else:
+        if not case_c:  # the group's tile
+            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
+            tile = _distinct(terms, o, ext)
+        if tile >= w:
             if step < 0:
                 step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
-            est = _big_tile(step, u_pix, d_tot, w, reads_pass)
+            est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
         else:
-            est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
-    else:
-        shifted = False
-        if case_b and cc == _K:
-            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-            tb_full = _distinct(terms, o, ext)
-            if 2 * tb_full >= w:
-                shifted = True
-            else:
-                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
-                shifted = step * tb_full >= w * uc
-        if shifted:
-            _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            est = _repeated_tiles(f_c - 1, tb_full, _distinct(terms, o, ext), f_r, w)
-        else:
-            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
-            group = _distinct(terms, o, ext)
-            if group >= w:
-                if step < 0:
-                    step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
-                est = _big_tile(step, u_pix, d_tot, w, reads_pass)
-            else:
-                est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
+            est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
     return passes * est * b_rep
 
 
