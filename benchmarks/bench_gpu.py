@@ -23,7 +23,9 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
 specialized ones (`accelmap.costmodels._cuda_search`: random search with each warp-share
 option and with each ``--orders`` count of loop orders per fitting draw; annealing with the
-move kinds shared by a warp or not, and with uniform factor moves) in turn within each repeat; step 1 also checks the specialized kernels' evaluation
+move kinds shared by a warp or not, with uniform factor moves, and with ``--anneal-orders``
+mappings evaluated per step, with one or several threads per chain, at about the same evaluations) in
+turn within each repeat; step 1 also checks the specialized kernels' evaluation
 (legality and EDP) against the CPU kernel.
 
 Results: JSON (``benchmarks/results/bench_gpu.json`` by default).
@@ -40,6 +42,9 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_gpu.json"
+# annealing's fast setting (1e9 legal evaluations/s on an H100; not the API's default, see
+# docs/performance.md): mappings per step and threads per chain
+FAST = {"orders": 16, "lanes": 8}
 
 
 def main() -> None:
@@ -57,6 +62,13 @@ def main() -> None:
     ap.add_argument("--tries", type=int, default=8, help="specialized random search: draws per round until one fits")
     ap.add_argument("--orders", type=int, nargs="+", default=[1, 8, 16, 32],
                     help="specialized random search: loop orders evaluated per fitting draw (share order; one variant each)")
+    ap.add_argument("--anneal-orders", type=int, nargs="+", default=[1, 4, 8, 16, 32],
+                    help="specialized annealing: mappings evaluated per step (the moved one and loop-order variants "
+                         "of it); each run with the steps that give about the evaluations of --steps at one per step")
+    ap.add_argument("--anneal-lanes", type=int, nargs="+", default=[1, 32],
+                    help="specialized annealing with --anneal-orders: GPU threads per chain, each proposing a move")
+    ap.add_argument("--anneal-registers", type=int, nargs="+", default=[],
+                    help="specialized annealing with 16 orders and 8 lanes: also these register caps (0 = none)")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
                     help="search kernels to time: generic, specialized (every share), or specialized_SHARE")
     ap.add_argument("--tuning", action="store_true", help="also step 5 (register caps, block sizes; generic kernels)")
@@ -150,6 +162,17 @@ def main() -> None:
                  for ash in reversed(_cuda_search.ANNEAL_SHARES)]
     variants += [("anneal", "specialized_uniform_moves", _cuda.anneal_search,
                   {"steps": args.steps, "n_init": 8, "kernel": "specialized", "redirect": False})]
+    # multiple-try steps: `orders` mappings per step whose move fits, at about equal evaluations
+    # (n_init + steps) x orders ~ n_init + --steps
+    def eq_steps(k: int) -> int:
+        return max(1, round((args.steps + 8) / k) - 8)
+
+    variants += [("anneal", f"specialized_orders{k}_lanes{w}", _cuda.anneal_search,
+                  {"steps": eq_steps(k), "n_init": 8, "kernel": "specialized", "orders": k, "lanes": w})
+                 for w in args.anneal_lanes for k in args.anneal_orders if (k, w) != (1, 1)]
+    variants += [("anneal", f"specialized_orders{FAST['orders']}_lanes{FAST['lanes']}_regs{r}", _cuda.anneal_search,
+                  {"steps": eq_steps(FAST["orders"]), "n_init": 8, "kernel": "specialized", **FAST, "max_registers": r})
+                 for r in args.anneal_registers]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
     for name, kern, fn, kw in variants:
@@ -170,8 +193,11 @@ def main() -> None:
         check = cpu.evaluate(problem, arch, rows)
         agree = bool(check.valid.all() and np.allclose(check.edp, best.edp, rtol=1e-12))
         info = _cuda.kernel_info(problem, arch, name, kernel=kern.split("_")[0], share=kw.get("share", "order"),
-                                 anneal_share=kw.get("anneal_share", "move"), redirect=kw.get("redirect", True))
+                                 anneal_share=kw.get("anneal_share", "move"), redirect=kw.get("redirect", True),
+                                 lanes=kw.get("lanes", 1), orders=kw.get("orders", 1),
+                                 max_registers=kw.get("max_registers"))
         row = {"search": name, "kernel": kern, "threads": args.threads, **{k: v for k, v in kw.items() if k != "kernel"},
+               "all_runs_best_edp": [float(r.edp[0]) if len(r.edp) else None for r in rs],
                **info, "compile_s": compile_s[(name, kern)], "evaluations": med.evaluations, "legal": med.legal,
                "kernel_s": med.seconds, "evals_per_s": med.evals_per_s, "legal_per_s": med.legal_per_s,
                "all_runs_legal_per_s": [r.legal_per_s for r in rs], "best_edp": float(best.edp[0]),
@@ -196,13 +222,15 @@ def _api(args, out: dict) -> None:
     from accelmap.search.api import search
 
     out["api_search"] = {}
-    for searcher in ("random", "anneal"):
+    for name, searcher, opts in (("random", "random", None), ("anneal", "anneal", None),
+                                 ("anneal_fast", "anneal", FAST)):
         t0 = time.perf_counter()
-        res = search(args.problem, args.arch, searcher=searcher, budget=args.api_budget, device="cuda", seed=0)
+        res = search(args.problem, args.arch, searcher=searcher, budget=args.api_budget, device="cuda", seed=0,
+                     searcher_options=opts)
         row = {"wall_s": time.perf_counter() - t0, "evaluations": res.n_evaluations, "legal": res.n_valid,
                "best_edp": res.edp, **res.config}
-        out["api_search"][searcher] = row
-        print(f"api {searcher}: {row}")
+        out["api_search"][name] = row
+        print(f"api {name}: {row}")
 
 
 def _tuning(args, problem, arch, out: dict, _cuda) -> None:

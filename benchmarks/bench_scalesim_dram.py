@@ -28,7 +28,12 @@ pool of random mappings (``pool``: `benchmarks.bench_costmodel`'s pool of CB2a_2
 (walk cache cleared) and warm, against the estimate.
 Last, the estimate and ``"auto"`` against the exact mode on the seeds of every systolic
 sub-space of 40 random convolutions (``variant_errors``; ``--variants-only`` runs just this
-part).
+part). ``--capped-only`` runs only ``capped``: the capped walk (`window_fetches_capped`,
+``SystolicModel.CAPPED_WALK_REPS`` passes walked, the rest extrapolated) against the whole
+walk on the pool's fold shapes that stream the ifmap over more passes than that (error and
+time per shape), and the default search with ``"auto"`` at every fold ratio
+(``max_fold_ratio=inf``: every mapping walked whole or capped within ``max_walk_entries``)
+against the estimate, the default ``"auto"`` and the exact mode.
 
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
@@ -240,6 +245,90 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
     return out
 
 
+def capped_cost(ref: Path, budget: int, n_shapes: int = 120, seeds: tuple[int, ...] = (0, 1)) -> dict:
+    """The capped walk against the whole walk (see the module docstring)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels import systolic as sy
+    from accelmap.search.api import search
+    from accelmap.workloads.builders import conv2d
+
+    arch = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, 20000, np.random.default_rng(0))
+    lay = sy.systolic_layout(problem, arch)[0]
+    st = SystolicModel(dram_window="estimate").stats(problem, arch, pool)
+    passes = sy._passes(0, np.maximum(st.row_class, 0), np.maximum(st.col_class, 0), st.row_folds, st.col_folds)
+    cap = SystolicModel.CAPPED_WALK_REPS
+    key = np.concatenate([np.stack([st.row_class, st.col_class, st.rows_used, st.cols_used], axis=1),
+                          pool.order[:, lay.array_level]], axis=1)
+    rows = np.flatnonzero(st.valid & (passes > cap))
+    _, first = np.unique(key[rows], axis=0, return_index=True)
+    pick = rows[np.sort(first)][:n_shapes]
+    errors, t_whole, t_capped, per_pass = [], [], [], []
+    for i in pick:
+        args = (problem, lay, 0, int(st.row_class[i]), int(st.col_class[i]), int(st.rows_used[i]),
+                int(st.cols_used[i]), [int(d) for d in pool.order[i, lay.array_level]])
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        whole = sy._window_exact(*args)
+        t_whole.append(time.perf_counter() - t0)
+        t0 = time.perf_counter()
+        capped = sy._window_exact(*args, walk_reps=cap)
+        t_capped.append(time.perf_counter() - t0)
+        errors.append(capped / whole - 1)
+        per_pass.append(int(st.sram_reads[i, 0]) // int(passes[i]))
+    e = np.abs(np.array(errors))
+    out: dict = {"layer": problem.name, "arch": arch.name, "shapes": int(pick.size), "cap": cap,
+                 "max_abs_error": float(e.max()), "median_abs_error": float(np.median(e)),
+                 "exact_fraction": float((e == 0).mean()), "within_2pct": float((e <= 0.02).mean()),
+                 "whole_s_total": float(sum(t_whole)), "capped_s_total": float(sum(t_capped)),
+                 "whole_over_capped_median": float(statistics.median(w / c for w, c in zip(t_whole, t_capped,
+                                                                                           strict=True))),
+                 "pass_entries_median": float(statistics.median(per_pass))}
+    print(f"capped walk on {pick.size} pool shapes: max error {100 * e.max():.2f} %, median "
+          f"{100 * np.median(e):.3f} %, exact {100 * out['exact_fraction']:.0f} %; whole {sum(t_whole):.1f} s, "
+          f"capped {sum(t_capped):.1f} s", flush=True)
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    sarch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    exact = SystolicModel(dram_window="exact")
+    models = {"estimate": SystolicModel(dram_window="estimate"), "auto": SystolicModel(),
+              "auto_every_ratio": SystolicModel(max_fold_ratio=float("inf")), "exact": exact}
+    for m in models.values():  # warm
+        if m is not exact:
+            search(layer.problem, sarch, model=m, budget=500, seed=99)
+    out["search"] = []
+    load0 = list(os.getloadavg())
+    for seed in seeds:
+        row: dict = {"seed": seed, "budget": budget}
+        for name, m in models.items():  # interleaved per seed
+            window_fetches.cache_clear()
+            sy.window_fetches_capped.cache_clear()
+            t0 = time.perf_counter()
+            res = search(layer.problem, sarch, model=m, budget=budget, seed=seed)
+            dt = time.perf_counter() - t0
+            walks = (window_fetches.cache_info().misses, sy.window_fetches_capped.cache_info().misses)
+            assert res.best is not None
+            true = exact.evaluate(layer.problem, sarch, res.best.as_batch())
+            own = m.stats(layer.problem, sarch, res.best.as_batch()).dram_reads[0, 0]
+            row[name] = {"seconds": dt, "walks": walks[0], "capped_walks": walks[1],
+                         "best_edp_exact_count": float(true.cycles[0] * true.energy_pj[0]),
+                         "best_ifmap_dram_own": int(own),
+                         "best_ifmap_dram_exact": int(exact.stats(layer.problem, sarch,
+                                                                  res.best.as_batch()).dram_reads[0, 0])}
+            print(f"search seed {seed} {name}: {dt:.2f} s, {row[name]['walks']} walks, "
+                  f"{row[name]['capped_walks']} capped, best EDP (exact count) "
+                  f"{row[name]['best_edp_exact_count']:.4e}", flush=True)
+        out["search"].append(row)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -249,9 +338,17 @@ def main() -> None:
                     help="only the repeated estimate / auto search timing, merged into the existing JSON")
     ap.add_argument("--reference", type=Path, default=REF, help="SCALE-Sim reference folder (runs.json, configs/, "
                     "topologies/); default ../shared/reference/scalesim beside the checkout")
+    ap.add_argument("--capped-only", action="store_true",
+                    help="only the capped walk against the whole walk, merged into the existing JSON")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
+    if args.capped_only:
+        old = json.loads(RESULTS.read_text())
+        old["capped"] = capped_cost(ref_dir, args.search_budget or 5000)
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
     if args.search_timing_only:
         old = json.loads(RESULTS.read_text())
         old["search_timing"] = search_timing(ref_dir, args.search_budget or 5000)
@@ -337,6 +434,7 @@ def main() -> None:
                                    "points": len(rows) + len(others), "search": found,
                                    "search_timing": timing, "pool": pool,
                                    "variant_errors": variant_errors(),
+                                   "capped": capped_cost(ref_dir, args.search_budget or 5000),
                                    "load_average": list(os.getloadavg()),
                                    "load_average_at_start": load0}, indent=1) + "\n")
     print(f"wrote {RESULTS}")

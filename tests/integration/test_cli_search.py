@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -119,3 +120,33 @@ def test_a_problem_of_no_modelled_kind_exits_2_on_the_systolic_model(tmp_path):
                   "--out", str(tmp_path / "o"), cwd=tmp_path)
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert "the systolic model takes convolution" in r.stderr and "found other (dim x indexes ['Y']" in r.stderr
+
+
+def test_padding_runs_the_exact_search_on_the_loopnest_model(tmp_path):
+    """`--padding` on the loopnest model (imperfect factorization): the exact search proves the
+    optimum of the padded space, a padded mapping that beats the perfect-factor optimum (M = 7
+    cannot be unrolled over the 4 x 2 array without padding); the JSON reports the real MACs."""
+    sys.path.insert(0, str(ROOT / "tests" / "unit" / "search"))
+    from test_exact import arch8
+
+    from accelmap.arch.io import save_arch
+    from accelmap.workloads.builders import matmul
+    from accelmap.workloads.io import save_problem
+
+    save_problem(matmul("g7", m=7, n=1, k=2), tmp_path / "g7.yaml")
+    save_arch(arch8(), tmp_path / "a8.yaml")
+    runs = {}
+    for pad in (True, False):
+        r = _cli_tree("search", "g7.yaml", "--arch", "a8.yaml", "--searcher", "exact", "--searcher-option",
+                      "warm_budget=2000", "--json", "--no-progress", *(["--padding"] if pad else []),
+                      "--out", str(tmp_path / f"o{pad}"), cwd=tmp_path)
+        assert r.returncode == 0, r.stderr
+        runs[pad] = json.loads(r.stdout)
+    d = runs[True]
+    assert d["proven_optimal"] is True and d["bound_kind"] == "exact" and d["config"]["allow_padding"] is True
+    assert d["certificate"]["gap"] == 0.0 and d["lower_bound"]["edp"] <= d["best"]["edp"] * (1 + 1e-12)
+    assert d["best"]["metrics"]["macs"] == 14 and d["best"]["metrics"]["compute_energy_pj"] == 16.0  # 8 x 2 padded
+    spatial = np.array(d["best"]["mapping"]["arrays"]["spatial"])
+    temporal = np.array(d["best"]["mapping"]["arrays"]["temporal"])
+    assert temporal[:, 0].prod() * spatial[:, 0].prod() == 8  # M padded from 7 to 8
+    assert runs[False]["proven_optimal"] and d["best"]["edp"] < runs[False]["best"]["edp"]

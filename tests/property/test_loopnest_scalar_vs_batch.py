@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from accelmap.arch.timeloop import arch_from_timeloop
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.mapping import MappingBatch
-from accelmap.testing.costmodel_checks import assert_metrics_equal
+from accelmap.testing.costmodel_checks import assert_engines_agree, assert_metrics_equal
 from accelmap.testing.examples import small_arch, small_conv
 from accelmap.workloads.builders import conv2d, matmul
 from accelmap.workloads.problem import Problem
@@ -111,3 +111,29 @@ def test_physics_on_random_mappings() -> None:
             assert (m.reads[ok, 0, t] >= sizes[t]).all()
     assert (m.energy_pj[ok] >= problem.macs * arch.compute.energy_per_mac_pj).all()
     assert (m.cycles[ok] >= problem.macs / arch.n_macs).all()
+
+
+@pytest.mark.parametrize("case", ["small-conv", "strided-conv", "matmul", "dilated-grouped"])
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 2**32 - 1))
+def test_batched_equals_scalar_on_padded_mappings(case: str, seed: int) -> None:
+    """Imperfect factorization: rows whose factors multiply past the bounds (each row its
+    own padded bound vector, some exact) agree between the numpy path, the cpu kernel and
+    the scalar reference, and equal the same rows evaluated on the padded problem."""
+    problem, arch = CASES[case]()
+    rng = np.random.default_rng(seed)
+    parts = []
+    for _ in range(12):
+        padded = problem.padded_iteration(problem.bounds + rng.integers(0, 3, problem.n_dims) * (problem.bounds > 1))
+        parts.append((padded, random_batch(padded, arch, 2, rng)))
+    batch = MappingBatch.concat([b for _, b in parts])
+    ref = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+    assert_engines_agree(LoopNestModel(engine="cpu").evaluate(problem, arch, batch), ref, what=f"{case} cpu")
+    scalar = LoopNestModel(engine="numpy")
+    for i in range(len(batch)):
+        assert_engines_agree(scalar.evaluate_one(problem, arch, batch[i]), ref.take(np.array([i])),
+                             what=f"{case} scalar row {i}")
+        padded = parts[i // 2][0]
+        on_padded = scalar.evaluate(padded, arch, batch.take(np.array([i])))
+        for f in ("cycles", "energy_pj", "valid", "reads", "fills", "updates"):
+            assert np.array_equal(getattr(on_padded, f), getattr(ref, f)[i:i + 1]), (case, i, f)

@@ -404,14 +404,17 @@ def _shape_key(consts: K.KernelConsts, problem: Problem, arch: Arch, tables: Sam
 
 
 def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | None = None,
-                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = True) -> dict:
+                kernel: str = "generic", share: str = "order", anneal_share: str = "move", redirect: bool = True,
+                lanes: int = 1, tpb: int = 128, orders: int = 1) -> dict:
     """Registers and local memory per thread of a compiled search kernel (after a launch)."""
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     if kernel == "specialized":
         regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
-                                           regs, anneal_share, bool(redirect))[kind]
+                                           regs, anneal_share, bool(redirect), int(lanes),
+                                           int(tpb) if lanes > 1 and kind == "anneal" else 0)[
+            "anneal_multi" if kind == "anneal" and (lanes > 1 or orders > 1) else kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -549,12 +552,15 @@ class GpuSearchResult:
 
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
-            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
+            tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = True,
+            lanes: int = 1) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
     if share not in _cuda_search.SHARES:
         raise SpecError(f"share = {share!r}; expected one of {', '.join(_cuda_search.SHARES)}")
+    if int(lanes) < 1 or _cuda_search.WARP % int(lanes):
+        raise SpecError(f"lanes = {lanes}; expected a divisor of {_cuda_search.WARP} (1, 2, 4, 8, 16 or 32)")
     if anneal_share not in _cuda_search.ANNEAL_SHARES:
         raise SpecError(f"anneal_share = {anneal_share!r}; expected one of {', '.join(_cuda_search.ANNEAL_SHARES)}")
     if int(orders) < 1:
@@ -565,6 +571,8 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
         raise SpecError(f"tpb = {tpb}; expected a positive multiple of 32 (whole warps)")
     if threads < 1:
         raise SpecError(f"threads = {threads}; expected an int >= 1")
+    if kind == "anneal" and int(lanes) > 1:  # whole blocks: a block's lanes step together
+        threads = -(-int(threads) // tpb) * tpb
     consts = K.kernel_consts(problem, arch)
     tables = sampler_tables(problem, arch)
     ok32, why = _cuda_search.fits_32bit(problem, arch)
@@ -584,7 +592,11 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
     if specialized:
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         regs = _cuda_search.max_registers(kind, max_registers)
-        kern = _cuda_search.search_kernels(spec, share, regs, anneal_share, bool(redirect))[kind]
+        lanes = int(lanes) if kind == "anneal" else 1
+        # (one mapping per step and one thread per chain: the kernel of one proposal per step)
+        multi = kind == "anneal" and (lanes > 1 or int(orders) > 1)
+        kern = _cuda_search.search_kernels(spec, share, regs, anneal_share, bool(redirect), lanes,
+                                           tpb if lanes > 1 else 0)["anneal_multi" if multi else kind]
         # one warp-wide generator per warp of the launch, from a stream of its own
         wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
         if kind == "random":
@@ -594,7 +606,9 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
             n_rounds = max(1, int(n_draws) // (tries + int(orders) - 1))
             launch_args = (n_rounds, tries, int(orders), _cuda_search.loop_counts(spec), states, wstates)
         else:
-            launch_args = (*args, _cuda_search.loop_counts(spec), states, wstates)
+            # loop-order variants per step: at most the distinct swaps of a mapping
+            n_orders = max(1, min(int(orders), _cuda_search.loop_pairs(spec)))
+            launch_args = (*args, *((n_orders,) if multi else ()), _cuda_search.loop_counts(spec), states, wstates)
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]
@@ -639,15 +653,32 @@ def random_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, per_t
 def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps: int = 256, n_init: int = 8,
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
                   max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
-                  anneal_share: str = "move", redirect: bool = True) -> GpuSearchResult:
+                  anneal_share: str = "move", redirect: bool = True, orders: int = 1,
+                  lanes: int = 1) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
-    ``n_init + steps`` evaluations per chain (``kernel`` as in `random_search`;
+    ``n_init + steps`` steps per chain (``kernel`` as in `random_search`;
     ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
     loop swaps and bypass flips, which reuse the tile-dependent terms, run together; ``"none"``:
     each chain draws its own). In the specialized kernel an illegal move is a rejected step;
     ``redirect`` (default): a factor moved to a spatial slot without room for it goes to that
     level's temporal slot instead (fewer illegal moves; the proposal is then no longer uniform
-    over slots; ``False``: uniform, an illegal move rejected)."""
+    over slots; ``False``: uniform, an illegal move rejected).
+
+    ``orders`` (specialized kernel): a step whose move fits evaluates ``orders`` distinct
+    mappings from one set of factor caches, the moved mapping and ``orders - 1`` loop-order
+    variants of it (one more distinct loop swap each; a swap step: ``orders`` distinct swaps),
+    and the best of them goes through the Metropolis test (a multiple-try move, as the CPU
+    ``anneal`` takes the best of its proposals); capped at the number of distinct swaps
+    (`_cuda_search.loop_pairs`). ``lanes``: GPU threads per chain (a divisor of 32): each
+    lane of a chain proposes its own move (and its ``orders - 1`` variants) from the chain's
+    state, the best of the ``lanes x orders`` mappings goes through the Metropolis test, and
+    the winner's state becomes every lane's (``threads // lanes`` chains; ``threads`` is
+    rounded up to whole blocks of ``tpb``, whose lanes step together). Evaluations count
+    every mapping checked (a refused move: one, not legal) and every one evaluated (legal);
+    with ``orders=1`` and ``lanes=1``, one per step, as before. The generic kernel takes one
+    evaluation per step (``orders`` and ``lanes`` do not apply)."""
+    if int(orders) < 1:
+        raise SpecError(f"orders = {orders}; expected an int >= 1")
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
                    args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
-                   anneal_share=anneal_share, redirect=redirect)
+                   anneal_share=anneal_share, redirect=redirect, orders=orders, lanes=lanes)

@@ -69,6 +69,18 @@ builds the proposal's caches in a second buffer, which becomes the chain's on ac
 level's temporal slot, as the sampler places factors. The temperature falls by one
 multiplication per step and the Metropolis test runs in float32.
 
+Multiple-try annealing (``anneal_multi``, for ``orders`` > 1 or ``lanes`` > 1; the default
+stays the kernel above): a step whose move fits evaluates ``orders`` distinct mappings from one
+set of factor caches, the moved mapping and ``orders - 1`` loop-order variants of it (swaps
+``r + j x stride`` mod the ``L x D (D - 1) / 2`` loop pairs, `pair_stride` coprime with their
+number; a swap step's variants are distinct swaps of the state); a chain is ``lanes`` threads
+of one block holding its state, each proposing its own move, and the best of the chain's
+``lanes x orders`` goes through the Metropolis test (a multiple-try move), the Metropolis
+uniform from the block's generator so every lane decides alike; the winner's state and, after
+a factor move, its factor caches reach the other lanes through shared memory between two
+block barriers (the host launches whole blocks). Every evaluated variant counts as one
+evaluation, a refused move as one that is not legal.
+
 Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
 per generator step), and the coefficients and relevance read in the eq. D walks packed into
 words every lane reads alike (constant memory serves a warp one address at a time).
@@ -90,7 +102,7 @@ try:  # a module global: the CUDA simulator swaps ``cuda`` in a kernel's globals
 except Exception:  # no numba-cuda; `accelmap.costmodels._cuda.require` says so before any kernel is built
     cuda = None  # type: ignore[assignment]
 
-__all__ = ["fits_32bit", "search_kernels", "SearchSpec", "search_spec"]
+__all__ = ["fits_32bit", "loop_pairs", "pair_stride", "search_kernels", "SearchSpec", "search_spec"]
 
 _I32_MAX = 2**31 - 1
 WARP = 32
@@ -195,13 +207,38 @@ def loop_counts(spec: SearchSpec) -> object:
     return cuda.to_device(np.array([spec.dims["L"], spec.dims["T"]], np.int32))
 
 
-@functools.lru_cache(maxsize=16)  # (a benchmark's variants: shares x register caps x move options)
+def loop_pairs(spec: SearchSpec) -> int:
+    """How many distinct loop swaps one mapping has: unordered pairs of loop positions of
+    one level, over all levels (the most loop-order variants an annealing step can take)."""
+    d = spec.dims["D"]
+    return spec.dims["L"] * d * (d - 1) // 2
+
+
+def pair_stride(n_pairs: int) -> int:
+    """The step between the swaps an annealing step's variants take (pair indexes ``r + j x
+    stride`` mod ``n_pairs``): coprime with ``n_pairs``, so that any ``n_pairs`` consecutive
+    variants are distinct swaps, and near ``n_pairs / golden ratio``, so that consecutive
+    variants fall on different levels and positions."""
+    if n_pairs <= 1:
+        return 1
+    start = max(1, int(round(n_pairs * 0.6180339887498949)))
+    for off in range(n_pairs):
+        for cand in (start + off, start - off):
+            if 1 <= cand < n_pairs and math.gcd(cand, n_pairs) == 1:
+                return cand
+    return 1
+
+
+@functools.lru_cache(maxsize=64)  # (a benchmark's variants: shares x register caps x move options x lanes)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
-                   anneal_share: str = "move", redirect: bool = True) -> dict:
+                   anneal_share: str = "move", redirect: bool = True, lanes: int = 1, tpb: int = 0) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round;
-    ``anneal_share``: whether the chains of a warp draw each round's move kind alike."""
-    from numba import int8, int16, int32, int64, uint64
+    ``anneal_share``: whether the chains of a warp draw each round's move kind alike;
+    ``lanes``: GPU threads per annealing chain (1, or a divisor of 32 with ``tpb`` the block
+    size the kernel is launched with: the lanes propose side by side, see the module
+    docstring)."""
+    from numba import float64, int8, int16, int32, int64, uint64
 
     A = spec.arrays
     COEF, NTERM, TDIM, TCOEF, CLOSED, REL = A["COEF"], A["NTERM"], A["TDIM"], A["TCOEF"], A["CLOSED"], A["REL"]
@@ -218,6 +255,19 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     SHARE = SHARES.index(share)
     SHARE_MOVE = ANNEAL_SHARES.index(anneal_share) == 1
     REDIRECT = bool(redirect)
+    LANES = int(lanes)
+    if LANES < 1 or WARP % LANES or (LANES > 1 and (tpb < WARP or tpb % WARP)):
+        raise ValueError(f"lanes = {lanes}, tpb = {tpb}: lanes must divide {WARP} and tpb be whole warps")
+    # (chains of several lanes: a block's lanes step together, one group of LANES per chain,
+    # the winner's state and factor caches passed through shared memory)
+    NG = tpb // LANES if LANES > 1 else 1
+    TPB = max(int(tpb), 1)
+    # annealing's loop-order variants: swap p of P = L x D (D - 1) / 2 is the pair q = p mod PPL
+    # of level p // PPL (pairs in the order (0, 1), (0, 2), ..., (1, 2), ...)
+    PPL = D * (D - 1) // 2
+    NPAIR = L * PPL
+    PPL1 = max(PPL, 1)  # (no division by zero compiled where D == 1: no pairs, no swaps)
+    PSTRIDE = pair_stride(NPAIR)
     # annealing moves: the dims that have prime factors to move, the (level, tensor) bypass
     # bits that may flip (inner levels, tensors the level may hold)
     fdims = [d for d in range(D) if NPF[d] > 0]
@@ -1057,6 +1107,279 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 0] = step
         counters[tid, 1] = legal
 
+    @cuda.jit(device=True)
+    def swap_pair(order, p):
+        """Swap the two loops of loop pair p (`loop_pairs`): applied twice, nothing changes."""
+        lv = p // PPL1
+        q = p - lv * PPL1
+        b = 0
+        while q >= D - 1 - b:
+            q -= D - 1 - b
+            b += 1
+        c = b + 1 + q
+        x = order[lv, b]
+        order[lv, b] = order[lv, c]
+        order[lv, c] = x
+
+    @cuda.jit(device=True)
+    def copy_caches(tile, fp, sps, grp, opart, ubs, ibs, tile_to, fp_to, sps_to, grp_to, opart_to, ubs_to, ibs_to):
+        """The factor caches of one tiling (`fits_cached`, `prepare`) copied."""
+        for lv in range(L1):
+            for d in range(D):
+                tile_to[lv, d] = tile[lv, d]
+        for lv in range(L):
+            opart_to[lv] = opart[lv]
+            ubs_to[lv] = ubs[lv]
+            ibs_to[lv] = ibs[lv]
+            for t in range(T):
+                fp_to[t, lv] = fp[t, lv]
+                grp_to[t, lv] = grp[t, lv]
+                for cc in range(C):
+                    sps_to[t, lv, cc] = sps[t, lv, cc]
+
+    @jit
+    def anneal_multi_kernel(n_steps, n_init, t_start, t_end, n_orders, rt, states, wstates, best_obj, best_t, best_s,
+                            best_o, best_k, counters):
+        tid = cuda.grid(1)
+        if tid >= best_obj.shape[0]:  # (chains of several lanes: the host launches whole blocks)
+            return
+        nl, nt = rt[0], rt[1]
+        rs = cuda.local.array(2, uint64)
+        rs[0] = states[tid]["s0"]
+        rs[1] = states[tid]["s1"]
+        # the warp's generator (the block's where a chain has several lanes: its lanes step
+        # together and draw the move kind and the Metropolis numbers alike)
+        wi = cuda.blockIdx.x if LANES > 1 else tid // WARP
+        ws = cuda.local.array(2, uint64)
+        ws[0] = wstates[wi]["s0"]
+        ws[1] = wstates[wi]["s1"]
+        temporal = cuda.local.array((L, D), int32)
+        g = cuda.local.array((L, D), int32)
+        uxy = cuda.local.array((L, 2), int32)
+        order = cuda.local.array((L, D), int8)
+        assign = cuda.local.array((D, F), int8)
+        used = cuda.local.array((L, 2), int32)
+        # the factor caches, twice: the chain's state (cb) and a factor move's proposal (1 - cb)
+        tile2 = cuda.local.array((2, L1, D), int32)
+        fp2 = cuda.local.array((2, T, L), int32)
+        sps2 = cuda.local.array((2, T, L, C), int32)
+        grp2 = cuda.local.array((2, T, L), int32)
+        opart2 = cuda.local.array((2, L), int32)
+        ubs2 = cuda.local.array((2, L), int32)
+        ibs2 = cuda.local.array((2, L), int64)
+        mpu2 = cuda.local.array(2, int64)
+        lpl = cuda.local.array(LD1, int8)
+        lpd = cuda.local.array(LD1, int8)
+        kcs = cuda.local.array(L1, int16)
+        spans = cuda.local.array(C, int32)
+        shift = cuda.local.array(C, int32)
+        deliv = cuda.local.array(L1, int64)
+        rw = cuda.local.array(L, int64)
+        ww = cuda.local.array(L, int64)
+        ext = cuda.local.array((1, D), int32)
+        buf = cuda.local.array(GRID, int32)
+        # chains of LANES lanes: this lane's place, and the block's shared hand-over buffers
+        lid = cuda.threadIdx.x
+        gi = lid // LANES
+        lane = lid - gi * LANES
+        gbase = gi * LANES
+        sh_top = cuda.shared.array(TPB, float64)
+        sh_assign = cuda.shared.array((NG, D, F), int8)
+        sh_order = cuda.shared.array((NG, L, D), int8)
+        sh_kmask = cuda.shared.array(NG, int64)
+        sh_tile = cuda.shared.array((NG, L1, D), int32)
+        sh_fp = cuda.shared.array((NG, T, L), int32)
+        sh_sps = cuda.shared.array((NG, T, L, C), int32)
+        sh_grp = cuda.shared.array((NG, T, L), int32)
+        sh_opart = cuda.shared.array((NG, L), int32)
+        sh_ubs = cuda.shared.array((NG, L), int32)
+        sh_ibs = cuda.shared.array((NG, L), int64)
+        sh_mpu = cuda.shared.array(NG, int64)
+        sh_newf = cuda.shared.array(NG, int32)
+        top = math.inf
+        top_p = -1
+        total_steps = n_init + n_steps
+        # the temperature of step k is t_start (t_end / t_start)^(k / total), by one
+        # multiplication per step
+        cool = (t_end / t_start) ** (1.0 / total_steps)
+        temp = t_start
+        best = math.inf
+        cur = math.inf  # the chain's EDP (inf until it has a legal state)
+        legal = 0
+        evals = 0
+        step = 0
+        kmask = np.int64(0)
+        cb = 0
+        nb = 1
+        while step < total_steps:
+            # One step: a move and its check; if it fits, the moved mapping and n_orders - 1
+            # loop-order variants of it (one more distinct swap each) are evaluated from one
+            # set of factor caches, and the best of them goes through the Metropolis test; a
+            # swap step's variants are n_orders distinct swaps of the state. An illegal move
+            # is undone. The move's kind comes from the warp's generator (the block's with
+            # several lanes per chain; every lane alike) when shared, so that a warp swaps
+            # loops or flips bypass bits together and takes the short evaluation together.
+            u = uniform(ws) if SHARE_MOVE else uniform(rs)
+            a, b, c = 0, 0, 0
+            if cur == math.inf:  # a fresh draw until the chain has a legal state
+                mv = -1
+                draw_factors(rs, assign, used)
+                draw_order_fast(rs, order, nl)
+                kmask = draw_keep(rs)
+                build(assign, temporal, g, uxy)
+            elif u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
+                mv = 0
+                a = FDIMS[below(rs, NFDIMS)]
+                b = below(rs, NPF[a])
+                c = assign[a, b]
+                x = below(rs, S - 1)
+                x = x + 1 if x >= c else x
+                # the factors change in two places only: no rebuild
+                place(c, a, PF[a, b], temporal, g, uxy, False)
+                if REDIRECT:  # a spatial slot without room: that level's temporal slot
+                    kind = SLOT_KIND[x]
+                    if kind > 0 and uxy[SLOT_LV[x], kind - 1] * PF[a, b] > FAN[SLOT_LV[x], kind - 1]:
+                        x = SLOT_TMP[x]
+                if x == c:  # (redirected to where it was: no move, an illegal step)
+                    mv = 3
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
+                else:
+                    assign[a, b] = x
+                    place(x, a, PF[a, b], temporal, g, uxy, True)
+            elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
+                mv = 2
+                x = below(rs, NFLIP)
+                a = FLIP_LV[x]
+                b = FLIP_T[x]
+                kmask ^= ONE << np.int64(a * T + b)
+            else:  # swap two loops of one level: the variants below are the swaps
+                mv = 1
+            step += 1
+            if mv <= 0:  # new factors: checked and cached in the proposal's buffer
+                nb = 1 - cb
+                ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
+                e = nb
+            elif mv == 2:  # only level a's need changed
+                ok = level_fits(kmask, a, fp2[cb], nt)
+                e = cb
+            elif mv == 3:
+                ok = False
+                e = cb
+            else:  # orders never decide legality
+                ok = True
+                e = cb
+            if not ok:
+                evals += 1  # a proposal checked and refused
+            keep_move = False
+            top = math.inf
+            top_p = -1
+            if ok:
+                if mv <= 0:
+                    mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
+                                       buf, nl, nt)
+                # the variants: swaps p_j = r + j x stride (mod the number of pairs), distinct
+                # for j below it (the host caps n_orders at NPAIR); variant 0 of a factor
+                # move or flip is the moved mapping itself
+                first = 0 if mv == 1 else 1
+                pj = below(rs, NPAIR) if NPAIR > 0 else 0
+                for j in range(n_orders):
+                    sw = j >= first and NPAIR > 0
+                    if sw:
+                        swap_pair(order, pj)
+                    obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e],
+                                     ubs2[e], ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
+                    if obj < best:
+                        best = obj
+                        save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
+                    if obj < top:
+                        top = obj
+                        top_p = pj if sw else -1
+                    if sw:
+                        swap_pair(order, pj)
+                        pj += PSTRIDE
+                        if pj >= NPAIR:
+                            pj -= NPAIR
+                legal += n_orders
+                evals += n_orders
+                if LANES == 1:
+                    # Metropolis on log EDP for the best variant: an improvement always, else
+                    # with probability (cur / top)^(1 / temp) (in float32: a probability needs
+                    # no more)
+                    if top <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / top))) /
+                                                            np.float32(temp)):
+                        cur = top
+                        cb = e
+                        keep_move = True
+                        if top_p >= 0:
+                            swap_pair(order, top_p)
+            if LANES > 1:
+                # The chain's lanes: the best of their tops (the lowest lane among equals)
+                # goes through the Metropolis test, drawn from the block's generator so that
+                # every lane decides alike; the winner passes its state (and its factor
+                # caches where its move changed the factors) to the others.
+                sh_top[lid] = top
+                cuda.syncthreads()
+                w = 0
+                wtop = sh_top[gbase]
+                for i in range(1, LANES):
+                    v = sh_top[gbase + i]
+                    if v < wtop:
+                        wtop = v
+                        w = i
+                um = uniform(ws)
+                accept = wtop < math.inf and (wtop <= cur or um < math.exp(
+                    np.float32(math.log(np.float32(cur / wtop))) / np.float32(temp)))
+                if accept and lane == w:
+                    newf = mv <= 0  # (the winner's move changed the factors)
+                    sh_newf[gi] = 1 if newf else 0
+                    if top_p >= 0:
+                        swap_pair(order, top_p)
+                    cb = e
+                    keep_move = True
+                    for d in range(D):
+                        for k in range(F):
+                            sh_assign[gi, d, k] = assign[d, k]
+                    for lv in range(L):
+                        for d in range(D):
+                            sh_order[gi, lv, d] = order[lv, d]
+                    sh_kmask[gi] = kmask
+                    if newf:
+                        copy_caches(tile2[cb], fp2[cb], sps2[cb], grp2[cb], opart2[cb], ubs2[cb], ibs2[cb],
+                                    sh_tile[gi], sh_fp[gi], sh_sps[gi], sh_grp[gi], sh_opart[gi], sh_ubs[gi],
+                                    sh_ibs[gi])
+                        sh_mpu[gi] = mpu2[cb]
+                cuda.syncthreads()
+                if accept:
+                    cur = wtop
+                    newf = sh_newf[gi] != 0
+                    if lane != w:  # the winner's state replaces the lane's own move
+                        keep_move = True
+                        for d in range(D):
+                            for k in range(F):
+                                assign[d, k] = sh_assign[gi, d, k]
+                        for lv in range(L):
+                            for d in range(D):
+                                order[lv, d] = sh_order[gi, lv, d]
+                        kmask = sh_kmask[gi]
+                        if newf or not SHARE_MOVE:  # (lanes of their own kinds: a factor move of the
+                            build(assign, temporal, g, uxy)  # lane's own, undone)
+                        if newf:  # (else the lane's caches are the state's: its own move used the other buffer)
+                            copy_caches(sh_tile[gi], sh_fp[gi], sh_sps[gi], sh_grp[gi], sh_opart[gi], sh_ubs[gi],
+                                        sh_ibs[gi], tile2[cb], fp2[cb], sps2[cb], grp2[cb], opart2[cb], ubs2[cb],
+                                        ibs2[cb])
+                            mpu2[cb] = sh_mpu[gi]
+            temp *= cool
+            if not keep_move:  # undo the move
+                if mv == 0:
+                    place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
+                    place(c, a, PF[a, b], temporal, g, uxy, True)
+                    assign[a, b] = c
+                elif mv == 2:
+                    kmask ^= ONE << np.int64(a * T + b)
+        best_obj[tid] = best
+        counters[tid, 0] = evals
+        counters[tid, 1] = legal
+
     @jit
     def objective_kernel(rt, temporal_in, spatial_in, order_in, keep_in, out_edp, out_fits):
         """The EDP (inf where a row does not fit) of host rows whose factors, orders and
@@ -1109,5 +1432,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                                     deliv, rw, ww, shift, nl, nt)
 
     # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
-    return {"random": random_kernel, "anneal": anneal_kernel, "objective": objective_kernel,
+    return {"random": random_kernel, "anneal": anneal_kernel, "anneal_multi": anneal_multi_kernel,
+            "objective": objective_kernel,
             "fits": fits, "edp": edp, "kept": kept}

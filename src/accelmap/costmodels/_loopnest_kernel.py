@@ -125,6 +125,21 @@ def kernel_consts(problem: Problem, arch: Arch) -> KernelConsts:
     return replace(consts, structure=structure(consts))
 
 
+def rebound(consts: KernelConsts, problem: Problem) -> KernelConsts:
+    """The `KernelConsts` of ``problem``, a problem that differs from the one of ``consts`` in
+    its bounds only (a padded iteration, `Problem.padded_iteration`): the bounds, the tensor
+    sizes and the MAC count replaced, everything else shared (the structure too, so no new
+    compile), or `kernel_consts` afresh where a bound of 1 became larger (``closed`` and the
+    structure depend on which bounds exceed 1)."""
+    big = problem.bounds > 1
+    if not np.array_equal(big, consts.bounds > 1):
+        raise ValueError("rebound: the bounds that exceed 1 differ; build kernel_consts afresh")
+    scal = consts.scal.copy()
+    scal[0] = float(problem.macs)
+    return replace(consts, bounds=np.ascontiguousarray(problem.bounds, dtype=np.int64),
+                   tensor_size=np.ascontiguousarray(problem.tensor_sizes(), dtype=np.int64), scal=scal)
+
+
 @register_jitable
 def ceil_blocks(words, block):
     # ``ceil(words / block)`` as the numpy path computes it (_loopnest_numpy._blocks): no

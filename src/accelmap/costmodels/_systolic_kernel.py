@@ -442,8 +442,28 @@ class WalkTable:
 
 
 @register_jitable
+def _passes(o, rc, cc, f_r, f_c):
+    """`systolic._passes` of one row: passes over operand ``o`` in its demand stream."""
+    ir, ic = _class_indexes(o, rc), _class_indexes(o, cc)
+    if ir and not ic:
+        return f_c
+    if ic and not ir:
+        return f_r
+    return np.int64(1)
+
+
+@register_jitable
+def _walked(per, passes, walk_limit, walk_cap):
+    """`systolic._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
+    repetition of the GEMM) walked whole, or ``walk_cap`` of its ``passes`` walked."""
+    if per <= walk_limit:
+        return True
+    return passes > walk_cap and (per // max(passes, 1)) * walk_cap <= walk_limit
+
+
+@register_jitable
 def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-         tkeys, tvals, walk_limit, walk_ratio, ri, rf, ext, suff):
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
     from the table (bit o: operand o; the row then holds the estimate)."""
@@ -536,13 +556,13 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
     dr0, dr1 = np.int64(-1), np.int64(-1)
     if walk_limit >= 0 and f_r * f_c <= walk_ratio * ((-(-s_r // R)) * (-(-s_c // C))):
         b1 = max(b_rep, 1)
-        if ints[18] != 0 and acc0 // b1 <= walk_limit:
+        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
             j = _key_slot(tkeys, 0, rc, cc, ur, uc, order, i, al)
             if tkeys[j, 0] >= 0:
                 dr0 = tvals[j]
             else:
                 missing |= 1
-        if ints[19] != 0 and acc1 // b1 <= walk_limit:
+        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
             j = _key_slot(tkeys, 1, rc, cc, ur, uc, order, i, al)
             if tkeys[j, 0] >= 0:
                 dr1 = tvals[j]
@@ -633,8 +653,8 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
 def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-               levels, tkeys, tvals, walk_limit, walk_ratio, want_stats, out_i, out_f, valid, missing, want_metrics,
-               reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i, scratch_f, ext,
+               levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, want_stats, out_i, out_f, valid, missing,
+               want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i, scratch_f, ext,
                suff):
     """Every row of the batch: its report into ``out_i`` / ``out_f`` (``want_stats``) and
     its `Metrics` fields (``want_metrics``); ``valid`` and ``missing`` (`_row`) always. The
@@ -643,7 +663,7 @@ def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class,
         ri = out_i[i] if want_stats else scratch_i
         rf = out_f[i] if want_stats else scratch_f
         missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
-                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, ri, rf, ext, suff)
+                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff)
         ok = ri[_REASON] == 0
         valid[i] = ok
         if want_metrics:
@@ -658,7 +678,7 @@ _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
-def _run(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, arrays: tuple,
+def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`), by name."""
@@ -672,7 +692,7 @@ def _run(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: 
     for k in ("reads", "fills", "updates", "breakdown"):
         out[k] = e((m_m, n_levels, n_tensors), f8)
     names = list(out)
-    tables = (*consts.as_tuple(), *table.arrays, np.int64(walk_limit), float(walk_ratio))
+    tables = (*consts.as_tuple(), *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
     threads = _threads()
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
@@ -689,22 +709,25 @@ def _run(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: 
     return out
 
 
-def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float,
+def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, walk_cap: int,
                   walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
-    it misses filled in first: ``walk(o, rc, cc, ur, uc, orders)`` returns operand ``o``'s
-    walked DRAM words of rows given by their row and column classes, rows and columns used
-    (m,) and array-level orders (m, D) (`systolic._walked_reads`); those rows are then
-    evaluated again. ``walk_limit`` < 0: nothing is walked."""
+    it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
+    operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
+    columns used, row and column folds, the operand's SRAM reads (m,) and array-level orders
+    (m, D) (`systolic._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
+    0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
+    ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`)."""
     arrays = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
               np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
-    out = _run(consts, table, walk_limit, walk_ratio, arrays, want_stats, want_metrics, n_levels, n_tensors)
+    rule = (walk_limit, walk_ratio, walk_cap)
+    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors)
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = tuple(np.ascontiguousarray(x[miss]) for x in arrays)
-    rep = _run(consts, table, walk_limit, walk_ratio, sub, True, False, n_levels, n_tensors)
+    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -712,8 +735,9 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             s = rep["out_i"][rows]
             orders = sub[2][rows, al]
             head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
-            table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], orders))
-    again = _run(consts, table, walk_limit, walk_ratio, sub, want_stats, want_metrics, n_levels, n_tensors)
+            table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
+                                         s[:, _SR0 + o], orders))
+    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

@@ -25,8 +25,19 @@ a window keeps sliding only while successive moves go the same way, so when the 
 active loop above ``c`` slides along a coordinate, any other loop whose step slides along a
 different coordinate or direction reloads the whole tile (eq. G).
 
-Mappings must factorize every bound exactly (``check_batch`` without padding); Timeloop's
-residual iterations of imperfect factorizations are not modelled.
+**Imperfect factorization** (padded tiles, a MapSpace's ``allow_padding``). A mapping whose
+factors of dim ``d`` multiply to ``B'_d >= B_d`` runs the padded iteration space ``B'`` (its
+tiles are ceil-divided, every tile the same size): it is counted as the same mapping of
+``P' = P.padded_iteration(B')``, the problem with bounds ``B'`` whose words beyond the real
+tensors do not exist, so a tensor's counts are scaled by the share of its words that exist
+(the padding rule below, `Problem.existing_fraction`). Cycles count the padded steps; the
+padded MACs are executed (no gating: compute energy = padded MACs x MAC energy, and the
+innermost level serves their operands); `Metrics.macs` and the utilization are the real
+MACs (useful work). Timeloop's residual iterations (a last tile smaller than the others)
+are a different schedule and are not modelled; a padded space of more than 2^53 points (float64
+counts no longer exact) is illegal (``FACTORS``). A batch is evaluated group by group, one
+group per product vector ``B'`` (mappings that factorize every bound exactly form one group
+on ``P`` itself, so their results are those of an exact batch, bit for bit).
 
 **Spatial sharing** (eq. S). Below level ``l`` the children with identical deltas are served
 by one read (multicast) and, for the output, their updates are combined (spatial
@@ -54,6 +65,7 @@ read bandwidth and its written words over its write bandwidth.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from dataclasses import dataclass
@@ -70,6 +82,7 @@ from accelmap.costmodels._loopnest_numpy import _distinct_level as _distinct_lev
 from accelmap.costmodels._loopnest_numpy import _fast_ok as _fast_ok
 from accelmap.costmodels.base import Metrics
 from accelmap.costmodels.engines import resolve_engine
+from accelmap.errors import SpecError
 from accelmap.mapper.check import check_batch
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
@@ -113,9 +126,9 @@ class LoopNestModel:
     """
 
     name: ClassVar[str] = "loopnest"
-    #: Imperfect factorization (padded tiles, ``allow_padding``) is not modelled: Timeloop's
-    #: residual iterations are not counted, so mappings must factorize every bound exactly.
-    imperfect_factorization: ClassVar[bool] = False
+    #: Imperfect factorization (padded tiles, ``allow_padding``) is modelled: a mapping whose
+    #: factors multiply past a bound runs the padded iteration space (module docstring).
+    imperfect_factorization: ClassVar[bool] = True
 
     def __init__(self, engine: str | None = None) -> None:
         self.engine = resolve_engine(engine)
@@ -127,15 +140,21 @@ class LoopNestModel:
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
 
-    def _kernel_consts(self, problem: Problem, arch: Arch):  # noqa: ANN202 (lazy import)
+    def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
+        """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
+        from ``problem`` in its bounds only (the real one of a padded iteration), whose
+        constants are then reused (`_loopnest_kernel.rebound`)."""
         from accelmap.costmodels import _loopnest_kernel
 
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
         if hit is not None and hit[0] is problem and hit[1] is arch:
             return hit[2]
-        consts = _loopnest_kernel.kernel_consts(problem, arch)
-        if len(self._consts) > 64:
+        if like is not None and np.array_equal(like.bounds > 1, problem.bounds > 1):
+            consts = _loopnest_kernel.rebound(self._kernel_consts(like, arch), problem)
+        else:
+            consts = _loopnest_kernel.kernel_consts(problem, arch)
+        if len(self._consts) > 1024:
             self._consts.clear()
         self._consts[key] = (problem, arch, consts)
         return consts
@@ -164,11 +183,54 @@ class LoopNestModel:
         """
         shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                                   problem.n_tensors)
+        groups = self._padded_groups(problem, mappings) if shapes_ok else None
+        if groups is not None:  # imperfect factorizations: each group on its padded iteration space
+            spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
+            if self.engine != "numpy":
+                for p, _ in groups:  # their constants from the real problem's (no new compile)
+                    self._kernel_consts(p, arch, like=problem)
+            parts = [(idx, self._evaluate_exact(p, arch, mappings.take(idx), spec)) for p, idx in groups]
+            return _merge_metrics(problem, arch, parts)
+        return self._evaluate_exact(problem, arch, mappings, None)
+
+    def _evaluate_exact(self, problem: Problem, arch: Arch, mappings: MappingBatch,
+                        specialised: bool | None) -> Metrics:
+        """Every row on ``problem`` itself (factor products other than its bounds are illegal);
+        ``specialised``: the cpu engine's driver choice (None: `_specialise` decides)."""
+        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
+                                                                                  problem.n_tensors)
         if self.engine != "numpy" and shapes_ok:
-            return self._evaluate_kernel(problem, arch, mappings)
+            return self._evaluate_kernel(problem, arch, mappings, specialised)
         return self._evaluate_numpy(problem, arch, mappings)
 
-    def _evaluate_kernel(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
+    def _padded_groups(self, problem: Problem, mappings: MappingBatch) -> list[tuple[Problem, IntArray]] | None:
+        """The rows of a batch grouped by padded iteration space: ``[(problem, rows), (P', rows),
+        ...]``, the first group the rows whose factor products do not cover the bounds with
+        padding (exact ones, and illegal ones that `check_batch` marks), then one group per
+        product vector ``B'`` past the bounds, on ``problem.padded_iteration(B')``. None
+        when no row is padded (the whole batch is evaluated on ``problem``)."""
+        if not len(mappings):
+            return None
+        prod = mappings.temporal.prod(axis=1) * mappings.spatial.prod(axis=(1, 3))  # (n, D)
+        padded = _padded_rows(problem, prod)
+        if not padded.any():
+            return None
+        if self.engine == "cuda":
+            raise SpecError("the loopnest model's cuda engine evaluates mappings whose factors multiply out to "
+                            f"every bound exactly; {int(padded.sum())} of {len(mappings)} rows are padded "
+                            "(imperfect factorization): use engine cpu or numpy for them")
+        rows = np.flatnonzero(padded)
+        keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        groups = [(problem, np.flatnonzero(~padded))] if not padded.all() else []
+        order = np.argsort(inv, kind="stable")
+        cuts = np.flatnonzero(np.diff(inv[order])) + 1
+        for key, part in zip(keys, np.split(rows[order], cuts), strict=True):
+            groups.append((problem.padded_iteration(tuple(int(v) for v in key)), part))
+        return groups
+
+    def _evaluate_kernel(self, problem: Problem, arch: Arch, mappings: MappingBatch,
+                         specialised: bool | None = None) -> Metrics:
         """The compiled path (`accelmap.costmodels._loopnest_kernel`): same `Metrics`."""
         from accelmap.costmodels import _loopnest_kernel
 
@@ -184,7 +246,8 @@ class LoopNestModel:
         else:  # the CPU kernel scales padded tensors itself (`_count_existing_words`' rule)
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
                                                    mappings.keep, frac=self._existing_fraction(problem),
-                                                   specialised=self._specialise(problem, arch, len(mappings)))
+                                                   specialised=self._specialise(problem, arch, len(mappings))
+                                                   if specialised is None else specialised)
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
@@ -212,18 +275,83 @@ class LoopNestModel:
         """
         shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                                   problem.n_tensors)
+        if self.engine == "cpu" and shapes_ok and len(mappings):
+            prod = mappings.temporal.prod(axis=1) * mappings.spatial.prod(axis=(1, 3))  # (n, D)
+            padded = _padded_rows(problem, prod)
+            if padded.any():
+                return self._objective_padded(problem, arch, mappings, prod, padded)
         if self.engine == "cpu" and shapes_ok:
-            from accelmap.costmodels import _loopnest_kernel
-
-            out = _loopnest_kernel.evaluate_batch(self._kernel_consts(problem, arch), mappings.temporal,
-                                                   mappings.spatial, mappings.order, mappings.keep,
-                                                   frac=self._existing_fraction(problem), counts=False,
-                                                   specialised=self._specialise(problem, arch, len(mappings)))
-            return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy_pj"], valid=out["valid"],
-                                    reason=out["reason"], reason_level=out["reason_level"])
+            return self._objective_exact(problem, arch, mappings, None)
         m = self.evaluate(problem, arch, mappings)
         return ObjectiveMetrics(cycles=m.cycles, energy_pj=m.energy_pj, valid=m.valid, reason=m.reason,
                                 reason_level=m.reason_level)
+
+    def _objective_padded(self, problem: Problem, arch: Arch, mappings: MappingBatch, prod: IntArray,
+                          padded: BoolArray) -> ObjectiveMetrics:
+        """`evaluate_objective` of a batch with padded rows on the cpu engine: the groups of
+        `_padded_groups`, each run on the kernel constants of its padded iteration space built
+        in one pass for every group (`_loopnest_kernel.rebound`'s arrays, `Problem.
+        padded_fractions`) over the group's contiguous rows, so a batch of many small groups
+        costs one kernel call per group and no per-group `Problem`."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        n = len(mappings)
+        spec = self._specialise(problem, arch, n)
+        names = ("cycles", "energy_pj", "valid", "reason", "reason_level")
+
+        def empty(m: int) -> ObjectiveMetrics:
+            return ObjectiveMetrics(cycles=np.empty(m), energy_pj=np.empty(m), valid=np.empty(m, dtype=bool),
+                                    reason=np.empty(m, dtype=np.int64), reason_level=np.empty(m, dtype=np.int64))
+
+        res = empty(n)
+        rest = np.flatnonzero(~padded)
+        if rest.size:
+            part = self._objective_exact(problem, arch, mappings.take(rest), spec)
+            for name in names:
+                getattr(res, name)[rest] = getattr(part, name)
+        rows = np.flatnonzero(padded)
+        keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
+        inv = inv.reshape(-1)
+        order = np.argsort(inv, kind="stable")
+        rows = rows[order]
+        edges = np.searchsorted(inv[order], np.arange(len(keys) + 1))
+        arrays = (np.ascontiguousarray(mappings.temporal[rows]), np.ascontiguousarray(mappings.spatial[rows]),
+                  np.ascontiguousarray(mappings.order[rows]), np.ascontiguousarray(mappings.keep[rows]))
+        base = self._kernel_consts(problem, arch)
+        sizes = problem.footprint(keys)
+        fracs = problem.padded_fractions(keys)
+        scals = np.repeat(base.scal[None, :], len(keys), axis=0)
+        scals[:, 0] = keys.prod(axis=1).astype(np.float64)  # the padded MACs
+        same = ((keys > 1) == (problem.bounds > 1)).all(axis=1)  # else a new structure: its own constants
+        got = empty(len(rows))  # in the order of ``rows``: each group a slice
+        for g in range(len(keys)):
+            lo, hi = int(edges[g]), int(edges[g + 1])
+            if same[g]:
+                consts = dataclasses.replace(base, bounds=keys[g], tensor_size=sizes[g], scal=scals[g])
+                frac = fracs[g]
+            else:
+                pp = problem.padded_iteration(tuple(int(v) for v in keys[g]))
+                consts, frac = self._kernel_consts(pp, arch), pp.existing_fraction()
+            out = _loopnest_kernel.evaluate_batch(consts, *(a[lo:hi] for a in arrays), frac=frac, counts=False,
+                                                   specialised=spec)
+            for name in names:
+                getattr(got, name)[lo:hi] = out[name]
+        for name in names:
+            getattr(res, name)[rows] = getattr(got, name)
+        return res
+
+    def _objective_exact(self, problem: Problem, arch: Arch, mappings: MappingBatch,
+                         specialised: bool | None) -> ObjectiveMetrics:
+        """`evaluate_objective` of every row on ``problem`` itself, on the cpu engine."""
+        from accelmap.costmodels import _loopnest_kernel
+
+        out = _loopnest_kernel.evaluate_batch(self._kernel_consts(problem, arch), mappings.temporal,
+                                               mappings.spatial, mappings.order, mappings.keep,
+                                               frac=self._existing_fraction(problem), counts=False,
+                                               specialised=self._specialise(problem, arch, len(mappings))
+                                               if specialised is None else specialised)
+        return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy_pj"], valid=out["valid"],
+                                reason=out["reason"], reason_level=out["reason_level"])
 
     def _evaluate_numpy(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
         """The numpy batched path (`accelmap.costmodels._loopnest_numpy`): the executable
@@ -234,7 +362,17 @@ class LoopNestModel:
     # Scalar reference path
     # ------------------------------------------------------------------------------------
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
-        """The scalar reference: one mapping, plain Python integers, loop by loop."""
+        """The scalar reference: one mapping, plain Python integers, loop by loop.
+
+        A mapping whose factor products cover the bounds with padding is counted on the
+        padded iteration space (module docstring); its `Metrics` report the real MACs."""
+        prod = [math.prod(int(mapping.temporal[lv, d]) * int(mapping.spatial[lv, d, 0]) * int(mapping.spatial[lv, d, 1])
+                          for lv in range(mapping.temporal.shape[0])) for d in range(mapping.temporal.shape[1])]
+        if (mapping.temporal.shape == (arch.n_levels, problem.n_dims) and all(0 < p < 2**62 for p in prod)
+                and _padded_rows(problem, np.array([prod], dtype=np.int64))[0]):
+            m = self.evaluate_one(problem.padded_iteration(tuple(prod)), arch, mapping)
+            util = m.utilization if not m.valid[0] else np.array([problem.real_macs / (arch.n_macs * m.cycles[0])])
+            return dataclasses.replace(m, utilization=util, macs=problem.real_macs)
         check = check_batch(problem, arch, mapping.as_batch())
         L, T = arch.n_levels, problem.n_tensors
         z = np.zeros((1, L, T))
@@ -270,6 +408,37 @@ class LoopNestModel:
             spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
+
+
+# A padded iteration space of more points than float64 counts exactly is not evaluated: its
+# rows stay on the real problem, where `check_batch` marks them (FACTORS).
+_MAX_PADDED_POINTS = 2**53
+
+
+def _padded_rows(problem: Problem, prod: IntArray) -> BoolArray:
+    """(n,) rows whose factor products ``prod`` (n, D) cover the bounds without equalling them,
+    over at most `_MAX_PADDED_POINTS` points: the rows counted on a padded iteration space."""
+    b = problem.bounds
+    cover = (prod >= b).all(axis=1) & (prod != b).any(axis=1)
+    with np.errstate(over="ignore"):
+        points = np.prod(np.maximum(prod, 1).astype(np.float64), axis=1)
+    return cover & (points <= _MAX_PADDED_POINTS)
+
+
+def _merge_metrics(problem: Problem, arch: Arch, parts: list[tuple[IntArray, Metrics]]) -> Metrics:
+    """One `Metrics` of a batch evaluated group by group (``parts``: each group's rows and
+    metrics): rows back in batch order, `Metrics.macs` the real MACs of ``problem`` and each
+    valid padded row's utilization the real MACs over its cycles (`Problem.real_macs`)."""
+    fixed = []
+    for idx, m in parts:
+        if m.macs != problem.real_macs:
+            util = np.where(m.valid, problem.real_macs / (arch.n_macs * np.where(m.valid, m.cycles, 1.0)),
+                            m.utilization)
+            m = dataclasses.replace(m, utilization=util, macs=problem.real_macs)
+        fixed.append((idx, m))
+    merged = Metrics.concat([m for _, m in fixed])
+    where = np.concatenate([idx for idx, _ in fixed])
+    return merged.take(np.argsort(where, kind="stable"))
 
 
 # ========================================================================================

@@ -69,8 +69,10 @@ stream, word by word through the window (`accelmap.costmodels._systolic_window`)
 (SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
 shape. The default, ``dram_window="auto"``, walks the mappings a search can end on (at
 most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
-when their streams have at most 2^22 entries, and estimates the others: exact on every
-reference point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
+when their streams have at most 2^22 entries (a longer stream read over more than 8
+passes that fit in 2^22 entries: 8 passes walked, the rest extrapolated, within 0.8 % of
+the whole walk where measured), and estimates the others: exact on every reference
+point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -98,7 +100,13 @@ import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
-from accelmap.costmodels._systolic_window import COLS_TIME, ROWS_TIME, STATIONARY, window_fetches
+from accelmap.costmodels._systolic_window import (
+    COLS_TIME,
+    ROWS_TIME,
+    STATIONARY,
+    window_fetches,
+    window_fetches_capped,
+)
 from accelmap.costmodels.base import Metrics
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
@@ -415,6 +423,10 @@ class SystolicModel:
     # ... and the most folds, over the fewest the array allows (the mappings a search can
     # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
     MAX_FOLD_RATIO: ClassVar[float] = 1.25
+    # A longer stream of such a mapping is walked for this many repetitions of its pass over
+    # the operand (when they fit in ``max_walk_entries``) and the rest extrapolated from
+    # them; within 0.8 % of the whole walk on 1,620 measured fold shapes (docs/validation.md).
+    CAPPED_WALK_REPS: ClassVar[int] = 8
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
@@ -502,12 +514,19 @@ class SystolicModel:
         rule = self._walk_rule()
         limit, ratio = rule if rule is not None else (-1, 1.0)
 
-        def walk(o: int, rc: IntArray, cc: IntArray, ur: IntArray, uc: IntArray, order: IntArray) -> IntArray:
-            return _walked_reads(problem, layout, o, rc, cc, ur, uc, order)
+        def walk(o: int, rc: IntArray, cc: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
+                 reads: IntArray, order: IntArray) -> IntArray:
+            # the rows the kernel found missing: `_walk_rows` says how far each is walked
+            size = np.array(layout.class_size[:3], dtype=np.int64)
+            fewest = -(-size[rc] // layout.rows) * -(-size[cc] // layout.cols)
+            caps = _walk_rows(np.ones(len(rc), dtype=bool), reads, f_r * f_c, fewest, layout.class_size[3], rule,
+                              _passes(o, rc, cc, f_r, f_c))
+            return _walked_reads(problem, layout, o, rc, cc, ur, uc, order, caps)
 
         return _systolic_kernel.evaluate_rows(
-            hit[3], hit[4], limit, ratio, walk, batch.temporal, batch.spatial, batch.order, batch.keep,
-            want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels, n_tensors=problem.n_tensors)
+            hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, walk, batch.temporal, batch.spatial, batch.order,
+            batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
+            n_tensors=problem.n_tensors)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
@@ -667,7 +686,7 @@ class SystolicModel:
                                              idx_r[o], idx_c[o], acc[o], bounds, dim_class,
                                              batch.order[:, layout.array_level],
                                              _walk_rows(valid, acc[o], f_r * f_c, fewest, b_rep,
-                                                        self._walk_rule())))
+                                                        self._walk_rule(), _passes(o, rc, cc, f_r, f_c))))
         dram_w = ofmap_true
 
         stall, total, util = _stall_total_util(problem, arch, layout, dram_r[0] + dram_r[1], dram_w, compute, valid)
@@ -734,9 +753,10 @@ class SystolicModel:
         dram_r = [
             _dram_reads_one(problem, layout, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir_l[o], ic_l[o], acc[o],
                             [int(d) for d in mapping.order[layout.array_level]],
-                            bool(_walk_rows(np.array([True]), np.array([acc[o]]), np.array([f_r * f_c]),
-                                            np.array([-(-s_r // R) * -(-s_c // C)]), b_rep,
-                                            self._walk_rule())[0]))
+                            int(_walk_rows(np.array([True]), np.array([acc[o]]), np.array([f_r * f_c]),
+                                           np.array([-(-s_r // R) * -(-s_c // C)]), b_rep, self._walk_rule(),
+                                           _passes(o, np.array([rc]), np.array([cc]), np.array([f_r]),
+                                                   np.array([f_c])))[0]))
             for o in (0, 1)
         ]
         dram_w = acc[2]
@@ -771,19 +791,45 @@ def _class_indexes(o: int, c: int) -> bool:
     return c in {0: (_M, _K), 1: (_N, _K), 2: (_M, _N)}[o]
 
 
+def _passes(o: int, rc: IntArray, cc: IntArray, f_r: IntArray, f_c: IntArray) -> IntArray:
+    """(n,) passes over operand ``o`` in its demand stream: a streamed operand indexed by the
+    row class is read once per column fold, one indexed by the column class once per row
+    fold, the stationary operand once (`accelmap.costmodels._systolic_window`)."""
+    cls_of = np.array([_class_indexes(o, c) for c in range(3)])
+    ir, ic = cls_of[rc], cls_of[cc]
+    out: IntArray = np.where(ir & ~ic, f_c, np.where(ic & ~ir, f_r, 1)).astype(np.int64)
+    return out
+
+
+# `_walk_rows`: a row walked whole (every repetition; larger than any repetition count)
+WALK_ALL = 1 << 62
+
+
 def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntArray, b_rep: int,
-               rule: tuple[int, float] | None) -> BoolArray:
-    """(n,) rows whose operand is counted on its demand stream: every valid row (``rule``
-    None, ``"exact"``), none (a negative length, ``"estimate"``), or (``"auto"``) those
-    whose stream has at most ``rule[0]`` entries and whose ``folds`` (per repetition of the
-    GEMM) are at most ``rule[1]`` times the ``fewest`` the array allows. One repetition's
-    stream has the operand's SRAM reads (``reads`` over ``b_rep`` repetitions) as entries,
-    which bounds the walk's length (it skips repeated periods). Only an operand that needs
-    the window (`_dram_reads_batch`) is walked, whatever this says."""
+               rule: tuple[int, float] | None, passes: IntArray) -> IntArray:
+    """(n,) how each row's operand is counted on its demand stream: 0 not at all (the
+    estimate), `WALK_ALL` walked whole (exact), or the most repetitions of its pass over
+    the operand walked, the rest extrapolated (`window_fetches_capped`).
+
+    ``rule`` None (``"exact"``): every valid row whole; a negative length
+    (``"estimate"``): none; else (``"auto"``) the rows whose ``folds`` (per repetition of
+    the GEMM) are at most ``rule[1]`` times the ``fewest`` the array allows: whole when the
+    stream has at most ``rule[0]`` entries (one repetition's stream has the operand's SRAM
+    reads, ``reads`` over ``b_rep`` repetitions, as entries, which bounds the walk's
+    length), else `SystolicModel.CAPPED_WALK_REPS` of its ``passes`` when they have at
+    most ``rule[0]`` entries and there are more passes than that. Only an operand that
+    needs the window (`_dram_reads_batch`) is walked, whatever this says."""
     if rule is None:
-        return valid.copy()
+        out: IntArray = np.where(valid, WALK_ALL, 0).astype(np.int64)
+        return out
     limit, ratio = rule
-    return valid & (reads // max(b_rep, 1) <= limit) & (folds <= ratio * fewest)
+    cap = SystolicModel.CAPPED_WALK_REPS
+    per = reads // max(b_rep, 1)
+    near = valid & (folds <= ratio * fewest) & (limit >= 0)
+    whole = near & (per <= limit)
+    capped = near & ~whole & (passes > cap) & ((per // np.maximum(passes, 1)) * cap <= limit)
+    out = np.where(whole, WALK_ALL, np.where(capped, cap, 0)).astype(np.int64)
+    return out
 
 
 def _walkable(problem: Problem, layout: SystolicLayout, o: int) -> bool:
@@ -935,13 +981,14 @@ def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
 def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, rc: IntArray, cc: IntArray,
                       s_r: IntArray, s_c: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
                       ir: BoolArray, ic: BoolArray, reads: IntArray, bounds: IntArray,
-                      dim_class: IntArray, order: IntArray, exact_rows: BoolArray | None = None) -> IntArray:
+                      dim_class: IntArray, order: IntArray, walk_reps: IntArray | None = None) -> IntArray:
     """(n,) DRAM words read for operand ``o`` (0 ifmap, 1 filter); see the module docstring.
 
     ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
-    of the dims of each class when they are cut into fold chunks. On the rows ``exact_rows``
-    (`_walk_rows`) a sliding-window operand is counted on its demand stream
-    (`_window_exact`, once per distinct fold shape and order) instead of estimated.
+    of the dims of each class when they are cut into fold chunks. On the rows where
+    ``walk_reps`` (`_walk_rows`) is positive a sliding-window operand is counted on its
+    demand stream (`_window_exact`, once per distinct fold shape and order) instead of
+    estimated.
     """
     n = rc.shape[0]
     w = layout.window_words[o]
@@ -983,10 +1030,12 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
     walked = None
-    sel = np.flatnonzero(exact_rows) if exact_rows is not None else np.zeros(0, dtype=np.int64)
+    sel = np.flatnonzero(walk_reps > 0) if walk_reps is not None else np.zeros(0, dtype=np.int64)
     if sel.size:
+        assert walk_reps is not None
         walked = np.zeros(n, dtype=np.int64)
-        walked[sel] = _walked_reads(problem, layout, o, rc[sel], cc[sel], ur[sel], uc[sel], order[sel])
+        walked[sel] = _walked_reads(problem, layout, o, rc[sel], cc[sel], ur[sel], uc[sel], order[sel],
+                                    walk_reps[sel])
         if sel.size == n:
             return walked
     # Sliding-window operand (im2col duplicates): estimates per pass over the operand.
@@ -1028,7 +1077,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
 
 def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, s_r: int, s_c: int,
                     ur: int, uc: int, f_r: int, f_c: int, ir: bool, ic: bool, reads: int,
-                    order: list[int], exact: bool = False) -> int:
+                    order: list[int], walk_reps: int = 0) -> int:
     t = layout.tensor[o]
     w = layout.window_words[o]
     coef = problem.coefficients[t]
@@ -1061,8 +1110,8 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
-    if exact:
-        return _window_exact(problem, layout, o, rc, cc, ur, uc, order)
+    if walk_reps > 0:
+        return _window_exact(problem, layout, o, rc, cc, ur, uc, order, walk_reps=walk_reps)
     passes = f_c if case_c else 1
     reads_pass = reads // passes
     if case_c:
@@ -1090,13 +1139,14 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
 
 
 def _walked_reads(problem: Problem, layout: SystolicLayout, o: int, rc: IntArray, cc: IntArray, ur: IntArray,
-                  uc: IntArray, order: IntArray) -> IntArray:
+                  uc: IntArray, order: IntArray, walk_reps: IntArray) -> IntArray:
     """(m,) DRAM words of operand ``o`` counted on the demand stream of each row's fold
-    shape and array-level ``order`` (m, D): one `_window_exact` per distinct shape."""
-    key = np.concatenate([np.stack([rc, cc, ur, uc], axis=1), order], axis=1)
+    shape and array-level ``order`` (m, D), walking at most ``walk_reps`` repetitions
+    (`_walk_rows`): one `_window_exact` per distinct shape."""
+    key = np.concatenate([np.stack([rc, cc, ur, uc, walk_reps], axis=1), order], axis=1)
     uniq, inv = np.unique(key, axis=0, return_inverse=True)
     static = _walk_static(problem, layout, o)
-    vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[4:], static)
+    vals = np.array([_window_exact(problem, layout, o, u[0], u[1], u[2], u[3], u[5:], static, walk_reps=u[4])
                      for u in uniq.tolist()], dtype=np.int64)
     out: IntArray = vals[inv.ravel()]
     return out
@@ -1136,10 +1186,12 @@ def _walk_static(problem: Problem, layout: SystolicLayout, o: int) -> tuple[Any,
 
 
 def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc: int, ur: int, uc: int,
-                  order: list[int], static: tuple[Any, ...] | None = None) -> int:
+                  order: list[int], static: tuple[Any, ...] | None = None, *, walk_reps: int = WALK_ALL) -> int:
     """DRAM words of operand ``o`` counted on SCALE-Sim's demand stream through its window
     (`accelmap.costmodels._systolic_window`), times the GEMM's repetitions. ``static``:
-    `_walk_static` of the operand, when the caller has it."""
+    `_walk_static` of the operand, when the caller has it. ``walk_reps`` below `WALK_ALL`:
+    at most that many repetitions of the pass over the operand are walked and the rest
+    extrapolated (`window_fetches_capped`)."""
     tc = 3 - rc - cc
     mine = {0: (_M, _K), 1: (_N, _K)}[o]
     if rc in mine and cc in mine:
@@ -1160,7 +1212,11 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
         ur = -(-size[rc] // -(-size[rc] // ur))
     if static is None:
         static = _walk_static(problem, layout, o)
-    words = window_fetches(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]))
+    if walk_reps >= WALK_ALL:
+        words = window_fetches(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]))
+    else:
+        words = window_fetches_capped(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]),
+                                      int(walk_reps))
     return words * layout.class_size[3]
 
 

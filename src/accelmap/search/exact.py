@@ -22,6 +22,16 @@ bounds never exceed the model's cost of any mapping in the branch:
    where the constraints pin them). Levels are fixed outermost first, bounded with the
    order-aware bound, and complete orders are evaluated by the model itself.
 
+**Imperfect factorization** (a space with ``allow_padding``). Above the keep patterns, the
+space is split by the padded bound vector ``B'`` its factors multiply to (`PaddedBranches`):
+the model counts a padded mapping as the same mapping of ``P' = problem.padded_iteration(B')``
+(`accelmap.costmodels.loopnest`), so each branch is the perfect-factor space of ``P'`` within
+the space's minimal covers (`BranchSpace`), bounded by the `BoundModel` of ``P'``: every
+argument of `accelmap.costmodels.loopnest_bounds` holds for ``P'`` as written (its bounds
+are ``B'``, and the shares of words that exist, ``exist``, scale every count of a tensor as
+the model scales them). Branches go in the order of a cheap bound that grows with the padded
+MACs, so the first one cut by it cuts the rest (`_solve_padded`).
+
 Spatial children are made one dim at a time, and a partial choice whose spatial factors
 already exceed a level's fanout is dropped before the next dim multiplies it (most spatial
 combinations do). Siblings under the incumbent are expanded together, up to about one
@@ -58,7 +68,8 @@ from accelmap.mapper.mapping import MappingBatch
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
-__all__ = ["ExactSearcher", "Certificate", "DimTree", "bound_model", "k_of", "node_inputs", "root_bound", "solve"]
+__all__ = ["ExactSearcher", "BranchSpace", "Certificate", "DimTree", "PaddedBranches", "bound_model", "k_of",
+           "node_inputs", "root_bound", "solve"]
 
 _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
@@ -287,14 +298,18 @@ def bound_model(space: Any, keep: Any) -> BoundModel:
     return dataclasses.replace(bm, traffic=traffic_table(bm, tile1, space.problem.bounds))
 
 
-def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
+def _require(model: Any, objective: ObjectiveSpec) -> None:
     if getattr(model, "name", "") != "loopnest":
         raise SpecError(f"searcher exact proves optimality on the loopnest model only; got model "
                         f"{getattr(model, 'name', type(model).__name__)!r}. Use --model loopnest or another searcher")
     if objective.is_pareto:
         raise SpecError("searcher exact minimises one objective (edp, energy, cycles or energy^a*cycles^b), "
                         "not a Pareto front; use --searcher anneal or optuna for energy,cycles")
-    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+
+
+def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
+    _require(model, objective)
+    trees = getattr(space, "dim_trees", None) or [DimTree(space._tables[d]) for d in range(space._D)]
     pats = _patterns(space)
     bms = [bound_model(space, p) for p in pats]
     return _Problem(space=space, model=model, objective=objective, trees=trees, patterns=pats,
@@ -303,6 +318,86 @@ def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
                     free_orders=[np.asarray(f, dtype=np.int64) for f in space._order_free],
                     outer_orders=[list(o) for o in space._order_outer],
                     inner_orders=[list(i) for i in space._order_inner])
+
+
+# --- imperfect factorization: one branch per padded bound vector ---------------------------
+class BranchSpace:
+    """The part of a padded map space (``allow_padding``) whose factors of every dim ``d``
+    multiply to ``B'_d``: the perfect-factor space of ``P' = problem.padded_iteration(B')``
+    restricted to the minimal covers the space holds. The loopnest model counts a mapping
+    of the padded space on its ``P'`` (`accelmap.costmodels.loopnest`), so a branch is
+    searched and bounded as a space of ``P'`` (its `BoundModel` built on ``P'``, whose
+    ``exist`` shares scale the words that do not exist); legality is the parent's `check`."""
+
+    def __init__(self, space: Any, bounds: tuple[int, ...], rows: list[IntArray], trees: list[DimTree]) -> None:
+        self.parent = space
+        self.bounds = bounds
+        self.problem = space.problem.padded_iteration(bounds)
+        self.arch = space.arch
+        self.allow_padding = False
+        self._tables = [space._tables[d][r] for d, r in enumerate(rows)]
+        self.dim_trees = trees
+        self._L, self._D = space._L, space._D
+        self._keep_state = space._keep_state
+        self._order_free, self._order_outer, self._order_inner = (space._order_free, space._order_outer,
+                                                                  space._order_inner)
+
+    def check(self, batch: MappingBatch) -> Any:
+        return self.parent.check(batch)
+
+
+class PaddedBranches:
+    """The padded bound vectors ``B'`` of a padded map space, sorted by a cheap admissible
+    bound of their mappings: ``B'`` executes ``M' = prod B'`` MACs, so its energy is at least
+    ``M'`` times the MAC energy and its cycles at least ``ceil(M' / n_macs)`` (module doc of
+    `accelmap.costmodels.loopnest`: padded MACs are executed). The objective is monotone in
+    both, so the bound grows with ``M'``, and once one branch is cut by it every later one is.
+    ``max_branches`` caps the vectors enumerated (a `SpecError` beyond it)."""
+
+    def __init__(self, space: Any, objective: ObjectiveSpec, max_branches: int = 1_000_000) -> None:
+        self.space = space
+        prods = [space._tables[d].prod(axis=(1, 2)) for d in range(space._D)]
+        self._prods = prods
+        self.values = [np.unique(p) for p in prods]
+        n = math.prod(len(v) for v in self.values)
+        if n > max_branches:
+            raise SpecError(
+                f"searcher exact: the padded space of {space.problem.name} has {n:,} padded bound vectors "
+                f"(per dim {[len(v) for v in self.values]}), more than {max_branches:,}; fix some factors "
+                "(constraints) or search without padding")
+        grids = np.meshgrid(*[v.astype(np.float64) for v in self.values], indexing="ij")
+        macs = np.ones(n)
+        for g in grids:
+            macs = macs * g.reshape(-1)
+        self.order = np.argsort(macs, kind="stable")
+        self.macs = macs[self.order]
+        arch = space.arch
+        self.energy_lb = self.macs * float(arch.compute.energy_per_mac_pj)
+        self.cycles_lb = np.ceil(self.macs / float(arch.n_macs))
+        self.cheap = objective.scalar(self.energy_lb, self.cycles_lb, np.ones(n, dtype=bool))
+        self._shape = tuple(len(v) for v in self.values)
+        self._rows: dict[tuple[int, int], IntArray] = {}
+        self._trees: dict[tuple[int, int], DimTree] = {}
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def bounds(self, i: int) -> tuple[int, ...]:
+        idx = np.unravel_index(int(self.order[i]), self._shape)
+        return tuple(int(self.values[d][j]) for d, j in enumerate(idx))
+
+    def view(self, i: int) -> BranchSpace:
+        """The `BranchSpace` of the i-th vector (rows and dim trees shared between branches)."""
+        b = self.bounds(i)
+        rows, trees = [], []
+        for d, v in enumerate(b):
+            key = (d, v)
+            if key not in self._rows:
+                self._rows[key] = np.flatnonzero(self._prods[d] == v)
+                self._trees[key] = DimTree(self.space._tables[d][self._rows[key]])
+            rows.append(self._rows[key])
+            trees.append(self._trees[key])
+        return BranchSpace(self.space, b, rows, trees)
 
 
 def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
@@ -710,6 +805,9 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     -------
     (best mapping as a one-row batch or None, its objective value, `Certificate`)
     """
+    if getattr(space, "allow_padding", False):
+        return _solve_padded(space, model, objective, time_limit_s=time_limit_s, max_leaves=max_leaves,
+                             incumbent=incumbent, progress=progress)
     t0 = time.perf_counter()
     P = _setup(space, model, objective)
     P.deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
@@ -746,6 +844,111 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     return P.best_batch, P.best_value, cert
 
 
+def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None,
+                  max_leaves: int | None, incumbent: MappingBatch | None,
+                  progress: Any) -> tuple[MappingBatch | None, float, Certificate]:
+    """`solve` of a padded space: the branch and bound of each padded bound vector ``B'``
+    (`PaddedBranches`, cheapest first; a branch is one `BranchSpace`), sharing the incumbent,
+    the limits and the certificate's counts. A branch whose cheap bound is cut ends the
+    search (every later one is cut too); one whose root is cut counts as cut. The certified
+    bound of a stopped search is the least of the open nodes of the branch it stopped in and
+    the cheap bound of the next branch (the least of every branch not begun)."""
+    t0 = time.perf_counter()
+    _require(model, objective)
+    deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
+    br = PaddedBranches(space, objective)
+    cert = Certificate()
+    best_value, best_batch = math.inf, None
+    if incumbent is not None and len(incumbent):
+        chk = space.check(incumbent)
+        m = model.evaluate(space.problem, space.arch, incumbent)
+        val = objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
+        i = int(np.argmin(val))
+        if math.isfinite(val[i]):
+            best_value, best_batch = float(val[i]), incumbent.take(np.array([i]))
+    cert.patterns = len(_patterns(space))
+    stop = ""
+    low = math.inf  # the least bound the stopped branch left open
+    roots: list[float] = []
+    nxt = len(br)  # the first branch not begun
+    for i in range(len(br)):
+        if _cut_test(br.cheap[i], best_value):  # sorted: every later branch is cut too
+            cert.cut += len(br) - i
+            break
+        if time.perf_counter() > deadline:
+            stop, nxt = "time", i
+            break
+        if max_leaves is not None and cert.leaves >= max_leaves:
+            stop, nxt = "budget", i
+            break
+        P = _setup(br.view(i), model, objective)
+        P.cert = cert
+        P.deadline = deadline
+        P.max_leaves = max_leaves
+        P.best_value, P.best_batch = best_value, best_batch
+        frames = _root_frames(P)
+        roots.append(min([float(fr.bounds[0]) for fr in frames], default=math.inf))
+        open_ = _Open()
+        for fr in frames:
+            open_.push(fr)
+        later = float(br.cheap[i + 1]) if i + 1 < len(br) else math.inf  # the branches not begun
+        shown = None if progress is None else (
+            lambda best, lb, c, later=later: progress(best, min(lb, later), c))
+        try:
+            st = _loop(P, open_, shown, t0)
+        except KeyboardInterrupt:
+            st = "interrupted"
+        best_value, best_batch = P.best_value, P.best_batch
+        if st:
+            stop, nxt = st, i + 1
+            low = min(open_.min_bound(), P.current)
+            break
+    rest = float(br.cheap[nxt]) if nxt < len(br) else math.inf
+    cert.root_lower_bound = min(roots + [rest, best_value])
+    cert.incumbent = best_value
+    cert.elapsed_s = time.perf_counter() - t0
+    if stop:
+        cert.stop_reason = stop
+        cert.proven_optimal = False
+        cert.lower_bound = min(low, rest, best_value)
+    else:
+        cert.stop_reason = "proven" if math.isfinite(best_value) else "infeasible"
+        cert.proven_optimal = math.isfinite(best_value)
+        cert.lower_bound = best_value
+    return best_batch, best_value, cert
+
+
+def _root_bound_padded(space: Any, objective: ObjectiveSpec, max_nodes: int,
+                       time_s: float) -> dict[str, float] | None:
+    """`root_bound` of a padded space: the least over its branches (`PaddedBranches`) of each
+    branch's root bound, cheapest branch first while ``time_s`` lasts; the branches left
+    count with their cheap bounds (MAC energy and ``ceil(M' / n_macs)`` cycles). None when
+    the space has too many padded bound vectors to list (the caller falls back to another
+    bound)."""
+    t0 = time.perf_counter()
+    try:
+        br = PaddedBranches(space, objective)
+    except SpecError:
+        return None
+    best = {"cycles": math.inf, "energy_pj": math.inf, "edp": math.inf, "objective": math.inf}
+    for i in range(len(br)):
+        left = time_s - (time.perf_counter() - t0)
+        if left <= 0 or br.cheap[i] >= best["objective"] and i > 0:
+            # the rest at their cheap bounds (each the least at the branch with fewest MACs)
+            best["energy_pj"] = min(best["energy_pj"], float(br.energy_lb[i]))
+            best["cycles"] = min(best["cycles"], float(br.cycles_lb[i]))
+            best["edp"] = min(best["edp"], float(br.energy_lb[i] * br.cycles_lb[i]))
+            best["objective"] = min(best["objective"], float(br.cheap[i]))
+            break
+        rb = root_bound(br.view(i), objective, max_nodes=max_nodes, time_s=left / 4)
+        if rb is not None:
+            for key in best:
+                best[key] = min(best[key], rb[key])
+    if not math.isfinite(best["objective"]):
+        return None
+    return best
+
+
 def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
                time_s: float = 0.3) -> dict[str, float] | None:
     """A cheap lower bound of every mapping of the space under the loopnest model.
@@ -757,6 +960,8 @@ def root_bound(space: Any, objective: ObjectiveSpec, *, max_nodes: int = 4_096,
     pattern, ``{"cycles", "energy_pj", "edp", "objective"}`` (each minimised on its own, so
     each bounds its own metric), or None when no mapping can be legal.
     """
+    if getattr(space, "allow_padding", False):
+        return _root_bound_padded(space, objective, max_nodes, time_s)
     t0 = time.perf_counter()
     P = _setup(space, type("LoopNest", (), {"name": "loopnest"})(), objective)
     zero = np.zeros((1, P.D), dtype=np.int64)
@@ -852,7 +1057,7 @@ class ExactSearcher:
             raise SpecError(f"searcher exact: warm_budget = {warm!r}; expected an int >= 0")
         if budget is not None and budget < 1:
             raise SpecError(f"budget = {budget}; expected an int >= 1")
-        _setup(space, model, objective)  # refuse other models and Pareto objectives before any work
+        _require(model, objective)  # refuse other models and Pareto objectives before any work
         t0 = time.perf_counter()
         incumbent = None
         n_warm = 0
@@ -885,7 +1090,8 @@ class ExactSearcher:
                 raise InfeasibleSpaceError(
                     f"no mapping of {getattr(problem, 'name', 'the problem')} on {getattr(arch, 'name', 'the arch')} "
                     "is legal: the exact search covered the whole space (every branch exceeds a capacity or "
-                    "fanout, or fails a constraint). Try a larger buffer or fewer constraints.")
+                    "fanout, or fails a constraint). Try a larger buffer, fewer constraints"
+                    + (" or imperfect factorization (--padding)." if not getattr(space, "allow_padding", True) else "."))
             raise InfeasibleSpaceError(
                 f"the exact search found no legal mapping of {getattr(problem, 'name', 'the problem')} before it "
                 f"stopped ({cert.stop_reason}); give it more time or a budget")

@@ -3,8 +3,14 @@
 The ``random`` and ``anneal`` searchers on the ``loopnest`` model run as the device kernels of
 `accelmap.costmodels._cuda`: mappings are drawn (or moved, one annealing chain per GPU
 thread), checked and evaluated on the device, and only each thread's best row and its
-counters come back. Launches repeat, each with its own seed, until the budget (evaluations)
-or the time limit is spent. The best row is evaluated once more on the host (the CPU
+counters come back. An evaluation is one distinct mapping evaluated (a legal one) or checked
+and refused: random search evaluates each fitting tiling under ``_ORDERS`` random loop
+orders; annealing evaluates one moved mapping per step and chain (one GPU thread), or, with
+``searcher_options={"orders": K, "lanes": W}``, runs chains of W GPU threads, each of which
+proposes its own move per step and, if it fits, evaluates the moved mapping and K - 1
+loop-order variants of it; the best of the chain's W x K goes through the Metropolis test.
+Launches repeat, each with its own seed, until the budget (evaluations) or the time limit is
+spent. The best row is evaluated once more on the host (the CPU
 kernel) for the `SearchResult`.
 
 The device draws from the whole map space of exact factorizations (every prime factor of a
@@ -47,6 +53,19 @@ _N_INIT = 8
 # Random search: loop orders evaluated per fitting tiling (`_cuda.random_search`'s ``orders``;
 # measured on an H100, benchmarks/results/bench_gpu.json).
 _ORDERS = 32
+# Annealing (``searcher_options``): ``orders``, the mappings evaluated per step whose move
+# fits (the moved one and loop-order variants of it from the same factor caches), and
+# ``lanes``, the GPU threads of a chain, each proposing its own move; the best of a chain's
+# proposals goes through the Metropolis test (`_cuda.anneal_search`). A launch's threads take
+# _STEPS // orders steps, about the evaluations per thread of one mapping per step; budgets
+# below one block's launch of one step run chains of one thread. The default stays one
+# mapping per step and one thread per chain: on an H100 (benchmarks/results/bench_gpu.json,
+# docs/performance.md) orders 16 and lanes 8 reach 1.01e9 legal evaluations/s here against
+# 5.05e8, but their best EDP at 1e9 evaluations was 0.2-1.7% worse on three seeds.
+_ANNEAL_ORDERS = 1
+_ANNEAL_LANES = 1
+_ANNEAL_OPTIONS = ("orders", "lanes")
+_TPB = 128
 
 
 def check_device(device: str) -> str:
@@ -77,6 +96,16 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
     if searcher == "exhaustive":
         return _exhaustive(problem, arch, model_name=model_name, objective=objective, budget=budget,
                            time_limit_s=time_limit_s, seed=seed, options=dict(unsupported))
+    unsupported = dict(unsupported)
+    opts = dict(unsupported.pop("searcher_options", None) or {}) if searcher == "anneal" else {}
+    bad = sorted(set(opts) - set(_ANNEAL_OPTIONS))
+    if bad:
+        raise TypeError(f"anneal on device cuda: unknown searcher options {bad}; accepted: {', '.join(_ANNEAL_OPTIONS)}")
+    for key in opts:
+        v = opts[key]
+        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (key == "lanes" and 32 % v):
+            raise SpecError(f"anneal on device cuda: {key} = {v!r}; expected "
+                            + ("a divisor of 32" if key == "lanes" else "an int >= 1"))
     given = [k for k, v in unsupported.items() if v not in (None, False, {}, [])]
     if given:
         raise SpecError(f"device cuda does not support {', '.join(given)}; drop them or use device cpu")
@@ -85,10 +114,16 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
     t0 = time.perf_counter()
     # Compile the kernel (or load it) on a tiny launch first, so that launch timings are the
     # device's (the compile time still counts in the wall time).
+    # Annealing: chains of `lanes` lanes in blocks of _TPB threads, unless the budget is below
+    # one such launch of one step (then chains of one thread): one kernel per search.
+    k = int(opts.get("orders", _ANNEAL_ORDERS))  # (annealing: evaluations per step)
+    lanes = int(opts.get("lanes", _ANNEAL_LANES))
+    lanes = lanes if budget is None or budget >= _TPB * (1 + _N_INIT) * k else 1
     if searcher == "random":
         _cuda.random_search(problem, arch, threads=32, per_thread=1, seed=seed, top=1)
     else:
-        _cuda.anneal_search(problem, arch, threads=32, steps=1, n_init=1, seed=seed, top=1)
+        _cuda.anneal_search(problem, arch, threads=_TPB, steps=1, n_init=1, seed=seed, top=1, orders=k, lanes=lanes,
+                            tpb=_TPB)
     compile_s = time.perf_counter() - t0
     n_evals = n_legal = 0
     best: _cuda.GpuSearchResult | None = None
@@ -100,17 +135,24 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
             break
         if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
             break
-        # Small budgets: fewer draws or steps per thread, so that at least 32 threads run.
-        steps = _STEPS if left is None else max(1, min(_STEPS, left // 32 - _N_INIT))
+        # Small budgets: fewer draws or steps per thread, so that at least 32 threads (a block
+        # of chains of several lanes) run.
+        least = _TPB if lanes > 1 else 32
+        steps = _STEPS // k if left is None else max(1, min(_STEPS // k, left // (least * k) - _N_INIT))
         per = (_PER_THREAD if left is None else max(1, min(_PER_THREAD, left // 32))) if searcher == "random" \
-            else steps + _N_INIT
+            else (steps + _N_INIT) * k
         threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / per))))
         sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
         if searcher == "random":
             r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1,
                                     orders=max(1, min(_ORDERS, per // 4)))
         else:
-            r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1)
+            # chains of several lanes run in whole blocks: at least one, else whole ones below
+            # the budget (the last launch may exceed it by less than one block's evaluations)
+            if lanes > 1:
+                threads = max(_TPB, threads // _TPB * _TPB)
+            r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1,
+                                    orders=k, lanes=lanes, tpb=_TPB)
         launch += 1
         n_evals += r.evaluations
         n_legal += r.legal
@@ -131,7 +173,9 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         history=History(evaluations=(n_evals,), seconds=(round(elapsed, 6),), best=(float(metrics.edp[0]),)),
         n_evaluations=n_evals, n_valid=n_legal, elapsed_s=round(elapsed, 6),
         stop_reason="budget" if budget is not None and n_evals >= budget else "time",
-        config={"device": "cuda", "launches": launch, "kernel_s": round(kernel_s, 6), "compile_s": round(compile_s, 3),
+        config={"device": "cuda", "launches": launch,
+                **({"orders": k, "lanes": lanes} if searcher == "anneal" else {}),
+                "kernel_s": round(kernel_s, 6), "compile_s": round(compile_s, 3),
                 "legal_evaluations_per_s": n_legal / kernel_s if kernel_s > 0 else None},
         seed=seed, best_mapping_json=mapping_to_json(mapping, problem, arch),
     )

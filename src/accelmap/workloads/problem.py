@@ -136,6 +136,10 @@ class Problem:
     tensors: tuple[Tensor, ...]
     # How many times this exact shape occurs in its network (zoo layers); 1 otherwise.
     repeat: int = 1
+    # The bounds of the real iteration space when this problem is a padded iteration of it
+    # (`padded_iteration`: imperfect factorization runs ``bounds >= real_bounds``); None when
+    # the bounds are the real ones. Words that only the padded iterations reach do not exist.
+    real_bounds: tuple[int, ...] | None = None
     # (rank-padded) coefficient table: coef[t, c, d] = coefficient of dim d in coord c of t.
     _coef: IntArray = field(init=False, repr=False, compare=False, hash=False)
 
@@ -164,6 +168,14 @@ class Problem:
                 )
         if not isinstance(self.repeat, int) or self.repeat < 1:
             problems.append(f"repeat = {self.repeat!r}; expected an int >= 1")
+        if self.real_bounds is not None:
+            rb = tuple(self.real_bounds)
+            object.__setattr__(self, "real_bounds", rb)
+            if len(rb) != len(self.dims) or any(
+                    not isinstance(r, int) or isinstance(r, bool) or not 1 <= r <= d.bound
+                    for r, d in zip(rb, self.dims, strict=False)):
+                problems.append(f"real_bounds = {list(rb)!r}; expected {len(self.dims)} ints, each between 1 and "
+                                "its dimension's bound")
         if problems:
             raise SpecError(f"problem {self.name}: " + "; ".join(problems))
         rank = max(len(t.projection) for t in self.tensors)
@@ -303,7 +315,55 @@ class Problem:
     # --- padding: the words that exist ---------------------------------------------------
     @property
     def has_padding(self) -> bool:
-        return any(t.padded for t in self.tensors)
+        """Whether some projected words do not exist: a tensor's pad/extent, or a padded
+        iteration space (`real_bounds`)."""
+        return self.real_bounds is not None or any(t.padded for t in self.tensors)
+
+    @property
+    def real_macs(self) -> int:
+        """The MACs of the real iteration space (`macs` unless this is a padded iteration)."""
+        return self.macs if self.real_bounds is None else math.prod(self.real_bounds)
+
+    def padded_iteration(self, bounds: IntArray | tuple[int, ...]) -> Problem:
+        """This problem run over the padded iteration space ``bounds`` (>= `bounds` per dim).
+
+        Imperfect factorization (a mapping whose factors of dim ``d`` multiply to ``B'_d >=
+        B_d``, ceil-divided tiles) executes every point of the box ``B'``; the words its
+        padded points reach beyond the real tensors do not exist and are no traffic. The
+        result has the bounds ``B'``, the same tensors (a tensor's own pad and extent still
+        say which of its words exist) and ``real_bounds = B``: a tensor without pad/extent
+        has the words its projection spans over the real space (`existing_fraction`).
+        ``bounds`` equal to this problem's bounds return the problem itself; the result is
+        cached, so equal ``bounds`` give the same object.
+        """
+        b = tuple(int(x) for x in np.asarray(bounds, dtype=np.int64).reshape(-1))
+        return _padded_iteration(self, b)
+
+    def padded_fractions(self, bounds: IntArray) -> np.ndarray:
+        """(G, n_tensors) `existing_fraction` of ``padded_iteration(bounds[g])`` for each row of
+        ``bounds`` (G, n_dims), computed without building those problems (the same numbers,
+        bit for bit: a model evaluating many padded iterations at once reads them here)."""
+        b = np.asarray(bounds, dtype=np.int64).reshape(-1, self.n_dims)
+        real = np.array(self.real_bounds if self.real_bounds is not None else self.bounds, dtype=np.int64)
+        span = self.footprint(b)  # (G, T)
+        real_span = self.footprint(real)
+        out = np.ones(span.shape)
+        for ti, t in enumerate(self.tensors):
+            if t.padded:
+                exist = np.ones(len(b), dtype=np.int64)
+                for ci in range(len(t.projection)):  # each coordinate's count per distinct bounds of its dims
+                    row = self._coef[ti, ci]
+                    dims = np.flatnonzero(row)
+                    lo = 0 if t.pad is None else t.pad[ci]
+                    coefs = tuple(int(row[d]) for d in dims)
+                    uniq, inv = np.unique(b[:, dims], axis=0, return_inverse=True)
+                    counts = np.array([_count_values(coefs, tuple(int(v) for v in u), lo, lo + t.extent[ci])  # type: ignore[index]
+                                       for u in uniq], dtype=np.int64)
+                    exist *= counts[inv.reshape(-1)]
+                out[:, ti] = exist.astype(np.float64) / span[:, ti].astype(np.float64)
+            else:
+                out[:, ti] = float(real_span[ti]) / span[:, ti].astype(np.float64)
+        return out
 
     def existing_words(self, bounds: IntArray | None = None) -> IntArray:
         """(n_tensors,) words of each tensor a box of the iteration space (``bounds``,
@@ -315,16 +375,18 @@ class Problem:
         coordinates. Unpadded tensors count every distinct value."""
         b = self.bounds if bounds is None else np.asarray(bounds, dtype=np.int64)
         out = np.ones(self.n_tensors, dtype=np.int64)
+        real = None if self.real_bounds is None else np.minimum(b, np.array(self.real_bounds, dtype=np.int64))
         for ti, t in enumerate(self.tensors):
             for ci in range(len(t.projection)):
                 row = self._coef[ti, ci]
-                vals = np.zeros(1, dtype=np.int64)
-                for d in np.flatnonzero(row).tolist():
-                    vals = np.unique(np.add.outer(vals, int(row[d]) * np.arange(int(b[d]), dtype=np.int64)).ravel())
+                dims = np.flatnonzero(row)
+                lo, hi = 0, -1  # every value
                 if t.extent is not None:
                     lo = 0 if t.pad is None else t.pad[ci]
-                    vals = vals[(vals >= lo) & (vals < lo + t.extent[ci])]
-                out[ti] *= len(vals)
+                    hi = lo + t.extent[ci]
+                elif real is not None:  # a padded iteration: the span over the real space exists
+                    hi = 1 + int((row * (real - 1)).sum())
+                out[ti] *= _count_values(tuple(int(row[d]) for d in dims), tuple(int(b[d]) for d in dims), lo, hi)
         return out
 
     def existing_fraction(self) -> np.ndarray:
@@ -349,12 +411,47 @@ class Problem:
         return f"{self.name}: {dims}  ({self.macs:,} MACs)"
 
 
-@functools.lru_cache(maxsize=256)
+@functools.lru_cache(maxsize=4096)
+def _count_values(coefs: tuple[int, ...], bounds: tuple[int, ...], lo: int, hi: int) -> int:
+    """Distinct values of ``sum_i coefs[i] * x_i`` over ``0 <= x_i < bounds[i]`` in ``[lo, hi)``
+    (``hi < 0``: no upper limit). Cached: padded iterations share most coordinates."""
+    vals = np.zeros(1, dtype=np.int64)
+    for a, n in zip(coefs, bounds, strict=True):
+        if hi >= 0:  # terms are >= 0: an index whose own term reaches hi adds no value below it
+            n = min(n, -(-hi // a))
+        vals = np.unique(np.add.outer(vals, a * np.arange(n, dtype=np.int64)).ravel())
+    keep = vals >= lo
+    if hi >= 0:
+        keep &= vals < hi
+    return int(keep.sum())
+
+
+@functools.lru_cache(maxsize=4096)
 def _existing_fraction(problem: Problem) -> np.ndarray:
     """`Problem.existing_fraction`, computed once per problem (models call it per batch)."""
     frac = np.ones(problem.n_tensors)
     exist, span = problem.existing_words(), problem.tensor_sizes()
+    real_span = None if problem.real_bounds is None else problem.footprint(np.array(problem.real_bounds))
     for ti, t in enumerate(problem.tensors):
         if t.padded:
             frac[ti] = float(exist[ti]) / float(span[ti])
+        elif real_span is not None:
+            # a tensor without pad/extent has every word its projection spans (the model's
+            # count of an unpadded tensor, strided holes included): over a padded iteration,
+            # the span over the real space
+            frac[ti] = float(real_span[ti]) / float(span[ti])
     return frac
+
+
+@functools.lru_cache(maxsize=1024)
+def _padded_iteration(problem: Problem, bounds: tuple[int, ...]) -> Problem:
+    """`Problem.padded_iteration`, one object per (problem, bounds)."""
+    own = tuple(int(b) for b in problem.bounds)
+    if len(bounds) != len(own) or any(b < o for b, o in zip(bounds, own, strict=False)):
+        raise SpecError(f"problem {problem.name}: padded iteration bounds {list(bounds)}; expected "
+                        f"{len(own)} ints, each at least its dimension's bound {list(own)}")
+    if bounds == own:
+        return problem
+    real = problem.real_bounds if problem.real_bounds is not None else own
+    dims = tuple(Dim(name=d.name, bound=b) for d, b in zip(problem.dims, bounds, strict=True))
+    return Problem(name=problem.name, dims=dims, tensors=problem.tensors, repeat=problem.repeat, real_bounds=real)

@@ -65,13 +65,27 @@ SCRIPT = textwrap.dedent("""
     # one round of up to 3 draws, the fitting one evaluated under 4 loop orders
     runs += [(_cuda.random_search, {"per_thread": 6, "kernel": "specialized", "share": share, "tries": 3, "orders": 4})
              for share in ("none", "order")]
+    # annealing steps of 4 mappings (the moved one and 3 loop-order variants), chains of one
+    # thread and of 4 (8 threads asked, one block of 32 launched)
+    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "orders": 4, "lanes": w,
+                                    "tpb": 32}) for w in (1, 4)]
+    # (chains of 8 lanes whose lanes draw their own move kinds)
+    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "orders": 2, "lanes": 8,
+                                    "tpb": 32, "anneal_share": "none"})]
     # (on the zoo layer not "order+keep": one warp's two shared bypass draws may both be unfit)
     cases = [(run, (problem, arch)) for run in runs]
-    cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5], runs[6], runs[8])]
+    cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5], runs[6], runs[8], runs[9],
+                                                runs[10])]
     for (fn, kw), (pr, ar) in cases:
         r = fn(pr, ar, threads=8, seed=3, top=3, **kw)
         assert r.kernel == kw["kernel"]
-        if fn is _cuda.anneal_search or kw["kernel"] == "generic":
+        if kw.get("orders", 1) > 1 and fn is _cuda.anneal_search:
+            # each of the 13 steps per thread: a refused move (one evaluation, not legal) or
+            # `orders` legal evaluations
+            n, k = r.threads * 13, kw["orders"]
+            assert r.threads == (8 if kw["lanes"] == 1 else 32) and r.legal % k == 0
+            assert r.legal // k + (r.evaluations - r.legal) == n and r.legal > 0
+        elif fn is _cuda.anneal_search or kw["kernel"] == "generic":
             # every step or draw is one evaluation
             assert r.evaluations == 8 * (6 if "per_thread" in kw else 13)
         elif kw.get("orders", 1) > 1:
@@ -93,6 +107,19 @@ SCRIPT = textwrap.dedent("""
     r = _cuda.random_search(problem, arch, threads=1, per_thread=39, seed=11, top=1, kernel="specialized", share="none",
                             tries=8, orders=32)
     assert r.legal in (0, 32) and r.evaluations - r.legal <= 8
+    # an annealing step's variants are distinct swaps: the pair stride is coprime with the
+    # number of pairs; bad orders and lanes are refused
+    from accelmap.costmodels import _cuda_search
+    for n in (1, 2, 3, 21, 35, 84, 105):
+        st = _cuda_search.pair_stride(n)
+        assert len({(5 + j * st) % n for j in range(n)}) == n
+    for bad in ({"orders": 0}, {"lanes": 3}):
+        try:
+            _cuda.anneal_search(problem, arch, threads=8, steps=4, kernel="specialized", **bad)
+        except SpecError as exc:
+            assert next(iter(bad)) in str(exc)
+        else:
+            raise AssertionError(f"expected a SpecError for {bad}")
     for bad in ({"orders": 0}, {"tries": 0}, {"share": "all"}):
         try:
             _cuda.random_search(problem, arch, threads=8, per_thread=4, kernel="specialized", **bad)
@@ -108,6 +135,20 @@ SCRIPT = textwrap.dedent("""
         raise AssertionError("expected a SpecError")
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
+    assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    # chains of several lanes through the API (a budget of whole blocks of 128 threads)
+    res = search(problem, arch, searcher="anneal", budget=20_000, device="cuda", seed=4,
+                 searcher_options={"orders": 16, "lanes": 8})
+    assert res.best is not None and 20_000 <= res.n_evaluations < 20_000 + 2 * 128 * 9 * 16
+    assert res.n_valid <= res.n_evaluations and (res.config["orders"], res.config["lanes"]) == (16, 8)
+    assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    for opts, exc in (({"chains": 4}, TypeError), ({"lanes": 3}, SpecError), ({"orders": 0}, SpecError)):
+        try:
+            search(problem, arch, searcher="anneal", budget=200, device="cuda", searcher_options=opts)
+        except exc as e:
+            assert next(iter(opts)) in str(e)
+        else:
+            raise AssertionError(f"expected {exc.__name__} for {opts}")
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
     res = search(problem, arch, searcher="random", budget=500, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 500 and res.n_valid <= res.n_evaluations

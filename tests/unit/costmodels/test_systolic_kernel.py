@@ -112,3 +112,45 @@ def test_threads_sharing_a_model_fill_one_table() -> None:
     keys = cpu._prepared(prob, arch)[4].arrays[0]
     stored = keys[keys[:, 0] >= 0]
     assert len(stored) == len(np.unique(stored, axis=0)) == cpu._prepared(prob, arch)[4].count
+
+
+def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
+    """Rows whose stream is longer than ``max_walk_entries`` but whose passes fit are walked
+    for `SystolicModel.CAPPED_WALK_REPS` passes (`systolic._walk_rows`): the kernel's rule
+    (`_systolic_kernel._walked`) picks the same rows and the counts agree."""
+    import sys
+    from pathlib import Path
+
+    from accelmap.costmodels.systolic import _passes, _walk_rows, systolic_layout
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from benchmarks.bench_costmodel import _systolic_pool as systolic_pool  # the benchmark's pool
+
+    # an ifmap larger than a 1 kB window (walked) and fold counts above the cap
+    prob = conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    batch = systolic_pool(prob, arch, 600, np.random.default_rng(1))
+    lay = systolic_layout(prob, arch)[0]
+    assert systolic._walkable(prob, lay, 0)
+    st = SystolicModel(dram_window="estimate").stats(prob, arch, batch)
+    per = st.sram_reads[:, 0] // lay.class_size[3]
+    passes = _passes(0, np.maximum(st.row_class, 0), np.maximum(st.col_class, 0), st.row_folds, st.col_folds)
+    size = np.array(lay.class_size[:3])
+    fewest = -(-size[st.row_class] // lay.rows) * -(-size[st.col_class] // lay.cols)
+    many = passes > SystolicModel.CAPPED_WALK_REPS
+
+    def caps_at(limit: int) -> np.ndarray:
+        return _walk_rows(st.valid, st.sram_reads[:, 0], st.row_folds * st.col_folds, fewest, lay.class_size[3],
+                          (limit, 1e9), passes)
+
+    # the limit that caps the most rows (the batch then has capped and whole rows)
+    limit = max({int(x) for x in per[many] // passes[many] * SystolicModel.CAPPED_WALK_REPS},
+                key=lambda x: int((caps_at(x) == SystolicModel.CAPPED_WALK_REPS).sum()))
+    caps = caps_at(limit)
+    assert (caps == SystolicModel.CAPPED_WALK_REPS).sum() >= 5 and (caps > SystolicModel.CAPPED_WALK_REPS).any()
+    cpu = SystolicModel(engine="cpu", max_walk_entries=limit, max_fold_ratio=1e9)
+    ref = SystolicModel(engine="numpy", max_walk_entries=limit, max_fold_ratio=1e9)
+    assert_engines_agree(cpu.evaluate(prob, arch, batch), ref.evaluate(prob, arch, batch), what="capped walks")
+    a, b = cpu.stats(prob, arch, batch), ref.stats(prob, arch, batch)
+    for f in b.__dataclass_fields__:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from accelmap.arch.presets import systolic_array
@@ -110,14 +110,25 @@ def test_exact_window_batched_equals_scalar(case):
         assert np.array_equal(s.total_cycles, e.total_cycles)
 
 
+def _passes(lay, s):
+    """(n,) passes of the ifmap's demand stream over the operand (its repetitions)."""
+    ifmap_cls = {0, 2}  # m and k
+    ir = np.isin(s.row_class, list(ifmap_cls))
+    ic = np.isin(s.col_class, list(ifmap_cls))
+    return np.where(ir & ~ic, s.col_folds, np.where(ic & ~ir, s.row_folds, 1))
+
+
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.25, 2.0, 1e9]))
 def test_auto_window_walks_short_streams_only(case, q, ratio):
     """``dram_window="auto"``: each operand's DRAM reads are the exact mode's where its
     stream (SRAM reads per repetition of the GEMM) has at most ``limit`` entries and the
-    mapping at most ``ratio`` times the fewest folds of the array, and the estimate's
-    elsewhere; the kernel engine, the numpy path and the scalar path agree, row by row (the
-    limit is a quantile of the batch's streams, so batches mix walked and estimated rows)."""
+    mapping at most ``ratio`` times the fewest folds of the array; a longer stream of such
+    a mapping whose ``CAPPED_WALK_REPS`` passes over the ifmap fit in ``limit`` entries
+    (and that has more passes) is walked for those passes and extrapolated, within 2 % of
+    the exact mode; the estimate's elsewhere. The kernel engine, the numpy path and the
+    scalar path agree, row by row (the limit is a quantile of the batch's streams, so
+    batches mix walked and estimated rows)."""
     prob, arch, batch = case
     lay = systolic_layout(prob, arch)[0]
     b_rep = lay.class_size[3]
@@ -132,13 +143,69 @@ def test_auto_window_walks_short_streams_only(case, q, ratio):
     fewest = [math.ceil(size[r] / lay.rows) * math.ceil(size[c] / lay.cols) if v else 0
               for r, c, v in zip(a.row_class, a.col_class, a.valid, strict=True)]
     near = a.row_folds * a.col_folds <= ratio * np.array(fewest)
-    short = (a.sram_reads // b_rep <= limit) & near[:, None]
-    assert np.array_equal(a.dram_reads, np.where(short, ex.dram_reads, est.dram_reads))
+    per = a.sram_reads // b_rep
+    short = (per <= limit) & near[:, None]
+    assert np.array_equal(a.dram_reads[short], ex.dram_reads[short])
+    cap = SystolicModel.CAPPED_WALK_REPS
+    passes = _passes(lay, a)
+    capped = near & ~short[:, 0] & (passes > cap) & ((per[:, 0] // np.maximum(passes, 1)) * cap <= limit)
+    got, want = a.dram_reads[capped, 0], ex.dram_reads[capped, 0]
+    assert np.all(np.abs(got - want) <= 0.02 * want), (got, want)
+    rest = ~short
+    rest[:, 0] &= ~capped
+    assert np.array_equal(a.dram_reads[rest], est.dram_reads[rest])
     for i in range(len(batch)):
         one = auto_np.stats_one(prob, arch, batch[i])
         for f in ("dram_reads", "stall_cycles", "total_cycles", "utilization"):
             assert np.array_equal(getattr(a, f)[i:i + 1], getattr(one, f)), (i, f)
     assert_metrics_equal(auto_cpu.evaluate(prob, arch, batch), auto_np.evaluate(prob, arch, batch), what="auto")
+
+
+@st.composite
+def narrow_convolutions(draw):
+    """A convolution whose ifmap mostly exceeds a small window (1 or 2 kB of 8-bit words:
+    500 or 1,000 words), on an array of 2 to 8 a side, and SCALE-Sim's mapping of a random
+    dataflow with 1 to 3 PEs on each axis, so the ifmap is streamed over many passes."""
+    h = draw(st.integers(12, 36))
+    f = min(draw(st.sampled_from([1, 2, 3, 5, 7])), h)
+    stride = draw(st.sampled_from([1, 1, 2, 3]))
+    prob = conv2d("c", c=draw(st.sampled_from([3, 8, 16, 32])), k=draw(st.sampled_from([16, 32, 64])),
+                  p=(h - f) // stride + 1, q=(h - f) // stride + 1, r=f, s=f, stride=stride, word_bits=8)
+    kb = draw(st.sampled_from([1, 2]))
+    arch = systolic_array(draw(st.sampled_from([2, 4, 8])), draw(st.sampled_from([2, 4, 8])), kb, kb, kb,
+                          dram_bandwidth_words_per_cycle=None)
+    lay, _ = systolic_layout(prob, arch)
+    base = scalesim_mapping(prob, arch, draw(st.sampled_from(["os", "ws", "is"])))[0]
+    sp = base.spatial.copy()
+    for axis in (0, 1):
+        on = sp[lay.array_level, :, axis] > 1
+        sp[lay.array_level, on, axis] = np.minimum(sp[lay.array_level, on, axis], draw(st.integers(1, 3)))
+    t = np.ones_like(base.temporal)
+    t[0] = [math.ceil(int(b) / int(v)) for b, v in zip(prob.bounds, sp.prod(axis=(0, 2)), strict=True)]
+    return prob, arch, Mapping(temporal=t, spatial=sp, order=base.order, keep=base.keep).as_batch()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(narrow_convolutions())
+def test_capped_walk_within_two_percent_of_the_walk(case):
+    """`window_fetches_capped` (8 passes walked, the rest extrapolated) against the whole
+    walk, on the ifmap of random convolutions (strided, 1x1 and sliding windows, every
+    dataflow): within 2 %, and equal when the cap covers every pass."""
+    from accelmap.costmodels import systolic as sy
+
+    prob, arch, batch = case
+    lay = systolic_layout(prob, arch)[0]
+    s = EXACT.stats(prob, arch, batch)
+    if not s.valid[0] or not sy._walkable(prob, lay, 0):
+        return
+    args = (prob, lay, 0, int(s.row_class[0]), int(s.col_class[0]), int(s.rows_used[0]), int(s.cols_used[0]),
+            [int(d) for d in batch.order[0, lay.array_level]])
+    whole = sy._window_exact(*args)
+    assert whole == int(s.dram_reads[0, 0])
+    capped = sy._window_exact(*args, walk_reps=SystolicModel.CAPPED_WALK_REPS)
+    event("extrapolated" if capped != whole else "equal")
+    assert abs(capped - whole) <= 0.02 * whole, (capped, whole)
+    assert sy._window_exact(*args, walk_reps=int(_passes(lay, s)[0])) == whole
 
 
 def test_auto_window_options_are_checked():

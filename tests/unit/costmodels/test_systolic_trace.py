@@ -318,3 +318,35 @@ def test_transposed_ws_estimate_accuracy():
         got = est.stats(prob, arch, seeds).dram_reads[:, 0]
         errors.extend(np.abs(got / want - 1).tolist())
     assert float(np.median(errors)) <= 0.01 and max(errors) <= 0.5, (np.median(errors), max(errors))
+
+
+@pytest.mark.parametrize(("df", "ur", "uc"), [("ws", 1, 1), ("ws", 2, 1), ("os", 3, 1)])
+def test_exact_window_every_entry_fetched(df, ur, uc):
+    """A stream whose uses of a word are always at least ``W - 1`` words apart fetches every
+    entry whatever the resets (`_min_gap`): the walk counts two repetitions and the rest
+    in closed form, and equals the replay. Here WS's window rows (or OS's pixels) on few
+    PEs, the filters one column at a time: 576 output pixels against a 500-word window."""
+    from accelmap.costmodels import _systolic_window as sw
+
+    h, f, st, ch, nf = 26, 3, 1, 2, 6
+    p = h - f + 1
+    prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
+    big = systolic_array(4, 4, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    small = systolic_array(ur, uc, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    s = SystolicModel(dram_window="exact").stats(prob, big, scalesim_mapping(prob, small, df))
+    ifmap, filt = _conv_operands(h, f, st, ch, nf)
+    si, _ = _streams(ifmap, filt, ur, uc, df)
+    want = _window_fetches(si, 1024)
+    assert int(s.dram_reads[0, 0]) == want
+    if df == "ws":
+        assert want == si.size  # every entry a fetch
+        lay = systolic_layout(prob, big)[0]
+        k = [d for d in range(prob.n_dims) if lay.dim_class[d] == 2 and int(prob.bounds[d]) > 1]
+        order = [int(d) for d in scalesim_mapping(prob, small, df).order[0, lay.array_level]]
+        from accelmap.costmodels.systolic import _walk_static
+
+        static = _walk_static(prob, lay, 0)
+        rel = tuple(d for d in order if lay.dim_class[d] in (2, 0) and int(prob.bounds[d]) > 1)
+        a_off, b_off, stamp, size = sw._stream_arrays(*static, rel, (2, 0))
+        last = np.empty(stamp.shape[0], dtype=np.int64)
+        assert k and sw._min_gap(a_off, b_off, stamp, last, size[2], ur, size[0]) >= 499

@@ -170,7 +170,9 @@ def test_constraints_padding_early_stop(tmp_path):
     assert type(task.constraints).__name__ == "Constraints"
     # a model that counts exact factorizations only is refused when the sweep loads
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({**doc, "models": ["systolic", "loopnest"]}))
-    with pytest.raises(SpecError, match=r"s\.yaml: allow_padding: imperfect factorization .* loopnest model"):
+    assert {t.model for t in load_sweep(tmp_path / "s.yaml").tasks()} == {"systolic", "loopnest"}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({**doc, "models": ["loopnest", "aspect"]}))
+    with pytest.raises(SpecError, match=r"s\.yaml: allow_padding: imperfect factorization .* aspect model"):
         load_sweep(tmp_path / "s.yaml")
     assert task.spec()["constraints"]["__type__"] == "Constraints"
     plain = dataclasses.replace(task, constraints=None)

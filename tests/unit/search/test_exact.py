@@ -18,7 +18,7 @@ from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.costmodels.loopnest_bounds import partial_bounds
 from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
-from accelmap.search.exact import DimTree, bound_model, node_inputs, root_bound, solve
+from accelmap.search.exact import DimTree, PaddedBranches, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import conv2d, matmul
 
@@ -98,6 +98,103 @@ def test_exact_equals_exhaustive_with_padding_allowed() -> None:
     _, value, cert = solve(space, MODEL, obj)
     assert cert.proven_optimal
     assert value == pytest.approx(_exhaustive(space, obj), rel=1e-12)
+
+
+def arch8() -> Arch:
+    """DRAM > GLB (4 x 2 PEs below) > RF: an array that a prime bound of 7 or 13 cannot fill."""
+    return Arch(name="tiny8", compute=Compute(energy_per_mac_pj=1.0), levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=100.0, write_energy_pj=120.0, block_words=2),
+        StorageLevel(name="GLB", capacity_words=64, read_energy_pj=5.0, write_energy_pj=6.0, fanout_x=4, fanout_y=2),
+        StorageLevel(name="RF", capacity_words=8, read_energy_pj=0.5, write_energy_pj=0.6),
+    ))
+
+
+PADDED_CASES = {
+    "gemm-m7": lambda: matmul("g7", m=7, n=1, k=2),
+    "gemm-m13": lambda: matmul("g13", m=13, n=1, k=1),
+    "conv-k7": lambda: conv2d("c7", n=1, k=7, c=1, p=3, q=1, r=1, s=1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(PADDED_CASES))
+@pytest.mark.parametrize("objective", ["edp", "energy", "cycles"])
+def test_exact_equals_exhaustive_on_padded_spaces(case, objective) -> None:
+    """Imperfect factorization: the exact search branches over the padded bound vectors and
+    proves the optimum of the whole padded space, which beats the perfect-factor optimum
+    (the prime bound cannot be unrolled over the 4 x 2 array without padding)."""
+    problem = PADDED_CASES[case]()
+    space = MapSpace(problem, arch8(), allow_padding=True)
+    obj = parse_objective(objective)
+    truth = _exhaustive(space, obj)
+    best, value, cert = solve(space, MODEL, obj)
+    assert cert.proven_optimal and cert.stop_reason == "proven"
+    assert value == pytest.approx(truth, rel=1e-12)
+    assert _value(space, best, obj) == pytest.approx(value, rel=1e-12)
+    assert cert.root_lower_bound <= truth * (1 + 1e-12)
+    prod = best.temporal.prod(axis=1) * best.spatial.prod(axis=(1, 3))
+    _, perfect, _ = solve(MapSpace(problem, arch8()), MODEL, obj)
+    assert value < perfect  # padding pays on every objective here
+    assert (prod[0] > problem.bounds).any()  # and the optimum is a padded mapping
+
+
+def test_padded_branches_are_sorted_by_an_admissible_bound() -> None:
+    space = MapSpace(PADDED_CASES["gemm-m7"](), arch8(), allow_padding=True)
+    obj = parse_objective("edp")
+    br = PaddedBranches(space, obj)
+    assert br.bounds(0) == tuple(space.problem.bounds.tolist())  # the exact branch has the fewest MACs
+    assert (np.diff(br.cheap) >= 0).all()
+    batch = space.sample_valid(300, np.random.default_rng(0))
+    m = MODEL.evaluate(space.problem, space.arch, batch)
+    prod = batch.temporal.prod(axis=1) * batch.spatial.prod(axis=(1, 3))
+    cheap = {br.bounds(i): br.cheap[i] for i in range(len(br))}
+    val = obj.scalar(m.energy_pj, m.cycles, m.valid)
+    for i in range(len(batch)):
+        assert cheap[tuple(prod[i].tolist())] <= val[i] * (1 + 1e-12)
+    rb = root_bound(space, obj)
+    assert rb is not None and rb["objective"] <= _exhaustive(space, obj) * (1 + 1e-12)
+    with pytest.raises(SpecError, match="padded bound vectors"):
+        PaddedBranches(space, obj, max_branches=2)
+
+
+def test_time_limited_padded_run_certifies_a_bound_below_the_optimum() -> None:
+    space = MapSpace(PADDED_CASES["conv-k7"](), arch8(), allow_padding=True)
+    obj = parse_objective("edp")
+    truth = _exhaustive(space, obj)
+    for leaves in (1, 50, 500):
+        _, value, cert = solve(space, MODEL, obj, max_leaves=leaves)
+        assert cert.lower_bound <= truth * (1 + 1e-12) <= value * (1 + 1e-12)
+        if not cert.proven_optimal:
+            assert cert.stop_reason == "budget"
+    _, _, cert = solve(space, MODEL, obj, time_limit_s=0.0)
+    assert not cert.proven_optimal and cert.stop_reason == "time" and cert.lower_bound <= truth
+
+
+@pytest.mark.parametrize("arch_name,layer", [
+    ("eyeriss-like", "resnet50/conv3_1"),
+    ("simba-like", "mobilenet_v2/block2_2_dw"),
+    ("eyeriss-like", "resnet50/conv1"),  # strided, with the input's own padding
+])
+def test_node_bounds_hold_on_padded_spaces(arch_name, layer) -> None:
+    """The bound of every node on the path of a padded mapping, in the branch of its padded
+    bound vector (the BoundModel of P', whose ``exist`` scales the words that do not exist),
+    never exceeds the mapping's cost."""
+    from accelmap.search.exact import BranchSpace
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem(layer), preset(arch_name)
+    space = MapSpace(problem, arch, allow_padding=True)
+    batch = space.sample_valid(16, np.random.default_rng(7))
+    m = MODEL.evaluate(problem, arch, batch)
+    assert m.valid.all()
+    prod = batch.temporal.prod(axis=1) * batch.spatial.prod(axis=(1, 3))
+    assert (prod != problem.bounds).any(axis=1).sum() >= 8
+    for i in range(len(batch)):
+        b = tuple(int(v) for v in prod[i])
+        rows = [np.flatnonzero(space._tables[d].prod(axis=(1, 2)) == v) for d, v in enumerate(b)]
+        view = BranchSpace(space, b, rows, [DimTree(space._tables[d][r]) for d, r in enumerate(rows)])
+        for e, c in _node_bounds_of(view, batch.take(np.array([i])), batch.keep[i]):
+            assert e[0] <= m.energy_pj[i] * (1 + 1e-12)
+            assert c[0] <= m.cycles[i] * (1 + 1e-12)
 
 
 @pytest.mark.slow
@@ -347,6 +444,16 @@ def test_every_loopnest_result_reports_the_root_bound() -> None:
     assert r.bound_kind == "loopnest-root" and not r.proven_optimal
     assert r.lower_bound["edp"] <= r.edp
     assert 0 <= r.certified_gap()
+
+
+def test_padded_loopnest_search_reports_the_padded_root_bound() -> None:
+    """`accelmap.search(..., allow_padding=True)` on the loopnest model (no longer refused):
+    any searcher's result carries the root bound of the padded space, below its optimum."""
+    problem = PADDED_CASES["gemm-m13"]()
+    r = accelmap.search(problem, arch8(), searcher="random", allow_padding=True, budget=3000, seed=0)
+    assert r.bound_kind == "loopnest-root" and r.config["allow_padding"] is True
+    truth = _exhaustive(MapSpace(problem, arch8(), allow_padding=True), parse_objective("edp"))
+    assert r.lower_bound["edp"] <= truth * (1 + 1e-12) <= r.edp * (1 + 1e-12)
 
 
 def test_exact_refuses_what_it_cannot_prove() -> None:

@@ -112,3 +112,39 @@ def test_metrics_table_keeps_padded_counts_in_their_columns() -> None:
         assert all(len(v.partition(".")[2]) <= 1 for v in counts), counts  # one decimal at most
         fractional += sum("." in v for v in counts)
     assert fractional  # the padded inputs' counts are fractional somewhere
+
+
+def test_padded_iteration_keeps_the_real_words() -> None:
+    """Imperfect factorization runs a padded iteration space: same tensors, larger bounds,
+    and only the words of the real problem exist."""
+    p = conv2d("c", n=1, k=4, c=3, p=7, q=7, r=3, s=3)  # unpadded: every spanned word exists
+    q = p.padded_iteration([1, 4, 3, 8, 7, 3, 3])
+    assert q.real_bounds == (1, 4, 3, 7, 7, 3, 3) and q.bounds.tolist() == [1, 4, 3, 8, 7, 3, 3]
+    assert q.has_padding and not p.has_padding
+    assert q.macs == 8 * 7 * 4 * 3 * 9 and q.real_macs == p.macs == p.real_macs
+    assert q is p.padded_iteration((1, 4, 3, 8, 7, 3, 3))  # cached: one object per bounds
+    assert p.padded_iteration(p.bounds) is p
+    # weights untouched; inputs 10 x 9 rows x cols of 9 x 9 exist; outputs 8 x 7 of 7 x 7
+    np.testing.assert_allclose(q.existing_fraction(), [1.0, 9 * 9 / (10 * 9), 7 * 7 / (8 * 7)])
+    assert q.existing_words().tolist() == p.existing_words().tolist()
+    # padding a padded iteration again keeps the real bounds of the first
+    assert q.padded_iteration([1, 4, 3, 8, 8, 3, 3]).real_bounds == p.padded_iteration([1, 4, 3, 8, 8, 3, 3]).real_bounds
+    with pytest.raises(SpecError, match="at least its dimension's bound"):
+        p.padded_iteration([1, 4, 3, 6, 7, 3, 3])
+
+
+def test_padded_iteration_of_strided_and_padded_tensors() -> None:
+    """A strided 1x1 input counts its span (holes included), as the model counts an unpadded
+    tensor, so padding the iteration space never makes its real words cheaper; a tensor
+    with its own pad/extent keeps them (only its existing words count)."""
+    s = conv2d("s", n=1, k=2, c=2, p=7, q=7, r=1, s=1, stride=2)
+    q = s.padded_iteration([1, 2, 2, 8, 7, 1, 1])
+    span_real, span_padded = 2 * 6 + 1, 2 * 7 + 1
+    assert q.existing_fraction()[1] == pytest.approx(span_real / span_padded)
+    c = conv2d_from_input("c", c=3, k=4, h=8, w=6, r=3, s=3, padding=1)  # 8 x 6 out, input extent 8 x 6
+    assert c.dim_names == ("N", "K", "C", "P", "Q", "R", "S") and c.bounds.tolist() == [1, 4, 3, 8, 6, 3, 3]
+    qc = c.padded_iteration([1, 4, 3, 9, 6, 3, 3])
+    assert qc.tensors[1].extent == c.tensors[1].extent
+    assert qc.existing_words()[1] == c.existing_words()[1]  # row 9 of the padded rows reads past the edge
+    with pytest.raises(SpecError, match="real_bounds"):
+        type(c)(name="x", dims=c.dims, tensors=c.tensors, real_bounds=(1,))
