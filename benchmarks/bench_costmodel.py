@@ -406,6 +406,16 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
 
             calls["cpu_objective"] = engines["cpu"].evaluate_objective
             calls["cpu_generic"] = generic
+        if name == "systolic":
+            # ``numpy`` and ``cpu`` run the default ``dram_window="auto"`` (the kernel plus the
+            # walked counts it looks up per fold shape); ``*_estimate`` the closed-form estimate
+            # everywhere (the kernel alone).
+            from accelmap.costmodels.systolic import SystolicModel
+
+            res["dram_window"] = {b: "auto" for b in calls}
+            for b in [b for b in backends if b in ("numpy", "cpu")]:
+                calls[f"{b}_estimate"] = SystolicModel(engine=b, dram_window="estimate").evaluate
+                res["dram_window"][f"{b}_estimate"] = "estimate"
         for label, problem, arch, pool in _pools(name, max(sizes)):
             for fn in calls.values():  # compile / warm every per-(problem, arch) cache
                 fn(problem, arch, pool.take(slice(0, 64)))
@@ -431,8 +441,9 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
                     row[b] = {"median_s": med, "evals_per_s": n / med, "best_evals_per_s": n / min(times[b]),
                               "evals_per_cpu_s": n / max(float(np.median(cpu[b])), 1e-9)}
                 if "numpy" in backends:
-                    for b in calls:
-                        row[b]["ratio_to_numpy"] = row[b]["evals_per_s"] / row["numpy"]["evals_per_s"]
+                    for b in calls:  # (an ``*_estimate`` entry: to the numpy path in the same mode)
+                        ref = "numpy_estimate" if b.endswith("_estimate") and "numpy_estimate" in calls else "numpy"
+                        row[b]["ratio_to_numpy"] = row[b]["evals_per_s"] / row[ref]["evals_per_s"]
                 rows.append(row)
                 print(f"{name} {label} batch {n:>7}: " + ", ".join(
                     f"{b} {row[b]['evals_per_s']:>12,.0f}/s" + (f" ({row[b]['ratio_to_numpy']:.2f}x)" if b != "numpy" and "numpy" in backends else "")

@@ -12,6 +12,8 @@ formulas), so that both give the same `SystolicStats` bit for bit. The conversio
 from __future__ import annotations
 
 import math
+import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +26,7 @@ from accelmap.costmodels._loopnest_kernel import _threads
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
-__all__ = ["SystolicConsts", "systolic_consts", "stats_batch"]
+__all__ = ["SystolicConsts", "WalkTable", "systolic_consts", "evaluate_rows", "stats_from", "metrics_from"]
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -36,104 +38,143 @@ _FACTORS, _ORDER, _KEEP, _FANOUT, _MODEL = 2, 3, 4, 5, 9
 
 @dataclass(frozen=True, slots=True, eq=False)
 class SystolicConsts:
-    """(problem, arch, layout) as arrays: ``ints`` = array level, PE level, rows, cols,
-    tensors (ifmap, filter, ofmap), class sizes (m, n, k, b), d_tot (ifmap, filter), overlap
-    (ifmap, filter); ``flts`` = windows (3), MACs, DRAM read bandwidth, DRAM write bandwidth
-    (nan = unlimited)."""
+    """(problem, arch, layout) as arrays, computed once per pair (compile once, evaluate many).
+
+    ``ints`` = array level, PE level, rows, cols, tensors (ifmap, filter, ofmap), class sizes
+    (m, n, k, b), d_tot (ifmap, filter), overlap (ifmap, filter), SRAM levels (ifmap, filter,
+    ofmap), walkable (ifmap, filter: `systolic._walkable`), neighbour pairs (ifmap, filter);
+    whether every per-access energy is finite and >= 0; ``flts`` = windows (3), MACs, DRAM read bandwidth, DRAM write bandwidth (nan = unlimited),
+    compute energy of a valid mapping (pJ); ``terms`` (2, M, 3) = per read operand the
+    nonzero terms of its used coordinates (dim, coefficient, last term of the coordinate;
+    dim -1 past the end); ``pairs`` (2, P, 3) = per read operand the
+    (pixel dim, window dim, coefficient) pairs `systolic._neighbour_step_batch` scans (the
+    mapping-independent part of its loops); ``levels`` (L, 3) = block words, read and write
+    energy (pJ) per level, for `Metrics`."""
 
     bounds: IntArray
     holds: np.ndarray
     fan_xy: IntArray
     dim_class: IntArray
     full: IntArray
-    coef: IntArray
-    used: np.ndarray
+    terms: IntArray
     ints: IntArray
     flts: np.ndarray
+    pairs: IntArray
+    levels: np.ndarray
 
     def as_tuple(self) -> tuple:
-        return (self.bounds, self.holds, self.fan_xy, self.dim_class, self.full, self.coef, self.used, self.ints,
-                self.flts)
+        return (self.bounds, self.holds, self.fan_xy, self.dim_class, self.full, self.terms, self.ints, self.flts,
+                self.pairs, self.levels)
 
 
 def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # noqa: ANN001
-    from accelmap.costmodels.systolic import _distinct_words, _operand_words, _overlaps
+    from accelmap.costmodels.systolic import _distinct_words, _operand_words, _overlaps, _walkable
 
     dim_class = np.array(layout.dim_class, dtype=np.int64)
     full = np.where(dim_class == _B, 1, problem.bounds).astype(np.int64)
-    d_tot, overlap = [], []
+    D = problem.n_dims
+    d_tot, overlap, pairs, terms = [], [], [], []
     for o in (0, 1):
         t = layout.tensor[o]
         coef, used = problem.coefficients[t], problem.rank_used[t]
         # a padded operand fetches its existing words only (as the numpy path)
         d_tot.append(_operand_words(problem, t, full, int(_distinct_words(coef, used, full[None, :])[0])))
         overlap.append(int(_overlaps(coef, used, full)))
+        # the nonzero terms of each used coordinate, as `_distinct_words` reads them
+        mine = []
+        for c in range(coef.shape[0]):
+            nz = [d for d in range(D) if coef[c, d] != 0] if used[c] else []
+            mine += [(d, int(coef[c, d]), int(j == len(nz) - 1)) for j, d in enumerate(nz)]
+        terms.append(mine)
+        # the (pixel dim, window dim) pairs of a coordinate, as `_neighbour_step_batch` finds them
+        pairs.append([(dm, dk, int(coef[c, dm])) for c in range(coef.shape[0]) if used[c]
+                      for dm in range(D) if coef[c, dm] > 0 and dim_class[dm] == _M and problem.bounds[dm] > 1
+                      for dk in range(D) if coef[c, dk] > 0 and dim_class[dk] == _K and problem.bounds[dk] > 1])
+    pair_arr = np.zeros((2, max(1, len(pairs[0]), len(pairs[1])), 3), dtype=np.int64)
+    for o in (0, 1):
+        if pairs[o]:
+            pair_arr[o, :len(pairs[o])] = pairs[o]
+    term_arr = np.full((2, max(1, len(terms[0]), len(terms[1])), 3), -1, dtype=np.int64)
+    for o in (0, 1):
+        if terms[o]:
+            term_arr[o, :len(terms[o])] = terms[o]
     lv = arch.levels[0]
     rbw = lv.read_bandwidth_words_per_cycle
     wbw = lv.write_bandwidth_words_per_cycle or lv.read_bandwidth_words_per_cycle
     ints = np.array([layout.array_level, layout.pe_level, layout.rows, layout.cols, *layout.tensor,
-                     *layout.class_size, *d_tot, *overlap], dtype=np.int64)
+                     *layout.class_size, *d_tot, *overlap, *layout.sram,
+                     *(int(_walkable(problem, layout, o)) for o in (0, 1)), len(pairs[0]), len(pairs[1]),
+                     int(all(math.isfinite(e) and e >= 0 for x in arch.levels
+                             for e in (x.read_energy_pj, x.write_energy_pj)))], dtype=np.int64)
     flts = np.array([*layout.window_words, float(problem.macs), math.nan if rbw is None else float(rbw),
-                     math.nan if wbw is None else float(wbw)], dtype=np.float64)
+                     math.nan if wbw is None else float(wbw),
+                     float(problem.macs) * arch.compute.energy_per_mac_pj], dtype=np.float64)
+    levels = np.array([[float(x.block_words), x.read_energy_pj, x.write_energy_pj] for x in arch.levels],
+                      dtype=np.float64)
     return SystolicConsts(bounds=np.ascontiguousarray(problem.bounds, dtype=np.int64),
                           holds=np.ascontiguousarray(arch.holds_mask(problem)),
                           fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64), dim_class=dim_class, full=full,
-                          coef=np.ascontiguousarray(problem.coefficients, dtype=np.int64),
-                          used=np.ascontiguousarray(problem.rank_used), ints=ints, flts=flts)
+                          terms=term_arr, ints=ints, flts=flts, pairs=pair_arr,
+                          levels=levels)
 
 
 @register_jitable
-def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy):
+def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, prod):
     """`check_batch(allow_padding=True)` of mapping i up to (not including) its capacity
-    check, which the systolic model ignores: (reason, level)."""
+    check, which the systolic model ignores: (reason, level), the first failing check in
+    `check_batch`'s order. One pass over the levels gathers the factor products (``prod``:
+    scratch (D,)), the order permutations and the fanouts; the verdicts follow in that order."""
     L, D = temporal.shape[1], temporal.shape[2]
     T = keep.shape[2]
-    ok = True
     for d in range(D):
-        prod = 1
-        for lv in range(L):
-            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
-            if a < 1 or x < 1 or y < 1:
-                ok = False
-            prod *= a * x * y
-        if prod < bounds[d]:
-            ok = False
-    if not ok:
-        return _FACTORS, -1
+        prod[d] = 1
+    least = np.int64(1)
+    order_lv, fan_lv = -1, -1
     for lv in range(L):
-        seen = 0
-        for k in range(D):
-            v = order[i, lv, k]
+        seen, ux, uy = 0, np.int64(1), np.int64(1)
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            least = min(least, a, x, y)
+            prod[d] *= a * x * y
+            ux *= x
+            uy *= y
+            v = order[i, lv, d]
             seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-        if seen != (1 << D) - 1:
-            return _ORDER, lv
+        if order_lv < 0 and seen != (1 << D) - 1:
+            order_lv = lv
+        if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+            fan_lv = lv
+    if least < 1:
+        return _FACTORS, -1
+    for d in range(D):
+        if prod[d] < bounds[d]:
+            return _FACTORS, -1
+    if order_lv >= 0:
+        return _ORDER, order_lv
     for lv in range(L):
         for t in range(T):
             if (keep[i, lv, t] and not holds[lv, t]) or (lv == 0 and not keep[i, 0, t]):
                 return _KEEP, lv
-    for lv in range(L):
-        ux, uy = 1, 1
-        for d in range(D):
-            ux *= spatial[i, lv, d, 0]
-            uy *= spatial[i, lv, d, 1]
-        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
-            return _FANOUT, lv
+    if fan_lv >= 0:
+        return _FANOUT, fan_lv
     return 0, -1
 
 
 @register_jitable
-def _distinct(coef, used, t, ext):
-    """`systolic._distinct_words` of tensor t over extents ``ext`` (D,)."""
-    total = 1
-    for c in range(coef.shape[1]):
-        if not used[t, c]:
-            continue
-        span, prod = 1, 1
-        for d in range(coef.shape[2]):
-            if coef[t, c, d] != 0:
-                span += (ext[d] - 1) * coef[t, c, d]
-                prod *= ext[d]
-        total = total * min(span, prod)
+def _distinct(terms, o, ext):
+    """`systolic._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
+    coordinate ``min(span, product of extents)`` over its nonzero terms (``terms[o]``:
+    (dim, coefficient, last term of its coordinate), `SystolicConsts.terms`)."""
+    total, span, prod = np.int64(1), np.int64(1), np.int64(1)
+    for j in range(terms.shape[1]):
+        d, a, end = terms[o, j, 0], terms[o, j, 1], terms[o, j, 2]
+        if d < 0:
+            break
+        span += (ext[d] - 1) * a
+        prod *= ext[d]
+        if end:
+            total = total * min(span, prod)
+            span, prod = 1, 1
     return total
 
 
@@ -193,29 +234,26 @@ def _repeated_tiles(n_full, t, t_last, k, w):
 
 
 @register_jitable
-def _neighbour_step(i, order, al, coef, used, t, dim_class, bounds):
-    """`systolic._neighbour_step_batch` of one row."""
+def _neighbour_step(i, order, al, o, pairs, n_pairs, dim_class, bounds, suff):
+    """`systolic._neighbour_step_batch` of one row: the least ``coef * inner`` over the
+    operand's (pixel dim, window dim) pairs (`SystolicConsts.pairs`), ``inner`` the product of
+    the window-class bounds flattened inside the window dim (``suff``: scratch (D + 1,))."""
     D = bounds.shape[0]
     best = np.int64(9223372036854775807 // 4)
-    for c in range(coef.shape[1]):
-        if not used[t, c]:
-            continue
-        for dm in range(D):
-            if not (coef[t, c, dm] > 0 and dim_class[dm] == _M and bounds[dm] > 1):
-                continue
-            for dk in range(D):
-                if not (coef[t, c, dk] > 0 and dim_class[dk] == _K and bounds[dk] > 1):
-                    continue
-                pos_k = 0
-                for p in range(D):
-                    if order[i, al, p] == dk:
-                        pos_k = p
-                inner = np.int64(1)
-                for p in range(pos_k + 1, D):
-                    d = order[i, al, p]
-                    if dim_class[d] == _K:
-                        inner = inner * bounds[d]
-                best = min(best, coef[t, c, dm] * inner)
+    if n_pairs == 0:
+        return best
+    # suff[p]: product of the window-class bounds at positions p.. of the order; pos via suff
+    suff[D] = 1
+    for p in range(D - 1, -1, -1):
+        d = order[i, al, p]
+        suff[p] = suff[p + 1] * bounds[d] if dim_class[d] == _K else suff[p + 1]
+    for j in range(n_pairs):
+        dk = pairs[o, j, 1]
+        pos_k = 0
+        for p in range(D):
+            if order[i, al, p] == dk:
+                pos_k = p
+        best = min(best, pairs[o, j, 2] * suff[pos_k + 1])
     return best
 
 
@@ -229,11 +267,10 @@ def _class_indexes(o, c):
 
 
 @register_jitable
-def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, coef, used,
-                ints, flts, ext):
+def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, terms,
+                ints, flts, pairs, ext, suff):
     """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter)."""
     al = ints[0]
-    t = ints[4 + o]
     b_rep = ints[10]
     d_tot = ints[11 + o]
     overlap = ints[13 + o] != 0
@@ -248,46 +285,54 @@ def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, 
     if not overlap:
         if case_b:
             _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-            t_full = _distinct(coef, used, t, ext)
+            t_full = _distinct(terms, o, ext)
             _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            t_last = _distinct(coef, used, t, ext)
+            t_last = _distinct(terms, o, ext)
             return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
         if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
     passes = f_c if case_c else 1
     reads_pass = reads // passes
-    step = _neighbour_step(i, order, al, coef, used, t, dim_class, bounds)
-    u_pix = ur if rc == _M else (uc if cc == _M else 1)
-    if step * u_pix < w:
-        big_tile = _reset_loss(d_tot, w, w, reads_pass)
+    # The numpy path's rules, each quantity computed only where its rule reads it (few call
+    # sites, which keeps the compile short). Case C: tiles of one row chunk; window chunks
+    # on the rows (WS-like) make shifted copies that share nothing once two exceed the window
+    # or the neighbour step reaches a window. Cases A and B: a group of folds shares one
+    # column chunk; case B with window chunks on the columns: case C's rule transposed.
+    chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
+    may_shift = rc == _K if case_c else (case_b and cc == _K)
+    tile = np.int64(-1)
+    if case_c or may_shift:
+        _box(i, order, al, bounds, dim_class, full, chunk_cls, chunk, tc, -9, ext)
+        tile = _distinct(terms, o, ext)
+    sure = may_shift and 2 * tile >= w
+    step = np.int64(-1)
+    if may_shift and not sure:
+        step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+    if sure or (may_shift and step * tile >= w * chunk):
+        _box(i, order, al, bounds, dim_class, full, chunk_cls, last, tc, -9, ext)
+        t_last = _distinct(terms, o, ext)
+        est = (f_r - 1) * tile + t_last if case_c else _repeated_tiles(f_c - 1, tile, t_last, f_r, w)
     else:
-        big_tile = reads_pass
-    if case_c:
-        _box(i, order, al, bounds, dim_class, full, rc, ur, tc, -9, ext)
-        t_full = _distinct(coef, used, t, ext)
-        _box(i, order, al, bounds, dim_class, full, rc, last_r, tc, -9, ext)
-        t_last = _distinct(coef, used, t, ext)
-        if rc == _K and (2 * t_full >= w or step * t_full >= w * ur):
-            est = (f_r - 1) * t_full + t_last
-        elif t_full >= w:
-            est = big_tile
+        if not case_c:  # the group's tile
+            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
+            tile = _distinct(terms, o, ext)
+        if tile >= w:
+            if step < 0:
+                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+            est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
         else:
-            est = _reset_loss(d_tot, t_full - d_tot // (2 * f_r), w, reads_pass)
-    else:
-        _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-        tb_full = _distinct(coef, used, t, ext)
-        _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
-        group = _distinct(coef, used, t, ext)
-        if case_b and cc == _K and (2 * tb_full >= w or step * tb_full >= w * uc):
-            _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            tb_last = _distinct(coef, used, t, ext)
-            est = _repeated_tiles(f_c - 1, tb_full, tb_last, f_r, w)
-        elif group >= w:
-            est = big_tile
-        else:
-            est = _reset_loss(d_tot, group - d_tot // (2 * f_c), w, reads_pass)
+            est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
     return passes * est * b_rep
+
+
+@register_jitable
+def _big_tile(step, u_pix, d_tot, w, reads_pass):
+    """A tile larger than the window keeps the duplicates of neighbouring pixels only when
+    they come back within it (`systolic._dram_reads_batch`, ``big_tile``)."""
+    if step * u_pix < w:
+        return _reset_loss(d_tot, w, w, reads_pass)
+    return reads_pass
 
 
 @register_jitable
@@ -298,168 +343,435 @@ def _stall(words, compute, bw):
     return max(need - compute, 0)
 
 
+
+# --- walked DRAM counts, looked up by fold shape -------------------------------------------
+# ``dram_window="auto"`` counts some rows' sliding-window operand on its demand stream
+# (`systolic._walked_reads`, Python, milliseconds a walk). The kernel looks the walked count up
+# in an open-addressing table keyed by (operand, row class, column class, rows used, columns
+# used, array-level order); a row whose key is missing is reported, its counts filled in
+# between kernel calls (`_fill_walks`), and the row evaluated again.
+
+
 @register_jitable
-def stats_range(lo, hi, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints,
-                flts, out_i, out_f, valid, ext):
-    """SCALE-Sim's report of mappings lo..hi-1 (``out_i`` (n, 19) int64 columns, ``out_f``
-    (n, 3) float64: mapping efficiency, compute utilization, utilization)."""
-    D = bounds.shape[0]
-    al, pe, R, C = ints[0], ints[1], ints[2], ints[3]
-    t_in, t_w, t_out = ints[4], ints[5], ints[6]
-    b_rep = ints[10]
-    macs = flts[3]
-    for i in range(lo, hi):
-        for q in range(out_i.shape[1]):
-            out_i[i, q] = 0
-        out_f[i, 0] = 0.0
-        out_f[i, 1] = 0.0
-        out_f[i, 2] = 0.0
-        out_i[i, _DF] = -1
-        out_i[i, _RC] = -1
-        out_i[i, _CC] = -1
-        out_i[i, _LEVEL] = -1
-        valid[i] = False
-        why, where = _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy)
-        if why != 0:
-            out_i[i, _REASON] = why
-            out_i[i, _LEVEL] = where
-            continue
-        # The dataflow: the operand the PE registers keep, else the two array classes.
-        k0, k1, k2 = keep[i, pe, t_in], keep[i, pe, t_w], keep[i, pe, t_out]
-        n_kept = int(k0) + int(k1) + int(k2)
-        df = -1
-        if n_kept == 1:
-            df = _OS if k2 else (_WS if k1 else _IS)
-        # The classes unrolled along Y (rows) and X (columns): one each at most.
-        ymask, xmask, bad = 0, 0, False
-        for d in range(D):
-            c = dim_class[d]
-            for axis in range(2):
-                if spatial[i, al, d, axis] > 1:
-                    if c < 0:
-                        bad = True
-                    elif axis == 1:
-                        ymask |= 1 << c
-                    else:
-                        xmask |= 1 << c
-        yc, xc = -1, -1
-        for c in range(3, -1, -1):  # the lowest class present (numpy's argmax)
-            if ymask & (1 << c):
-                yc = c
-            if xmask & (1 << c):
-                xc = c
-        if ymask & (ymask - 1) or xmask & (xmask - 1):  # two classes on one axis
-            bad = True
-        both = yc >= 0 and xc >= 0 and yc != xc and yc <= _K and xc <= _K
-        if not (n_kept == 1 or not both):
-            s = yc + xc
-            df = _OS if s == 1 else (_IS if s == 2 else (_WS if s == 3 else -1))
-        dfi = df if df >= 0 else 0
-        def_r = _M if dfi == _OS else _K
-        def_c = _N if dfi != _IS else _M
-        pair = def_r + def_c
-        rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
-        cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
-        arr_ok = rc != cc and rc + cc == pair and rc <= _K and cc <= _K and rc >= 0 and cc >= 0
-        if not (df >= 0 and not bad and arr_ok):
-            out_i[i, _REASON] = _MODEL
-            out_i[i, _LEVEL] = pe
-            continue
-        tc = 3 - rc - cc
-        s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
-        py, px = 1, 1
-        for d in range(D):
-            py *= spatial[i, al, d, 1]
-            px *= spatial[i, al, d, 0]
-        ur = max(min(py, s_r), 1)
-        uc = max(min(px, s_c), 1)
-        f_r = -(-s_r // ur)
-        f_c = -(-s_c // uc)
-        folds = f_r * f_c * b_rep
-        os_ = dfi == _OS
-        per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
-        compute = folds * per_fold - 1
-        util_fold = t_len + R + C - 2 if os_ else 2 * R + 2 * C + t_len - 3
-        acc0 = (s_r if _class_indexes(0, rc) else f_r) * (s_c if _class_indexes(0, cc) else f_c) * \
-            (t_len if _class_indexes(0, tc) else 1) * b_rep
-        acc1 = (s_r if _class_indexes(1, rc) else f_r) * (s_c if _class_indexes(1, cc) else f_c) * \
-            (t_len if _class_indexes(1, tc) else 1) * b_rep
-        acc2 = (s_r if _class_indexes(2, rc) else f_r) * (s_c if _class_indexes(2, cc) else f_c) * \
-            (t_len if _class_indexes(2, tc) else 1) * b_rep
-        sram_w = acc2 + (folds * (R + C) if os_ else 0)
-        dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
-                          _class_indexes(0, cc), acc0, bounds, dim_class, full, coef, used, ints, flts, ext)
-        dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
-                          _class_indexes(1, cc), acc1, bounds, dim_class, full, coef, used, ints, flts, ext)
-        stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
-        total = compute + stall
-        map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
-        valid[i] = True
-        out_i[i, _DF] = df
-        out_i[i, _RC] = rc
-        out_i[i, _CC] = cc
-        out_i[i, _UR] = ur
-        out_i[i, _UC] = uc
-        out_i[i, _FR] = f_r
-        out_i[i, _FC] = f_c
-        out_i[i, _FOLDS] = folds
-        out_i[i, _COMPUTE] = compute
-        out_i[i, _STALL] = stall
-        out_i[i, _TOTAL] = total
-        out_i[i, _SR0] = acc0
-        out_i[i, _SR1] = acc1
-        out_i[i, _SW] = sram_w
-        out_i[i, _DR0] = dr0
-        out_i[i, _DR1] = dr1
-        out_i[i, _DW] = acc2
-        out_f[i, 0] = map_eff
-        out_f[i, 1] = map_eff * t_len / util_fold
-        out_f[i, 2] = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
+def _key_slot(tkeys, o, rc, cc, ur, uc, order, i, al):
+    """Slot of the key in ``tkeys`` (cap, 5 + D): where it is, or the empty slot to put it."""
+    D = order.shape[2]
+    h = np.int64(o * 31 + rc) * 1000003 + cc
+    h = h * 1000003 + ur
+    h = h * 1000003 + uc
+    for p in range(D):
+        h = h * 1000003 + order[i, al, p]
+    h ^= h >> 29
+    h *= np.int64(-4658895280553007687)
+    h ^= h >> 32
+    mask = tkeys.shape[0] - 1
+    j = h & mask
+    while True:
+        k = tkeys[j]
+        if k[0] < 0:
+            return j
+        same = k[0] == o and k[1] == rc and k[2] == cc and k[3] == ur and k[4] == uc
+        if same:
+            for p in range(D):
+                if k[5 + p] != order[i, al, p]:
+                    same = False
+                    break
+        if same:
+            return j
+        j = (j + 1) & mask
 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
-def _stats_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef, used, ints, flts, out_i,
-                out_f, valid, ext):
-    stats_range(0, temporal.shape[0], temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, coef,
-                used, ints, flts, out_i, out_f, valid, ext)
+def _table_put(tkeys, tvals, head, orders, vals):
+    """Insert the keys (``head`` (m, 5): operand, row class, column class, rows used, columns
+    used; ``orders`` (m, 1, D): array-level orders) with their ``vals`` (m,); returns how many
+    were new."""
+    added = 0
+    for r in range(head.shape[0]):
+        j = _key_slot(tkeys, head[r, 0], head[r, 1], head[r, 2], head[r, 3], head[r, 4], orders, r, 0)
+        if tkeys[j, 0] < 0:
+            added += 1
+        for q in range(5):
+            tkeys[j, q] = head[r, q]
+        for p in range(orders.shape[2]):
+            tkeys[j, 5 + p] = orders[r, 0, p]
+        tvals[j] = vals[r]
+    return added
+
+
+_PUT_LOCK = threading.Lock()
+
+
+class WalkTable:
+    """Walked DRAM words of (operand, row class, column class, rows used, columns used,
+    array-level order) for one (problem, arch): an open-addressing table the kernel reads
+    (`_key_slot`), filled from Python between kernel calls, at most half full. ``arrays``
+    = (keys (cap, 5 + D), values (cap,)); a put builds new arrays and swaps them in whole, so
+    that a kernel reading the table on another thread sees it before or after the put."""
+
+    def __init__(self, n_dims: int, capacity: int = 256) -> None:
+        self.n_dims = n_dims
+        self.count = 0
+        self.arrays = (np.full((capacity, 5 + n_dims), -1, dtype=np.int64), np.zeros(capacity, dtype=np.int64))
+
+    def put(self, head: IntArray, orders: IntArray, vals: IntArray) -> None:
+        """Add keys ``head`` (m, 5) and ``orders`` (m, D) with their counts ``vals`` (m,)."""
+        with _PUT_LOCK:
+            old_k, old_v = self.arrays
+            need = self.count + len(head)
+            cap = len(old_v)
+            while 2 * need > cap:
+                cap *= 2
+            if cap == len(old_v):
+                keys, vals_t = old_k.copy(), old_v.copy()
+                count = self.count
+            else:
+                used = old_k[:, 0] >= 0
+                keys = np.full((cap, 5 + self.n_dims), -1, dtype=np.int64)
+                vals_t = np.zeros(cap, dtype=np.int64)
+                count = int(_table_put(keys, vals_t, np.ascontiguousarray(old_k[used, :5]),
+                                       np.ascontiguousarray(old_k[used, None, 5:]), old_v[used]))
+            count += int(_table_put(keys, vals_t, np.ascontiguousarray(head, dtype=np.int64),
+                                    np.ascontiguousarray(orders[:, None, :], dtype=np.int64),
+                                    np.ascontiguousarray(vals, dtype=np.int64)))
+            self.arrays = (keys, vals_t)
+            self.count = count
+
+
+# --- one mapping ------------------------------------------------------------------------------
+
+
+@register_jitable
+def _passes(o, rc, cc, f_r, f_c):
+    """`systolic._passes` of one row: passes over operand ``o`` in its demand stream."""
+    ir, ic = _class_indexes(o, rc), _class_indexes(o, cc)
+    if ir and not ic:
+        return f_c
+    if ic and not ir:
+        return f_r
+    return np.int64(1)
+
+
+@register_jitable
+def _walked(per, passes, walk_limit, walk_cap):
+    """`systolic._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
+    repetition of the GEMM) walked whole, or ``walk_cap`` of its ``passes`` walked."""
+    if per <= walk_limit:
+        return True
+    return passes > walk_cap and (per // max(passes, 1)) * walk_cap <= walk_limit
+
+
+@register_jitable
+def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff):
+    """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
+    mapping efficiency, compute utilization, utilization); returns the walked counts missing
+    from the table (bit o: operand o; the row then holds the estimate)."""
+    D = bounds.shape[0]
+    al, pe, R, C = ints[0], ints[1], ints[2], ints[3]
+    t_in, t_w = ints[4], ints[5]
+    b_rep = ints[10]
+    macs = flts[3]
+    for q in range(ri.shape[0]):
+        ri[q] = 0
+    rf[0] = 0.0
+    rf[1] = 0.0
+    rf[2] = 0.0
+    ri[_DF] = -1
+    ri[_RC] = -1
+    ri[_CC] = -1
+    ri[_LEVEL] = -1
+    why, where = _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, ext)
+    if why != 0:
+        ri[_REASON] = why
+        ri[_LEVEL] = where
+        return 0
+    # The dataflow: the operand the PE registers keep, else the two array classes.
+    k0, k1, k2 = keep[i, pe, t_in], keep[i, pe, t_w], keep[i, pe, ints[6]]
+    n_kept = int(k0) + int(k1) + int(k2)
+    df = -1
+    if n_kept == 1:
+        df = _OS if k2 else (_WS if k1 else _IS)
+    # The classes unrolled along Y (rows) and X (columns): one each at most.
+    ymask, xmask, bad = 0, 0, False
+    py, px = 1, 1
+    for d in range(D):
+        c = dim_class[d]
+        sx, sy = spatial[i, al, d, 0], spatial[i, al, d, 1]
+        py *= sy
+        px *= sx
+        if sx > 1:
+            if c < 0:
+                bad = True
+            else:
+                xmask |= 1 << c
+        if sy > 1:
+            if c < 0:
+                bad = True
+            else:
+                ymask |= 1 << c
+    yc, xc = -1, -1
+    for c in range(3, -1, -1):  # the lowest class present (numpy's argmax)
+        if ymask & (1 << c):
+            yc = c
+        if xmask & (1 << c):
+            xc = c
+    if ymask & (ymask - 1) or xmask & (xmask - 1):  # two classes on one axis
+        bad = True
+    both = yc >= 0 and xc >= 0 and yc != xc and yc <= _K and xc <= _K
+    if not (n_kept == 1 or not both):
+        s = yc + xc
+        df = _OS if s == 1 else (_IS if s == 2 else (_WS if s == 3 else -1))
+    dfi = df if df >= 0 else 0
+    def_r = _M if dfi == _OS else _K
+    def_c = _N if dfi != _IS else _M
+    pair = def_r + def_c
+    rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
+    cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
+    arr_ok = rc != cc and rc + cc == pair and rc <= _K and cc <= _K and rc >= 0 and cc >= 0
+    if not (df >= 0 and not bad and arr_ok):
+        ri[_REASON] = _MODEL
+        ri[_LEVEL] = pe
+        return 0
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
+    ur = max(min(py, s_r), 1)
+    uc = max(min(px, s_c), 1)
+    f_r = -(-s_r // ur)
+    f_c = -(-s_c // uc)
+    folds = f_r * f_c * b_rep
+    os_ = dfi == _OS
+    per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
+    compute = folds * per_fold - 1
+    util_fold = t_len + R + C - 2 if os_ else 2 * R + 2 * C + t_len - 3
+    acc0 = (s_r if _class_indexes(0, rc) else f_r) * (s_c if _class_indexes(0, cc) else f_c) * \
+        (t_len if _class_indexes(0, tc) else 1) * b_rep
+    acc1 = (s_r if _class_indexes(1, rc) else f_r) * (s_c if _class_indexes(1, cc) else f_c) * \
+        (t_len if _class_indexes(1, tc) else 1) * b_rep
+    acc2 = (s_r if _class_indexes(2, rc) else f_r) * (s_c if _class_indexes(2, cc) else f_c) * \
+        (t_len if _class_indexes(2, tc) else 1) * b_rep
+    sram_w = acc2 + (folds * (R + C) if os_ else 0)
+    # DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated
+    missing = 0
+    dr0, dr1 = np.int64(-1), np.int64(-1)
+    if walk_limit >= 0 and f_r * f_c <= walk_ratio * ((-(-s_r // R)) * (-(-s_c // C))):
+        b1 = max(b_rep, 1)
+        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
+            j = _key_slot(tkeys, 0, rc, cc, ur, uc, order, i, al)
+            if tkeys[j, 0] >= 0:
+                dr0 = tvals[j]
+            else:
+                missing |= 1
+        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
+            j = _key_slot(tkeys, 1, rc, cc, ur, uc, order, i, al)
+            if tkeys[j, 0] >= 0:
+                dr1 = tvals[j]
+            else:
+                missing |= 2
+    if dr0 < 0:
+        dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
+                          _class_indexes(0, cc), acc0, bounds, dim_class, full, terms, ints, flts, pairs, ext,
+                          suff)
+    if dr1 < 0:
+        dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
+                          _class_indexes(1, cc), acc1, bounds, dim_class, full, terms, ints, flts, pairs, ext,
+                          suff)
+    stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
+    total = compute + stall
+    map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
+    ri[_DF] = df
+    ri[_RC] = rc
+    ri[_CC] = cc
+    ri[_UR] = ur
+    ri[_UC] = uc
+    ri[_FR] = f_r
+    ri[_FC] = f_c
+    ri[_FOLDS] = folds
+    ri[_COMPUTE] = compute
+    ri[_STALL] = stall
+    ri[_TOTAL] = total
+    ri[_SR0] = acc0
+    ri[_SR1] = acc1
+    ri[_SW] = sram_w
+    ri[_DR0] = dr0
+    ri[_DR1] = dr1
+    ri[_DW] = acc2
+    rf[0] = map_eff
+    rf[1] = map_eff * t_len / util_fold
+    rf[2] = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
+    return missing
+
+
+@register_jitable
+def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, reads, fills, updates, breakdown):
+    """`systolic._to_metrics` of one row (the same accesses in the same places, the same
+    float operations in the same order)."""
+    L, T = reads.shape[1], reads.shape[2]
+    for lv in range(L):
+        for t in range(T):
+            reads[i, lv, t] = 0.0
+            fills[i, lv, t] = 0.0
+            updates[i, lv, t] = 0.0
+    if ok:
+        ti, tw, to = ints[4], ints[5], ints[6]
+        si, sw, so = ints[15], ints[16], ints[17]
+        pe = ints[1]
+        reads[i, 0, ti] = float(ri[_DR0])
+        reads[i, 0, tw] = float(ri[_DR1])
+        updates[i, 0, to] = float(ri[_DW])
+        fills[i, si, ti] = float(ri[_DR0])
+        reads[i, si, ti] = float(ri[_SR0])
+        fills[i, sw, tw] = float(ri[_DR1])
+        reads[i, sw, tw] = float(ri[_SR1])
+        updates[i, so, to] = float(ri[_SW])
+        reads[i, so, to] = float(ri[_DW])
+        reads[i, pe, ti] = flts[3]
+        reads[i, pe, tw] = flts[3]
+        updates[i, pe, to] = flts[3]
+    e_sum = 0.0
+    skip_zeros = ints[22] != 0  # finite energies >= 0: an access-free cell costs exactly 0.0
+    for lv in range(L):
+        blk, rpj, wpj = levels[lv, 0], levels[lv, 1], levels[lv, 2]
+        for t in range(T):
+            r, w = reads[i, lv, t], fills[i, lv, t] + updates[i, lv, t]
+            if skip_zeros and r == 0.0 and w == 0.0:
+                breakdown[i, lv, t] = 0.0
+                continue
+            if blk == 1.0:  # x / 1.0 is x exactly
+                e = r * rpj + w * wpj
+            else:
+                e = (r / blk) * rpj + (w / blk) * wpj
+            breakdown[i, lv, t] = e
+            e_sum = e_sum + e
+    c = flts[6] if ok else 0.0
+    comp[i] = c
+    e_sum = e_sum + c
+    energy[i] = e_sum if ok else math.inf
+    cycles[i] = float(ri[_TOTAL]) if ok else math.inf
+    util[i] = rf[2] if ok else 0.0
+
+
+@njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
+def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
+               levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, want_stats, out_i, out_f, valid, missing,
+               want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i, scratch_f, ext,
+               suff):
+    """Every row of the batch: its report into ``out_i`` / ``out_f`` (``want_stats``) and
+    its `Metrics` fields (``want_metrics``); ``valid`` and ``missing`` (`_row`) always. The
+    arrays of the mode not wanted may have no rows."""
+    for i in range(temporal.shape[0]):
+        ri = out_i[i] if want_stats else scratch_i
+        rf = out_f[i] if want_stats else scratch_f
+        missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
+                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff)
+        ok = ri[_REASON] == 0
+        valid[i] = ok
+        if want_metrics:
+            reason[i] = ri[_REASON]
+            level[i] = ri[_LEVEL]
+            _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, reads, fills, updates,
+                         breakdown)
 
 
 # Below this many rows a batch runs on the calling thread.
 _PARALLEL_MIN_ROWS = 4096
+_N_INT, _N_FLT = 19, 3
 
 
-def stats_batch(consts: SystolicConsts, temporal, spatial, order, keep):  # noqa: ANN001, ANN201
-    """`SystolicStats` of every row (shapes already matching the problem and arch)."""
-    from accelmap.costmodels.systolic import SystolicStats
-
-    n = temporal.shape[0]
-    out_i = np.empty((n, 19), dtype=np.int64)
-    out_f = np.empty((n, 3))
-    valid = np.empty(n, dtype=np.bool_)
-    args = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
-            *consts.as_tuple(), out_i, out_f, valid)
+def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int], arrays: tuple,
+         want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
+    """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
+    outputs of the modes wanted (`_eval_rows`), by name."""
+    n = arrays[0].shape[0]
     D = consts.bounds.shape[0]
+    m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
+    e, f8, i8 = np.empty, np.float64, np.int64
+    out = {"out_i": e((m_s, _N_INT), i8), "out_f": e((m_s, _N_FLT), f8), "valid": e(n, np.bool_),
+           "missing": e(n, i8), "reason": e(m_m, i8), "level": e(m_m, i8), "cycles": e(m_m, f8),
+           "energy": e(m_m, f8), "comp": e(m_m, f8), "util": e(m_m, f8)}
+    for k in ("reads", "fills", "updates", "breakdown"):
+        out[k] = e((m_m, n_levels, n_tensors), f8)
+    names = list(out)
+    tables = (*consts.as_tuple(), *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
     threads = _threads()
-    if threads > 1 and n >= _PARALLEL_MIN_ROWS:  # blocks of rows on threads (`engines.run_blocks`)
-        n_blocks = threads * 4
-        ext = np.empty((n_blocks, D), np.int64)
-        t, s, o, k = args[:4]
-        tables = consts.as_tuple()
+    n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
+    scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
 
-        def block(b: int, lo: int, hi: int) -> None:
-            _stats_rows(t[lo:hi], s[lo:hi], o[lo:hi], k[lo:hi], *tables, out_i[lo:hi], out_f[lo:hi], valid[lo:hi],
-                        ext[b])
+    def block(b: int, lo: int, hi: int) -> None:
+        o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
+        _eval_rows(*(x[lo:hi] for x in arrays), *tables, want_stats, o[0], o[1], o[2], o[3], want_metrics, *o[4:],
+                   *(x[b] for x in scratch))
 
+    if n_blocks > 1:  # blocks of rows on threads (`engines.run_blocks`)
         run_blocks(block, n, n_blocks, threads)
     elif n:
-        _stats_rows(*args, np.empty(D, np.int64))
+        block(0, 0, n)
+    return out
+
+
+def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, walk_cap: int,
+                  walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
+                  *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
+    """`_run` over a batch (shapes already matching the problem and arch), the walked counts
+    it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
+    operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
+    columns used, row and column folds, the operand's SRAM reads (m,) and array-level orders
+    (m, D) (`systolic._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
+    0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
+    ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`)."""
+    arrays = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+              np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    rule = (walk_limit, walk_ratio, walk_cap)
+    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors)
+    miss = np.flatnonzero(out["missing"])
+    if miss.size == 0:
+        return out
+    sub = tuple(np.ascontiguousarray(x[miss]) for x in arrays)
+    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors)
+    al = int(consts.ints[0])
+    for o in (0, 1):
+        rows = np.flatnonzero(rep["missing"] & (1 << o))
+        if rows.size:
+            s = rep["out_i"][rows]
+            orders = sub[2][rows, al]
+            head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
+            table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
+                                         s[:, _SR0 + o], orders))
+    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors)
+    if again["missing"].any():
+        raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
+    for k, v in again.items():
+        if len(out[k]):
+            out[k][miss] = v
+    return out
+
+
+def stats_from(out: dict[str, np.ndarray]):  # noqa: ANN201
+    """`SystolicStats` of `evaluate_rows`'s report (``want_stats``)."""
+    from accelmap.costmodels.systolic import SystolicStats
+
+    out_i, out_f = out["out_i"], out["out_f"]
     c = out_i.T
     return SystolicStats(
-        valid=valid, reason=c[_REASON], reason_level=c[_LEVEL], dataflow=c[_DF], row_class=c[_RC],
+        valid=out["valid"], reason=c[_REASON], reason_level=c[_LEVEL], dataflow=c[_DF], row_class=c[_RC],
         col_class=c[_CC], rows_used=c[_UR], cols_used=c[_UC], row_folds=c[_FR], col_folds=c[_FC],
         folds=c[_FOLDS], compute_cycles=c[_COMPUTE], stall_cycles=c[_STALL], total_cycles=c[_TOTAL],
         sram_reads=out_i[:, _SR0:_SR1 + 1], sram_writes=c[_SW], dram_reads=out_i[:, _DR0:_DR1 + 1],
         dram_writes=c[_DW], mapping_efficiency=out_f[:, 0], compute_utilization=out_f[:, 1],
         utilization=out_f[:, 2],
+    )
+
+
+def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch):  # noqa: ANN201
+    """`Metrics` of `evaluate_rows`'s output (``want_metrics``)."""
+    from accelmap.costmodels.base import Metrics
+
+    n = len(out["valid"])
+    shape = (n, arch.n_levels, problem.n_tensors)
+    return Metrics(
+        cycles=out["cycles"], energy_pj=out["energy"], compute_energy_pj=out["comp"], utilization=out["util"],
+        valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"],
+        fills=out["fills"], updates=out["updates"], energy_breakdown_pj=out["breakdown"],
+        multicast=np.zeros(shape), spatial_reductions=np.zeros(shape), macs=problem.macs,
+        level_names=arch.level_names, tensor_names=problem.tensor_names,
     )

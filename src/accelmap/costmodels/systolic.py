@@ -469,7 +469,7 @@ class SystolicModel:
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
-        self._consts: dict[tuple[int, int], tuple[Problem, Arch, Any, tuple[bool, bool]]] = {}
+        self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
 
     def _walk_rule(self) -> tuple[int, float] | None:
         """(longest demand stream walked in entries, most folds over the fewest): None =
@@ -478,16 +478,9 @@ class SystolicModel:
             return None
         return (self.max_walk_entries, self.max_fold_ratio) if self.dram_window == "auto" else (-1, 1.0)
 
-    def _stats(self, problem: Problem, arch: Arch, layout: SystolicLayout | None,
-               batch: MappingBatch) -> SystolicStats:
-        """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
-        the numpy path (`_stats_batch`, its executable reference)."""
-        shapes_ok = (batch.n_levels, batch.n_dims, batch.n_tensors) == (arch.n_levels, problem.n_dims,
-                                                                       problem.n_tensors)
-        # the exact prefetch-window walk extends the numpy path
-        if (self.engine == "numpy" or self.dram_window == "exact" or layout is None
-                or not shapes_ok or len(batch) == 0):
-            return self._stats_batch(problem, arch, layout, batch)
+    def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
+        """(problem, arch, layout, kernel constants, walk table) of the pair, kept per model
+        (the layout and tables are computed once, then every batch is array work)."""
         from accelmap.costmodels import _systolic_kernel
 
         key = (id(problem), id(arch))
@@ -495,46 +488,66 @@ class SystolicModel:
         if hit is None or hit[0] is not problem or hit[1] is not arch:
             if len(self._consts) > 64:
                 self._consts.clear()
-            hit = (problem, arch, _systolic_kernel.systolic_consts(problem, arch, layout),
-                   tuple(_walkable(problem, layout, o) for o in (0, 1)))
+            layout, _ = systolic_layout(problem, arch)
+            consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims))
             self._consts[key] = hit
-        out = _systolic_kernel.stats_batch(hit[2], batch.temporal, batch.spatial, batch.order, batch.keep)
+        return hit
+
+    def _kernel(self, problem: Problem, arch: Arch, batch: MappingBatch, *,
+                want_stats: bool) -> dict[str, np.ndarray] | None:
+        """The compiled kernel's pass (`_systolic_kernel.evaluate_rows`): the report
+        (``want_stats``) or the `Metrics` fields; None where the numpy path serves the
+        batch (the numpy engine; the exact window, which the walk extends; a problem or arch
+        the model rejects; shapes that do not match). Under ``"auto"`` the rows `_walk_rows`
+        picks get their walked counts from a table kept per (problem, arch), filled by
+        `_walked_reads` (the numpy path's) when a fold shape is first seen."""
+        if self.engine != "cpu" or self.dram_window == "exact" or len(batch) == 0:
+            return None
+        hit = self._prepared(problem, arch)
+        layout = hit[2]
+        if layout is None or (batch.n_levels, batch.n_dims, batch.n_tensors) != (arch.n_levels, problem.n_dims,
+                                                                                 problem.n_tensors):
+            return None
+        from accelmap.costmodels import _systolic_kernel
+
         rule = self._walk_rule()
-        if rule is None or rule[0] < 0:
-            return out
-        # "auto": the rows `_walk_rows` picks get their walked counts (`_walked_reads`, as
-        # the numpy path) and the stall, total cycles and utilization that follow from them
-        # (`_stall_total_util`, the numpy path's own); the kernel's estimate stays elsewhere.
-        size = np.array(layout.class_size[:3], dtype=np.int64)
-        fewest = (-(-size[np.maximum(out.row_class, 0)] // layout.rows)
-                  * -(-size[np.maximum(out.col_class, 0)] // layout.cols))
-        fixed = np.zeros(len(batch), dtype=bool)
-        for o in (0, 1):
-            if not hit[3][o]:
-                continue
-            passes = _passes(o, np.maximum(out.row_class, 0), np.maximum(out.col_class, 0), out.row_folds,
-                             out.col_folds)
-            caps = _walk_rows(out.valid, out.sram_reads[:, o], out.row_folds * out.col_folds, fewest,
-                              layout.class_size[3], rule, passes)
-            need = caps > 0
-            if need.any():
-                idx = np.flatnonzero(need)
-                out.dram_reads[idx, o] = _walked_reads(
-                    problem, layout, o, out.row_class[idx], out.col_class[idx], out.rows_used[idx],
-                    out.cols_used[idx], batch.order[idx, layout.array_level], caps[idx])
-                fixed |= need
-        if fixed.any():
-            idx = np.flatnonzero(fixed)
-            stall, total, util = _stall_total_util(problem, arch, layout, out.dram_reads[idx].sum(axis=1),
-                                                   out.dram_writes[idx], out.compute_cycles[idx], out.valid[idx])
-            out.stall_cycles[idx], out.total_cycles[idx], out.utilization[idx] = stall, total, util
-        return out
+        limit, ratio = rule if rule is not None else (-1, 1.0)
+
+        def walk(o: int, rc: IntArray, cc: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
+                 reads: IntArray, order: IntArray) -> IntArray:
+            # the rows the kernel found missing: `_walk_rows` says how far each is walked
+            size = np.array(layout.class_size[:3], dtype=np.int64)
+            fewest = -(-size[rc] // layout.rows) * -(-size[cc] // layout.cols)
+            caps = _walk_rows(np.ones(len(rc), dtype=bool), reads, f_r * f_c, fewest, layout.class_size[3], rule,
+                              _passes(o, rc, cc, f_r, f_c))
+            return _walked_reads(problem, layout, o, rc, cc, ur, uc, order, caps)
+
+        return _systolic_kernel.evaluate_rows(
+            hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, walk, batch.temporal, batch.spatial, batch.order,
+            batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
+            n_tensors=problem.n_tensors)
+
+    def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
+        """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
+        the numpy path (`_stats_batch`, its executable reference)."""
+        out = self._kernel(problem, arch, batch, want_stats=True)
+        if out is None:
+            return self._stats_batch(problem, arch, systolic_layout(problem, arch)[0], batch)
+        from accelmap.costmodels import _systolic_kernel
+
+        return _systolic_kernel.stats_from(out)
 
     # --- public API ---------------------------------------------------------------------
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
         """Metrics of every mapping (batched: compiled kernel or numpy; see ``engine``)."""
+        out = self._kernel(problem, arch, mappings, want_stats=False)
+        if out is not None:
+            from accelmap.costmodels import _systolic_kernel
+
+            return _systolic_kernel.metrics_from(out, problem, arch)
         layout, _ = systolic_layout(problem, arch)
-        stats = self._stats(problem, arch, layout, mappings)
+        stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
@@ -545,8 +558,7 @@ class SystolicModel:
 
     def stats(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> SystolicStats:
         """SCALE-Sim's report (cycles, folds, per-operand SRAM/DRAM words) of every mapping."""
-        layout, _ = systolic_layout(problem, arch)
-        return self._stats(problem, arch, layout, mappings)
+        return self._stats(problem, arch, mappings)
 
     def stats_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> SystolicStats:
         """Scalar reference path of :meth:`stats`."""
@@ -1143,8 +1155,8 @@ def _walked_reads(problem: Problem, layout: SystolicLayout, o: int, rc: IntArray
 def _stall_total_util(problem: Problem, arch: Arch, layout: SystolicLayout, dram_reads: IntArray,
                       dram_writes: IntArray, compute: IntArray, valid: BoolArray) -> tuple[IntArray, IntArray, FloatArray]:
     """(stall cycles, total cycles, utilization) from the DRAM words (both read operands
-    summed) and the compute cycles of each row (the numpy path's, shared by the walked
-    rows of the kernel path)."""
+    summed) and the compute cycles of each row (the kernel's `_row` computes the same per
+    row, after its walked-count lookup)."""
     stall = np.maximum(_stall_batch(arch, dram_reads, compute, read=True),
                        _stall_batch(arch, dram_writes, compute, read=False))
     total = compute + stall

@@ -1,0 +1,156 @@
+"""The systolic model's CPU kernel: the walked counts it looks up (``dram_window="auto"``)
+and the table that holds them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from accelmap.arch.presets import systolic_array
+from accelmap.costmodels import _systolic_kernel, systolic
+from accelmap.costmodels.systolic import SystolicModel, systolic_variants, variant_seeds
+from accelmap.mapper.mapping import MappingBatch
+from accelmap.testing.costmodel_checks import assert_engines_agree
+from accelmap.workloads.builders import conv2d
+
+
+def _case():  # noqa: ANN202
+    """A 3x3 convolution whose ifmap exceeds a 1 kB window, on the seeds of every sub-space
+    (fold counts from the fewest to several times it: rows walked and rows estimated)."""
+    prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    batch = MappingBatch.concat([variant_seeds(prob, arch, v, n_best=6) for v in systolic_variants(prob, arch)])
+    return prob, arch, batch
+
+
+def test_walked_counts_are_walked_once_then_looked_up(monkeypatch) -> None:
+    prob, arch, batch = _case()
+    calls: list[int] = []
+    walked = systolic._walked_reads
+
+    def counting(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        calls.append(len(args[3]))
+        return walked(*args, **kw)
+
+    monkeypatch.setattr(systolic, "_walked_reads", counting)
+    cpu, ref = SystolicModel(engine="cpu", max_fold_ratio=2.0), SystolicModel(engine="numpy", max_fold_ratio=2.0)
+    first = cpu.evaluate(prob, arch, batch)
+    assert calls, "the batch has rows to walk"
+    table = cpu._prepared(prob, arch)[4]
+    n_keys = table.count
+    assert 0 < n_keys <= sum(calls)  # one key per distinct fold shape and order
+    calls.clear()
+    mixed = MappingBatch.concat([batch, batch.take(np.arange(len(batch))[::-1])])
+    again = cpu.evaluate(prob, arch, mixed)  # every key is in the table now: no walk
+    assert not calls and table.count == n_keys
+    assert_engines_agree(first, ref.evaluate(prob, arch, batch), what="first call")
+    assert_engines_agree(again, ref.evaluate(prob, arch, mixed), what="looked up")
+    stats_cpu, stats_ref = cpu.stats(prob, arch, mixed), ref.stats(prob, arch, mixed)
+    for f in stats_ref.__dataclass_fields__:
+        assert np.array_equal(getattr(stats_cpu, f), getattr(stats_ref, f)), f
+
+
+def test_walk_table_grows_and_keeps_every_key() -> None:
+    rng = np.random.default_rng(0)
+    table = _systolic_kernel.WalkTable(n_dims=4, capacity=4)
+    head = np.stack([rng.integers(0, 2, 500), rng.integers(0, 3, 500), rng.integers(0, 3, 500),
+                     rng.integers(1, 60, 500), rng.integers(1, 60, 500)], axis=1)
+    orders = np.array([rng.permutation(4) for _ in range(500)])
+    keys = np.concatenate([head, orders], axis=1)
+    uniq = np.unique(keys, axis=0)
+    vals = uniq.sum(axis=1) * 7
+    for lo in range(0, len(uniq), 37):  # in pieces, so that the table grows several times
+        table.put(uniq[lo:lo + 37, :5], uniq[lo:lo + 37, 5:], vals[lo:lo + 37])
+    table.put(uniq[:10, :5], uniq[:10, 5:], vals[:10])  # keys already there are not added again
+    keys, values = table.arrays
+    assert table.count == len(uniq) and 2 * table.count <= len(values)
+    stored = keys[keys[:, 0] >= 0]
+    assert len(stored) == len(uniq)
+    order = np.lexsort(stored.T[::-1])
+    assert np.array_equal(stored[order], uniq)
+    got = values[keys[:, 0] >= 0][order]
+    assert np.array_equal(got, vals)
+
+
+def test_estimate_mode_walks_nothing(monkeypatch) -> None:
+    prob, arch, batch = _case()
+
+    def fail(*args, **kw):  # noqa: ANN002, ANN003, ANN202
+        raise AssertionError("walked under dram_window='estimate'")
+
+    monkeypatch.setattr(systolic, "_walked_reads", fail)
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    assert_engines_agree(got, SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch),
+                         what="estimate")
+
+
+def test_energy_with_blocks_of_several_words() -> None:
+    """Per-access energies of blocks of 1, 3 and 4 words (the kernel divides only where a
+    block is not one word): kernel and numpy path agree."""
+    import dataclasses
+
+    prob, arch, batch = _case()
+    levels = tuple(dataclasses.replace(lv, block_words=b) for lv, b in zip(arch.levels, (4, 3, 1, 4, 1), strict=False))
+    arch = dataclasses.replace(arch, levels=levels)
+    got = SystolicModel(engine="cpu").evaluate(prob, arch, batch)
+    ref = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
+    assert got.valid.any()
+    assert_engines_agree(got, ref, what="block words")
+
+
+def test_threads_sharing_a_model_fill_one_table() -> None:
+    """Four threads evaluate the same batches with one model from a cold table: every result
+    equals the numpy path's, and the table ends with each key once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    prob, arch, batch = _case()
+    cpu, ref = SystolicModel(engine="cpu", max_fold_ratio=2.0), SystolicModel(engine="numpy", max_fold_ratio=2.0)
+    parts = [batch.take(np.arange(k, len(batch), 3)) for k in range(3)] + [batch]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda b: cpu.evaluate(prob, arch, b), parts))
+    for b, g in zip(parts, got, strict=True):
+        assert_engines_agree(g, ref.evaluate(prob, arch, b), what="threads")
+    keys = cpu._prepared(prob, arch)[4].arrays[0]
+    stored = keys[keys[:, 0] >= 0]
+    assert len(stored) == len(np.unique(stored, axis=0)) == cpu._prepared(prob, arch)[4].count
+
+
+def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
+    """Rows whose stream is longer than ``max_walk_entries`` but whose passes fit are walked
+    for `SystolicModel.CAPPED_WALK_REPS` passes (`systolic._walk_rows`): the kernel's rule
+    (`_systolic_kernel._walked`) picks the same rows and the counts agree."""
+    import sys
+    from pathlib import Path
+
+    from accelmap.costmodels.systolic import _passes, _walk_rows, systolic_layout
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3]))
+    from benchmarks.bench_costmodel import _systolic_pool as systolic_pool  # the benchmark's pool
+
+    # an ifmap larger than a 1 kB window (walked) and fold counts above the cap
+    prob = conv2d("c", c=16, k=16, p=14, q=14, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    batch = systolic_pool(prob, arch, 600, np.random.default_rng(1))
+    lay = systolic_layout(prob, arch)[0]
+    assert systolic._walkable(prob, lay, 0)
+    st = SystolicModel(dram_window="estimate").stats(prob, arch, batch)
+    per = st.sram_reads[:, 0] // lay.class_size[3]
+    passes = _passes(0, np.maximum(st.row_class, 0), np.maximum(st.col_class, 0), st.row_folds, st.col_folds)
+    size = np.array(lay.class_size[:3])
+    fewest = -(-size[st.row_class] // lay.rows) * -(-size[st.col_class] // lay.cols)
+    many = passes > SystolicModel.CAPPED_WALK_REPS
+
+    def caps_at(limit: int) -> np.ndarray:
+        return _walk_rows(st.valid, st.sram_reads[:, 0], st.row_folds * st.col_folds, fewest, lay.class_size[3],
+                          (limit, 1e9), passes)
+
+    # the limit that caps the most rows (the batch then has capped and whole rows)
+    limit = max({int(x) for x in per[many] // passes[many] * SystolicModel.CAPPED_WALK_REPS},
+                key=lambda x: int((caps_at(x) == SystolicModel.CAPPED_WALK_REPS).sum()))
+    caps = caps_at(limit)
+    assert (caps == SystolicModel.CAPPED_WALK_REPS).sum() >= 5 and (caps > SystolicModel.CAPPED_WALK_REPS).any()
+    cpu = SystolicModel(engine="cpu", max_walk_entries=limit, max_fold_ratio=1e9)
+    ref = SystolicModel(engine="numpy", max_walk_entries=limit, max_fold_ratio=1e9)
+    assert_engines_agree(cpu.evaluate(prob, arch, batch), ref.evaluate(prob, arch, batch), what="capped walks")
+    a, b = cpu.stats(prob, arch, batch), ref.stats(prob, arch, batch)
+    for f in b.__dataclass_fields__:
+        assert np.array_equal(getattr(a, f), getattr(b, f)), f
