@@ -501,15 +501,33 @@ def spad_arch(icap: int = 2, wcap: int = 2, ocap: int = 2) -> Arch:
 def _every_node_bound(space: MapSpace) -> tuple[int, int]:
     """Enumerates the whole space; for every node of every depth and split on the path of a
     mapping, compares its energy bound with the least energy of the node's mappings (each
-    factorization's best loop orders). Returns (violations, nodes the coupled term lifts)."""
+    factorization's best loop orders). Returns (violations, nodes the coupled term lifts).
+    A padded space is taken branch by branch, as the exact mapper searches it: the mappings
+    whose factors multiply to one padded bound vector ``B'``, bounded in the `BranchSpace` of
+    ``B'`` (the BoundModel of ``P'``)."""
+    if not space.allow_padding:
+        return _every_node_bound_in(space, space)
+    branches = PaddedBranches(space, parse_objective("energy"))
+    violations = lifted = 0
+    for i in range(len(branches)):
+        v, li = _every_node_bound_in(space, branches.view(i))
+        violations, lifted = violations + v, lifted + li
+    return violations, lifted
+
+
+def _every_node_bound_in(full: MapSpace, space) -> tuple[int, int]:
+    """`_every_node_bound` over the mappings of ``full`` that lie in ``space`` (``full`` itself
+    or one `BranchSpace` of it)."""
     import accelmap.costmodels.loopnest_bounds as lbm
 
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     D = space._D
+    want = np.asarray(full.problem.bounds if space is full else space.bounds)
     facs, keeps, energy = [], [], []
-    for b in space.enumerate(65536, max_points=10**7):
-        m = MODEL.evaluate(space.problem, space.arch, b)
-        ok = space.check(b).valid & m.valid
+    for b in full.enumerate(65536, max_points=10**7):
+        m = MODEL.evaluate(full.problem, full.arch, b)
+        prod = b.temporal.prod(axis=1) * b.spatial.prod(axis=(1, 3))
+        ok = full.check(b).valid & m.valid & (prod == want).all(axis=1)
         facs.append(np.stack([b.temporal, b.spatial[..., 0], b.spatial[..., 1]], axis=-1)[ok])
         keeps.append(b.keep[ok])
         energy.append(m.energy_pj[ok])
