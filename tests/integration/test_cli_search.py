@@ -150,3 +150,26 @@ def test_padding_runs_the_exact_search_on_the_loopnest_model(tmp_path):
     temporal = np.array(d["best"]["mapping"]["arrays"]["temporal"])
     assert temporal[:, 0].prod() * spatial[:, 0].prod() == 8  # M padded from 7 to 8
     assert runs[False]["proven_optimal"] and d["best"]["edp"] < runs[False]["best"]["edp"]
+
+
+def test_searcher_options_on_device_cuda_are_the_gpu_searches_own():
+    """`--searcher-option` with `--device cuda` is checked against the GPU searches' options
+    (anneal: orders and lanes; random: none), not the CPU searcher's constructor."""
+    import argparse
+
+    from accelmap.cli import UsageError
+    from accelmap.cli.search import _searcher_options
+
+    def opts(searcher, device, *items):
+        ns = argparse.Namespace(searcher_option=list(items), storage=None, study_name=None, device=device)
+        return _searcher_options(ns, searcher, "layer", "arch")
+
+    assert opts("anneal", "cuda", "orders=16", "lanes=8") == {"orders": 16, "lanes": 8}
+    for searcher, device, item in (("anneal", "cuda", "chains=4"), ("random", "cuda", "orders=16"),
+                                   ("anneal", "cpu", "lanes=8")):
+        try:
+            opts(searcher, device, item)
+        except UsageError as exc:
+            assert "no option" in str(exc)
+        else:
+            raise AssertionError(f"expected a UsageError for {searcher} {device} {item}")

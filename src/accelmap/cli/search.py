@@ -99,6 +99,15 @@ def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label:
         if args.storage is not None:
             opts["storage"] = args.storage
             opts["study_name"] = args.study_name or f"accelmap-{layer_label}-{arch_label}".replace("/", "-")
+    if getattr(args, "device", "cpu") == "cuda":  # the GPU searches take their own options (search/gpu.py)
+        from accelmap.search.gpu import _ANNEAL_OPTIONS
+
+        gpu_opts = _ANNEAL_OPTIONS if searcher_name == "anneal" else ()
+        unknown = sorted(set(opts) - set(gpu_opts))
+        if unknown:
+            raise UsageError(f"searcher {searcher_name!r} on --device cuda has no option(s) {unknown}; "
+                             f"its options: {', '.join(gpu_opts) or '(none)'}")
+        return opts
     solver_opts = getattr(cls, "option_names", None)
     if solver_opts is not None:  # a solver (e.g. exact) declares its options as data
         unknown = sorted(set(opts) - set(solver_opts))
