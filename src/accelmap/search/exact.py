@@ -814,13 +814,7 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     P = _setup(space, model, objective)
     P.deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
     P.max_leaves = max_leaves
-    if incumbent is not None and len(incumbent):
-        chk = space.check(incumbent)
-        m = model.evaluate(space.problem, space.arch, incumbent)
-        val = objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
-        i = int(np.argmin(val))
-        if math.isfinite(val[i]):
-            P.best_value, P.best_batch = float(val[i]), incumbent.take(np.array([i]))
+    P.best_value, P.best_batch = _first_incumbent(space, model, objective, incumbent)
     P.cert.patterns = len(P.patterns)
     roots = _root_frames(P)
     open_ = _Open()
@@ -846,6 +840,21 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     return P.best_batch, P.best_value, cert
 
 
+def _first_incumbent(space: Any, model: Any, objective: ObjectiveSpec,
+                     incumbent: MappingBatch | None) -> tuple[float, MappingBatch | None]:
+    """The best legal mapping of ``incumbent`` (objective value, one-row batch), or
+    ``(inf, None)`` when there is none."""
+    if incumbent is None or not len(incumbent):
+        return math.inf, None
+    chk = space.check(incumbent)
+    m = model.evaluate(space.problem, space.arch, incumbent)
+    val = objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
+    i = int(np.argmin(val))
+    if not math.isfinite(val[i]):
+        return math.inf, None
+    return float(val[i]), incumbent.take(np.array([i]))
+
+
 def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None,
                   max_leaves: int | None, incumbent: MappingBatch | None,
                   progress: Any) -> tuple[MappingBatch | None, float, Certificate]:
@@ -860,14 +869,7 @@ def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limi
     deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
     br = PaddedBranches(space, objective)
     cert = Certificate()
-    best_value, best_batch = math.inf, None
-    if incumbent is not None and len(incumbent):
-        chk = space.check(incumbent)
-        m = model.evaluate(space.problem, space.arch, incumbent)
-        val = objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
-        i = int(np.argmin(val))
-        if math.isfinite(val[i]):
-            best_value, best_batch = float(val[i]), incumbent.take(np.array([i]))
+    best_value, best_batch = _first_incumbent(space, model, objective, incumbent)
     cert.patterns = len(_patterns(space))
     stop = ""
     low = math.inf  # the least bound the stopped branch left open
