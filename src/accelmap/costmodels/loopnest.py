@@ -219,14 +219,10 @@ class LoopNestModel:
             raise SpecError("the loopnest model's cuda engine evaluates mappings whose factors multiply out to "
                             f"every bound exactly; {int(padded.sum())} of {len(mappings)} rows are padded "
                             "(imperfect factorization): use engine cpu or numpy for them")
-        rows = np.flatnonzero(padded)
-        keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
         groups = [(problem, np.flatnonzero(~padded))] if not padded.all() else []
-        order = np.argsort(inv, kind="stable")
-        cuts = np.flatnonzero(np.diff(inv[order])) + 1
-        for key, part in zip(keys, np.split(rows[order], cuts), strict=True):
-            groups.append((problem.padded_iteration(tuple(int(v) for v in key)), part))
+        keys, rows, edges = _group_by_product(prod, np.flatnonzero(padded))
+        for g, key in enumerate(keys):
+            groups.append((problem.padded_iteration(tuple(int(v) for v in key)), rows[edges[g]:edges[g + 1]]))
         return groups
 
     def _evaluate_kernel(self, problem: Problem, arch: Arch, mappings: MappingBatch,
@@ -309,12 +305,7 @@ class LoopNestModel:
             part = self._objective_exact(problem, arch, mappings.take(rest), spec)
             for name in names:
                 getattr(res, name)[rest] = getattr(part, name)
-        rows = np.flatnonzero(padded)
-        keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
-        inv = inv.reshape(-1)
-        order = np.argsort(inv, kind="stable")
-        rows = rows[order]
-        edges = np.searchsorted(inv[order], np.arange(len(keys) + 1))
+        keys, rows, edges = _group_by_product(prod, np.flatnonzero(padded))
         arrays = (np.ascontiguousarray(mappings.temporal[rows]), np.ascontiguousarray(mappings.spatial[rows]),
                   np.ascontiguousarray(mappings.order[rows]), np.ascontiguousarray(mappings.keep[rows]))
         base = self._kernel_consts(problem, arch)
@@ -413,6 +404,17 @@ class LoopNestModel:
 # A padded iteration space of more points than float64 counts exactly is not evaluated: its
 # rows stay on the real problem, where `check_batch` marks them (FACTORS).
 _MAX_PADDED_POINTS = 2**53
+
+
+def _group_by_product(prod: IntArray, rows: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """``rows`` grouped by their factor products ``prod[rows]``: the distinct product vectors
+    ``keys`` (G, D), the rows sorted by group (stable), and ``edges`` (G + 1,): group ``g`` is
+    ``sorted_rows[edges[g]:edges[g + 1]]``."""
+    keys, inv = np.unique(prod[rows], axis=0, return_inverse=True)
+    inv = inv.reshape(-1)
+    order = np.argsort(inv, kind="stable")
+    edges = np.searchsorted(inv[order], np.arange(len(keys) + 1))
+    return keys, rows[order], edges
 
 
 def _padded_rows(problem: Problem, prod: IntArray) -> BoolArray:
