@@ -673,34 +673,59 @@ def _eval_rows(temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class,
                          breakdown)
 
 
+# The two CPU drivers: `_systolic_cpu`'s, specialised per structure, is faster per row but
+# compiles for several seconds per new structure (once: numba's on-disk cache keeps it);
+# ``_eval_rows`` below, one compiled function for every structure, serves a model until it
+# has evaluated this many rows of a (problem, arch) (`SystolicModel` counts them), so that
+# evaluating a few mappings of a new layer never waits for that compile.
+_SPECIALISE_AFTER_ROWS = 100_000
+
 # Below this many rows a batch runs on the calling thread.
 _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int], arrays: tuple,
-         want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
+         want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
+         objective: bool = False) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
-    outputs of the modes wanted (`_eval_rows`), by name."""
+    outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
+    that structure, `_systolic_cpu.driver`), by name. ``objective`` (``spec`` only): of the
+    `Metrics` fields only cycles, energy, validity and reason."""
     n = arrays[0].shape[0]
     D = consts.bounds.shape[0]
+    objective = objective and spec is not None and want_metrics
     m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
+    m_f = 0 if objective else m_m  # the fields an objective pass does not write
     e, f8, i8 = np.empty, np.float64, np.int64
     out = {"out_i": e((m_s, _N_INT), i8), "out_f": e((m_s, _N_FLT), f8), "valid": e(n, np.bool_),
            "missing": e(n, i8), "reason": e(m_m, i8), "level": e(m_m, i8), "cycles": e(m_m, f8),
-           "energy": e(m_m, f8), "comp": e(m_m, f8), "util": e(m_m, f8)}
+           "energy": e(m_m, f8), "comp": e(m_f, f8), "util": e(m_f, f8)}
     for k in ("reads", "fills", "updates", "breakdown"):
-        out[k] = e((m_m, n_levels, n_tensors), f8)
+        out[k] = e((m_f, n_levels, n_tensors), f8)
     names = list(out)
-    tables = (*consts.as_tuple(), *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
     threads = _threads()
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
+    if spec is None:
+        tables = (*consts.as_tuple(), *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
 
-    def block(b: int, lo: int, hi: int) -> None:
-        o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
-        _eval_rows(*(x[lo:hi] for x in arrays), *tables, want_stats, o[0], o[1], o[2], o[3], want_metrics, *o[4:],
-                   *(x[b] for x in scratch))
+        def block(b: int, lo: int, hi: int) -> None:
+            o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
+            _eval_rows(*(x[lo:hi] for x in arrays), *tables, want_stats, o[0], o[1], o[2], o[3], want_metrics,
+                       *o[4:], *(x[b] for x in scratch))
+    else:
+        from accelmap.costmodels import _systolic_cpu
+
+        rows = _systolic_cpu.driver(spec)
+        c = consts
+        rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+        wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
+        mode = 0 if not want_metrics else (1 if objective else 2)
+
+        def block(b: int, lo: int, hi: int) -> None:
+            o = tuple(out[k][lo:hi] if len(out[k]) else out[k] for k in names)
+            rows(tuple(x[lo:hi] for x in arrays), rt, wk, want_stats, mode, o, (scratch[2][b], scratch[3][b]))
 
     if n_blocks > 1:  # blocks of rows on threads (`engines.run_blocks`)
         run_blocks(block, n, n_blocks, threads)
@@ -711,23 +736,26 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int],
 
 def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, walk_cap: int,
                   walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
-                  *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int) -> dict[str, np.ndarray]:
+                  *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
+                  spec: tuple | None = None, objective: bool = False) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
     columns used, row and column folds, the operand's SRAM reads (m,) and array-level orders
     (m, D) (`systolic._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
     0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
-    ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`)."""
+    ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`). ``spec``: run the driver specialised
+    for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
+    ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields."""
     arrays = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
               np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap)
-    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors)
+    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = tuple(np.ascontiguousarray(x[miss]) for x in arrays)
-    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors)
+    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -737,7 +765,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
-    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors)
+    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

@@ -94,7 +94,7 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -114,6 +114,9 @@ from accelmap.mapper.constraints import Constraints, KeepRule, SpatialRule
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 from accelmap.workloads.structure import ProblemKind, recognize
+
+if TYPE_CHECKING:
+    from accelmap.costmodels.loopnest import ObjectiveMetrics
 
 __all__ = [
     "Dataflow",
@@ -470,6 +473,7 @@ class SystolicModel:
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
+        self._rows_seen: dict[tuple[int, int], int] = {}
 
     def _walk_rule(self) -> tuple[int, float] | None:
         """(longest demand stream walked in entries, most folds over the fewest): None =
@@ -479,9 +483,10 @@ class SystolicModel:
         return (self.max_walk_entries, self.max_fold_ratio) if self.dram_window == "auto" else (-1, 1.0)
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
-        """(problem, arch, layout, kernel constants, walk table) of the pair, kept per model
-        (the layout and tables are computed once, then every batch is array work)."""
-        from accelmap.costmodels import _systolic_kernel
+        """(problem, arch, layout, kernel constants, walk table, structure) of the pair, kept
+        per model (the layout and tables are computed once, then every batch is array work;
+        the structure keys the specialised driver, `_systolic_cpu.structure`)."""
+        from accelmap.costmodels import _systolic_cpu, _systolic_kernel
 
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
@@ -490,18 +495,34 @@ class SystolicModel:
                 self._consts.clear()
             layout, _ = systolic_layout(problem, arch)
             consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims))
+            spec = None if consts is None else _systolic_cpu.structure(consts, arch.n_levels, problem.n_tensors)
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec)
             self._consts[key] = hit
         return hit
 
+    def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
+        """Whether the cpu engine runs this batch on its driver specialised per structure
+        (`_systolic_cpu`): once this model has evaluated ``_systolic_kernel.
+        _SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch included, so that a
+        few evaluations of a new layer never wait for that driver's compile."""
+        from accelmap.costmodels import _systolic_kernel
+
+        key = (id(problem), id(arch))
+        if key not in self._rows_seen and len(self._rows_seen) > 64:
+            self._rows_seen.clear()
+        seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
+        return seen >= _systolic_kernel._SPECIALISE_AFTER_ROWS
+
     def _kernel(self, problem: Problem, arch: Arch, batch: MappingBatch, *,
-                want_stats: bool) -> dict[str, np.ndarray] | None:
+                want_stats: bool, objective: bool = False) -> dict[str, np.ndarray] | None:
         """The compiled kernel's pass (`_systolic_kernel.evaluate_rows`): the report
         (``want_stats``) or the `Metrics` fields; None where the numpy path serves the
         batch (the numpy engine; the exact window, which the walk extends; a problem or arch
         the model rejects; shapes that do not match). Under ``"auto"`` the rows `_walk_rows`
         picks get their walked counts from a table kept per (problem, arch), filled by
-        `_walked_reads` (the numpy path's) when a fold shape is first seen."""
+        `_walked_reads` (the numpy path's) when a fold shape is first seen. ``objective``:
+        of the `Metrics` fields only those of `ObjectiveMetrics` (on the specialised driver;
+        the generic one writes them all)."""
         if self.engine != "cpu" or self.dram_window == "exact" or len(batch) == 0:
             return None
         hit = self._prepared(problem, arch)
@@ -526,7 +547,8 @@ class SystolicModel:
         return _systolic_kernel.evaluate_rows(
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
-            n_tensors=problem.n_tensors)
+            n_tensors=problem.n_tensors, spec=hit[5] if self._specialise(problem, arch, len(batch)) else None,
+            objective=objective)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
@@ -549,6 +571,23 @@ class SystolicModel:
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)
+
+    def evaluate_objective(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> ObjectiveMetrics:
+        """Cycles, energy, validity and reason of every mapping, without the per-level counts.
+
+        What a search reads of `evaluate`, equal to it field by field; the cpu engine's
+        specialised driver then skips writing the (n, L, T) count and energy arrays, the other
+        paths take the fields of `evaluate`.
+        """
+        from accelmap.costmodels.loopnest import ObjectiveMetrics
+
+        out = self._kernel(problem, arch, mappings, want_stats=False, objective=True)
+        if out is not None:
+            return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy"], valid=out["valid"],
+                                    reason=out["reason"], reason_level=out["level"])
+        m = self.evaluate(problem, arch, mappings)
+        return ObjectiveMetrics(cycles=m.cycles, energy_pj=m.energy_pj, valid=m.valid, reason=m.reason,
+                                reason_level=m.reason_level)
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:
         """The scalar reference path (plain Python integers); equals ``evaluate`` exactly."""

@@ -1,0 +1,329 @@
+"""The CPU engine of the ``systolic`` model: its row loop specialised per structure.
+
+`accelmap.costmodels._systolic_kernel` holds the generic driver (``_eval_rows``: one
+compiled function for every problem and arch). Its row is a chain of calls (``_row``,
+``_check_padded``, ``_metrics_row``, ...) that numba compiles as separate functions, each
+call passing every array as a by-value structure (a few hundred bytes of arguments a row),
+and its loops over levels, dims and tensors have run-time trip counts (4 to 7), so each
+carries the set-up of a vectorised loop. Here, as in `_loopnest_cpu`, what the (problem,
+arch) structure fixes is a compile-time constant (a tuple captured by a closure): the
+shapes L, D, T, the array and PE levels, the three tensors and their SRAM levels, each
+dim's GEMM class, which level may hold which tensor, which levels' blocks are one word and
+whether every per-access energy is finite. The loops over them unroll and their branches
+fold; the legality check, the classes, folds, cycles, SRAM counts, stalls and `Metrics`
+are one loop body. The DRAM-window estimate of an operand whose words exceed the window
+(`_systolic_kernel._dram_reads`) and the walked-count lookup stay calls of the generic
+helpers, made only where a row reaches them. Bounds, class sizes, energies and bandwidths
+stay run-time arrays, so every layer of one shape on one arch shares a kernel.
+
+The steps and the arithmetic are those of ``_check_padded``, ``_row`` and ``_metrics_row``
+(same integer and float operations in the same order), so that the results are identical;
+the property tests compare them with the numpy path bit for bit. A kernel is compiled once
+per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
+the structure tuple).
+
+``mode`` 2 writes the whole `Metrics`; 1 (what a search reads, `SystolicModel.
+evaluate_objective`) only cycles, energy, validity and reason, the energy summed in the
+same order without writing the (n, L, T) arrays; 0 neither (the report alone).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from numba import njit
+
+from accelmap.costmodels._systolic_kernel import (
+    _FACTORS,
+    _FANOUT,
+    _KEEP,
+    _MODEL,
+    _ORDER,
+    _dram_reads,
+    _key_slot,
+    _passes,
+    _stall,
+    _walked,
+)
+
+__all__ = ["structure", "driver"]
+
+_M, _N, _K, _B = 0, 1, 2, 3
+_OS, _WS, _IS = 0, 1, 2
+_JIT = {"cache": True, "_nrt": False}
+
+
+def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (a `SystolicConsts`)
+    """The compile-time constants of a `SystolicConsts`: L, D, T, the array and PE levels, the
+    ifmap, filter and ofmap tensors, their SRAM levels, then flat tuples of each dim's class
+    (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,), and
+    whether every per-access energy is finite and >= 0."""
+    ints = consts.ints
+    return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
+            int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
+            tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
+            tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0))
+
+
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _indexes(o, c):
+    """`_systolic_kernel._class_indexes`: whether operand ``o`` is indexed by class ``c``."""
+    if o == 0:
+        return c == _M or c == _K
+    if o == 1:
+        return c == _N or c == _K
+    return c == _M or c == _N
+
+
+@functools.lru_cache(maxsize=32)
+def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
+    """The driver of one structure (`structure`): every row of the batch, its report into
+    ``out_i`` / ``out_f`` when ``want_stats``, its `Metrics` fields by ``mode`` (module
+    docstring), ``valid`` and ``missing`` (walked counts not in the table, as
+    `_systolic_kernel._row`) always. Arguments come grouped (``mp`` the mapping arrays, ``rt``
+    the run-time constants, ``wk`` the walk table and rule, ``out`` the outputs, ``sc`` the
+    scratch); the arrays of a mode not wanted may have no rows."""
+
+    @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
+    def rows(mp, rt, wk, want_stats, mode, out, sc):
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ = S
+        temporal, spatial, order, keep = mp
+        bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
+        tkeys, tvals, walk_limit, walk_ratio, walk_cap = wk
+        out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
+        ext, suff = sc
+        R, C = ints[2], ints[3]
+        b_rep = ints[10]
+        macs = flts[3]
+        for i in range(temporal.shape[0]):
+            py, px, dfi = np.int64(1), np.int64(1), 0
+            # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
+            why, where = 0, -1
+            least = np.int64(1)
+            short = False
+            for d in range(D):
+                p = np.int64(1)
+                for lv in range(L):
+                    a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+                    least = min(least, a, x, y)
+                    p *= a * x * y
+                short |= p < bounds[d]
+            if least < 1 or short:
+                why = _FACTORS
+            if why == 0:
+                for lv in range(L):
+                    seen = 0
+                    for d in range(D):
+                        v = order[i, lv, d]
+                        seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+                    if seen != (1 << D) - 1:
+                        why, where = _ORDER, lv
+                        break
+            if why == 0:
+                for lv in range(L):
+                    for t in range(T):
+                        if (keep[i, lv, t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, 0, t]):
+                            if why == 0:
+                                why, where = _KEEP, lv
+            if why == 0:
+                for lv in range(L):
+                    ux, uy = np.int64(1), np.int64(1)
+                    for d in range(D):
+                        ux *= spatial[i, lv, d, 0]
+                        uy *= spatial[i, lv, d, 1]
+                    if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
+                        why, where = _FANOUT, lv
+                        break
+            # --- the dataflow and the array classes (`_row`) ---
+            df, rc, cc = -1, -1, -1
+            if why == 0:
+                k0, k1, k2 = keep[i, PE, TI], keep[i, PE, TW], keep[i, PE, TO]
+                n_kept = int(k0) + int(k1) + int(k2)
+                if n_kept == 1:
+                    df = _OS if k2 else (_WS if k1 else _IS)
+                ymask, xmask, bad = 0, 0, False
+                py, px = np.int64(1), np.int64(1)
+                for d in range(D):
+                    c = DC[d]
+                    sx, sy = spatial[i, AL, d, 0], spatial[i, AL, d, 1]
+                    py *= sy
+                    px *= sx
+                    if sx > 1:
+                        if c < 0:
+                            bad = True
+                        else:
+                            xmask |= 1 << c
+                    if sy > 1:
+                        if c < 0:
+                            bad = True
+                        else:
+                            ymask |= 1 << c
+                yc, xc = -1, -1
+                for c in range(3, -1, -1):  # the lowest class present (numpy's argmax)
+                    if ymask & (1 << c):
+                        yc = c
+                    if xmask & (1 << c):
+                        xc = c
+                if ymask & (ymask - 1) or xmask & (xmask - 1):  # two classes on one axis
+                    bad = True
+                both = yc >= 0 and xc >= 0 and yc != xc and yc <= _K and xc <= _K
+                if not (n_kept == 1 or not both):
+                    s = yc + xc
+                    df = _OS if s == 1 else (_IS if s == 2 else (_WS if s == 3 else -1))
+                dfi = df if df >= 0 else 0
+                def_r = _M if dfi == _OS else _K
+                def_c = _N if dfi != _IS else _M
+                pair = def_r + def_c
+                rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
+                cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
+                arr_ok = rc != cc and rc + cc == pair and rc <= _K and cc <= _K and rc >= 0 and cc >= 0
+                if not (df >= 0 and not bad and arr_ok):
+                    why, where = _MODEL, PE
+                    df, rc, cc = -1, -1, -1
+            ok = why == 0
+            valid[i] = ok
+            miss = 0
+            ur = uc = f_r = f_c = folds = compute = stall = total = acc0 = acc1 = acc2 = sram_w = np.int64(0)
+            dr0, dr1 = np.int64(0), np.int64(0)
+            map_eff = cu = ut = 0.0
+            if ok:
+                # --- folds, cycles and SRAM counts ---
+                tc = 3 - rc - cc
+                s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
+                ur = max(min(py, s_r), 1)
+                uc = max(min(px, s_c), 1)
+                f_r = -(-s_r // ur)
+                f_c = -(-s_c // uc)
+                folds = f_r * f_c * b_rep
+                os_ = dfi == _OS
+                per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
+                compute = folds * per_fold - 1
+                util_fold = t_len + R + C - 2 if os_ else 2 * R + 2 * C + t_len - 3
+                ir0, ic0, it0 = _indexes(0, rc), _indexes(0, cc), _indexes(0, tc)
+                ir1, ic1, it1 = _indexes(1, rc), _indexes(1, cc), _indexes(1, tc)
+                acc0 = (s_r if ir0 else f_r) * (s_c if ic0 else f_c) * (t_len if it0 else 1) * b_rep
+                acc1 = (s_r if ir1 else f_r) * (s_c if ic1 else f_c) * (t_len if it1 else 1) * b_rep
+                acc2 = (s_r if _indexes(2, rc) else f_r) * (s_c if _indexes(2, cc) else f_c) * \
+                    (t_len if _indexes(2, tc) else 1) * b_rep
+                sram_w = acc2 + (folds * (R + C) if os_ else 0)
+                # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
+                dr0, dr1 = np.int64(-1), np.int64(-1)
+                if walk_limit >= 0 and f_r * f_c <= walk_ratio * ((-(-s_r // R)) * (-(-s_c // C))):
+                    b1 = max(b_rep, 1)
+                    if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
+                        j = _key_slot(tkeys, 0, rc, cc, ur, uc, order, i, AL)
+                        if tkeys[j, 0] >= 0:
+                            dr0 = tvals[j]
+                        else:
+                            miss |= 1
+                    if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
+                        j = _key_slot(tkeys, 1, rc, cc, ur, uc, order, i, AL)
+                        if tkeys[j, 0] >= 0:
+                            dr1 = tvals[j]
+                        else:
+                            miss |= 2
+                # (`_dram_reads`' first rule, an operand within the window, without the call)
+                if dr0 < 0:
+                    if ints[11] < flts[0]:
+                        dr0 = ints[11] * b_rep
+                    else:
+                        dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir0, ic0, acc0, bounds,
+                                          dim_class, full, terms, ints, flts, pairs, ext, suff)
+                if dr1 < 0:
+                    if ints[12] < flts[1]:
+                        dr1 = ints[12] * b_rep
+                    else:
+                        dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir1, ic1, acc1, bounds,
+                                          dim_class, full, terms, ints, flts, pairs, ext, suff)
+                stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
+                total = compute + stall
+                map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
+                cu = map_eff * t_len / util_fold
+                ut = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
+            missing[i] = miss
+            if want_stats:
+                ri = out_i[i]
+                ri[0] = df
+                ri[1] = rc
+                ri[2] = cc
+                ri[3] = ur
+                ri[4] = uc
+                ri[5] = f_r
+                ri[6] = f_c
+                ri[7] = folds
+                ri[8] = compute
+                ri[9] = stall
+                ri[10] = total
+                ri[11] = acc0
+                ri[12] = acc1
+                ri[13] = sram_w
+                ri[14] = dr0
+                ri[15] = dr1
+                ri[16] = acc2
+                ri[17] = why
+                ri[18] = where
+                out_f[i, 0] = map_eff
+                out_f[i, 1] = cu
+                out_f[i, 2] = ut
+            if mode == 0:
+                continue
+            # --- `Metrics` (`_metrics_row`: the same cells, the same float operations in the same order) ---
+            reason[i] = why
+            level[i] = where
+            fdr0, fdr1, fdw = float(dr0), float(dr1), float(acc2)
+            fsr0, fsr1, fsw = float(acc0), float(acc1), float(sram_w)
+            e_sum = 0.0
+            for lv in range(L):
+                for t in range(T):
+                    # the cell's reads, fills and updates: `_metrics_row`'s stores, the last one to a
+                    # cell the one that counts (the level and tensor indices are constants here)
+                    r, f, u = 0.0, 0.0, 0.0
+                    if ok:
+                        if lv == 0 and t == TI:
+                            r = fdr0
+                        if lv == 0 and t == TW:
+                            r = fdr1
+                        if lv == 0 and t == TO:
+                            u = fdw
+                        if lv == SI and t == TI:
+                            f = fdr0
+                            r = fsr0
+                        if lv == SW and t == TW:
+                            f = fdr1
+                            r = fsr1
+                        if lv == SO and t == TO:
+                            u = fsw
+                            r = fdw
+                        if lv == PE and t == TI:
+                            r = macs
+                        if lv == PE and t == TW:
+                            r = macs
+                        if lv == PE and t == TO:
+                            u = macs
+                    if mode == 2:
+                        reads[i, lv, t] = r
+                        fills[i, lv, t] = f
+                        updates[i, lv, t] = u
+                    w = f + u
+                    if SKIPZ and r == 0.0 and w == 0.0:
+                        if mode == 2:
+                            brk[i, lv, t] = 0.0
+                        continue
+                    if BLK1[lv]:  # x / 1.0 is x exactly
+                        e = r * levels[lv, 1] + w * levels[lv, 2]
+                    else:
+                        e = (r / levels[lv, 0]) * levels[lv, 1] + (w / levels[lv, 0]) * levels[lv, 2]
+                    if mode == 2:
+                        brk[i, lv, t] = e
+                    e_sum = e_sum + e
+            c = flts[6] if ok else 0.0
+            e_sum = e_sum + c
+            energy[i] = e_sum if ok else math.inf
+            cycles[i] = float(total) if ok else math.inf
+            if mode == 2:
+                comp[i] = c
+                util[i] = ut if ok else 0.0
+
+    return rows
