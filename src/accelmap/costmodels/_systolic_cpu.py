@@ -41,9 +41,12 @@ from accelmap.costmodels._systolic_kernel import (
     _KEEP,
     _MODEL,
     _ORDER,
-    _dram_reads,
+    _big_tile,
     _key_slot,
+    _neighbour_step,
     _passes,
+    _repeated_tiles,
+    _reset_loss,
     _stall,
     _walked,
 )
@@ -58,13 +61,15 @@ _JIT = {"cache": True, "_nrt": False}
 def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (a `SystolicConsts`)
     """The compile-time constants of a `SystolicConsts`: L, D, T, the array and PE levels, the
     ifmap, filter and ofmap tensors, their SRAM levels, then flat tuples of each dim's class
-    (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,), and
-    whether every per-access energy is finite and >= 0."""
+    (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,),
+    whether every per-access energy is finite and >= 0, the most nonzero terms of a read
+    operand M and the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat)."""
     ints = consts.ints
     return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
             int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
             tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
-            tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0))
+            tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
+            tuple(int(x) for x in consts.terms.ravel()))
 
 
 @njit(inline="always", **_JIT)  # type: ignore[call-overload]
@@ -75,6 +80,97 @@ def _indexes(o, c):
     if o == 1:
         return c == _N or c == _K
     return c == _M or c == _N
+
+
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
+    """`_systolic_kernel._box`: extents of ``chunk`` flattened elements of class
+    ``chunk_cls`` (inner dims first in the array level's order), classes ``whole1`` /
+    ``whole2`` at their full bounds, the others 1."""
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    for d in range(D):
+        ext[d] = 1
+    rem = chunk
+    for pos in range(D - 1, -1, -1):
+        d = order[i, AL * D + pos]
+        if DC[d] == chunk_cls:
+            b = bounds[d]
+            ext[d] = min(rem, b)
+            rem = -(-rem // b)
+    for d in range(D):
+        if DC[d] == whole1 or DC[d] == whole2:
+            ext[d] = full[d]
+
+
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _distinct(S, o, ext):
+    """`_systolic_kernel._distinct` of read operand ``o`` over extents ``ext``: per used
+    coordinate ``min(span, product of extents)`` over its nonzero terms."""
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    total, span, prod = np.int64(1), np.int64(1), np.int64(1)
+    for j in range(MT):
+        base = (o * MT + j) * 3
+        d = TERMS[base]
+        if d >= 0:
+            span += (ext[d] - 1) * TERMS[base + 1]
+            prod *= ext[d]
+            if TERMS[base + 2]:
+                total = total * min(span, prod)
+                span, prod = 1, 1
+    return total
+
+
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _dram(S, o, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, ints,
+          flts, pairs, ext, suff):
+    """`_systolic_kernel._dram_reads` of operand ``o`` (a constant at each call) whose words
+    exceed the window (its first rule is the caller's): the same rules, the same arithmetic."""
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    b_rep = ints[10]
+    d_tot = ints[11 + o]
+    w = flts[o]
+    tc = 3 - rc - cc
+    last_r = s_r - (f_r - 1) * ur
+    last_c = s_c - (f_c - 1) * uc
+    case_c = ir and not ic
+    case_b = ic and not ir
+    if ints[13 + o] == 0:  # no overlap
+        if case_b:
+            _box(S, i, order, bounds, full, cc, uc, tc, -9, ext)
+            t_full = _distinct(S, o, ext)
+            _box(S, i, order, bounds, full, cc, last_c, tc, -9, ext)
+            t_last = _distinct(S, o, ext)
+            return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
+        if case_c:
+            return f_c * d_tot * b_rep
+        return d_tot * b_rep
+    passes = f_c if case_c else 1
+    reads_pass = reads // passes
+    chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
+    may_shift = rc == _K if case_c else (case_b and cc == _K)
+    tile = np.int64(-1)
+    if case_c or may_shift:
+        _box(S, i, order, bounds, full, chunk_cls, chunk, tc, -9, ext)
+        tile = _distinct(S, o, ext)
+    sure = may_shift and 2 * tile >= w
+    step = np.int64(-1)
+    if may_shift and not sure:
+        step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
+    if sure or (may_shift and step * tile >= w * chunk):
+        _box(S, i, order, bounds, full, chunk_cls, last, tc, -9, ext)
+        t_last = _distinct(S, o, ext)
+        est = (f_r - 1) * tile + t_last if case_c else _repeated_tiles(f_c - 1, tile, t_last, f_r, w)
+    else:
+        if not case_c:  # the group's tile
+            _box(S, i, order, bounds, full, cc, uc, tc, rc, ext)
+            tile = _distinct(S, o, ext)
+        if tile >= w:
+            if step < 0:
+                step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
+            est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
+        else:
+            est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
+    return passes * est * b_rep
 
 
 @functools.lru_cache(maxsize=32)
@@ -88,8 +184,8 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
-        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ = S
-        temporal, spatial, order, keep = mp
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+        temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap = wk
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
@@ -106,7 +202,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             for d in range(D):
                 p = np.int64(1)
                 for lv in range(L):
-                    a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+                    a, x, y = temporal[i, lv * D + d], spatial[i, (lv * D + d) * 2], spatial[i, (lv * D + d) * 2 + 1]
                     least = min(least, a, x, y)
                     p *= a * x * y
                 short |= p < bounds[d]
@@ -116,7 +212,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 for lv in range(L):
                     seen = 0
                     for d in range(D):
-                        v = order[i, lv, d]
+                        v = order[i, lv * D + d]
                         seen |= (1 << D) if v < 0 or v >= D else (1 << v)
                     if seen != (1 << D) - 1:
                         why, where = _ORDER, lv
@@ -124,22 +220,22 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             if why == 0:
                 for lv in range(L):
                     for t in range(T):
-                        if (keep[i, lv, t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, 0, t]):
+                        if (keep[i, lv * T + t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, t]):
                             if why == 0:
                                 why, where = _KEEP, lv
             if why == 0:
                 for lv in range(L):
                     ux, uy = np.int64(1), np.int64(1)
                     for d in range(D):
-                        ux *= spatial[i, lv, d, 0]
-                        uy *= spatial[i, lv, d, 1]
+                        ux *= spatial[i, (lv * D + d) * 2]
+                        uy *= spatial[i, (lv * D + d) * 2 + 1]
                     if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
                         why, where = _FANOUT, lv
                         break
             # --- the dataflow and the array classes (`_row`) ---
             df, rc, cc = -1, -1, -1
             if why == 0:
-                k0, k1, k2 = keep[i, PE, TI], keep[i, PE, TW], keep[i, PE, TO]
+                k0, k1, k2 = keep[i, PE * T + TI], keep[i, PE * T + TW], keep[i, PE * T + TO]
                 n_kept = int(k0) + int(k1) + int(k2)
                 if n_kept == 1:
                     df = _OS if k2 else (_WS if k1 else _IS)
@@ -147,7 +243,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 py, px = np.int64(1), np.int64(1)
                 for d in range(D):
                     c = DC[d]
-                    sx, sy = spatial[i, AL, d, 0], spatial[i, AL, d, 1]
+                    sx, sy = spatial[i, (AL * D + d) * 2], spatial[i, (AL * D + d) * 2 + 1]
                     py *= sy
                     px *= sx
                     if sx > 1:
@@ -213,13 +309,13 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 if walk_limit >= 0 and f_r * f_c <= walk_ratio * ((-(-s_r // R)) * (-(-s_c // C))):
                     b1 = max(b_rep, 1)
                     if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 0, rc, cc, ur, uc, order, i, AL)
+                        j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, AL)
                         if tkeys[j, 0] >= 0:
                             dr0 = tvals[j]
                         else:
                             miss |= 1
                     if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 1, rc, cc, ur, uc, order, i, AL)
+                        j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, AL)
                         if tkeys[j, 0] >= 0:
                             dr1 = tvals[j]
                         else:
@@ -229,14 +325,14 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                     if ints[11] < flts[0]:
                         dr0 = ints[11] * b_rep
                     else:
-                        dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir0, ic0, acc0, bounds,
-                                          dim_class, full, terms, ints, flts, pairs, ext, suff)
+                        dr0 = _dram(S, 0, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir0, ic0, acc0, bounds,
+                                    dim_class, full, ints, flts, pairs, ext, suff)
                 if dr1 < 0:
                     if ints[12] < flts[1]:
                         dr1 = ints[12] * b_rep
                     else:
-                        dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir1, ic1, acc1, bounds,
-                                          dim_class, full, terms, ints, flts, pairs, ext, suff)
+                        dr1 = _dram(S, 1, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir1, ic1, acc1, bounds,
+                                    dim_class, full, ints, flts, pairs, ext, suff)
                 stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
                 total = compute + stall
                 map_eff = float(s_r * s_c) / (f_r * f_c * R * C)

@@ -723,15 +723,29 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int],
         wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
         mode = 0 if not want_metrics else (1 if objective else 2)
 
+        # the mapping arrays as (n, L * D ...) rows (free reshapes of contiguous arrays: one
+        # stride a row), the 3-D order again for the generic helpers the driver calls
+        flat = (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
+
         def block(b: int, lo: int, hi: int) -> None:
             o = tuple(out[k][lo:hi] if len(out[k]) else out[k] for k in names)
-            rows(tuple(x[lo:hi] for x in arrays), rt, wk, want_stats, mode, o, (scratch[2][b], scratch[3][b]))
+            rows(tuple(x[lo:hi] for x in flat), rt, wk, want_stats, mode, o, (scratch[2][b], scratch[3][b]))
 
     if n_blocks > 1:  # blocks of rows on threads (`engines.run_blocks`)
         run_blocks(block, n, n_blocks, threads)
     elif n:
         block(0, 0, n)
     return out
+
+
+def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
+    """Read-only views: numba compiles a driver once per argument type, and writability is
+    part of an array's type, so a batch's frozen arrays and the copies made for its walked
+    rows would otherwise compile every driver twice."""
+    views = tuple(a.view() for a in arrays)
+    for v in views:
+        v.flags.writeable = False
+    return views
 
 
 def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, walk_cap: int,
@@ -747,14 +761,14 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields."""
-    arrays = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-              np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+                        np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap)
     out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
-    sub = tuple(np.ascontiguousarray(x[miss]) for x in arrays)
+    sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
     rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec)
     al = int(consts.ints[0])
     for o in (0, 1):
