@@ -63,13 +63,15 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
     ifmap, filter and ofmap tensors, their SRAM levels, then flat tuples of each dim's class
     (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,),
     whether every per-access energy is finite and >= 0, the most nonzero terms of a read
-    operand M and the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat)."""
+    operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat) and whether each
+    level has a fanout (L,)."""
     ints = consts.ints
     return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
             int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
             tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
             tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
-            tuple(int(x) for x in consts.terms.ravel()))
+            tuple(int(x) for x in consts.terms.ravel()),
+            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()))
 
 
 @njit(inline="always", **_JIT)  # type: ignore[call-overload]
@@ -87,7 +89,7 @@ def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
     """`_systolic_kernel._box`: extents of ``chunk`` flattened elements of class
     ``chunk_cls`` (inner dims first in the array level's order), classes ``whole1`` /
     ``whole2`` at their full bounds, the others 1."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
     for d in range(D):
         ext[d] = 1
     rem = chunk
@@ -96,7 +98,8 @@ def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
         if DC[d] == chunk_cls:
             b = bounds[d]
             ext[d] = min(rem, b)
-            rem = -(-rem // b)
+            # ceil(rem / b), without the division where it is 1 (a chunk within one dim)
+            rem = 1 if 0 < rem <= b else -(-rem // b)
     for d in range(D):
         if DC[d] == whole1 or DC[d] == whole2:
             ext[d] = full[d]
@@ -106,7 +109,7 @@ def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
 def _distinct(S, o, ext):
     """`_systolic_kernel._distinct` of read operand ``o`` over extents ``ext``: per used
     coordinate ``min(span, product of extents)`` over its nonzero terms."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
     total, span, prod = np.int64(1), np.int64(1), np.int64(1)
     for j in range(MT):
         base = (o * MT + j) * 3
@@ -125,7 +128,7 @@ def _dram(S, o, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, re
           flts, pairs, ext, suff):
     """`_systolic_kernel._dram_reads` of operand ``o`` (a constant at each call) whose words
     exceed the window (its first rule is the caller's): the same rules, the same arithmetic."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
     b_rep = ints[10]
     d_tot = ints[11 + o]
     w = flts[o]
@@ -184,54 +187,75 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
-        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS = S
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap = wk
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
         ext, suff = sc
         R, C = ints[2], ints[3]
+        # the fewest row and column folds of each class (`systolic._walk_rows`' reference), once a batch
+        fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
+        fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
         b_rep = ints[10]
         macs = flts[3]
         for i in range(temporal.shape[0]):
             py, px, dfi = np.int64(1), np.int64(1), 0
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
-            why, where = 0, -1
+            # One pass over the levels (each entry loaded once): the least factor, each dim's
+            # product (``ext``: scratch), each level's order and fanouts; the verdicts follow in
+            # `_check_padded`'s order. The array level's fanouts are its rows and columns used.
+            # A level without a fanout (``FANL``) whose spatial factors are all 1 (a legal row's)
+            # multiplies nothing: its products are its temporal factors alone, exactly.
+            ones = 0
+            for lv in range(L):
+                if not FANL[lv]:
+                    for k in range(2 * lv * D, 2 * (lv + 1) * D):
+                        ones |= spatial[i, k] ^ 1
+            for d in range(D):
+                ext[d] = 1
             least = np.int64(1)
+            order_lv, fan_lv = -1, -1
+            for lv in range(L):
+                seen, ux, uy = 0, np.int64(1), np.int64(1)
+                if FANL[lv] or ones != 0:
+                    for d in range(D):
+                        k = lv * D + d
+                        a, x, y = temporal[i, k], spatial[i, 2 * k], spatial[i, 2 * k + 1]
+                        least = min(least, a, x, y)
+                        ext[d] *= a * x * y
+                        ux *= x
+                        uy *= y
+                else:
+                    for d in range(D):
+                        a = temporal[i, lv * D + d]
+                        least = min(least, a)
+                        ext[d] *= a
+                for d in range(D):
+                    v = order[i, lv * D + d]
+                    seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+                if lv == AL:
+                    px, py = ux, uy
+                if order_lv < 0 and seen != (1 << D) - 1:
+                    order_lv = lv
+                if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+                    fan_lv = lv
             short = False
             for d in range(D):
-                p = np.int64(1)
-                for lv in range(L):
-                    a, x, y = temporal[i, lv * D + d], spatial[i, (lv * D + d) * 2], spatial[i, (lv * D + d) * 2 + 1]
-                    least = min(least, a, x, y)
-                    p *= a * x * y
-                short |= p < bounds[d]
+                short |= ext[d] < bounds[d]
+            why, where = 0, -1
             if least < 1 or short:
                 why = _FACTORS
-            if why == 0:
-                for lv in range(L):
-                    seen = 0
-                    for d in range(D):
-                        v = order[i, lv * D + d]
-                        seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                    if seen != (1 << D) - 1:
-                        why, where = _ORDER, lv
-                        break
-            if why == 0:
+            elif order_lv >= 0:
+                why, where = _ORDER, order_lv
+            else:
                 for lv in range(L):
                     for t in range(T):
                         if (keep[i, lv * T + t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, t]):
                             if why == 0:
                                 why, where = _KEEP, lv
-            if why == 0:
-                for lv in range(L):
-                    ux, uy = np.int64(1), np.int64(1)
-                    for d in range(D):
-                        ux *= spatial[i, (lv * D + d) * 2]
-                        uy *= spatial[i, (lv * D + d) * 2 + 1]
-                    if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
-                        why, where = _FANOUT, lv
-                        break
+                if why == 0 and fan_lv >= 0:
+                    why, where = _FANOUT, fan_lv
             # --- the dataflow and the array classes (`_row`) ---
             df, rc, cc = -1, -1, -1
             if why == 0:
@@ -240,12 +264,9 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 if n_kept == 1:
                     df = _OS if k2 else (_WS if k1 else _IS)
                 ymask, xmask, bad = 0, 0, False
-                py, px = np.int64(1), np.int64(1)
                 for d in range(D):
                     c = DC[d]
                     sx, sy = spatial[i, (AL * D + d) * 2], spatial[i, (AL * D + d) * 2 + 1]
-                    py *= sy
-                    px *= sx
                     if sx > 1:
                         if c < 0:
                             bad = True
@@ -306,7 +327,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 sram_w = acc2 + (folds * (R + C) if os_ else 0)
                 # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
                 dr0, dr1 = np.int64(-1), np.int64(-1)
-                if walk_limit >= 0 and f_r * f_c <= walk_ratio * ((-(-s_r // R)) * (-(-s_c // C))):
+                if walk_limit >= 0 and f_r * f_c <= walk_ratio * (fewest_r[rc] * fewest_c[cc]):
                     b1 = max(b_rep, 1)
                     if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
                         j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, AL)
