@@ -367,6 +367,9 @@ def _compile_seconds(model: str) -> dict:
     if model == "loopnest":  # the driver specialised per structure, compiled for this case alone
         variants["_specialised"] = ("from accelmap.costmodels import _loopnest_kernel as lk; "
                                     "lk._SPECIALISE_AFTER_ROWS = 0; " + code)
+    if model == "systolic":  # the same
+        variants["_specialised"] = ("from accelmap.costmodels import _systolic_kernel as sk; "
+                                    "sk._SPECIALISE_AFTER_ROWS = 0; " + code)
     root = Path(__file__).resolve().parents[1]
     out = {}
     for suffix, src in variants.items():
@@ -416,6 +419,23 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
             for b in [b for b in backends if b in ("numpy", "cpu")]:
                 calls[f"{b}_estimate"] = SystolicModel(engine=b, dram_window="estimate").evaluate
                 res["dram_window"][f"{b}_estimate"] = "estimate"
+            if "cpu" in engines:
+                # ``cpu`` and ``cpu_estimate`` run the driver a long-running process settles on
+                # (specialised per structure, after `_SPECIALISE_AFTER_ROWS` rows); ``cpu_generic``
+                # the one every process starts with; ``cpu_objective`` what the search driver
+                # calls (`evaluate_objective`: no per-level counts), all under ``"auto"``.
+                from accelmap.costmodels import _systolic_kernel as sk
+
+                def generic_s(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
+                    saved, sk._SPECIALISE_AFTER_ROWS = sk._SPECIALISE_AFTER_ROWS, 1 << 62
+                    try:
+                        return m.evaluate(problem, arch, batch)
+                    finally:
+                        sk._SPECIALISE_AFTER_ROWS = saved
+
+                calls["cpu_objective"] = engines["cpu"].evaluate_objective
+                calls["cpu_generic"] = generic_s
+                res["dram_window"].update(cpu_objective="auto", cpu_generic="auto")
         for label, problem, arch, pool in _pools(name, max(sizes)):
             for fn in calls.values():  # compile / warm every per-(problem, arch) cache
                 fn(problem, arch, pool.take(slice(0, 64)))
@@ -424,6 +444,12 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
                 while seen < lk._SPECIALISE_AFTER_ROWS:
                     engines["cpu"].evaluate(problem, arch, pool)
                     seen += len(pool)
+            if name == "systolic" and "cpu" in engines:  # the same for both cpu models
+                for fn in (engines["cpu"].evaluate, calls["cpu_estimate"]):
+                    seen = 0
+                    while seen < sk._SPECIALISE_AFTER_ROWS:
+                        fn(problem, arch, pool)
+                        seen += len(pool)
             rows = []
             for n in sizes:
                 batch = pool.take(slice(0, n))

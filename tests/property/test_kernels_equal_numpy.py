@@ -249,27 +249,59 @@ SYSTOLIC_CASES = {
 }
 
 
-def _systolic_agree(problem, arch, batch: MappingBatch, what: str) -> None:
+# The systolic driver specialised per structure compiles for 10-30 s per structure on a cold
+# numba cache, so the default run checks it on the `systolic` preset (a convolution, a strided
+# one and a GEMM) and the slow run on `tpu-v1-like` and the padded zoo layers too.
+SYSTOLIC_SPECIALISED_ARCHS = ("systolic",)
+
+
+def _systolic_agree(problem, arch, batch: MappingBatch, what: str, *, specialised: bool = True) -> None:
     """Kernel and numpy path agree with the closed-form estimate on every row (the kernel's
-    own arithmetic) and with the default ``"auto"`` (rows it walks come from the numpy path)."""
+    own arithmetic) and with the default ``"auto"`` (rows it walks come from the numpy path),
+    on both CPU drivers (the generic one and, with ``specialised``, the one specialised per
+    structure, whose objective-only mode is checked against its `Metrics` too)."""
+    from accelmap.costmodels import _systolic_kernel
     from accelmap.costmodels.systolic import SystolicModel
 
-    for window in ("estimate", "auto"):
-        ref_model = SystolicModel(engine="numpy", dram_window=window)
-        got_model = SystolicModel(engine="cpu", dram_window=window)
-        assert_engines_agree(got_model.evaluate(problem, arch, batch), ref_model.evaluate(problem, arch, batch),
-                             what=f"{what} ({window})")
-        ref, got = ref_model.stats(problem, arch, batch), got_model.stats(problem, arch, batch)
-        for f in ("valid", "reason", "reason_level", "dataflow", "row_class", "col_class", "rows_used", "cols_used",
-                  "row_folds", "col_folds", "folds", "compute_cycles", "stall_cycles", "total_cycles", "sram_reads",
-                  "sram_writes", "dram_reads", "dram_writes", "mapping_efficiency", "compute_utilization",
-                  "utilization"):
-            assert np.array_equal(getattr(ref, f), getattr(got, f)), f"{what} ({window}): stats field {f} differs"
+    before = _systolic_kernel._SPECIALISE_AFTER_ROWS
+    drivers = ((1 << 62, "generic"), (0, "specialised")) if specialised else ((1 << 62, "generic"),)
+    try:
+        for after_rows, driver in drivers:
+            _systolic_kernel._SPECIALISE_AFTER_ROWS = after_rows
+            for window in ("estimate", "auto"):
+                ref_model = SystolicModel(engine="numpy", dram_window=window)
+                got_model = SystolicModel(engine="cpu", dram_window=window)
+                tag = f"{what} ({window}, {driver} driver)"
+                got_m = got_model.evaluate(problem, arch, batch)
+                assert_engines_agree(got_m, ref_model.evaluate(problem, arch, batch), what=tag)
+                obj = got_model.evaluate_objective(problem, arch, batch)
+                for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+                    assert np.array_equal(getattr(obj, name), getattr(got_m, name)), \
+                        f"{tag}: evaluate_objective {name} differs"
+                ref, got = ref_model.stats(problem, arch, batch), got_model.stats(problem, arch, batch)
+                for f in ("valid", "reason", "reason_level", "dataflow", "row_class", "col_class", "rows_used",
+                          "cols_used", "row_folds", "col_folds", "folds", "compute_cycles", "stall_cycles",
+                          "total_cycles", "sram_reads", "sram_writes", "dram_reads", "dram_writes",
+                          "mapping_efficiency", "compute_utilization", "utilization"):
+                    assert np.array_equal(getattr(ref, f), getattr(got, f)), f"{tag}: stats field {f} differs"
+    finally:
+        _systolic_kernel._SPECIALISE_AFTER_ROWS = before
 
 
 @pytest.mark.parametrize("case", sorted(SYSTOLIC_CASES))
 @pytest.mark.parametrize("arch_name", ["systolic", "tpu-v1-like"])
 def test_systolic_sampled_seeded_and_damaged(case: str, arch_name: str) -> None:
+    _systolic_sampled_seeded_and_damaged(case, arch_name, specialised=arch_name in SYSTOLIC_SPECIALISED_ARCHS)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case", sorted(SYSTOLIC_CASES))
+@pytest.mark.parametrize("arch_name", ["tpu-v1-like"])
+def test_systolic_specialised_driver(case: str, arch_name: str) -> None:
+    _systolic_sampled_seeded_and_damaged(case, arch_name, specialised=True)
+
+
+def _systolic_sampled_seeded_and_damaged(case: str, arch_name: str, *, specialised: bool) -> None:
     from accelmap.costmodels.systolic import scalesim_mapping, systolic_variants, variant_seeds
 
     arch = preset(arch_name)
@@ -279,9 +311,9 @@ def test_systolic_sampled_seeded_and_damaged(case: str, arch_name: str) -> None:
     seeds = [scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")]
     seeds += [variant_seeds(problem, arch, v) for v in systolic_variants(problem, arch)]
     seeded = MappingBatch.concat(seeds)
-    _systolic_agree(problem, arch, seeded, f"{arch_name} {case} SCALE-Sim mappings")
-    _systolic_agree(problem, arch, space.sample(600, rng), f"{arch_name} {case} sampled")
-    _systolic_agree(problem, arch, damage(seeded, rng), f"{arch_name} {case} damaged")
+    _systolic_agree(problem, arch, seeded, f"{arch_name} {case} SCALE-Sim mappings", specialised=specialised)
+    _systolic_agree(problem, arch, space.sample(600, rng), f"{arch_name} {case} sampled", specialised=specialised)
+    _systolic_agree(problem, arch, damage(seeded, rng), f"{arch_name} {case} damaged", specialised=specialised)
 
 
 def test_systolic_random_array_usage() -> None:
@@ -327,24 +359,42 @@ def test_systolic_big_tile_then_short_last_tile() -> None:
     keep = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1]], dtype=bool)
     order = np.tile(np.arange(3), (arch.n_levels, 1))
     batch = MappingBatch.from_mappings([Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep)])
+    from accelmap.costmodels import _systolic_kernel
+
     ref = SystolicModel(engine="numpy").stats(problem, arch, batch)
-    got = SystolicModel(engine="cpu").stats(problem, arch, batch)
     one = SystolicModel(engine="numpy").stats_one(problem, arch, batch[0])  # the scalar reference
     assert ref.valid[0] and np.array_equal(ref.dram_reads, one.dram_reads)
-    assert np.array_equal(ref.dram_reads, got.dram_reads), (ref.dram_reads, got.dram_reads)
+    before = _systolic_kernel._SPECIALISE_AFTER_ROWS
+    try:
+        for after_rows in (1 << 62, 0):  # the generic driver, the one specialised per structure
+            _systolic_kernel._SPECIALISE_AFTER_ROWS = after_rows
+            got = SystolicModel(engine="cpu").stats(problem, arch, batch)
+            assert np.array_equal(ref.dram_reads, got.dram_reads), (after_rows, ref.dram_reads, got.dram_reads)
+    finally:
+        _systolic_kernel._SPECIALISE_AFTER_ROWS = before
 
 
 @pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "resnet50/res4a_branch2b"])
 def test_systolic_padded_zoo_layers(layer: str) -> None:
     """Zoo convolutions carry their padding: a padded operand's DRAM reads are its existing
     words on both engines."""
+    _systolic_padded_zoo_layer(layer, specialised=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "resnet50/res4a_branch2b"])
+def test_systolic_padded_zoo_layers_specialised(layer: str) -> None:
+    _systolic_padded_zoo_layer(layer, specialised=True)
+
+
+def _systolic_padded_zoo_layer(layer: str, *, specialised: bool) -> None:
     from accelmap.costmodels.systolic import scalesim_mapping
 
     problem, arch = load_problem(layer), preset("systolic")
     assert problem.has_padding
     seeds = MappingBatch.concat([scalesim_mapping(problem, arch, df) for df in ("os", "ws", "is")])
     batch = MappingBatch.concat([seeds, MapSpace(problem, arch).sample(300, np.random.default_rng(5))])
-    _systolic_agree(problem, arch, batch, f"{layer} padded")
+    _systolic_agree(problem, arch, batch, f"{layer} padded", specialised=specialised)
 
 
 # --- aspect --------------------------------------------------------------------------------
