@@ -137,36 +137,42 @@ def _dram(S, o, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, re
     last_c = s_c - (f_c - 1) * uc
     case_c = ir and not ic
     case_b = ic and not ir
-    if ints[13 + o] == 0:  # no overlap
-        if case_b:
-            _box(S, i, order, bounds, full, cc, uc, tc, -9, ext)
-            t_full = _distinct(S, o, ext)
-            _box(S, i, order, bounds, full, cc, last_c, tc, -9, ext)
-            t_last = _distinct(S, o, ext)
-            return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
-        if case_c:
-            return f_c * d_tot * b_rep
-        return d_tot * b_rep
+    over = ints[13 + o] != 0
+    if not over and not case_b:
+        return f_c * d_tot * b_rep if case_c else d_tot * b_rep
+    # `_dram_reads`' rules with its boxes at two call sites (each box is inlined, so five sites
+    # cost five copies of its code and of its compile): the first box is a row chunk (case C)
+    # or column chunk, the second the last chunk where tiles shift or, else, the group's tile.
+    # Without overlap only case B is left, whose two boxes are the full and the last column
+    # chunk, as in the shifted rule.
     passes = f_c if case_c else 1
-    reads_pass = reads // passes
     chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
-    may_shift = rc == _K if case_c else (case_b and cc == _K)
+    may_shift = over and (rc == _K if case_c else (case_b and cc == _K))
     tile = np.int64(-1)
-    if case_c or may_shift:
+    if not over or case_c or may_shift:
         _box(S, i, order, bounds, full, chunk_cls, chunk, tc, -9, ext)
         tile = _distinct(S, o, ext)
     sure = may_shift and 2 * tile >= w
     step = np.int64(-1)
     if may_shift and not sure:
         step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
-    if sure or (may_shift and step * tile >= w * chunk):
-        _box(S, i, order, bounds, full, chunk_cls, last, tc, -9, ext)
-        t_last = _distinct(S, o, ext)
-        est = (f_r - 1) * tile + t_last if case_c else _repeated_tiles(f_c - 1, tile, t_last, f_r, w)
+    shifted = not over or sure or (may_shift and step * tile >= w * chunk)
+    second = np.int64(-1)
+    if shifted or not case_c:
+        if shifted:  # the last chunk
+            c2, ch2, w2 = chunk_cls, last, -9
+        else:  # the group's tile
+            c2, ch2, w2 = cc, uc, rc
+        _box(S, i, order, bounds, full, c2, ch2, tc, w2, ext)
+        second = _distinct(S, o, ext)
+    if not over:
+        return _repeated_tiles(f_c - 1, tile, second, f_r, w) * b_rep
+    reads_pass = reads // passes
+    if shifted:
+        est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)
     else:
-        if not case_c:  # the group's tile
-            _box(S, i, order, bounds, full, cc, uc, tc, rc, ext)
-            tile = _distinct(S, o, ext)
+        if not case_c:
+            tile = second
         if tile >= w:
             if step < 0:
                 step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
