@@ -57,7 +57,9 @@ legality); sharing the bypass does slightly: a round keeps its bypass while it r
 factors, so bypass patterns that rarely fit are evaluated about as often as the others
 rather than in proportion to how often they fit. ``share="none"`` draws everything per lane.
 
-Annealing: one chain per thread as in `accelmap.costmodels._cuda`, one move per step (a
+Annealing (``anneal``; built with ``single`` for one mapping per step on chains of one thread,
+where the branches of the multiple-try rule below fold away at compile time): one chain per
+thread as in `accelmap.costmodels._cuda`, one move per step (a
 prime factor to another slot, two loops of a level swapped, or one bypass bit an inner level
 may hold flipped; never a move that changes nothing); an illegal move is a rejected step.
 The kind of move comes from the warp's generator (``anneal_share="move"``), so the lanes of
@@ -69,8 +71,8 @@ builds the proposal's caches in a second buffer, which becomes the chain's on ac
 level's temporal slot, as the sampler places factors. The temperature falls by one
 multiplication per step and the Metropolis test runs in float32.
 
-Multiple-try annealing (``anneal_multi``, for ``orders`` > 1 or ``lanes`` > 1; the default
-stays the kernel above): a step whose move fits evaluates ``orders`` distinct mappings from one
+Multiple-try annealing (the same kernel for ``orders`` > 1 or ``lanes`` > 1; the default of
+`accelmap.search.gpu`): a step whose move fits evaluates ``orders`` distinct mappings from one
 set of factor caches, the moved mapping and ``orders - 1`` loop-order variants of it (swaps
 ``r + j x stride`` mod the ``L x D (D - 1) / 2`` loop pairs, `pair_stride` coprime with their
 number; a swap step's variants are distinct swaps of the state); a chain is ``lanes`` threads
@@ -79,7 +81,11 @@ of one block holding its state, each proposing its own move, and the best of the
 uniform from the block's generator so every lane decides alike; the winner's state and, after
 a factor move, its factor caches reach the other lanes through shared memory between two
 block barriers (the host launches whole blocks). Every evaluated variant counts as one
-evaluation, a refused move as one that is not legal.
+evaluation, a refused move as one that is not legal. With ``restart`` > 0, every ``restart``
+steps the chains of a block are ranked by their EDP and the worse half take the states (and
+factor caches) of the better half, the i-th worst the i-th best's where that one is better
+(population annealing with resampling by rank); a restart evaluates nothing and leaves every
+lane's best row as it was.
 
 Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
 per generator step), and the coefficients and relevance read in the eq. D walks packed into

@@ -5,10 +5,12 @@ The ``random`` and ``anneal`` searchers on the ``loopnest`` model run as the dev
 thread), checked and evaluated on the device, and only each thread's best row and its
 counters come back. An evaluation is one distinct mapping evaluated (a legal one) or checked
 and refused: random search evaluates each fitting tiling under ``_ORDERS`` random loop
-orders; annealing evaluates one moved mapping per step and chain (one GPU thread), or, with
-``searcher_options={"orders": K, "lanes": W}``, runs chains of W GPU threads, each of which
-proposes its own move per step and, if it fits, evaluates the moved mapping and K - 1
-loop-order variants of it; the best of the chain's W x K goes through the Metropolis test.
+orders; annealing runs chains of W GPU threads (``searcher_options`` ``lanes``, default 8),
+each of which proposes its own move per step and, if it fits, evaluates the moved mapping and
+K - 1 loop-order variants of it (``orders``, default 16); the best of the chain's W x K goes
+through the Metropolis test, and every R steps (``restart``, default 8; 0: never) the worse
+half of a block's 16 chains take the states of the better half. ``{"orders": 1, "lanes":
+1}`` is the rule of one moved mapping per step and chain (one GPU thread).
 Launches repeat, each with its own seed, until the budget (evaluations) or the time limit is
 spent. The best row is evaluated once more on the host (the CPU
 kernel) for the `SearchResult`.
@@ -152,19 +154,20 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         steps = most if left is None else max(1, min(most, left // (least * k) - _N_INIT))
         per = (_PER_THREAD if left is None else max(1, min(_PER_THREAD, left // 32))) if searcher == "random" \
             else (steps + _N_INIT) * k
-        # the launch that finishes the budget is sized by the previous launch's fill (else a
-        # refused move's shortfall leaves a tail of ever smaller launches)
-        threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / (per * fill)))))
+        # the launch that finishes the budget is sized by the previous launch's fill, less 1%
+        # where launches fall short (else a refused move's shortfall leaves a tail of ever
+        # smaller launches)
+        least_fill = fill if fill >= 1.0 else 0.99 * fill
+        threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / (per * least_fill)))))
         sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
         if searcher == "random":
             r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1,
                                     orders=max(1, min(_ORDERS, per // 4)))
         else:
-            # chains of several lanes run in whole blocks: at least one, else whole ones below
-            # the budget (the last launch may exceed it by less than one block's evaluations,
-            # plus what a fill above the previous launch's brings)
+            # chains of several lanes run in whole blocks (the last launch may exceed the
+            # budget by one block's evaluations and by 1% of its own)
             if lanes > 1:
-                threads = max(_TPB, threads // _TPB * _TPB)
+                threads = min(_THREADS, -(-threads // _TPB) * _TPB)
             r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1,
                                     orders=k, lanes=lanes, tpb=_TPB, restart=restart)
         launch += 1
