@@ -19,6 +19,12 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    evaluations and legal evaluations per second, wall time (host enumeration of the tile
    rows included) and the time spent waiting for the device, after a warm-up run that
    compiles. Writes ``benchmarks/results/bench_gpu_exhaustive.json`` by default.
+8. (``--anneal-sweep`` / ``--api-sweep``, alone) annealing configurations (orders, lanes,
+   restarts, steps, threads, temperatures, block size) on several ``--seeds``: legal
+   evaluations per second and the best / median / worst EDP over the seeds, every reported
+   row re-evaluated on the CPU; then the API's annealing with several searcher options, at a
+   budget or a time limit (``time_ms``), after a search that compiles. Writes
+   ``benchmarks/results/bench_gpu_anneal_sweep.json`` by default.
 
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
 specialized ones (`accelmap.costmodels._cuda_search`: random search with each warp-share
@@ -44,7 +50,7 @@ import numpy as np
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_gpu.json"
 # annealing's default on the device (`accelmap.search.gpu`): mappings per step, threads per
 # chain, steps between restarts; and the rule of one mapping per step on chains of one thread
-FAST = {"orders": 16, "lanes": 8, "restart": 8}
+ANNEAL_DEFAULT = {"orders": 16, "lanes": 8, "restart": 8}
 ONE_PER_STEP = {"orders": 1, "lanes": 1}
 
 
@@ -183,8 +189,8 @@ def main() -> None:
     variants += [("anneal", f"specialized_orders{k}_lanes{w}_restart{r}", _cuda.anneal_search,
                   {"steps": eq_steps(k), "n_init": 8, "kernel": "specialized", "orders": k, "lanes": w, "restart": r})
                  for r in args.anneal_restarts for w in args.anneal_lanes for k in args.anneal_orders if w > 1]
-    variants += [("anneal", f"specialized_orders{FAST['orders']}_lanes{FAST['lanes']}_regs{r}", _cuda.anneal_search,
-                  {"steps": eq_steps(FAST["orders"]), "n_init": 8, "kernel": "specialized", **FAST, "max_registers": r})
+    variants += [("anneal", f"specialized_orders{ANNEAL_DEFAULT['orders']}_lanes{ANNEAL_DEFAULT['lanes']}_regs{r}", _cuda.anneal_search,
+                  {"steps": eq_steps(ANNEAL_DEFAULT["orders"]), "n_init": 8, "kernel": "specialized", **ANNEAL_DEFAULT, "max_registers": r})
                  for r in args.anneal_registers]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
