@@ -395,17 +395,19 @@ def jump_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_shapes:
         cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
         sarch = config_arch(cfg)
         layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
-        models = {"estimate": SystolicModel(dram_window="estimate"), "auto": SystolicModel(),
-                  "auto_every_ratio": SystolicModel(max_fold_ratio=float("inf")),
-                  "exact": SystolicModel(dram_window="exact")}
-        for m in (models["estimate"], models["auto"]):  # warm
-            search(layer.problem, sarch, model=m, budget=500, seed=99)
+        # a new model per search: a model keeps the walked counts of the shapes it has met
+        models = {"estimate": lambda: SystolicModel(dram_window="estimate"), "auto": SystolicModel,
+                  "auto_every_ratio": lambda: SystolicModel(max_fold_ratio=float("inf")),
+                  "exact": lambda: SystolicModel(dram_window="exact")}
+        for name in ("estimate", "auto"):  # warm
+            search(layer.problem, sarch, model=models[name](), budget=500, seed=99)
         out["search"] = []
         for seed in seeds:
             row: dict = {"seed": seed, "budget": budget}
-            for name, m in models.items():  # interleaved per seed
+            for name, make in models.items():  # interleaved per seed
                 for on in ((True,) if name in ("estimate", "auto") else (True, False)):
                     jump(on)
+                    m = make()
                     t0 = time.perf_counter()
                     res = search(layer.problem, sarch, model=m, budget=budget, seed=seed)
                     dt = time.perf_counter() - t0
