@@ -69,9 +69,9 @@ stream, word by word through the window (`accelmap.costmodels._systolic_window`)
 (SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
 shape. The default, ``dram_window="auto"``, walks the mappings a search can end on (at
 most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
-when their streams have at most 2^22 entries (a longer stream read over more than 8
-passes that fit in 2^22 entries: its passes counted from reset to reset, a few passes'
-work, as exact as the whole walk), and estimates the others: exact on every reference
+when their streams have at most 2^22 entries (a longer stream read over more than 4
+passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, a few
+passes' work, as exact as the whole walk), and estimates the others: exact on every reference
 point and on every mapping it walks, and a search pays a few dozen walks
 (docs/validation.md, SCALE-Sim).
 
@@ -427,9 +427,10 @@ class SystolicModel:
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
     # (`window_fetches_capped`); its passes are then counted from reset to reset
-    # (`_systolic_window._jump`, more than ``JUMP_MIN_REPS`` = 4 of them), so the count is
-    # the whole walk's (docs/validation.md).
-    CAPPED_WALK_REPS: ClassVar[int] = 8
+    # (`_systolic_window._jump`: more than ``JUMP_MIN_REPS`` = 4 of them, about four passes'
+    # work however many), so the count is the whole walk's (docs/validation.md). (8 while the
+    # remaining passes were extrapolated, which 4 walked passes did not keep within 2 %.)
+    CAPPED_WALK_REPS: ClassVar[int] = 4
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:

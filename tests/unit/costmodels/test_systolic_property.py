@@ -187,8 +187,8 @@ def narrow_convolutions(draw):
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(narrow_convolutions())
-def test_capped_walk_within_two_percent_of_the_walk(case):
-    """`window_fetches_capped` (at most 8 passes walked) against the whole walk, on the
+def test_capped_walk_equals_the_walk(case):
+    """`window_fetches_capped` (at most ``CAPPED_WALK_REPS`` passes walked) against the whole walk, on the
     ifmap of random convolutions (strided, 1x1 and sliding windows, every dataflow): equal
     when the cap covers every pass, and when there are more passes than the cap (then
     more than `_systolic_window.JUMP_MIN_REPS`: counted from reset to reset)."""

@@ -164,3 +164,12 @@ def test_reset_offsets_by_brute_force(seed):
                             break
                     j += 1
             assert int(fwd[p]) == want, (unit.tolist(), window, p)
+
+
+def test_capped_rows_of_auto_jump():
+    """Every row ``"auto"`` walks with capped passes has more passes than the cap
+    (`systolic._walk_rows`), hence, with the cap at least `JUMP_MIN_REPS`, more
+    repetitions than the jump needs after one walked repetition: its count is exact."""
+    from accelmap.costmodels.systolic import SystolicModel
+
+    assert SystolicModel.CAPPED_WALK_REPS >= sw.JUMP_MIN_REPS
