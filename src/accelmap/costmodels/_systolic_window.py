@@ -226,9 +226,9 @@ def _reset_offsets(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.ND
             cnt[a] -= 1
             if cnt[a] == 0:
                 distinct -= 1
-    for i in range(n):
-        if unit[i] >= 0:
-            cnt[unit[i]] = 0
+    for i in range(n, q):  # what is left counted: the stretch [n, q), entries q - n of the unit
+        if unit[i - n] >= 0:
+            cnt[unit[i - n]] = 0
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
