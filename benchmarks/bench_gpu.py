@@ -19,6 +19,12 @@ repo root: ``python benchmarks/bench_gpu.py [--out FILE]``. It
    evaluations and legal evaluations per second, wall time (host enumeration of the tile
    rows included) and the time spent waiting for the device, after a warm-up run that
    compiles. Writes ``benchmarks/results/bench_gpu_exhaustive.json`` by default.
+8. (``--anneal-sweep`` / ``--api-sweep``, alone) annealing configurations (orders, lanes,
+   restarts, steps, threads, temperatures, block size) on several ``--seeds``: legal
+   evaluations per second and the best / median / worst EDP over the seeds, every reported
+   row re-evaluated on the CPU; then the API's annealing with several searcher options, at a
+   budget or a time limit (``time_ms``), after a search that compiles. Writes
+   ``benchmarks/results/bench_gpu_anneal_sweep.json`` by default.
 
 Step 3 times the generic search kernels (the CPU kernel's code on the device) and the
 specialized ones (`accelmap.costmodels._cuda_search`: random search with each warp-share
@@ -42,9 +48,10 @@ from pathlib import Path
 import numpy as np
 
 RESULTS = Path(__file__).resolve().parent / "results" / "bench_gpu.json"
-# annealing's fast setting (1e9 legal evaluations/s on an H100; not the API's default, see
-# docs/performance.md): mappings per step and threads per chain
-FAST = {"orders": 16, "lanes": 8}
+# annealing's default on the device (`accelmap.search.gpu`): mappings per step, threads per
+# chain, steps between restarts; and the rule of one mapping per step on chains of one thread
+ANNEAL_DEFAULT = {"orders": 16, "lanes": 8, "restart": 8}
+ONE_PER_STEP = {"orders": 1, "lanes": 1}
 
 
 def main() -> None:
@@ -67,6 +74,8 @@ def main() -> None:
                          "of it); each run with the steps that give about the evaluations of --steps at one per step")
     ap.add_argument("--anneal-lanes", type=int, nargs="+", default=[1, 32],
                     help="specialized annealing with --anneal-orders: GPU threads per chain, each proposing a move")
+    ap.add_argument("--anneal-restarts", type=int, nargs="*", default=[8],
+                    help="specialized annealing with --anneal-lanes above 1: also with these steps between restarts")
     ap.add_argument("--anneal-registers", type=int, nargs="+", default=[],
                     help="specialized annealing with 16 orders and 8 lanes: also these register caps (0 = none)")
     ap.add_argument("--kernels", nargs="+", default=["generic", "specialized"],
@@ -81,15 +90,26 @@ def main() -> None:
                     / "constraints" / "eyeriss_like", help="step 7: Timeloop's Eyeriss constraint files")
     ap.add_argument("--exhaustive-budget", type=int, default=0,
                     help="step 7: points per run (0 = the whole space; small values for dry runs)")
+    ap.add_argument("--anneal-sweep", nargs="+", default=[], metavar="NAME:KEY=V,...",
+                    help="only step 8: annealing configurations (keys of anneal_search: orders, lanes, restart, "
+                         "threads, steps, t_start, t_end), each run on every --seeds; e.g. "
+                         "fast:orders=16,lanes=8,restart=16,steps=56")
+    ap.add_argument("--api-sweep", nargs="*", default=None, metavar="NAME:KEY=V,...",
+                    help="step 8: also search through the API (--api-budget) with these searcher_options on every "
+                         "--seeds ('default:' for none)")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2], help="step 8: seeds")
     args = ap.parse_args()
+    if args.anneal_sweep or args.api_sweep:
+        if args.out == RESULTS:
+            args.out = RESULTS.with_name("bench_gpu_anneal_sweep.json")
+        _anneal_sweep(args)
+        return
     if args.exhaustive:
         if args.out == RESULTS:
             args.out = RESULTS.with_name("bench_gpu_exhaustive.json")
         _exhaustive(args)
         return
 
-    import numba
-    from numba import cuda
 
     from accelmap.arch.io import load_arch
     from accelmap.costmodels import _cuda, _cuda_search
@@ -100,11 +120,7 @@ def main() -> None:
     from accelmap.workloads.io import load_problem
 
     _cuda.require()
-    dev = cuda.get_current_device()
-    name = getattr(dev, "name", "simulator")
-    out: dict = {"machine": {"gpu": name.decode() if isinstance(name, bytes) else str(name),
-                             "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
-                             "numpy": np.__version__, "numba": numba.__version__},
+    out: dict = {"machine": _machine(),
                  "problem": args.problem, "arch": args.arch}
     problem, arch = load_problem(args.problem), load_arch(args.arch)
     out["problem_describe"] = problem.describe()
@@ -170,8 +186,11 @@ def main() -> None:
     variants += [("anneal", f"specialized_orders{k}_lanes{w}", _cuda.anneal_search,
                   {"steps": eq_steps(k), "n_init": 8, "kernel": "specialized", "orders": k, "lanes": w})
                  for w in args.anneal_lanes for k in args.anneal_orders if (k, w) != (1, 1)]
-    variants += [("anneal", f"specialized_orders{FAST['orders']}_lanes{FAST['lanes']}_regs{r}", _cuda.anneal_search,
-                  {"steps": eq_steps(FAST["orders"]), "n_init": 8, "kernel": "specialized", **FAST, "max_registers": r})
+    variants += [("anneal", f"specialized_orders{k}_lanes{w}_restart{r}", _cuda.anneal_search,
+                  {"steps": eq_steps(k), "n_init": 8, "kernel": "specialized", "orders": k, "lanes": w, "restart": r})
+                 for r in args.anneal_restarts for w in args.anneal_lanes for k in args.anneal_orders if w > 1]
+    variants += [("anneal", f"specialized_orders{ANNEAL_DEFAULT['orders']}_lanes{ANNEAL_DEFAULT['lanes']}_regs{r}", _cuda.anneal_search,
+                  {"steps": eq_steps(ANNEAL_DEFAULT["orders"]), "n_init": 8, "kernel": "specialized", **ANNEAL_DEFAULT, "max_registers": r})
                  for r in args.anneal_registers]
     variants = [v for v in variants if v[1] in args.kernels or v[1].split("_")[0] in args.kernels]
     compile_s = {}
@@ -223,7 +242,7 @@ def _api(args, out: dict) -> None:
 
     out["api_search"] = {}
     for name, searcher, opts in (("random", "random", None), ("anneal", "anneal", None),
-                                 ("anneal_fast", "anneal", FAST)):
+                                 ("anneal_one_per_step", "anneal", ONE_PER_STEP)):
         t0 = time.perf_counter()
         res = search(args.problem, args.arch, searcher=searcher, budget=args.api_budget, device="cuda", seed=0,
                      searcher_options=opts)
@@ -262,8 +281,6 @@ def _tuning(args, problem, arch, out: dict, _cuda) -> None:
 def _exhaustive(args) -> None:
     # 7. exhaustive search on the device: the host walks the tile rows, the device decodes
     # orders and bypass, checks and evaluates; only each block's best and counts come back
-    import numba
-    from numba import cuda
 
     from accelmap.arch.presets import preset
     from accelmap.costmodels import _cuda, _cuda_exhaustive
@@ -275,11 +292,7 @@ def _exhaustive(args) -> None:
     from accelmap.workloads.io import load_problem
 
     _cuda.require()
-    dev = cuda.get_current_device()
-    name = getattr(dev, "name", "simulator")
-    out: dict = {"machine": {"gpu": name.decode() if isinstance(name, bytes) else str(name),
-                             "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
-                             "numpy": np.__version__, "numba": numba.__version__}, "exhaustive": []}
+    out: dict = {"machine": _machine(), "exhaustive": []}
     ref = args.timeloop_constraints
     res2a, eyeriss = load_problem("resnet50/res2a_branch2b"), preset("eyeriss-like")
     cons = load_constraint_files([ref / "arch_constraints.yaml", ref / "map_constraints.yaml"], problem=res2a,
@@ -342,6 +355,120 @@ def _exhaustive(args) -> None:
               f"{host_s:.2f} s; compile + first run {compile_s:.1f} s"
               + (f"; CPU exhaustive {row['cpu_exhaustive']}" if with_cpu else ""), flush=True)
         _write(args, out)  # after each case, so that a cut-off run keeps what it measured
+
+
+def _machine() -> dict:
+    import numba
+    from numba import cuda
+
+    dev = cuda.get_current_device()
+    name = getattr(dev, "name", "simulator")
+    return {"gpu": name.decode() if isinstance(name, bytes) else str(name),
+            "sm_count": getattr(dev, "MULTIPROCESSOR_COUNT", 0), "python": platform.python_version(),
+            "numpy": np.__version__, "numba": numba.__version__}
+
+
+def _parse_config(text: str) -> tuple[str, dict]:
+    name, _, body = text.partition(":")
+    kw: dict = {}
+    for item in filter(None, body.split(",")):
+        key, _, val = item.partition("=")
+        kw[key] = float(val) if key.startswith("t_") else int(val)
+    return name, kw
+
+
+def _anneal_sweep(args) -> None:
+    # 8. annealing configurations on several seeds (best / median / worst EDP, legal
+    # evaluations per second), then the API's annealing with several searcher options
+
+    from accelmap.arch.io import load_arch
+    from accelmap.costmodels import _cuda
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.mapper.mapping import MappingBatch
+    from accelmap.search.api import search
+    from accelmap.workloads.io import load_problem
+
+    _cuda.require()
+    out: dict = {"machine": _machine(),
+                 "problem": args.problem, "arch": args.arch, "seeds": args.seeds, "anneal_sweep": [], "api_sweep": []}
+    problem, arch = load_problem(args.problem), load_arch(args.arch)
+    cpu = LoopNestModel(engine="cpu")
+    configs = [_parse_config(c) for c in args.anneal_sweep]
+    compile_s = {}
+    def kern_key(kw: dict) -> tuple:  # what a kernel is compiled for (orders > 1 or not, lanes, block size)
+        return kw.get("orders", 1) > 1, kw.get("lanes", 1), kw.get("tpb", 128)
+
+    for _label, kw in configs:  # compile every kernel first (restarts, steps and temperatures are launch arguments)
+        if kern_key(kw) not in compile_s:
+            t0 = time.perf_counter()
+            _cuda.anneal_search(problem, arch, threads=1024, steps=2, n_init=1, seed=99, orders=kw.get("orders", 1),
+                                lanes=kw.get("lanes", 1), tpb=kw.get("tpb", 128), kernel="specialized")
+            compile_s[kern_key(kw)] = time.perf_counter() - t0
+    runs: dict = {label: [] for label, _ in configs}
+    for seed in args.seeds:  # configurations in turn within each seed
+        for label, kw in configs:
+            kw = dict(kw)
+            threads = kw.pop("threads", args.threads)
+            steps = kw.pop("steps", args.steps)
+            runs[label].append(_cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=8, seed=seed,
+                                                   kernel="specialized", **kw))
+    for label, kw in configs:
+        rs = runs[label]
+        edps = sorted(float(r.edp[0]) for r in rs)
+        med = sorted(rs, key=lambda r: r.legal_per_s)[len(rs) // 2]
+        agree = True
+        for r in rs:
+            m = cpu.evaluate(problem, arch, MappingBatch(temporal=r.temporal, spatial=r.spatial, order=r.order,
+                                                         keep=r.keep))
+            agree &= bool(m.valid.all() and np.allclose(m.edp, r.edp, rtol=1e-12))
+        info = _cuda.kernel_info(problem, arch, "anneal", kernel="specialized", lanes=kw.get("lanes", 1),
+                                 orders=kw.get("orders", 1), tpb=kw.get("tpb", 128))
+        row = {"config": label, **kw, "threads": kw.get("threads", args.threads), "steps": kw.get("steps", args.steps),
+               **info, "compile_s": compile_s[kern_key(kw)],
+               "evaluations": med.evaluations, "legal": med.legal, "kernel_s": med.seconds,
+               "legal_per_s": med.legal_per_s, "all_runs_legal_per_s": [r.legal_per_s for r in rs],
+               "all_runs_best_edp": [float(r.edp[0]) for r in rs],
+               "best_median_worst_edp": [edps[0], edps[len(edps) // 2], edps[-1]], "best_rows_agree_with_cpu": agree}
+        out["anneal_sweep"].append(row)
+        print(f"sweep {label}: {med.evaluations:,} evals ({med.legal:,} legal) in {med.seconds:.3f} s: "
+              f"{med.legal_per_s:.3e} legal/s; EDP best/median/worst {edps[0]:.4e} / {edps[len(edps) // 2]:.4e} / "
+              f"{edps[-1]:.4e}; CPU agrees {agree}", flush=True)
+    _write(args, out)
+    from accelmap.search import gpu
+
+    steps0 = gpu._MULTI_STEPS
+    for text in args.api_sweep or []:
+        label, opts = _parse_config(text)
+        # (exploration: ``launch_steps`` sets the evaluations per thread and launch of chains of
+        # several mappings per step, the module's _MULTI_STEPS, for this configuration only)
+        gpu._MULTI_STEPS = opts.pop("launch_steps", steps0)
+        budget = opts.pop("budget", args.api_budget or 10**9)
+        limit = opts.pop("time_ms", None)  # a time limit (ms) instead of the budget
+        budget, limit = (None, limit / 1000) if limit else (budget, None)
+        rows = []
+        # (compiled first: a time limit then measures the search, not the compile)
+        search(args.problem, args.arch, searcher="anneal", budget=10**6, device="cuda", seed=99,
+               searcher_options=opts or None)
+        for seed in args.seeds:
+            t0 = time.perf_counter()
+            res = search(args.problem, args.arch, searcher="anneal", budget=budget, time_limit_s=limit, device="cuda",
+                         seed=seed, searcher_options=opts or None)
+            rows.append({"seed": seed, "wall_s": time.perf_counter() - t0, "evaluations": res.n_evaluations,
+                         "legal": res.n_valid, "best_edp": res.edp, **res.config})
+        edps = sorted(r["best_edp"] for r in rows)
+        summary = {"config": label, "searcher_options": opts, "budget": budget, "time_limit_s": limit,
+                   "launch_steps": gpu._MULTI_STEPS,
+                   "runs": rows,
+                   "best_median_worst_edp": [edps[0], edps[len(edps) // 2], edps[-1]],
+                   "median_legal_per_s": float(np.median([r["legal_evaluations_per_s"] for r in rows])),
+                   "median_wall_s": float(np.median([r["wall_s"] for r in rows]))}
+        out["api_sweep"].append(summary)
+        print(f"api {label} {opts}: legal/s {summary['median_legal_per_s']:.3e}, wall {summary['median_wall_s']:.2f} s "
+              f"(evaluations {np.median([r['evaluations'] for r in rows]):.3e}) "
+              f"(first with compile {rows[0]['wall_s']:.2f} s); EDP best/median/worst "
+              f"{edps[0]:.4e} / {edps[len(edps) // 2]:.4e} / {edps[-1]:.4e}", flush=True)
+        _write(args, out)
+    gpu._MULTI_STEPS = steps0
 
 
 def _write(args, out: dict) -> None:

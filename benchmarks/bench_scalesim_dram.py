@@ -35,6 +35,10 @@ time per shape), and the default search with ``"auto"`` at every fold ratio
 (``max_fold_ratio=inf``: every mapping walked whole or capped within ``max_walk_entries``)
 against the estimate, the default ``"auto"`` and the exact mode.
 
+``--jump-only`` runs only ``jump``: the walk that counts a unit's repetitions from reset to
+reset (`_systolic_window._jump`) against the walk without it, per fold shape on the pool
+and in the default search (exact mode, and ``"auto"`` at every fold ratio), interleaved.
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
@@ -329,6 +333,98 @@ def capped_cost(ref: Path, budget: int, n_shapes: int = 120, seeds: tuple[int, .
     return out
 
 
+def jump_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_shapes: int = 120) -> dict:
+    """The walk counting a unit's repetitions from reset to reset (`_systolic_window._jump`)
+    against the walk without it (``JUMP_MIN_REPS`` out of reach; the period skips, the gap
+    check and the capped walk as before), interleaved: per fold shape on the pool's ifmap
+    shapes streamed over more than ``JUMP_MIN_REPS`` passes (whole walks, walk cache
+    cleared; counts must be equal), and the default search on CB2a_2 in the exact mode
+    (every fold shape walked) and with ``"auto"`` at every fold ratio."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels import _systolic_window as sw
+    from accelmap.costmodels import systolic as sy
+    from accelmap.search.api import search
+    from accelmap.workloads.builders import conv2d
+
+    on_min = sw.JUMP_MIN_REPS
+
+    def jump(on: bool) -> None:
+        sw.JUMP_MIN_REPS = on_min if on else 1 << 62  # read when a walk sizes its scratch
+        window_fetches.cache_clear()
+        sw.window_fetches_capped.cache_clear()
+
+    load0 = list(os.getloadavg())
+    arch = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, 20000, np.random.default_rng(0))
+    lay = sy.systolic_layout(problem, arch)[0]
+    st = SystolicModel(dram_window="estimate").stats(problem, arch, pool)
+    passes = sy._passes(0, np.maximum(st.row_class, 0), np.maximum(st.col_class, 0), st.row_folds, st.col_folds)
+    key = np.concatenate([np.stack([st.row_class, st.col_class, st.rows_used, st.cols_used], axis=1),
+                          pool.order[:, lay.array_level]], axis=1)
+    rows = np.flatnonzero(st.valid & (passes > on_min))
+    _, first = np.unique(key[rows], axis=0, return_index=True)
+    pick = rows[np.sort(first)][:n_shapes]
+    t_on, t_off, equal = [], [], 0
+    try:
+        for i in pick:
+            args = (problem, lay, 0, int(st.row_class[i]), int(st.col_class[i]), int(st.rows_used[i]),
+                    int(st.cols_used[i]), [int(d) for d in pool.order[i, lay.array_level]])
+            got = {}
+            for on in (True, False):  # interleaved per shape
+                jump(on)
+                t0 = time.perf_counter()
+                got[on] = sy._window_exact(*args)
+                (t_on if on else t_off).append(time.perf_counter() - t0)
+            equal += got[True] == got[False]
+        ratios = [b / a for a, b in zip(t_on, t_off, strict=True)]
+        out: dict = {"pool_shapes": {"layer": problem.name, "arch": arch.name, "shapes": int(pick.size),
+                                     "equal_counts": equal, "jump_s_total": float(sum(t_on)),
+                                     "no_jump_s_total": float(sum(t_off)),
+                                     "speedup_median": float(statistics.median(ratios)),
+                                     "speedup_min": float(min(ratios)), "speedup_max": float(max(ratios)),
+                                     "jump_s_median": float(statistics.median(t_on)),
+                                     "no_jump_s_median": float(statistics.median(t_off))}}
+        print(f"jump on {pick.size} pool shapes: {equal} equal; {sum(t_on):.2f} s against {sum(t_off):.2f} s "
+              f"without, median {out['pool_shapes']['speedup_median']:.1f}x per shape", flush=True)
+        cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+        sarch = config_arch(cfg)
+        layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+        # a new model per search: a model keeps the walked counts of the shapes it has met
+        models = {"estimate": lambda: SystolicModel(dram_window="estimate"), "auto": SystolicModel,
+                  "auto_every_ratio": lambda: SystolicModel(max_fold_ratio=float("inf")),
+                  "exact": lambda: SystolicModel(dram_window="exact")}
+        for name in ("estimate", "auto"):  # warm
+            search(layer.problem, sarch, model=models[name](), budget=500, seed=99)
+        out["search"] = []
+        for seed in seeds:
+            row: dict = {"seed": seed, "budget": budget}
+            for name, make in models.items():  # interleaved per seed
+                for on in ((True,) if name in ("estimate", "auto") else (True, False)):
+                    jump(on)
+                    m = make()
+                    t0 = time.perf_counter()
+                    res = search(layer.problem, sarch, model=m, budget=budget, seed=seed)
+                    dt = time.perf_counter() - t0
+                    assert res.best is not None
+                    tag = name if name in ("estimate", "auto") else f"{name}_{'jump' if on else 'no_jump'}"
+                    row[tag] = {"seconds": dt, "walks": window_fetches.cache_info().misses,
+                                "capped_walks": sw.window_fetches_capped.cache_info().misses,
+                                "best_objective": float(res.best_objective)}
+                    print(f"search seed {seed} {tag}: {dt:.2f} s, {row[tag]['walks']} walks, "
+                          f"{row[tag]['capped_walks']} capped, best {res.best_objective:.4e}", flush=True)
+            out["search"].append(row)
+    finally:
+        jump(True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -340,9 +436,17 @@ def main() -> None:
                     "topologies/); default ../shared/reference/scalesim beside the checkout")
     ap.add_argument("--capped-only", action="store_true",
                     help="only the capped walk against the whole walk, merged into the existing JSON")
+    ap.add_argument("--jump-only", action="store_true",
+                    help="only the walk from reset to reset against the walk without it, merged into the existing JSON")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
+    if args.jump_only:
+        old = json.loads(RESULTS.read_text())
+        old["jump"] = jump_cost(ref_dir, args.search_budget or 5000)
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
     if args.capped_only:
         old = json.loads(RESULTS.read_text())
         old["capped"] = capped_cost(ref_dir, args.search_budget or 5000)
@@ -435,6 +539,7 @@ def main() -> None:
                                    "search_timing": timing, "pool": pool,
                                    "variant_errors": variant_errors(),
                                    "capped": capped_cost(ref_dir, args.search_budget or 5000),
+                                   "jump": jump_cost(ref_dir, args.search_budget or 5000),
                                    "load_average": list(os.getloadavg()),
                                    "load_average_at_start": load0}, indent=1) + "\n")
     print(f"wrote {RESULTS}")

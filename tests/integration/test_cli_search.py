@@ -154,7 +154,7 @@ def test_padding_runs_the_exact_search_on_the_loopnest_model(tmp_path):
 
 def test_searcher_options_on_device_cuda_are_the_gpu_searches_own():
     """`--searcher-option` with `--device cuda` is checked against the GPU searches' options
-    (anneal: orders and lanes; random: none), not the CPU searcher's constructor."""
+    (anneal: orders, lanes and restart; random: none), not the CPU searcher's constructor."""
     import argparse
 
     from accelmap.cli import UsageError
@@ -165,6 +165,7 @@ def test_searcher_options_on_device_cuda_are_the_gpu_searches_own():
         return _searcher_options(ns, searcher, "layer", "arch")
 
     assert opts("anneal", "cuda", "orders=16", "lanes=8") == {"orders": 16, "lanes": 8}
+    assert opts("anneal", "cuda", "restart=0") == {"restart": 0}
     for searcher, device, item in (("anneal", "cuda", "chains=4"), ("random", "cuda", "orders=16"),
                                    ("anneal", "cpu", "lanes=8")):
         try:

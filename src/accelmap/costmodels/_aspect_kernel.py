@@ -103,8 +103,14 @@ class AspectConsts:
 
 def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
     """The kernel's constants of a problem the aspect model reads, on an arch it reads."""
-    from accelmap.costmodels.aspect import _l1_levels
-    from accelmap.costmodels.aspect_form import _layout, _maestro_layer, _tensor_var_masks, _vars, aspect_view
+    from accelmap.costmodels.aspect_form import (
+        _l1_levels,
+        _layout,
+        _maestro_layer,
+        _tensor_var_masks,
+        _vars,
+        aspect_view,
+    )
     from accelmap.mapper.check import Reason
 
     lay = _layout(problem)

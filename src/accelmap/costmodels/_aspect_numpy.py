@@ -8,13 +8,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from accelmap.costmodels.aspect_form import AspectView, _Layout, _maestro_layer, _tensor_var_masks, _vars
+from accelmap.costmodels.aspect_form import (
+    _TNAMES,
+    AspectView,
+    _Layout,
+    _maestro_layer,
+    _tensor_var_masks,
+    _vars,
+)
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.workloads.problem import Problem
 
 __all__: list[str] = []
 
-_TNAMES = ("input", "filter", "output")
 _RESULT_FIELDS = ("runtime", "macs", "l1_read", "l1_write", "l2_read", "l2_write", "l1_req", "l2_req")
 
 

@@ -413,8 +413,8 @@ def kernel_info(problem: Problem, arch: Arch, kind: str, max_registers: int | No
         regs = _cuda_search.max_registers(kind, max_registers)
         kern = _cuda_search.search_kernels(_cuda_search.SearchSpec(consts, tables, problem.existing_fraction()), share,
                                            regs, anneal_share, bool(redirect), int(lanes),
-                                           int(tpb) if lanes > 1 and kind == "anneal" else 0)[
-            "anneal_multi" if kind == "anneal" and (lanes > 1 or orders > 1) else kind]
+                                           int(tpb) if lanes > 1 and kind == "anneal" else 0,
+                                           kind == "anneal" and lanes == 1 and orders == 1)[kind]
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
     if not hasattr(kern, "get_regs_per_thread"):  # the CUDA simulator compiles nothing
@@ -553,7 +553,7 @@ class GpuSearchResult:
 def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int, top: int, args: tuple,
             max_registers: int | None = None, tpb: int = 128, kernel: str = "auto", share: str = "order",
             tries: int = 8, orders: int = 1, anneal_share: str = "move", redirect: bool = True,
-            lanes: int = 1) -> GpuSearchResult:
+            lanes: int = 1, restart: int = 0) -> GpuSearchResult:
     require()
     if kernel not in ("auto", "specialized", "generic"):
         raise SpecError(f"kernel = {kernel!r}; expected one of auto, specialized, generic")
@@ -593,10 +593,10 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
         spec = _cuda_search.SearchSpec(consts, tables, problem.existing_fraction())
         regs = _cuda_search.max_registers(kind, max_registers)
         lanes = int(lanes) if kind == "anneal" else 1
-        # (one mapping per step and one thread per chain: the kernel of one proposal per step)
-        multi = kind == "anneal" and (lanes > 1 or int(orders) > 1)
+        # (one mapping per step and one thread per chain: the annealing kernel built for that case)
+        single = kind == "anneal" and lanes == 1 and int(orders) == 1
         kern = _cuda_search.search_kernels(spec, share, regs, anneal_share, bool(redirect), lanes,
-                                           tpb if lanes > 1 else 0)["anneal_multi" if multi else kind]
+                                           tpb if lanes > 1 else 0, single)[kind]
         # one warp-wide generator per warp of the launch, from a stream of its own
         wstates = device_states(blocks * tpb // _cuda_search.WARP, (int(seed) * 1_000_003 + 7_919) % 2**63)
         if kind == "random":
@@ -608,7 +608,7 @@ def _search(kind: str, problem: Problem, arch: Arch, *, threads: int, seed: int,
         else:
             # loop-order variants per step: at most the distinct swaps of a mapping
             n_orders = max(1, min(int(orders), _cuda_search.loop_pairs(spec)))
-            launch_args = (*args, *((n_orders,) if multi else ()), _cuda_search.loop_counts(spec), states, wstates)
+            launch_args = (*args, n_orders, int(restart), _cuda_search.loop_counts(spec), states, wstates)
     else:
         kern = _kernels(*_shape_key(consts, problem, arch, tables), max_registers)[kind]
         cdev = [cuda.to_device(a) for a in consts.as_tuple()]
@@ -654,7 +654,7 @@ def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps
                   t_start: float = 1.0, t_end: float = 0.01, seed: int = 0, top: int = 16,
                   max_registers: int | None = None, tpb: int = 128, kernel: str = "auto",
                   anneal_share: str = "move", redirect: bool = True, orders: int = 1,
-                  lanes: int = 1) -> GpuSearchResult:
+                  lanes: int = 1, restart: int = 0) -> GpuSearchResult:
     """Simulated annealing on the device, one chain per thread (temperatures on log EDP),
     ``n_init + steps`` steps per chain (``kernel`` as in `random_search`;
     ``anneal_share="move"``: the chains of a warp draw each round's move kind alike, so that
@@ -675,10 +675,15 @@ def anneal_search(problem: Problem, arch: Arch, *, threads: int = 1 << 16, steps
     the winner's state becomes every lane's (``threads // lanes`` chains; ``threads`` is
     rounded up to whole blocks of ``tpb``, whose lanes step together). Evaluations count
     every mapping checked (a refused move: one, not legal) and every one evaluated (legal);
-    with ``orders=1`` and ``lanes=1``, one per step, as before. The generic kernel takes one
-    evaluation per step (``orders`` and ``lanes`` do not apply)."""
+    with ``orders=1`` and ``lanes=1``, one per step, as before. ``restart`` (chains of several
+    lanes; 0: never): every ``restart`` steps the worse half of a block's chains take the
+    states of its better half, rank for rank (population annealing; it evaluates nothing).
+    The generic kernel takes one evaluation per step (``orders``, ``lanes`` and ``restart`` do
+    not apply)."""
     if int(orders) < 1:
         raise SpecError(f"orders = {orders}; expected an int >= 1")
+    if isinstance(restart, bool) or int(restart) < 0:
+        raise SpecError(f"restart = {restart!r}; expected an int >= 0 (0: no restarts)")
     return _search("anneal", problem, arch, threads=threads, seed=seed, top=top,
                    args=(steps, n_init, t_start, t_end), max_registers=max_registers, tpb=tpb, kernel=kernel,
-                   anneal_share=anneal_share, redirect=redirect, orders=orders, lanes=lanes)
+                   anneal_share=anneal_share, redirect=redirect, orders=orders, lanes=lanes, restart=restart)

@@ -57,7 +57,9 @@ legality); sharing the bypass does slightly: a round keeps its bypass while it r
 factors, so bypass patterns that rarely fit are evaluated about as often as the others
 rather than in proportion to how often they fit. ``share="none"`` draws everything per lane.
 
-Annealing: one chain per thread as in `accelmap.costmodels._cuda`, one move per step (a
+Annealing (``anneal``; built with ``single`` for one mapping per step on chains of one thread,
+where the branches of the multiple-try rule below fold away at compile time): one chain per
+thread as in `accelmap.costmodels._cuda`, one move per step (a
 prime factor to another slot, two loops of a level swapped, or one bypass bit an inner level
 may hold flipped; never a move that changes nothing); an illegal move is a rejected step.
 The kind of move comes from the warp's generator (``anneal_share="move"``), so the lanes of
@@ -69,8 +71,8 @@ builds the proposal's caches in a second buffer, which becomes the chain's on ac
 level's temporal slot, as the sampler places factors. The temperature falls by one
 multiplication per step and the Metropolis test runs in float32.
 
-Multiple-try annealing (``anneal_multi``, for ``orders`` > 1 or ``lanes`` > 1; the default
-stays the kernel above): a step whose move fits evaluates ``orders`` distinct mappings from one
+Multiple-try annealing (the same kernel for ``orders`` > 1 or ``lanes`` > 1; the default of
+`accelmap.search.gpu`): a step whose move fits evaluates ``orders`` distinct mappings from one
 set of factor caches, the moved mapping and ``orders - 1`` loop-order variants of it (swaps
 ``r + j x stride`` mod the ``L x D (D - 1) / 2`` loop pairs, `pair_stride` coprime with their
 number; a swap step's variants are distinct swaps of the state); a chain is ``lanes`` threads
@@ -79,7 +81,11 @@ of one block holding its state, each proposing its own move, and the best of the
 uniform from the block's generator so every lane decides alike; the winner's state and, after
 a factor move, its factor caches reach the other lanes through shared memory between two
 block barriers (the host launches whole blocks). Every evaluated variant counts as one
-evaluation, a refused move as one that is not legal.
+evaluation, a refused move as one that is not legal. With ``restart`` > 0, every ``restart``
+steps the chains of a block are ranked by their EDP and the worse half take the states (and
+factor caches) of the better half, the i-th worst the i-th best's where that one is better
+(population annealing with resampling by rank); a restart evaluates nothing and leaves every
+lane's best row as it was.
 
 Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
 per generator step), and the coefficients and relevance read in the eq. D walks packed into
@@ -231,13 +237,16 @@ def pair_stride(n_pairs: int) -> int:
 
 @functools.lru_cache(maxsize=64)  # (a benchmark's variants: shares x register caps x move options x lanes)
 def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | None = None,
-                   anneal_share: str = "move", redirect: bool = True, lanes: int = 1, tpb: int = 0) -> dict:
+                   anneal_share: str = "move", redirect: bool = True, lanes: int = 1, tpb: int = 0,
+                   single: bool = False) -> dict:
     """The ``random``, ``anneal`` and ``objective`` kernels of one (problem, arch) (compiled at
     first launch); ``share``: what the lanes of a warp share in a random-search round;
     ``anneal_share``: whether the chains of a warp draw each round's move kind alike;
     ``lanes``: GPU threads per annealing chain (1, or a divisor of 32 with ``tpb`` the block
     size the kernel is launched with: the lanes propose side by side, see the module
-    docstring)."""
+    docstring); ``single``: the annealing kernel built for one mapping per step on chains of
+    one lane (``orders`` 1, ``lanes`` 1; a loop swap is applied as the move itself, no
+    variants are drawn), the same source with those branches folded away at compile time."""
     from numba import float64, int8, int16, int32, int64, uint64
 
     A = spec.arrays
@@ -256,6 +265,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     SHARE_MOVE = ANNEAL_SHARES.index(anneal_share) == 1
     REDIRECT = bool(redirect)
     LANES = int(lanes)
+    SINGLE = bool(single) and LANES == 1
     if LANES < 1 or WARP % LANES or (LANES > 1 and (tpb < WARP or tpb % WARP)):
         raise ValueError(f"lanes = {lanes}, tpb = {tpb}: lanes must divide {WARP} and tpb be whole warps")
     # (chains of several lanes: a block's lanes step together, one group of LANES per chain,
@@ -962,151 +972,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         counters[tid, 0] = draws
         counters[tid, 1] = legal
 
-    @jit
-    def anneal_kernel(n_steps, n_init, t_start, t_end, rt, states, wstates, best_obj, best_t, best_s, best_o, best_k,
-                      counters):
-        tid = cuda.grid(1)
-        if tid >= best_obj.shape[0]:
-            return
-        nl, nt = rt[0], rt[1]
-        rs = cuda.local.array(2, uint64)
-        rs[0] = states[tid]["s0"]
-        rs[1] = states[tid]["s1"]
-        ws = cuda.local.array(2, uint64)
-        ws[0] = wstates[tid // WARP]["s0"]
-        ws[1] = wstates[tid // WARP]["s1"]
-        temporal = cuda.local.array((L, D), int32)
-        g = cuda.local.array((L, D), int32)
-        uxy = cuda.local.array((L, 2), int32)
-        order = cuda.local.array((L, D), int8)
-        assign = cuda.local.array((D, F), int8)
-        used = cuda.local.array((L, 2), int32)
-        # the factor caches, twice: the chain's state (cb) and a factor move's proposal (1 - cb)
-        tile2 = cuda.local.array((2, L1, D), int32)
-        fp2 = cuda.local.array((2, T, L), int32)
-        sps2 = cuda.local.array((2, T, L, C), int32)
-        grp2 = cuda.local.array((2, T, L), int32)
-        opart2 = cuda.local.array((2, L), int32)
-        ubs2 = cuda.local.array((2, L), int32)
-        ibs2 = cuda.local.array((2, L), int64)
-        mpu2 = cuda.local.array(2, int64)
-        lpl = cuda.local.array(LD1, int8)
-        lpd = cuda.local.array(LD1, int8)
-        kcs = cuda.local.array(L1, int16)
-        spans = cuda.local.array(C, int32)
-        shift = cuda.local.array(C, int32)
-        deliv = cuda.local.array(L1, int64)
-        rw = cuda.local.array(L, int64)
-        ww = cuda.local.array(L, int64)
-        ext = cuda.local.array((1, D), int32)
-        buf = cuda.local.array(GRID, int32)
-        total_steps = n_init + n_steps
-        # the temperature of step k is t_start (t_end / t_start)^(k / total), by one
-        # multiplication per step
-        cool = (t_end / t_start) ** (1.0 / total_steps)
-        temp = t_start
-        best = math.inf
-        cur = math.inf  # the chain's EDP (inf until it has a legal state)
-        legal = 0
-        step = 0
-        kmask = np.int64(0)
-        cb = 0
-        nb = 1
-        while step < total_steps:
-            # One step: a move, its check, and (if legal) its evaluation and Metropolis test;
-            # an illegal or rejected move is undone. The move's kind comes from the warp's
-            # generator (every lane alike) when shared, so that a warp swaps loops or flips
-            # bypass bits together and takes the short evaluation together.
-            u = uniform(ws) if SHARE_MOVE else uniform(rs)
-            a, b, c = 0, 0, 0
-            if cur == math.inf:  # a fresh draw until the chain has a legal state
-                mv = -1
-                draw_factors(rs, assign, used)
-                draw_order_fast(rs, order, nl)
-                kmask = draw_keep(rs)
-                build(assign, temporal, g, uxy)
-            elif u < 0.6 and HAS_FACTORS:  # one prime factor of one dim to another slot
-                mv = 0
-                a = FDIMS[below(rs, NFDIMS)]
-                b = below(rs, NPF[a])
-                c = assign[a, b]
-                x = below(rs, S - 1)
-                x = x + 1 if x >= c else x
-                # the factors change in two places only: no rebuild
-                place(c, a, PF[a, b], temporal, g, uxy, False)
-                if REDIRECT:  # a spatial slot without room: that level's temporal slot
-                    kind = SLOT_KIND[x]
-                    if kind > 0 and uxy[SLOT_LV[x], kind - 1] * PF[a, b] > FAN[SLOT_LV[x], kind - 1]:
-                        x = SLOT_TMP[x]
-                if x == c:  # (redirected to where it was: no move, an illegal step)
-                    mv = 3
-                    place(c, a, PF[a, b], temporal, g, uxy, True)
-                else:
-                    assign[a, b] = x
-                    place(x, a, PF[a, b], temporal, g, uxy, True)
-            elif NFLIP > 0 and (u >= 0.85 or D == 1):  # flip one bypass bit an inner level may hold
-                mv = 2
-                x = below(rs, NFLIP)
-                a = FLIP_LV[x]
-                b = FLIP_T[x]
-                kmask ^= ONE << np.int64(a * T + b)
-            else:  # swap two loops of one level
-                mv = 1
-                if D > 1:
-                    a = below(rs, nl)
-                    b = below(rs, D)
-                    x = below(rs, D - 1)
-                    c = x + 1 if x >= b else x
-                    x = order[a, b]
-                    order[a, b] = order[a, c]
-                    order[a, c] = x
-            step += 1
-            if mv <= 0:  # new factors: checked and cached in the proposal's buffer
-                nb = 1 - cb
-                ok = fits_cached(temporal, g, uxy, kmask, tile2[nb], fp2[nb], sps2[nb], nl, nt)
-                e = nb
-            elif mv == 2:  # only level a's need changed
-                ok = level_fits(kmask, a, fp2[cb], nt)
-                e = cb
-            elif mv == 3:
-                ok = False
-                e = cb
-            else:  # orders never decide legality
-                ok = True
-                e = cb
-            keep_move = False
-            if ok:
-                legal += 1
-                if mv <= 0:
-                    mpu2[nb] = prepare(temporal, g, tile2[nb], grp2[nb], opart2[nb], ubs2[nb], ibs2[nb], ext, spans,
-                                       buf, nl, nt)
-                obj = edp_cached(temporal, g, order, kmask, tile2[e], fp2[e], sps2[e], grp2[e], opart2[e], ubs2[e],
-                                 ibs2[e], mpu2[e], lpl, lpd, kcs, deliv, rw, ww, shift, nl, nt)
-                # Metropolis on log EDP: an improvement always, else with probability
-                # (cur / obj)^(1 / temp) (in float32: a probability needs no more)
-                if obj <= cur or uniform(rs) < math.exp(np.float32(math.log(np.float32(cur / obj))) / np.float32(temp)):
-                    cur = obj
-                    cb = e
-                    keep_move = True
-                if obj < best:
-                    best = obj
-                    save(tid, assign, temporal, order, kmask, best_t, best_s, best_o, best_k)
-            temp *= cool
-            if not keep_move:  # undo the move
-                if mv == 0:
-                    place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
-                    place(c, a, PF[a, b], temporal, g, uxy, True)
-                    assign[a, b] = c
-                elif mv == 1 and D > 1:
-                    x = order[a, b]
-                    order[a, b] = order[a, c]
-                    order[a, c] = x
-                elif mv == 2:
-                    kmask ^= ONE << np.int64(a * T + b)
-        best_obj[tid] = best
-        counters[tid, 0] = step
-        counters[tid, 1] = legal
-
     @cuda.jit(device=True)
     def swap_pair(order, p):
         """Swap the two loops of loop pair p (`loop_pairs`): applied twice, nothing changes."""
@@ -1137,9 +1002,19 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 for cc in range(C):
                     sps_to[t, lv, cc] = sps[t, lv, cc]
 
+    @cuda.jit(device=True)
+    def copy_state(assign, order, assign_to, order_to):
+        """A chain's prime-factor slots and loop orders copied (the bypass is one int64)."""
+        for d in range(D):
+            for k in range(F):
+                assign_to[d, k] = assign[d, k]
+        for lv in range(L):
+            for d in range(D):
+                order_to[lv, d] = order[lv, d]
+
     @jit
-    def anneal_multi_kernel(n_steps, n_init, t_start, t_end, n_orders, rt, states, wstates, best_obj, best_t, best_s,
-                            best_o, best_k, counters):
+    def anneal_kernel(n_steps, n_init, t_start, t_end, n_orders, restart, rt, states, wstates, best_obj, best_t,
+                            best_s, best_o, best_k, counters):
         tid = cuda.grid(1)
         if tid >= best_obj.shape[0]:  # (chains of several lanes: the host launches whole blocks)
             return
@@ -1196,6 +1071,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         sh_ibs = cuda.shared.array((NG, L), int64)
         sh_mpu = cuda.shared.array(NG, int64)
         sh_newf = cuda.shared.array(NG, int32)
+        # restarts (chains of several lanes): the chains' EDPs, and the chains by rank
+        sh_cur = cuda.shared.array(NG, float64)
+        sh_rank = cuda.shared.array(NG, int32)
         top = math.inf
         top_p = -1
         total_steps = n_init + n_steps
@@ -1252,8 +1130,16 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 a = FLIP_LV[x]
                 b = FLIP_T[x]
                 kmask ^= ONE << np.int64(a * T + b)
-            else:  # swap two loops of one level: the variants below are the swaps
+            else:  # swap two loops of one level (several mappings per step: the variants below are the swaps)
                 mv = 1
+                if SINGLE and D > 1:
+                    a = below(rs, nl)
+                    b = below(rs, D)
+                    x = below(rs, D - 1)
+                    c = x + 1 if x >= b else x
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
             step += 1
             if mv <= 0:  # new factors: checked and cached in the proposal's buffer
                 nb = 1 - cb
@@ -1280,9 +1166,9 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 # the variants: swaps p_j = r + j x stride (mod the number of pairs), distinct
                 # for j below it (the host caps n_orders at NPAIR); variant 0 of a factor
                 # move or flip is the moved mapping itself
-                first = 0 if mv == 1 else 1
-                pj = below(rs, NPAIR) if NPAIR > 0 else 0
-                for j in range(n_orders):
+                first = 0 if mv == 1 and not SINGLE else 1
+                pj = below(rs, NPAIR) if NPAIR > 0 and not SINGLE else 0
+                for j in range(1 if SINGLE else n_orders):
                     sw = j >= first and NPAIR > 0
                     if sw:
                         swap_pair(order, pj)
@@ -1299,8 +1185,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         pj += PSTRIDE
                         if pj >= NPAIR:
                             pj -= NPAIR
-                legal += n_orders
-                evals += n_orders
+                legal += 1 if SINGLE else n_orders
+                evals += 1 if SINGLE else n_orders
                 if LANES == 1:
                     # Metropolis on log EDP for the best variant: an improvement always, else
                     # with probability (cur / top)^(1 / temp) (in float32: a probability needs
@@ -1336,12 +1222,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                         swap_pair(order, top_p)
                     cb = e
                     keep_move = True
-                    for d in range(D):
-                        for k in range(F):
-                            sh_assign[gi, d, k] = assign[d, k]
-                    for lv in range(L):
-                        for d in range(D):
-                            sh_order[gi, lv, d] = order[lv, d]
+                    copy_state(assign, order, sh_assign[gi], sh_order[gi])
                     sh_kmask[gi] = kmask
                     if newf:
                         copy_caches(tile2[cb], fp2[cb], sps2[cb], grp2[cb], opart2[cb], ubs2[cb], ibs2[cb],
@@ -1354,12 +1235,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     newf = sh_newf[gi] != 0
                     if lane != w:  # the winner's state replaces the lane's own move
                         keep_move = True
-                        for d in range(D):
-                            for k in range(F):
-                                assign[d, k] = sh_assign[gi, d, k]
-                        for lv in range(L):
-                            for d in range(D):
-                                order[lv, d] = sh_order[gi, lv, d]
+                        copy_state(sh_assign[gi], sh_order[gi], assign, order)
                         kmask = sh_kmask[gi]
                         if newf or not SHARE_MOVE:  # (lanes of their own kinds: a factor move of the
                             build(assign, temporal, g, uxy)  # lane's own, undone)
@@ -1374,8 +1250,51 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                     place(assign[a, b], a, PF[a, b], temporal, g, uxy, False)
                     place(c, a, PF[a, b], temporal, g, uxy, True)
                     assign[a, b] = c
+                elif SINGLE and mv == 1 and D > 1:
+                    x = order[a, b]
+                    order[a, b] = order[a, c]
+                    order[a, c] = x
                 elif mv == 2:
                     kmask ^= ONE << np.int64(a * T + b)
+            if LANES > 1 and restart > 0 and step % restart == 0 and step < total_steps:
+                # Restarts (population annealing within a block: Hukushima and Iba, "Population
+                # annealing and its application to a spin glass", AIP Conf. Proc. 690, 2003,
+                # resampling by rank instead of by Boltzmann weight): every `restart` steps the
+                # block's chains are ranked by their EDP (ties by index) and the worse half
+                # takes the states of the better half, the i-th worst the i-th best's, where
+                # that one is better. A restart evaluates nothing (the state's EDP comes with
+                # it) and leaves each lane's best row as it is.
+                if lane == 0:
+                    sh_cur[gi] = cur
+                cuda.syncthreads()
+                rank = 0
+                for i in range(NG):
+                    v = sh_cur[i]
+                    if v < cur or (v == cur and i < gi):
+                        rank += 1
+                if lane == 0:
+                    sh_rank[rank] = gi
+                    if rank < NG // 2:  # a better-half chain publishes its state and caches
+                        copy_state(assign, order, sh_assign[gi], sh_order[gi])
+                        sh_kmask[gi] = kmask
+                        copy_caches(tile2[cb], fp2[cb], sps2[cb], grp2[cb], opart2[cb], ubs2[cb], ibs2[cb],
+                                    sh_tile[gi], sh_fp[gi], sh_sps[gi], sh_grp[gi], sh_opart[gi], sh_ubs[gi],
+                                    sh_ibs[gi])
+                        sh_mpu[gi] = mpu2[cb]
+                cuda.syncthreads()
+                if rank >= NG - NG // 2:
+                    src = sh_rank[NG - 1 - rank]
+                    if sh_cur[src] < cur:
+                        cur = sh_cur[src]
+                        copy_state(sh_assign[src], sh_order[src], assign, order)
+                        kmask = sh_kmask[src]
+                        build(assign, temporal, g, uxy)
+                        copy_caches(sh_tile[src], sh_fp[src], sh_sps[src], sh_grp[src], sh_opart[src], sh_ubs[src],
+                                    sh_ibs[src], tile2[cb], fp2[cb], sps2[cb], grp2[cb], opart2[cb], ubs2[cb],
+                                    ibs2[cb])
+                        mpu2[cb] = sh_mpu[src]
+                # (the next hand-over writes these buffers only after its first barrier, when
+                # every chain has read them)
         best_obj[tid] = best
         counters[tid, 0] = evals
         counters[tid, 1] = legal
@@ -1432,6 +1351,6 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                                     deliv, rw, ww, shift, nl, nt)
 
     # (the device functions too: `accelmap.costmodels._cuda_exhaustive` builds its kernel on them)
-    return {"random": random_kernel, "anneal": anneal_kernel, "anneal_multi": anneal_multi_kernel,
+    return {"random": random_kernel, "anneal": anneal_kernel,
             "objective": objective_kernel,
             "fits": fits, "edp": edp, "kept": kept}

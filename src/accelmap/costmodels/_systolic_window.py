@@ -29,7 +29,28 @@ same number `accelmap.costmodels.scalesim_io.replay_dram_reads` gets from SCALE-
 address matrices. Repetitions of a pass are skipped where that stays exact (a period of
 the reset positions, a resident unit, or uses of every word at least ``W - 1`` words
 apart); `window_fetches_capped` walks at most a given number of passes and extrapolates
-the rest (an estimate, for streams too long to walk whole).
+the rest (an estimate, for streams too long to walk whole, where no jump below applies).
+
+**From reset to reset** (`_jump`). The coarsest unit the count needs is the epoch, the
+stretch from one reset to the next: the window's content at any entry is the distinct
+words since the current epoch's start ``P``, and the epoch resets at the first entry ``q``
+where ``distinct(stream[P..q]) = W``; the fetches are ``W`` per reset plus the words of
+the last epoch, whatever the order of entries inside an epoch. A streamed operand reads
+one unit of ``n`` entries again and again (above), and on a stretch that is one unit
+repeated ``distinct(stream[P..q])`` depends only on ``P mod n`` and ``q - P``, so where an
+epoch that starts at ``P`` resets is a table ``fwd[P mod n]``, the same in every
+repetition. `_reset_offsets` fills it for all ``n`` starts with two pointers over the
+doubled unit (the stretch from ``p`` that holds ``W - 1`` words ends no earlier than the
+one from ``p - 1``: dropping entries from the start never adds a word), at most ``3 n``
+steps; a unit of fewer than ``W`` words never resets (a stretch of ``n`` entries holds
+every word of the unit). The remaining repetitions then cost one step per reset, and the
+last epoch's words (the whole unit, or a suffix of the last repetition) are stamped as the
+window's content for what follows (the next column fold's unit, ``COLS_TIME``). A unit
+with at least `JUMP_MIN_REPS` repetitions left is counted this way from its first
+repetition when the window is empty there, else after one walked repetition (from its
+last reset): about three passes' work however many repetitions, exact, where the walk
+costs a pass each (the periods above are found only where reset positions recur). The
+stationary operand reads every entry once and is walked as it is.
 """
 
 from __future__ import annotations
@@ -45,6 +66,12 @@ from accelmap._typing import IntArray
 __all__ = ["window_fetches", "window_fetches_capped", "class_table"]
 
 _JIT = {"cache": True, "_nrt": False}
+
+# A unit with at least this many repetitions left is counted from reset to reset (`_jump`):
+# about three passes' work (`_fill_unit`, `_reset_offsets`, the last epoch's words), exact.
+JUMP_MIN_REPS = 4
+# ... when one repetition has at most this many entries (8 bytes an entry of scratch).
+JUMP_MAX_ENTRIES = 1 << 23
 
 # Stream modes: how the operand's two classes meet the array.
 ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
@@ -148,9 +175,99 @@ def _min_gap(a_off: IntArray, b_off: IntArray, stamp: IntArray, last: IntArray, 
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
+def _fill_unit(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
+               t_len: int, u: int, out: npt.NDArray[np.int32]) -> int:
+    """The addresses of one repetition of a streamed operand's unit (`_walk`: ``ROWS_TIME``
+    the pass over the row folds, ``COLS_TIME`` column fold ``u``) in stream order (`_fold`'s:
+    diagonal ``t + c``, ``c`` ascending) into ``out``, -1 where the projection reaches no
+    word; returns the unit's entries."""
+    n = 0
+    if mode == ROWS_TIME:
+        first, last, step, width = 0, (s_r + ur - 1) // ur, ur, s_r
+    else:
+        first, last, step, width = u, u + 1, uc, s_c
+    for f in range(first, last):
+        x0 = f * step
+        nx = min(step, width - x0)
+        for d in range(t_len + nx - 1):
+            for c in range(max(0, d - t_len + 1), min(d, nx - 1) + 1):
+                addr = a_off[x0 + c] + b_off[d - c]
+                out[n] = addr if stamp[addr] >= 0 else -1
+                n += 1
+    return n
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _reset_offsets(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.NDArray[np.int32],
+                   fwd: npt.NDArray[np.int32]) -> None:
+    """``fwd[p]``, for every start ``p`` of the unit's first ``n`` entries repeated without
+    end: how many entries after ``p`` the ``window``-th distinct word of the stream from ``p``
+    comes (where an epoch that starts at ``p`` resets), or -1 when the unit has fewer than
+    ``window`` words (no epoch ever resets). Two pointers over the doubled unit: the end of
+    the stretch from ``p`` with ``window - 1`` distinct words never moves back as ``p``
+    advances (a stretch's distinct words can only drop when its start moves on), so the
+    whole table costs at most ``3 n`` steps; ``cnt`` (words,): zeros on entry and on exit.
+    """
+    distinct = 0
+    q = 0  # the stretch is [p, q) of the doubled unit
+    for p in range(n):
+        while distinct < window and q < p + n:
+            a = unit[q - n] if q >= n else unit[q]
+            if a >= 0:
+                if cnt[a] == 0:
+                    distinct += 1
+                cnt[a] += 1
+            q += 1
+        # [p, q - 1) has fewer than `window` words (so it had when entry q - 1 was added, from
+        # an earlier start), and [p, q) has `window`: entry q - 1 is the reset
+        fwd[p] = q - 1 - p if distinct >= window else -1
+        a = unit[p]
+        if a >= 0:
+            cnt[a] -= 1
+            if cnt[a] == 0:
+                distinct -= 1
+    for i in range(n, q):  # what is left counted: the stretch [n, q), entries q - n of the unit
+        if unit[i - n] >= 0:
+            cnt[unit[i - n]] = 0
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _jump(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], start: int, end: int, window: int,
+          stamp: IntArray, state: IntArray) -> None:
+    """The remaining repetitions of a unit counted from reset to reset (`_reset_offsets`).
+
+    The stream from the current epoch's start ``start`` (entries from the start of the last
+    repetition walked) to ``end`` is the unit repeated, so the epoch that starts at ``P``
+    resets ``fwd[P mod n]`` entries later (or never): one step per reset. The last epoch
+    keeps the distinct words from its start to ``end`` (the whole unit, or the suffix of its
+    last repetition), which are stamped as the window's content for what follows; ``state``
+    as in `_fold`."""
+    base = state[2] - state[1]  # words fetched before the current epoch
+    pos = start
+    resets = 0
+    while True:
+        j = fwd[pos % n]
+        if j < 0 or pos + j >= end:
+            break
+        resets += 1
+        pos += j + 1
+    epoch = state[0] + 1
+    count = 0
+    for i in range(max(n - (end - pos), 0), n):  # (end is a repetition's end: the suffix of end - pos entries)
+        a = unit[i]
+        if a >= 0 and stamp[a] != epoch:
+            stamp[a] = epoch
+            count += 1
+    state[0] = epoch
+    state[1] = count
+    state[2] = base + resets * window + count
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
           t_len: int, window: int, state: IntArray, seen: IntArray, max_reps: int, unit_words: int,
-          last: IntArray) -> int:
+          last: IntArray, unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], cnt: npt.NDArray[np.int32],
+          jump_min: int) -> int:
     """Words fetched for one operand's demand stream (column folds outer, row folds inner).
 
     ``a_off`` (size,): the word offset of each index of the operand's array-side class
@@ -178,6 +295,11 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
     then, each remaining repetition is counted as the mean of those walked after the
     first (an estimate: `window_fetches_capped`). Exact when it is at least the
     repetitions.
+
+    A unit with at least ``jump_min`` repetitions left is counted from reset to reset
+    (`_jump`, module docstring) before any of the above, when ``unit`` (the unit's entries,
+    `_fill_unit`) and ``fwd`` (the same size) have room, and ``cnt`` (words,) is zero:
+    exact, whatever ``max_reps``.
     """
     if mode == STATIONARY:
         return _stationary(a_off, b_off, stamp, s_r, s_c, ur, uc, window)
@@ -193,6 +315,17 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
         walked = 0  # repetitions walked, and the words they fetched after the first
         later = 0
         while r < reps:
+            if reps - r >= jump_min and unit.shape[0] > 1 and window >= 1 and (walked >= 1 or state[1] == 0):
+                # Exact, in a few passes' work whatever the repetitions left (`_jump`): from the
+                # epoch that starts after the last reset of the repetition walked last, or from
+                # this repetition's start when the window is empty there.
+                n = _fill_unit(a_off, b_off, stamp, mode, s_r, s_c, ur, uc, t_len, u, unit)
+                _reset_offsets(unit, n, window, cnt, fwd)
+                if walked >= 1:
+                    _jump(unit, n, fwd, state[4], n * (1 + reps - r), window, stamp, state)
+                else:
+                    _jump(unit, n, fwd, 0, n * (reps - r), window, stamp, state)
+                break
             if walked == max_reps and walked >= 2:
                 state[2] += ((reps - r) * later + (walked - 1) // 2) // (walked - 1)
                 break
@@ -311,7 +444,11 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
     ``max_reps`` of them, each remaining one is counted as the mean of those walked after
     the first, which already start from a state the stream left. Costs at most
     ``max_reps`` passes over the operand; within 0.8 % of `window_fetches` with 8 on every
-    fold shape measured (docs/validation.md, SCALE-Sim section). Cached like it.
+    fold shape measured (docs/validation.md, SCALE-Sim section), and equal to it wherever a
+    unit's repetitions are counted from reset to reset (`_jump`: more than `JUMP_MIN_REPS`
+    of them, a unit of at most `JUMP_MAX_ENTRIES` entries, a window of a word or more), as
+    on every row `SystolicModel`'s ``"auto"`` caps (more passes than its
+    ``CAPPED_WALK_REPS``). Cached like it.
     """
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
     return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps)
@@ -325,6 +462,14 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
     every = bool((stamp >= 0).all())
     unit_words = size[rc] * size[tc] if mode == ROWS_TIME and every else -1
     last = np.empty(stamp.shape[0] if unit_words > 0 and reps >= 4 else 1, dtype=np.int64)
+    # scratch of `_jump`: a unit's entries (ROWS_TIME: every row fold; COLS_TIME: one column fold)
+    unit_len = size[rc] * size[tc] if mode == ROWS_TIME else min(uc, size[cc]) * size[tc]
+    unit_reps = -(-size[cc] // uc) if mode == ROWS_TIME else -(-size[rc] // ur)
+    jump = mode != STATIONARY and unit_reps >= JUMP_MIN_REPS and 1 < unit_len <= JUMP_MAX_ENTRIES
+    unit = np.empty(unit_len if jump else 1, dtype=np.int32)
+    fwd = np.empty(unit_len if jump else 1, dtype=np.int32)
+    cnt = np.zeros(stamp.shape[0] if jump else 1, dtype=np.int32)
     return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
                      np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
-                     reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last))
+                     reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last,
+                     unit, fwd, cnt, JUMP_MIN_REPS))

@@ -55,6 +55,7 @@ from accelmap.costmodels.aspect_analysis import (
 )
 from accelmap.costmodels.aspect_form import (
     AspectView,
+    _l1_levels,
     _Layout,
     _layout,
     _maestro_layer,
@@ -264,21 +265,6 @@ def _all_model_invalid(problem: Problem, arch: Arch, n: int) -> Metrics:
 
 # searches revisit mappings; specs are frozen and hashable, results are never mutated
 _analyze_cached = functools.lru_cache(maxsize=4096)(analyze)
-
-
-def _l1_levels(problem: Problem, arch: Arch, view: AspectView, lay: _Layout) -> dict[str, int | None]:
-    """The accelmap level of MAESTRO's L1 for each tensor (input, filter, output).
-
-    MAESTRO's L1 is all per-PE storage: each tensor goes to the first level below the array
-    that may hold it (one level for all when none says so; None without a level below)."""
-    a, L = view.array_level, arch.n_levels
-    holds = arch.holds_mask(problem)
-    l1_of: dict[str, int | None] = {}
-    for tname in _TNAMES:
-        t = lay.tensor(tname)
-        below = [lv for lv in range(a + 1, L) if holds[lv, t]]
-        l1_of[tname] = below[0] if below else (a + 1 if a + 1 < L else None)
-    return l1_of
 
 
 def _metrics(problem: Problem, arch: Arch, view: AspectView, rows: dict[str, np.ndarray],

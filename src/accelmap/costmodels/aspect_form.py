@@ -67,6 +67,7 @@ class _Layout:
 
 
 _ASPECT_KINDS = (ProblemKind.CONV, ProblemKind.DEPTHWISE_CONV, ProblemKind.GEMM)
+_TNAMES = ("input", "filter", "output")  # MAESTRO's tensors, in its order
 
 
 def _layout(problem: Problem) -> _Layout:
@@ -369,3 +370,18 @@ def aspect_constraints(problem: Problem, arch: Arch) -> Constraints:
     rules = [FactorRule(level=arch.levels[lv].name, dim=names[d], fixed=1) for d in filt for lv in range(a + 1)]
     rules += [FactorRule(level=arch.levels[a].name, dim=names[d], slot=Slot.SPATIAL_Y, fixed=1) for d in filt]
     return Constraints(factors=tuple(rules), source="aspect model")
+
+
+def _l1_levels(problem: Problem, arch: Arch, view: AspectView, lay: _Layout) -> dict[str, int | None]:
+    """The accelmap level of MAESTRO's L1 for each tensor (input, filter, output).
+
+    MAESTRO's L1 is all per-PE storage: each tensor goes to the first level below the array
+    that may hold it (one level for all when none says so; None without a level below)."""
+    a, L = view.array_level, arch.n_levels
+    holds = arch.holds_mask(problem)
+    l1_of: dict[str, int | None] = {}
+    for tname in _TNAMES:
+        t = lay.tensor(tname)
+        below = [lv for lv in range(a + 1, L) if holds[lv, t]]
+        l1_of[tname] = below[0] if below else (a + 1 if a + 1 < L else None)
+    return l1_of

@@ -69,10 +69,11 @@ stream, word by word through the window (`accelmap.costmodels._systolic_window`)
 (SCALE-Sim's own count on every reference point), at milliseconds per distinct fold
 shape. The default, ``dram_window="auto"``, walks the mappings a search can end on (at
 most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
-when their streams have at most 2^22 entries (a longer stream read over more than 8
-passes that fit in 2^22 entries: 8 passes walked, the rest extrapolated, within 0.8 % of
-the whole walk where measured), and estimates the others: exact on every reference
-point, and a search pays a few dozen walks (docs/validation.md, SCALE-Sim).
+when their streams have at most 2^22 entries (a longer stream read over more than 4
+passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, a few
+passes' work, as exact as the whole walk), and estimates the others: exact on every reference
+point and on every mapping it walks, and a search pays a few dozen walks
+(docs/validation.md, SCALE-Sim).
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -426,10 +427,13 @@ class SystolicModel:
     # ... and the most folds, over the fewest the array allows (the mappings a search can
     # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
     MAX_FOLD_RATIO: ClassVar[float] = 1.25
-    # A longer stream of such a mapping is walked for this many repetitions of its pass over
-    # the operand (when they fit in ``max_walk_entries``) and the rest extrapolated from
-    # them; within 0.8 % of the whole walk on 1,620 measured fold shapes (docs/validation.md).
-    CAPPED_WALK_REPS: ClassVar[int] = 8
+    # A longer stream of such a mapping read over more passes than this, this many of which
+    # fit in ``max_walk_entries``, is walked with at most this many passes
+    # (`window_fetches_capped`); its passes are then counted from reset to reset
+    # (`_systolic_window._jump`: more than ``JUMP_MIN_REPS`` = 4 of them, about four passes'
+    # work however many), so the count is the whole walk's (docs/validation.md). (8 while the
+    # remaining passes were extrapolated, which 4 walked passes did not keep within 2 %.)
+    CAPPED_WALK_REPS: ClassVar[int] = 4
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
@@ -848,7 +852,8 @@ def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntAr
                rule: tuple[int, float] | None, passes: IntArray) -> IntArray:
     """(n,) how each row's operand is counted on its demand stream: 0 not at all (the
     estimate), `WALK_ALL` walked whole (exact), or the most repetitions of its pass over
-    the operand walked, the rest extrapolated (`window_fetches_capped`).
+    the operand walked (`window_fetches_capped`: exact here, since such a row has more
+    passes than `_systolic_window.JUMP_MIN_REPS`, which are counted from reset to reset).
 
     ``rule`` None (``"exact"``): every valid row whole; a negative length
     (``"estimate"``): none; else (``"auto"``) the rows whose ``folds`` (per repetition of

@@ -5,10 +5,12 @@ The ``random`` and ``anneal`` searchers on the ``loopnest`` model run as the dev
 thread), checked and evaluated on the device, and only each thread's best row and its
 counters come back. An evaluation is one distinct mapping evaluated (a legal one) or checked
 and refused: random search evaluates each fitting tiling under ``_ORDERS`` random loop
-orders; annealing evaluates one moved mapping per step and chain (one GPU thread), or, with
-``searcher_options={"orders": K, "lanes": W}``, runs chains of W GPU threads, each of which
-proposes its own move per step and, if it fits, evaluates the moved mapping and K - 1
-loop-order variants of it; the best of the chain's W x K goes through the Metropolis test.
+orders; annealing runs chains of W GPU threads (``searcher_options`` ``lanes``, default 8),
+each of which proposes its own move per step and, if it fits, evaluates the moved mapping and
+K - 1 loop-order variants of it (``orders``, default 16); the best of the chain's W x K goes
+through the Metropolis test, and every R steps (``restart``, default 8; 0: never) the worse
+half of a block's 16 chains take the states of the better half. ``{"orders": 1, "lanes":
+1}`` is the rule of one moved mapping per step and chain (one GPU thread).
 Launches repeat, each with its own seed, until the budget (evaluations) or the time limit is
 spent. The best row is evaluated once more on the host (the CPU
 kernel) for the `SearchResult`.
@@ -49,22 +51,28 @@ SEARCHERS = ("random", "anneal", "exhaustive")
 _THREADS = 1 << 18
 _PER_THREAD = 1024
 _STEPS = 1024
+# Annealing chains of several mappings per step or several lanes: evaluations per thread and
+# launch (2048 // orders steps per chain). On an H100 (docs/performance.md) chains of 128
+# steps of 16 mappings found the best EDP of the one-mapping-per-step rule on ten seeds out
+# of ten at its wall time, chains of 64 steps on nine.
+_MULTI_STEPS = 2048
 _N_INIT = 8
 # Random search: loop orders evaluated per fitting tiling (`_cuda.random_search`'s ``orders``;
 # measured on an H100, benchmarks/results/bench_gpu.json).
 _ORDERS = 32
 # Annealing (``searcher_options``): ``orders``, the mappings evaluated per step whose move
-# fits (the moved one and loop-order variants of it from the same factor caches), and
-# ``lanes``, the GPU threads of a chain, each proposing its own move; the best of a chain's
-# proposals goes through the Metropolis test (`_cuda.anneal_search`). A launch's threads take
-# _STEPS // orders steps, about the evaluations per thread of one mapping per step; budgets
-# below one block's launch of one step run chains of one thread. The default stays one
-# mapping per step and one thread per chain: on an H100 (benchmarks/results/bench_gpu.json,
-# docs/performance.md) orders 16 and lanes 8 reach 1.01e9 legal evaluations/s here against
-# 5.05e8, but their best EDP at 1e9 evaluations was 0.2-1.7% worse on three seeds.
-_ANNEAL_ORDERS = 1
-_ANNEAL_LANES = 1
-_ANNEAL_OPTIONS = ("orders", "lanes")
+# fits (the moved one and loop-order variants of it from the same factor caches),
+# ``lanes``, the GPU threads of a chain, each proposing its own move (the best of a chain's
+# proposals goes through the Metropolis test), and ``restart``, the steps between two
+# restarts, where the worse half of a block's chains take the better half's states
+# (`_cuda.anneal_search`). A launch's threads take _MULTI_STEPS // orders steps (_STEPS with
+# one mapping per step on chains of one thread); budgets below one block's launch of one
+# step run chains of one thread. Defaults measured on an H100 (docs/performance.md,
+# benchmarks/results/bench_gpu_anneal_default.json).
+_ANNEAL_ORDERS = 16
+_ANNEAL_LANES = 8
+_ANNEAL_RESTART = 8
+_ANNEAL_OPTIONS = ("orders", "lanes", "restart")
 _TPB = 128
 
 
@@ -103,9 +111,10 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         raise TypeError(f"anneal on device cuda: unknown searcher options {bad}; accepted: {', '.join(_ANNEAL_OPTIONS)}")
     for key in opts:
         v = opts[key]
-        if isinstance(v, bool) or not isinstance(v, int) or v < 1 or (key == "lanes" and 32 % v):
+        least = 0 if key == "restart" else 1
+        if isinstance(v, bool) or not isinstance(v, int) or v < least or (key == "lanes" and 32 % v):
             raise SpecError(f"anneal on device cuda: {key} = {v!r}; expected "
-                            + ("a divisor of 32" if key == "lanes" else "an int >= 1"))
+                            + ("a divisor of 32" if key == "lanes" else f"an int >= {least}"))
     given = [k for k, v in unsupported.items() if v not in (None, False, {}, [])]
     if given:
         raise SpecError(f"device cuda does not support {', '.join(given)}; drop them or use device cpu")
@@ -119,6 +128,7 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
     k = int(opts.get("orders", _ANNEAL_ORDERS))  # (annealing: evaluations per step)
     lanes = int(opts.get("lanes", _ANNEAL_LANES))
     lanes = lanes if budget is None or budget >= _TPB * (1 + _N_INIT) * k else 1
+    restart = int(opts.get("restart", _ANNEAL_RESTART)) if lanes > 1 else 0
     if searcher == "random":
         _cuda.random_search(problem, arch, threads=32, per_thread=1, seed=seed, top=1)
     else:
@@ -129,31 +139,39 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
     best: _cuda.GpuSearchResult | None = None
     launch = 0
     kernel_s = 0.0
+    fill = 1.0  # evaluations a launch made per evaluation it could make (refused moves count one, not `k`)
     while True:
         left = None if budget is None else budget - n_evals
         if left is not None and left <= 0:
             break
-        if time_limit_s is not None and time.perf_counter() - t0 >= time_limit_s:
+        # (at least one launch: a time limit shorter than the compile still returns a row)
+        if time_limit_s is not None and launch and time.perf_counter() - t0 >= time_limit_s:
             break
         # Small budgets: fewer draws or steps per thread, so that at least 32 threads (a block
         # of chains of several lanes) run.
         least = _TPB if lanes > 1 else 32
-        steps = _STEPS // k if left is None else max(1, min(_STEPS // k, left // (least * k) - _N_INIT))
+        most = (_STEPS if k == 1 and lanes == 1 else _MULTI_STEPS) // k
+        steps = most if left is None else max(1, min(most, left // (least * k) - _N_INIT))
         per = (_PER_THREAD if left is None else max(1, min(_PER_THREAD, left // 32))) if searcher == "random" \
             else (steps + _N_INIT) * k
-        threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / per))))
+        # the launch that finishes the budget is sized by the previous launch's fill, less 1%
+        # where launches fall short (else a refused move's shortfall leaves a tail of ever
+        # smaller launches)
+        least_fill = fill if fill >= 1.0 else 0.99 * fill
+        threads = _THREADS if left is None else int(min(_THREADS, max(1, math.ceil(left / (per * least_fill)))))
         sub_seed = int(np.random.SeedSequence([seed, launch]).generate_state(1)[0])
         if searcher == "random":
             r = _cuda.random_search(problem, arch, threads=threads, per_thread=per, seed=sub_seed, top=1,
                                     orders=max(1, min(_ORDERS, per // 4)))
         else:
-            # chains of several lanes run in whole blocks: at least one, else whole ones below
-            # the budget (the last launch may exceed it by less than one block's evaluations)
+            # chains of several lanes run in whole blocks (the last launch may exceed the
+            # budget by one block's evaluations and by 1% of its own)
             if lanes > 1:
-                threads = max(_TPB, threads // _TPB * _TPB)
+                threads = min(_THREADS, -(-threads // _TPB) * _TPB)
             r = _cuda.anneal_search(problem, arch, threads=threads, steps=steps, n_init=_N_INIT, seed=sub_seed, top=1,
-                                    orders=k, lanes=lanes, tpb=_TPB)
+                                    orders=k, lanes=lanes, tpb=_TPB, restart=restart)
         launch += 1
+        fill = min(1.0, max(0.5, r.evaluations / (r.threads * per)))
         n_evals += r.evaluations
         n_legal += r.legal
         kernel_s += r.seconds
@@ -174,7 +192,7 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
         n_evaluations=n_evals, n_valid=n_legal, elapsed_s=round(elapsed, 6),
         stop_reason="budget" if budget is not None and n_evals >= budget else "time",
         config={"device": "cuda", "launches": launch,
-                **({"orders": k, "lanes": lanes} if searcher == "anneal" else {}),
+                **({"orders": k, "lanes": lanes, "restart": restart} if searcher == "anneal" else {}),
                 "kernel_s": round(kernel_s, 6), "compile_s": round(compile_s, 3),
                 "legal_evaluations_per_s": n_legal / kernel_s if kernel_s > 0 else None},
         seed=seed, best_mapping_json=mapping_to_json(mapping, problem, arch),

@@ -72,10 +72,18 @@ SCRIPT = textwrap.dedent("""
     # (chains of 8 lanes whose lanes draw their own move kinds)
     runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "orders": 2, "lanes": 8,
                                     "tpb": 32, "anneal_share": "none"})]
+    # restarts (chains of several lanes): every step, greedy (a tiny temperature), so that
+    # most best rows come after a restart; and every 3 steps at the usual temperatures. The
+    # rows a chain reports after taking another chain's state and factor caches are still
+    # evaluated as the CPU evaluates them, and the counters are a step's as without restarts
+    runs += [(_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "orders": 2, "lanes": 4,
+                                    "tpb": 32, "restart": 1, "t_start": 1e-6, "t_end": 1e-6}),
+             (_cuda.anneal_search, {"steps": 10, "n_init": 3, "kernel": "specialized", "orders": 4, "lanes": 8,
+                                    "tpb": 32, "restart": 3})]
     # (on the zoo layer not "order+keep": one warp's two shared bypass draws may both be unfit)
     cases = [(run, (problem, arch)) for run in runs]
     cases += [(run, (zoo, eyeriss)) for run in (runs[0], runs[1], runs[3], runs[5], runs[6], runs[8], runs[9],
-                                                runs[10])]
+                                                runs[10], runs[11], runs[12])]
     for (fn, kw), (pr, ar) in cases:
         r = fn(pr, ar, threads=8, seed=3, top=3, **kw)
         assert r.kernel == kw["kernel"]
@@ -113,7 +121,7 @@ SCRIPT = textwrap.dedent("""
     for n in (1, 2, 3, 21, 35, 84, 105):
         st = _cuda_search.pair_stride(n)
         assert len({(5 + j * st) % n for j in range(n)}) == n
-    for bad in ({"orders": 0}, {"lanes": 3}):
+    for bad in ({"orders": 0}, {"lanes": 3}, {"restart": -1}):
         try:
             _cuda.anneal_search(problem, arch, threads=8, steps=4, kernel="specialized", **bad)
         except SpecError as exc:
@@ -136,13 +144,20 @@ SCRIPT = textwrap.dedent("""
     res = search(problem, arch, searcher="anneal", budget=200, device="cuda", seed=4)
     assert res.best is not None and res.n_evaluations >= 200 and res.config["device"] == "cuda"
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
-    # chains of several lanes through the API (a budget of whole blocks of 128 threads)
-    res = search(problem, arch, searcher="anneal", budget=20_000, device="cuda", seed=4,
-                 searcher_options={"orders": 16, "lanes": 8})
+    # the default: chains of 8 lanes, 16 mappings per step, restarts every 8 steps (a budget
+    # of whole blocks of 128 threads); and one mapping per step on chains of one thread
+    res = search(problem, arch, searcher="anneal", budget=20_000, device="cuda", seed=4)
     assert res.best is not None and 20_000 <= res.n_evaluations < 20_000 + 2 * 128 * 9 * 16
-    assert res.n_valid <= res.n_evaluations and (res.config["orders"], res.config["lanes"]) == (16, 8)
+    cfg = res.config
+    assert res.n_valid <= res.n_evaluations and (cfg["orders"], cfg["lanes"], cfg["restart"]) == (16, 8, 8)
     assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
-    for opts, exc in (({"chains": 4}, TypeError), ({"lanes": 3}, SpecError), ({"orders": 0}, SpecError)):
+    res = search(problem, arch, searcher="anneal", budget=2_000, device="cuda", seed=4,
+                 searcher_options={"orders": 1, "lanes": 1})
+    assert res.best is not None and 2_000 <= res.n_evaluations < 2_000 + 32 * 9
+    assert (res.config["orders"], res.config["lanes"], res.config["restart"]) == (1, 1, 0)
+    assert res.edp == cpu.evaluate(problem, arch, res.best.as_batch()).edp[0]
+    for opts, exc in (({"chains": 4}, TypeError), ({"lanes": 3}, SpecError), ({"orders": 0}, SpecError),
+                      ({"restart": -2}, SpecError)):
         try:
             search(problem, arch, searcher="anneal", budget=200, device="cuda", searcher_options=opts)
         except exc as e:

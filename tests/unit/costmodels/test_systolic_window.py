@@ -1,0 +1,175 @@
+"""The demand-stream walk of SCALE-Sim's prefetch window (`_systolic_window`): counted from
+reset to reset (`_jump`, `_reset_offsets`) it equals the walk entry by entry and a plain
+replay of the same stream, on random layers (strided, sliding-window, 1x1, zero-padded,
+GEMMs), every stream mode, chunk sizes, flattening orders and windows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from accelmap.arch.presets import systolic_array
+from accelmap.costmodels import _systolic_window as sw
+from accelmap.costmodels import systolic as sy
+from accelmap.workloads.builders import conv2d, conv2d_from_input, matmul
+
+ARCH = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+
+
+def _replay(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int,
+            cc: int, ur: int, uc: int, window: int) -> int:
+    """The stream written out entry by entry (column folds outer, row folds inner; skewed
+    folds along anti-diagonals, ``c`` ascending; stationary folds bottom row first) and
+    replayed through a set that is dropped when it holds ``window`` words."""
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    stream: list[int] = []
+    for y0 in range(0, s_c, uc):
+        for x0 in range(0, s_r, ur):
+            nx, ny = min(ur, s_r - x0), min(uc, s_c - y0)
+            if mode == sw.STATIONARY:
+                stream += [a_off[a] + b_off[b] for a in range(x0 + nx - 1, x0 - 1, -1) for b in range(y0, y0 + ny)]
+                continue
+            base, n = (x0, nx) if mode == sw.ROWS_TIME else (y0, ny)
+            stream += [a_off[base + c] + b_off[d - c] for d in range(t_len + n - 1)
+                       for c in range(max(0, d - t_len + 1), min(d, n - 1) + 1)]
+    seen: set[int] = set()
+    fetched = 0
+    for a in stream:
+        if stamp[a] < 0 or a in seen:
+            continue
+        seen.add(a)
+        fetched += 1
+        if len(seen) == window:
+            seen = set()
+    return fetched
+
+
+@st.composite
+def streams(draw):
+    """One operand's demand stream: a random layer (the ifmap of a convolution, strided,
+    zero-padded or with SCALE-Sim's rounded-up ofmap, or a GEMM's), a random pair of array
+    classes, chunk sizes, flattening order and window."""
+    kind = draw(st.sampled_from(["conv", "conv", "padded", "gemm"]))
+    if kind == "gemm":
+        prob = matmul("g", m=draw(st.integers(1, 60)), n=draw(st.integers(1, 30)), k=draw(st.integers(1, 60)),
+                      word_bits=8)
+    else:
+        h = draw(st.integers(4, 20))
+        f = min(draw(st.sampled_from([1, 2, 3, 5])), h)
+        stride = draw(st.sampled_from([1, 1, 2, 3]))
+        c, k = draw(st.sampled_from([1, 2, 3, 8])), draw(st.sampled_from([2, 4, 12]))
+        if kind == "padded":
+            prob = conv2d_from_input("c", c=c, k=k, h=h, w=h, r=f, s=f, stride=stride, padding=1, word_bits=8)
+        else:
+            e = -(-(h - f) // stride) + 1
+            prob = conv2d("c", c=c, k=k, p=e, q=e, r=f, s=f, stride=stride, input_hw=(h, h), word_bits=8)
+    lay = sy.systolic_layout(prob, ARCH)[0]
+    rc, cc = draw(st.sampled_from([(0, 1), (1, 0), (2, 1), (1, 2), (2, 0), (0, 2)]))
+    size = lay.class_size
+    # small chunks often: many folds, so many repetitions of a unit
+    ur = draw(st.integers(1, min(size[rc], draw(st.sampled_from([2, 3, 9])))))
+    uc = draw(st.integers(1, min(size[cc], draw(st.sampled_from([2, 3, 9])))))
+    order = draw(st.permutations(range(prob.n_dims)))
+    window = draw(st.sampled_from([1, 2, 7, 50, 120, 500]))
+    return prob, lay, rc, cc, ur, uc, order, window
+
+
+def _arrays(prob, lay, rc, cc, order):  # noqa: ANN001, ANN202
+    tc = 3 - rc - cc
+    mine = (0, 2)  # the ifmap's classes (m, k)
+    if rc in mine and cc in mine:
+        mode, classes = sw.STATIONARY, (rc, cc)
+    elif rc in mine:
+        mode, classes = sw.ROWS_TIME, (rc, tc)
+    else:
+        mode, classes = sw.COLS_TIME, (cc, tc)
+    rel = tuple(d for d in order if lay.dim_class[d] in classes and int(prob.bounds[d]) > 1)
+    return mode, (*sy._walk_static(prob, lay, 0), rel, classes)
+
+
+def _count(args: tuple, mode: int, rc: int, cc: int, ur: int, uc: int, window: int, *, jump: bool,
+           max_reps: int | None = None) -> int:
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    old = sw.JUMP_MIN_REPS
+    sw.JUMP_MIN_REPS = old if jump else 1 << 62  # (read when the walk's scratch is sized)
+    try:
+        return sw._run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps)
+    finally:
+        sw.JUMP_MIN_REPS = old
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_jump_equals_the_entry_walk_and_the_replay(case):
+    """Counting the repetitions of a unit from reset to reset gives the entry walk's count
+    (the walk with the jump off: period skips, the ``W - 1`` gap check and all) and the
+    replay's, on every stream mode."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    size = lay.class_size
+    reps = -(-size[cc] // uc) if mode == sw.ROWS_TIME else -(-size[rc] // ur)
+    event("jumps" if mode != sw.STATIONARY and reps >= sw.JUMP_MIN_REPS else "walks")
+    got = _count(args, mode, rc, cc, ur, uc, window, jump=True)
+    assert got == _count(args, mode, rc, cc, ur, uc, window, jump=False)
+    a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
+    assert got == _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc, window)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams())
+def test_capped_walk_is_exact_where_it_jumps(case):
+    """`window_fetches_capped` walks at most a few passes; where a unit's repetitions are
+    counted by `_jump` (more than ``JUMP_MIN_REPS`` of them: a unit that starts with words
+    in the window walks one repetition first), its count is the whole walk's."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    want = _count(args, mode, rc, cc, ur, uc, window, jump=False)
+    got = _count(args, mode, rc, cc, ur, uc, window, jump=True, max_reps=2)
+    size = lay.class_size
+    reps = -(-size[cc] // uc) if mode == sw.ROWS_TIME else -(-size[rc] // ur)
+    if mode != sw.STATIONARY and reps > sw.JUMP_MIN_REPS:
+        event("jumps")
+        assert got == want
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_reset_offsets_by_brute_force(seed):
+    """`_reset_offsets`: from every start of a unit repeated without end, the entries to the
+    ``window``-th distinct word (or -1 when the unit has fewer words), as a scan from each
+    start finds them; non-words (-1) count as entries, never as words."""
+    rng = np.random.default_rng(seed)
+    for _ in range(20):
+        n = int(rng.integers(1, 40))
+        unit = rng.integers(-1, int(rng.integers(1, 30)), size=n).astype(np.int32)
+        window = int(rng.integers(1, 12))
+        fwd = np.empty(n, dtype=np.int32)
+        cnt = np.zeros(32, dtype=np.int32)
+        sw._reset_offsets(unit, n, window, cnt, fwd)
+        assert not cnt.any()
+        words = len(set(unit[unit >= 0].tolist()))
+        for p in range(n):
+            want = -1
+            if words >= window:
+                seen: set[int] = set()
+                j = 0
+                while True:
+                    a = int(unit[(p + j) % n])
+                    if a >= 0:
+                        seen.add(a)
+                        if len(seen) == window:
+                            want = j
+                            break
+                    j += 1
+            assert int(fwd[p]) == want, (unit.tolist(), window, p)
+
+
+def test_capped_rows_of_auto_jump():
+    """Every row ``"auto"`` walks with capped passes has more passes than the cap
+    (`systolic._walk_rows`), hence, with the cap at least `JUMP_MIN_REPS`, more
+    repetitions than the jump needs after one walked repetition: its count is exact."""
+    from accelmap.costmodels.systolic import SystolicModel
+
+    assert SystolicModel.CAPPED_WALK_REPS >= sw.JUMP_MIN_REPS
