@@ -154,3 +154,50 @@ def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
     a, b = cpu.stats(prob, arch, batch), ref.stats(prob, arch, batch)
     for f in b.__dataclass_fields__:
         assert np.array_equal(getattr(a, f), getattr(b, f)), f
+
+
+def test_specialised_driver_serves_after_the_threshold(monkeypatch) -> None:
+    """The generic driver serves the first `_SPECIALISE_AFTER_ROWS` rows of a (problem, arch),
+    the driver specialised per structure the batch that reaches it and every later one; both
+    give the numpy path's `Metrics`, and `evaluate_objective` gives `evaluate`'s fields."""
+    from accelmap.costmodels import _systolic_cpu
+
+    prob, arch, batch = _case()
+    used: list[tuple] = []
+    driver = _systolic_cpu.driver
+
+    def counting(spec):  # noqa: ANN001, ANN202
+        used.append(spec)
+        return driver(spec)
+
+    monkeypatch.setattr(_systolic_cpu, "driver", counting)
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", len(batch) + 1)
+    cpu, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
+    first = cpu.evaluate(prob, arch, batch)
+    assert not used  # len(batch) rows seen: below the threshold
+    second = cpu.evaluate(prob, arch, batch)
+    assert used and used[-1] == cpu._prepared(prob, arch)[5]
+    want = ref.evaluate(prob, arch, batch)
+    assert_engines_agree(first, want, what="generic driver")
+    assert_engines_agree(second, want, what="specialised driver")
+    obj = cpu.evaluate_objective(prob, arch, batch)
+    for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(getattr(obj, name), getattr(second, name)), name
+
+
+def test_structure_is_shared_by_layers_of_one_shape() -> None:
+    """The specialised driver's key holds what the structure fixes, not the bounds: two 3x3
+    convolutions of different sizes on one arch share it, a strided one does not."""
+    from accelmap.costmodels import _systolic_cpu
+    from accelmap.costmodels.systolic import systolic_layout
+
+    arch = systolic_array(8, 8, 1, 1, 1)
+
+    def key(prob):  # noqa: ANN001, ANN202
+        consts = _systolic_kernel.systolic_consts(prob, arch, systolic_layout(prob, arch)[0])
+        return _systolic_cpu.structure(consts, arch.n_levels, prob.n_tensors)
+
+    a = key(conv2d("a", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8))
+    b = key(conv2d("b", c=16, k=32, p=7, q=9, r=3, s=3, word_bits=8))
+    c = key(conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3, stride=2, word_bits=8))
+    assert a == b and a != c
