@@ -212,7 +212,8 @@ def _systolic_pool(problem, arch, n: int, rng: np.random.Generator):
     """Random SCALE-Sim-style mappings: a random dataflow (what the PE registers keep), its
     two array classes on the rows and columns with a random number of PEs (1 .. R, 1 .. C)
     on the innermost dim of each class, every temporal loop at DRAM."""
-    from accelmap.costmodels.systolic import scalesim_mapping, systolic_layout
+    from accelmap.costmodels.systolic import systolic_layout
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
     from accelmap.mapper.mapping import MappingBatch
 
     lay, _ = systolic_layout(problem, arch)

@@ -56,7 +56,8 @@ import numpy as np
 
 from accelmap.costmodels._systolic_window import window_fetches
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
-from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -171,9 +172,10 @@ def pool_cost(n: int = 20000, seed: int = 0) -> dict:
     import sys
 
     sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
     from accelmap.arch.presets import preset
     from accelmap.workloads.builders import conv2d
-    from benchmarks.bench_costmodel import _systolic_pool
 
     arch = preset("systolic")
     problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
@@ -209,7 +211,7 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
     `test_sliding_window_estimate_accuracy`): median and worst relative error of the
     ifmap's DRAM reads per sub-space."""
     from accelmap.arch.presets import systolic_array
-    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
     from accelmap.workloads.builders import conv2d
 
     rng = np.random.default_rng(seed)

@@ -24,7 +24,8 @@ from typing import Any
 import numpy as np
 
 from accelmap.arch.presets import preset, systolic_array
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping, systolic_variants
+from accelmap.costmodels.systolic import Dataflow, SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping, systolic_variants
 from accelmap.mapper.constraints import Constraints
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace

@@ -26,7 +26,8 @@ from pathlib import Path
 import pytest
 
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology
-from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 
 REF = Path(__file__).resolve().parents[2] / ".." / "shared" / "reference" / "scalesim"
 

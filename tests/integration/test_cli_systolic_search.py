@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 
 from accelmap.arch.presets import preset
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import Dataflow, SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.workloads.zoo import layer
 

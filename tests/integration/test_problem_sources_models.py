@@ -81,7 +81,7 @@ def test_renamed_and_reordered_dims_give_identical_metrics(model: str) -> None:
         if model == "systolic" else _flat_arch()
     cost = costmodels.get(model)()
     if model == "systolic":
-        from accelmap.costmodels.systolic import scalesim_mapping
+        from accelmap.costmodels.systolic_variants import scalesim_mapping
 
         batch = MappingBatch.from_mappings([scalesim_mapping(p, arch, df)[0] for df in ("os", "ws", "is")])
     else:

@@ -302,7 +302,7 @@ def test_systolic_specialised_driver(case: str, arch_name: str) -> None:
 
 
 def _systolic_sampled_seeded_and_damaged(case: str, arch_name: str, *, specialised: bool) -> None:
-    from accelmap.costmodels.systolic import scalesim_mapping, systolic_variants, variant_seeds
+    from accelmap.costmodels.systolic_variants import scalesim_mapping, systolic_variants, variant_seeds
 
     arch = preset(arch_name)
     problem = SYSTOLIC_CASES[case]()
@@ -344,7 +344,8 @@ def test_systolic_big_tile_then_short_last_tile() -> None:
     scalar reference agree (the kernel counted 1,501 filter words before the fix, the
     others 1,579)."""
     from accelmap.arch.presets import systolic_array
-    from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
     from accelmap.mapper.mapping import Mapping
 
     problem = matmul("g", m=2, n=10, k=79, word_bits=8)
@@ -388,7 +389,7 @@ def test_systolic_padded_zoo_layers_specialised(layer: str) -> None:
 
 
 def _systolic_padded_zoo_layer(layer: str, *, specialised: bool) -> None:
-    from accelmap.costmodels.systolic import scalesim_mapping
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
 
     problem, arch = load_problem(layer), preset("systolic")
     assert problem.has_padding

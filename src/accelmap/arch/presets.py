@@ -359,7 +359,7 @@ def _systolic_constraints(names: tuple[str, ...]) -> tuple[tuple[str, object], .
     array). Which dims sit on rows and columns and what the PE registers keep (the
     dataflow) stay free: one MapSpace cannot say "one GEMM class per array axis" (its
     rules are per dim), so the ``systolic`` cost model searches one sub-space per dataflow
-    instead (`accelmap.costmodels.systolic.systolic_variants`).
+    instead (`accelmap.costmodels.systolic_variants.systolic_variants`).
     """
     gemm = ["@irrelevant:input", "@irrelevant:weight", "@irrelevant:output"]
     return (

@@ -48,7 +48,8 @@ def run(args: argparse.Namespace) -> int:
     """Evaluate a SCALE-Sim config and topology; print one line (or JSON object) per layer."""
     from accelmap.cli import UsageError
     from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
-    from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
 
     cfg_path = getattr(args, "scalesim_config", None)
     topo_path = getattr(args, "scalesim_topology", None)

@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset, systolic_array
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping, systolic_layout
+from accelmap.costmodels.systolic import Dataflow, SystolicModel, systolic_layout
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.mapper.check import Reason
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.testing.costmodel_checks import check_cost_model

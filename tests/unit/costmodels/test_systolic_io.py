@@ -8,7 +8,8 @@ import json
 import pytest
 
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping
+from accelmap.costmodels.systolic import Dataflow, SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.errors import SpecError
 
 CFG = """[general]

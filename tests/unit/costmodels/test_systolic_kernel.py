@@ -7,7 +7,8 @@ import numpy as np
 
 from accelmap.arch.presets import systolic_array
 from accelmap.costmodels import _systolic_kernel, systolic
-from accelmap.costmodels.systolic import SystolicModel, systolic_variants, variant_seeds
+from accelmap.costmodels.systolic import SystolicModel
+from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.testing.costmodel_checks import assert_engines_agree
 from accelmap.workloads.builders import conv2d

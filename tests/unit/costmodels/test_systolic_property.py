@@ -10,7 +10,8 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from accelmap.arch.presets import systolic_array
-from accelmap.costmodels.systolic import SystolicModel, scalesim_mapping, systolic_layout
+from accelmap.costmodels.systolic import SystolicModel, systolic_layout
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.testing.costmodel_checks import assert_metrics_equal
 from accelmap.workloads.builders import batched_matmul, conv2d, matmul
@@ -227,7 +228,7 @@ def test_auto_window_on_the_seeds_of_every_sub_space():
     1 kB window (fold counts from the fewest to several times it): ``"auto"`` gives the
     exact mode's ifmap DRAM reads exactly where the rule says and the estimate's elsewhere,
     on both engines and the scalar path; the batch has rows of both kinds that differ."""
-    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 
     prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
     arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)

@@ -6,14 +6,8 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset, systolic_array
-from accelmap.costmodels.systolic import (
-    _DEFAULT_AXES,
-    Dataflow,
-    SystolicModel,
-    scalesim_mapping,
-    systolic_variants,
-    variant_seeds,
-)
+from accelmap.costmodels.systolic import _DEFAULT_AXES, Dataflow, SystolicModel
+from accelmap.costmodels.systolic_variants import scalesim_mapping, systolic_variants, variant_seeds
 from accelmap.mapper.constraints import Constraints, KeepRule
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace

@@ -16,7 +16,8 @@ import pytest
 
 from accelmap.arch.presets import systolic_array
 from accelmap.costmodels.scalesim_io import _demand_streams
-from accelmap.costmodels.systolic import Dataflow, SystolicModel, scalesim_mapping, systolic_layout
+from accelmap.costmodels.systolic import Dataflow, SystolicModel, systolic_layout
+from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.workloads.builders import conv2d, matmul
 
 
@@ -279,7 +280,7 @@ def test_transposed_ws_streams_like_ws():
     variant a search also covers) reads the ifmap as WS does when the filters fit the
     array once: the same stream, so the exact counts are equal, and the estimate treats
     its window chunks as the same shifted tiles (it was 61 % low on CB2a_2 before)."""
-    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 
     prob = conv2d("c", c=16, k=8, p=20, q=20, r=3, s=3, word_bits=8)
     arch = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
@@ -300,7 +301,7 @@ def test_transposed_ws_estimate_accuracy():
     """The estimate against the exact mode on the transposed WS variant's seeds of random
     convolutions (seed 0): as close as on WS itself (median 0.0 %; before the transposed
     rule, median 82 %, docs/validation.md)."""
-    from accelmap.costmodels.systolic import systolic_variants, variant_seeds
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 
     rng = np.random.default_rng(0)
     exact, est = SystolicModel(dram_window="exact"), SystolicModel(dram_window="estimate")
