@@ -1,0 +1,357 @@
+"""Stage ablations of the loopnest CPU driver and the variants tried on it, one core.
+
+Run by hand from the repo root::
+
+    python benchmarks/bench_loopnest_variants.py [--rows 20000] [--repeats 31] [--only NAME ...]
+
+Every variant is the current `accelmap.costmodels._loopnest_cpu` source with one textual
+patch (below; a patch that no longer applies is an error naming it), loaded as its own module
+and compiled (numba's cache off, so no variant loads another's code). All run on the same
+pool of legal MapSpace samples of res2a_branch2b on eyeriss-like (the case of
+``bench_costmodel.py --backends``), on the calling thread, each timed in turn within every
+repeat (interleaved), ``full`` (counts written) and objective-only. Time is the thread's CPU
+time (`time.thread_time`): on a shared, loaded machine it leaves out the time the thread
+waits for a core, which wall time does not (it still counts a busy hyperthread sibling).
+
+Variants marked ``equal`` must give the current driver's results exactly (cycles, energy,
+validity, reason and all six counts); the script checks it. Ablations (``abl_*``) remove a
+step and are timed only.
+
+Results: ``benchmarks/results/bench_loopnest_variants.json`` (``--out`` to change): medians
+and bests in ns per row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "bench_loopnest_variants.json"
+SRC = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_cpu.py"
+
+_LEGAL = "            # --- the counts of a legal row (``tile`` from `_check`) ---\n"
+_TENSORS = "            for t in range(T):\n                if CLOSED[t]:\n"
+_STOP = "            valid[i] = True\n            res[i, _CYCLES] = {}\n            continue\n"
+
+# name -> (what it is, whether its results must equal the driver's, [(old, new), ...])
+VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
+    "current": ("the driver as it is", True, []),
+    "abl_legal": ("legality only: stops after `_check`", False, [(_LEGAL, _STOP.format("1.0") + _LEGAL)]),
+    "abl_setup": ("legality and the loop-nest setup (active loops, fanout products); no per-tensor work", False,
+                  [(_TENSORS, _STOP.format("float(macs_per_unit + lvl[1, L - 1])") + _TENSORS)]),
+    "abl_checks": ("without the checks after FACTORS (ORDER, KEEP, FANOUT, CAPACITY)", False,
+                   [("    for lv in range(L):\n        seen = 0",
+                     "    return 0, -1\n    for lv in range(L):\n        seen = 0")]),
+    "abl_slide": ("without eq. D's walk for non-closed tensors (closed form for every tensor)", False,
+                  [("deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)",
+                    "deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, kcs[c]]")]),
+    "abl_distinct": ("without eq. S (groups = the fanout product)", False,
+                     [("groups *= _distinct(S, t, lv, g, tile, buf)", "groups *= lvl[0, lv]")]),
+    "abl_padding": ("without the padding scale (the padded input's counts left as they are)", False,
+                    [("                if fr < 1.0:", "                if fr < 0.0:")]),
+    "horner": ("eq. D in one pass from the innermost loop out (Horner's rule, as `_cuda_search`), no step table",
+               True, [(
+                   """    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            s = a - shift[cc]
+            shift[cc] += a
+            if s != 0:
+                moved += 1
+                which, amount = cc, s
+        if moved == 0:
+            lp[5, j] = 0
+        elif moved == 1 and abs(amount) < spans[which]:
+            lp[5, j] = 2
+            lp[7, j] = which
+            lp[6, j] = 1 if amount > 0 else -1
+            lp[8, j] = abs(amount) * (size // spans[which])
+        else:
+            lp[5, j] = 1
+    total, prefix = size, 1
+    inner = kc - 1
+    for j in range(kc):
+        k = lp[5, j]
+        if k == 0:
+            new = 0
+        elif k == 1:
+            new = size
+        elif lp[5, inner] == 2 and (lp[7, j] != lp[7, inner] or lp[6, j] != lp[6, inner]):
+            new = size
+        else:
+            new = lp[8, j]
+        total += prefix * (lp[1, j] - 1) * new
+        prefix *= lp[1, j]
+    return total
+""", """    acc = 0
+    in_slide, in_which, in_sgn = False, -1, 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            s = a - shift[cc]
+            shift[cc] += a
+            if s != 0:
+                moved += 1
+                which, amount = cc, s
+        if moved == 0:
+            new = 0
+        elif moved == 1 and abs(amount) < spans[which]:
+            sgn = 1 if amount > 0 else -1
+            if j == kc - 1:
+                in_slide, in_which, in_sgn = True, which, sgn
+                new = abs(amount) * (size // spans[which])
+            elif in_slide and (which != in_which or sgn != in_sgn):
+                new = size
+            else:
+                new = abs(amount) * (size // spans[which])
+        else:
+            new = size
+        b = lp[1, j]
+        acc = (b - 1) * new + b * acc
+    return size + acc
+""")]),
+    "one_pass_check": ("legality's factor pass also forms the spatial factors g, each level's fanout product and "
+                       "its fanout verdict (the setup's two loops over them removed)", True, [
+        ("def _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans):",
+         "def _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans, g, lvl):"),
+        ("""    for lv in range(L - 1, -1, -1):
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            tile[lv, d] = tile[lv + 1, d] * a * x * y
+""", """    fan_lv = -1
+    for lv in range(L - 1, -1, -1):
+        ux, uy = 1, 1
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            xy = x * y
+            if FANL[lv]:
+                g[lv, d] = xy
+            tile[lv, d] = tile[lv + 1, d] * a * xy
+            ux *= x
+            uy *= y
+        lvl[0, lv] = ux * uy if FANL[lv] else 1
+        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
+            fan_lv = lv
+"""),
+        ("""    for lv in range(L):
+        ux, uy = 1, 1
+        for d in range(D):
+            ux *= spatial[i, lv, d, 0]
+            uy *= spatial[i, lv, d, 1]
+        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
+            return _FANOUT, lv
+""", "    if fan_lv >= 0:\n        return _FANOUT, fan_lv\n"),
+        ("""            for lv in range(L):
+                if FANL[lv]:
+                    for d in range(D):
+                        g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
+""", ""),
+        ("""                ub = 1
+                if FANL[lv]:
+                    for d in range(D):
+                        ub *= g[lv, d]
+                lvl[0, lv] = ub
+                lvl[1, lv] = ib
+                ib *= ub
+""", "                lvl[1, lv] = ib\n                ib *= lvl[0, lv]\n"),
+        ("capacity, tile, spans)\n", "capacity, tile, spans, g, lvl)\n")]),
+    "tables_in_scratch": ("COEF and REL (indexed by a loop's dim, read from the row's order) copied once per call "
+                          "into a scratch array, instead of constant tuples indexed at run time", True, [
+        ("def _deliv_f(S, t, c, tile, lp, kc, spans, shift):", "def _deliv_f(S, t, c, tile, lp, kc, spans, shift, tab):"),
+        ("            a = COEF[(t * C + cc) * D + d] * st\n", "            a = tab[(t * C + cc) * D + d] * st\n"),
+        ("        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc\n",
+         "        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl, tab = sc\n"
+         "        for q in range(T * C * D):\n            tab[q] = COEF[q]\n"
+         "        for q in range(T * D):\n            tab[T * C * D + q] = REL[q]\n"),
+        ("lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]",
+         "lp[4, j + 1] = j + 1 if tab[T * C * D + t * D + lp[0, j]] else lp[4, j]"),
+        ("_deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)", "_deliv_f(S, t, c, tile, lp, kcs[c], spans, shift, tab)"),
+        ("    n_blocks = scratch[0].shape[0]\n",
+         "    n_blocks = scratch[0].shape[0]\n    T_, C_, D_ = c.coef.shape\n"
+         "    scratch = (*scratch, np.empty((n_blocks, T_ * C_ * D_ + T_ * D_), np.int64))\n")]),
+    "footprints_kept": ("the capacity check's footprints and spans kept per (level, tensor) and read again by the "
+                        "deliveries (as `_cuda_search`'s cached evaluation), instead of recomputed", True, [
+        ("@njit(inline=\"always\", **_JIT)  # type: ignore[call-overload]\ndef _cblk(",
+         """@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _fpk(S, t, lv, tile, fpc, spc):
+    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
+    size = 1
+    for cc in range(C):
+        s = 1
+        for k in range(NTERM[t * C + cc]):
+            s += TCOEF[(t * C + cc) * M + k] * (tile[lv, TDIM[(t * C + cc) * M + k]] - 1)
+        spc[lv, t, cc] = s
+        size *= s
+    fpc[lv, t] = size
+    return size
+
+@njit(inline="always", **_JIT)  # type: ignore[call-overload]
+def _cblk("""),
+        ("capacity, tile, spans):\n", "capacity, tile, fpc, spc):\n"),
+        ("                need += _fp(S, t, tile, lv, spans)\n", "                need += _fpk(S, t, lv, tile, fpc, spc)\n"),
+        ("def _deliv_f(S, t, c, tile, lp, kc, spans, shift):\n"
+         "    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S\n"
+         "    size = _fp(S, t, tile, c, spans)\n",
+         "def _deliv_f(S, t, c, lp, kc, size, spans, shift):\n"
+         "    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S\n"),
+        ("and abs(amount) < spans[which]:", "and abs(amount) < spans[c, t, which]:"),
+        ("abs(amount) * (size // spans[which])", "abs(amount) * (size // spans[c, t, which])"),
+        ("        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc\n",
+         "        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl, fpc, spc = sc\n"),
+        ("capacity, tile, spans)\n", "capacity, tile, fpc, spc)\n"),
+        ("""                        if CLOSED[t]:
+                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+                        else:
+                            deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)""",
+         """                        size = fpc[c, t] if CAPF[c] else _fpk(S, t, c, tile, fpc, spc)
+                        if CLOSED[t]:
+                            deliv[c, t] = size * lp[3, lp[4, kcs[c]]]
+                        else:
+                            deliv[c, t] = _deliv_f(S, t, c, lp, kcs[c], size, spc, shift)"""),
+        ("    n_blocks = scratch[0].shape[0]\n",
+         "    n_blocks = scratch[0].shape[0]\n    T_, C_, _ = c.coef.shape\n    L_ = c.holds.shape[0]\n"
+         "    scratch = (*scratch, np.empty((n_blocks, L_, T_), np.int64), np.empty((n_blocks, L_, T_, C_), np.int64))\n")]),
+    "int32_scratch": ("tiles, spatial factors, loop tables, spans, shifts and offsets in int32 scratch (as "
+                      "`_cuda_search` where `fits_32bit` holds; the mapping arrays stay int64, so the arithmetic "
+                      "stays 64-bit and only loads and stores narrow; deliveries and per-level words int64)", True, [
+        ("    n_blocks = scratch[0].shape[0]\n",
+         "    n_blocks = scratch[0].shape[0]\n"
+         "    scratch = tuple(x.astype(np.int32) if k in (0, 1, 2, 4, 5, 7, 8) else x for k, x in enumerate(scratch))\n")]),
+    "split_products": ("the loop nest's running product of bounds as one chain per level times the product of "
+                       "the levels above (a 7-deep multiply chain per level instead of one 35 deep)", True, [
+        ("""            k = 0
+            prod = 1
+            lp[3, 0] = 1
+            for lv in range(L):
+                kcs[lv] = k
+                for j in range(D):
+                    d = order[i, lv, j]
+                    b = temporal[i, lv, d]
+                    prod *= b
+""", """            k = 0
+            above = 1
+            lp[3, 0] = 1
+            for lv in range(L):
+                kcs[lv] = k
+                run = 1
+                for j in range(D):
+                    d = order[i, lv, j]
+                    b = temporal[i, lv, d]
+                    run *= b
+                    prod = above * run
+"""), ("""                    k += b >= 2
+            kcs[L] = k
+""", """                    k += b >= 2
+                above *= run
+            kcs[L] = k
+""")]),
+}
+
+
+def _load(name: str, patches: list[tuple[str, str]], where: Path):  # noqa: ANN202 (a module)
+    src = SRC.read_text().replace('"cache": True', '"cache": False')
+    for old, new in patches:
+        if src.count(old) != 1:
+            raise SystemExit(f"variant {name}: a patch matches {src.count(old)} times (expected once); "
+                             f"the driver changed, update the patch: {old[:80]!r}")
+        src = src.replace(old, new)
+    path = where / f"_lnvar_{name}.py"
+    path.write_text(src)
+    spec = importlib.util.spec_from_file_location(f"_lnvar_{name}", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, default=20_000)
+    ap.add_argument("--repeats", type=int, default=31)
+    ap.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="these variants (and `current`)")
+    ap.add_argument("--out", type=Path, default=RESULTS)
+    args = ap.parse_args()
+
+    import numba
+
+    numba.set_num_threads(1)
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _pools
+
+    from accelmap.costmodels import _loopnest_kernel as lk
+    from accelmap.costmodels.loopnest import LoopNestModel
+
+    names = ["current"] + [v for v in (args.only or VARIANTS) if v != "current"]
+    n = args.rows
+    label, problem, arch, batch = _pools("loopnest", n)[0]
+    consts = LoopNestModel(engine="cpu")._kernel_consts(problem, arch)
+    frac = np.ascontiguousarray(problem.existing_fraction() if problem.has_padding else np.ones(problem.n_tensors))
+    L, T, D, C = arch.n_levels, problem.n_tensors, problem.n_dims, consts.coef.shape[1]
+    grid = int(consts.ints[1])
+    mp = (np.ascontiguousarray(batch.temporal, dtype=np.int64), np.ascontiguousarray(batch.spatial, dtype=np.int64),
+          np.ascontiguousarray(batch.order, dtype=np.int64), np.ascontiguousarray(batch.keep, dtype=np.bool_))
+
+    def run(mod, full: bool):  # noqa: ANN001, ANN202
+        res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
+        cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 1, 6, L, T))
+        sc = lk.scratch(1, L, D, T, C, grid)
+        t0 = time.thread_time()
+        mod.evaluate_rows(consts, *mp, frac, res, valid, codes, cnt, full, sc, 1)
+        return time.thread_time() - t0, (res, valid, codes, cnt if full else None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        mods, compile_s, outs = {}, {}, {}
+        for name in names:
+            t0 = time.process_time()
+            mods[name] = _load(name, VARIANTS[name][2], Path(tmp))
+            for full in (False, True):
+                outs[name, full] = run(mods[name], full)[1]
+            compile_s[name] = time.process_time() - t0
+        for name in names:
+            if not VARIANTS[name][1]:
+                continue
+            for full in (False, True):
+                got, ref = outs[name, full], outs["current", full]
+                for a, b in zip(got, ref, strict=True):
+                    if a is not None and not np.array_equal(a, b):
+                        raise SystemExit(f"variant {name} (full={full}) differs from the current driver")
+        times: dict[tuple[str, bool], list[float]] = {(v, f): [] for v in names for f in (False, True)}
+        for _ in range(args.repeats):
+            for (v, f) in times:
+                times[v, f].append(run(mods[v], f)[0])
+    rows = []
+    for (v, f), ts in times.items():
+        rows.append({"variant": v, "what": VARIANTS[v][0], "equal_checked": VARIANTS[v][1], "counts": f,
+                     "median_ns_per_row": float(np.median(ts)) / n * 1e9, "best_ns_per_row": min(ts) / n * 1e9,
+                     "compile_and_first_calls_cpu_s": compile_s[v]})
+        print(f"{v:18s} counts={f!s:5s} median {rows[-1]['median_ns_per_row']:6.0f}  best "
+              f"{rows[-1]['best_ns_per_row']:6.0f} ns/row")
+    load = os.getloadavg()
+    print("load average", load)
+    args.out.write_text(json.dumps({"case": label, "rows_per_call": n, "repeats": args.repeats,
+                                    "legal_share": float(outs["current", True][1].mean()),
+                                    "timer": "time.thread_time", "load_average_after": load,
+                                    "machine": {"python": platform.python_version(), "numpy": np.__version__,
+                                                "numba": numba.__version__, "cpus": os.cpu_count()},
+                                    "results": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
