@@ -34,6 +34,12 @@ DEFAULT_SEARCHER = "anneal"
 DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
 NETWORK_DEFAULT_BUDGET = 150_000  # per distinct layer of a network search (ResNet-50: ~19-25 CPU s)
 NETWORK_EXACT_TIME_S = 60.0  # per distinct layer of an exact network search without --time or --budget
+#: an exact network search under one total time (``network_time_s``): the share of it that
+#: the first run of every layer takes (in equal parts), the warm start of those first runs,
+#: and the shortest later run worth starting
+NETWORK_EXACT_FIRST_SHARE = 0.4
+NETWORK_EXACT_WARM_BUDGET = 200_000
+NETWORK_EXACT_MIN_RUN_S = 1.0
 
 
 def _problem(problem: Any) -> Any:
@@ -275,7 +281,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             "or early_stop (give a time limit or a budget instead)")
         return searcher_cls.run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
                                 seed=seed, budget=budget, time_limit_s=time_limit_s, options=opts,
-                                progress=progress, config=extra)
+                                progress=progress, config=extra, initial=initial)
     bound, kind = _lower_bound(ms, model_name, obj)
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
@@ -518,12 +524,118 @@ class NetworkResult:
         return p
 
 
+def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: float, on_layer: Any,
+                   kwargs: dict[str, Any]) -> list[SearchResult]:
+    """Exact searches of the distinct layers ``firsts`` sharing ``total_s`` seconds.
+
+    First every layer runs for ``NETWORK_EXACT_FIRST_SHARE * total_s / n`` seconds, warm
+    started (``NETWORK_EXACT_WARM_BUDGET`` evaluations at most, and at most a quarter of that
+    time). Then, while time is left, the open layers run again from their best mapping
+    (no warm start), the one adding least to the network's certified gap first: layer ``i``
+    gets the time left times ``w_i / W``, ``w_i = repeat_i (best_i - bound_i)`` (its part of
+    the gap of the summed objectives, `NetworkResult.certified_gap`) and ``W`` the sum of
+    ``w`` over the layers not yet given their part, so the time a proven layer leaves goes
+    to the later ones. A run starts only when its part is at least
+    ``NETWORK_EXACT_MIN_RUN_S`` and 1.25x the layer's last run (a new run begins its tree
+    again; it gets further only with a better incumbent or more time). A layer's result
+    keeps the best mapping of its runs and the largest certified bound (each bounds the
+    same optimum); ``certificate["runs"]`` lists the runs."""
+    import time
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    kw = dict(kwargs)
+    opts = dict(kw.pop("searcher_options", None) or {})
+    opts.setdefault("warm_budget", NETWORK_EXACT_WARM_BUDGET)
+    constraints = kw.pop("constraints", None)
+    allow_padding = kw.pop("allow_padding", False)
+    n = len(firsts)
+    spaces: list[Any] = [None] * n
+    results: list[Any] = [None] * n
+    last_s = [0.0] * n
+
+    def run(i: int, limit_s: float, initial: Any, options: dict[str, Any]) -> None:
+        if spaces[i] is None:
+            spaces[i] = build_space(firsts[i], arc, load_constraints_any(constraints, arc, firsts[i]),
+                                    allow_padding=allow_padding)
+        t_run = time.perf_counter()
+        r = search(firsts[i], arc, space=spaces[i], time_limit_s=limit_s, searcher_options=options,
+                   initial=initial, constraints=constraints, allow_padding=allow_padding, **kw)
+        info = {"time_limit_s": round(limit_s, 3), "wall_s": round(time.perf_counter() - t_run, 3),
+                "proven": r.proven_optimal, "best": r.best_objective, "lower_bound": r.objective_lower_bound()}
+        runs = [] if results[i] is None else list((results[i].certificate or {}).get("runs", []))
+        results[i] = r if results[i] is None else _merge_exact_runs(results[i], r)
+        cert = dict(results[i].certificate or {})
+        cert["runs"] = runs + [info]
+        results[i] = dataclasses.replace(results[i], certificate=cert)
+        last_s[i] = limit_s
+        if on_layer is not None:
+            on_layer(i, n, results[i])
+
+    first_s = NETWORK_EXACT_FIRST_SHARE * total_s / n
+    for i in range(n):
+        run(i, first_s, None, opts)
+        if results[i].stop_reason == "interrupted":
+            return results[: i + 1]
+    again = dict(opts, warm_budget=0)
+    while True:
+        weight = {}
+        for i, r in enumerate(results):
+            if r.proven_optimal:
+                continue
+            lb = r.objective_lower_bound()
+            weight[i] = repeats[i] * (r.best_objective - (lb if lb is not None and lb > 0 else 0.0))
+        started = False
+        pool = sum(weight.values())
+        for i in sorted(weight, key=lambda j: weight[j]):
+            left = total_s - (time.perf_counter() - t0)
+            part = left * weight[i] / pool if pool > 0 else 0.0
+            pool -= weight[i]
+            if part < max(NETWORK_EXACT_MIN_RUN_S, 1.25 * last_s[i]):
+                continue
+            run(i, part, np.asarray([results[i].best_x], dtype=np.int64), again)
+            started = True
+            if results[i].stop_reason == "interrupted":
+                return results
+        if not started:
+            return results
+
+
+def _merge_exact_runs(old: SearchResult, new: SearchResult) -> SearchResult:
+    """One layer's two exact runs as one result: the better mapping (``new`` started from
+    ``old``'s, so it is never worse), the larger certified bound of the objective (each run's
+    bounds the same optimum), and the evaluations and seconds of both."""
+    if new.proven_optimal:
+        lb_obj = new.best_objective
+    else:
+        lbs = [x for x in (old.objective_lower_bound(), new.objective_lower_bound()) if x is not None]
+        lb_obj = min(max(lbs), new.best_objective) if lbs else None
+    lower = dict(new.lower_bound or {})
+    cert = dict(new.certificate or {})
+    if lb_obj is not None:
+        lower["objective"] = lb_obj
+        key = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}.get(new.objective.name)
+        if key is not None:
+            lower[key] = max(lower.get(key, 0.0), (old.lower_bound or {}).get(key, 0.0), lb_obj) \
+                if not new.proven_optimal else lb_obj
+        cert["lower_bound"] = lb_obj
+        cert["gap"] = new.best_objective / lb_obj - 1.0 if lb_obj > 0 else math.inf
+    for key in ("cycles", "energy_pj"):  # each metric's own bound: the larger of the two runs'
+        if key in lower and key in (old.lower_bound or {}):
+            lower[key] = max(lower[key], old.lower_bound[key])
+    return dataclasses.replace(new, lower_bound=lower, certificate=cert,
+                               n_evaluations=old.n_evaluations + new.n_evaluations,
+                               elapsed_s=round(old.elapsed_s + new.elapsed_s, 6))
+
+
 def _shape_key(p: Any) -> tuple[Any, ...]:
     return (p.dims, p.tensors)
 
 
 def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
-                   checkpoint_dir: str | Path | None = None, **kwargs: Any) -> NetworkResult:
+                   checkpoint_dir: str | Path | None = None, network_time_s: float | None = None,
+                   **kwargs: Any) -> NetworkResult:
     """Search every distinct layer of a network once and total the network.
 
     Parameters
@@ -537,10 +649,22 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         CLI prints progress with it).
     checkpoint_dir
         Directory for one checkpoint file per layer (resumable network searches).
+    network_time_s
+        ``searcher="exact"`` only: one time limit for the whole network instead of one per
+        layer (`_exact_network`): every distinct layer first runs for an equal part of
+        ``NETWORK_EXACT_FIRST_SHARE`` (40%) of it, with a warm start of at most
+        ``NETWORK_EXACT_WARM_BUDGET`` evaluations (unless ``searcher_options`` sets
+        ``warm_budget``); the time left then goes to the layers still open, in parts
+        proportional to what each adds to the network's certified gap (its repeat times its
+        best objective less its certified bound), each run starting from the layer's best
+        mapping; a layer proven early gives its time back to the later ones.
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
         layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given;
         for ``searcher="exact"`` a time limit of ``NETWORK_EXACT_TIME_S``, 60 s, per layer instead).
+        For ``searcher="exact"``, ``time_limit_s`` caps each layer's warm start and branch and
+        bound together; building the layer's map space and bound tables before, and its cheap
+        root bound after (at most 0.3 s), come on top.
 
     Layers with the same shape (dims and tensors) are searched once; their occurrences
     (``Problem.repeat`` and duplicates in the list) weight the totals.
@@ -562,7 +686,16 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     if not layers:
         raise SpecError(f"network {name}: no layers to search")
     arc = _arch(arch, kwargs.pop("energy", None))
-    if kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
+    if network_time_s is not None:
+        if kwargs.get("searcher") != "exact":
+            raise SpecError(f"network_time_s = {network_time_s}: a total time is shared among the layers by the "
+                            "exact searcher only (searcher='exact'); give other searchers time_limit_s per layer")
+        if not network_time_s > 0:
+            raise SpecError(f"network_time_s = {network_time_s}; expected seconds > 0")
+        if kwargs.get("time_limit_s") is not None or checkpoint_dir is not None:
+            raise SpecError("network_time_s shares one time among the layers: give no time_limit_s (per layer) "
+                            "and no checkpoint_dir with it")
+    elif kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
         if kwargs.get("searcher") == "exact":
             kwargs["time_limit_s"] = NETWORK_EXACT_TIME_S
         else:
@@ -572,7 +705,12 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         groups.setdefault(_shape_key(p), []).append(p)
     t0 = time.perf_counter()
     results, repeats, names = [], [], []
-    for i, members in enumerate(groups.values()):
+    if network_time_s is not None:
+        members_of = list(groups.values())
+        repeats = [sum(int(getattr(p, "repeat", 1)) for p in members) for members in members_of]
+        names = [tuple(p.name for p in members) for members in members_of]
+        results = _exact_network([m[0] for m in members_of], arc, repeats, network_time_s, on_layer, kwargs)
+    for i, members in enumerate(groups.values() if network_time_s is None else ()):
         first = members[0]
         ck = None
         if checkpoint_dir is not None:
@@ -589,6 +727,8 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
             break
     cfg = dict(results[0].config)
     cfg.pop("problem", None)
+    if network_time_s is not None:
+        cfg["network_time_s"] = network_time_s
     return NetworkResult(network=name, arch=getattr(arc, "name", str(arc)), layers=tuple(results),
                          repeats=tuple(repeats), names=tuple(names), n_distinct=len(groups),
                          elapsed_s=round(time.perf_counter() - t0, 3), config=cfg)

@@ -1043,12 +1043,16 @@ class ExactSearcher:
     @classmethod
     def run(cls, *, problem: Any, arch: Any, space: Any, model: Any, model_name: str, objective: ObjectiveSpec,
             seed: int, budget: int | None, time_limit_s: float | None, options: dict[str, Any],
-            progress: bool, config: dict[str, Any]) -> Any:
+            progress: bool, config: dict[str, Any], initial: Any = None) -> Any:
         """Run the exact search; returns a `SearchResult` with its certificate.
 
         ``budget`` caps the mappings the branch and bound evaluates (the warm start's
-        evaluations are counted apart); ``time_limit_s`` caps the whole run, warm start
-        included. Either limit ends the run with the certified bound of the open branches.
+        evaluations are counted apart); ``time_limit_s`` caps the warm start and the branch
+        and bound together (the map space, built before, and the cheap root bound of the
+        result, at most 0.3 s after, come on top). Either limit ends the run with the
+        certified bound of the open branches. ``initial`` (k, n_params), encoded points of
+        ``space``, join the warm start's best as candidates for the first incumbent (a
+        network search hands a layer's best mapping to its next run so).
         """
         from accelmap.search.driver import Driver, DriverOptions
         from accelmap.search.result import History, SearchResult, mapping_to_json
@@ -1079,6 +1083,9 @@ class ExactSearcher:
                     incumbent = wr.best.as_batch()
             except InfeasibleSpaceError:
                 pass  # no legal mapping found by sampling: the exact search decides
+        if initial is not None and len(initial):
+            given = space.decode(np.asarray(initial, dtype=np.int64))
+            incumbent = given if incumbent is None else MappingBatch.concat([given, incumbent])
         left = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.0)
         bar = _progress_bar(progress)
         try:

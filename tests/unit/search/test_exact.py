@@ -600,3 +600,72 @@ def test_exact_equals_exhaustive_with_coupled_scratchpads(objective) -> None:
     best, value, cert = solve(space, MODEL, obj)
     assert cert.proven_optimal
     assert value == pytest.approx(truth, rel=1e-12)
+
+
+def test_short_axis_products_equal_numpy_prod() -> None:
+    from accelmap.costmodels.loopnest_bounds import _prod
+
+    rng = np.random.default_rng(3)
+    for dtype in (np.int64, np.float64):
+        x = rng.integers(1, 9, size=(257, 5, 7)).astype(dtype)
+        for axis in (0, 1, 2, (1, 2)):
+            got, want = _prod(x, axis), np.prod(x, axis=axis)
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+        assert np.array_equal(_prod(x[:, :0], 1), np.prod(x[:, :0], axis=1))
+        assert np.array_equal(_prod(x[:, 1, ::2], 1), np.prod(x[:, 1, ::2], axis=1))
+
+
+@pytest.mark.parametrize("depth,split", [(0, 3), (1, 0), (2, 0), (2, 4), (3, 0)])
+def test_a_batch_with_infeasible_rows_bounds_each_feasible_row_as_alone(depth, split) -> None:
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem("resnet50/res4b_branch2a"), preset("eyeriss-like"))
+    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+    bm = bound_model(space, space.sample_valid(1, np.random.default_rng(0)).keep[0])
+    rng = np.random.default_rng(depth * 10 + split)
+    ids = np.empty((600, space._D), dtype=np.int64)
+    for d, tr in enumerate(trees):
+        dd = depth + 1 if d < split else depth
+        ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+    e, c, ok = partial_bounds(bm, **node_inputs(trees, depth, split, ids))
+    assert ok.any() and not ok.all()
+    assert np.isinf(e[~ok]).all() and np.isinf(c[~ok]).all()
+    e1, c1, ok1 = partial_bounds(bm, **node_inputs(trees, depth, split, ids[ok]))
+    assert ok1.all() and np.array_equal(e1, e[ok]) and np.array_equal(c1, c[ok])
+
+
+def test_exact_network_under_one_total_time_shares_it_and_keeps_each_runs_bound(monkeypatch) -> None:
+    import accelmap.search.api as api
+    from accelmap.workloads.io import load_problem
+
+    arch = preset("eyeriss-like")
+    layers = [load_problem("resnet50/res4b_branch2a"), matmul("small", m=4, n=2, k=2)]
+    calls: list[tuple[str, float, bool]] = []
+    real = api.search
+
+    def spy(problem, arch, **kw):
+        calls.append((problem.name, kw["time_limit_s"], kw.get("initial") is not None))
+        return real(problem, arch, **kw)
+
+    monkeypatch.setattr(api, "search", spy)
+    net = api.search_network(layers, arch, searcher="exact", network_time_s=8.0,
+                             searcher_options={"warm_budget": 2000})
+    firsts = calls[:2]
+    assert [c[0] for c in firsts] == ["res4b_branch2a", "small"]
+    assert all(abs(t - 0.4 * 8.0 / 2) < 1e-9 and not given for _, t, given in firsts)
+    small = net.layers[1]
+    assert small.proven_optimal and len(small.certificate["runs"]) == 1  # proven: no second run
+    big = net.layers[0]
+    later = calls[2:]
+    assert later and all(name == "res4b_branch2a" and given and t > 1.6 * 1.25 for name, t, given in later)
+    runs = big.certificate["runs"]
+    assert len(runs) == 1 + len(later)
+    # the result keeps the best mapping and the largest certified bound of its runs
+    assert big.best_objective == min(r["best"] for r in runs)
+    if not big.proven_optimal:
+        assert big.objective_lower_bound() == pytest.approx(max(r["lower_bound"] for r in runs), rel=1e-12)
+    assert net.config["network_time_s"] == 8.0
+    with pytest.raises(SpecError, match="exact searcher only"):
+        api.search_network(layers, arch, searcher="anneal", network_time_s=8.0)
+    with pytest.raises(SpecError, match="no time_limit_s"):
+        api.search_network(layers, arch, searcher="exact", network_time_s=8.0, time_limit_s=2.0)
