@@ -65,6 +65,7 @@ from accelmap._typing import IntArray
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
+from accelmap.search._exact_kernel import gather_runs
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -204,20 +205,19 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     for d, tr in enumerate(trees):
         g = ids[:, d]
         if d < split and depth == 0:  # spatial factors chosen: a run of depth 1, k unchanged
-            fac[:, :, d, :] = tr.rows[tr.starts[1][g]]
+            gather_runs(fac, d, tr.rows, tr.starts[1], g)
             omin[:, d], omax[:, d], otmin[:, d] = tr.omin[1][g], tr.omax[1][g], tr.otmin[1][g]
             known[d] = True
         elif d < split:  # a run one depth deeper: its outer range times its level k-1 factors
-            rows = tr.rows[tr.starts[depth + 1][g]]
-            f_next = rows[:, k - 1, :]
-            full = f_next.prod(axis=1)
-            fac[:, :, d, :] = rows
+            gather_runs(fac, d, tr.rows, tr.starts[depth + 1], g)
+            f_next = fac[:, k - 1, d, :]
+            full = f_next[:, 0] * f_next[:, 1] * f_next[:, 2]
             omin[:, d] = tr.omin[depth + 1][g] * full
             omax[:, d] = tr.omax[depth + 1][g] * full
             otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
             nxt[:, d, :] = f_next  # type: ignore[index]
         else:
-            fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
+            gather_runs(fac, d, tr.rows, tr.starts[depth], g)  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
             omin[:, d], omax[:, d], otmin[:, d] = tr.omin[depth][g], tr.omax[depth][g], tr.otmin[depth][g]
     if depth >= 1:
         known[:] = True

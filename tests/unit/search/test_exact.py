@@ -669,3 +669,24 @@ def test_exact_network_under_one_total_time_shares_it_and_keeps_each_runs_bound(
         api.search_network(layers, arch, searcher="anneal", network_time_s=8.0)
     with pytest.raises(SpecError, match="no time_limit_s"):
         api.search_network(layers, arch, searcher="exact", network_time_s=8.0, time_limit_s=2.0)
+
+
+@pytest.mark.parametrize("depth,split", [(0, 0), (0, 3), (2, 0), (2, 4), (5, 0)])
+def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
+    from accelmap.search._exact_kernel import gather_runs
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem("resnet50/res4b_branch2a"), preset("eyeriss-like"))
+    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+    rng = np.random.default_rng(depth + 7 * split)
+    ids = np.empty((300, space._D), dtype=np.int64)
+    for d, tr in enumerate(trees):
+        dd = depth + 1 if d < split else depth
+        ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+    got = node_inputs(trees, depth, split, ids)["fac"]
+    for d, tr in enumerate(trees):
+        dd = depth + 1 if d < split else depth
+        assert np.array_equal(got[:, :, d, :], tr.rows[tr.starts[dd][ids[:, d]]])
+        one = np.zeros_like(got)
+        gather_runs(one, d, tr.rows, tr.starts[dd], ids[:, d])
+        assert np.array_equal(one[:, :, d, :], got[:, :, d, :])
