@@ -43,9 +43,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "at most 0.3 s, come on top)")
     p.add_argument("--network-time", type=float, default=None, metavar="SECONDS",
                    help="with --network and --searcher exact: one wall-clock limit for the whole network "
-                        "instead of --time per layer: 40%% of it in equal first runs of every distinct layer "
-                        "(short warm starts), the rest to the layers still open in proportion to their part "
-                        "of the network's certified gap; a layer proven early gives its time back")
+                        "instead of --time per layer: 20%% of it in equal warm starts of every distinct layer, "
+                        "then one branch and bound per layer, given half an equal part and half its share of "
+                        "the network's gap (its repeat x best objective less its bound) of the time left; a "
+                        "layer proven early leaves its time to the later ones")
     p.add_argument("--objective", default="edp", metavar="O",
                    help="edp (default), energy, cycles, energy^A*cycles^B, or energy,cycles (Pareto)")
     p.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
@@ -151,8 +152,9 @@ def run(args: argparse.Namespace) -> int:
         if args.network is None or (args.searcher or "") != "exact":
             raise UsageError("--network-time shares one time among a network's layers: give it with --network "
                              "and --searcher exact")
-        if not args.network_time > 0 or args.time is not None:
-            raise UsageError(f"--network-time {args.network_time}; expected seconds > 0, and no --time with it")
+        if not args.network_time > 0 or args.time is not None or args.budget is not None:
+            raise UsageError(f"--network-time {args.network_time}; expected seconds > 0, and no --time or --budget "
+                             "with it")
     if args.early_stop is not None and args.early_stop < 1:
         raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
     if wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)

@@ -50,6 +50,27 @@ Why each bound holds, for every order of every loop:
    the parent's reads are at least the words any MAC touches, and, inside ``J*``, at least
    the union of the tiles the inner loops visit (a path that moves one coordinate at a time
    adds ``min(shift, span)`` new rows of the window per step).
+   **5b. The loops outside a pass.** Eq. D is ``F_c = S + sum_j (prod_{i<j} n_i)(n_j - 1)
+   Delta_j`` with every ``Delta_j >= 0``, and ``Delta_i`` of a loop ``i`` depends only on
+   ``i``, the loops inside it and the innermost active loop (its step moves ``i``'s dim and
+   returns the loops inside ``i``). So for any active loop ``j``, the terms of the loops
+   inside ``j`` are ``P_j`` times those of the nest of the loops inside ``j`` alone (``P_j``
+   the product of the loops at or outside ``j``: each pass of that nest repeats them), whose
+   deliveries ``F_in`` are at least the union ``U_j`` of the tiles it visits (the argument
+   above): ``F_c >= S + P_j (F_in - S) >= S + P_j (U_j - S)``. The visited tiles form a grid
+   over the dims, so ``U_j`` is the product over ``t``'s coordinates (disjoint dims) of the
+   union of each coordinate's intervals, at least ``span + sum_d (e_d - 1) min(a_d T_d,
+   span)`` with ``e_d`` the loops over ``d`` inside ``j`` (a monotone path over the grid:
+   each step moves the interval by at least ``a_d T_d``, a loop's stride being at least the
+   tile of ``c``; a one-dim coordinate's intervals are disjoint, ``e_d span``). ``j`` is
+   taken as the outermost active loop of a known level ``lv`` (``k <= lv < c``): the loops
+   inside it are every other loop of ``lv .. c-1``, ``P_j`` is at least ``n_j`` times every
+   loop of the levels above ``lv`` (the open levels' temporal and spatial products together
+   at least ``prod omin``), and with ``lv``'s order open the least over its active loops
+   bounds every order. ``X(c) = inst_c F_c``. This charges a tensor that no jump loop
+   reloads (a sliding input, say) for the irrelevant loops at the outer levels: simple3's
+   res3a_2b_s2 with the GLB keeping only outputs re-reads the inputs from DRAM once per
+   ``M`` iteration there (``bench_exact.py --groups timeloop``, ``docs/performance.md``).
 6. **Fixed spatial factors** (the exact mapper fixes every level's spatial factors before
    any temporal one). Each level's fanout holds the product of its fixed spatial factors,
    and an outer tile holds the fixed spatial factors of the levels between it and level
@@ -421,8 +442,9 @@ class _X:
     pref_rel: FloatArray | None = None
     lstar: IntArray | None = None
     jr: BoolArray | None = None
-    lo: float = 0.0
+    lo: FloatArray | float = 0.0
     scale: FloatArray | float = 1.0
+    inner: FloatArray | float | None = None  # the count's own floor before ``scale`` (None: ``lo``)
     opened: FloatArray | None = None
     jr_open: BoolArray | None = None
     level: int = -1  # opened counts into an open level: that level (argument 9); -1: a known level
@@ -452,12 +474,14 @@ class _X:
         if self.dep is None:
             return _X(fixed=val, opened=opened, jr_open=self.jr_open)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
-                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open)
+                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open,
+                  inner=self.lo if self.inner is None else self.inner)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
             return self.fixed
-        return np.maximum(np.maximum(self.base * pref, self.lo) * self.scale, self.lo)
+        inner = self.lo if self.inner is None else self.inner
+        return np.maximum(np.maximum(self.base * pref, inner) * self.scale, self.lo)
 
 
 def _term_energy(x: FloatArray, e1: float, e2: float, part: FloatArray | float) -> FloatArray:
@@ -588,6 +612,59 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
     cost = cost + inc[k]
     out = np.where(none_possible, np.minimum(cost.min(axis=1), cost_none), cost.min(axis=1))
     return np.where(np.isfinite(out), out, 0.0)
+
+
+def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray, t_all: FloatArray,
+                used: FloatArray, omin: FloatArray) -> FloatArray | None:
+    """Argument 5b of the module doc: X(c) of tensor ``t`` into the known level ``c > k`` is
+    at least ``inst_c (S + P_j (U_j - S))`` for the outermost active loop ``j`` of any known
+    level ``lv < c``, the least over the level's active loops (its order open); returns the
+    largest over the levels (None where ``t``'s coordinates share dims). Inputs as in
+    `partial_bounds`: ``tile`` (n, L+1, D), ``tt`` (n, L, D) temporal factors, ``t_all`` and
+    ``used`` (n, L) temporal and spatial products per level, ``omin`` (n, D)."""
+    if not bm.disjoint[t] or c <= k:
+        return None
+    n, D = tt.shape[0], tt.shape[2]
+    tc = tile[:, c]
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    # rows one step of a loop over d adds to the range of its coordinate: its stride is
+    # at least a_d T_d (the tile of c), and a step past the span adds at most the span
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    # X(c) = inst F_c with inst >= used_kc s_open and P_j >= t_open above n_j (the open
+    # levels' loops are all outside j), and s_open t_open >= prod omin
+    inst = _prod(used[:, k:c], 1)
+    po = _prod(omin, 1)
+    ext = np.ones((n, D))  # loops of the levels lv .. c-1, per dim
+    best = None
+    for lv in range(c - 1, k - 1, -1):
+        ext = ext * tt[:, lv]
+        act = tt[:, lv] >= 2.0
+        if not act.any():
+            continue
+        above = _prod(t_all[:, k:lv], 1)
+        # per coordinate: span + sum_d (ext_d - 1) step_d, the union's range along it
+        rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
+                for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
+        u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
+        low = np.full(n, np.inf)
+        for d in range(D):
+            if not act[:, d].any():
+                continue
+            nj = tt[:, lv, d]
+            if d in coord_of:  # j's own steps leave the union: its dim's extent without j
+                ci, i = coord_of[d]
+                less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+                u_j = u_all / rng_[ci] * less
+            else:
+                u_j = u_all
+            val = S + po * above * nj * np.maximum(u_j - S, 0.0)
+            low = np.where(act[:, d], np.minimum(low, val), low)
+        got = inst * np.where(np.isfinite(low), low, S)
+        best = got if best is None else np.maximum(best, got)
+    return best
 
 
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
@@ -807,7 +884,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             pr = jump_prefix(t, c)
             with_star = _prod(omin, 1) * used_kc * pr.U * pr.kout
             without = _prod(omin[:, jr], 1) * used_kc * pr.U
-            return _X.of(pr, with_star, without, lo, 1.0, open_levels=k > 0 and c < L)
+            op = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
+            return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
+                         open_levels=k > 0 and c < L)
         # c < k: unknown tile containing tile[k]
         out = _prod(p_min[:, jr], 1)
         for ci in bm.sliding[t]:

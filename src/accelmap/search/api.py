@@ -34,12 +34,11 @@ DEFAULT_SEARCHER = "anneal"
 DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
 NETWORK_DEFAULT_BUDGET = 150_000  # per distinct layer of a network search (ResNet-50: ~19-25 CPU s)
 NETWORK_EXACT_TIME_S = 60.0  # per distinct layer of an exact network search without --time or --budget
-#: an exact network search under one total time (``network_time_s``): the share of it that
-#: the first run of every layer takes (in equal parts), the warm start of those first runs,
-#: and the shortest later run worth starting
-NETWORK_EXACT_FIRST_SHARE = 0.4
-NETWORK_EXACT_WARM_BUDGET = 200_000
-NETWORK_EXACT_MIN_RUN_S = 1.0
+#: an exact network search under one total time (``network_time_s``, `_exact_network`): the
+#: share of it the layers' warm starts take (in equal parts), and the share of the rest given
+#: by each layer's part of the network's gap (the other part: in equal parts)
+NETWORK_EXACT_WARM_SHARE = 0.2
+NETWORK_EXACT_GAP_SHARE = 0.5
 
 
 def _problem(problem: Any) -> Any:
@@ -528,105 +527,89 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
                    kwargs: dict[str, Any]) -> list[SearchResult]:
     """Exact searches of the distinct layers ``firsts`` sharing ``total_s`` seconds.
 
-    First every layer runs for ``NETWORK_EXACT_FIRST_SHARE * total_s / n`` seconds, warm
-    started (``NETWORK_EXACT_WARM_BUDGET`` evaluations at most, and at most a quarter of that
-    time). Then, while time is left, the open layers run again from their best mapping
-    (no warm start), the one adding least to the network's certified gap first: layer ``i``
-    gets the time left times ``w_i / W``, ``w_i = repeat_i (best_i - bound_i)`` (its part of
-    the gap of the summed objectives, `NetworkResult.certified_gap`) and ``W`` the sum of
-    ``w`` over the layers not yet given their part, so the time a proven layer leaves goes
-    to the later ones. A run starts only when its part is at least
-    ``NETWORK_EXACT_MIN_RUN_S`` and 1.25x the layer's last run (a new run begins its tree
-    again; it gets further only with a better incumbent or more time). A layer's result
-    keeps the best mapping of its runs and the largest certified bound (each bounds the
-    same optimum); ``certificate["runs"]`` lists the runs."""
+    First every layer gets a warm start: ``anneal`` for at most ``warm_budget`` evaluations
+    (``searcher_options``, default the exact searcher's 1,000,000) and at most
+    ``NETWORK_EXACT_WARM_SHARE * total_s / n`` seconds, whose result carries the layer's root
+    bound. Then each layer gets one branch and bound from its warm start's best mapping, the
+    layers in increasing order of ``w_i = repeat_i (best_i - bound_i)`` (the layer's part of
+    the gap of the summed objectives, `NetworkResult.certified_gap`): layer ``i`` gets the
+    time left times ``(1 - f) / m + f w_i / W`` (``f = NETWORK_EXACT_GAP_SHARE``, ``m`` the
+    layers and ``W`` their weights still to run), so every layer has a part and the large
+    gaps more, and what a layer proven early leaves goes to the later ones. Each layer's
+    result is the exact search's, with the warm start's evaluations added and
+    ``certificate["runs"]`` listing both runs."""
     import time
 
     import numpy as np
 
     t0 = time.perf_counter()
     kw = dict(kwargs)
+    kw.pop("searcher", None)
+    kw.pop("budget", None)
     opts = dict(kw.pop("searcher_options", None) or {})
-    opts.setdefault("warm_budget", NETWORK_EXACT_WARM_BUDGET)
+    from accelmap.search.exact import ExactSearcher
+
+    warm_budget = opts.get("warm_budget", ExactSearcher.DEFAULT_WARM_BUDGET)
     constraints = kw.pop("constraints", None)
     allow_padding = kw.pop("allow_padding", False)
     n = len(firsts)
-    spaces: list[Any] = [None] * n
-    results: list[Any] = [None] * n
-    last_s = [0.0] * n
-
-    def run(i: int, limit_s: float, initial: Any, options: dict[str, Any]) -> None:
-        if spaces[i] is None:
-            spaces[i] = build_space(firsts[i], arc, load_constraints_any(constraints, arc, firsts[i]),
-                                    allow_padding=allow_padding)
+    spaces = [build_space(p, arc, load_constraints_any(constraints, arc, p), allow_padding=allow_padding)
+              for p in firsts]
+    warm_s = NETWORK_EXACT_WARM_SHARE * total_s / n
+    warm: list[Any] = [None] * n
+    weight = [0.0] * n
+    for i, p in enumerate(firsts):
+        if not warm_budget:
+            break
         t_run = time.perf_counter()
-        r = search(firsts[i], arc, space=spaces[i], time_limit_s=limit_s, searcher_options=options,
-                   initial=initial, constraints=constraints, allow_padding=allow_padding, **kw)
-        info = {"time_limit_s": round(limit_s, 3), "wall_s": round(time.perf_counter() - t_run, 3),
-                "proven": r.proven_optimal, "best": r.best_objective, "lower_bound": r.objective_lower_bound()}
-        runs = [] if results[i] is None else list((results[i].certificate or {}).get("runs", []))
-        results[i] = r if results[i] is None else _merge_exact_runs(results[i], r)
-        cert = dict(results[i].certificate or {})
-        cert["runs"] = runs + [info]
-        results[i] = dataclasses.replace(results[i], certificate=cert)
-        last_s[i] = limit_s
+        try:
+            warm[i] = search(p, arc, space=spaces[i], searcher="anneal", budget=warm_budget, time_limit_s=warm_s,
+                             constraints=constraints, allow_padding=allow_padding, **kw)
+        except InfeasibleSpaceError:  # no legal mapping sampled: the exact search decides
+            warm[i] = None
+        if warm[i] is not None:
+            if warm[i].stop_reason == "interrupted":
+                raise KeyboardInterrupt
+            lb = warm[i].objective_lower_bound()
+            weight[i] = repeats[i] * (warm[i].best_objective - (lb if lb is not None and lb > 0 else 0.0))
+            warm[i] = (warm[i], round(time.perf_counter() - t_run, 3))
+    top = max(weight, default=0.0)
+    weight = [w if warm[i] is not None else max(top, 1.0) for i, w in enumerate(weight)]  # no start: unknown gap
+    results: list[Any] = [None] * n
+    todo = sorted(range(n), key=lambda j: weight[j])
+    pool = sum(weight)
+    exact_opts = dict(opts, warm_budget=0) if warm_budget else opts
+    for m_left, i in zip(range(n, 0, -1), todo, strict=True):
+        left = max(total_s - (time.perf_counter() - t0), 0.0)
+        part = left * ((1.0 - NETWORK_EXACT_GAP_SHARE) / m_left
+                       + (NETWORK_EXACT_GAP_SHARE * weight[i] / pool if pool > 0 else NETWORK_EXACT_GAP_SHARE / m_left))
+        pool -= weight[i]
+        initial = None
+        runs = []
+        if warm[i] is not None:
+            wr, wall = warm[i]
+            initial = np.asarray([wr.best_x], dtype=np.int64)
+            runs.append({"searcher": "anneal", "time_limit_s": round(warm_s, 3), "wall_s": wall,
+                         "evaluations": wr.n_evaluations, "best": wr.best_objective,
+                         "lower_bound": wr.objective_lower_bound()})
+        t_run = time.perf_counter()
+        r = search(firsts[i], arc, space=spaces[i], searcher="exact", time_limit_s=max(part, 1e-3),
+                   searcher_options=exact_opts, initial=initial, constraints=constraints,
+                   allow_padding=allow_padding, **kw)
+        runs.append({"searcher": "exact", "time_limit_s": round(part, 3),
+                     "wall_s": round(time.perf_counter() - t_run, 3), "proven": r.proven_optimal,
+                     "best": r.best_objective, "lower_bound": r.objective_lower_bound()})
+        cert = dict(r.certificate or {}, runs=runs)
+        if warm[i] is not None:
+            cert["warm_start_evaluations"] = warm[i][0].n_evaluations
+            r = dataclasses.replace(r, n_evaluations=r.n_evaluations + warm[i][0].n_evaluations,
+                                    elapsed_s=round(r.elapsed_s + warm[i][1], 6))
+        results[i] = dataclasses.replace(r, certificate=cert)
         if on_layer is not None:
             on_layer(i, n, results[i])
-
-    first_s = NETWORK_EXACT_FIRST_SHARE * total_s / n
-    for i in range(n):
-        run(i, first_s, None, opts)
-        if results[i].stop_reason == "interrupted":
-            return results[: i + 1]
-    again = dict(opts, warm_budget=0)
-    while True:
-        weight = {}
-        for i, r in enumerate(results):
-            if r.proven_optimal:
-                continue
-            lb = r.objective_lower_bound()
-            weight[i] = repeats[i] * (r.best_objective - (lb if lb is not None and lb > 0 else 0.0))
-        started = False
-        pool = sum(weight.values())
-        for i in sorted(weight, key=lambda j: weight[j]):
-            left = total_s - (time.perf_counter() - t0)
-            part = left * weight[i] / pool if pool > 0 else 0.0
-            pool -= weight[i]
-            if part < max(NETWORK_EXACT_MIN_RUN_S, 1.25 * last_s[i]):
-                continue
-            run(i, part, np.asarray([results[i].best_x], dtype=np.int64), again)
-            started = True
-            if results[i].stop_reason == "interrupted":
-                return results
-        if not started:
-            return results
-
-
-def _merge_exact_runs(old: SearchResult, new: SearchResult) -> SearchResult:
-    """One layer's two exact runs as one result: the better mapping (``new`` started from
-    ``old``'s, so it is never worse), the larger certified bound of the objective (each run's
-    bounds the same optimum), and the evaluations and seconds of both."""
-    if new.proven_optimal:
-        lb_obj = new.best_objective
-    else:
-        lbs = [x for x in (old.objective_lower_bound(), new.objective_lower_bound()) if x is not None]
-        lb_obj = min(max(lbs), new.best_objective) if lbs else None
-    lower = dict(new.lower_bound or {})
-    cert = dict(new.certificate or {})
-    if lb_obj is not None:
-        lower["objective"] = lb_obj
-        key = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}.get(new.objective.name)
-        if key is not None:
-            lower[key] = max(lower.get(key, 0.0), (old.lower_bound or {}).get(key, 0.0), lb_obj) \
-                if not new.proven_optimal else lb_obj
-        cert["lower_bound"] = lb_obj
-        cert["gap"] = new.best_objective / lb_obj - 1.0 if lb_obj > 0 else math.inf
-    for key in ("cycles", "energy_pj"):  # each metric's own bound: the larger of the two runs'
-        if key in lower and key in (old.lower_bound or {}):
-            lower[key] = max(lower[key], old.lower_bound[key])
-    return dataclasses.replace(new, lower_bound=lower, certificate=cert,
-                               n_evaluations=old.n_evaluations + new.n_evaluations,
-                               elapsed_s=round(old.elapsed_s + new.elapsed_s, 6))
+        if r.stop_reason == "interrupted":
+            return [x for x in results if x is not None]
+    return results
 
 
 def _shape_key(p: Any) -> tuple[Any, ...]:
@@ -651,13 +634,13 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         Directory for one checkpoint file per layer (resumable network searches).
     network_time_s
         ``searcher="exact"`` only: one time limit for the whole network instead of one per
-        layer (`_exact_network`): every distinct layer first runs for an equal part of
-        ``NETWORK_EXACT_FIRST_SHARE`` (40%) of it, with a warm start of at most
-        ``NETWORK_EXACT_WARM_BUDGET`` evaluations (unless ``searcher_options`` sets
-        ``warm_budget``); the time left then goes to the layers still open, in parts
-        proportional to what each adds to the network's certified gap (its repeat times its
-        best objective less its certified bound), each run starting from the layer's best
-        mapping; a layer proven early gives its time back to the later ones.
+        layer (`_exact_network`): every distinct layer first gets a warm start (``anneal``,
+        an equal part of ``NETWORK_EXACT_WARM_SHARE``, 20%, of the time, and at most the
+        exact searcher's ``warm_budget`` evaluations), which also gives its root bound; then
+        one branch and bound per layer from that start, in increasing order of the layer's
+        part of the network's gap (its repeat times its best objective less its bound),
+        each given the time left times half an equal part plus half its share of the gap; a
+        layer proven early leaves its time to the later ones.
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
         layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given;
@@ -692,9 +675,9 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
                             "exact searcher only (searcher='exact'); give other searchers time_limit_s per layer")
         if not network_time_s > 0:
             raise SpecError(f"network_time_s = {network_time_s}; expected seconds > 0")
-        if kwargs.get("time_limit_s") is not None or checkpoint_dir is not None:
-            raise SpecError("network_time_s shares one time among the layers: give no time_limit_s (per layer) "
-                            "and no checkpoint_dir with it")
+        if kwargs.get("time_limit_s") is not None or kwargs.get("budget") is not None or checkpoint_dir is not None:
+            raise SpecError("network_time_s shares one time among the layers: give no time_limit_s or budget (per "
+                            "layer) and no checkpoint_dir with it")
     elif kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
         if kwargs.get("searcher") == "exact":
             kwargs["time_limit_s"] = NETWORK_EXACT_TIME_S
