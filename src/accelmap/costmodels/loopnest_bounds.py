@@ -875,6 +875,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             U = S + extra
         return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
 
+    op_cache: dict[tuple[int, int], FloatArray | None] = {}
+
     def deliveries(t: int, c: int) -> _X:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
@@ -884,7 +886,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             pr = jump_prefix(t, c)
             with_star = _prod(omin, 1) * used_kc * pr.U * pr.kout
             without = _prod(omin[:, jr], 1) * used_kc * pr.U
-            op = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
+            if (t, c) not in op_cache:  # (each count is asked for more than once)
+                op_cache[(t, c)] = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
+            op = op_cache[(t, c)]
             return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
                          open_levels=k > 0 and c < L)
         # c < k: unknown tile containing tile[k]
