@@ -39,6 +39,11 @@ NETWORK_EXACT_TIME_S = 60.0  # per distinct layer of an exact network search wit
 #: by each layer's part of the network's gap (the other part: in equal parts)
 NETWORK_EXACT_WARM_SHARE = 0.2
 NETWORK_EXACT_GAP_SHARE = 0.5
+#: the warm start's evaluations per layer there: one whole annealing run
+#: (`AnnealSearcher.RUN_EVALUATIONS`); a larger budget cut short by the time limit stops
+#: its runs before they cool (conv1 on eyeriss-like: 8.0e14 after 254,624 of 1M
+#: evaluations, against 4.6e14 from the default search)
+NETWORK_EXACT_WARM_BUDGET = 200_000
 
 
 def _problem(problem: Any) -> Any:
@@ -528,7 +533,7 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
     """Exact searches of the distinct layers ``firsts`` sharing ``total_s`` seconds.
 
     First every layer gets a warm start: ``anneal`` for at most ``warm_budget`` evaluations
-    (``searcher_options``, default the exact searcher's 1,000,000) and at most
+    (``searcher_options``, default ``NETWORK_EXACT_WARM_BUDGET``, 200,000) and at most
     ``NETWORK_EXACT_WARM_SHARE * total_s / n`` seconds, whose result carries the layer's root
     bound. Then each layer gets one branch and bound from its warm start's best mapping, the
     layers in increasing order of ``w_i = repeat_i (best_i - bound_i)`` (the layer's part of
@@ -547,9 +552,7 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
     kw.pop("searcher", None)
     kw.pop("budget", None)
     opts = dict(kw.pop("searcher_options", None) or {})
-    from accelmap.search.exact import ExactSearcher
-
-    warm_budget = opts.get("warm_budget", ExactSearcher.DEFAULT_WARM_BUDGET)
+    warm_budget = opts.get("warm_budget", NETWORK_EXACT_WARM_BUDGET)
     constraints = kw.pop("constraints", None)
     allow_padding = kw.pop("allow_padding", False)
     n = len(firsts)
@@ -635,8 +638,9 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     network_time_s
         ``searcher="exact"`` only: one time limit for the whole network instead of one per
         layer (`_exact_network`): every distinct layer first gets a warm start (``anneal``,
-        an equal part of ``NETWORK_EXACT_WARM_SHARE``, 20%, of the time, and at most the
-        exact searcher's ``warm_budget`` evaluations), which also gives its root bound; then
+        an equal part of ``NETWORK_EXACT_WARM_SHARE``, 20%, of the time, and at most
+        ``warm_budget`` evaluations, default ``NETWORK_EXACT_WARM_BUDGET``, 200,000: one whole
+        annealing run), which also gives its root bound; then
         one branch and bound per layer from that start, in increasing order of the layer's
         part of the network's gap (its repeat times its best objective less its bound),
         each given the time left times half an equal part plus half its share of the gap; a
