@@ -10,14 +10,18 @@ holds it equal to the numpy form.
 
 from __future__ import annotations
 
+from typing import Any
+
 from numba import njit
 
 from accelmap._typing import IntArray
 
 __all__ = ["gather_runs"]
 
+_JIT: dict[str, Any] = {"cache": True, "_nrt": False}  # as the other kernels: cached, no reference counting (allocates nothing)
 
-@njit(cache=True, _nrt=False)
+
+@njit(**_JIT)
 def _gather(fac: IntArray, d: int, rows: IntArray, starts: IntArray, g: IntArray) -> None:
     n, L = fac.shape[0], fac.shape[1]
     for i in range(n):
