@@ -723,3 +723,14 @@ def test_outer_pass_term_is_admissible_on_every_node_of_a_whole_space(layer) -> 
     violations, lifted = _every_node_bound(space, term="_outer_pass")
     assert violations == 0
     assert lifted > 0
+
+
+def test_cli_network_time_is_for_an_exact_network_search_only(capsys) -> None:
+    from accelmap.cli import main
+
+    base = ["search", "--arch", "eyeriss-like", "--no-progress"]
+    assert main(base + ["--network", "resnet50", "--network-time", "10"]) == 2  # default searcher: anneal
+    assert "--network-time" in capsys.readouterr().err
+    assert main(base + ["resnet50/fc1000", "--searcher", "exact", "--network-time", "10"]) == 2
+    assert main(base + ["--network", "resnet50", "--searcher", "exact", "--network-time", "10", "--time", "5"]) == 2
+    assert main(base + ["--network", "resnet50", "--searcher", "exact", "--network-time", "0"]) == 2
