@@ -14,6 +14,7 @@ Usage::
 
     python benchmarks/bench_exact.py [--time 60] [--groups search timeloop resnet50]
         [--default-budget N] [--seed 0] [--cases SUBSTRING ...] [--out FILE] [--reference DIR]
+        [--network-time SECONDS]
 
 Writes ``benchmarks/results/bench_exact.json`` (one row per case: proven, seconds, certified
 lower bound and gap of the EDP, the exact search's EDP, the default search's EDP and the
@@ -70,11 +71,42 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, d
     return row
 
 
+def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: list[str] | None) -> None:
+    """Every distinct ResNet-50 layer on eyeriss-like in one exact network search sharing
+    ``total_s`` seconds (``search_network(..., network_time_s=...)``); one row per layer
+    (its runs listed) and a last row for the network (no default search beside them)."""
+    from accelmap.arch.io import load_arch
+    from accelmap.search.api import search_network
+    from accelmap.workloads.zoo import network
+
+    layers = [p for p in network("resnet50").layers if not only or any(s in p.name for s in only)]
+    t0 = time.perf_counter()
+    net = search_network(layers, load_arch("eyeriss-like"), searcher="exact", network_time_s=total_s, seed=seed)
+    wall = time.perf_counter() - t0
+    for r, k in zip(net.layers, net.repeats, strict=True):
+        c = r.certificate or {}
+        runs = c.get("runs", [])
+        rows.append({"case": f"resnet50/{r.problem} @ eyeriss-like", "group": "resnet50-network",
+                     "proven": r.proven_optimal, "seconds": round(sum(x["wall_s"] for x in runs), 2),
+                     "repeat": k, "exact_edp": r.edp, "certified_lower_bound": r.objective_lower_bound(),
+                     "certified_gap": r.certified_gap(), "runs": runs})
+        print(f"{rows[-1]['case']:<58} {'PROVEN' if r.proven_optimal else 'open  '} {rows[-1]['seconds']:7.1f} s  "
+              f"gap {r.certified_gap():8.2%}  runs {len(runs)}", flush=True)
+    rows.append({"case": "resnet50 network @ eyeriss-like", "group": "resnet50-network",
+                 "proven": net.n_proven == len(net.layers), "seconds": round(wall, 2), "network_time_s": total_s,
+                 "proven_layers": net.n_proven, "layers": len(net.layers),
+                 "certified_gap": net.certified_gap()})
+    print(f"network: {net.n_proven} of {len(net.layers)} proven in {wall:.1f} s (budget {total_s} s); "
+          f"certified gap {net.certified_gap():.2%}", flush=True)
+
+
 def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
-        out_path: Path | None = None, only: list[str] | None = None) -> dict[str, Any]:
+        out_path: Path | None = None, only: list[str] | None = None,
+        network_time_s: float | None = None) -> dict[str, Any]:
     """Run the groups (only the cases whose label contains one of ``only``, if given); with
     ``out_path``, the JSON is rewritten after every case, so a stopped run keeps the rows it
-    finished."""
+    finished. With ``network_time_s`` the ``resnet50`` group is one exact network search
+    sharing that many seconds among its layers (`_network_rows`)."""
     import os
 
     from accelmap.arch.io import load_arch
@@ -84,6 +116,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
     def _doc(rows: list[dict[str, Any]]) -> dict[str, Any]:
         proven = sum(1 for r in rows if r["proven"])
         return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
+                "network_time_s": network_time_s,
                 "default_budget": default_budget, "seed": seed, "groups": groups,
                 "load_average_at_start": load_at_start,
                 "summary": {"cases": len(rows), "proven": proven}, "cases": list(rows)}
@@ -112,7 +145,12 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             arch = load_arch(str(TL_ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
             cons = [str(p) for p in tl._constraints(arch_name, layer)] or None
             add("timeloop", f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch, cons)
-    if "resnet50" in groups:
+    if "resnet50" in groups and network_time_s is not None:
+        _network_rows(rows, network_time_s, seed, only)
+        if out_path is not None:
+            out_path.parent.mkdir(parents=True, exist_ok=True)
+            out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
+    elif "resnet50" in groups:
         seen: set[Any] = set()
         arch = load_arch("eyeriss-like")
         for p in network("resnet50").layers:
@@ -134,13 +172,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--out", default=str(RESULTS))
     ap.add_argument("--cases", nargs="+", default=[], help="only the cases whose label contains one of these")
+    ap.add_argument("--network-time", type=float, default=None, metavar="SECONDS",
+                    help="the resnet50 group as one exact network search sharing SECONDS among its layers "
+                         "(search_network's network_time_s) instead of --time per layer")
     ap.add_argument("--reference", default=None,
                     help="the Timeloop reference folder (default: ../shared/reference/timeloop beside the checkout)")
     args = ap.parse_args()
     if args.reference is not None:
         tl.REFERENCE = Path(args.reference)
     path = Path(args.out)
-    out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases)
+    out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases,
+              network_time_s=args.network_time)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
 

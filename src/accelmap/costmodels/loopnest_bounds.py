@@ -50,6 +50,27 @@ Why each bound holds, for every order of every loop:
    the parent's reads are at least the words any MAC touches, and, inside ``J*``, at least
    the union of the tiles the inner loops visit (a path that moves one coordinate at a time
    adds ``min(shift, span)`` new rows of the window per step).
+   **5b. The loops outside a pass.** Eq. D is ``F_c = S + sum_j (prod_{i<j} n_i)(n_j - 1)
+   Delta_j`` with every ``Delta_j >= 0``, and ``Delta_i`` of a loop ``i`` depends only on
+   ``i``, the loops inside it and the innermost active loop (its step moves ``i``'s dim and
+   returns the loops inside ``i``). So for any active loop ``j``, the terms of the loops
+   inside ``j`` are ``P_j`` times those of the nest of the loops inside ``j`` alone (``P_j``
+   the product of the loops at or outside ``j``: each pass of that nest repeats them), whose
+   deliveries ``F_in`` are at least the union ``U_j`` of the tiles it visits (the argument
+   above): ``F_c >= S + P_j (F_in - S) >= S + P_j (U_j - S)``. The visited tiles form a grid
+   over the dims, so ``U_j`` is the product over ``t``'s coordinates (disjoint dims) of the
+   union of each coordinate's intervals, at least ``span + sum_d (e_d - 1) min(a_d T_d,
+   span)`` with ``e_d`` the loops over ``d`` inside ``j`` (a monotone path over the grid:
+   each step moves the interval by at least ``a_d T_d``, a loop's stride being at least the
+   tile of ``c``; a one-dim coordinate's intervals are disjoint, ``e_d span``). ``j`` is
+   taken as the outermost active loop of a known level ``lv`` (``k <= lv < c``): the loops
+   inside it are every other loop of ``lv .. c-1``, ``P_j`` is at least ``n_j`` times every
+   loop of the levels above ``lv`` (the open levels' temporal and spatial products together
+   at least ``prod omin``), and with ``lv``'s order open the least over its active loops
+   bounds every order. ``X(c) = inst_c F_c``. This charges a tensor that no jump loop
+   reloads (a sliding input, say) for the irrelevant loops at the outer levels: simple3's
+   res3a_2b_s2 with the GLB keeping only outputs re-reads the inputs from DRAM once per
+   ``M`` iteration there (``bench_exact.py --groups timeloop``, ``docs/performance.md``).
 6. **Fixed spatial factors** (the exact mapper fixes every level's spatial factors before
    any temporal one). Each level's fanout holds the product of its fixed spatial factors,
    and an outer tile holds the fixed spatial factors of the levels between it and level
@@ -369,6 +390,28 @@ def _span(dims: IntArray, a: IntArray, tile: FloatArray) -> FloatArray:
     return 1.0 + ((tile[:, dims] - 1.0) * a).sum(axis=1)
 
 
+def _prod(x: Any, axis: int | tuple[int, ...]) -> Any:
+    """``np.prod(x, axis)`` over a short axis, as its slices multiplied one after the other.
+
+    numpy reduces a short axis of a large array row by row: on (8192, 7) float64 its ``prod``
+    takes about 4x the time of the slices multiplied in turn, and on (8192, 4, 7) over the
+    last axis about 2.5x (``docs/performance.md``, "Exact mapper"). Every product taken here
+    is of integer values (factors, tiles, extents) far below ``2**53``, so each partial
+    product is exact and the result is bit for bit ``np.prod``'s, whatever the order."""
+    if isinstance(axis, tuple):
+        for ax in sorted(axis, reverse=True):
+            x = _prod(x, ax)
+        return x
+    m = x.shape[axis]
+    if m == 0:
+        return np.ones(x.shape[:axis] + x.shape[axis + 1:], dtype=x.dtype)
+    pre = (slice(None),) * axis
+    out = x[pre + (0,)].copy()
+    for i in range(1, m):
+        out *= x[pre + (i,)]
+    return out
+
+
 @dataclass(frozen=True, slots=True)
 class _Prefix:
     """The loops up to J* at the known levels, per row: ``pref`` the loops of l* up to J*
@@ -399,8 +442,9 @@ class _X:
     pref_rel: FloatArray | None = None
     lstar: IntArray | None = None
     jr: BoolArray | None = None
-    lo: float = 0.0
+    lo: FloatArray | float = 0.0
     scale: FloatArray | float = 1.0
+    inner: FloatArray | float | None = None  # the count's own floor before ``scale`` (None: ``lo``)
     opened: FloatArray | None = None
     jr_open: BoolArray | None = None
     level: int = -1  # opened counts into an open level: that level (argument 9); -1: a known level
@@ -430,12 +474,14 @@ class _X:
         if self.dep is None:
             return _X(fixed=val, opened=opened, jr_open=self.jr_open)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
-                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open)
+                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open,
+                  inner=self.lo if self.inner is None else self.inner)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
             return self.fixed
-        return np.maximum(np.maximum(self.base * pref, self.lo) * self.scale, self.lo)
+        inner = self.lo if self.inner is None else self.inner
+        return np.maximum(np.maximum(self.base * pref, inner) * self.scale, self.lo)
 
 
 def _term_energy(x: FloatArray, e1: float, e2: float, part: FloatArray | float) -> FloatArray:
@@ -568,6 +614,59 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
     return np.where(np.isfinite(out), out, 0.0)
 
 
+def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray, t_all: FloatArray,
+                used: FloatArray, omin: FloatArray) -> FloatArray | None:
+    """Argument 5b of the module doc: X(c) of tensor ``t`` into the known level ``c > k`` is
+    at least ``inst_c (S + P_j (U_j - S))`` for the outermost active loop ``j`` of any known
+    level ``lv < c``, the least over the level's active loops (its order open); returns the
+    largest over the levels (None where ``t``'s coordinates share dims). Inputs as in
+    `partial_bounds`: ``tile`` (n, L+1, D), ``tt`` (n, L, D) temporal factors, ``t_all`` and
+    ``used`` (n, L) temporal and spatial products per level, ``omin`` (n, D)."""
+    if not bm.disjoint[t] or c <= k:
+        return None
+    n, D = tt.shape[0], tt.shape[2]
+    tc = tile[:, c]
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    # rows one step of a loop over d adds to the range of its coordinate: its stride is
+    # at least a_d T_d (the tile of c), and a step past the span adds at most the span
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    # X(c) = inst F_c with inst >= used_kc s_open and P_j >= t_open above n_j (the open
+    # levels' loops are all outside j), and s_open t_open >= prod omin
+    inst = _prod(used[:, k:c], 1)
+    po = _prod(omin, 1)
+    ext = np.ones((n, D))  # loops of the levels lv .. c-1, per dim
+    best = None
+    for lv in range(c - 1, k - 1, -1):
+        ext = ext * tt[:, lv]
+        act = tt[:, lv] >= 2.0
+        if not act.any():
+            continue
+        above = _prod(t_all[:, k:lv], 1)
+        # per coordinate: span + sum_d (ext_d - 1) step_d, the union's range along it
+        rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
+                for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
+        u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
+        low = np.full(n, np.inf)
+        for d in range(D):
+            if not act[:, d].any():
+                continue
+            nj = tt[:, lv, d]
+            if d in coord_of:  # j's own steps leave the union: its dim's extent without j
+                ci, i = coord_of[d]
+                less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+                u_j = u_all / rng_[ci] * less
+            else:
+                u_j = u_all
+            val = S + po * above * nj * np.maximum(u_j - S, 0.0)
+            low = np.where(act[:, d], np.minimum(low, val), low)
+        got = inst * np.where(np.isfinite(low), low, S)
+        best = got if best is None else np.maximum(best, got)
+    return best
+
+
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
@@ -624,18 +723,18 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     for lv in range(L - 1, k - 1, -1):
         tile[:, lv] = tile[:, lv + 1] * tt[:, lv] * g[:, lv]
     tile_k = tile[:, k]
-    used = g.prod(axis=2)  # (n, L)
-    t_all = tt.prod(axis=2)  # (n, L)
+    used = _prod(g, 2)  # (n, L)
+    t_all = _prod(tt, 2)  # (n, L)
     for lv in range(k, L):
-        feasible &= (fac[:, lv, :, 1].prod(axis=1) <= bm.fan_x[lv]) & (fac[:, lv, :, 2].prod(axis=1) <= bm.fan_y[lv])
+        feasible &= (_prod(fac[:, lv, :, 1], 1) <= bm.fan_x[lv]) & (_prod(fac[:, lv, :, 2], 1) <= bm.fan_y[lv])
     # capacity: known levels exactly, outer levels at least the tile of level k (times the
     # factors already chosen at level k-1)
-    tile_outer = tile_k * next_level.prod(axis=2) if next_level is not None and k > 0 else tile_k
+    tile_outer = tile_k * _prod(next_level, 2) if next_level is not None and k > 0 else tile_k
     if spatial is not None:
         gs = (spatial[..., 0] * spatial[..., 1]).astype(np.float64)  # (n, L, D) fixed spatial
         for lv in range(k):
-            feasible &= (spatial[:, lv, :, 0].prod(axis=1) <= bm.fan_x[lv]) & \
-                (spatial[:, lv, :, 1].prod(axis=1) <= bm.fan_y[lv])
+            feasible &= (_prod(spatial[:, lv, :, 0], 1) <= bm.fan_x[lv]) & \
+                (_prod(spatial[:, lv, :, 1], 1) <= bm.fan_y[lv])
         # a tile of level lv < k also holds the fixed spatial factors of levels lv .. k-1 (the
         # temporal factors chosen at level k-1, if any, once: next_level's spatial ones are
         # the same fixed factors)
@@ -659,30 +758,35 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             need += _footprint(bm, int(t), tl)
         feasible &= need <= bm.capacity[lv]
     if next_level is not None and k > 0:
-        feasible &= (next_level[:, :, 1].prod(axis=1) <= bm.fan_x[k - 1]) & \
-            (next_level[:, :, 2].prod(axis=1) <= bm.fan_y[k - 1])
-    if not feasible.all():  # bound the feasible rows only (most children are not, at some levels)
-        energy_all = np.full(n, np.inf)
-        cycles_all = np.full(n, np.inf)
-        idx = np.flatnonzero(feasible)
-        if len(idx):
-            e_sub, c_sub, _ = partial_bounds(
-                bm, k, fac[idx], outer_min[idx], outer_tmin[idx], outer_max[idx],
-                None if order_pos is None else order_pos[idx], order_fixed,
-                None if next_level is None else next_level[idx],
-                None if spatial is None else spatial[idx], spatial_complete,
-                None if spatial_room is None else spatial_room[idx])
-            energy_all[idx] = e_sub
-            cycles_all[idx] = c_sub
-        return energy_all, cycles_all, feasible
+        feasible &= (_prod(next_level[:, :, 1], 1) <= bm.fan_x[k - 1]) & \
+            (_prod(next_level[:, :, 2], 1) <= bm.fan_y[k - 1])
+    # bound the feasible rows only (most children are not, at some levels): every array the
+    # rest reads is cut to them once, and the bounds are scattered back at the end
+    rows = None
+    if not feasible.all():
+        rows = np.flatnonzero(feasible)
+        if not len(rows):
+            return np.full(n, np.inf), np.full(n, np.inf), feasible
+        n = len(rows)
+        tt, g, used, t_all, tile, tile_k = tt[rows], g[rows], used[rows], t_all[rows], tile[rows], tile_k[rows]
+        tile_outer = tile_outer[rows]
+        omin, otmin, omax = omin[rows], otmin[rows], omax[rows]
+        if order_pos is not None:
+            order_pos = order_pos[rows]
+        if next_level is not None:
+            next_level = next_level[rows]
+        if spatial is not None:
+            spatial, gs, tile_sp = spatial[rows], gs[rows], tile_sp[rows]
+        if spatial_room is not None:
+            spatial_room = spatial_room[rows]
     # spatial products of the outer levels: fixed, or at most their fanouts
     sp_known = spatial is not None and spatial_complete
     if sp_known:
         used = used.copy()
-        used[:, :k] = gs[:, :k].prod(axis=2)
+        used[:, :k] = _prod(gs[:, :k], 2)
         g = g.copy()
         g[:, :k] = gs[:, :k]
-        fan_outer: FloatArray | float = used[:, :k].prod(axis=1) if k > 0 else 1.0
+        fan_outer: FloatArray | float = _prod(used[:, :k], 1) if k > 0 else 1.0
     else:
         fan_outer = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
     # the outer temporal products of a set of dims: each at least its smallest over the run,
@@ -690,11 +794,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # they can still have (the fixed spatial factors times what the fanouts leave to the
     # dims not fixed yet): o_d = t_d s_d and prod s_d <= prod fan
     fan_all = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
-    s_out = gs[:, :k].prod(axis=1) if spatial is not None and k > 0 else np.ones((n, D))  # (n, D)
-    f_rem = np.maximum(fan_all / s_out.prod(axis=1), 1.0)
+    s_out = _prod(gs[:, :k], 1) if spatial is not None and k > 0 else np.ones((n, D))  # (n, D)
+    f_rem = np.maximum(fan_all / _prod(s_out, 1), 1.0)
 
     def t_outer(mask: BoolArray) -> FloatArray:
-        return np.maximum(otmin[:, mask].prod(axis=1), omin[:, mask].prod(axis=1) / (s_out[:, mask].prod(axis=1) * f_rem))
+        return np.maximum(_prod(otmin[:, mask], 1), _prod(omin[:, mask], 1) / (_prod(s_out[:, mask], 1) * f_rem))
 
     def inst_above(p: int, mask: BoolArray) -> FloatArray:
         """The fixed spatial factors of the dims in ``mask`` at the levels above ``p``: they
@@ -702,7 +806,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         count that leaves these dims' spatial factors out is multiplied by them."""
         if spatial is None or p == 0:
             return np.ones(n)
-        return gs[:, : min(p, k)][:, :, mask].prod(axis=(1, 2))
+        return _prod(gs[:, : min(p, k)][:, :, mask], (1, 2))
 
     # argument 9 needs every level's spatial factors (its counts into open levels and their
     # multicast) and a level between the outermost and the known ones
@@ -747,11 +851,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                     pos = order_pos[:, lv].astype(np.float64)  # (n, D)
                     active_jr = (tt[:, lv] >= 2) & jr[None, :]
                     last = np.where(active_jr, pos, -1.0).max(axis=1)  # innermost active jump loop
-                    pref = np.where(new, np.where(pos <= last[:, None], tt[:, lv], 1.0).prod(axis=1), pref)
+                    pref = np.where(new, _prod(np.where(pos <= last[:, None], tt[:, lv], 1.0), 1), pref)
                     after = np.where(pos > last[:, None], tt[:, lv], 1.0)  # the loops of l* after J*
                     ext = np.where(new[:, None], ext * after, ext)
                 else:
-                    pref = np.where(new, tt[:, lv][:, jr].prod(axis=1), pref)
+                    pref = np.where(new, _prod(tt[:, lv][:, jr], 1), pref)
                     free |= new
             # levels above l* (still known) multiply every loop
             kout = np.where(found, kout * t_all[:, lv], kout)
@@ -771,18 +875,24 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             U = S + extra
         return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
 
+    op_cache: dict[tuple[int, int], FloatArray | None] = {}
+
     def deliveries(t: int, c: int) -> _X:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
         lo = bm.touched[t]
         if c >= k:
-            used_kc = used[:, k:c].prod(axis=1)
+            used_kc = _prod(used[:, k:c], 1)
             pr = jump_prefix(t, c)
-            with_star = omin.prod(axis=1) * used_kc * pr.U * pr.kout
-            without = omin[:, jr].prod(axis=1) * used_kc * pr.U
-            return _X.of(pr, with_star, without, lo, 1.0, open_levels=k > 0 and c < L)
+            with_star = _prod(omin, 1) * used_kc * pr.U * pr.kout
+            without = _prod(omin[:, jr], 1) * used_kc * pr.U
+            if (t, c) not in op_cache:  # (each count is asked for more than once)
+                op_cache[(t, c)] = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
+            op = op_cache[(t, c)]
+            return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
+                         open_levels=k > 0 and c < L)
         # c < k: unknown tile containing tile[k]
-        out = p_min[:, jr].prod(axis=1)
+        out = _prod(p_min[:, jr], 1)
         for ci in bm.sliding[t]:
             dims, a = bm.coords[t][ci]
             out = out * _span(dims, a, tile_outer)
@@ -857,11 +967,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         lo = bm.touched[t]
         if c == L:
             if p >= k:
-                x = p_min.prod(axis=1)
+                x = _prod(p_min, 1)
                 for lv in range(p, L):
                     x = x * dl_lb(t, lv) / used[:, lv]
                 return _X.fixed_of(np.maximum(x, lo))
-            known = t_all[:, k:].prod(axis=1)
+            known = _prod(t_all[:, k:], 1)
             for lv in range(k, L):
                 known = known * dl_lb(t, lv)
             if sp_known:
@@ -870,7 +980,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 for lv in range(p, k):
                     for ci in bm.sliding[t]:
                         known = known * (1.0 + (g[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
-            return _X.fixed_of(np.maximum(omin[:, jr].prod(axis=1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
+            return _X.fixed_of(np.maximum(_prod(omin[:, jr], 1) * t_outer(~jr) * inst_above(p, ~jr) * known, lo))
         if c < k:
             x = deliveries(t, c)
             if x.opened is None:
@@ -892,18 +1002,18 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for lv in range(k, c):
             dl = dl * dl_lb(t, lv)
         above = inst_above(p, ~jr)
-        with_star = omin[:, jr].prod(axis=1) * t_outer(~jr) * above * pr.U * pr.kout * dl
-        without = omin[:, jr].prod(axis=1) * above * pr.U * dl
+        with_star = _prod(omin[:, jr], 1) * t_outer(~jr) * above * pr.U * pr.kout * dl
+        without = _prod(omin[:, jr], 1) * above * pr.U * dl
         return _X.of(pr, with_star, without, lo, 1.0, open_levels=True)
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""
         o = bm.output
         if bm.out_simple:
-            x = p_max[:, bm.out_dims].prod(axis=1)
+            x = _prod(p_max[:, bm.out_dims], 1)
             for lv in range(p):
                 if lv >= k or sp_known:
-                    x = x * g[:, lv][:, ~bm.out_dims].prod(axis=1)
+                    x = x * _prod(g[:, lv][:, ~bm.out_dims], 1)
                 else:
                     x = x * bm.fan[lv]
             return x
@@ -944,7 +1054,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         # the open levels' innermost loop, chosen once for every tensor (`_open_energy`): a dim
         # can carry it where its open temporal product can reach 2; none need be active only
         # where every dim's can be 1
-        s_open = gs[:, :k].prod(axis=1) if spatial is not None else np.ones((n, D))
+        s_open = _prod(gs[:, :k], 1) if spatial is not None else np.ones((n, D))
         none_active: BoolArray = np.asarray((otmin < 2.0).all(axis=1), dtype=bool)
         z_possible = omax / s_open >= 2.0
 
@@ -981,7 +1091,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         # levels 1 .. k-1 and the temporal factors chosen at level k-1
         lb = tile_k * next_level[..., 0] if next_level is not None else tile_k.copy()
         if spatial is not None:
-            lb = lb * gs[:, 1:k].prod(axis=1)
+            lb = lb * _prod(gs[:, 1:k], 1)
         elif next_level is not None:
             lb = lb * next_level[..., 1] * next_level[..., 2]
         idx = np.empty((n, D), dtype=np.int64)
@@ -1002,12 +1112,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             else:
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
-    steps = t_all[:, k:].prod(axis=1) * t_outer(np.ones(D, dtype=bool))
-    spatial_max = np.minimum(used[:, k:].prod(axis=1) * fan_outer, float(bm.n_macs))
-    room = spatial_room.astype(np.float64).prod(axis=1) if spatial_room is not None and not sp_known else None
+    steps = _prod(t_all[:, k:], 1) * t_outer(np.ones(D, dtype=bool))
+    spatial_max = np.minimum(_prod(used[:, k:], 1) * fan_outer, float(bm.n_macs))
+    room = _prod(spatial_room.astype(np.float64), 1) if spatial_room is not None and not sp_known else None
     if room is not None:
         spatial_max = np.minimum(spatial_max, room)
-    cycles = np.maximum(steps, np.ceil(p_min.prod(axis=1) / spatial_max))
+    cycles = np.maximum(steps, np.ceil(_prod(p_min, 1) / spatial_max))
     # bandwidth: the model's cycles are at least one instance's reads (writes) of a level over
     # its read (write) bandwidth, and one instance does 1/inst[p] of the level's words;
     # inst[p] is at most the product of the (fixed or fanout) spatial factors above p
@@ -1020,4 +1130,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for words, bw in ((rd_words[p], bm.read_bw[p]), (wr_words[p], bm.write_bw[p])):
             if np.isfinite(bw):
                 cycles = np.maximum(cycles, np.ceil(words / (inst_ub * bw)))
+    if rows is not None:
+        energy_all = np.full(len(feasible), np.inf)
+        cycles_all = np.full(len(feasible), np.inf)
+        energy_all[rows] = energy
+        cycles_all[rows] = cycles
+        return energy_all, cycles_all, feasible
     return energy, cycles, feasible

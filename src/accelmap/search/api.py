@@ -34,6 +34,16 @@ DEFAULT_SEARCHER = "anneal"
 DEFAULT_BUDGET = 1_000_000  # one layer: three 200k annealing runs and a 400k bypass-pattern sweep, 4-8 CPU s
 NETWORK_DEFAULT_BUDGET = 150_000  # per distinct layer of a network search (ResNet-50: ~19-25 CPU s)
 NETWORK_EXACT_TIME_S = 60.0  # per distinct layer of an exact network search without --time or --budget
+#: an exact network search under one total time (``network_time_s``, `_exact_network`): the
+#: share of it the layers' warm starts take (in equal parts), and the share of the rest given
+#: by each layer's part of the network's gap (the other part: in equal parts)
+NETWORK_EXACT_WARM_SHARE = 0.2
+NETWORK_EXACT_GAP_SHARE = 0.5
+#: the warm start's evaluations per layer there: one whole annealing run
+#: (`AnnealSearcher.RUN_EVALUATIONS`); a larger budget cut short by the time limit stops
+#: its runs before they cool (conv1 on eyeriss-like: 8.0e14 after 254,624 of 1M
+#: evaluations, against 4.6e14 from the default search)
+NETWORK_EXACT_WARM_BUDGET = 200_000
 
 
 def _problem(problem: Any) -> Any:
@@ -275,7 +285,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             "or early_stop (give a time limit or a budget instead)")
         return searcher_cls.run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
                                 seed=seed, budget=budget, time_limit_s=time_limit_s, options=opts,
-                                progress=progress, config=extra)
+                                progress=progress, config=extra, initial=initial)
     bound, kind = _lower_bound(ms, model_name, obj)
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
@@ -518,12 +528,100 @@ class NetworkResult:
         return p
 
 
+def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: float, on_layer: Any,
+                   kwargs: dict[str, Any]) -> list[SearchResult]:
+    """Exact searches of the distinct layers ``firsts`` sharing ``total_s`` seconds.
+
+    First every layer gets a warm start: ``anneal`` for at most ``warm_budget`` evaluations
+    (``searcher_options``, default ``NETWORK_EXACT_WARM_BUDGET``, 200,000) and at most
+    ``NETWORK_EXACT_WARM_SHARE * total_s / n`` seconds, whose result carries the layer's root
+    bound. Then each layer gets one branch and bound from its warm start's best mapping, the
+    layers in increasing order of ``w_i = repeat_i (best_i - bound_i)`` (the layer's part of
+    the gap of the summed objectives, `NetworkResult.certified_gap`): layer ``i`` gets the
+    time left times ``(1 - f) / m + f w_i / W`` (``f = NETWORK_EXACT_GAP_SHARE``, ``m`` the
+    layers and ``W`` their weights still to run), so every layer has a part and the large
+    gaps more, and what a layer proven early leaves goes to the later ones. Each layer's
+    result is the exact search's, with the warm start's evaluations added and
+    ``certificate["runs"]`` listing both runs."""
+    import time
+
+    import numpy as np
+
+    t0 = time.perf_counter()
+    kw = dict(kwargs)
+    kw.pop("searcher", None)
+    kw.pop("budget", None)
+    opts = dict(kw.pop("searcher_options", None) or {})
+    warm_budget = opts.get("warm_budget", NETWORK_EXACT_WARM_BUDGET)
+    constraints = kw.pop("constraints", None)
+    allow_padding = kw.pop("allow_padding", False)
+    n = len(firsts)
+    spaces = [build_space(p, arc, load_constraints_any(constraints, arc, p), allow_padding=allow_padding)
+              for p in firsts]
+    warm_s = NETWORK_EXACT_WARM_SHARE * total_s / n
+    warm: list[Any] = [None] * n
+    weight = [0.0] * n
+    for i, p in enumerate(firsts):
+        if not warm_budget:
+            break
+        t_run = time.perf_counter()
+        try:
+            warm[i] = search(p, arc, space=spaces[i], searcher="anneal", budget=warm_budget, time_limit_s=warm_s,
+                             constraints=constraints, allow_padding=allow_padding, **kw)
+        except InfeasibleSpaceError:  # no legal mapping sampled: the exact search decides
+            warm[i] = None
+        if warm[i] is not None:
+            if warm[i].stop_reason == "interrupted":
+                raise KeyboardInterrupt
+            lb = warm[i].objective_lower_bound()
+            weight[i] = repeats[i] * (warm[i].best_objective - (lb if lb is not None and lb > 0 else 0.0))
+            warm[i] = (warm[i], round(time.perf_counter() - t_run, 3))
+    top = max(weight, default=0.0)
+    weight = [w if warm[i] is not None else max(top, 1.0) for i, w in enumerate(weight)]  # no start: unknown gap
+    results: list[Any] = [None] * n
+    todo = sorted(range(n), key=lambda j: weight[j])
+    pool = sum(weight)
+    exact_opts = dict(opts, warm_budget=0) if warm_budget else opts
+    for m_left, i in zip(range(n, 0, -1), todo, strict=True):
+        left = max(total_s - (time.perf_counter() - t0), 0.0)
+        part = left * ((1.0 - NETWORK_EXACT_GAP_SHARE) / m_left
+                       + (NETWORK_EXACT_GAP_SHARE * weight[i] / pool if pool > 0 else NETWORK_EXACT_GAP_SHARE / m_left))
+        pool -= weight[i]
+        initial = None
+        runs = []
+        if warm[i] is not None:
+            wr, wall = warm[i]
+            initial = np.asarray([wr.best_x], dtype=np.int64)
+            runs.append({"searcher": "anneal", "time_limit_s": round(warm_s, 3), "wall_s": wall,
+                         "evaluations": wr.n_evaluations, "best": wr.best_objective,
+                         "lower_bound": wr.objective_lower_bound()})
+        t_run = time.perf_counter()
+        r = search(firsts[i], arc, space=spaces[i], searcher="exact", time_limit_s=max(part, 1e-3),
+                   searcher_options=exact_opts, initial=initial, constraints=constraints,
+                   allow_padding=allow_padding, **kw)
+        runs.append({"searcher": "exact", "time_limit_s": round(part, 3),
+                     "wall_s": round(time.perf_counter() - t_run, 3), "proven": r.proven_optimal,
+                     "best": r.best_objective, "lower_bound": r.objective_lower_bound()})
+        cert = dict(r.certificate or {}, runs=runs)
+        if warm[i] is not None:
+            cert["warm_start_evaluations"] = warm[i][0].n_evaluations
+            r = dataclasses.replace(r, n_evaluations=r.n_evaluations + warm[i][0].n_evaluations,
+                                    elapsed_s=round(r.elapsed_s + warm[i][1], 6))
+        results[i] = dataclasses.replace(r, certificate=cert)
+        if on_layer is not None:
+            on_layer(i, n, results[i])
+        if r.stop_reason == "interrupted":
+            return [x for x in results if x is not None]
+    return results
+
+
 def _shape_key(p: Any) -> tuple[Any, ...]:
     return (p.dims, p.tensors)
 
 
 def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
-                   checkpoint_dir: str | Path | None = None, **kwargs: Any) -> NetworkResult:
+                   checkpoint_dir: str | Path | None = None, network_time_s: float | None = None,
+                   **kwargs: Any) -> NetworkResult:
     """Search every distinct layer of a network once and total the network.
 
     Parameters
@@ -537,10 +635,23 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         CLI prints progress with it).
     checkpoint_dir
         Directory for one checkpoint file per layer (resumable network searches).
+    network_time_s
+        ``searcher="exact"`` only: one time limit for the whole network instead of one per
+        layer (`_exact_network`): every distinct layer first gets a warm start (``anneal``,
+        an equal part of ``NETWORK_EXACT_WARM_SHARE``, 20%, of the time, and at most
+        ``warm_budget`` evaluations, default ``NETWORK_EXACT_WARM_BUDGET``, 200,000: one whole
+        annealing run), which also gives its root bound; then
+        one branch and bound per layer from that start, in increasing order of the layer's
+        part of the network's gap (its repeat times its best objective less its bound),
+        each given the time left times half an equal part plus half its share of the gap; a
+        layer proven early leaves its time to the later ones.
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
         layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given;
         for ``searcher="exact"`` a time limit of ``NETWORK_EXACT_TIME_S``, 60 s, per layer instead).
+        For ``searcher="exact"``, ``time_limit_s`` caps each layer's warm start and branch and
+        bound together; building the layer's map space and bound tables before, and its cheap
+        root bound after (at most 0.3 s), come on top.
 
     Layers with the same shape (dims and tensors) are searched once; their occurrences
     (``Problem.repeat`` and duplicates in the list) weight the totals.
@@ -562,7 +673,16 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
     if not layers:
         raise SpecError(f"network {name}: no layers to search")
     arc = _arch(arch, kwargs.pop("energy", None))
-    if kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
+    if network_time_s is not None:
+        if kwargs.get("searcher") != "exact":
+            raise SpecError(f"network_time_s = {network_time_s}: a total time is shared among the layers by the "
+                            "exact searcher only (searcher='exact'); give other searchers time_limit_s per layer")
+        if not network_time_s > 0:
+            raise SpecError(f"network_time_s = {network_time_s}; expected seconds > 0")
+        if kwargs.get("time_limit_s") is not None or kwargs.get("budget") is not None or checkpoint_dir is not None:
+            raise SpecError("network_time_s shares one time among the layers: give no time_limit_s or budget (per "
+                            "layer) and no checkpoint_dir with it")
+    elif kwargs.get("budget") is None and kwargs.get("time_limit_s") is None:
         if kwargs.get("searcher") == "exact":
             kwargs["time_limit_s"] = NETWORK_EXACT_TIME_S
         else:
@@ -572,7 +692,12 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         groups.setdefault(_shape_key(p), []).append(p)
     t0 = time.perf_counter()
     results, repeats, names = [], [], []
-    for i, members in enumerate(groups.values()):
+    if network_time_s is not None:
+        members_of = list(groups.values())
+        repeats = [sum(int(getattr(p, "repeat", 1)) for p in members) for members in members_of]
+        names = [tuple(p.name for p in members) for members in members_of]
+        results = _exact_network([m[0] for m in members_of], arc, repeats, network_time_s, on_layer, kwargs)
+    for i, members in enumerate(groups.values() if network_time_s is None else ()):
         first = members[0]
         ck = None
         if checkpoint_dir is not None:
@@ -589,6 +714,8 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
             break
     cfg = dict(results[0].config)
     cfg.pop("problem", None)
+    if network_time_s is not None:
+        cfg["network_time_s"] = network_time_s
     return NetworkResult(network=name, arch=getattr(arc, "name", str(arc)), layers=tuple(results),
                          repeats=tuple(repeats), names=tuple(names), n_distinct=len(groups),
                          elapsed_s=round(time.perf_counter() - t0, 3), config=cfg)

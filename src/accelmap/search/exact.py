@@ -65,6 +65,7 @@ from accelmap._typing import IntArray
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
+from accelmap.search._exact_kernel import gather_runs
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -204,20 +205,19 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     for d, tr in enumerate(trees):
         g = ids[:, d]
         if d < split and depth == 0:  # spatial factors chosen: a run of depth 1, k unchanged
-            fac[:, :, d, :] = tr.rows[tr.starts[1][g]]
+            gather_runs(fac, d, tr.rows, tr.starts[1], g)
             omin[:, d], omax[:, d], otmin[:, d] = tr.omin[1][g], tr.omax[1][g], tr.otmin[1][g]
             known[d] = True
         elif d < split:  # a run one depth deeper: its outer range times its level k-1 factors
-            rows = tr.rows[tr.starts[depth + 1][g]]
-            f_next = rows[:, k - 1, :]
-            full = f_next.prod(axis=1)
-            fac[:, :, d, :] = rows
+            gather_runs(fac, d, tr.rows, tr.starts[depth + 1], g)
+            f_next = fac[:, k - 1, d, :]
+            full = f_next[:, 0] * f_next[:, 1] * f_next[:, 2]
             omin[:, d] = tr.omin[depth + 1][g] * full
             omax[:, d] = tr.omax[depth + 1][g] * full
             otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
             nxt[:, d, :] = f_next  # type: ignore[index]
         else:
-            fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
+            gather_runs(fac, d, tr.rows, tr.starts[depth], g)  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
             omin[:, d], omax[:, d], otmin[:, d] = tr.omin[depth][g], tr.omax[depth][g], tr.otmin[depth][g]
     if depth >= 1:
         known[:] = True
@@ -1043,12 +1043,16 @@ class ExactSearcher:
     @classmethod
     def run(cls, *, problem: Any, arch: Any, space: Any, model: Any, model_name: str, objective: ObjectiveSpec,
             seed: int, budget: int | None, time_limit_s: float | None, options: dict[str, Any],
-            progress: bool, config: dict[str, Any]) -> Any:
+            progress: bool, config: dict[str, Any], initial: Any = None) -> Any:
         """Run the exact search; returns a `SearchResult` with its certificate.
 
         ``budget`` caps the mappings the branch and bound evaluates (the warm start's
-        evaluations are counted apart); ``time_limit_s`` caps the whole run, warm start
-        included. Either limit ends the run with the certified bound of the open branches.
+        evaluations are counted apart); ``time_limit_s`` caps the warm start and the branch
+        and bound together (the map space, built before, and the cheap root bound of the
+        result, at most 0.3 s after, come on top). Either limit ends the run with the
+        certified bound of the open branches. ``initial`` (k, n_params), encoded points of
+        ``space``, join the warm start's best as candidates for the first incumbent (a
+        network search hands a layer's best mapping to its next run so).
         """
         from accelmap.search.driver import Driver, DriverOptions
         from accelmap.search.result import History, SearchResult, mapping_to_json
@@ -1079,6 +1083,9 @@ class ExactSearcher:
                     incumbent = wr.best.as_batch()
             except InfeasibleSpaceError:
                 pass  # no legal mapping found by sampling: the exact search decides
+        if initial is not None and len(initial):
+            given = space.decode(np.asarray(initial, dtype=np.int64))
+            incumbent = given if incumbent is None else MappingBatch.concat([given, incumbent])
         left = None if time_limit_s is None else max(time_limit_s - (time.perf_counter() - t0), 0.0)
         bar = _progress_bar(progress)
         try:
