@@ -19,7 +19,7 @@ from accelmap.mapper.check import Reason
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 
-__all__ = ["Metrics", "CostModel"]
+__all__ = ["Metrics", "ObjectiveMetrics", "CostModel"]
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -134,6 +134,21 @@ def _num(x: float) -> int | float:
     """Counts are integral; keep them ints in JSON when they are."""
     xf = float(x)
     return int(xf) if np.isfinite(xf) and xf == int(xf) else xf
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ObjectiveMetrics:
+    """What a search needs of `Metrics`, per mapping (n,): ``cycles``, ``energy_pj`` (inf
+    where invalid), ``valid``, ``reason`` (`Reason` codes) and ``reason_level``."""
+
+    cycles: FloatArray
+    energy_pj: FloatArray
+    valid: BoolArray
+    reason: IntArray
+    reason_level: IntArray
+
+    def __len__(self) -> int:
+        return int(self.cycles.shape[0])
 
 
 @runtime_checkable

@@ -68,7 +68,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -80,7 +79,7 @@ from accelmap.costmodels._loopnest_numpy import _blocks as _blocks
 from accelmap.costmodels._loopnest_numpy import _compile, _Compiled, _count_existing_words, evaluate_numpy
 from accelmap.costmodels._loopnest_numpy import _distinct_level as _distinct_level
 from accelmap.costmodels._loopnest_numpy import _fast_ok as _fast_ok
-from accelmap.costmodels.base import Metrics
+from accelmap.costmodels.base import Metrics, ObjectiveMetrics
 from accelmap.costmodels.engines import resolve_engine
 from accelmap.errors import SpecError
 from accelmap.mapper.check import check_batch
@@ -93,21 +92,6 @@ __all__ = ["LoopNestModel", "ObjectiveMetrics"]
 # reference), `_loopnest_kernel` and `_loopnest_cpu` (numba, CPU), `_cuda*` (numba, CUDA).
 # The ``name as name`` imports above re-export names of the batched path that callers and
 # tests reach through this module.
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class ObjectiveMetrics:
-    """What a search needs of `Metrics`, per mapping (n,): ``cycles``, ``energy_pj`` (inf
-    where invalid), ``valid``, ``reason`` (`Reason` codes) and ``reason_level``."""
-
-    cycles: FloatArray
-    energy_pj: FloatArray
-    valid: BoolArray
-    reason: IntArray
-    reason_level: IntArray
-
-    def __len__(self) -> int:
-        return int(self.cycles.shape[0])
 
 
 class LoopNestModel:

@@ -95,7 +95,7 @@ import functools
 import math
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -108,16 +108,13 @@ from accelmap.costmodels._systolic_window import (
     window_fetches,
     window_fetches_capped,
 )
-from accelmap.costmodels.base import Metrics
+from accelmap.costmodels.base import Metrics, ObjectiveMetrics
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
 from accelmap.mapper.constraints import Constraints
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
 from accelmap.workloads.structure import ProblemKind, recognize
-
-if TYPE_CHECKING:
-    from accelmap.costmodels.loopnest import ObjectiveMetrics
 
 __all__ = [
     "Dataflow",
@@ -580,7 +577,6 @@ class SystolicModel:
         specialised driver then skips writing the (n, L, T) count and energy arrays, the other
         paths take the fields of `evaluate`.
         """
-        from accelmap.costmodels.loopnest import ObjectiveMetrics
 
         out = self._kernel(problem, arch, mappings, want_stats=False, objective=True)
         if out is not None:

@@ -9,7 +9,8 @@ import numpy as np
 from accelmap.arch.presets import preset
 from accelmap.costmodels import _loopnest_cpu as cpu
 from accelmap.costmodels import _loopnest_kernel as kernel
-from accelmap.costmodels.loopnest import LoopNestModel, ObjectiveMetrics
+from accelmap.costmodels.base import ObjectiveMetrics
+from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.space import MapSpace
 from accelmap.workloads.builders import conv2d
 
