@@ -131,6 +131,8 @@ from accelmap.workloads.problem import Problem
 
 __all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
 
+_USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
+
 
 @dataclass(frozen=True, slots=True, eq=False)
 class BoundModel:
@@ -404,6 +406,10 @@ class _X:
     opened: FloatArray | None = None
     jr_open: BoolArray | None = None
     level: int = -1  # opened counts into an open level: that level (argument 9); -1: a known level
+    # argument 10: where the count's J* is among the open loops, its order-free value before the
+    # touched-words floor (each open loop of a dim outside J* that the tensor does not jump
+    # over multiplies it); 0 on the rows whose J* is at a known level
+    free: FloatArray | None = None
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
@@ -418,19 +424,21 @@ class _X:
         # outside it (the prefix is every loop above the known levels: ``with_star``)
         opened = np.where(pr.found, val, np.maximum(with_star, val)) if open_levels else None
         jr_open = pr.jr if open_levels else None
+        free = np.where(pr.found, 0.0, without) if open_levels else None
         dep = pr.found & pr.free
         if not dep.any():
-            return cls(fixed=val, opened=opened, jr_open=jr_open)
+            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free)
         return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo,
-                   opened=opened, jr_open=jr_open)
+                   opened=opened, jr_open=jr_open, free=free)
 
     def scaled(self, scale: FloatArray, lo: float) -> _X:
         val = np.maximum(self.fixed * scale, lo)
         opened = None if self.opened is None else np.maximum(self.opened * scale, lo)
+        free = None if self.free is None else self.free * scale
         if self.dep is None:
-            return _X(fixed=val, opened=opened, jr_open=self.jr_open)
+            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
-                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open)
+                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open, free=free)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
@@ -485,7 +493,7 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
 
 
 def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_possible: BoolArray,
-                 none_possible: BoolArray, n: int) -> FloatArray:
+                 none_possible: BoolArray, n: int, final: FloatArray | None = None) -> FloatArray:
     """Energy to add to the terms' order-free values, the open levels' innermost loop chosen
     jointly for every tensor.
 
@@ -498,7 +506,11 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     (n, D): the open temporal product of the dim can be >= 2) of the tensors' increases
     bounds the total increase; 0 where no open loop need be active (``none_possible``).
     The same relaxation as `_order_energy` (and as the traffic table's), on the open levels
-    taken together."""
+    taken together. ``final`` (n, D), where given, is argument 10's increase for each ``z``
+    (`_jstar_order_energy`, at least the one above)."""
+    if final is not None:
+        best = np.where(z_possible, final, np.inf).min(axis=1)
+        return np.where(none_possible | ~np.isfinite(best), 0.0, best)
     # the increases summed per tensor (a tensor's jump dims are the same in all its terms)
     per: dict[bytes, tuple[BoolArray, FloatArray]] = {}
     for x, e1, e2, part in terms:
@@ -525,8 +537,100 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
+def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], mt: FloatArray,
+                        candidates: BoolArray, n: int) -> FloatArray | None:
+    """Argument 10 of the module doc: the increase of the counts into known levels whose J*
+    is among the open loops, given the innermost active open loop ``z``, with the order of
+    every dim's innermost open loop chosen once for every tensor.
+
+    Order the dims by the position of their innermost open loop (the dims without an active
+    open loop first). A tensor's J* is then its last jump dim in that order, and every open
+    loop of a dim placed before it is outside J*, so each count is at least ``free`` times
+    the least open temporal product ``mt`` (n, D) of each such dim it does not jump over
+    (and at least its order-free value). The least over the orders is found by a shortest
+    path over the sets of dims placed, innermost first: adding dim ``d`` to the inner set
+    ``S`` charges every tensor that jumps over ``d`` and over no dim of ``S`` (``d`` is its
+    J*) for the dims outside ``S``. The first dim placed is ``z``: a tensor jumping over it
+    pays at least ``opened`` (argument 8). Returns (n, D): the least increase over the
+    orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
+    carry an active open loop on some row; 0 for the others), or None where no count can
+    rise."""
+    groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
+    for x, e1, e2, part in terms:
+        if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
+            continue
+        groups.setdefault(x.jr_open.tobytes(), []).append((x, e1, e2, part))
+    D = mt.shape[1]
+    cd = np.flatnonzero(candidates).tolist()
+    if not groups or not cd:
+        return None
+    m = len(cd)
+    bit = {d: 1 << i for i, d in enumerate(cd)}
+    info = []  # per tensor: (jump mask over cd, the dims of cd it does not jump over, terms, fixed energy)
+    for terms_t in groups.values():
+        jr = terms_t[0][0].jr_open
+        assert jr is not None
+        jmask = sum(bit[d] for d in cd if jr[d])
+        nj = [d for d in cd if not jr[d]]
+        base = sum((_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms_t), np.zeros(n))
+        info.append((jmask, nj, terms_t, base))
+    cache: dict[tuple[int, int], FloatArray] = {}
+
+    def inc(i: int, out: int) -> FloatArray:
+        """The increase of tensor i's counts with the dims of ``out`` (a mask over cd) outside J*."""
+        key = (i, out)
+        got = cache.get(key)
+        if got is None:
+            jmask, nj, terms_t, base = info[i]
+            mult = np.ones(n)
+            for d in nj:
+                if out & bit[d]:
+                    mult = mult * mt[:, d]
+            e = sum((_term_energy(np.maximum(x.free * mult, x.fixed), e1, e2, part)
+                     for x, e1, e2, part in terms_t), np.zeros(n))
+            cache[key] = got = np.maximum(e - base, 0.0)
+        return got
+
+    full = (1 << m) - 1
+    if not any(np.any(inc(i, full) > 0) for i in range(len(info))):
+        return None
+    h: list[FloatArray | None] = [None] * (full + 1)  # least charge of ordering the dims outside S
+    h[full] = np.zeros(n)
+    for S in range(full - 1, 0, -1):
+        best = None
+        for d in cd:
+            b = bit[d]
+            if S & b:
+                continue
+            val = h[S | b]
+            assert val is not None
+            for i, (jmask, _, _, _) in enumerate(info):
+                if jmask & b and not jmask & S:
+                    val = val + inc(i, full & ~S)
+            best = val if best is None else np.minimum(best, val)
+        h[S] = best
+    nj_of = {jmask: nj for jmask, nj, _, _ in info}
+    out = np.zeros((n, D))
+    for z in cd:
+        b = bit[z]
+        val = h[b]
+        assert val is not None
+        for jmask, _, terms_t, base in info:
+            if jmask & b:
+                # z is J*: every open loop is outside it (argument 8's ``opened``, argument 10's full charge)
+                mult = np.ones(n)
+                for d in nj_of[jmask]:
+                    mult = mult * mt[:, d]
+                e = sum((_term_energy(np.maximum(np.maximum(x.free * mult, x.opened), x.fixed), e1, e2, part)
+                         for x, e1, e2, part in terms_t), np.zeros(n))
+                val = val + np.maximum(e - base, 0.0)
+        out[:, z] = val
+    return out
+
+
 def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], allowed_of: Any,
-                         none_possible: BoolArray, k: int, n: int) -> FloatArray | None:
+                         none_possible: BoolArray, k: int, n: int,
+                         final: FloatArray | None = None) -> FloatArray | None:
     """Energy to add to the terms' order-free values, the innermost loop of every open level
     chosen jointly (argument 9 of the module doc): a shortest path down the open levels.
 
@@ -538,7 +642,9 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
     ``-1``: a known level, read after level ``k-1``) is raised to ``opened`` where the state
     is one of its jump dims. The least over the final states (none only where every open
     temporal product can be 1) bounds the increase. Returns None where no count into an open
-    level can rise (`_open_energy` then gives the same, at less cost)."""
+    level can rise (`_open_energy` then gives the same, at less cost). ``final`` (n, D), where
+    given, raises the counts into known levels for the last state (argument 10,
+    `_jstar_order_energy`)."""
     if not any(x.opened is not None and x.level >= 0 for x, _, _, _ in terms):
         return None
     D = len(next(x.jr_open for x, _, _, _ in terms if x.jr_open is not None))
@@ -563,7 +669,7 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
             cost = cost + inc[lv]
         best = np.minimum(cost.min(axis=1), cost_none)
         cost = np.where(allowed[lv], np.minimum(cost, best[:, None]), cost)
-    cost = cost + inc[k]
+    cost = cost + (inc[k] if final is None else np.maximum(inc[k], final))
     out = np.where(none_possible, np.minimum(cost.min(axis=1), cost_none), cost.min(axis=1))
     return np.where(np.isfinite(out), out, 0.0)
 
@@ -707,6 +813,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # argument 9 needs every level's spatial factors (its counts into open levels and their
     # multicast) and a level between the outermost and the known ones
     use_room = sp_known and k >= 2 and bool(bm.room_rules)
+    use_order = _USE_ORDER
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -973,8 +1080,15 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 out[lv] = z_possible & ok
             return out
 
-        coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n) if use_room else None
-        energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n))
+        # argument 10: the order of the dims' innermost open loops, one for every tensor; each
+        # dim's open temporal product is at least its smallest (also over the most spatial
+        # instances the open levels can still have, as `t_outer`)
+        final = None
+        if use_order:
+            mt = np.maximum(otmin, omin / (s_out * f_rem[:, None]))
+            final = _jstar_order_energy(terms, mt, z_possible.any(axis=0), n)
+        coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
+        energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
