@@ -21,6 +21,7 @@ from accelmap.mapper.space import MapSpace
 from accelmap.search.exact import DimTree, PaddedBranches, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import conv2d, matmul
+from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
 MODEL = LoopNestModel()
 OBJECTIVES = ["edp", "energy", "cycles", "energy^2*cycles^1"]
@@ -607,21 +608,38 @@ def test_exact_equals_exhaustive_with_coupled_scratchpads(objective) -> None:
     assert value == pytest.approx(truth, rel=1e-12)
 
 
+def _weighted_reduction() -> Problem:
+    """``O[K,P] += W[K,C,M] I[C,P]``: a reduction dim ``M`` that only the weights index, and no
+    sliding window, so that after ``M`` innermost the inputs (which want ``K`` inside their J*)
+    and the outputs (which want ``C`` inside theirs) cannot both escape: argument 10 of
+    `loopnest_bounds` charges one of them, and is exact on the nodes whose only open level is
+    DRAM."""
+    def proj(*dims: str) -> tuple[tuple[Term, ...], ...]:
+        return tuple((Term(dim=d),) for d in dims)
+
+    return Problem(name="wred", dims=tuple(Dim(name=d, bound=2) for d in "KCPM"), tensors=(
+        Tensor(name="W", projection=proj("K", "C", "M"), role=TensorRole.WEIGHT),
+        Tensor(name="I", projection=proj("C", "P"), role=TensorRole.INPUT),
+        Tensor(name="O", projection=proj("K", "P"), role=TensorRole.OUTPUT)))
+
+
 @pytest.mark.parametrize("arch_name,layer", [
     ("bypass", "conv"),  # weights skip the GLB (eyeriss-like in small)
     ("small", "conv"),  # a GLB and one RF that keep every tensor, 2x2 PEs
-    ("spad", "conv"),  # input, weight and psum scratchpads
+    ("bypass", "wred"),  # tight: the term closes the whole gap of some nodes
+    ("small", "wred"),
 ])
 def test_jstar_order_term_is_admissible_on_every_node_of_a_whole_space(arch_name, layer) -> None:
     """Argument 10 of `loopnest_bounds` (the order of the dims' innermost open loops, one for
     every tensor): every node bound on the path of every mapping of the space is at most the
     least energy of the node's mappings, and the term lifts some nodes. Tight here: made
-    1.05x too strong, or charging every open loop a tensor does not jump over whatever the
-    order (a full charge instead of the dims outside J*), or letting only the dims whose
-    open temporal product must reach 2 be the innermost, or charging the dims inside J*
-    (the inner set placed first) as well, the term exceeds the energy of some mappings here."""
-    prob = conv2d("c", n=1, k=2, c=2, p=2, q=1, r=2, s=1)
-    arch = {"bypass": bypass_arch, "small": small_arch, "spad": lambda: spad_arch(4, 4, 2)}[arch_name]()
+    1.05x too strong (the whole increase, or only the part beyond the innermost dim), or
+    charging every open loop a tensor does not jump over whatever the order (a full charge
+    instead of the dims outside J*), or charging a tensor at each of its jump dims (not only
+    at its J*), or with the smallest open products or the order-free base 5% larger, the term
+    exceeds the energy of some mappings here."""
+    prob = conv2d("c", n=1, k=2, c=2, p=2, q=1, r=2, s=1) if layer == "conv" else _weighted_reduction()
+    arch = {"bypass": bypass_arch, "small": small_arch}[arch_name]()
     violations, lifted = _every_node_bound(MapSpace(prob, arch), "order")
     assert violations == 0
     assert lifted > 0
