@@ -112,6 +112,30 @@ Why each bound holds, for every order of every loop:
    counts into known levels (argument 8) by the last; no active loop at all only where every
    open temporal product can be 1. The counts from level 0 into level 1 are left to the
    traffic table where it applies (it bounds their sum on its own).
+10. **The order of the dims' innermost open loops, one for every tensor**
+   (`_jstar_order_energy`). Argument 8 looks at the innermost open loop alone; the tensors
+   that do not jump over it still compete for the order above it. Order the dims by the
+   position of their innermost open loop (a dim with no active open loop first, anywhere
+   before the others). For a count of tensor ``t`` into a known level ``c`` whose known levels
+   ``k .. c-1`` hold no active jump loop of ``t``, J* is the innermost open loop over a jump
+   dim of ``t``: its dim ``j`` is ``t``'s last jump dim in that order (an inactive jump dim
+   stands for no J* among the open loops: then every dim before it is inactive too). Every
+   open loop of a dim ``d`` placed before ``j`` is outside J* (its innermost one is), so by
+   argument 1 the count is at least its order-free value (``free``: the jump dims' open
+   products times the union of the known tiles inside J*, before the touched-words floor)
+   times ``ot_d`` for each such ``d`` that ``t`` does not jump over, ``ot_d`` the open
+   temporal product of ``d`` (at least its smallest, and at least its smallest full product
+   over the most spatial instances the open levels can have); a dim with no active loop
+   has ``ot_d = 1`` and charges nothing, which is why it may stand first. The count is also
+   at least its order-free value, and when ``j`` is the innermost dim of the order (``z`` of
+   argument 8) at least argument 8's ``opened``. Every mapping of the node realises one
+   order, so the least over all orders of the summed energies bounds it: a shortest path
+   over the sets ``S`` of dims placed, innermost first, where adding ``d`` charges each
+   tensor that jumps over ``d`` and over no dim of ``S`` (``d`` is its J*) for its dims
+   outside ``S``. The path is kept per innermost dim ``z``, so it replaces argument 8's charge
+   for ``z`` (and argument 9's last state). A tensor that does not jump over ``z`` and is the
+   only one that can rise escapes on its own (its dims outside J* can all follow ``z``), so
+   the path is run only on the rows where two tensors can rise.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -553,8 +577,8 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     J*) for the dims outside ``S``. The first dim placed is ``z``: a tensor jumping over it
     pays at least ``opened`` (argument 8). Returns (n, D): the least increase over the
     orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
-    carry an active open loop on some row; 0 for the others), or None where no count can
-    rise."""
+    carry an active open loop on some row; 0 for the others), or None where fewer than two
+    tensors can rise on every row (argument 8 then gives as much, at less cost)."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
@@ -566,36 +590,51 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         return None
     m = len(cd)
     bit = {d: 1 << i for i, d in enumerate(cd)}
-    info = []  # per tensor: (jump mask over cd, the dims of cd it does not jump over, terms, fixed energy)
+    full = (1 << m) - 1
+    # per tensor: its jump dims (a mask over cd), the dims of cd it does not jump over, and its
+    # counts as (free, fixed, opened, e1, e2, part)
+    info = []
     for terms_t in groups.values():
         jr = terms_t[0][0].jr_open
         assert jr is not None
-        jmask = sum(bit[d] for d in cd if jr[d])
-        nj = [d for d in cd if not jr[d]]
-        base = sum((_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms_t), np.zeros(n))
-        info.append((jmask, nj, terms_t, base))
-    cache: dict[tuple[int, int], FloatArray] = {}
+        info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]],
+                     [(x.free, x.fixed, x.opened, e1, e2, part) for x, e1, e2, part in terms_t]))
 
-    def inc(i: int, out: int) -> FloatArray:
-        """The increase of tensor i's counts with the dims of ``out`` (a mask over cd) outside J*."""
-        key = (i, out)
-        got = cache.get(key)
-        if got is None:
-            jmask, nj, terms_t, base = info[i]
-            mult = np.ones(n)
-            for d in nj:
-                if out & bit[d]:
-                    mult = mult * mt[:, d]
-            e = sum((_term_energy(np.maximum(x.free * mult, x.fixed), e1, e2, part)
-                     for x, e1, e2, part in terms_t), np.zeros(n))
-            cache[key] = got = np.maximum(e - base, 0.0)
-        return got
+    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False) -> FloatArray:
+        """The increase of tensor i's counts (on ``rows``, all if None) with the dims of
+        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``."""
+        _, nj, counts = info[i]
+        mt_r = mt if rows is None else mt[rows]
+        mult = np.ones(len(mt_r))
+        for d in nj:
+            if out & bit[d]:
+                mult = mult * mt_r[:, d]
+        e = np.zeros(len(mt_r))
+        for free, fixed, opened, e1, e2, part in counts:
+            if rows is not None:
+                free, fixed, opened = free[rows], fixed[rows], opened[rows]
+                part = part[rows] if isinstance(part, np.ndarray) else part
+            x = np.maximum(free * mult, fixed)
+            if with_opened:
+                x = np.maximum(x, opened)
+            e = e + _term_energy(x, e1, e2, part) - _term_energy(fixed, e1, e2, part)
+        return np.maximum(e, 0.0)
 
-    full = (1 << m) - 1
-    if not any(np.any(inc(i, full) > 0) for i in range(len(info))):
+    # the innermost dim z: every tensor jumping over it has z as J*, every open loop outside
+    full_inc = [charge(i, full, None, True) for i in range(len(info))]
+    # the dims after z: a tensor not jumping over z escapes alone (its dims outside J* can all
+    # follow z), so the path adds to argument 8 only where two tensors can rise
+    rows = np.flatnonzero(sum((v > 0).astype(np.int64) for v in full_inc) >= 2)
+    if len(rows) == 0:
         return None
+    out = np.zeros((n, D))
+    for z in cd:
+        for i, (jmask, _, _) in enumerate(info):
+            if jmask & bit[z]:
+                out[:, z] += full_inc[i]
+    cache: dict[tuple[int, int], FloatArray] = {}
     h: list[FloatArray | None] = [None] * (full + 1)  # least charge of ordering the dims outside S
-    h[full] = np.zeros(n)
+    h[full] = np.zeros(len(rows))
     for S in range(full - 1, 0, -1):
         best = None
         for d in cd:
@@ -604,27 +643,19 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
                 continue
             val = h[S | b]
             assert val is not None
-            for i, (jmask, _, _, _) in enumerate(info):
+            for i, (jmask, _, _) in enumerate(info):
                 if jmask & b and not jmask & S:
-                    val = val + inc(i, full & ~S)
+                    key = (i, full & ~S)
+                    got = cache.get(key)
+                    if got is None:
+                        cache[key] = got = charge(i, full & ~S, rows)
+                    val = val + got
             best = val if best is None else np.minimum(best, val)
         h[S] = best
-    nj_of = {jmask: nj for jmask, nj, _, _ in info}
-    out = np.zeros((n, D))
     for z in cd:
-        b = bit[z]
-        val = h[b]
-        assert val is not None
-        for jmask, _, terms_t, base in info:
-            if jmask & b:
-                # z is J*: every open loop is outside it (argument 8's ``opened``, argument 10's full charge)
-                mult = np.ones(n)
-                for d in nj_of[jmask]:
-                    mult = mult * mt[:, d]
-                e = sum((_term_energy(np.maximum(np.maximum(x.free * mult, x.opened), x.fixed), e1, e2, part)
-                         for x, e1, e2, part in terms_t), np.zeros(n))
-                val = val + np.maximum(e - base, 0.0)
-        out[:, z] = val
+        hz = h[bit[z]]
+        assert hz is not None
+        out[rows, z] += hz
     return out
 
 
