@@ -133,9 +133,12 @@ Why each bound holds, for every order of every loop:
    over the sets ``S`` of dims placed, innermost first, where adding ``d`` charges each
    tensor that jumps over ``d`` and over no dim of ``S`` (``d`` is its J*) for its dims
    outside ``S``. The path is kept per innermost dim ``z``, so it replaces argument 8's charge
-   for ``z`` (and argument 9's last state). A tensor that does not jump over ``z`` and is the
-   only one that can rise escapes on its own (its dims outside J* can all follow ``z``), so
-   the path is run only on the rows where two tensors can rise.
+   for ``z`` (and argument 9's last state). The tensors jumping over ``z`` have J* = ``z``; a
+   single other tensor escapes on its own (its other jump dims first, then its J*, then the
+   dims it does not jump over, then ``z``), so the path is run only on the rows where two
+   tensors that can rise both skip some ``z``: never for a GEMM or a 1x1 convolution (each
+   dim indexes two of the three tensors), and on a convolution with a window only where the
+   inputs (one jump dim, ``C``, besides ``N``) can rise with the outputs or the weights.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -577,8 +580,9 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     J*) for the dims outside ``S``. The first dim placed is ``z``: a tensor jumping over it
     pays at least ``opened`` (argument 8). Returns (n, D): the least increase over the
     orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
-    carry an active open loop on some row; 0 for the others), or None where fewer than two
-    tensors can rise on every row (argument 8 then gives as much, at less cost)."""
+    carry an active open loop on some row; 0 for the others), or None where no row has two
+    tensors that can rise and do not jump over a same dim (argument 8 then gives as much,
+    at less cost)."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
@@ -586,7 +590,13 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         groups.setdefault(x.jr_open.tobytes(), []).append((x, e1, e2, part))
     D = mt.shape[1]
     cd = np.flatnonzero(candidates).tolist()
-    if not groups or not cd:
+    # after the innermost dim z, the tensors jumping over z are charged in full and a single
+    # other tensor escapes (its dims outside J* can all follow z): the path adds to argument 8
+    # only where two tensors do not jump over z (never for a GEMM or a 1x1 convolution, whose
+    # dims each index two of the three tensors)
+    jumps = [grp[0][0].jr_open for grp in groups.values()]
+    two_free = [z for z in cd if sum(1 for jr in jumps if jr is not None and not jr[z]) >= 2]
+    if not two_free:
         return None
     m = len(cd)
     bit = {d: 1 << i for i, d in enumerate(cd)}
@@ -622,9 +632,12 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
 
     # the innermost dim z: every tensor jumping over it has z as J*, every open loop outside
     full_inc = [charge(i, full, None, True) for i in range(len(info))]
-    # the dims after z: a tensor not jumping over z escapes alone (its dims outside J* can all
-    # follow z), so the path adds to argument 8 only where two tensors can rise
-    rows = np.flatnonzero(sum((v > 0).astype(np.int64) for v in full_inc) >= 2)
+    # and only on the rows where two tensors that can rise do not jump over some such z
+    rising = [v > 0 for v in full_inc]
+    two = np.zeros(n, dtype=bool)
+    for z in two_free:
+        two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info)) >= 2
+    rows = np.flatnonzero(two)
     if len(rows) == 0:
         return None
     out = np.zeros((n, D))
