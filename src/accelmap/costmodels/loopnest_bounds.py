@@ -603,12 +603,16 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     full = (1 << m) - 1
     # per tensor: its jump dims (a mask over cd), the dims of cd it does not jump over, and its
     # counts as (free, fixed, opened, e1, e2, part)
-    info = []
+    info: list[tuple[int, list[int], list[tuple[FloatArray, FloatArray, FloatArray, float, float,
+                                                FloatArray | float]]]] = []
     for terms_t in groups.values():
         jr = terms_t[0][0].jr_open
         assert jr is not None
-        info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]],
-                     [(x.free, x.fixed, x.opened, e1, e2, part) for x, e1, e2, part in terms_t]))
+        counts = []
+        for x, e1, e2, part in terms_t:
+            assert x.free is not None and x.opened is not None
+            counts.append((x.free, x.fixed, x.opened, e1, e2, part))
+        info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]], counts))
 
     def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False) -> FloatArray:
         """The increase of tensor i's counts (on ``rows``, all if None) with the dims of
@@ -636,7 +640,7 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     rising = [v > 0 for v in full_inc]
     two = np.zeros(n, dtype=bool)
     for z in two_free:
-        two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info)) >= 2
+        two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info, strict=True)) >= 2
     rows = np.flatnonzero(two)
     if len(rows) == 0:
         return None
@@ -1130,7 +1134,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         final = None
         if use_order:
             mt = np.maximum(otmin, omin / (s_out * f_rem[:, None]))
-            final = _jstar_order_energy(terms, mt, z_possible.any(axis=0), n)
+            final = _jstar_order_energy(terms, mt, np.asarray(z_possible.any(axis=0), dtype=bool), n)
         coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
         energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
