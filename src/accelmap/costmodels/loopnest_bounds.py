@@ -133,6 +133,33 @@ Why each bound holds, for every order of every loop:
    counts into known levels (argument 8) by the last; no active loop at all only where every
    open temporal product can be 1. The counts from level 0 into level 1 are left to the
    traffic table where it applies (it bounds their sum on its own).
+10. **The order of the dims' innermost open loops, one for every tensor**
+   (`_jstar_order_energy`). Argument 8 looks at the innermost open loop alone; the tensors
+   that do not jump over it still compete for the order above it. Order the dims by the
+   position of their innermost open loop (a dim with no active open loop first, anywhere
+   before the others). For a count of tensor ``t`` into a known level ``c`` whose known levels
+   ``k .. c-1`` hold no active jump loop of ``t``, J* is the innermost open loop over a jump
+   dim of ``t``: its dim ``j`` is ``t``'s last jump dim in that order (an inactive jump dim
+   stands for no J* among the open loops: then every dim before it is inactive too). Every
+   open loop of a dim ``d`` placed before ``j`` is outside J* (its innermost one is), so by
+   argument 1 the count is at least its order-free value (``free``: the jump dims' open
+   products times the union of the known tiles inside J*, before the touched-words floor)
+   times ``ot_d`` for each such ``d`` that ``t`` does not jump over, ``ot_d`` the open
+   temporal product of ``d`` (at least its smallest, and at least its smallest full product
+   over the most spatial instances the open levels can have); a dim with no active loop
+   has ``ot_d = 1`` and charges nothing, which is why it may stand first. The count is also
+   at least its order-free value, and when ``j`` is the innermost dim of the order (``z`` of
+   argument 8) at least argument 8's ``opened``. Every mapping of the node realises one
+   order, so the least over all orders of the summed energies bounds it: a shortest path
+   over the sets ``S`` of dims placed, innermost first, where adding ``d`` charges each
+   tensor that jumps over ``d`` and over no dim of ``S`` (``d`` is its J*) for its dims
+   outside ``S``. The path is kept per innermost dim ``z``, so it replaces argument 8's charge
+   for ``z`` (and argument 9's last state). The tensors jumping over ``z`` have J* = ``z``; a
+   single other tensor escapes on its own (its other jump dims first, then its J*, then the
+   dims it does not jump over, then ``z``), so the path is run only on the rows where two
+   tensors that can rise both skip some ``z``: never for a GEMM or a 1x1 convolution (each
+   dim indexes two of the three tensors), and on a convolution with a window only where the
+   inputs (one jump dim, ``C``, besides ``N``) can rise with the outputs or the weights.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -151,6 +178,8 @@ from accelmap.arch.spec import Arch
 from accelmap.workloads.problem import Problem
 
 __all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
+
+_USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -448,6 +477,10 @@ class _X:
     opened: FloatArray | None = None
     jr_open: BoolArray | None = None
     level: int = -1  # opened counts into an open level: that level (argument 9); -1: a known level
+    # argument 10: where the count's J* is among the open loops, its order-free value before the
+    # touched-words floor (each open loop of a dim outside J* that the tensor does not jump
+    # over multiplies it); 0 on the rows whose J* is at a known level
+    free: FloatArray | None = None
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
@@ -462,19 +495,21 @@ class _X:
         # outside it (the prefix is every loop above the known levels: ``with_star``)
         opened = np.where(pr.found, val, np.maximum(with_star, val)) if open_levels else None
         jr_open = pr.jr if open_levels else None
+        free = np.where(pr.found, 0.0, without) if open_levels else None
         dep = pr.found & pr.free
         if not dep.any():
-            return cls(fixed=val, opened=opened, jr_open=jr_open)
+            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free)
         return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo,
-                   opened=opened, jr_open=jr_open)
+                   opened=opened, jr_open=jr_open, free=free)
 
     def scaled(self, scale: FloatArray, lo: float) -> _X:
         val = np.maximum(self.fixed * scale, lo)
         opened = None if self.opened is None else np.maximum(self.opened * scale, lo)
+        free = None if self.free is None else self.free * scale
         if self.dep is None:
-            return _X(fixed=val, opened=opened, jr_open=self.jr_open)
+            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
-                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open,
+                  lo=lo, scale=scale, opened=opened, jr_open=self.jr_open, free=free,
                   inner=self.lo if self.inner is None else self.inner)
 
     def at(self, pref: FloatArray) -> FloatArray:
@@ -531,7 +566,7 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
 
 
 def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_possible: BoolArray,
-                 none_possible: BoolArray, n: int) -> FloatArray:
+                 none_possible: BoolArray, n: int, final: FloatArray | None = None) -> FloatArray:
     """Energy to add to the terms' order-free values, the open levels' innermost loop chosen
     jointly for every tensor.
 
@@ -544,7 +579,11 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     (n, D): the open temporal product of the dim can be >= 2) of the tensors' increases
     bounds the total increase; 0 where no open loop need be active (``none_possible``).
     The same relaxation as `_order_energy` (and as the traffic table's), on the open levels
-    taken together."""
+    taken together. ``final`` (n, D), where given, is argument 10's increase for each ``z``
+    (`_jstar_order_energy`, at least the one above)."""
+    if final is not None:
+        best = np.where(z_possible, final, np.inf).min(axis=1)
+        return np.where(none_possible | ~np.isfinite(best), 0.0, best)
     # the increases summed per tensor (a tensor's jump dims are the same in all its terms)
     per: dict[bytes, tuple[BoolArray, FloatArray]] = {}
     for x, e1, e2, part in terms:
@@ -571,8 +610,121 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
+def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], mt: FloatArray,
+                        candidates: BoolArray, n: int) -> FloatArray | None:
+    """Argument 10 of the module doc: the increase of the counts into known levels whose J*
+    is among the open loops, given the innermost active open loop ``z``, with the order of
+    every dim's innermost open loop chosen once for every tensor.
+
+    Order the dims by the position of their innermost open loop (the dims without an active
+    open loop first). A tensor's J* is then its last jump dim in that order, and every open
+    loop of a dim placed before it is outside J*, so each count is at least ``free`` times
+    the least open temporal product ``mt`` (n, D) of each such dim it does not jump over
+    (and at least its order-free value). The least over the orders is found by a shortest
+    path over the sets of dims placed, innermost first: adding dim ``d`` to the inner set
+    ``S`` charges every tensor that jumps over ``d`` and over no dim of ``S`` (``d`` is its
+    J*) for the dims outside ``S``. The first dim placed is ``z``: a tensor jumping over it
+    pays at least ``opened`` (argument 8). Returns (n, D): the least increase over the
+    orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
+    carry an active open loop on some row; 0 for the others), or None where no row has two
+    tensors that can rise and do not jump over a same dim (argument 8 then gives as much,
+    at less cost)."""
+    groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
+    for x, e1, e2, part in terms:
+        if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
+            continue
+        groups.setdefault(x.jr_open.tobytes(), []).append((x, e1, e2, part))
+    D = mt.shape[1]
+    cd = np.flatnonzero(candidates).tolist()
+    # after the innermost dim z, the tensors jumping over z are charged in full and a single
+    # other tensor escapes (its dims outside J* can all follow z): the path adds to argument 8
+    # only where two tensors do not jump over z (never for a GEMM or a 1x1 convolution, whose
+    # dims each index two of the three tensors)
+    jumps = [grp[0][0].jr_open for grp in groups.values()]
+    two_free = [z for z in cd if sum(1 for jr in jumps if jr is not None and not jr[z]) >= 2]
+    if not two_free:
+        return None
+    m = len(cd)
+    bit = {d: 1 << i for i, d in enumerate(cd)}
+    full = (1 << m) - 1
+    # per tensor: its jump dims (a mask over cd), the dims of cd it does not jump over, and its
+    # counts as (free, fixed, opened, e1, e2, part)
+    info: list[tuple[int, list[int], list[tuple[FloatArray, FloatArray, FloatArray, float, float,
+                                                FloatArray | float]]]] = []
+    for terms_t in groups.values():
+        jr = terms_t[0][0].jr_open
+        assert jr is not None
+        counts = []
+        for x, e1, e2, part in terms_t:
+            assert x.free is not None and x.opened is not None
+            counts.append((x.free, x.fixed, x.opened, e1, e2, part))
+        info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]], counts))
+
+    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False) -> FloatArray:
+        """The increase of tensor i's counts (on ``rows``, all if None) with the dims of
+        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``."""
+        _, nj, counts = info[i]
+        mt_r = mt if rows is None else mt[rows]
+        mult = np.ones(len(mt_r))
+        for d in nj:
+            if out & bit[d]:
+                mult = mult * mt_r[:, d]
+        e = np.zeros(len(mt_r))
+        for free, fixed, opened, e1, e2, part in counts:
+            if rows is not None:
+                free, fixed, opened = free[rows], fixed[rows], opened[rows]
+                part = part[rows] if isinstance(part, np.ndarray) else part
+            x = np.maximum(free * mult, fixed)
+            if with_opened:
+                x = np.maximum(x, opened)
+            e = e + _term_energy(x, e1, e2, part) - _term_energy(fixed, e1, e2, part)
+        return np.maximum(e, 0.0)
+
+    # the innermost dim z: every tensor jumping over it has z as J*, every open loop outside
+    full_inc = [charge(i, full, None, True) for i in range(len(info))]
+    # and only on the rows where two tensors that can rise do not jump over some such z
+    rising = [v > 0 for v in full_inc]
+    two = np.zeros(n, dtype=bool)
+    for z in two_free:
+        two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info, strict=True)) >= 2
+    rows = np.flatnonzero(two)
+    if len(rows) == 0:
+        return None
+    out = np.zeros((n, D))
+    for z in cd:
+        for i, (jmask, _, _) in enumerate(info):
+            if jmask & bit[z]:
+                out[:, z] += full_inc[i]
+    cache: dict[tuple[int, int], FloatArray] = {}
+    h: list[FloatArray | None] = [None] * (full + 1)  # least charge of ordering the dims outside S
+    h[full] = np.zeros(len(rows))
+    for S in range(full - 1, 0, -1):
+        best = None
+        for d in cd:
+            b = bit[d]
+            if S & b:
+                continue
+            val = h[S | b]
+            assert val is not None
+            for i, (jmask, _, _) in enumerate(info):
+                if jmask & b and not jmask & S:
+                    key = (i, full & ~S)
+                    got = cache.get(key)
+                    if got is None:
+                        cache[key] = got = charge(i, full & ~S, rows)
+                    val = val + got
+            best = val if best is None else np.minimum(best, val)
+        h[S] = best
+    for z in cd:
+        hz = h[bit[z]]
+        assert hz is not None
+        out[rows, z] += hz
+    return out
+
+
 def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], allowed_of: Any,
-                         none_possible: BoolArray, k: int, n: int) -> FloatArray | None:
+                         none_possible: BoolArray, k: int, n: int,
+                         final: FloatArray | None = None) -> FloatArray | None:
     """Energy to add to the terms' order-free values, the innermost loop of every open level
     chosen jointly (argument 9 of the module doc): a shortest path down the open levels.
 
@@ -584,7 +736,9 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
     ``-1``: a known level, read after level ``k-1``) is raised to ``opened`` where the state
     is one of its jump dims. The least over the final states (none only where every open
     temporal product can be 1) bounds the increase. Returns None where no count into an open
-    level can rise (`_open_energy` then gives the same, at less cost)."""
+    level can rise (`_open_energy` then gives the same, at less cost). ``final`` (n, D), where
+    given, raises the counts into known levels for the last state (argument 10,
+    `_jstar_order_energy`)."""
     if not any(x.opened is not None and x.level >= 0 for x, _, _, _ in terms):
         return None
     D = len(next(x.jr_open for x, _, _, _ in terms if x.jr_open is not None))
@@ -609,7 +763,7 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
             cost = cost + inc[lv]
         best = np.minimum(cost.min(axis=1), cost_none)
         cost = np.where(allowed[lv], np.minimum(cost, best[:, None]), cost)
-    cost = cost + inc[k]
+    cost = cost + (inc[k] if final is None else np.maximum(inc[k], final))
     out = np.where(none_possible, np.minimum(cost.min(axis=1), cost_none), cost.min(axis=1))
     return np.where(np.isfinite(out), out, 0.0)
 
@@ -811,6 +965,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # argument 9 needs every level's spatial factors (its counts into open levels and their
     # multicast) and a level between the outermost and the known ones
     use_room = sp_known and k >= 2 and bool(bm.room_rules)
+    use_order = _USE_ORDER
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -1083,8 +1238,15 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 out[lv] = z_possible & ok
             return out
 
-        coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n) if use_room else None
-        energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n))
+        # argument 10: the order of the dims' innermost open loops, one for every tensor; each
+        # dim's open temporal product is at least its smallest (also over the most spatial
+        # instances the open levels can still have, as `t_outer`)
+        final = None
+        if use_order:
+            mt = np.maximum(otmin, omin / (s_out * f_rem[:, None]))
+            final = _jstar_order_energy(terms, mt, np.asarray(z_possible.any(axis=0), dtype=bool), n)
+        coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
+        energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of

@@ -21,6 +21,7 @@ from accelmap.mapper.space import MapSpace
 from accelmap.search.exact import DimTree, PaddedBranches, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.workloads.builders import conv2d, matmul
+from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
 MODEL = LoopNestModel()
 OBJECTIVES = ["edp", "energy", "cycles", "energy^2*cycles^1"]
@@ -387,7 +388,7 @@ def test_open_levels_innermost_loop_lifts_node_bounds_and_stays_admissible(layer
     m = MODEL.evaluate(problem, arch, batch)
     assert m.valid.all()
     with_term = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
-    monkeypatch.setattr(lbm, "_open_energy", lambda terms, z, none, n: np.zeros(n))
+    monkeypatch.setattr(lbm, "_open_energy", lambda terms, z, none, n, final=None: np.zeros(n))
     without = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
     lifted = 0
     for i in range(len(batch)):
@@ -501,11 +502,12 @@ def spad_arch(icap: int = 2, wcap: int = 2, ocap: int = 2) -> Arch:
 def _every_node_bound(space: MapSpace, term: str = "_coupled_open_energy") -> tuple[int, int]:
     """Enumerates the whole space; for every node of every depth and split on the path of a
     mapping, compares its energy bound with the least energy of the node's mappings (each
-    factorization's best loop orders). Returns (violations, nodes the coupled term lifts).
+    factorization's best loop orders). Returns (violations, nodes the term lifts): ``term``
+    names the function of `loopnest_bounds` whose lifts are counted (switched off, it returns
+    None), or is "order" for argument 10 (switched off by ``_USE_ORDER``).
     A padded space is taken branch by branch, as the exact mapper searches it: the mappings
     whose factors multiply to one padded bound vector ``B'``, bounded in the `BranchSpace` of
-    ``B'`` (the BoundModel of ``P'``). ``term`` names the function of `loopnest_bounds` whose
-    lifts are counted (switched off, it returns None)."""
+    ``B'`` (the BoundModel of ``P'``)."""
     if not space.allow_padding:
         return _every_node_bound_in(space, space, term)
     branches = PaddedBranches(space, parse_objective("energy"))
@@ -548,7 +550,7 @@ def _every_node_bound_in(full: MapSpace, space, term: str = "_coupled_open_energ
     flat = keep.reshape(len(keep), -1)
     violations = lifted = 0
     leaf = trees[0].leaf_depth
-    coupled = getattr(lbm, term)
+    coupled = None if term == "order" else getattr(lbm, term)
     for pk in np.unique(flat, axis=0):
         sel = np.flatnonzero((flat == pk).all(axis=1))
         bm = bound_model(space, pk.reshape(keep.shape[1:]))
@@ -562,11 +564,17 @@ def _every_node_bound_in(full: MapSpace, space, term: str = "_coupled_open_energ
                 e, _, ok = partial_bounds(bm, **inputs)
                 assert ok.all()
                 violations += int((e > emin[sel] * (1 + 1e-12)).sum())
-                setattr(lbm, term, lambda *a: None)
+                if term == "order":
+                    lbm._USE_ORDER = False
+                else:
+                    setattr(lbm, term, lambda *a: None)
                 try:
                     e0, _, _ = partial_bounds(bm, **inputs)
                 finally:
-                    setattr(lbm, term, coupled)
+                    if term == "order":
+                        lbm._USE_ORDER = True
+                    else:
+                        setattr(lbm, term, coupled)
                 assert (e0 <= e * (1 + 1e-12)).all()  # the term only adds
                 lifted += int((e > e0 * (1 + 1e-9)).sum())
     return violations, lifted
@@ -734,3 +742,40 @@ def test_cli_network_time_is_for_an_exact_network_search_only(capsys) -> None:
     assert main(base + ["resnet50/fc1000", "--searcher", "exact", "--network-time", "10"]) == 2
     assert main(base + ["--network", "resnet50", "--searcher", "exact", "--network-time", "10", "--time", "5"]) == 2
     assert main(base + ["--network", "resnet50", "--searcher", "exact", "--network-time", "0"]) == 2
+
+
+def _weighted_reduction() -> Problem:
+    """``O[K,P] += W[K,C,M] I[C,P]``: a reduction dim ``M`` that only the weights index, and no
+    sliding window, so that after ``M`` innermost the inputs (which want ``K`` inside their J*)
+    and the outputs (which want ``C`` inside theirs) cannot both escape: argument 10 of
+    `loopnest_bounds` charges one of them, and is exact on the nodes whose only open level is
+    DRAM."""
+    def proj(*dims: str) -> tuple[tuple[Term, ...], ...]:
+        return tuple((Term(dim=d),) for d in dims)
+
+    return Problem(name="wred", dims=tuple(Dim(name=d, bound=2) for d in "KCPM"), tensors=(
+        Tensor(name="W", projection=proj("K", "C", "M"), role=TensorRole.WEIGHT),
+        Tensor(name="I", projection=proj("C", "P"), role=TensorRole.INPUT),
+        Tensor(name="O", projection=proj("K", "P"), role=TensorRole.OUTPUT)))
+
+
+@pytest.mark.parametrize("arch_name,layer", [
+    ("bypass", "conv"),  # weights skip the GLB (eyeriss-like in small)
+    ("small", "conv"),  # a GLB and one RF that keep every tensor, 2x2 PEs
+    ("bypass", "wred"),  # tight: the term closes the whole gap of some nodes
+    ("small", "wred"),
+])
+def test_jstar_order_term_is_admissible_on_every_node_of_a_whole_space(arch_name, layer) -> None:
+    """Argument 10 of `loopnest_bounds` (the order of the dims' innermost open loops, one for
+    every tensor): every node bound on the path of every mapping of the space is at most the
+    least energy of the node's mappings, and the term lifts some nodes. Tight here: made
+    1.05x too strong (the whole increase, or only the part beyond the innermost dim), or
+    charging every open loop a tensor does not jump over whatever the order (a full charge
+    instead of the dims outside J*), or charging a tensor at each of its jump dims (not only
+    at its J*), or with the smallest open products or the order-free base 5% larger, the term
+    exceeds the energy of some mappings here."""
+    prob = conv2d("c", n=1, k=2, c=2, p=2, q=1, r=2, s=1) if layer == "conv" else _weighted_reduction()
+    arch = {"bypass": bypass_arch, "small": small_arch}[arch_name]()
+    violations, lifted = _every_node_bound(MapSpace(prob, arch), "order")
+    assert violations == 0
+    assert lifted > 0
