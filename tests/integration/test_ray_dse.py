@@ -10,6 +10,7 @@ import signal
 import sqlite3
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -59,15 +60,29 @@ def test_ctrl_c_then_resume_matches_uninterrupted(tmp_path):
     cmd = [sys.executable, "-m", "accelmap.cli", "dse", str(path), "--workers", "2", "--seed", "0",
            "--json", "--out", "out", "--no-plot"]
     env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[2] / "src"))
-    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, env=env)
+    # Progress is read from the CLI's own trial lines (printed as each trial is told), not
+    # by polling the study file: a reader of the SQLite file can wait on the writer's locks
+    # until the study is nearly done, and a Ctrl-C then lands after the last trial.
+    lines: list[str] = []
+
+    def read_stderr() -> None:
+        for line in proc.stderr:
+            lines.append(line)
+
+    pump = threading.Thread(target=read_stderr, daemon=True)
+    pump.start()
     deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and _complete(tmp_path / "out" / "study.sqlite") < 2 and proc.poll() is None:
-        time.sleep(0.1)
-    assert proc.poll() is None, proc.communicate()
+    while time.monotonic() < deadline and sum(ln.startswith("trial") for ln in lines) < 2 and proc.poll() is None:
+        time.sleep(0.05)
+    assert proc.poll() is None, "".join(lines)
+    told_before = sum(ln.startswith("trial") for ln in lines)
     os.killpg(proc.pid, signal.SIGINT)
-    _, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
+    proc.wait(timeout=120)
+    pump.join(timeout=30)
+    assert proc.returncode == 130, f"{told_before} trial(s) told before Ctrl-C\n" + "".join(lines)
+    assert _complete(tmp_path / "out" / "study.sqlite") >= 2
     done = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     resumed = json.loads(done.stdout)
