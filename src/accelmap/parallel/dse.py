@@ -694,11 +694,13 @@ def run_dse(
     base_arch = spec.base
     base_parts = spec.tasks(base_arch)
     interrupted = False
+    noted = _SigintNoted().start()
     try:
         _run_parts(base_parts, store, backend)
         base = _aggregate({}, base_arch, area_mm2(base_arch), base_parts, store)
         study.set_user_attr("base_result", base.to_dict())
         while True:
+            noted.check()
             # `trials` counts distinct candidates given a mapping search: a proposal seen
             # before is answered from the cache, one over the area budget is rejected from its
             # area alone; neither costs a search (the sampler still learns from both).
@@ -788,6 +790,7 @@ def run_dse(
                 summary = run_tasks(tasks, store=store, backend=backend, on_result=on_result, progress=progress)
                 if summary.interrupted:
                     raise KeyboardInterrupt
+            noted.check()
             if failed:  # a mapping search failed: its trial stays open, a rerun retries it
                 raise SpecError(f"{len(failed)} candidate(s) could not be evaluated, first: {failed[0]}; "
                                 f"the error rows are in {store.path}; run again to retry them")
@@ -795,6 +798,8 @@ def run_dse(
         interrupted = True
         base = base if "base" in locals() else Candidate(params={}, arch=base_arch,
                                                          area_mm2=area_mm2(base_arch), status="error")
+    finally:
+        noted.stop()
     feasible = [r.candidate for r in records if r.feasible]
     uniq: dict[str, Candidate] = {}
     for c in feasible:
@@ -806,6 +811,36 @@ def run_dse(
                      n_searched=len({_params_key(r.candidate.params) for r in records
                                      if r.candidate.status != "over_budget"}),
                      grid_size=None if grid is None else len(grid))
+
+
+class _SigintNoted:
+    """Ctrl-C raises KeyboardInterrupt as usual and is also noted, so that one Python drops
+    (raised inside a finalizer, e.g. a progress bar's ``__del__``: "Exception ignored in")
+    still stops the study at the next `check`. Only in the main thread; elsewhere a no-op."""
+
+    def __init__(self) -> None:
+        self.seen = False
+        self._previous: Any = None
+        self._installed = False
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def start(self) -> _SigintNoted:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._handler)
+            self._installed = True
+        return self
+
+    def check(self) -> None:
+        if self.seen:
+            raise KeyboardInterrupt
+
+    def stop(self) -> None:
+        if self._installed:
+            signal.signal(signal.SIGINT, self._previous)
+            self._installed = False
 
 
 @contextlib.contextmanager

@@ -292,3 +292,32 @@ def test_outputs_without_matplotlib_skip_the_plot_and_say_so(files: Path, capsys
     data = json.loads(cap.out)
     assert data["front"] and "matplotlib is not installed" in cap.err
     assert not (files / "out" / "front.png").exists() and (files / "out" / "front.csv").is_file()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the dropped interrupt
+def test_ctrl_c_dropped_in_a_finalizer_still_stops_the_study_at_the_next_check() -> None:
+    """A KeyboardInterrupt raised inside a ``__del__`` (a progress bar's, say) is dropped by
+    Python ("Exception ignored in"); the study's SIGINT handler notes it, so the next check
+    between batches still stops the study."""
+    import os
+    import signal
+
+    from accelmap.parallel.dse import _SigintNoted
+
+    before = signal.getsignal(signal.SIGINT)
+    noted = _SigintNoted().start()
+    try:
+        class Finalized:
+            def __del__(self) -> None:
+                os.kill(os.getpid(), signal.SIGINT)
+                for _ in range(1000):  # the handler runs between bytecodes, here
+                    pass
+
+        obj = Finalized()
+        del obj  # the KeyboardInterrupt it raises is dropped
+        assert noted.seen
+        with pytest.raises(KeyboardInterrupt):
+            noted.check()
+    finally:
+        noted.stop()
+    assert signal.getsignal(signal.SIGINT) is before
