@@ -100,7 +100,7 @@ def random_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatc
 # cache (every CI run), so the default run checks it on a few structures of different kinds
 # (a row-stationary and a systolic preset, a strided and a depthwise Timeloop case) and the
 # slow run on every case below.
-SPECIALISED_PRESETS = ("eyeriss-like", "tpu-v1-like")
+SPECIALISED_PRESETS = ("eyeriss-like",)  # the other presets' specialised drivers: -m slow (a cold compile each)
 SPECIALISED_GOLDEN = ("eyeriss_like__L4_resnet50_res3a_2b_s2__mapper_edp_best",
                       "simple3__L7_mbv2_dw3x3_c144__hand_ws")
 SPECIALISED_ZOO = ()
