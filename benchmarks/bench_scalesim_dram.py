@@ -39,6 +39,11 @@ against the estimate, the default ``"auto"`` and the exact mode.
 reset (`_systolic_window._jump`) against the walk without it, per fold shape on the pool
 and in the default search (exact mode, and ``"auto"`` at every fold ratio), interleaved.
 
+``--shapes-only`` runs only ``shapes``: the fold shapes the default search on CB2a_2 and the
+pool meet, per class of the ifmap's stream (streamed by rows, by columns, stationary), what
+walking each once costs and how far the estimate is from the walk on them (where exactness
+on every mapping would spend its time).
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
@@ -427,6 +432,148 @@ def jump_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_shapes:
     return out
 
 
+def shapes_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_pool: int = 20000) -> dict:
+    """Where exactness on every mapping would spend its time: the rows a default search on
+    CB2a_2 evaluates (seeds 0 and 1, the estimate, every batch recorded) and a pool of random
+    mappings (``pool``), each valid row's ifmap stream classed by how it meets the array
+    (``rows``: streamed, indexed by the row class, a unit re-read once per column fold;
+    ``cols``: streamed by the column class; ``stationary``: one pass). Per class: rows,
+    distinct fold shapes (row class, column class, chunks, array-level order), walks (after
+    `_window_exact`'s keying), their cold time (walk cache cleared once, then every shape
+    walked once, in row order), the distinct units (the fold shape without the chunk that
+    only sets the repetitions), and the estimate's error against the walk, overall and by
+    folds over the fewest the array allows."""
+    import sys
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels import _systolic_window as sw
+    from accelmap.costmodels import systolic as sy
+    from accelmap.search.api import search
+    from accelmap.workloads.builders import conv2d
+
+    class Recording(SystolicModel):
+        """The estimate, keeping every batch a search sends."""
+
+        def __init__(self) -> None:
+            super().__init__(dram_window="estimate")
+            self.batches: list[MappingBatch] = []
+
+        def evaluate(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate(problem, arch, mappings)
+
+        def evaluate_objective(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate_objective(problem, arch, mappings)
+
+    def analyse(problem, arch, batches: list[MappingBatch], seconds: float) -> dict:  # type: ignore[no-untyped-def]
+        lay = sy.systolic_layout(problem, arch)[0]
+        est = SystolicModel(dram_window="estimate", engine="numpy")
+        size = lay.class_size
+        mine = (sy._M, sy._K)  # the ifmap's classes
+        rows = []  # per batch: (mode per row, rc, cc, ur, uc, order, estimate, fold ratio) of its valid rows
+        for b in batches:
+            st = est.stats(problem, arch, b)
+            v = np.flatnonzero(st.valid)
+            rc, cc = st.row_class[v], st.col_class[v]
+            mode = np.where(np.isin(rc, mine) & np.isin(cc, mine), 2, np.where(np.isin(rc, mine), 0, 1))
+            fewest = -(-np.array(size)[rc] // lay.rows) * -(-np.array(size)[cc] // lay.cols)
+            rows.append((mode, rc, cc, st.rows_used[v], st.cols_used[v], b.order[v, lay.array_level],
+                         st.dram_reads[v, 0], st.folds[v] / fewest))
+        names = ("rows", "cols", "stationary")
+        timed: dict[bool, dict[str, float]] = {}
+        walks: dict[bool, dict[str, int]] = {}
+        counts: dict[bool, list[np.ndarray]] = {}
+        keep = sw.UNIT_CACHE_BYTES
+        try:
+            for tables in (True, False):  # the exact mode's numpy path (`_walked_reads`), cold, with and without
+                sw.UNIT_CACHE_BYTES = keep if tables else 0
+                window_fetches.cache_clear()  # (the unit tables too)
+                timed[tables] = dict.fromkeys(names, 0.0)
+                walks[tables] = dict.fromkeys(names, 0)
+                counts[tables] = []
+                for mode, rc, cc, ur, uc, order, _e, _r in rows:
+                    got = np.zeros(mode.size, dtype=np.int64)
+                    for k, name in enumerate(names):
+                        sel = np.flatnonzero(mode == k)
+                        if not sel.size:
+                            continue
+                        m0 = window_fetches.cache_info().misses
+                        t0 = time.perf_counter()
+                        got[sel] = sy._walked_reads(problem, lay, 0, rc[sel], cc[sel], ur[sel], uc[sel], order[sel],
+                                                    np.full(sel.size, sy.WALK_ALL))
+                        timed[tables][name] += time.perf_counter() - t0
+                        walks[tables][name] += window_fetches.cache_info().misses - m0
+                    counts[tables].append(got)
+        finally:
+            sw.UNIT_CACHE_BYTES = keep
+        assert all((x == y).all() for x, y in zip(counts[True], counts[False], strict=True))
+        out: dict = {"rows": int(sum(r[0].size for r in rows)), "estimate_s": seconds, "modes": {}}
+        for k, name in enumerate(names):
+            sel = [r[0] == k for r in rows]
+            n = int(sum(x.sum() for x in sel))
+            if not n:
+                continue
+            err = np.concatenate([np.abs(r[6][x] / c[x] - 1) for r, x, c in zip(rows, sel, counts[True], strict=True)])
+            ratio = np.concatenate([r[7][x] for r, x in zip(rows, sel, strict=True)])
+            shapes = {(int(a), int(b_), int(c), int(d), *map(int, e)) for r, x in zip(rows, sel, strict=True)
+                      for a, b_, c, d, e in zip(r[1][x], r[2][x], r[3][x], r[4][x], r[5][x], strict=True)}
+            units = {(s_[0], s_[1], s_[2] if k != 1 else 0, s_[3] if k != 0 else 0, *s_[4:]) for s_ in shapes}
+            out["modes"][name] = {
+                "rows": n, "fold_shapes": len(shapes), "units": len(units), "walks": walks[True][name],
+                "walk_s": timed[True][name], "walk_s_without_unit_tables": timed[False][name],
+                "ms_per_walk": 1e3 * timed[True][name] / max(walks[True][name], 1),
+                "estimate_within_2pct": float((err <= 0.02).mean()), "estimate_median_error": float(np.median(err)),
+                "estimate_worst_error": float(err.max()), "fold_ratio_median": float(np.median(ratio)),
+                "estimate_within_2pct_at_fold_ratio": {
+                    str(q): (float((err[ratio <= q] <= 0.02).mean()) if (ratio <= q).any() else None)
+                    for q in (1.25, 2, 4, 16)},
+            }
+            print(f"  {name:10} {n:6} rows, {len(shapes):5} shapes, {len(units):5} units, "
+                  f"{walks[True][name]:5} walks, {timed[True][name]:.2f} s ({timed[False][name]:.2f} s without "
+                  f"unit tables); estimate within 2 % on {100 * (err <= 0.02).mean():.0f} % (median "
+                  f"{100 * np.median(err):.1f} %, worst {100 * err.max():.0f} %)", flush=True)
+        for tables in (True, False):
+            key = "walk_s" if tables else "walk_s_without_unit_tables"
+            out[key] = sum(timed[tables].values())
+            out["exact_over_estimate" + ("" if tables else "_without_unit_tables")] = (seconds + out[key]) / seconds
+        print(f"  {out['rows']} rows: walks {out['walk_s']:.2f} s ({out['walk_s_without_unit_tables']:.2f} s "
+              f"without unit tables) against the estimate's {seconds:.3f} s ({out['exact_over_estimate']:.0f}x, "
+              f"{out['exact_over_estimate_without_unit_tables']:.0f}x)", flush=True)
+        return out
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    sarch = config_arch(cfg)
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    search(layer.problem, sarch, model=Recording(), budget=budget, seed=99)  # warm, compiled
+    out: dict = {"search": []}
+    for seed in seeds:
+        m = Recording()
+        t0 = time.perf_counter()
+        search(layer.problem, sarch, model=m, budget=budget, seed=seed)
+        dt = time.perf_counter() - t0
+        print(f"search seed {seed} ({budget} evaluations, {len(m.batches)} batches):", flush=True)
+        out["search"].append({"seed": seed, "budget": budget} | analyse(layer.problem, sarch, m.batches, dt))
+    arch = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, arch, n_pool, np.random.default_rng(0))
+    est = SystolicModel(dram_window="estimate")
+    est.evaluate(problem, arch, pool)
+    t_est = []
+    for _ in range(3):
+        t0 = time.perf_counter()
+        est.evaluate(problem, arch, pool)
+        t_est.append(time.perf_counter() - t0)
+    print(f"pool of {n_pool}:", flush=True)
+    out["pool"] = {"mappings": n_pool} | analyse(problem, arch, [pool], statistics.median(t_est))
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -440,9 +587,17 @@ def main() -> None:
                     help="only the capped walk against the whole walk, merged into the existing JSON")
     ap.add_argument("--jump-only", action="store_true",
                     help="only the walk from reset to reset against the walk without it, merged into the existing JSON")
+    ap.add_argument("--shapes-only", action="store_true",
+                    help="only the fold shapes a search and a pool meet per stream class, merged into the existing JSON")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
+    if args.shapes_only:
+        old = json.loads(RESULTS.read_text())
+        old["shapes"] = shapes_cost(ref_dir, args.search_budget or 5000)
+        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {RESULTS}")
+        return
     if args.jump_only:
         old = json.loads(RESULTS.read_text())
         old["jump"] = jump_cost(ref_dir, args.search_budget or 5000)
@@ -542,6 +697,7 @@ def main() -> None:
                                    "variant_errors": variant_errors(),
                                    "capped": capped_cost(ref_dir, args.search_budget or 5000),
                                    "jump": jump_cost(ref_dir, args.search_budget or 5000),
+                                   "shapes": shapes_cost(ref_dir, args.search_budget or 5000),
                                    "load_average": list(os.getloadavg()),
                                    "load_average_at_start": load0}, indent=1) + "\n")
     print(f"wrote {RESULTS}")

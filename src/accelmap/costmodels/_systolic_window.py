@@ -51,10 +51,26 @@ repetition when the window is empty there, else after one walked repetition (fro
 last reset): about three passes' work however many repetitions, exact, where the walk
 costs a pass each (the periods above are found only where reset positions recur). The
 stationary operand reads every entry once and is walked as it is.
+
+**One unit, many fold shapes** (`_UnitTables`). A ``ROWS_TIME`` operand's unit (the pass
+over the row folds) and its table ``fwd`` depend on the row chunk, the flattening order and
+the window, not on the column chunk, which only sets how many times the unit repeats; and
+with at least `JUMP_MIN_REPS` repetitions its count is `_jump` over them from the unit's
+start with an empty window (`_walk` takes no other step first: the window is empty at the
+start of the stream). So fold shapes that differ only in the column chunk share one unit
+and one table: the count of each is `_jump` alone (one step per reset and the last epoch's
+words), the same computation as the walk's, so the same number; once a table is kept, a
+shape of fewer repetitions (which would not build one: walking its one to three passes
+costs less) is counted by it too, since `_jump` from an empty window is exact for any
+number of repetitions (the stream up to any repetition's end is a prefix of the unit
+repeated without end, on which ``fwd`` is defined). The last few tables are
+kept (`UNIT_CACHE_BYTES`); clearing `window_fetches`'s cache drops them too, so a cold
+measurement stays cold.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from functools import lru_cache
 
 import numpy as np
@@ -72,6 +88,11 @@ _JIT = {"cache": True, "_nrt": False}
 JUMP_MIN_REPS = 4
 # ... when one repetition has at most this many entries (8 bytes an entry of scratch).
 JUMP_MAX_ENTRIES = 1 << 23
+
+# Bytes of ``ROWS_TIME`` unit tables kept for reuse by fold shapes that differ only in the
+# column chunk (`_UnitTables`; 8 bytes an entry: the unit and its ``fwd``). CB2a_2's unit,
+# 1.68 million entries, takes 13.4 MB, so four of them fit.
+UNIT_CACHE_BYTES = 1 << 26
 
 # Stream modes: how the operand's two classes meet the array.
 ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
@@ -428,8 +449,12 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     coordinates that exist per rank (``None``: every projected value). Cached: a search
     meets the same (dataflow, row class, chunk sizes, order) many times.
     """
+    key = (coef_key, used, dim_class, bounds, lo, hi, order, classes, rc, ur, window)
+    hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
+    if hit is not None:
+        return hit
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
-    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None)
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None, key)
 
 
 @lru_cache(maxsize=4096)
@@ -450,14 +475,25 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
     on every row `SystolicModel`'s ``"auto"`` caps (more passes than its
     ``CAPPED_WALK_REPS``). Cached like it.
     """
+    key = (coef_key, used, dim_class, bounds, lo, hi, order, classes, rc, ur, window)
+    hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
+    if hit is not None:
+        return hit
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
-    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps)
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps, key)
 
 
 def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
-              cc: int, ur: int, uc: int, window: int, max_reps: int | None) -> int:
-    """`_walk` with its scratch (``max_reps`` None: every repetition)."""
+              cc: int, ur: int, uc: int, window: int, max_reps: int | None, unit_key: tuple | None = None) -> int:
+    """`_walk` with its scratch (``max_reps`` None: every repetition). A ``ROWS_TIME``
+    operand counted from reset to reset from its start (`_UnitTables`) builds its unit's
+    table once, kept under ``unit_key``, and jumps over its repetitions."""
     tc = 3 - rc - cc
+    f_c = -(-size[cc] // uc)
+    if (unit_key is not None and mode == ROWS_TIME and f_c >= JUMP_MIN_REPS and window >= 1
+            and 1 < size[rc] * size[tc] <= JUMP_MAX_ENTRIES):
+        unit, fwd = _UNITS.build(unit_key, a_off, b_off, stamp, size[rc], ur, size[tc], window)
+        return _jump_from_start(unit, fwd, f_c, window, stamp.shape[0])
     reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
     every = bool((stamp >= 0).all())
     unit_words = size[rc] * size[tc] if mode == ROWS_TIME and every else -1
@@ -473,3 +509,101 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
                      np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
                      reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last,
                      unit, fwd, cnt, JUMP_MIN_REPS))
+
+
+class _UnitTables:
+    """The ``ROWS_TIME`` units and their `_reset_offsets` tables met last, by unit key
+    (projection, flattening order, classes, row class and chunk, window: what `_fill_unit`
+    and `_reset_offsets` read), at most `UNIT_CACHE_BYTES` of them (0: none kept, every
+    shape builds its own, as the walk does); the least recently used goes first."""
+
+    def __init__(self) -> None:
+        self._tables: OrderedDict[tuple, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = OrderedDict()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: tuple) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int] | None:
+        """(unit, fwd, words of the tensor's stamp) under ``key``, or None."""
+        hit = self._tables.get(key)
+        if hit is not None:
+            self._tables.move_to_end(key)
+        return hit
+
+    def build(self, key: tuple, a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], s_r: int, ur: int,
+              t_len: int, window: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
+        """The unit (`_fill_unit`) and its table (`_reset_offsets`) under ``key``, built and
+        kept when not there; ``stamp`` must be fresh (0 where a word exists, -1 elsewhere)."""
+        hit = self.get(key)
+        if hit is not None:
+            self.hits += 1
+            return hit[0], hit[1]
+        self.misses += 1
+        n = s_r * t_len
+        unit = np.empty(n, dtype=np.int32)
+        fwd = np.empty(n, dtype=np.int32)
+        _fill_unit(a_off, b_off, stamp, ROWS_TIME, s_r, 1, ur, 1, t_len, 0, unit)
+        _reset_offsets(unit, n, window, np.zeros(stamp.shape[0], dtype=np.int32), fwd)
+        self._tables[key] = (unit, fwd, int(stamp.shape[0]))
+        self._bytes += unit.nbytes + fwd.nbytes
+        while self._bytes > UNIT_CACHE_BYTES and self._tables:
+            _, (u, f, _w) = self._tables.popitem(last=False)
+            self._bytes -= u.nbytes + f.nbytes
+        return unit, fwd
+
+    def clear(self) -> None:
+        self._tables.clear()
+        self._bytes = 0
+        self.hits = 0
+        self.misses = 0
+
+
+_UNITS = _UnitTables()
+
+
+def _jump_from_start(unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], reps: int, window: int,
+                     words: int) -> int:
+    """Words fetched over ``reps`` repetitions of ``unit`` from an empty window: `_jump` from
+    the unit's start, as `_walk` does for a ``ROWS_TIME`` unit of at least `JUMP_MIN_REPS`
+    repetitions (its first step), with a fresh stamp for the last epoch's words."""
+    state = np.zeros(5, dtype=np.int64)
+    state[0] = 1
+    n = unit.shape[0]
+    _jump(unit, n, fwd, 0, n * reps, window, np.zeros(words, dtype=np.int32), state)
+    return int(state[2])
+
+
+def _rows_time_jump(key: tuple, mode: int, bounds: tuple[int, ...], dim_class: tuple[int, ...], rc: int, cc: int,
+                    uc: int) -> int | None:
+    """The count of a ``ROWS_TIME`` operand whose unit table is kept (`_UnitTables`),
+    counted from reset to reset over its repetitions, or None (walk it). Any number of
+    repetitions: a table is built only for `JUMP_MIN_REPS` or more, where it pays for
+    itself, but once kept a jump over one to three repetitions is exact too (the stream is
+    the unit repeated from an empty window) and cheaper than walking them."""
+    if mode != ROWS_TIME:
+        return None
+    hit = _UNITS.get(key)
+    if hit is None:
+        return None
+    size_c = 1
+    for d, c in enumerate(dim_class):
+        if c == cc:
+            size_c *= bounds[d]
+    _UNITS.hits += 1
+    f_c = -(-size_c // uc)  # (any number of repetitions: `_jump` is exact from one on)
+    return _jump_from_start(hit[0], hit[1], f_c, key[-1], hit[2])
+
+
+def _clear_caches() -> None:
+    """Drop the walked counts of `window_fetches` and `window_fetches_capped` and the kept
+    unit tables (a cold start)."""
+    _lru_clear()
+    _lru_clear_capped()
+    _UNITS.clear()
+
+
+# Clearing either walk cache drops the unit tables too, so a cold measurement stays cold.
+_lru_clear = window_fetches.cache_clear
+_lru_clear_capped = window_fetches_capped.cache_clear
+window_fetches.cache_clear = _clear_caches  # type: ignore[method-assign]
+window_fetches_capped.cache_clear = _clear_caches  # type: ignore[method-assign]

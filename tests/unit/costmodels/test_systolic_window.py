@@ -173,3 +173,53 @@ def test_capped_rows_of_auto_jump():
     from accelmap.costmodels.systolic import SystolicModel
 
     assert SystolicModel.CAPPED_WALK_REPS >= sw.JUMP_MIN_REPS
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.lists(st.integers(1, 9), min_size=1, max_size=4), st.sampled_from([None, 0, 2]))
+def test_shapes_sharing_a_unit_equal_the_walk(case, chunks, rows):
+    """Fold shapes that differ only in the column chunk share a ``ROWS_TIME`` unit's table
+    (`_UnitTables`): counted through `window_fetches` and `window_fetches_capped` one after
+    another (the first builds the table, the rest reuse it), each equals the entry walk and
+    the replay of its own stream; every stream mode (only ``ROWS_TIME`` shares tables)."""
+    prob, lay, rc, cc, ur, _uc, order, window = case
+    size = lay.class_size
+    if rows is not None:  # the ifmap streamed by rows (the filters on the columns): units shared
+        rc, cc, ur = rows, 1, min(ur, size[rows])
+        chunks = [1] + [1 + c % 3 for c in chunks]  # (small column chunks: enough repetitions to jump)
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    sw.window_fetches.cache_clear()  # (drops the unit tables too)
+    hits0 = sw._UNITS.hits
+    for i, uc in enumerate(sorted({min(c, size[cc]) for c in chunks})):
+        # (the capped walk with a cap above every repetition count: the whole walk, exact)
+        fetch = sw.window_fetches if i % 2 == 0 else (lambda *a: sw.window_fetches_capped(*a, 1 << 20))
+        got = fetch(*args, mode, rc, cc, ur, uc, window)
+        assert got == _count(args, mode, rc, cc, ur, uc, window, jump=False)
+        a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
+        assert got == _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc, window)
+    if sw._UNITS.hits > hits0:
+        event("unit table reused")
+
+
+def test_unit_tables_are_reused_and_cleared():
+    """Two column chunks with enough repetitions each build one table between them, which
+    two chunks of fewer repetitions then use too; clearing the walk cache drops it (a cold
+    start walks again)."""
+    prob = conv2d("c", c=3, k=12, p=8, q=8, r=3, s=3, word_bits=8)
+    lay = sy.systolic_layout(prob, ARCH)[0]
+    mode, args = _arrays(prob, lay, 0, 1, tuple(range(prob.n_dims)))
+    assert mode == sw.ROWS_TIME
+    sw.window_fetches.cache_clear()
+    a = sw.window_fetches(*args, mode, 0, 1, 5, 1, 40)  # 12 repetitions
+    b = sw.window_fetches(*args, mode, 0, 1, 5, 3, 40)  # 4
+    c = sw.window_fetches(*args, mode, 0, 1, 5, 6, 40)  # 2: too few to build a table, not to use one
+    d = sw.window_fetches(*args, mode, 0, 1, 5, 12, 40)  # 1
+    assert (sw._UNITS.misses, sw._UNITS.hits) == (1, 3)
+    assert a == _count(args, mode, 0, 1, 5, 1, 40, jump=False)
+    assert b == _count(args, mode, 0, 1, 5, 3, 40, jump=False)
+    assert c == _count(args, mode, 0, 1, 5, 6, 40, jump=False)
+    assert d == _count(args, mode, 0, 1, 5, 12, 40, jump=False)
+    sw.window_fetches_capped.cache_clear()
+    assert (sw._UNITS.misses, sw._UNITS.hits, sw.window_fetches.cache_info().currsize) == (0, 0, 0)
+    assert sw.window_fetches(*args, mode, 0, 1, 5, 3, 40) == b
+    assert sw._UNITS.misses == 1
