@@ -230,9 +230,9 @@ def _abs(a):  # noqa: ANN001, ANN202
     return abs(a)
 
 
-def _plain_module(where: Path):  # noqa: ANN202
+def _plain_module(where: Path, src_path: Path = SRC):  # noqa: ANN202
     """The driver's source with ``njit`` a no-op and the built-ins it calls counted."""
-    src = SRC.read_text()
+    src = src_path.read_text()
     src = src.replace("from numba import njit",
                       "def njit(*a, **k):\n    return (lambda f: f)\n")
     src = src.replace("float(", "_f(").replace("max(", "_max(").replace("abs(", "_abs(")
@@ -259,11 +259,13 @@ def _plain_module(where: Path):  # noqa: ANN202
     return mod
 
 
-def count_operations(consts, mp, frac, n_rows: int, L: int, D: int, T: int, C: int, grid: int, ref: tuple) -> dict:  # noqa: ANN001
+def count_operations(consts, mp, frac, n_rows: int, L: int, D: int, T: int, C: int, grid: int, ref: tuple,  # noqa: ANN001
+                     src_path: Path = SRC) -> dict:
     from accelmap.costmodels import _loopnest_kernel as lk
 
+    _STEP_OF_LINE.clear()
     with tempfile.TemporaryDirectory() as tmp:
-        mod = _plain_module(Path(tmp))
+        mod = _plain_module(Path(tmp), src_path)
         rows = mod._driver(consts.structure)
         c = consts
         n = n_rows
@@ -308,6 +310,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=31)
     ap.add_argument("--count-rows", type=int, default=300)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--count-src", type=Path, help="count the operations of this version of _loopnest_cpu.py "
+                    "instead (e.g. from `git show REV:...`), and time nothing")
     args = ap.parse_args()
 
     import numba
@@ -329,6 +333,16 @@ def main() -> None:
     mp = (np.ascontiguousarray(batch.temporal, dtype=np.int64), np.ascontiguousarray(batch.spatial, dtype=np.int64),
           np.ascontiguousarray(batch.order, dtype=np.int64), np.ascontiguousarray(batch.keep, dtype=np.bool_))
     narrow = (mp[0].astype(np.int16), mp[1].astype(np.int16), mp[2].astype(np.int8), mp[3])
+    if args.count_src:
+        ref = (np.empty((args.count_rows, 4)), np.empty(args.count_rows, np.bool_),
+               np.empty((args.count_rows, 2), np.int64), np.empty((args.count_rows, 6, L, T)))
+        lc.evaluate_rows(consts, *(x[:args.count_rows] for x in mp), frac, *ref, True,
+                         lk.scratch(1, L, D, T, C, grid), 1)
+        ops = count_operations(consts, mp, frac, args.count_rows, L, D, T, C, grid, ref, args.count_src)
+        print(json.dumps(ops, indent=1))
+        args.out.write_text(json.dumps({"case": label, "source": str(args.count_src), "operations": ops}, indent=1)
+                            + "\n")
+        return
     io_rows = _io_kernels()
     # The same 20 rows each repeated n / 20 times: in runs (branches predictable) and shuffled.
     base = np.arange(n) // (n // 20)
