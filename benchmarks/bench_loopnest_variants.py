@@ -15,7 +15,9 @@ waits for a core, which wall time does not (it still counts a busy hyperthread s
 
 Variants marked ``equal`` must give the current driver's results exactly (cycles, energy,
 validity, reason and all six counts); the script checks it. Ablations (``abl_*``) remove a
-step and are timed only.
+step and are timed only. Variants named ``before_*`` put back a form the driver had before a
+change that was kept (so that change can be measured again); the others are changes tried
+and not kept.
 
 Results: ``benchmarks/results/bench_loopnest_variants.json`` (``--out`` to change): medians
 and bests in ns per row.
@@ -42,6 +44,116 @@ SRC = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_cpu.py"
 _LEGAL = "            # --- the counts of a legal row (``tile`` from `_check`) ---\n"
 _TENSORS = "            for t in range(T):\n                for c in range(1, L):\n"
 _STOP = "            valid[i] = True\n            res[i, _CYCLES] = {}\n            continue\n"
+
+# The forms of this round's changes (kept: ``before_*`` puts the old back) and the tried ones.
+_BEFORE_CLOSED_FORWARD_0_OLD = """            for t in range(T):
+                for c in range(1, L):
+"""
+_BEFORE_CLOSED_FORWARD_0_NEW = """            for t in range(T):
+                if CLOSED[t]:
+                    lp[4, 0] = 0
+                    for j in range(kcs[L - 1]):
+                        lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]
+                for c in range(1, L):
+"""
+_BEFORE_CLOSED_FORWARD_1_OLD = """                            j = kcs[c]
+                            while j > 0 and not REL[t * D + lp[0, j - 1]]:
+                                j -= 1
+                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, j]
+"""
+_BEFORE_CLOSED_FORWARD_1_NEW = """                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+"""
+_BEFORE_CLOSED = [(_BEFORE_CLOSED_FORWARD_0_OLD, _BEFORE_CLOSED_FORWARD_0_NEW), (_BEFORE_CLOSED_FORWARD_1_OLD, _BEFORE_CLOSED_FORWARD_1_NEW)]
+_BEFORE_TILE_MEMORY_0_OLD = """    for d in range(D):
+        tile[L, d] = 1
+        run = 1  # the running product in a register, not read back from ``tile`` (2-3% per row)
+        for lv in range(L - 1, -1, -1):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            run = run * a * x * y
+            tile[lv, d] = run
+        if run != bounds[d]:
+            ok = False
+"""
+_BEFORE_TILE_MEMORY_0_NEW = """    for d in range(D):
+        tile[L, d] = 1
+    for lv in range(L - 1, -1, -1):
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            tile[lv, d] = tile[lv + 1, d] * a * x * y
+    for d in range(D):
+        if tile[0, d] != bounds[d]:
+            ok = False
+"""
+_BEFORE_TILE = [(_BEFORE_TILE_MEMORY_0_OLD, _BEFORE_TILE_MEMORY_0_NEW)]
+_OUT_EXTENT_0_OLD = """                    if is_out:
+                        for d in range(D):
+                            w = tile[p, d]
+                            for lv in range(p):
+                                w *= temporal[i, lv, d]
+                            ext[0, d] = w
+                        part = _fp(S, t, ext, 0, spans)
+"""
+_OUT_EXTENT_0_NEW = """                    if is_out:
+                        q = -1
+                        for lv in range(p):
+                            if FANL[lv]:
+                                q = lv
+                        if q < 0:
+                            part = part_top
+                        else:
+                            for d in range(D):
+                                w = tile[q + 1, d]
+                                for lv in range(q + 1):
+                                    w *= temporal[i, lv, d]
+                                ext[0, d] = w
+                            part = _fp(S, t, ext, 0, spans)
+"""
+_OUT_EXTENT_1_OLD = """        for i in range(lo, hi):
+"""
+_OUT_EXTENT_1_NEW = """        for d in range(D):
+            ext[0, d] = bounds[d]
+        part_top = _fp(S, OUT, ext, 0, spans)
+        for i in range(lo, hi):
+"""
+_SHIFT_IN_REGISTERS_0_OLD = """    for cc in range(C):
+        shift[cc] = 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            s = a - shift[cc]
+            shift[cc] += a
+"""
+_SHIFT_IN_REGISTERS_0_NEW = """    for cc in range(C):
+        shift[cc] = 0
+    h0, h1, h2, h3 = 0, 0, 0, 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            if C <= 4:
+                hv = h0 if cc == 0 else (h1 if cc == 1 else (h2 if cc == 2 else h3))
+            else:
+                hv = shift[cc]
+            s = a - hv
+            if C <= 4:
+                if cc == 0:
+                    h0 = hv + a
+                elif cc == 1:
+                    h1 = hv + a
+                elif cc == 2:
+                    h2 = hv + a
+                else:
+                    h3 = hv + a
+            else:
+                shift[cc] = hv + a
+"""
 
 # name -> (what it is, whether its results must equal the driver's, [(old, new), ...])
 VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
@@ -158,11 +270,24 @@ VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
                 above *= run
             kcs[L] = k
 """)]),
-    "before_closed_forward": ("(the driver before this round's first change) closed tensors: a forward pass per tensor over every active loop storing the index after the last relevant one (``lp[4]``, each entry read back from the one before), then read at each kept level", True, [('            for t in range(T):\n                for c in range(1, L):\n', '            for t in range(T):\n                if CLOSED[t]:\n                    lp[4, 0] = 0\n                    for j in range(kcs[L - 1]):\n                        lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]\n                for c in range(1, L):\n'), ('                            j = kcs[c]\n                            while j > 0 and not REL[t * D + lp[0, j - 1]]:\n                                j -= 1\n                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, j]\n', '                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]\n')]),
-    "before_tile_memory": ("(before) legality's tile products level by level, each read back from the tile array", True, [('    for d in range(D):\n        tile[L, d] = 1\n        run = 1  # the running product in a register, not read back from ``tile`` (2-3% per row)\n        for lv in range(L - 1, -1, -1):\n            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]\n            if a < 1 or x < 1 or y < 1:\n                ok = False\n            run = run * a * x * y\n            tile[lv, d] = run\n        if run != bounds[d]:\n            ok = False\n', '    for d in range(D):\n        tile[L, d] = 1\n    for lv in range(L - 1, -1, -1):\n        for d in range(D):\n            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]\n            if a < 1 or x < 1 or y < 1:\n                ok = False\n            tile[lv, d] = tile[lv + 1, d] * a * x * y\n    for d in range(D):\n        if tile[0, d] != bounds[d]:\n            ok = False\n')]),
-    "out_extent": ("the output's extent below a kept level from the fanout structure: the bounds above the first level with a fanout (their footprint formed once per call), below it the tile under the last fanout level times the temporal factors down to it, instead of the product over every level above", True, [('                    if is_out:\n                        for d in range(D):\n                            w = tile[p, d]\n                            for lv in range(p):\n                                w *= temporal[i, lv, d]\n                            ext[0, d] = w\n                        part = _fp(S, t, ext, 0, spans)\n', '                    if is_out:\n                        q = -1\n                        for lv in range(p):\n                            if FANL[lv]:\n                                q = lv\n                        if q < 0:\n                            part = part_top\n                        else:\n                            for d in range(D):\n                                w = tile[q + 1, d]\n                                for lv in range(q + 1):\n                                    w *= temporal[i, lv, d]\n                                ext[0, d] = w\n                            part = _fp(S, t, ext, 0, spans)\n'), ('        for i in range(lo, hi):\n', '        for d in range(D):\n            ext[0, d] = bounds[d]\n        part_top = _fp(S, OUT, ext, 0, spans)\n        for i in range(lo, hi):\n')]),
-    "before_all": ('the driver before this round (both changes undone)', True, [('            for t in range(T):\n                for c in range(1, L):\n', '            for t in range(T):\n                if CLOSED[t]:\n                    lp[4, 0] = 0\n                    for j in range(kcs[L - 1]):\n                        lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]\n                for c in range(1, L):\n'), ('                            j = kcs[c]\n                            while j > 0 and not REL[t * D + lp[0, j - 1]]:\n                                j -= 1\n                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, j]\n', '                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]\n'), ('    for d in range(D):\n        tile[L, d] = 1\n        run = 1  # the running product in a register, not read back from ``tile`` (2-3% per row)\n        for lv in range(L - 1, -1, -1):\n            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]\n            if a < 1 or x < 1 or y < 1:\n                ok = False\n            run = run * a * x * y\n            tile[lv, d] = run\n        if run != bounds[d]:\n            ok = False\n', '    for d in range(D):\n        tile[L, d] = 1\n    for lv in range(L - 1, -1, -1):\n        for d in range(D):\n            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]\n            if a < 1 or x < 1 or y < 1:\n                ok = False\n            tile[lv, d] = tile[lv + 1, d] * a * x * y\n    for d in range(D):\n        if tile[0, d] != bounds[d]:\n            ok = False\n')]),
-    "shift_in_registers": ("eq. D's slide walk (non-closed tensors) with the per-coordinate shifts in four scalars (structures of at most four coordinates) instead of read back from the shift array at every loop", True, [('    for cc in range(C):\n        shift[cc] = 0\n    for j in range(kc - 1, -1, -1):\n        d, st = lp[0, j], lp[2, j]\n        moved, which, amount = 0, -1, 0\n        for cc in range(C):\n            a = COEF[(t * C + cc) * D + d] * st\n            s = a - shift[cc]\n            shift[cc] += a\n', '    for cc in range(C):\n        shift[cc] = 0\n    h0, h1, h2, h3 = 0, 0, 0, 0\n    for j in range(kc - 1, -1, -1):\n        d, st = lp[0, j], lp[2, j]\n        moved, which, amount = 0, -1, 0\n        for cc in range(C):\n            a = COEF[(t * C + cc) * D + d] * st\n            if C <= 4:\n                hv = h0 if cc == 0 else (h1 if cc == 1 else (h2 if cc == 2 else h3))\n            else:\n                hv = shift[cc]\n            s = a - hv\n            if C <= 4:\n                if cc == 0:\n                    h0 = hv + a\n                elif cc == 1:\n                    h1 = hv + a\n                elif cc == 2:\n                    h2 = hv + a\n                else:\n                    h3 = hv + a\n            else:\n                shift[cc] = hv + a\n')]),
+    "before_closed_forward": (
+        "(the driver before this round's first change) closed tensors: a forward pass per tensor over every "
+        "active loop storing the index after the last relevant one (``lp[4]``, each entry read back from the "
+        "one before), then read at each kept level",
+        True, _BEFORE_CLOSED),
+    "before_tile_memory": (
+        "(before) legality's tile products level by level, each read back from the tile array",
+        True, _BEFORE_TILE),
+    "out_extent": (
+        "the output's extent below a kept level from the fanout structure: the bounds above the first level "
+        "with a fanout (their footprint formed once per call), below it the tile under the last fanout level "
+        "times the temporal factors down to it, instead of the product over every level above",
+        True, [(_OUT_EXTENT_0_OLD, _OUT_EXTENT_0_NEW), (_OUT_EXTENT_1_OLD, _OUT_EXTENT_1_NEW)]),
+    "before_all": ("the driver before this round (both changes undone)", True, _BEFORE_CLOSED + _BEFORE_TILE),
+    "shift_in_registers": (
+        "eq. D's slide walk (non-closed tensors) with the per-coordinate shifts in four scalars (structures "
+        "of at most four coordinates) instead of read back from the shift array at every loop",
+        True, [(_SHIFT_IN_REGISTERS_0_OLD, _SHIFT_IN_REGISTERS_0_NEW)]),
 }
 
 
