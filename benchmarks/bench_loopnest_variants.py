@@ -15,7 +15,9 @@ waits for a core, which wall time does not (it still counts a busy hyperthread s
 
 Variants marked ``equal`` must give the current driver's results exactly (cycles, energy,
 validity, reason and all six counts); the script checks it. Ablations (``abl_*``) remove a
-step and are timed only.
+step and are timed only. Variants named ``before_*`` put back a form the driver had before a
+change that was kept (so that change can be measured again); the others are changes tried
+and not kept.
 
 Results: ``benchmarks/results/bench_loopnest_variants.json`` (``--out`` to change): medians
 and bests in ns per row.
@@ -40,8 +42,118 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_loopnest_variants.json"
 SRC = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_cpu.py"
 
 _LEGAL = "            # --- the counts of a legal row (``tile`` from `_check`) ---\n"
-_TENSORS = "            for t in range(T):\n                if CLOSED[t]:\n"
+_TENSORS = "            for t in range(T):\n                for c in range(1, L):\n"
 _STOP = "            valid[i] = True\n            res[i, _CYCLES] = {}\n            continue\n"
+
+# The forms of this round's changes (kept: ``before_*`` puts the old back) and the tried ones.
+_BEFORE_CLOSED_FORWARD_0_OLD = """            for t in range(T):
+                for c in range(1, L):
+"""
+_BEFORE_CLOSED_FORWARD_0_NEW = """            for t in range(T):
+                if CLOSED[t]:
+                    lp[4, 0] = 0
+                    for j in range(kcs[L - 1]):
+                        lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]
+                for c in range(1, L):
+"""
+_BEFORE_CLOSED_FORWARD_1_OLD = """                            j = kcs[c]
+                            while j > 0 and not REL[t * D + lp[0, j - 1]]:
+                                j -= 1
+                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, j]
+"""
+_BEFORE_CLOSED_FORWARD_1_NEW = """                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+"""
+_BEFORE_CLOSED = [(_BEFORE_CLOSED_FORWARD_0_OLD, _BEFORE_CLOSED_FORWARD_0_NEW), (_BEFORE_CLOSED_FORWARD_1_OLD, _BEFORE_CLOSED_FORWARD_1_NEW)]
+_BEFORE_TILE_MEMORY_0_OLD = """    for d in range(D):
+        tile[L, d] = 1
+        run = 1  # the running product in a register, not read back from ``tile`` (2-3% per row)
+        for lv in range(L - 1, -1, -1):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            run = run * a * x * y
+            tile[lv, d] = run
+        if run != bounds[d]:
+            ok = False
+"""
+_BEFORE_TILE_MEMORY_0_NEW = """    for d in range(D):
+        tile[L, d] = 1
+    for lv in range(L - 1, -1, -1):
+        for d in range(D):
+            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
+            if a < 1 or x < 1 or y < 1:
+                ok = False
+            tile[lv, d] = tile[lv + 1, d] * a * x * y
+    for d in range(D):
+        if tile[0, d] != bounds[d]:
+            ok = False
+"""
+_BEFORE_TILE = [(_BEFORE_TILE_MEMORY_0_OLD, _BEFORE_TILE_MEMORY_0_NEW)]
+_OUT_EXTENT_0_OLD = """                    if is_out:
+                        for d in range(D):
+                            w = tile[p, d]
+                            for lv in range(p):
+                                w *= temporal[i, lv, d]
+                            ext[0, d] = w
+                        part = _fp(S, t, ext, 0, spans)
+"""
+_OUT_EXTENT_0_NEW = """                    if is_out:
+                        q = -1
+                        for lv in range(p):
+                            if FANL[lv]:
+                                q = lv
+                        if q < 0:
+                            part = part_top
+                        else:
+                            for d in range(D):
+                                w = tile[q + 1, d]
+                                for lv in range(q + 1):
+                                    w *= temporal[i, lv, d]
+                                ext[0, d] = w
+                            part = _fp(S, t, ext, 0, spans)
+"""
+_OUT_EXTENT_1_OLD = """        for i in range(lo, hi):
+"""
+_OUT_EXTENT_1_NEW = """        for d in range(D):
+            ext[0, d] = bounds[d]
+        part_top = _fp(S, OUT, ext, 0, spans)
+        for i in range(lo, hi):
+"""
+_SHIFT_IN_REGISTERS_0_OLD = """    for cc in range(C):
+        shift[cc] = 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            s = a - shift[cc]
+            shift[cc] += a
+"""
+_SHIFT_IN_REGISTERS_0_NEW = """    for cc in range(C):
+        shift[cc] = 0
+    h0, h1, h2, h3 = 0, 0, 0, 0
+    for j in range(kc - 1, -1, -1):
+        d, st = lp[0, j], lp[2, j]
+        moved, which, amount = 0, -1, 0
+        for cc in range(C):
+            a = COEF[(t * C + cc) * D + d] * st
+            if C <= 4:
+                hv = h0 if cc == 0 else (h1 if cc == 1 else (h2 if cc == 2 else h3))
+            else:
+                hv = shift[cc]
+            s = a - hv
+            if C <= 4:
+                if cc == 0:
+                    h0 = hv + a
+                elif cc == 1:
+                    h1 = hv + a
+                elif cc == 2:
+                    h2 = hv + a
+                else:
+                    h3 = hv + a
+            else:
+                shift[cc] = hv + a
+"""
 
 # name -> (what it is, whether its results must equal the driver's, [(old, new), ...])
 VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
@@ -124,111 +236,6 @@ VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
         acc = (b - 1) * new + b * acc
     return size + acc
 """)]),
-    "one_pass_check": ("legality's factor pass also forms the spatial factors g, each level's fanout product and "
-                       "its fanout verdict (the setup's two loops over them removed)", True, [
-        ("def _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans):",
-         "def _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans, g, lvl):"),
-        ("""    for lv in range(L - 1, -1, -1):
-        for d in range(D):
-            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
-            if a < 1 or x < 1 or y < 1:
-                ok = False
-            tile[lv, d] = tile[lv + 1, d] * a * x * y
-""", """    fan_lv = -1
-    for lv in range(L - 1, -1, -1):
-        ux, uy = 1, 1
-        for d in range(D):
-            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
-            if a < 1 or x < 1 or y < 1:
-                ok = False
-            xy = x * y
-            if FANL[lv]:
-                g[lv, d] = xy
-            tile[lv, d] = tile[lv + 1, d] * a * xy
-            ux *= x
-            uy *= y
-        lvl[0, lv] = ux * uy if FANL[lv] else 1
-        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
-            fan_lv = lv
-"""),
-        ("""    for lv in range(L):
-        ux, uy = 1, 1
-        for d in range(D):
-            ux *= spatial[i, lv, d, 0]
-            uy *= spatial[i, lv, d, 1]
-        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
-            return _FANOUT, lv
-""", "    if fan_lv >= 0:\n        return _FANOUT, fan_lv\n"),
-        ("""            for lv in range(L):
-                if FANL[lv]:
-                    for d in range(D):
-                        g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
-""", ""),
-        ("""                ub = 1
-                if FANL[lv]:
-                    for d in range(D):
-                        ub *= g[lv, d]
-                lvl[0, lv] = ub
-                lvl[1, lv] = ib
-                ib *= ub
-""", "                lvl[1, lv] = ib\n                ib *= lvl[0, lv]\n"),
-        ("capacity, tile, spans)\n", "capacity, tile, spans, g, lvl)\n")]),
-    "tables_in_scratch": ("COEF and REL (indexed by a loop's dim, read from the row's order) copied once per call "
-                          "into a scratch array, instead of constant tuples indexed at run time", True, [
-        ("def _deliv_f(S, t, c, tile, lp, kc, spans, shift):", "def _deliv_f(S, t, c, tile, lp, kc, spans, shift, tab):"),
-        ("            a = COEF[(t * C + cc) * D + d] * st\n", "            a = tab[(t * C + cc) * D + d] * st\n"),
-        ("        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc\n",
-         "        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl, tab = sc\n"
-         "        for q in range(T * C * D):\n            tab[q] = COEF[q]\n"
-         "        for q in range(T * D):\n            tab[T * C * D + q] = REL[q]\n"),
-        ("lp[4, j + 1] = j + 1 if REL[t * D + lp[0, j]] else lp[4, j]",
-         "lp[4, j + 1] = j + 1 if tab[T * C * D + t * D + lp[0, j]] else lp[4, j]"),
-        ("_deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)", "_deliv_f(S, t, c, tile, lp, kcs[c], spans, shift, tab)"),
-        ("    n_blocks = scratch[0].shape[0]\n",
-         "    n_blocks = scratch[0].shape[0]\n    T_, C_, D_ = c.coef.shape\n"
-         "    scratch = (*scratch, np.empty((n_blocks, T_ * C_ * D_ + T_ * D_), np.int64))\n")]),
-    "footprints_kept": ("the capacity check's footprints and spans kept per (level, tensor) and read again by the "
-                        "deliveries (as `_cuda_search`'s cached evaluation), instead of recomputed", True, [
-        ("@njit(inline=\"always\", **_JIT)  # type: ignore[call-overload]\ndef _cblk(",
-         """@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _fpk(S, t, lv, tile, fpc, spc):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    size = 1
-    for cc in range(C):
-        s = 1
-        for k in range(NTERM[t * C + cc]):
-            s += TCOEF[(t * C + cc) * M + k] * (tile[lv, TDIM[(t * C + cc) * M + k]] - 1)
-        spc[lv, t, cc] = s
-        size *= s
-    fpc[lv, t] = size
-    return size
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _cblk("""),
-        ("capacity, tile, spans):\n", "capacity, tile, fpc, spc):\n"),
-        ("                need += _fp(S, t, tile, lv, spans)\n", "                need += _fpk(S, t, lv, tile, fpc, spc)\n"),
-        ("def _deliv_f(S, t, c, tile, lp, kc, spans, shift):\n"
-         "    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S\n"
-         "    size = _fp(S, t, tile, c, spans)\n",
-         "def _deliv_f(S, t, c, lp, kc, size, spans, shift):\n"
-         "    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S\n"),
-        ("and abs(amount) < spans[which]:", "and abs(amount) < spans[c, t, which]:"),
-        ("abs(amount) * (size // spans[which])", "abs(amount) * (size // spans[c, t, which])"),
-        ("        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc\n",
-         "        tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl, fpc, spc = sc\n"),
-        ("capacity, tile, spans)\n", "capacity, tile, fpc, spc)\n"),
-        ("""                        if CLOSED[t]:
-                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
-                        else:
-                            deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)""",
-         """                        size = fpc[c, t] if CAPF[c] else _fpk(S, t, c, tile, fpc, spc)
-                        if CLOSED[t]:
-                            deliv[c, t] = size * lp[3, lp[4, kcs[c]]]
-                        else:
-                            deliv[c, t] = _deliv_f(S, t, c, lp, kcs[c], size, spc, shift)"""),
-        ("    n_blocks = scratch[0].shape[0]\n",
-         "    n_blocks = scratch[0].shape[0]\n    T_, C_, _ = c.coef.shape\n    L_ = c.holds.shape[0]\n"
-         "    scratch = (*scratch, np.empty((n_blocks, L_, T_), np.int64), np.empty((n_blocks, L_, T_, C_), np.int64))\n")]),
     "int32_scratch": ("tiles, spatial factors, loop tables, spans, shifts and offsets in int32 scratch (as "
                       "`_cuda_search` where `fits_32bit` holds; the mapping arrays stay int64, so the arithmetic "
                       "stays 64-bit and only loads and stores narrow; deliveries and per-level words int64)", True, [
@@ -263,6 +270,24 @@ def _cblk("""),
                 above *= run
             kcs[L] = k
 """)]),
+    "before_closed_forward": (
+        "(the driver before this round's first change) closed tensors: a forward pass per tensor over every "
+        "active loop storing the index after the last relevant one (``lp[4]``, each entry read back from the "
+        "one before), then read at each kept level",
+        True, _BEFORE_CLOSED),
+    "before_tile_memory": (
+        "(before) legality's tile products level by level, each read back from the tile array",
+        True, _BEFORE_TILE),
+    "out_extent": (
+        "the output's extent below a kept level from the fanout structure: the bounds above the first level "
+        "with a fanout (their footprint formed once per call), below it the tile under the last fanout level "
+        "times the temporal factors down to it, instead of the product over every level above",
+        True, [(_OUT_EXTENT_0_OLD, _OUT_EXTENT_0_NEW), (_OUT_EXTENT_1_OLD, _OUT_EXTENT_1_NEW)]),
+    "before_all": ("the driver before this round (both changes undone)", True, _BEFORE_CLOSED + _BEFORE_TILE),
+    "shift_in_registers": (
+        "eq. D's slide walk (non-closed tensors) with the per-coordinate shifts in four scalars (structures "
+        "of at most four coordinates) instead of read back from the shift array at every loop",
+        True, [(_SHIFT_IN_REGISTERS_0_OLD, _SHIFT_IN_REGISTERS_0_NEW)]),
 }
 
 

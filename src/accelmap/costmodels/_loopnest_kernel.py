@@ -395,19 +395,19 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
             lvl[3, lv] = 0
         for t in range(T):
             # Eq. D into every level >= 1 that keeps t.
-            if closed[t]:
-                # Closed form when every moving coordinate has one dim (loopnest's batched path
-                # proves it): a step moves some coordinate exactly when a loop of a relevant dim
-                # is among the loops inside it, and then by at least the tile's span, so
-                # F_c = |tile| x (product of the bounds of loops 0..J), J the innermost loop
-                # above c of a relevant dim. last[k]: 1 + that loop among the first k.
-                lp[4, 0] = 0
-                for j in range(kcs[L - 1]):
-                    lp[4, j + 1] = j + 1 if rel[t, lp[0, j]] else lp[4, j]
             for c in range(1, L):
                 if keep[i, c, t]:
                     if closed[t]:
-                        deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, lp[4, kcs[c]]]
+                        # Closed form when every moving coordinate has one dim (loopnest's batched
+                        # path proves it): a step moves some coordinate exactly when a loop of a
+                        # relevant dim is among the loops inside it, and then by at least the tile's
+                        # span, so F_c = |tile| x (product of the bounds of loops 0..J), J the
+                        # innermost active loop above c of a relevant dim, found walking back from
+                        # c's innermost active loop (j: 1 + J, 0 if none).
+                        j = kcs[c]
+                        while j > 0 and not rel[t, lp[0, j - 1]]:
+                            j -= 1
+                        deliv[c, t] = footprint(nterm, tdim, tcoef, t, tile, c, spans) * lp[3, j]
                     else:
                         deliv[c, t] = deliveries(coef, nterm, tdim, tcoef, t, c, tile, lp, kcs[c], spans, shift)
             is_out = t == ints[0]
