@@ -45,6 +45,15 @@ from bench_vs_timeloop import ARCHS as TL_ARCHS  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
 
 
+def _cpu() -> float:
+    """CPU seconds of this process and of its children waited for (the exact search's forked
+    workers; not a Ray's workers)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _rows(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
           seed: int, workers: list[int | None]) -> list[dict[str, Any]]:
     """One row per worker count of the exact search (None: its default), beside one default
@@ -61,19 +70,13 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, s
          d: Any, t_default: float) -> dict[str, Any]:
     from accelmap.search.api import search
 
-    import resource
-
-    def cpu() -> float:
-        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-    c0 = cpu()
+    c0 = _cpu()
     t0 = time.perf_counter()
     opts = {} if workers is None else {"workers": workers}
     r = search(problem, arch, constraints=constraints, searcher="exact", time_limit_s=time_s, seed=seed,
                searcher_options=opts)
     wall = time.perf_counter() - t0
-    cpu_s = cpu() - c0
+    cpu_s = _cpu() - c0
     c = r.certificate or {}
     lb = float(c.get("lower_bound", 0.0))
     row = {
@@ -105,13 +108,7 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
     from accelmap.workloads.zoo import network
 
     layers = [p for p in network("resnet50").layers if not only or any(s in p.name for s in only)]
-    import resource
-
-    def cpu() -> float:
-        own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
-
-    c0 = cpu()
+    c0 = _cpu()
     t0 = time.perf_counter()
     opts = {} if workers is None else {"workers": workers}
     if ray_workers is None:  # the layers one after the other, each proof on `workers` processes
@@ -134,6 +131,7 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
               f"gap {r.certified_gap():8.2%}  runs {len(runs)}", flush=True)
     rows.append({"case": "resnet50 network @ eyeriss-like", "group": "resnet50-network",
                  "proven": net.n_proven == len(net.layers), "seconds": round(wall, 2), "network_time_s": total_s,
+                 "cpu_s_here": round(_cpu() - c0, 2),
                  "workers": (net.config.get("searcher_options") or {}).get("workers", workers),
                  "ray_workers": ray_workers,
                  "proven_layers": net.n_proven, "layers": len(net.layers),

@@ -1051,7 +1051,7 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
                     dead = [w for w in running if not procs[w].is_alive()]
                     if dead:
                         raise RuntimeError(f"exact search: worker process {dead[0]} died (exit code "
-                                           f"{procs[dead[0]].exitcode}) with its share of the tree open")
+                                           f"{procs[dead[0]].exitcode}) with its share of the tree open") from None
                     msg = None
                 if msg is not None:
                     kind, w = msg[0], msg[1]

@@ -77,3 +77,18 @@ def test_network_on_two_ray_workers_equals_the_serial_one() -> None:
     assert net.n_proven == 3 and net.config["workers"] == 2
     assert [r.best_objective for r in net.layers] == pytest.approx([r.best_objective for r in serial.layers],
                                                                    rel=1e-12)
+
+
+def test_cli_network_tasks_take_no_portfolio_options(capsys) -> None:
+    from accelmap.cli import main
+
+    base = ["search", "--arch", "eyeriss-like", "--no-progress", "--network", "resnet50", "--searcher", "exact",
+            "--network-time", "10", "--workers", "2"]
+    assert main(base + ["--seeds", "2"]) == 2
+    assert "--seeds and --rounds" in capsys.readouterr().err
+    assert main(base + ["--rounds", "2"]) == 2
+
+
+def test_exact_searcher_refuses_a_bad_worker_count() -> None:
+    with pytest.raises(SpecError, match="workers = 0"):
+        search(LAYERS[0], small_arch(), searcher="exact", searcher_options={"workers": 0})
