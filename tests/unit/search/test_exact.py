@@ -830,6 +830,7 @@ def test_exact_on_two_workers_equals_one(case, objective, monkeypatch) -> None:
     assert c1.proven_optimal and c2.proven_optimal and c2.stop_reason == "proven"
     assert dealt or kw  # the tree went to the workers (a padded space runs on one)
     assert v2 == pytest.approx(v1, rel=1e-12) and c2.lower_bound == v2
+    assert v2 == pytest.approx(_exhaustive(space, obj), rel=1e-12)
     assert _value(space, best, obj) == pytest.approx(v2, rel=1e-12)
 
 
