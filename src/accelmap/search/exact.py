@@ -870,9 +870,20 @@ def _can_fork() -> bool:
 
 
 def default_workers() -> int:
-    """The processes one exact search uses by default: the CPUs this process may run on."""
+    """The processes one exact search uses by default: the CPUs this process may run on, or,
+    inside a Ray task (a sweep's or a portfolio's), the CPUs Ray assigned to the task, so
+    that tasks side by side do not share cores."""
     import os
+    import sys
 
+    ray = sys.modules.get("ray")  # loaded only where Ray runs: never imported from here
+    if ray is not None and ray.is_initialized():
+        try:
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        except Exception:  # noqa: BLE001 - the driver or an old Ray: no task's share to read
+            cpus = None
+        if cpus:
+            return max(1, int(cpus))
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not every platform has sched_getaffinity
@@ -1287,7 +1298,8 @@ class ExactSearcher:
         worse than it; 0: none, the search starts from no incumbent).
     workers
         Processes that share the branch and bound of the layer (default: every CPU this
-        process may use, `default_workers`; 1: this process alone). The incumbent is shared
+        process may use, inside a Ray task the CPUs Ray gave it, `default_workers`; 1: this
+        process alone). The incumbent is shared
         and idle workers take half of a busy one's open nodes (`_solve_workers`); the proof
         and the certified bound are the same as on one. The warm start runs on one.
     """

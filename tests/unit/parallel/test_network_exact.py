@@ -63,6 +63,12 @@ def test_serial_network_proves_every_layer_with_its_own_certificate() -> None:
         netmod.search_network_exact(LAYERS, small_arch(), network_time_s=5.0, backend="serial", time_limit_s=2.0)
 
 
+def _default_workers() -> int:
+    from accelmap.search.exact import default_workers
+
+    return default_workers()
+
+
 @pytest.mark.slow
 def test_network_on_two_ray_workers_equals_the_serial_one() -> None:
     ray = pytest.importorskip("ray")
@@ -70,6 +76,8 @@ def test_network_on_two_ray_workers_equals_the_serial_one() -> None:
     try:
         net = netmod.search_network_exact(LAYERS, small_arch(), network_time_s=60.0, backend="ray",
                                           searcher_options={"warm_budget": 1000})
+        # inside a one-CPU Ray task the exact searcher's default is one process
+        assert ray.get(ray.remote(num_cpus=1)(_default_workers).remote()) == 1
     finally:
         ray.shutdown()
     serial = netmod.search_network_exact(LAYERS, small_arch(), network_time_s=30.0, backend="serial",
