@@ -14,11 +14,14 @@ Usage::
 
     python benchmarks/bench_exact.py [--time 60] [--groups search timeloop resnet50]
         [--default-budget N] [--seed 0] [--cases SUBSTRING ...] [--out FILE] [--reference DIR]
-        [--network-time SECONDS]
+        [--network-time SECONDS] [--workers W [W ...]] [--ray-workers N]
 
 Writes ``benchmarks/results/bench_exact.json`` (one row per case: proven, seconds, certified
 lower bound and gap of the EDP, the exact search's EDP, the default search's EDP and the
-ratios). Benchmarks are run by hand; nothing here is asserted.
+ratios). With ``--workers 1 2`` every case's exact search runs once per worker count, one
+after the other in one process (rows carry ``workers``; the default search runs once), so
+their ratio is measured under the same load. Benchmarks are run by hand; nothing here is
+asserted.
 """
 
 from __future__ import annotations
@@ -42,20 +45,44 @@ from bench_vs_timeloop import ARCHS as TL_ARCHS  # noqa: E402
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact.json"
 
 
-def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
-         seed: int) -> dict[str, Any]:
+def _cpu() -> float:
+    """CPU seconds of this process and of its children waited for (the exact search's forked
+    workers; not a Ray's workers)."""
+    import resource
+
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+def _rows(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
+          seed: int, workers: list[int | None]) -> list[dict[str, Any]]:
+    """One row per worker count of the exact search (None: its default), beside one default
+    search."""
     from accelmap.search.api import search
 
     t0 = time.perf_counter()
     d = search(problem, arch, constraints=constraints, budget=default_budget, seed=seed)
     t_default = time.perf_counter() - t0
+    return [_row(label, problem, arch, constraints, time_s, seed, w, d, t_default) for w in workers]
+
+
+def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, seed: int, workers: int | None,
+         d: Any, t_default: float) -> dict[str, Any]:
+    from accelmap.search.api import search
+
+    c0 = _cpu()
     t0 = time.perf_counter()
-    r = search(problem, arch, constraints=constraints, searcher="exact", time_limit_s=time_s, seed=seed)
+    opts = {} if workers is None else {"workers": workers}
+    r = search(problem, arch, constraints=constraints, searcher="exact", time_limit_s=time_s, seed=seed,
+               searcher_options=opts)
     wall = time.perf_counter() - t0
+    cpu_s = _cpu() - c0
     c = r.certificate or {}
     lb = float(c.get("lower_bound", 0.0))
     row = {
-        "case": label, "proven": r.proven_optimal, "seconds": round(wall, 2), "stop": c.get("stop_reason"),
+        "case": label, "workers": (r.config.get("searcher_options") or {}).get("workers"),
+        "proven": r.proven_optimal, "seconds": round(wall, 2), "cpu_s": round(cpu_s, 2),
+        "worker_cpu_s": c.get("worker_cpu_s"), "stop": c.get("stop_reason"),
         "exact_edp": r.edp, "certified_lower_bound": lb, "certified_gap": c.get("gap"),
         "root_lower_bound": c.get("root_lower_bound"), "nodes": c.get("nodes"), "cut": c.get("cut"),
         "infeasible": c.get("infeasible"), "leaves": c.get("leaves"),
@@ -65,13 +92,14 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, d
         "default_bound_kind": d.bound_kind,
     }
     gap = c.get("gap")
-    print(f"{label:<58} {'PROVEN' if r.proven_optimal else 'open  '} {wall:7.1f} s  "
+    print(f"{label:<58} W={row['workers']} {'PROVEN' if r.proven_optimal else 'open  '} {wall:7.1f} s  cpu {cpu_s:6.1f} s  "
           f"gap {('-' if gap is None else f'{gap:8.2%}')}  default/exact {row['default_over_exact']:.4f}",
           flush=True)
     return row
 
 
-def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: list[str] | None) -> None:
+def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: list[str] | None,
+                  workers: int | None = None, ray_workers: int | None = None) -> None:
     """Every distinct ResNet-50 layer on eyeriss-like in one exact network search sharing
     ``total_s`` seconds (``search_network(..., network_time_s=...)``); one row per layer
     (its runs listed) and a last row for the network (no default search beside them)."""
@@ -80,8 +108,17 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
     from accelmap.workloads.zoo import network
 
     layers = [p for p in network("resnet50").layers if not only or any(s in p.name for s in only)]
+    c0 = _cpu()
     t0 = time.perf_counter()
-    net = search_network(layers, load_arch("eyeriss-like"), searcher="exact", network_time_s=total_s, seed=seed)
+    opts = {} if workers is None else {"workers": workers}
+    if ray_workers is None:  # the layers one after the other, each proof on `workers` processes
+        net = search_network(layers, load_arch("eyeriss-like"), searcher="exact", network_time_s=total_s, seed=seed,
+                             searcher_options=opts)
+    else:  # the layers as tasks on a local Ray of `ray_workers` CPUs
+        from accelmap.parallel.network import search_network_exact
+
+        net = search_network_exact(layers, load_arch("eyeriss-like"), network_time_s=total_s, seed=seed,
+                                   backend="ray", workers=ray_workers, searcher_options=opts)
     wall = time.perf_counter() - t0
     for r, k in zip(net.layers, net.repeats, strict=True):
         c = r.certificate or {}
@@ -94,6 +131,9 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
               f"gap {r.certified_gap():8.2%}  runs {len(runs)}", flush=True)
     rows.append({"case": "resnet50 network @ eyeriss-like", "group": "resnet50-network",
                  "proven": net.n_proven == len(net.layers), "seconds": round(wall, 2), "network_time_s": total_s,
+                 "cpu_s_here": round(_cpu() - c0, 2),
+                 "workers": (net.config.get("searcher_options") or {}).get("workers", workers),
+                 "ray_workers": ray_workers,
                  "proven_layers": net.n_proven, "layers": len(net.layers),
                  "certified_gap": net.certified_gap()})
     print(f"network: {net.n_proven} of {len(net.layers)} proven in {wall:.1f} s (budget {total_s} s); "
@@ -102,7 +142,8 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
 
 def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         out_path: Path | None = None, only: list[str] | None = None,
-        network_time_s: float | None = None) -> dict[str, Any]:
+        network_time_s: float | None = None, workers: list[int | None] | None = None,
+        ray_workers: int | None = None) -> dict[str, Any]:
     """Run the groups (only the cases whose label contains one of ``only``, if given); with
     ``out_path``, the JSON is rewritten after every case, so a stopped run keeps the rows it
     finished. With ``network_time_s`` the ``resnet50`` group is one exact network search
@@ -117,7 +158,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         proven = sum(1 for r in rows if r["proven"])
         return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
                 "network_time_s": network_time_s,
-                "default_budget": default_budget, "seed": seed, "groups": groups,
+                "default_budget": default_budget, "seed": seed, "groups": groups, "workers": workers,
                 "load_average_at_start": load_at_start,
                 "summary": {"cases": len(rows), "proven": proven}, "cases": list(rows)}
 
@@ -128,7 +169,8 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         """Run one case (unless ``only`` leaves it out) and rewrite the JSON."""
         if only and not any(s in label for s in only):
             return
-        rows.append(dict(_row(label, problem, arch, constraints, time_s, default_budget, seed), group=group))
+        rows.extend(dict(x, group=group)
+                    for x in _rows(label, problem, arch, constraints, time_s, default_budget, seed, workers or [None]))
         if out_path is not None:
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
@@ -146,7 +188,8 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             cons = [str(p) for p in tl._constraints(arch_name, layer)] or None
             add("timeloop", f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch, cons)
     if "resnet50" in groups and network_time_s is not None:
-        _network_rows(rows, network_time_s, seed, only)
+        for w in workers or [None]:
+            _network_rows(rows, network_time_s, seed, only, w, ray_workers)
         if out_path is not None:
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
@@ -175,6 +218,12 @@ def main() -> None:
     ap.add_argument("--network-time", type=float, default=None, metavar="SECONDS",
                     help="the resnet50 group as one exact network search sharing SECONDS among its layers "
                          "(search_network's network_time_s) instead of --time per layer")
+    ap.add_argument("--workers", type=int, nargs="+", default=None, metavar="W",
+                    help="the exact search's processes (searcher_options workers); several: each case once per "
+                         "count, one after the other (default: the searcher's default)")
+    ap.add_argument("--ray-workers", type=int, default=None, metavar="N",
+                    help="with --network-time: the layers as tasks on a local Ray of N CPUs "
+                         "(accelmap.parallel.search_network_exact) instead of one after the other")
     ap.add_argument("--reference", default=None,
                     help="the Timeloop reference folder (default: ../shared/reference/timeloop beside the checkout)")
     args = ap.parse_args()
@@ -182,7 +231,7 @@ def main() -> None:
         tl.REFERENCE = Path(args.reference)
     path = Path(args.out)
     out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases,
-              network_time_s=args.network_time)
+              network_time_s=args.network_time, workers=args.workers, ray_workers=args.ray_workers)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
 

@@ -33,7 +33,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="loopnest", metavar="M", help="cost model (default: loopnest)")
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic, anneal (default) or exact (branch and bound "
-                        "on the loopnest model: proves the optimum, or with --time reports the certified gap)")
+                        "on the loopnest model: proves the optimum, or with --time reports the certified gap; "
+                        "on every CPU, or --searcher-option workers=N processes)")
     p.add_argument("--budget", type=int, default=None, metavar="N",
                    help=f"evaluations per layer (default: {DEFAULT_BUDGET}; {NETWORK_DEFAULT_BUDGET} per layer "
                         "with --network; unlimited with --time)")
@@ -46,7 +47,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                         "instead of --time per layer: 20%% of it in equal warm starts of every distinct layer, "
                         "then one branch and bound per layer, given half an equal part and half its share of "
                         "the network's gap (its repeat x best objective less its bound) of the time left; a "
-                        "layer proven early leaves its time to the later ones")
+                        "layer proven early leaves its time to the later ones. Each branch and bound runs on "
+                        "every CPU (--searcher-option workers=N); with --workers N (and --address, --backend) "
+                        "the layers run instead as tasks on N Ray workers, one process each, the time left "
+                        "counted N times")
     p.add_argument("--objective", default="edp", metavar="O",
                    help="edp (default), energy, cycles, energy^A*cycles^B, or energy,cycles (Pareto)")
     p.add_argument("--seed", type=int, default=0, metavar="K", help="random seed (default 0)")
@@ -157,7 +161,12 @@ def run(args: argparse.Namespace) -> int:
                              "with it")
     if args.early_stop is not None and args.early_stop < 1:
         raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
-    if wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)
+    network_tasks = args.network_time is not None and wants_portfolio(args)
+    if network_tasks:  # the layers of an exact network search as tasks on workers (accelmap.parallel.network)
+        if args.seeds is not None or args.rounds is not None:
+            raise UsageError("--seeds and --rounds make a portfolio of one layer; with --network-time, --workers, "
+                             "--address and --backend run the network's layers as tasks")
+    elif wants_portfolio(args):  # several searches at once on Ray (accelmap.parallel.portfolio)
         return run_portfolio_cli(args)
     searcher = args.searcher or DEFAULT_SEARCHER
     searchers.get(searcher)  # unknown name -> a "did you mean" error (exit 2)
@@ -176,6 +185,8 @@ def run(args: argparse.Namespace) -> int:
         check_device(args.device)
         common["device"] = args.device
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / label
+    if network_tasks:
+        return _run_network_tasks(args, common, out_dir)
     if args.network:
         return _run_network(args, common, out_dir)
     return _run_layer(args, common, out_dir)
@@ -260,6 +271,39 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
     print(result.summary())
     print(f"wrote {path}")
     return 130 if result.stop_reason == "interrupted" else 0
+
+
+def _run_network_tasks(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:
+    """`--network NET --searcher exact --network-time S --workers N [--address A]`: the layers'
+    warm starts and exact searches as tasks on N workers (`search_network_exact`)."""
+    import json
+
+    from accelmap.arch.io import load_arch
+    from accelmap.parallel.network import search_network_exact
+
+    arch = load_arch(args.arch, energy=args.energy)
+    kw = {k: v for k, v in common.items() if k not in ("searcher", "budget", "time_limit_s")}
+
+    def on_start(backend: Any) -> None:
+        if not args.json:
+            print(f"running the layers on {backend.n_workers} {backend.name} worker(s)", file=sys.stderr)
+
+    def on_layer(i: int, n: int, r: Any) -> None:
+        if not args.json:
+            print(f"[{i + 1}/{n}] {r.summary()}", file=sys.stderr)
+
+    result = search_network_exact(args.network, arch, network_time_s=args.network_time,
+                                  backend=args.backend or "ray", address=args.address, workers=args.workers,
+                                  on_layer=on_layer, on_start=on_start, **kw)
+    path = result.save(out_dir / "result.json")
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2))
+    else:
+        print(f"{result.network} on {result.arch}: {len(result.layers)} of {result.n_distinct} distinct layers "
+              f"searched, {sum(result.repeats)} layers in all")
+        print(result.table())
+        print(f"wrote {path}")
+    return 0 if result.complete else 130
 
 
 def _run_network(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) -> int:

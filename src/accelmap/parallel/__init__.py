@@ -7,6 +7,7 @@ from one `numpy.random.SeedSequence`. Ray is imported only when the Ray backend 
 from __future__ import annotations
 
 from accelmap.parallel.backend import RayBackend, SerialBackend, make_backend
+from accelmap.parallel.network import search_network_exact
 from accelmap.parallel.portfolio import PortfolioResult, run_portfolio
 from accelmap.parallel.store import DEFAULT_STORE, ResultStore
 from accelmap.parallel.sweep import (
@@ -28,6 +29,7 @@ __all__ = [
     "make_backend",
     "PortfolioResult",
     "run_portfolio",
+    "search_network_exact",
     "SearchTask",
     "Sweep",
     "SweepSummary",

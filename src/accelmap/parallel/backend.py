@@ -137,6 +137,11 @@ class RayBackend:
     log_to_driver
         Forward worker stdout/stderr to this process (off: accelmap workers print nothing
         and Ray's own worker chatter is noise).
+    queue
+        On a local Ray, send up to twice ``workers`` tasks at once (the others wait in Ray's
+        queue, which hides the driver's round trip). False sends at most ``workers``: for a
+        caller that sets a task's inputs when it is sent (the exact network search sets
+        its time then), so none waits.
     """
 
     name = "ray"
@@ -148,6 +153,7 @@ class RayBackend:
         *,
         max_retries: int = 3,
         log_to_driver: bool = False,
+        queue: bool = True,
     ) -> None:
         if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers < 1):
             raise SpecError(f"workers = {workers!r}; expected an int >= 1")
@@ -193,7 +199,7 @@ class RayBackend:
         # Tasks in flight: on a joined cluster `workers` is the user's cap on concurrency; on
         # a local Ray we started with num_cpus=workers, Ray itself caps concurrency, and one
         # queued task per worker hides the driver's round trip between tasks.
-        self._window = 2 * workers if started_local else workers
+        self._window = 2 * workers if started_local and queue else workers
         self._remote = ray.remote(  # type: ignore[call-overload]  # stubs say bool; a list is documented
             num_cpus=1, max_retries=max_retries, retry_exceptions=list(SYSTEM_EXCEPTIONS)
         )(_ray_execute)
@@ -249,6 +255,7 @@ def make_backend(
     workers: int | None = None,
     max_retries: int = 3,
     log_to_driver: bool = False,
+    queue: bool = True,
 ) -> Backend:
     """A backend by name: ``"ray"`` or ``"serial"`` (which takes no address)."""
     if name == "serial":
@@ -256,5 +263,6 @@ def make_backend(
             raise SpecError(f"--address {address!r} needs the Ray backend; drop --backend serial")
         return SerialBackend()
     if name == "ray":
-        return RayBackend(address=address, workers=workers, max_retries=max_retries, log_to_driver=log_to_driver)
+        return RayBackend(address=address, workers=workers, max_retries=max_retries, log_to_driver=log_to_driver,
+                          queue=queue)
     raise SpecError(f"backend {name!r}; expected 'ray' or 'serial'")

@@ -644,7 +644,10 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
         one branch and bound per layer from that start, in increasing order of the layer's
         part of the network's gap (its repeat times its best objective less its bound),
         each given the time left times half an equal part plus half its share of the gap; a
-        layer proven early leaves its time to the later ones.
+        layer proven early leaves its time to the later ones. Each branch and bound runs on
+        the exact searcher's ``workers`` (``searcher_options``, default every CPU);
+        `accelmap.parallel.search_network_exact` runs the layers instead as tasks on Ray
+        workers, one process each.
     **kwargs
         Every other option of :func:`search`; ``budget`` and ``time_limit_s`` apply per
         layer (default budget ``NETWORK_DEFAULT_BUDGET``, 150,000, per layer when neither is given;

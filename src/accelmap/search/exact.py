@@ -69,8 +69,8 @@ from accelmap.search._exact_kernel import gather_runs
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
-__all__ = ["ExactSearcher", "BranchSpace", "Certificate", "DimTree", "PaddedBranches", "bound_model", "k_of",
-           "node_inputs", "root_bound", "solve"]
+__all__ = ["ExactSearcher", "BranchSpace", "Certificate", "DimTree", "PaddedBranches", "bound_model",
+           "default_workers", "k_of", "node_inputs", "root_bound", "solve"]
 
 _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and bounds)
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
@@ -103,6 +103,8 @@ class Certificate:
     stop_reason: str = "proven"
     warm_start_evaluations: int = 0
     root_lower_bound: float = 0.0
+    workers: int = 1  # processes that shared the tree (`_solve_workers`)
+    worker_cpu_s: list[float] = field(default_factory=list)  # each worker's CPU seconds on its shares
 
     @property
     def gap(self) -> float:
@@ -120,7 +122,8 @@ class Certificate:
                 "infeasible": self.infeasible, "leaves": self.leaves, "patterns": self.patterns,
                 "elapsed_s": round(self.elapsed_s, 6), "stop_reason": self.stop_reason,
                 "warm_start_evaluations": self.warm_start_evaluations,
-                "root_lower_bound": self.root_lower_bound}
+                "root_lower_bound": self.root_lower_bound, "workers": self.workers,
+                "worker_cpu_s": [round(x, 3) for x in self.worker_cpu_s]}
 
 
 class DimTree:
@@ -722,12 +725,20 @@ class _Open:
         return self.heap[0][0] if self.heap else math.inf
 
 
-def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
-    """Branch and bound until no node is open (returns "") or a limit stops it."""
+def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None) -> str:
+    """Branch and bound until no node is open (returns "") or a limit stops it.
+
+    ``poll(open_)``, when given, is called before every node, where the open set holds all
+    the work left (`_solve_workers`: the incumbent exchanged, work given away); a non-empty
+    answer stops the loop with that reason."""
     last_report = t0
     while True:
         if time.perf_counter() > P.deadline:
             return "time"
+        if poll is not None:
+            said = poll(open_)
+            if said:
+                return str(said)
         if P.max_leaves is not None and P.cert.leaves >= P.max_leaves:
             return "budget"
         f = open_.pick()
@@ -788,7 +799,7 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float) -> str:
 
 def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None = None,
           max_leaves: int | None = None, incumbent: MappingBatch | None = None,
-          progress: Any = None) -> tuple[MappingBatch | None, float, Certificate]:
+          progress: Any = None, workers: int = 1) -> tuple[MappingBatch | None, float, Certificate]:
     """Branch and bound over ``space``.
 
     Parameters
@@ -802,6 +813,9 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
         Mappings to start from; the best legal one is the first incumbent.
     progress
         Optional callback ``progress(best, lower_bound, certificate)``, about once a second.
+    workers
+        Processes that share the tree (`_solve_workers`); 1 runs it in this process. A
+        padded space, a ``max_leaves`` limit, or a platform without ``fork`` run on one.
 
     Returns
     -------
@@ -821,8 +835,12 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     for fr in roots:
         open_.push(fr)
     P.cert.root_lower_bound = min([float(fr.bounds[0]) for fr in roots] + [P.best_value])
+    low = None  # the least bound of the work left open by the workers (`_solve_workers`)
     try:
-        stop = _loop(P, open_, progress, t0)
+        if workers > 1 and max_leaves is None and _can_fork():
+            stop, low = _solve_workers(P, open_, progress, t0, workers)
+        else:
+            stop = _loop(P, open_, progress, t0)
     except KeyboardInterrupt:  # Ctrl-C: keep the incumbent, certify what is open
         stop = "interrupted"
     current = P.current
@@ -832,12 +850,262 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     if stop:
         cert.stop_reason = stop
         cert.proven_optimal = False
-        cert.lower_bound = min(open_.min_bound(), current, P.best_value)
+        cert.lower_bound = min(open_.min_bound(), current, P.best_value) if low is None else min(low, P.best_value)
     else:
         cert.stop_reason = "proven" if math.isfinite(P.best_value) else "infeasible"
         cert.proven_optimal = math.isfinite(P.best_value)
         cert.lower_bound = P.best_value
     return P.best_batch, P.best_value, cert
+
+
+# --- one tree on several processes -----------------------------------------------------
+_SHARE_NODES = 64  # open nodes per worker before the tree is dealt out (see _solve_workers)
+_DONATE_EVERY_S = 0.05  # the least time between two gifts of work from one worker
+
+
+def _can_fork() -> bool:
+    import multiprocessing
+
+    return "fork" in multiprocessing.get_all_start_methods()
+
+
+def default_workers() -> int:
+    """The processes one exact search uses by default: the CPUs this process may run on, or,
+    inside a Ray task (a sweep's or a portfolio's), the CPUs Ray assigned to the task, so
+    that tasks side by side do not share cores."""
+    import os
+    import sys
+
+    ray = sys.modules.get("ray")  # loaded only where Ray runs: never imported from here
+    if ray is not None and ray.is_initialized():
+        try:
+            cpus = ray.get_runtime_context().get_assigned_resources().get("CPU")
+        except Exception:  # noqa: BLE001 - the driver or an old Ray: no task's share to read
+            cpus = None
+        if cpus:
+            return max(1, int(cpus))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not every platform has sched_getaffinity
+        return max(1, os.cpu_count() or 1)
+
+
+def _deal(frames: list[_Frame], k: int) -> list[list[_Frame]]:
+    """The open nodes of ``frames`` dealt into ``k`` shares, every share a spread of the
+    bound order: a frame with at least ``k`` open nodes gives every share every k-th node
+    (each part still sorted), a smaller one goes whole to the next share in turn."""
+    parts: list[list[_Frame]] = [[] for _ in range(k)]
+    turn = 0
+    live = [f for f in frames if f.pos < len(f.ids)]
+    live.sort(key=lambda f: float(f.bounds[f.pos]))
+    for f in live:
+        ids, b = f.ids[f.pos:], f.bounds[f.pos:]
+        if len(ids) >= k:
+            for j in range(k):
+                parts[(j + turn) % k].append(_Frame(f.pattern, f.depth, f.split, ids[j::k].copy(), b[j::k].copy()))
+        else:
+            parts[turn % k].append(_Frame(f.pattern, f.depth, f.split, ids.copy(), b.copy()))
+        turn += 1
+    return [p for p in parts if p]
+
+
+def _split_open(open_: _Open) -> list[_Frame]:
+    """Half of the open nodes of ``open_``, taken out of it for another worker: every other
+    node of each frame with two or more open, every other frame of those with one. Each
+    frame keeps its next node, so its heap key stays a lower bound of it."""
+    give: list[_Frame] = []
+    alt = False
+    for _, _, _, f in open_.heap:
+        r = len(f.ids) - f.pos
+        if r <= 0:
+            continue
+        ids, b = f.ids[f.pos:], f.bounds[f.pos:]
+        if r >= 2:
+            give.append(_Frame(f.pattern, f.depth, f.split, ids[1::2].copy(), b[1::2].copy()))
+            f.ids, f.bounds, f.pos = ids[0::2].copy(), b[0::2].copy(), 0
+        else:
+            if alt:
+                give.append(_Frame(f.pattern, f.depth, f.split, ids.copy(), b.copy()))
+                f.ids, f.bounds, f.pos = f.ids[:0], f.bounds[:0], 0
+            alt = not alt
+    open_.n_open = sum(len(f.ids) - f.pos for _, _, _, f in open_.heap)
+    return give
+
+
+def _open_frames(open_: _Open) -> list[_Frame]:
+    return [f for _, _, _, f in open_.heap if f.pos < len(f.ids)]
+
+
+def _frames_low(frames: list[_Frame]) -> float:
+    return min((float(f.bounds[f.pos]) for f in frames if f.pos < len(f.ids)), default=math.inf)
+
+
+_COUNTS = ("nodes", "cut", "infeasible", "leaves")
+
+
+def _worker_main(P: _Problem, wid: int, tasks: Any, results: Any, best: Any, hungry: Any, halt: Any,
+                 t0: float) -> None:
+    """One worker of `_solve_workers` (a forked process holding ``P``): runs the branch and
+    bound on each share it is sent until it is sent None. Before every node it trades the
+    incumbent's value with the others (``best``, shared memory), stops if ``halt`` is set,
+    and gives half its open nodes away when a worker is idle (``hungry``)."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent catches Ctrl-C and sets halt
+    last = [0.0]
+
+    def poll(open_: _Open) -> str:
+        shared = best.value
+        if P.best_value < shared:  # found here: publish it
+            with best.get_lock():
+                if P.best_value < best.value:
+                    best.value = P.best_value
+        elif shared < P.best_value:  # found elsewhere: cut with it; the mapping is the finder's
+            P.best_value, P.best_batch = shared, None
+        if halt.value:
+            return "interrupted"
+        if hungry.value > 0 and open_.n_open >= 2 and time.perf_counter() - last[0] >= _DONATE_EVERY_S:
+            with hungry.get_lock():
+                mine = hungry.value > 0
+                if mine:
+                    hungry.value -= 1
+            if mine:
+                last[0] = time.perf_counter()
+                gift = _split_open(open_)
+                if gift:
+                    results.put(("donate", wid, gift))
+        return ""
+
+    cpu0 = time.process_time()
+    while True:
+        share = tasks.get()
+        if share is None:
+            return
+        try:
+            P.cert = Certificate()
+            P.current, P.stopped = math.inf, ""
+            P.best_value, P.best_batch = best.value, None
+            open_ = _Open()
+            for f in share:
+                open_.push(f)
+            stop = _loop(P, open_, None, t0, poll=poll)
+            low = min(open_.min_bound(), P.current) if stop else math.inf
+            poll(open_)  # publish an incumbent found after the last node
+            found = P.best_batch is not None
+            results.put(("done", wid, stop, low, P.best_value if found else math.inf, P.best_batch,
+                         {k: getattr(P.cert, k) for k in _COUNTS}, time.process_time() - cpu0))
+        except Exception:  # noqa: BLE001 - reported to the parent, which raises it
+            results.put(("error", wid, traceback.format_exc()))
+            return
+
+
+def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers: int) -> tuple[str, float]:
+    """Branch and bound of one tree on ``workers`` processes; returns the stop reason ("" when
+    the whole tree was closed) and the least bound of the work left open.
+
+    This process first expands the tree best first until ``_SHARE_NODES`` nodes per worker
+    are open (a small tree is proven here, with no process started), then deals the open
+    nodes into one share per worker (`_deal`) and forks the workers (`_worker_main`), each
+    running the same `_loop` on its share with its own open set. The incumbent's value is
+    shared memory: every worker cuts with the best any worker found. A worker with no share
+    left makes the others give half their open nodes away (`_split_open`), which are dealt
+    to the idle ones (work stealing). The result is exact as the serial search's is: every
+    node is cut by the global incumbent or expanded by one worker; the tree is closed only
+    when every share was; else the certified bound is the least of the workers' open bounds
+    and of the shares not yet run (their nodes' bounds)."""
+    import multiprocessing
+    import queue
+
+    target = _SHARE_NODES * workers
+    stop = _loop(P, open_, progress, t0, poll=lambda o: "share" if o.n_open >= target else "")
+    if stop != "share":
+        return stop, (min(open_.min_bound(), P.current) if stop else math.inf)
+    ctx = multiprocessing.get_context("fork")
+    best = ctx.Value("d", P.best_value)
+    hungry = ctx.Value("i", 0)
+    halt = ctx.Value("i", 0)
+    results = ctx.Queue()
+    tasks = [ctx.SimpleQueue() for _ in range(workers)]
+    procs = [ctx.Process(target=_worker_main, args=(P, w, tasks[w], results, best, hungry, halt, t0), daemon=True)
+             for w in range(workers)]
+    pending = _open_frames(open_)
+    open_.heap, open_.stack, open_.n_open = [], [], 0  # the work is the workers' now
+    idle = set(range(workers))
+    running: dict[int, float] = {}  # worker -> the least bound of its share when sent
+    stops: list[str] = []
+    lows: list[float] = []
+    stopping = False
+    last_report = time.perf_counter()
+
+    def dispatch() -> None:
+        nonlocal pending
+        if pending and idle and not stopping:
+            for share in _deal(pending, len(idle)):
+                w = idle.pop()
+                running[w] = _frames_low(share)
+                tasks[w].put(share)
+            pending = []
+        hungry.value = len(idle) if not pending and not stopping else 0
+
+    P.cert.workers = workers
+    P.cert.worker_cpu_s = [0.0] * workers
+    for pr in procs:
+        pr.start()
+    try:
+        dispatch()
+        while running:
+            try:
+                try:
+                    msg = results.get(timeout=0.25)
+                except queue.Empty:
+                    dead = [w for w in running if not procs[w].is_alive()]
+                    if dead:
+                        raise RuntimeError(f"exact search: worker process {dead[0]} died (exit code "
+                                           f"{procs[dead[0]].exitcode}) with its share of the tree open") from None
+                    msg = None
+                if msg is not None:
+                    kind, w = msg[0], msg[1]
+                    if kind == "error":
+                        raise RuntimeError(f"exact search: worker process {w} failed:\n{msg[2]}")
+                    if kind == "donate":
+                        pending.extend(msg[2])
+                    else:
+                        _, _, st, low, value, batch, counts, cpu = msg
+                        P.cert.worker_cpu_s[w] = cpu
+                        for k, v in counts.items():
+                            setattr(P.cert, k, getattr(P.cert, k) + v)
+                        if batch is not None and value < P.best_value:
+                            P.best_value, P.best_batch = value, batch
+                        del running[w]
+                        idle.add(w)
+                        if st:
+                            stops.append(st)
+                            lows.append(low)
+                            stopping = True
+                    dispatch()
+                if progress is not None and time.perf_counter() - last_report > 1.0:
+                    last_report = time.perf_counter()
+                    lb = min(list(running.values()) + [_frames_low(pending), P.best_value])
+                    progress(min(P.best_value, best.value), lb, P.cert)
+            except KeyboardInterrupt:  # Ctrl-C: the workers stop at their next node and report
+                halt.value = 1
+                stopping = True
+                stops.append("interrupted")
+                dispatch()
+    finally:
+        halt.value = 1
+        for q in tasks:
+            q.put(None)
+        for pr in procs:
+            pr.join(timeout=5)
+            if pr.is_alive():
+                pr.terminate()
+    low = min(lows + [_frames_low(pending)])
+    if not stops and not pending:
+        return "", math.inf
+    stop = "interrupted" if "interrupted" in stops else (stops[0] if stops else "time")
+    return stop, low
 
 
 def _first_incumbent(space: Any, model: Any, objective: ObjectiveSpec,
@@ -1028,12 +1296,18 @@ class ExactSearcher:
         most a quarter of the time limit and a quarter of the space's points (at least
         20,000) (default 1,000,000: the default search itself, so the exact result is never
         worse than it; 0: none, the search starts from no incumbent).
+    workers
+        Processes that share the branch and bound of the layer (default: every CPU this
+        process may use, inside a Ray task the CPUs Ray gave it, `default_workers`; 1: this
+        process alone). The incumbent is shared
+        and idle workers take half of a busy one's open nodes (`_solve_workers`); the proof
+        and the certified bound are the same as on one. The warm start runs on one.
     """
 
     name: ClassVar[str] = "exact"
     capabilities: ClassVar[frozenset[Cap]] = frozenset({Cap.SOLVER, Cap.SEEDABLE})
     default_budget: ClassVar[int | None] = None
-    option_names: ClassVar[tuple[str, ...]] = ("warm_budget",)
+    option_names: ClassVar[tuple[str, ...]] = ("warm_budget", "workers")
     DEFAULT_WARM_BUDGET: ClassVar[int] = 1_000_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1059,10 +1333,15 @@ class ExactSearcher:
 
         opts = dict(options)
         warm = opts.pop("warm_budget", cls.DEFAULT_WARM_BUDGET)
+        workers = opts.pop("workers", None)
         if opts:
-            raise TypeError(f"searcher exact: unknown option(s) {sorted(opts)}; it takes warm_budget")
+            raise TypeError(f"searcher exact: unknown option(s) {sorted(opts)}; it takes warm_budget and workers")
         if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
             raise SpecError(f"searcher exact: warm_budget = {warm!r}; expected an int >= 0")
+        if workers is None:
+            workers = default_workers()
+        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise SpecError(f"searcher exact: workers = {workers!r}; expected an int >= 1")
         if budget is not None and budget < 1:
             raise SpecError(f"budget = {budget}; expected an int >= 1")
         _require(model, objective)  # refuse other models and Pareto objectives before any work
@@ -1090,7 +1369,7 @@ class ExactSearcher:
         bar = _progress_bar(progress)
         try:
             best, value, cert = solve(space, model, objective, time_limit_s=left, max_leaves=budget,
-                                      incumbent=incumbent, progress=bar)
+                                      incumbent=incumbent, progress=bar, workers=workers)
         finally:
             if bar is not None:
                 bar.close()
@@ -1119,7 +1398,7 @@ class ExactSearcher:
         n_eval = n_warm + cert.leaves
         stop = "exhausted" if cert.proven_optimal else cert.stop_reason
         cfg = dict(config)
-        cfg.update({"searcher_options": {"warm_budget": warm}, "budget": budget, "time_limit_s": time_limit_s,
+        cfg.update({"searcher_options": {"warm_budget": warm, "workers": workers}, "budget": budget, "time_limit_s": time_limit_s,
                     "seed": seed, "objective": objective.name, "model": model_name})
         return SearchResult(
             problem=getattr(problem, "name", str(problem)), arch=getattr(arch, "name", str(arch)),

@@ -779,3 +779,70 @@ def test_jstar_order_term_is_admissible_on_every_node_of_a_whole_space(arch_name
     violations, lifted = _every_node_bound(MapSpace(prob, arch), "order")
     assert violations == 0
     assert lifted > 0
+
+
+# --- one tree on several processes (workers) -------------------------------------------------
+def _frames_nodes(frames) -> list[tuple[int, int, int, tuple[int, ...], float]]:
+    return sorted((f.pattern, f.depth, f.split, tuple(int(v) for v in row), float(b))
+                  for f in frames for row, b in zip(f.ids[f.pos:], f.bounds[f.pos:], strict=True))
+
+
+def test_dealing_and_splitting_open_nodes_loses_and_repeats_none() -> None:
+    from accelmap.search.exact import _deal, _Frame, _Open, _split_open
+
+    rng = np.random.default_rng(0)
+    frames = []
+    for i, n in enumerate((1, 2, 5, 1, 9, 3)):
+        b = np.sort(rng.random(n))
+        frames.append(_Frame(i % 2, 1 + i % 3, 0, rng.integers(0, 50, size=(n, 3)), b))
+    every = _frames_nodes(frames)
+    for k in (1, 2, 3, 7):
+        shares = _deal(frames, k)
+        assert 1 <= len(shares) <= k and all(shares)
+        assert sorted(sum((_frames_nodes(s) for s in shares), [])) == every
+        for s in shares:  # every part stays sorted by bound, as a frame must
+            assert all(np.all(np.diff(f.bounds) >= 0) for f in s)
+    open_ = _Open()
+    for f in _deal(frames, 1)[0]:
+        open_.push(f)
+    before = open_.n_open
+    gift = _split_open(open_)
+    kept = [f for _, _, _, f in open_.heap]
+    assert sorted(_frames_nodes(gift) + _frames_nodes(kept)) == every
+    assert open_.n_open == before - sum(len(f.ids) for f in gift) and gift
+    assert open_.min_bound() == min(float(f.bounds[0]) for f in kept if len(f.ids))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@pytest.mark.parametrize("objective", ["edp", "energy^2*cycles^1"])
+def test_exact_on_two_workers_equals_one(case, objective, monkeypatch) -> None:
+    import accelmap.search.exact as exact
+
+    monkeypatch.setattr(exact, "_SHARE_NODES", 1)  # deal the tree out at once, so small trees use the workers
+    dealt = []
+    deal = exact._deal
+    monkeypatch.setattr(exact, "_deal", lambda frames, k: dealt.append(k) or deal(frames, k))
+    make, kw = CASES[case]
+    space = MapSpace(make(), small_arch(4.0 if case == "gemm" else None), **kw)
+    obj = parse_objective(objective)
+    _, v1, c1 = solve(space, MODEL, obj)
+    best, v2, c2 = solve(space, MODEL, obj, workers=2)
+    assert c1.proven_optimal and c2.proven_optimal and c2.stop_reason == "proven"
+    assert dealt or kw  # the tree went to the workers (a padded space runs on one)
+    assert v2 == pytest.approx(v1, rel=1e-12) and c2.lower_bound == v2
+    assert v2 == pytest.approx(_exhaustive(space, obj), rel=1e-12)
+    assert _value(space, best, obj) == pytest.approx(v2, rel=1e-12)
+
+
+def test_exact_on_two_workers_stopped_by_time_certifies_a_bound_below_the_optimum(monkeypatch) -> None:
+    import accelmap.search.exact as exact
+
+    monkeypatch.setattr(exact, "_SHARE_NODES", 1)
+    space = MapSpace(matmul("g", m=4, n=4, k=2), small_arch())
+    obj = parse_objective("edp")
+    _, truth, c1 = solve(space, MODEL, obj)
+    assert c1.proven_optimal
+    for limit in (0.0, 0.05, 0.2):
+        _, value, cert = solve(space, MODEL, obj, time_limit_s=limit, workers=2)
+        assert cert.lower_bound <= truth * (1 + 1e-12) <= value * (1 + 1e-12)
+        assert cert.proven_optimal or (cert.stop_reason == "time" and cert.gap >= 0)
