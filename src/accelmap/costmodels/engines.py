@@ -33,6 +33,11 @@ def resolve_engine(engine: str | None) -> str:
 
 
 _POOL: list[ThreadPoolExecutor] = []
+# A forked child (the exact searcher's workers) inherits the pool object but none of its
+# threads, and the pool would count the parent's idle threads as its own and never start
+# one: the child's first threaded batch would wait forever. The child starts its own pool.
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_POOL.clear)
 
 
 def thread_pool(threads: int) -> ThreadPoolExecutor:

@@ -4,6 +4,8 @@ rows as one thread."""
 
 from __future__ import annotations
 
+import multiprocessing
+
 import numpy as np
 import pytest
 
@@ -63,3 +65,28 @@ def test_systolic_threaded_blocks_equal_one_thread(monkeypatch) -> None:
     serial = model.evaluate(problem, arch, batch)
     assert serial.valid.sum() > 50
     _same(serial, threaded)
+
+
+@pytest.mark.skipif("fork" not in multiprocessing.get_all_start_methods(), reason="no fork on this platform")
+def test_a_forked_child_runs_blocks_after_the_parent_did() -> None:
+    """The exact searcher's workers are forked from a process whose kernel pool already has
+    threads; the child must start its own (the inherited pool has none and would wait)."""
+    seen: list[int] = []
+    run_blocks(lambda b, lo, hi: seen.append(b), 100, 4, 2)
+    assert sorted(seen) == [0, 1, 2, 3]
+    ctx = multiprocessing.get_context("fork")
+    q = ctx.Queue()
+
+    def child() -> None:
+        got: list[int] = []
+        run_blocks(lambda b, lo, hi: got.append(hi - lo), 100, 4, 2)
+        q.put(sum(got))
+
+    p = ctx.Process(target=child)
+    p.start()
+    p.join(30)
+    hung = p.is_alive()
+    if hung:
+        p.kill()
+    assert not hung, "the forked child's blocks never ran"
+    assert q.get(timeout=5) == 100
