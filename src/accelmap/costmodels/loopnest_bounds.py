@@ -1312,9 +1312,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     at: dict[tuple[str, int, int], int] = {}  # argument 11: ("r", t, c) reads of c's parent, ("f", t, p) fills of p
     for t, p, c in bm.pairs:
         reads = parent_reads(t, p, c)
-        at[("r", t, c)] = len(terms)
+        at[("r", int(t), int(c))] = len(terms)
         if p > 0:
-            at[("f", t, p)] = len(terms) + 1
+            at[("f", int(t), int(p))] = len(terms) + 1
         f = float(bm.exist[t])  # padding: the model counts only existing words (all counts x f)
         if t == bm.output:
             part = part_ub(p)
