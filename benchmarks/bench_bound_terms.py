@@ -8,7 +8,9 @@ on and off, interleaved, ``--repeats`` times; the medians of the times, their ra
 of nodes the term lifts and the largest lift are written per depth.
 
 Terms (``--term``): ``order`` = argument 10 of `accelmap.costmodels.loopnest_bounds` (the
-order of the dims' innermost open loops, `_jstar_order_energy`, switched by ``_USE_ORDER``).
+order of the dims' innermost open loops, `_jstar_order_energy`, switched by ``_USE_ORDER``);
+``capacity`` = argument 11 (the words a region of small buffers must take in,
+`_capacity_energy`, switched by ``_USE_CAPACITY``).
 
 Usage::
 
@@ -37,7 +39,7 @@ CASES = ["resnet50/res3b_branch2b@eyeriss-like", "resnet50/res3b_branch2b@simba-
          "resnet50/res4a_branch1@eyeriss-like"]
 
 
-def _case(spec: str, n_nodes: int, repeats: int, budget: int) -> list[dict[str, Any]]:
+def _case(spec: str, n_nodes: int, repeats: int, budget: int, term: str = "order") -> list[dict[str, Any]]:
     import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.arch.presets import preset
     from accelmap.mapper.space import MapSpace
@@ -45,6 +47,7 @@ def _case(spec: str, n_nodes: int, repeats: int, budget: int) -> list[dict[str, 
     from accelmap.search.exact import DimTree, bound_model, node_inputs
     from accelmap.workloads.io import load_problem
 
+    switch = {"order": "_USE_ORDER", "capacity": "_USE_CAPACITY"}[term]
     layer, arch_name = spec.split("@")
     problem, arch = load_problem(layer), preset(arch_name)
     space = MapSpace(problem, arch)
@@ -70,13 +73,13 @@ def _case(spec: str, n_nodes: int, repeats: int, budget: int) -> list[dict[str, 
         try:
             for _ in range(repeats):
                 for on in (True, False):
-                    lbm._USE_ORDER = on
+                    setattr(lbm, switch, on)
                     t0 = time.perf_counter()
                     e, _, _ = lbm.partial_bounds(bm, **inputs)
                     times[on].append(time.perf_counter() - t0)
                     energy[on] = e
         finally:
-            lbm._USE_ORDER = True
+            setattr(lbm, switch, True)
         lift = energy[True] / energy[False]
         row = {"case": spec, "depth": depth, "nodes": len(ids),
                "ms_on": round(float(np.median(times[True])) * 1e3, 2),
@@ -92,7 +95,7 @@ def _case(spec: str, n_nodes: int, repeats: int, budget: int) -> list[dict[str, 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=CASES, help="LAYER@ARCH (default: %(default)s)")
-    ap.add_argument("--term", choices=["order"], default="order")
+    ap.add_argument("--term", choices=["order", "capacity"], default="order")
     ap.add_argument("--nodes", type=int, default=8192)
     ap.add_argument("--repeats", type=int, default=9)
     ap.add_argument("--default-budget", type=int, default=200_000)
@@ -101,7 +104,7 @@ def main() -> None:
     load0 = os.getloadavg()
     rows = []
     for spec in args.cases:
-        rows += _case(spec, args.nodes, args.repeats, args.default_budget)
+        rows += _case(spec, args.nodes, args.repeats, args.default_budget, args.term)
     out = {"benchmark": "bench_bound_terms", "term": args.term, "machine": platform.platform(),
            "cpus": os.cpu_count(), "load_average_at_start": load0, "load_average_at_end": os.getloadavg(),
            "repeats": args.repeats, "rows": rows}

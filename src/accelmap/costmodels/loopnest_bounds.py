@@ -160,6 +160,49 @@ Why each bound holds, for every order of every loop:
    tensors that can rise both skip some ``z``: never for a GEMM or a 1x1 convolution (each
    dim indexes two of the three tensors), and on a convolution with a window only where the
    inputs (one jump dim, ``C``, besides ``N``) can rise with the outputs or the weights.
+11. **The words a region of small buffers must take in** (with every spatial factor fixed,
+   `_capacity_energy`; a Hong-Kung red-blue pebble count, Hong and Kung, STOC 1981, with the
+   Loomis-Whitney inequality, as in the communication lower bounds of convolution
+   accelerators, Chen et al., HPCA 2019, and Orojenesis' data-movement bounds, Huang et al.,
+   ISCA 2024; derived here from the model's own counts). It applies where every dim that
+   moves indexes exactly two of the three tensors and each coordinate is one dim (a GEMM, a
+   1x1 convolution, a fully connected layer) and nothing is padded: then a MAC is fixed by
+   the words of any two tensors it uses, and a set ``V`` of MACs using the word sets ``A_t``
+   has ``|V| <= |A_1| |A_2|`` for any two tensors and ``|V| <= sqrt(|A_1| |A_2| |A_3|)``
+   (Loomis and Whitney, 1949). Take a *region*: one instance of a level ``c0 >= 1`` with
+   every level below it, and a set of two or three tensors each kept at some level of the
+   region and above it (``c_t`` the topmost in the region, ``p_t`` the next keeper above).
+   The region does ``v = MACs / inst[c0]`` MACs (``inst[c0]`` the product of the spatial
+   factors above ``c0``), every MAC's word of ``t`` lies in the tile of ``c_t`` of its
+   instance at that time, and every word of a tile that was not in the previous tile of the
+   same instance is delivered (argument 5): so the words that MACs use while the region
+   takes in some words are at most, per tensor, the tiles held when it starts (at most the
+   capacity, summed over the instances of ``c_t`` in the region, the tensors of one level
+   sharing it) plus the words delivered meanwhile. Each word of ``t`` delivered into the
+   region costs at least ``w_t = (e1 + e2)`` of the fills of ``c_t`` plus ``share (e1 + e2)``
+   of the reads of ``p_t`` (every term is ``g(x) = e1 x + e2 (x - part)^+ >= (e1 + e2) x -
+   e2 part``, with ``part`` at most its upper bound, and the reads of ``p_t`` are at least
+   ``share = prod_{l=p}^{c-1} distinct_l / used_l`` times the deliveries: eq. S). Cut the
+   deliveries, in the order of the loop nest, into segments of cost ``B`` (a segment ends
+   before the word that would take it over ``B``; a segment that starts inside a step has
+   the words of that step delivered before it inside the step's new tile, so what it can use
+   is still the held tiles plus its own deliveries). With ``K0`` the cost of the held words
+   (each level's capacity times its instances in the region times the dearest ``w_t`` kept
+   there), the words a segment's MACs use have ``sum_t w_t |A_t| <= K0 + B``, so by the
+   inequality above and the AM-GM inequality a segment does at most ``((K0 + B) / m)^m /
+   prod w_t`` MACs for ``m = 2`` tensors (its square root for ``m = 3``); ``h`` segments do
+   all ``v``, every one but the last costs at least ``B - max w_t``, and the region's
+   deliveries cost at least ``(B - max w_t)(v / most - 1)``, ``B = b K0`` with ``b`` in 1, 2,
+   4 (the largest counts). Over the ``inst[c0]`` regions, less the ``part`` terms, this is a
+   lower bound of the energy of the counts it covers; the other counts keep their
+   order-free values and the MACs their energy, and the total is taken as a maximum with
+   the bound of arguments 1-10 (each a lower bound of every completion). It charges what
+   arguments 8-10 cannot see: every open loop, not only the innermost ones, since a few
+   words of scratchpad bound the reuse of all three tensors together (on eyeriss-like with
+   the GLB keeping nothing, the 12-word input and 16-word psum scratchpads force DRAM
+   reloads whatever the order; `docs/performance.md`, "This round: a region of small
+   buffers"). Only regions whose top level is open (``c0 < k``) are bounded: below ``k``
+   every tile is known and the other arguments see the counts.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -179,6 +222,7 @@ from accelmap.workloads.problem import Problem
 
 __all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
 
+_USE_CAPACITY = True  # argument 11 (`_capacity_energy`); a switch for the tests and benchmarks that measure it
 _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
 
 
@@ -722,6 +766,86 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     return out
 
 
+def _loomis_whitney_ok(bm: BoundModel) -> bool:
+    """Argument 11 applies: three unpadded tensors, each coordinate one dim, every dim that
+    moves indexing exactly two of them (a GEMM, a 1x1 convolution, a fully connected layer)."""
+    if bm.T != 3 or not all(bm.disjoint) or not np.all(bm.exist == 1.0):
+        return False
+    seen = np.zeros(bm.D, dtype=np.int64)
+    for t in range(3):
+        for dims, _ in bm.coords[t]:
+            if len(dims) != 1:
+                return False
+            seen[int(dims[0])] += 1
+    return bool(np.all((seen == 0) | (seen == 2)))
+
+
+def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatArray | float]],
+                     at: dict[tuple[str, int, int], int], used: FloatArray, macs: FloatArray, share: Any,
+                     k: int, n: int) -> FloatArray | None:
+    """Argument 11 of the module doc: a lower bound of the whole energy from the words that a
+    region of small buffers (levels ``c0 .. L-1`` under one instance of ``c0``) must take in
+    to do its MACs; None where it does not apply.
+
+    ``terms`` and ``at`` as `partial_bounds` builds them (``at`` finds the parent reads of
+    each pair by its child and the fills of each level); ``used`` (n, L) the fixed spatial
+    products; ``macs`` (n,) the (padded) MACs; ``share(t, p, c)`` (n,) a lower bound of the
+    parent reads of ``p`` per word delivered into ``c`` (eq. S's multicast share). For every
+    ``c0`` and every set of two or three tensors kept in the region, the bound of the module
+    doc; returns the largest (n,), to be taken as a maximum with the other bound."""
+    if not _loomis_whitney_ok(bm):
+        return None
+    L = bm.L
+    fixed_e = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    base = bm.mac_energy_pj + sum(fixed_e, np.zeros(n))
+    best: FloatArray | None = None
+    for c0 in range(1, min(L, k)):  # a region whose top level is open (below k every tile is known)
+        held = {}  # tensor -> (its cost per word delivered into the region, kappa, charged energy, level)
+        for t in range(3):
+            kept = [lv for lv in range(c0, L) if bm.keep[lv, t]]
+            above = [lv for lv in range(c0) if bm.keep[lv, t]]
+            if not kept or not above or not np.isfinite(bm.capacity[kept[0]]):
+                continue
+            p, c = above[-1], kept[0]
+            ir, iff = at[("r", t, c)], at[("f", t, c)]
+            _, e1r, e2r, part_r = terms[ir]
+            _, e1f, e2f, part_f = terms[iff]
+            # g(x) = e1 x + e2 (x - part)^+ >= (e1 + e2) x - e2 part, and the reads are >= share x
+            held[t] = ((e1f + e2f) + share(t, p, c) * (e1r + e2r), e2f * part_f + e2r * part_r,
+                       fixed_e[ir] + fixed_e[iff], c)
+        if len(held) < 2:
+            continue
+        inst = _prod(used[:, :c0], 1)
+        v = macs / inst  # the MACs of one region
+        sets = [tuple(held)] if len(held) == 3 else []
+        sets += [s for s in ((0, 1), (0, 2), (1, 2)) if s[0] in held and s[1] in held]
+        for ts in sets:
+            m = len(ts)
+            cost = [held[t][0] for t in ts]
+            kappa = sum((held[t][1] for t in ts), np.zeros(n))
+            have = sum((held[t][2] for t in ts), np.zeros(n))
+            # the cost of the words held at once: the tensors of one level share its capacity,
+            # so sum_t c_t S_t <= sum over levels of the capacity (times the level's instances in
+            # the region) times the dearest c_t kept there
+            k0 = np.zeros(n)
+            for c in sorted({held[t][3] for t in ts}):
+                dear = np.max([held[t][0] for t in ts if held[t][3] == c], axis=0)
+                k0 = k0 + float(bm.capacity[c]) * _prod(used[:, c0:c], 1) * dear
+            prod_c = cost[0] * cost[1] * (cost[2] if m == 3 else 1.0)
+            pos = (k0 > 0.0) & (prod_c > 0.0)
+            k0s = np.where(pos, k0, 1.0)
+            c_max = np.max(cost, axis=0)
+            words = np.zeros(n)
+            for b in (1.0, 2.0, 4.0):  # segments of cost b k0 (the best b: 2 for three tensors, 1 for two)
+                # the most MACs a segment can do: ((1 + b) k0 / m)^m / prod c, square-rooted for three
+                most = ((1.0 + b) * k0s / m) ** m / np.where(pos, prod_c, 1.0)
+                if m == 3:
+                    most = np.sqrt(most)
+                words = np.maximum(words, np.where(pos, np.maximum(b * k0s - c_max, 0.0) * (v / most - 1.0), 0.0))
+            alt = base + np.maximum(inst * words - kappa - have, 0.0)
+            best = alt if best is None else np.maximum(best, alt)
+    return best
+
 def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], allowed_of: Any,
                          none_possible: BoolArray, k: int, n: int,
                          final: FloatArray | None = None) -> FloatArray | None:
@@ -1185,8 +1309,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # padded tiles, `loopnest._count_existing_words`)
     rd_words = np.zeros((L, n))
     wr_words = np.zeros((L, n))
+    at: dict[tuple[str, int, int], int] = {}  # argument 11: ("r", t, c) reads of c's parent, ("f", t, p) fills of p
     for t, p, c in bm.pairs:
         reads = parent_reads(t, p, c)
+        at[("r", int(t), int(c))] = len(terms)
+        if p > 0:
+            at[("f", int(t), int(p))] = len(terms) + 1
         f = float(bm.exist[t])  # padding: the model counts only existing words (all counts x f)
         if t == bm.output:
             part = part_ub(p)
@@ -1274,6 +1402,17 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             else:
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
+    if sp_known and _USE_CAPACITY:
+        # argument 11: the words a region of small buffers must take in to do its MACs
+        def share(t: int, p: int, c: int) -> FloatArray:
+            out = np.ones(n)
+            for lv in range(p, c):
+                out = out * dl_lb(t, lv) / used[:, lv]
+            return out
+
+        alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n)
+        if alt is not None:
+            energy = np.maximum(energy, alt)
     steps = _prod(t_all[:, k:], 1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(_prod(used[:, k:], 1) * fan_outer, float(bm.n_macs))
     room = _prod(spatial_room.astype(np.float64), 1) if spatial_room is not None and not sp_known else None
