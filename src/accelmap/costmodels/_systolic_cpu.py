@@ -16,9 +16,17 @@ are one loop body. The DRAM-window estimate of an operand whose words exceed the
 helpers, made only where a row reaches them. Bounds, class sizes, energies and bandwidths
 stay run-time arrays, so every layer of one shape on one arch shares a kernel.
 
-The steps and the arithmetic are those of ``_check_padded``, ``_row`` and ``_metrics_row``
-(same integer and float operations in the same order), so that the results are identical;
-the property tests compare them with the numpy path bit for bit. A kernel is compiled once
+Each counting rule past the legality check is written once, in `_systolic_kernel`, and both
+drivers call it: the dataflow and array classes (``_unrolled_classes``,
+``_dataflow_classes``), folds, compute cycles and SRAM words (``_folds_and_counts``), the
+walked-count lookup (``_walked_lookup``), stalls and utilizations (``_timing``) and the
+`Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR stage,
+so this driver's constants fold into them. Written twice, in the form each driver needs, are
+the legality check (here one fused pass over the levels; ``_check_padded`` there) and the
+DRAM-window estimate's boxes (``_dram``, ``_box``, ``_distinct`` here, over the flat order
+and the terms as constants; ``_dram_reads`` there): the same rules, the same integer and
+float operations in the same order, so that the results are identical; the property tests
+compare both drivers with the numpy path bit for bit. A kernel is compiled once
 per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
 the structure tuple).
 
@@ -42,13 +50,17 @@ from accelmap.costmodels._systolic_kernel import (
     _MODEL,
     _ORDER,
     _big_tile,
-    _key_slot,
+    _cell_accesses,
+    _cell_energy,
+    _class_indexes,
+    _dataflow_classes,
+    _folds_and_counts,
     _neighbour_step,
-    _passes,
     _repeated_tiles,
     _reset_loss,
-    _stall,
-    _walked,
+    _timing,
+    _unrolled_classes,
+    _walked_lookup,
 )
 
 __all__ = ["structure", "driver"]
@@ -72,16 +84,6 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
             tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
             tuple(int(x) for x in consts.terms.ravel()),
             tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()))
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _indexes(o, c):
-    """`_systolic_kernel._class_indexes`: whether operand ``o`` is indexed by class ``c``."""
-    if o == 0:
-        return c == _M or c == _K
-    if o == 1:
-        return c == _N or c == _K
-    return c == _M or c == _N
 
 
 @njit(inline="always", **_JIT)  # type: ignore[call-overload]
@@ -206,7 +208,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         b_rep = ints[10]
         macs = flts[3]
         for i in range(temporal.shape[0]):
-            py, px, dfi = np.int64(1), np.int64(1), 0
+            py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
             # One pass over the levels (each entry loaded once): the least factor, each dim's
             # product (``ext``: scratch), each level's order and fanouts; the verdicts follow in
@@ -262,49 +264,14 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                                 why, where = _KEEP, lv
                 if why == 0 and fan_lv >= 0:
                     why, where = _FANOUT, fan_lv
-            # --- the dataflow and the array classes (`_row`) ---
+            # --- the dataflow and the array classes (`_systolic_kernel._dataflow_classes`) ---
             df, rc, cc = -1, -1, -1
             if why == 0:
-                k0, k1, k2 = keep[i, PE * T + TI], keep[i, PE * T + TW], keep[i, PE * T + TO]
-                n_kept = int(k0) + int(k1) + int(k2)
-                if n_kept == 1:
-                    df = _OS if k2 else (_WS if k1 else _IS)
-                ymask, xmask, bad = 0, 0, False
-                for d in range(D):
-                    c = DC[d]
-                    sx, sy = spatial[i, (AL * D + d) * 2], spatial[i, (AL * D + d) * 2 + 1]
-                    if sx > 1:
-                        if c < 0:
-                            bad = True
-                        else:
-                            xmask |= 1 << c
-                    if sy > 1:
-                        if c < 0:
-                            bad = True
-                        else:
-                            ymask |= 1 << c
-                yc, xc = -1, -1
-                for c in range(3, -1, -1):  # the lowest class present (numpy's argmax)
-                    if ymask & (1 << c):
-                        yc = c
-                    if xmask & (1 << c):
-                        xc = c
-                if ymask & (ymask - 1) or xmask & (xmask - 1):  # two classes on one axis
-                    bad = True
-                both = yc >= 0 and xc >= 0 and yc != xc and yc <= _K and xc <= _K
-                if not (n_kept == 1 or not both):
-                    s = yc + xc
-                    df = _OS if s == 1 else (_IS if s == 2 else (_WS if s == 3 else -1))
-                dfi = df if df >= 0 else 0
-                def_r = _M if dfi == _OS else _K
-                def_c = _N if dfi != _IS else _M
-                pair = def_r + def_c
-                rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
-                cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
-                arr_ok = rc != cc and rc + cc == pair and rc <= _K and cc <= _K and rc >= 0 and cc >= 0
-                if not (df >= 0 and not bad and arr_ok):
+                ymask, xmask, bad = _unrolled_classes(spatial, i, AL * D, D, DC)
+                df, rc, cc = _dataflow_classes(keep[i, PE * T + TI], keep[i, PE * T + TW], keep[i, PE * T + TO], ymask,
+                                               xmask, bad)
+                if df < 0:
                     why, where = _MODEL, PE
-                    df, rc, cc = -1, -1, -1
             ok = why == 0
             valid[i] = ok
             miss = 0
@@ -312,59 +279,27 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             dr0, dr1 = np.int64(0), np.int64(0)
             map_eff = cu = ut = 0.0
             if ok:
-                # --- folds, cycles and SRAM counts ---
-                tc = 3 - rc - cc
-                s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
-                ur = max(min(py, s_r), 1)
-                uc = max(min(px, s_c), 1)
-                f_r = -(-s_r // ur)
-                f_c = -(-s_c // uc)
-                folds = f_r * f_c * b_rep
-                os_ = dfi == _OS
-                per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
-                compute = folds * per_fold - 1
-                util_fold = t_len + R + C - 2 if os_ else 2 * R + 2 * C + t_len - 3
-                ir0, ic0, it0 = _indexes(0, rc), _indexes(0, cc), _indexes(0, tc)
-                ir1, ic1, it1 = _indexes(1, rc), _indexes(1, cc), _indexes(1, tc)
-                acc0 = (s_r if ir0 else f_r) * (s_c if ic0 else f_c) * (t_len if it0 else 1) * b_rep
-                acc1 = (s_r if ir1 else f_r) * (s_c if ic1 else f_c) * (t_len if it1 else 1) * b_rep
-                acc2 = (s_r if _indexes(2, rc) else f_r) * (s_c if _indexes(2, cc) else f_c) * \
-                    (t_len if _indexes(2, tc) else 1) * b_rep
-                sram_w = acc2 + (folds * (R + C) if os_ else 0)
+                # --- folds, cycles and SRAM counts (`_folds_and_counts`) ---
+                s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
+                    _folds_and_counts(df, rc, cc, py, px, ints)
                 # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
-                dr0, dr1 = np.int64(-1), np.int64(-1)
-                if walk_limit >= 0 and f_r * f_c <= walk_ratio * (fewest_r[rc] * fewest_c[cc]):
-                    b1 = max(b_rep, 1)
-                    if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, AL)
-                        if tkeys[j, 0] >= 0:
-                            dr0 = tvals[j]
-                        else:
-                            miss |= 1
-                    if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, AL)
-                        if tkeys[j, 0] >= 0:
-                            dr1 = tvals[j]
-                        else:
-                            miss |= 2
+                dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
+                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, order3, i, AL)
                 # (`_dram_reads`' first rule, an operand within the window, without the call)
                 if dr0 < 0:
                     if ints[11] < flts[0]:
                         dr0 = ints[11] * b_rep
                     else:
-                        dr0 = _dram(S, 0, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir0, ic0, acc0, bounds,
-                                    dim_class, full, ints, flts, pairs, ext, suff)
+                        dr0 = _dram(S, 0, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
+                                    _class_indexes(0, cc), acc0, bounds, dim_class, full, ints, flts, pairs, ext, suff)
                 if dr1 < 0:
                     if ints[12] < flts[1]:
                         dr1 = ints[12] * b_rep
                     else:
-                        dr1 = _dram(S, 1, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir1, ic1, acc1, bounds,
-                                    dim_class, full, ints, flts, pairs, ext, suff)
-                stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
-                total = compute + stall
-                map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
-                cu = map_eff * t_len / util_fold
-                ut = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
+                        dr1 = _dram(S, 1, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
+                                    _class_indexes(1, cc), acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
+                stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
+                                                        ints, flts)
             missing[i] = miss
             if want_stats:
                 ri = out_i[i]
@@ -392,7 +327,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 out_f[i, 2] = ut
             if mode == 0:
                 continue
-            # --- `Metrics` (`_metrics_row`: the same cells, the same float operations in the same order) ---
+            # --- `Metrics` (`_metrics_row`: `_cell_accesses` and `_cell_energy` a cell, in its order) ---
             reason[i] = why
             level[i] = where
             fdr0, fdr1, fdw = float(dr0), float(dr1), float(acc2)
@@ -400,46 +335,22 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             e_sum = 0.0
             for lv in range(L):
                 for t in range(T):
-                    # the cell's reads, fills and updates: `_metrics_row`'s stores, the last one to a
-                    # cell the one that counts (the level and tensor indices are constants here)
                     r, f, u = 0.0, 0.0, 0.0
-                    if ok:
-                        if lv == 0 and t == TI:
-                            r = fdr0
-                        if lv == 0 and t == TW:
-                            r = fdr1
-                        if lv == 0 and t == TO:
-                            u = fdw
-                        if lv == SI and t == TI:
-                            f = fdr0
-                            r = fsr0
-                        if lv == SW and t == TW:
-                            f = fdr1
-                            r = fsr1
-                        if lv == SO and t == TO:
-                            u = fsw
-                            r = fdw
-                        if lv == PE and t == TI:
-                            r = macs
-                        if lv == PE and t == TW:
-                            r = macs
-                        if lv == PE and t == TO:
-                            u = macs
+                    if ok:  # (the level and tensor indices are constants here: the branches fold)
+                        r, f, u = _cell_accesses(lv, t, TI, TW, TO, SI, SW, SO, PE, fdr0, fdr1, fdw, fsr0, fsr1, fsw,
+                                                 macs)
                     if mode == 2:
-                        reads[i, lv, t] = r
-                        fills[i, lv, t] = f
-                        updates[i, lv, t] = u
+                        reads[i, lv * T + t] = r
+                        fills[i, lv * T + t] = f
+                        updates[i, lv * T + t] = u
                     w = f + u
                     if SKIPZ and r == 0.0 and w == 0.0:
                         if mode == 2:
-                            brk[i, lv, t] = 0.0
+                            brk[i, lv * T + t] = 0.0
                         continue
-                    if BLK1[lv]:  # x / 1.0 is x exactly
-                        e = r * levels[lv, 1] + w * levels[lv, 2]
-                    else:
-                        e = (r / levels[lv, 0]) * levels[lv, 1] + (w / levels[lv, 0]) * levels[lv, 2]
+                    e = _cell_energy(r, w, BLK1[lv], levels[lv, 0], levels[lv, 1], levels[lv, 2])
                     if mode == 2:
-                        brk[i, lv, t] = e
+                        brk[i, lv * T + t] = e
                     e_sum = e_sum + e
             c = flts[6] if ok else 0.0
             e_sum = e_sum + c
