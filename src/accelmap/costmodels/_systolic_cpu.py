@@ -10,23 +10,23 @@ arch) structure fixes is a compile-time constant (a tuple captured by a closure)
 shapes L, D, T, the array and PE levels, the three tensors and their SRAM levels, each
 dim's GEMM class, which level may hold which tensor, which levels' blocks are one word and
 whether every per-access energy is finite. The loops over them unroll and their branches
-fold; the legality check, the classes, folds, cycles, SRAM counts, stalls and `Metrics`
-are one loop body. The DRAM-window estimate of an operand whose words exceed the window
-(`_systolic_kernel._dram_reads`) and the walked-count lookup stay calls of the generic
-helpers, made only where a row reaches them. Bounds, class sizes, energies and bandwidths
-stay run-time arrays, so every layer of one shape on one arch shares a kernel.
+fold; the legality check, the classes, folds, cycles, SRAM counts, the DRAM-window
+estimate, stalls and `Metrics` are one loop body (the walk table's probe and the neighbour
+step stay calls, made only where a row reaches them). Bounds, class sizes, energies and
+bandwidths stay run-time arrays, so every layer of one shape on one arch shares a kernel.
 
 Each counting rule past the legality check is written once, in `_systolic_kernel`, and both
 drivers call it: the dataflow and array classes (``_unrolled_classes``,
 ``_dataflow_classes``), folds, compute cycles and SRAM words (``_folds_and_counts``), the
-walked-count lookup (``_walked_lookup``), stalls and utilizations (``_timing``) and the
-`Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR stage,
-so this driver's constants fold into them. Written twice, in the form each driver needs, are
-the legality check (here one fused pass over the levels; ``_check_padded`` there) and the
-DRAM-window estimate's boxes (``_dram``, ``_box``, ``_distinct`` here, over the flat order
-and the terms as constants; ``_dram_reads`` there): the same rules, the same integer and
-float operations in the same order, so that the results are identical; the property tests
-compare both drivers with the numpy path bit for bit. A kernel is compiled once
+walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_words``,
+``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_timing``) and the
+`Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
+stage, so this driver's constants (array level, dims, classes, terms) fold into them where
+the generic driver passes run-time values. Written twice, in the form each driver needs, is
+the legality check (here one fused pass over the levels, a level without a fanout
+multiplying its temporal factors alone; ``_check_padded`` there): the same verdicts in the
+same order. The integer and float operations are the same in both drivers, so that the
+results are identical; the property tests compare both with the numpy path bit for bit. A kernel is compiled once
 per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
 the structure tuple).
 
@@ -49,15 +49,11 @@ from accelmap.costmodels._systolic_kernel import (
     _KEEP,
     _MODEL,
     _ORDER,
-    _big_tile,
     _cell_accesses,
     _cell_energy,
-    _class_indexes,
     _dataflow_classes,
+    _dram_words,
     _folds_and_counts,
-    _neighbour_step,
-    _repeated_tiles,
-    _reset_loss,
     _timing,
     _unrolled_classes,
     _walked_lookup,
@@ -86,104 +82,6 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
             tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()))
 
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
-    """`_systolic_kernel._box`: extents of ``chunk`` flattened elements of class
-    ``chunk_cls`` (inner dims first in the array level's order), classes ``whole1`` /
-    ``whole2`` at their full bounds, the others 1."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    for d in range(D):
-        ext[d] = 1
-    rem = chunk
-    for pos in range(D - 1, -1, -1):
-        d = order[i, AL * D + pos]
-        if DC[d] == chunk_cls:
-            b = bounds[d]
-            ext[d] = min(rem, b)
-            # ceil(rem / b), without the division where it is 1 (a chunk within one dim)
-            rem = 1 if 0 < rem <= b else -(-rem // b)
-    for d in range(D):
-        if DC[d] == whole1 or DC[d] == whole2:
-            ext[d] = full[d]
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _distinct(S, o, ext):
-    """`_systolic_kernel._distinct` of read operand ``o`` over extents ``ext``: per used
-    coordinate ``min(span, product of extents)`` over its nonzero terms."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    total, span, prod = np.int64(1), np.int64(1), np.int64(1)
-    for j in range(MT):
-        base = (o * MT + j) * 3
-        d = TERMS[base]
-        if d >= 0:
-            span += (ext[d] - 1) * TERMS[base + 1]
-            prod *= ext[d]
-            if TERMS[base + 2]:
-                total = total * min(span, prod)
-                span, prod = 1, 1
-    return total
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _dram(S, o, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, ints,
-          flts, pairs, ext, suff):
-    """`_systolic_kernel._dram_reads` of operand ``o`` (a constant at each call) whose words
-    exceed the window (its first rule is the caller's): the same rules, the same arithmetic."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    b_rep = ints[10]
-    d_tot = ints[11 + o]
-    w = flts[o]
-    tc = 3 - rc - cc
-    last_r = s_r - (f_r - 1) * ur
-    last_c = s_c - (f_c - 1) * uc
-    case_c = ir and not ic
-    case_b = ic and not ir
-    over = ints[13 + o] != 0
-    if not over and not case_b:
-        return f_c * d_tot * b_rep if case_c else d_tot * b_rep
-    # `_dram_reads`' rules with its boxes at two call sites (each box is inlined, so five sites
-    # cost five copies of its code and of its compile): the first box is a row chunk (case C)
-    # or column chunk, the second the last chunk where tiles shift or, else, the group's tile.
-    # Without overlap only case B is left, whose two boxes are the full and the last column
-    # chunk, as in the shifted rule.
-    passes = f_c if case_c else 1
-    chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
-    may_shift = over and (rc == _K if case_c else (case_b and cc == _K))
-    tile = np.int64(-1)
-    if not over or case_c or may_shift:
-        _box(S, i, order, bounds, full, chunk_cls, chunk, tc, -9, ext)
-        tile = _distinct(S, o, ext)
-    sure = may_shift and 2 * tile >= w
-    step = np.int64(-1)
-    if may_shift and not sure:
-        step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
-    shifted = not over or sure or (may_shift and step * tile >= w * chunk)
-    second = np.int64(-1)
-    if shifted or not case_c:
-        if shifted:  # the last chunk
-            c2, ch2, w2 = chunk_cls, last, -9
-        else:  # the group's tile
-            c2, ch2, w2 = cc, uc, rc
-        _box(S, i, order, bounds, full, c2, ch2, tc, w2, ext)
-        second = _distinct(S, o, ext)
-    if not over:
-        return _repeated_tiles(f_c - 1, tile, second, f_r, w) * b_rep
-    reads_pass = reads // passes
-    if shifted:
-        est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)
-    else:
-        if not case_c:
-            tile = second
-        if tile >= w:
-            if step < 0:
-                step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
-            est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
-        else:
-            est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
-    return passes * est * b_rep
-
-
 @functools.lru_cache(maxsize=32)
 def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     """The driver of one structure (`structure`): every row of the batch, its report into
@@ -205,7 +103,6 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         # the fewest row and column folds of each class (`systolic._walk_rows`' reference), once a batch
         fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
         fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
-        b_rep = ints[10]
         macs = flts[3]
         for i in range(temporal.shape[0]):
             py, px = np.int64(1), np.int64(1)
@@ -285,19 +182,12 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
                 dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
                                                 ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, order3, i, AL)
-                # (`_dram_reads`' first rule, an operand within the window, without the call)
                 if dr0 < 0:
-                    if ints[11] < flts[0]:
-                        dr0 = ints[11] * b_rep
-                    else:
-                        dr0 = _dram(S, 0, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
-                                    _class_indexes(0, cc), acc0, bounds, dim_class, full, ints, flts, pairs, ext, suff)
+                    dr0 = _dram_words(0, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
+                                      acc0, bounds, dim_class, full, ints, flts, pairs, ext, suff)
                 if dr1 < 0:
-                    if ints[12] < flts[1]:
-                        dr1 = ints[12] * b_rep
-                    else:
-                        dr1 = _dram(S, 1, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
-                                    _class_indexes(1, cc), acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
+                    dr1 = _dram_words(1, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
+                                      acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
                 stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
                                                         ints, flts)
             missing[i] = miss

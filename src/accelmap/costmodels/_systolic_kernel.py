@@ -161,40 +161,42 @@ def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, prod
     return 0, -1
 
 
-@register_jitable
-def _distinct(terms, o, ext):
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _distinct(MT, TERMS, o, ext):
     """`systolic._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
-    coordinate ``min(span, product of extents)`` over its nonzero terms (``terms[o]``:
-    (dim, coefficient, last term of its coordinate), `SystolicConsts.terms`)."""
+    coordinate ``min(span, product of extents)`` over its nonzero terms (``TERMS``:
+    `SystolicConsts.terms` (2, MT, 3) flat: dim, coefficient, last term of its coordinate;
+    dim -1 past the end)."""
     total, span, prod = np.int64(1), np.int64(1), np.int64(1)
-    for j in range(terms.shape[1]):
-        d, a, end = terms[o, j, 0], terms[o, j, 1], terms[o, j, 2]
-        if d < 0:
-            break
-        span += (ext[d] - 1) * a
-        prod *= ext[d]
-        if end:
-            total = total * min(span, prod)
-            span, prod = 1, 1
+    for j in range(MT):
+        base = (o * MT + j) * 3
+        d = TERMS[base]
+        if d >= 0:
+            span += (ext[d] - 1) * TERMS[base + 1]
+            prod *= ext[d]
+            if TERMS[base + 2]:
+                total = total * min(span, prod)
+                span, prod = 1, 1
     return total
 
 
-@register_jitable
-def _box(i, order, al, bounds, dim_class, full, chunk_cls, chunk, whole1, whole2, ext):
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _box(i, order, AL, D, DC, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
     """Extents: ``chunk`` flattened elements of class ``chunk_cls`` (inner dims first in the
-    array level's order), classes ``whole1``/``whole2`` at their full bounds, others 1."""
-    D = bounds.shape[0]
+    array level ``AL``'s order; ``order`` (n, L * D) rows, ``DC`` each dim's class), classes
+    ``whole1`` / ``whole2`` at their full bounds, the others 1."""
     for d in range(D):
         ext[d] = 1
     rem = chunk
     for pos in range(D - 1, -1, -1):
-        d = order[i, al, pos]
-        if dim_class[d] == chunk_cls:
+        d = order[i, AL * D + pos]
+        if DC[d] == chunk_cls:
             b = bounds[d]
             ext[d] = min(rem, b)
-            rem = -(-rem // b)
+            # ceil(rem / b), without the division where it is 1 (a chunk within one dim)
+            rem = 1 if 0 < rem <= b else -(-rem // b)
     for d in range(D):
-        if dim_class[d] == whole1 or dim_class[d] == whole2:
+        if DC[d] == whole1 or DC[d] == whole2:
             ext[d] = full[d]
 
 
@@ -269,64 +271,90 @@ def _class_indexes(o, c):
     return c == _M or c == _N
 
 
-@register_jitable
-def _dram_reads(i, order, o, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, terms,
-                ints, flts, pairs, ext, suff):
-    """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter)."""
-    al = ints[0]
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds,
+          dim_class, full, ints, flts, pairs, ext, suff):
+    """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter), whose
+    words exceed the window (`_dram_words` has the first rule). ``order`` (n, L * D) rows
+    and ``order3`` (n, L, D) the same orders; ``AL``, ``D``, ``DC``, ``MT``, ``TERMS``: the
+    array level, dims, dim classes and read-operand terms (constants in the specialised
+    driver, run-time values in the generic one)."""
     b_rep = ints[10]
     d_tot = ints[11 + o]
-    overlap = ints[13 + o] != 0
     w = flts[o]
-    if d_tot < w:
-        return d_tot * b_rep
     tc = 3 - rc - cc
     last_r = s_r - (f_r - 1) * ur
     last_c = s_c - (f_c - 1) * uc
     case_c = ir and not ic
     case_b = ic and not ir
-    if not overlap:
-        if case_b:
-            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, -9, ext)
-            t_full = _distinct(terms, o, ext)
-            _box(i, order, al, bounds, dim_class, full, cc, last_c, tc, -9, ext)
-            t_last = _distinct(terms, o, ext)
-            return _repeated_tiles(f_c - 1, t_full, t_last, f_r, w) * b_rep
-        if case_c:
-            return f_c * d_tot * b_rep
-        return d_tot * b_rep
+    over = ints[13 + o] != 0
+    if not over and not case_b:
+        return f_c * d_tot * b_rep if case_c else d_tot * b_rep
+    # The numpy path's rules, each quantity computed only where its rule reads it, with the
+    # boxes at two call sites (each box is inlined, so every site costs a copy of its code
+    # and of its compile). Case C: tiles of one row chunk; window chunks on the rows (WS-like)
+    # make shifted copies that share nothing once two exceed the window or the neighbour step
+    # reaches a window. Cases A and B: a group of folds shares one column chunk; case B with
+    # window chunks on the columns: case C's rule transposed. The first box is a row chunk
+    # (case C) or column chunk, the second the last chunk where tiles shift or, else, the
+    # group's tile. Without overlap only case B is left, whose two boxes are the full and the
+    # last column chunk, as in the shifted rule.
     passes = f_c if case_c else 1
-    reads_pass = reads // passes
-    # The numpy path's rules, each quantity computed only where its rule reads it (few call
-    # sites, which keeps the compile short). Case C: tiles of one row chunk; window chunks
-    # on the rows (WS-like) make shifted copies that share nothing once two exceed the window
-    # or the neighbour step reaches a window. Cases A and B: a group of folds shares one
-    # column chunk; case B with window chunks on the columns: case C's rule transposed.
     chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
-    may_shift = rc == _K if case_c else (case_b and cc == _K)
+    may_shift = over and (rc == _K if case_c else (case_b and cc == _K))
     tile = np.int64(-1)
-    if case_c or may_shift:
-        _box(i, order, al, bounds, dim_class, full, chunk_cls, chunk, tc, -9, ext)
-        tile = _distinct(terms, o, ext)
+    if not over or case_c or may_shift:
+        _box(i, order, AL, D, DC, bounds, full, chunk_cls, chunk, tc, -9, ext)
+        tile = _distinct(MT, TERMS, o, ext)
     sure = may_shift and 2 * tile >= w
     step = np.int64(-1)
     if may_shift and not sure:
-        step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
-    if sure or (may_shift and step * tile >= w * chunk):
-        _box(i, order, al, bounds, dim_class, full, chunk_cls, last, tc, -9, ext)
-        t_last = _distinct(terms, o, ext)
-        est = (f_r - 1) * tile + t_last if case_c else _repeated_tiles(f_c - 1, tile, t_last, f_r, w)
+        step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
+    shifted = not over or sure or (may_shift and step * tile >= w * chunk)
+    second = np.int64(-1)
+    if shifted or not case_c:
+        if shifted:  # the last chunk
+            c2, ch2, w2 = chunk_cls, last, -9
+        else:  # the group's tile
+            c2, ch2, w2 = cc, uc, rc
+        _box(i, order, AL, D, DC, bounds, full, c2, ch2, tc, w2, ext)
+        second = _distinct(MT, TERMS, o, ext)
+    if not over:
+        return _repeated_tiles(f_c - 1, tile, second, f_r, w) * b_rep
+    reads_pass = reads // passes
+    if shifted:
+        est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)
     else:
-        if not case_c:  # the group's tile
-            _box(i, order, al, bounds, dim_class, full, cc, uc, tc, rc, ext)
-            tile = _distinct(terms, o, ext)
+        if not case_c:
+            tile = second
         if tile >= w:
             if step < 0:
-                step = _neighbour_step(i, order, al, o, pairs, ints[20 + o], dim_class, bounds, suff)
+                step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
             est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
         else:
             est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
     return passes * est * b_rep
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _dram_words(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads, bounds,
+                dim_class, full, ints, flts, pairs, ext, suff):
+    """The estimated DRAM words of read operand ``o`` (`systolic._dram_reads_batch`): an
+    operand within the window is fetched once a repetition; else `_dram`."""
+    if ints[11 + o] < flts[o]:
+        return ints[11 + o] * ints[10]
+    return _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(o, rc),
+                 _class_indexes(o, cc), reads, bounds, dim_class, full, ints, flts, pairs, ext, suff)
+
+
+@register_jitable
+def _dram_reads(o, i, order2, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads, bounds, dim_class, full, terms, ints,
+                flts, pairs, ext, suff):
+    """`_dram_words` for the generic driver, compiled once as a function of its own (two
+    inlined copies in `_row` made its compile half as long again): the array level, dims,
+    classes and terms (flat) as run-time values."""
+    return _dram_words(o, i, order2, order3, ints[0], bounds.shape[0], dim_class, terms.shape[0] // 6, terms, rc, cc,
+                       s_r, s_c, ur, uc, f_r, f_c, reads, bounds, dim_class, full, ints, flts, pairs, ext, suff)
 
 
 @register_jitable
@@ -596,11 +624,12 @@ def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints,
 
 @register_jitable
 def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-         tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff, spatial2):
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff, spatial2, order2):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
-    from the table (bit o: operand o; the row then holds the estimate). ``spatial2``: the
-    spatial factors as (n, L * D * 2) rows."""
+    from the table (bit o: operand o; the row then holds the estimate). ``spatial2`` and
+    ``order2``: the spatial factors and orders as (n, L * D * 2) and (n, L * D) rows;
+    ``terms`` flat."""
     D = bounds.shape[0]
     al, pe, R, C = ints[0], ints[1], ints[2], ints[3]
     for q in range(ri.shape[0]):
@@ -634,13 +663,11 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, (-(-s_r // R)) * (-(-s_c // C)), acc0, acc1, ints,
                                        tkeys, tvals, walk_limit, walk_ratio, walk_cap, order, i, al)
     if dr0 < 0:
-        dr0 = _dram_reads(i, order, 0, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(0, rc),
-                          _class_indexes(0, cc), acc0, bounds, dim_class, full, terms, ints, flts, pairs, ext,
-                          suff)
+        dr0 = _dram_reads(0, i, order2, order, rc, cc, s_r, s_c, ur, uc, f_r, f_c, acc0, bounds, dim_class, full,
+                          terms, ints, flts, pairs, ext, suff)
     if dr1 < 0:
-        dr1 = _dram_reads(i, order, 1, rc, cc, s_r, s_c, ur, uc, f_r, f_c, _class_indexes(1, rc),
-                          _class_indexes(1, cc), acc1, bounds, dim_class, full, terms, ints, flts, pairs, ext,
-                          suff)
+        dr1 = _dram_reads(1, i, order2, order, rc, cc, s_r, s_c, ur, uc, f_r, f_c, acc1, bounds, dim_class, full,
+                          terms, ints, flts, pairs, ext, suff)
     stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints, flts)
     ri[_DF] = df
     ri[_RC] = rc
@@ -745,7 +772,7 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
-def _eval_rows(temporal, spatial, order, keep, spatial2, bounds, holds, fan_xy, dim_class, full, terms, ints, flts,
+def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, fan_xy, dim_class, full, terms, ints, flts,
                pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, want_stats, out_i, out_f, valid, missing,
                want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i,
                scratch_f, ext, suff):
@@ -756,7 +783,8 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, bounds, holds, fan_xy, 
         ri = out_i[i] if want_stats else scratch_i
         rf = out_f[i] if want_stats else scratch_f
         missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
-                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff, spatial2)
+                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, ri, rf, ext, suff, spatial2,
+                          order2)
         ok = ri[_REASON] == 0
         valid[i] = ok
         if want_metrics:
@@ -802,12 +830,15 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int],
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
     if spec is None:
-        spatial2 = arrays[1].reshape(n, math.prod(arrays[1].shape[1:]))  # (for `_unrolled_classes`)
-        tables = (*consts.as_tuple(), *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
+        # the spatial factors and orders as rows too, and the terms flat (for the shared helpers)
+        spatial2, order2 = (x.reshape(n, math.prod(x.shape[1:])) for x in arrays[1:3])
+        c = consts
+        tables = (c.bounds, c.holds, c.fan_xy, c.dim_class, c.full, c.terms.reshape(-1), c.ints, c.flts, c.pairs,
+                  c.levels, *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]))
 
         def block(b: int, lo: int, hi: int) -> None:
             o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
-            _eval_rows(*(x[lo:hi] for x in arrays), spatial2[lo:hi], *tables, want_stats, o[0], o[1], o[2], o[3],
+            _eval_rows(*(x[lo:hi] for x in arrays), spatial2[lo:hi], order2[lo:hi], *tables, want_stats, o[0], o[1], o[2], o[3],
                        want_metrics, *o[4:], *(x[b] for x in scratch))
     else:
         from accelmap.costmodels import _systolic_cpu

@@ -202,3 +202,22 @@ def test_structure_is_shared_by_layers_of_one_shape() -> None:
     b = key(conv2d("b", c=16, k=32, p=7, q=9, r=3, s=3, word_bits=8))
     c = key(conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3, stride=2, word_bits=8))
     assert a == b and a != c
+
+
+def test_metrics_fields_keep_their_shapes_through_take_and_concat() -> None:
+    """The kernel writes the (n, L, T) fields as (n, L * T) rows and returns multicast and
+    spatial reductions (none in this model) as one read-only broadcast zero: shapes, values,
+    `Metrics.take` and `Metrics.concat` equal the numpy path's writable arrays."""
+    from accelmap.costmodels.base import Metrics
+
+    prob, arch, batch = _case()
+    got = SystolicModel(engine="cpu").evaluate(prob, arch, batch)
+    ref = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
+    shape = (len(batch), arch.n_levels, prob.n_tensors)
+    for name in ("reads", "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions"):
+        assert getattr(got, name).shape == shape, name
+    assert not got.multicast.flags.writeable and not got.multicast.any() and not got.spatial_reductions.any()
+    assert got.reads.flags.c_contiguous
+    rows = np.arange(len(batch))[::-2]
+    assert_engines_agree(got.take(rows), ref.take(rows), what="take")
+    assert_engines_agree(Metrics.concat([got, got.take(rows)]), Metrics.concat([ref, ref.take(rows)]), what="concat")
