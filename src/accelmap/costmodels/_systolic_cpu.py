@@ -38,11 +38,14 @@ same order without writing the (n, L, T) arrays; 0 neither (the report alone).
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from accelmap.costmodels import _systolic_kernel
 from accelmap.costmodels._systolic_kernel import (
     _FACTORS,
     _FANOUT,
@@ -61,6 +64,20 @@ from accelmap.costmodels._systolic_kernel import (
 
 __all__ = ["structure", "driver"]
 
+
+def _rules_digest() -> int:
+    """A digest of `_systolic_kernel`'s source, the last entry of every structure. numba's
+    on-disk cache keys a driver by this module's source and the closure's values, not by the
+    helpers it inlines from `_systolic_kernel`; with the digest in the closure's structure,
+    an edit of those shared rules compiles the drivers anew instead of loading stale ones."""
+    try:
+        return int.from_bytes(hashlib.sha256(Path(_systolic_kernel.__file__).read_bytes()).digest()[:7], "big")
+    except OSError:  # (no source file to read: nothing to tell apart)
+        return 0
+
+
+_RULES_DIGEST = _rules_digest()
+
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
 _JIT = {"cache": True, "_nrt": False}
@@ -71,15 +88,15 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
     ifmap, filter and ofmap tensors, their SRAM levels, then flat tuples of each dim's class
     (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,),
     whether every per-access energy is finite and >= 0, the most nonzero terms of a read
-    operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat) and whether each
-    level has a fanout (L,)."""
+    operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat), whether each
+    level has a fanout (L,) and the digest of the shared rules' source (`_rules_digest`)."""
     ints = consts.ints
     return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
             int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
             tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
             tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
             tuple(int(x) for x in consts.terms.ravel()),
-            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()))
+            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()), _RULES_DIGEST)
 
 
 @functools.lru_cache(maxsize=32)
@@ -93,7 +110,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
-        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL, _RULES = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap = wk

@@ -221,3 +221,23 @@ def test_metrics_fields_keep_their_shapes_through_take_and_concat() -> None:
     rows = np.arange(len(batch))[::-2]
     assert_engines_agree(got.take(rows), ref.take(rows), what="take")
     assert_engines_agree(Metrics.concat([got, got.take(rows)]), Metrics.concat([ref, ref.take(rows)]), what="concat")
+
+
+def test_structure_carries_the_shared_rules_digest() -> None:
+    """numba's on-disk cache keys the specialised driver by its own module's source and its
+    closure's values; the structure (its closure variable) ends with a digest of
+    `_systolic_kernel`'s source, whose helpers the driver inlines, so that an edit of those
+    rules is not served by a stale cached driver."""
+    import hashlib
+    from pathlib import Path
+
+    from accelmap.costmodels import _systolic_cpu
+    from accelmap.costmodels.systolic import systolic_layout
+
+    prob, arch, _ = _case()
+    consts = _systolic_kernel.systolic_consts(prob, arch, systolic_layout(prob, arch)[0])
+    spec = _systolic_cpu.structure(consts, arch.n_levels, prob.n_tensors)
+    source = Path(_systolic_kernel.__file__).read_bytes()
+    assert spec[-1] == int.from_bytes(hashlib.sha256(source).digest()[:7], "big") != 0
+    rows = _systolic_cpu.driver(spec)
+    assert any(cell.cell_contents == spec for cell in rows.py_func.__closure__)
