@@ -10,15 +10,23 @@ arch) structure fixes is a compile-time constant (a tuple captured by a closure)
 shapes L, D, T, the array and PE levels, the three tensors and their SRAM levels, each
 dim's GEMM class, which level may hold which tensor, which levels' blocks are one word and
 whether every per-access energy is finite. The loops over them unroll and their branches
-fold; the legality check, the classes, folds, cycles, SRAM counts, stalls and `Metrics`
-are one loop body. The DRAM-window estimate of an operand whose words exceed the window
-(`_systolic_kernel._dram_reads`) and the walked-count lookup stay calls of the generic
-helpers, made only where a row reaches them. Bounds, class sizes, energies and bandwidths
-stay run-time arrays, so every layer of one shape on one arch shares a kernel.
+fold; the legality check, the classes, folds, cycles, SRAM counts, the DRAM-window
+estimate, stalls and `Metrics` are one loop body (the walk table's probe and the neighbour
+step stay calls, made only where a row reaches them). Bounds, class sizes, energies and
+bandwidths stay run-time arrays, so every layer of one shape on one arch shares a kernel.
 
-The steps and the arithmetic are those of ``_check_padded``, ``_row`` and ``_metrics_row``
-(same integer and float operations in the same order), so that the results are identical;
-the property tests compare them with the numpy path bit for bit. A kernel is compiled once
+Each counting rule past the legality check is written once, in `_systolic_kernel`, and both
+drivers call it: the dataflow and array classes (``_unrolled_classes``,
+``_dataflow_classes``), folds, compute cycles and SRAM words (``_folds_and_counts``), the
+walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_words``,
+``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_timing``) and the
+`Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
+stage, so this driver's constants (array level, dims, classes, terms) fold into them where
+the generic driver passes run-time values. Written twice, in the form each driver needs, is
+the legality check (here one fused pass over the levels, a level without a fanout
+multiplying its temporal factors alone; ``_check_padded`` there): the same verdicts in the
+same order. The integer and float operations are the same in both drivers, so that the
+results are identical; the property tests compare both with the numpy path bit for bit. A kernel is compiled once
 per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
 the structure tuple).
 
@@ -30,28 +38,45 @@ same order without writing the (n, L, T) arrays; 0 neither (the report alone).
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
+from accelmap.costmodels import _systolic_kernel
 from accelmap.costmodels._systolic_kernel import (
     _FACTORS,
     _FANOUT,
     _KEEP,
     _MODEL,
     _ORDER,
-    _big_tile,
-    _key_slot,
-    _neighbour_step,
-    _passes,
-    _repeated_tiles,
-    _reset_loss,
-    _stall,
-    _walked,
+    _cell_accesses,
+    _cell_energy,
+    _dataflow_classes,
+    _dram_words,
+    _folds_and_counts,
+    _timing,
+    _unrolled_classes,
+    _walked_lookup,
 )
 
 __all__ = ["structure", "driver"]
+
+
+def _rules_digest() -> int:
+    """A digest of `_systolic_kernel`'s source, the last entry of every structure. numba's
+    on-disk cache keys a driver by this module's source and the closure's values, not by the
+    helpers it inlines from `_systolic_kernel`; with the digest in the closure's structure,
+    an edit of those shared rules compiles the drivers anew instead of loading stale ones."""
+    try:
+        return int.from_bytes(hashlib.sha256(Path(_systolic_kernel.__file__).read_bytes()).digest()[:7], "big")
+    except OSError:  # (no source file to read: nothing to tell apart)
+        return 0
+
+
+_RULES_DIGEST = _rules_digest()
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -63,123 +88,15 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
     ifmap, filter and ofmap tensors, their SRAM levels, then flat tuples of each dim's class
     (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,),
     whether every per-access energy is finite and >= 0, the most nonzero terms of a read
-    operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat) and whether each
-    level has a fanout (L,)."""
+    operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat), whether each
+    level has a fanout (L,) and the digest of the shared rules' source (`_rules_digest`)."""
     ints = consts.ints
     return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
             int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
             tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
             tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
             tuple(int(x) for x in consts.terms.ravel()),
-            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()))
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _indexes(o, c):
-    """`_systolic_kernel._class_indexes`: whether operand ``o`` is indexed by class ``c``."""
-    if o == 0:
-        return c == _M or c == _K
-    if o == 1:
-        return c == _N or c == _K
-    return c == _M or c == _N
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _box(S, i, order, bounds, full, chunk_cls, chunk, whole1, whole2, ext):
-    """`_systolic_kernel._box`: extents of ``chunk`` flattened elements of class
-    ``chunk_cls`` (inner dims first in the array level's order), classes ``whole1`` /
-    ``whole2`` at their full bounds, the others 1."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    for d in range(D):
-        ext[d] = 1
-    rem = chunk
-    for pos in range(D - 1, -1, -1):
-        d = order[i, AL * D + pos]
-        if DC[d] == chunk_cls:
-            b = bounds[d]
-            ext[d] = min(rem, b)
-            # ceil(rem / b), without the division where it is 1 (a chunk within one dim)
-            rem = 1 if 0 < rem <= b else -(-rem // b)
-    for d in range(D):
-        if DC[d] == whole1 or DC[d] == whole2:
-            ext[d] = full[d]
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _distinct(S, o, ext):
-    """`_systolic_kernel._distinct` of read operand ``o`` over extents ``ext``: per used
-    coordinate ``min(span, product of extents)`` over its nonzero terms."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    total, span, prod = np.int64(1), np.int64(1), np.int64(1)
-    for j in range(MT):
-        base = (o * MT + j) * 3
-        d = TERMS[base]
-        if d >= 0:
-            span += (ext[d] - 1) * TERMS[base + 1]
-            prod *= ext[d]
-            if TERMS[base + 2]:
-                total = total * min(span, prod)
-                span, prod = 1, 1
-    return total
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _dram(S, o, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds, dim_class, full, ints,
-          flts, pairs, ext, suff):
-    """`_systolic_kernel._dram_reads` of operand ``o`` (a constant at each call) whose words
-    exceed the window (its first rule is the caller's): the same rules, the same arithmetic."""
-    L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
-    b_rep = ints[10]
-    d_tot = ints[11 + o]
-    w = flts[o]
-    tc = 3 - rc - cc
-    last_r = s_r - (f_r - 1) * ur
-    last_c = s_c - (f_c - 1) * uc
-    case_c = ir and not ic
-    case_b = ic and not ir
-    over = ints[13 + o] != 0
-    if not over and not case_b:
-        return f_c * d_tot * b_rep if case_c else d_tot * b_rep
-    # `_dram_reads`' rules with its boxes at two call sites (each box is inlined, so five sites
-    # cost five copies of its code and of its compile): the first box is a row chunk (case C)
-    # or column chunk, the second the last chunk where tiles shift or, else, the group's tile.
-    # Without overlap only case B is left, whose two boxes are the full and the last column
-    # chunk, as in the shifted rule.
-    passes = f_c if case_c else 1
-    chunk_cls, chunk, last = (rc, ur, last_r) if case_c else (cc, uc, last_c)
-    may_shift = over and (rc == _K if case_c else (case_b and cc == _K))
-    tile = np.int64(-1)
-    if not over or case_c or may_shift:
-        _box(S, i, order, bounds, full, chunk_cls, chunk, tc, -9, ext)
-        tile = _distinct(S, o, ext)
-    sure = may_shift and 2 * tile >= w
-    step = np.int64(-1)
-    if may_shift and not sure:
-        step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
-    shifted = not over or sure or (may_shift and step * tile >= w * chunk)
-    second = np.int64(-1)
-    if shifted or not case_c:
-        if shifted:  # the last chunk
-            c2, ch2, w2 = chunk_cls, last, -9
-        else:  # the group's tile
-            c2, ch2, w2 = cc, uc, rc
-        _box(S, i, order, bounds, full, c2, ch2, tc, w2, ext)
-        second = _distinct(S, o, ext)
-    if not over:
-        return _repeated_tiles(f_c - 1, tile, second, f_r, w) * b_rep
-    reads_pass = reads // passes
-    if shifted:
-        est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)
-    else:
-        if not case_c:
-            tile = second
-        if tile >= w:
-            if step < 0:
-                step = _neighbour_step(i, order3, AL, o, pairs, ints[20 + o], dim_class, bounds, suff)
-            est = _big_tile(step, ur if rc == _M else (uc if cc == _M else 1), d_tot, w, reads_pass)
-        else:
-            est = _reset_loss(d_tot, tile - d_tot // (2 * (f_r if case_c else f_c)), w, reads_pass)
-    return passes * est * b_rep
+            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()), _RULES_DIGEST)
 
 
 @functools.lru_cache(maxsize=32)
@@ -193,7 +110,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
-        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL = S
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL, _RULES = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap = wk
@@ -203,10 +120,9 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         # the fewest row and column folds of each class (`systolic._walk_rows`' reference), once a batch
         fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
         fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
-        b_rep = ints[10]
         macs = flts[3]
         for i in range(temporal.shape[0]):
-            py, px, dfi = np.int64(1), np.int64(1), 0
+            py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
             # One pass over the levels (each entry loaded once): the least factor, each dim's
             # product (``ext``: scratch), each level's order and fanouts; the verdicts follow in
@@ -262,49 +178,14 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                                 why, where = _KEEP, lv
                 if why == 0 and fan_lv >= 0:
                     why, where = _FANOUT, fan_lv
-            # --- the dataflow and the array classes (`_row`) ---
+            # --- the dataflow and the array classes (`_systolic_kernel._dataflow_classes`) ---
             df, rc, cc = -1, -1, -1
             if why == 0:
-                k0, k1, k2 = keep[i, PE * T + TI], keep[i, PE * T + TW], keep[i, PE * T + TO]
-                n_kept = int(k0) + int(k1) + int(k2)
-                if n_kept == 1:
-                    df = _OS if k2 else (_WS if k1 else _IS)
-                ymask, xmask, bad = 0, 0, False
-                for d in range(D):
-                    c = DC[d]
-                    sx, sy = spatial[i, (AL * D + d) * 2], spatial[i, (AL * D + d) * 2 + 1]
-                    if sx > 1:
-                        if c < 0:
-                            bad = True
-                        else:
-                            xmask |= 1 << c
-                    if sy > 1:
-                        if c < 0:
-                            bad = True
-                        else:
-                            ymask |= 1 << c
-                yc, xc = -1, -1
-                for c in range(3, -1, -1):  # the lowest class present (numpy's argmax)
-                    if ymask & (1 << c):
-                        yc = c
-                    if xmask & (1 << c):
-                        xc = c
-                if ymask & (ymask - 1) or xmask & (xmask - 1):  # two classes on one axis
-                    bad = True
-                both = yc >= 0 and xc >= 0 and yc != xc and yc <= _K and xc <= _K
-                if not (n_kept == 1 or not both):
-                    s = yc + xc
-                    df = _OS if s == 1 else (_IS if s == 2 else (_WS if s == 3 else -1))
-                dfi = df if df >= 0 else 0
-                def_r = _M if dfi == _OS else _K
-                def_c = _N if dfi != _IS else _M
-                pair = def_r + def_c
-                rc = yc if yc >= 0 else (pair - xc if xc >= 0 else def_r)
-                cc = xc if xc >= 0 else (pair - yc if yc >= 0 else def_c)
-                arr_ok = rc != cc and rc + cc == pair and rc <= _K and cc <= _K and rc >= 0 and cc >= 0
-                if not (df >= 0 and not bad and arr_ok):
+                ymask, xmask, bad = _unrolled_classes(spatial, i, AL * D, D, DC)
+                df, rc, cc = _dataflow_classes(keep[i, PE * T + TI], keep[i, PE * T + TW], keep[i, PE * T + TO], ymask,
+                                               xmask, bad)
+                if df < 0:
                     why, where = _MODEL, PE
-                    df, rc, cc = -1, -1, -1
             ok = why == 0
             valid[i] = ok
             miss = 0
@@ -312,59 +193,20 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             dr0, dr1 = np.int64(0), np.int64(0)
             map_eff = cu = ut = 0.0
             if ok:
-                # --- folds, cycles and SRAM counts ---
-                tc = 3 - rc - cc
-                s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
-                ur = max(min(py, s_r), 1)
-                uc = max(min(px, s_c), 1)
-                f_r = -(-s_r // ur)
-                f_c = -(-s_c // uc)
-                folds = f_r * f_c * b_rep
-                os_ = dfi == _OS
-                per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
-                compute = folds * per_fold - 1
-                util_fold = t_len + R + C - 2 if os_ else 2 * R + 2 * C + t_len - 3
-                ir0, ic0, it0 = _indexes(0, rc), _indexes(0, cc), _indexes(0, tc)
-                ir1, ic1, it1 = _indexes(1, rc), _indexes(1, cc), _indexes(1, tc)
-                acc0 = (s_r if ir0 else f_r) * (s_c if ic0 else f_c) * (t_len if it0 else 1) * b_rep
-                acc1 = (s_r if ir1 else f_r) * (s_c if ic1 else f_c) * (t_len if it1 else 1) * b_rep
-                acc2 = (s_r if _indexes(2, rc) else f_r) * (s_c if _indexes(2, cc) else f_c) * \
-                    (t_len if _indexes(2, tc) else 1) * b_rep
-                sram_w = acc2 + (folds * (R + C) if os_ else 0)
+                # --- folds, cycles and SRAM counts (`_folds_and_counts`) ---
+                s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
+                    _folds_and_counts(df, rc, cc, py, px, ints)
                 # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
-                dr0, dr1 = np.int64(-1), np.int64(-1)
-                if walk_limit >= 0 and f_r * f_c <= walk_ratio * (fewest_r[rc] * fewest_c[cc]):
-                    b1 = max(b_rep, 1)
-                    if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, AL)
-                        if tkeys[j, 0] >= 0:
-                            dr0 = tvals[j]
-                        else:
-                            miss |= 1
-                    if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), walk_limit, walk_cap):
-                        j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, AL)
-                        if tkeys[j, 0] >= 0:
-                            dr1 = tvals[j]
-                        else:
-                            miss |= 2
-                # (`_dram_reads`' first rule, an operand within the window, without the call)
+                dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
+                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, order3, i, AL)
                 if dr0 < 0:
-                    if ints[11] < flts[0]:
-                        dr0 = ints[11] * b_rep
-                    else:
-                        dr0 = _dram(S, 0, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir0, ic0, acc0, bounds,
-                                    dim_class, full, ints, flts, pairs, ext, suff)
+                    dr0 = _dram_words(0, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
+                                      acc0, bounds, dim_class, full, ints, flts, pairs, ext, suff)
                 if dr1 < 0:
-                    if ints[12] < flts[1]:
-                        dr1 = ints[12] * b_rep
-                    else:
-                        dr1 = _dram(S, 1, i, order, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir1, ic1, acc1, bounds,
-                                    dim_class, full, ints, flts, pairs, ext, suff)
-                stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
-                total = compute + stall
-                map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
-                cu = map_eff * t_len / util_fold
-                ut = macs / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
+                    dr1 = _dram_words(1, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
+                                      acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
+                stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
+                                                        ints, flts)
             missing[i] = miss
             if want_stats:
                 ri = out_i[i]
@@ -392,7 +234,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 out_f[i, 2] = ut
             if mode == 0:
                 continue
-            # --- `Metrics` (`_metrics_row`: the same cells, the same float operations in the same order) ---
+            # --- `Metrics` (`_metrics_row`: `_cell_accesses` and `_cell_energy` a cell, in its order) ---
             reason[i] = why
             level[i] = where
             fdr0, fdr1, fdw = float(dr0), float(dr1), float(acc2)
@@ -400,46 +242,22 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             e_sum = 0.0
             for lv in range(L):
                 for t in range(T):
-                    # the cell's reads, fills and updates: `_metrics_row`'s stores, the last one to a
-                    # cell the one that counts (the level and tensor indices are constants here)
                     r, f, u = 0.0, 0.0, 0.0
-                    if ok:
-                        if lv == 0 and t == TI:
-                            r = fdr0
-                        if lv == 0 and t == TW:
-                            r = fdr1
-                        if lv == 0 and t == TO:
-                            u = fdw
-                        if lv == SI and t == TI:
-                            f = fdr0
-                            r = fsr0
-                        if lv == SW and t == TW:
-                            f = fdr1
-                            r = fsr1
-                        if lv == SO and t == TO:
-                            u = fsw
-                            r = fdw
-                        if lv == PE and t == TI:
-                            r = macs
-                        if lv == PE and t == TW:
-                            r = macs
-                        if lv == PE and t == TO:
-                            u = macs
+                    if ok:  # (the level and tensor indices are constants here: the branches fold)
+                        r, f, u = _cell_accesses(lv, t, TI, TW, TO, SI, SW, SO, PE, fdr0, fdr1, fdw, fsr0, fsr1, fsw,
+                                                 macs)
                     if mode == 2:
-                        reads[i, lv, t] = r
-                        fills[i, lv, t] = f
-                        updates[i, lv, t] = u
+                        reads[i, lv * T + t] = r
+                        fills[i, lv * T + t] = f
+                        updates[i, lv * T + t] = u
                     w = f + u
                     if SKIPZ and r == 0.0 and w == 0.0:
                         if mode == 2:
-                            brk[i, lv, t] = 0.0
+                            brk[i, lv * T + t] = 0.0
                         continue
-                    if BLK1[lv]:  # x / 1.0 is x exactly
-                        e = r * levels[lv, 1] + w * levels[lv, 2]
-                    else:
-                        e = (r / levels[lv, 0]) * levels[lv, 1] + (w / levels[lv, 0]) * levels[lv, 2]
+                    e = _cell_energy(r, w, BLK1[lv], levels[lv, 0], levels[lv, 1], levels[lv, 2])
                     if mode == 2:
-                        brk[i, lv, t] = e
+                        brk[i, lv * T + t] = e
                     e_sum = e_sum + e
             c = flts[6] if ok else 0.0
             e_sum = e_sum + c

@@ -202,3 +202,42 @@ def test_structure_is_shared_by_layers_of_one_shape() -> None:
     b = key(conv2d("b", c=16, k=32, p=7, q=9, r=3, s=3, word_bits=8))
     c = key(conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3, stride=2, word_bits=8))
     assert a == b and a != c
+
+
+def test_metrics_fields_keep_their_shapes_through_take_and_concat() -> None:
+    """The kernel writes the (n, L, T) fields as (n, L * T) rows: shapes, values (multicast
+    and spatial reductions zero: none in this model), `Metrics.take` and `Metrics.concat`
+    equal the numpy path's."""
+    from accelmap.costmodels.base import Metrics
+
+    prob, arch, batch = _case()
+    got = SystolicModel(engine="cpu").evaluate(prob, arch, batch)
+    ref = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
+    shape = (len(batch), arch.n_levels, prob.n_tensors)
+    for name in ("reads", "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions"):
+        assert getattr(got, name).shape == shape, name
+    assert not got.multicast.any() and not got.spatial_reductions.any()
+    assert got.reads.flags.c_contiguous
+    rows = np.arange(len(batch))[::-2]
+    assert_engines_agree(got.take(rows), ref.take(rows), what="take")
+    assert_engines_agree(Metrics.concat([got, got.take(rows)]), Metrics.concat([ref, ref.take(rows)]), what="concat")
+
+
+def test_structure_carries_the_shared_rules_digest() -> None:
+    """numba's on-disk cache keys the specialised driver by its own module's source and its
+    closure's values; the structure (its closure variable) ends with a digest of
+    `_systolic_kernel`'s source, whose helpers the driver inlines, so that an edit of those
+    rules is not served by a stale cached driver."""
+    import hashlib
+    from pathlib import Path
+
+    from accelmap.costmodels import _systolic_cpu
+    from accelmap.costmodels.systolic import systolic_layout
+
+    prob, arch, _ = _case()
+    consts = _systolic_kernel.systolic_consts(prob, arch, systolic_layout(prob, arch)[0])
+    spec = _systolic_cpu.structure(consts, arch.n_levels, prob.n_tensors)
+    source = Path(_systolic_kernel.__file__).read_bytes()
+    assert spec[-1] == int.from_bytes(hashlib.sha256(source).digest()[:7], "big") != 0
+    rows = _systolic_cpu.driver(spec)
+    assert any(cell.cell_contents == spec for cell in rows.py_func.__closure__)
