@@ -44,6 +44,8 @@ NETWORK_EXACT_GAP_SHARE = 0.5
 #: its runs before they cool (conv1 on eyeriss-like: 8.0e14 after 254,624 of 1M
 #: evaluations, against 4.6e14 from the default search)
 NETWORK_EXACT_WARM_BUDGET = 200_000
+#: the least time worth a second branch and bound of a layer left open (`_exact_network_again`)
+NETWORK_EXACT_AGAIN_MIN_S = 1.0
 
 
 def _problem(problem: Any) -> Any:
@@ -612,6 +614,69 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
             on_layer(i, n, results[i])
         if r.stop_reason == "interrupted":
             return [x for x in results if x is not None]
+    return _exact_network_again(firsts, arc, repeats, total_s, t0, spaces, results, on_layer, exact_opts,
+                                constraints, allow_padding, kw)
+
+
+def _exact_network_again(firsts: list[Any], arc: Any, repeats: list[int], total_s: float, t0: float,
+                         spaces: list[Any], results: list[Any], on_layer: Any, exact_opts: dict[str, Any],
+                         constraints: Any, allow_padding: bool, kw: dict[str, Any]) -> list[SearchResult]:
+    """The time the first pass of `_exact_network` left (layers proven before their share
+    ran out give it back, and the last layers cannot use it all) goes to a second branch and
+    bound of each layer still open, from its best mapping, the largest parts of the network's
+    gap first, each given the time left times its part of the open layers' gap. A layer keeps
+    the run with the higher certified bound (both bound the same space's optimum; a proof
+    wins), the other's best mapping if better, and both runs in ``certificate["runs"]``."""
+    import time
+
+    import numpy as np
+
+    def weight(i: int) -> float:
+        lb = results[i].objective_lower_bound()
+        return repeats[i] * (results[i].best_objective - (lb if lb is not None and lb > 0 else 0.0))
+
+    todo = sorted((i for i, r in enumerate(results) if r is not None and not r.proven_optimal
+                   and r.best_x is not None), key=weight, reverse=True)
+    pool = sum(weight(i) for i in todo)
+    for i in todo:
+        left = total_s - (time.perf_counter() - t0)
+        if left < NETWORK_EXACT_AGAIN_MIN_S or pool <= 0:
+            break
+        part = left * weight(i) / pool
+        pool -= weight(i)
+        if part < NETWORK_EXACT_AGAIN_MIN_S:
+            continue
+        first = results[i]
+        t_run = time.perf_counter()
+        r = search(firsts[i], arc, space=spaces[i], searcher="exact", time_limit_s=part,
+                   searcher_options=exact_opts, initial=np.asarray([first.best_x], dtype=np.int64),
+                   constraints=constraints, allow_padding=allow_padding, **kw)
+        runs = list((first.certificate or {}).get("runs", []))
+        runs.append({"searcher": "exact", "pass": 2, "time_limit_s": round(part, 3),
+                     "wall_s": round(time.perf_counter() - t_run, 3), "proven": r.proven_optimal,
+                     "best": r.best_objective, "lower_bound": r.objective_lower_bound()})
+        lb1, lb2 = first.objective_lower_bound(), r.objective_lower_bound()
+        second = r.proven_optimal or (lb2 is not None and (lb1 is None or lb2 >= lb1))
+        if second and r.best_objective <= first.best_objective:
+            kept = r
+        elif not second and first.best_objective <= r.best_objective:
+            kept = first
+        else:  # one run has the bound, the other the better mapping: the second started from
+            # the first's best, so its best is never worse; keep it with the first's bound
+            kept = dataclasses.replace(r, lower_bound=first.lower_bound, proven_optimal=False)
+        cert = dict(kept.certificate or {}, runs=runs)
+        if kept is not r and kept is not first:  # the first run's bound on the second's mapping
+            cert.update(proven_optimal=False, lower_bound=lb1, incumbent=kept.best_objective,
+                        gap=(max(kept.best_objective / lb1 - 1.0, 0.0) if lb1 else float("inf")))
+        if "warm_start_evaluations" in (first.certificate or {}):
+            cert["warm_start_evaluations"] = first.certificate["warm_start_evaluations"]
+        results[i] = dataclasses.replace(kept, certificate=cert,
+                                         n_evaluations=first.n_evaluations + r.n_evaluations,
+                                         elapsed_s=round(first.elapsed_s + r.elapsed_s, 6))
+        if on_layer is not None:
+            on_layer(i, len(results), results[i])
+        if r.stop_reason == "interrupted":
+            break
     return results
 
 

@@ -683,6 +683,40 @@ def test_exact_network_under_one_total_time_shares_it_by_the_layers_gaps(monkeyp
         api.search_network(layers, arch, searcher="exact", network_time_s=total, time_limit_s=2.0)
 
 
+def test_exact_network_gives_the_time_left_to_a_second_run_of_the_open_layers(monkeypatch) -> None:
+    """A layer left open by the first pass (here cut to 0.01 s) runs again from its best
+    mapping with the time the others left; its result keeps both runs and a proof wins."""
+    import accelmap.search.api as api
+
+    arch = preset("eyeriss-like")
+    layers = [matmul("small", m=4, n=2, k=2), matmul("mid", m=32, n=16, k=64)]
+    calls: list[tuple[str, str, float, bool]] = []
+    real = api.search
+
+    def spy(problem, arch, **kw):
+        first_mid = problem.name == "mid" and kw["searcher"] == "exact" and not any(
+            c[:2] == ("mid", "exact") for c in calls)
+        if first_mid:
+            kw["time_limit_s"] = 0.01
+        calls.append((problem.name, kw["searcher"], kw["time_limit_s"], kw.get("initial") is not None))
+        return real(problem, arch, **kw)
+
+    monkeypatch.setattr(api, "search", spy)
+    net = api.search_network(layers, arch, searcher="exact", network_time_s=20.0,
+                             searcher_options={"warm_budget": 2000, "workers": 1})
+    mids = [c for c in calls if c[:2] == ("mid", "exact")]
+    assert len(mids) == 2 and mids[1][3] and 1.0 <= mids[1][2] <= 20.0
+    small, mid = net.layers
+    assert small.proven_optimal and len(small.certificate["runs"]) == 2  # proven at once: no second run
+    runs = mid.certificate["runs"]
+    assert [(x["searcher"], x.get("pass")) for x in runs] == [("anneal", None), ("exact", None), ("exact", 2)]
+    assert not runs[1]["proven"] and runs[2]["proven"] and mid.proven_optimal
+    assert mid.best_objective <= runs[1]["best"] and mid.objective_lower_bound() == pytest.approx(mid.best_objective)
+    space = MapSpace(layers[1], arch)
+    assert _value(space, space.decode(np.asarray([mid.best_x], dtype=np.int64)), parse_objective("edp")) == \
+        pytest.approx(mid.best_objective, rel=1e-12)
+
+
 @pytest.mark.parametrize("depth,split", [(0, 0), (0, 3), (2, 0), (2, 4), (5, 0)])
 def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
     from accelmap.search._exact_kernel import gather_runs
