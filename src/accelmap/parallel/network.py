@@ -12,7 +12,11 @@ every CPU (the exact searcher's ``workers``). Here the same two phases run as ta
    to a worker: the worker time left, ``W`` times the wall time left less what the layers
    still running were given and have not used, times ``(1 - f) / m + f w_i / W_m`` (``m``
    the layers not yet sent, ``W_m`` their weights), at most the wall time left. A layer
-   proven early hands its unused time to the layers sent after it.
+   proven early hands its unused time to the layers sent after it;
+3. with the wall time left (at least ``NETWORK_EXACT_AGAIN_MIN_S``), a second branch and
+   bound of each layer still open, from its best mapping, the largest parts of the gap
+   first, each layer's time set when it is sent by the same rule; a layer keeps the run with
+   the higher certified bound and the better mapping (`search.api.second_run_result`).
 
 Results come back as each layer finishes (``on_layer``); Ctrl-C returns every finished
 layer. Each layer's certificate is its own; the network's certified gap is
@@ -125,12 +129,15 @@ def search_network_exact(network_or_layers: Any, arch: Any, *, network_time_s: f
     """
     from accelmap.parallel.backend import make_backend
     from accelmap.search.api import (
+        NETWORK_EXACT_AGAIN_MIN_S,
         NETWORK_EXACT_WARM_BUDGET,
         NETWORK_EXACT_WARM_SHARE,
         NetworkResult,
         _arch,
         _problem,
         _shape_key,
+        open_layers_by_gap,
+        second_run_result,
     )
     from accelmap.search.result import SearchResult
 
@@ -208,6 +215,26 @@ def search_network_exact(network_or_layers: Any, arch: Any, *, network_time_s: f
             done += 1
             if on_layer is not None:
                 on_layer(done - 1, n, results[i])
+        # the time left (layers proven early give theirs back): a second branch and bound of
+        # each layer still open from its best mapping, largest parts of the gap first
+        todo, gap_part = open_layers_by_gap(results, repeats)
+        if todo and end - time.time() >= NETWORK_EXACT_AGAIN_MIN_S:
+            def make_again(i: int, part: float) -> dict[str, Any]:
+                return {"problem": firsts[i], "arch": arc, "time_limit_s": part, "end": end, "options": exact_opts,
+                        "initial": list(results[i].best_x), "kwargs": kwargs}
+
+            again = _ExactQueue(todo, make_again, gap_part, W, end)
+            for j, out in be.run(_exact_task, again):
+                i = again.order[j]
+                again.finished(i)
+                if out["status"] != "ok":
+                    raise SpecError(f"exact search of {firsts[i].name} failed: {out['error']}")
+                results[i] = second_run_result(
+                    results[i], SearchResult.from_dict(out["payload"]["result"]),
+                    {"time_limit_s": out["payload"]["time_limit_s"], "wall_s": out["payload"]["wall_s"],
+                     "worker": out.get("worker")})
+                if on_layer is not None:
+                    on_layer(i, n, results[i])
     except KeyboardInterrupt:  # keep every finished layer; the tasks in flight are cancelled
         pass
     finally:

@@ -631,19 +631,14 @@ def _exact_network_again(firsts: list[Any], arc: Any, repeats: list[int], total_
 
     import numpy as np
 
-    def weight(i: int) -> float:
-        lb = results[i].objective_lower_bound()
-        return repeats[i] * (results[i].best_objective - (lb if lb is not None and lb > 0 else 0.0))
-
-    todo = sorted((i for i, r in enumerate(results) if r is not None and not r.proven_optimal
-                   and r.best_x is not None), key=weight, reverse=True)
-    pool = sum(weight(i) for i in todo)
+    todo, weight = open_layers_by_gap(results, repeats)
+    pool = sum(weight[i] for i in todo)
     for i in todo:
         left = total_s - (time.perf_counter() - t0)
         if left < NETWORK_EXACT_AGAIN_MIN_S or pool <= 0:
             break
-        part = left * weight(i) / pool
-        pool -= weight(i)
+        part = left * weight[i] / pool
+        pool -= weight[i]
         if part < NETWORK_EXACT_AGAIN_MIN_S:
             continue
         first = results[i]
@@ -651,33 +646,53 @@ def _exact_network_again(firsts: list[Any], arc: Any, repeats: list[int], total_
         r = search(firsts[i], arc, space=spaces[i], searcher="exact", time_limit_s=part,
                    searcher_options=exact_opts, initial=np.asarray([first.best_x], dtype=np.int64),
                    constraints=constraints, allow_padding=allow_padding, **kw)
-        runs = list((first.certificate or {}).get("runs", []))
-        runs.append({"searcher": "exact", "pass": 2, "time_limit_s": round(part, 3),
-                     "wall_s": round(time.perf_counter() - t_run, 3), "proven": r.proven_optimal,
-                     "best": r.best_objective, "lower_bound": r.objective_lower_bound()})
-        lb1, lb2 = first.objective_lower_bound(), r.objective_lower_bound()
-        second = r.proven_optimal or (lb2 is not None and (lb1 is None or lb2 >= lb1))
-        if second and r.best_objective <= first.best_objective:
-            kept = r
-        elif not second and first.best_objective <= r.best_objective:
-            kept = first
-        else:  # one run has the bound, the other the better mapping: the second started from
-            # the first's best, so its best is never worse; keep it with the first's bound
-            kept = dataclasses.replace(r, lower_bound=first.lower_bound, proven_optimal=False)
-        cert = dict(kept.certificate or {}, runs=runs)
-        if kept is not r and kept is not first:  # the first run's bound on the second's mapping
-            cert.update(proven_optimal=False, lower_bound=lb1, incumbent=kept.best_objective,
-                        gap=(max(kept.best_objective / lb1 - 1.0, 0.0) if lb1 else float("inf")))
-        if "warm_start_evaluations" in (first.certificate or {}):
-            cert["warm_start_evaluations"] = first.certificate["warm_start_evaluations"]
-        results[i] = dataclasses.replace(kept, certificate=cert,
-                                         n_evaluations=first.n_evaluations + r.n_evaluations,
-                                         elapsed_s=round(first.elapsed_s + r.elapsed_s, 6))
+        results[i] = second_run_result(first, r, {"time_limit_s": round(part, 3),
+                                                   "wall_s": round(time.perf_counter() - t_run, 3)})
         if on_layer is not None:
             on_layer(i, len(results), results[i])
         if r.stop_reason == "interrupted":
             break
     return results
+
+
+def open_layers_by_gap(results: list[Any], repeats: list[int]) -> tuple[list[int], list[float]]:
+    """The layers of a network search still open, largest part of the network's gap first,
+    and every layer's part (its repeat times its best objective less its certified bound)."""
+    weight = [0.0] * len(results)
+    for i, r in enumerate(results):
+        if r is not None:
+            lb = r.objective_lower_bound()
+            weight[i] = repeats[i] * (r.best_objective - (lb if lb is not None and lb > 0 else 0.0))
+    todo = sorted((i for i, r in enumerate(results) if r is not None and not r.proven_optimal
+                   and r.best_x is not None), key=lambda i: weight[i], reverse=True)
+    return todo, weight
+
+
+def second_run_result(first: SearchResult, r: SearchResult, run: dict[str, Any]) -> SearchResult:
+    """A layer's result after a second branch and bound ``r`` started from the best mapping of
+    its first result ``first``: the run with the higher certified bound (both bound the same
+    space's optimum; a proof wins) and the better mapping, every run in
+    ``certificate["runs"]`` (``run`` adds its time limit and wall time to the second's)."""
+    runs = list((first.certificate or {}).get("runs", []))
+    runs.append({"searcher": "exact", "pass": 2, **run, "proven": r.proven_optimal,
+                 "best": r.best_objective, "lower_bound": r.objective_lower_bound()})
+    lb1, lb2 = first.objective_lower_bound(), r.objective_lower_bound()
+    second = r.proven_optimal or (lb2 is not None and (lb1 is None or lb2 >= lb1))
+    if second and r.best_objective <= first.best_objective:
+        kept = r
+    elif not second and first.best_objective <= r.best_objective:
+        kept = first
+    else:  # one run has the bound, the other the better mapping: the second started from
+        # the first's best, so its best is never worse; keep it with the first's bound
+        kept = dataclasses.replace(r, lower_bound=first.lower_bound, proven_optimal=False)
+    cert = dict(kept.certificate or {}, runs=runs)
+    if kept is not r and kept is not first:  # the first run's bound on the second's mapping
+        cert.update(proven_optimal=False, lower_bound=lb1, incumbent=kept.best_objective,
+                    gap=(max(kept.best_objective / lb1 - 1.0, 0.0) if lb1 else float("inf")))
+    if "warm_start_evaluations" in (first.certificate or {}):
+        cert["warm_start_evaluations"] = first.certificate["warm_start_evaluations"]
+    return dataclasses.replace(kept, certificate=cert, n_evaluations=first.n_evaluations + r.n_evaluations,
+                               elapsed_s=round(first.elapsed_s + r.elapsed_s, 6))
 
 
 def _shape_key(p: Any) -> tuple[Any, ...]:

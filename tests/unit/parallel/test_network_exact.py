@@ -63,6 +63,33 @@ def test_serial_network_proves_every_layer_with_its_own_certificate() -> None:
         netmod.search_network_exact(LAYERS, small_arch(), network_time_s=5.0, backend="serial", time_limit_s=2.0)
 
 
+def test_serial_tasks_give_the_time_left_to_a_second_run_of_an_open_layer(monkeypatch) -> None:
+    """A layer left open by its first branch and bound (cut here to a millisecond) is sent
+    again from its best mapping with the time left, and its result keeps both runs."""
+    import accelmap.search.api as api
+
+    real = api.search
+    first = []
+
+    def spy(problem, arch, **kw):
+        if kw["searcher"] == "exact" and problem.name == "c" and not first:
+            first.append(kw.get("initial"))
+            kw["time_limit_s"] = 1e-3
+        return real(problem, arch, **kw)
+
+    monkeypatch.setattr(api, "search", spy)
+    seen = []
+    net = netmod.search_network_exact(LAYERS, small_arch(), network_time_s=30.0, backend="serial",
+                                      on_layer=lambda i, n, r: seen.append((i, r.problem)),
+                                      searcher_options={"warm_budget": 1000, "workers": 1})
+    assert first and net.n_proven == 3 and net.certified_gap() == 0.0
+    c = next(r for r in net.layers if r.problem == "c")
+    runs = c.certificate["runs"]
+    assert [(x["searcher"], x.get("pass")) for x in runs] == [("anneal", None), ("exact", None), ("exact", 2)]
+    assert not runs[1]["proven"] and runs[2]["proven"] and c.proven_optimal
+    assert c.best_objective <= runs[1]["best"] and len(seen) == 4 and seen[-1] == (2, "c")
+
+
 def _default_workers() -> int:
     from accelmap.search.exact import default_workers
 
