@@ -134,8 +134,7 @@ def search_network_exact(network_or_layers: Any, arch: Any, *, network_time_s: f
         NETWORK_EXACT_WARM_SHARE,
         NetworkResult,
         _arch,
-        _problem,
-        _shape_key,
+        network_groups,
         open_layers_by_gap,
         second_run_result,
     )
@@ -151,23 +150,8 @@ def search_network_exact(network_or_layers: Any, arch: Any, *, network_time_s: f
                             "layer's searches itself; give no searcher other than exact, budget, time_limit_s, "
                             "checkpoint or space")
         kwargs.pop(key, None)
-    if isinstance(network_or_layers, str):
-        from accelmap.workloads.zoo import network
-
-        net = network(network_or_layers)
-        name, layers = net.name, list(net.layers)
-    elif hasattr(network_or_layers, "layers"):
-        name, layers = network_or_layers.name, list(network_or_layers.layers)
-    else:
-        layers = [_problem(p) for p in network_or_layers]
-        name = "layers"
-    if not layers:
-        raise SpecError(f"network {name}: no layers to search")
+    name, members_of = network_groups(network_or_layers)
     arc = _arch(arch, kwargs.pop("energy", None))
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for p in layers:
-        groups.setdefault(_shape_key(p), []).append(p)
-    members_of = list(groups.values())
     firsts = [m[0] for m in members_of]
     repeats = [sum(int(getattr(p, "repeat", 1)) for p in m) for m in members_of]
     names = [tuple(p.name for p in m) for m in members_of]

@@ -699,6 +699,28 @@ def _shape_key(p: Any) -> tuple[Any, ...]:
     return (p.dims, p.tensors)
 
 
+def network_groups(network_or_layers: Any) -> tuple[str, list[list[Any]]]:
+    """A network's name and its layers grouped by shape (dims and tensors), in order of
+    first occurrence: a zoo network name, a `Network`, or a sequence of problems (or problem
+    files), as `search_network` takes them."""
+    if isinstance(network_or_layers, str):
+        from accelmap.workloads.zoo import network
+
+        net = network(network_or_layers)
+        name, layers = net.name, list(net.layers)
+    elif hasattr(network_or_layers, "layers"):
+        name, layers = network_or_layers.name, list(network_or_layers.layers)
+    else:
+        layers = [_problem(p) for p in network_or_layers]
+        name = "layers"
+    if not layers:
+        raise SpecError(f"network {name}: no layers to search")
+    groups: dict[tuple[Any, ...], list[Any]] = {}
+    for p in layers:
+        groups.setdefault(_shape_key(p), []).append(p)
+    return name, list(groups.values())
+
+
 def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
                    checkpoint_dir: str | Path | None = None, network_time_s: float | None = None,
                    **kwargs: Any) -> NetworkResult:
@@ -743,18 +765,7 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
 
     if "checkpoint" in kwargs:
         raise SpecError("search_network takes checkpoint_dir (one checkpoint per layer), not checkpoint")
-    if isinstance(network_or_layers, str):
-        from accelmap.workloads.zoo import network
-
-        net = network(network_or_layers)
-        name, layers = net.name, list(net.layers)
-    elif hasattr(network_or_layers, "layers"):
-        name, layers = network_or_layers.name, list(network_or_layers.layers)
-    else:
-        layers = [_problem(p) for p in network_or_layers]
-        name = "layers"
-    if not layers:
-        raise SpecError(f"network {name}: no layers to search")
+    name, groups = network_groups(network_or_layers)
     arc = _arch(arch, kwargs.pop("energy", None))
     if network_time_s is not None:
         if kwargs.get("searcher") != "exact":
@@ -770,17 +781,14 @@ def search_network(network_or_layers: Any, arch: Any, *, on_layer: Any = None,
             kwargs["time_limit_s"] = NETWORK_EXACT_TIME_S
         else:
             kwargs["budget"] = NETWORK_DEFAULT_BUDGET
-    groups: dict[tuple[Any, ...], list[Any]] = {}
-    for p in layers:
-        groups.setdefault(_shape_key(p), []).append(p)
     t0 = time.perf_counter()
     results, repeats, names = [], [], []
     if network_time_s is not None:
-        members_of = list(groups.values())
+        members_of = groups
         repeats = [sum(int(getattr(p, "repeat", 1)) for p in members) for members in members_of]
         names = [tuple(p.name for p in members) for members in members_of]
         results = _exact_network([m[0] for m in members_of], arc, repeats, network_time_s, on_layer, kwargs)
-    for i, members in enumerate(groups.values() if network_time_s is None else ()):
+    for i, members in enumerate(groups if network_time_s is None else ()):
         first = members[0]
         ck = None
         if checkpoint_dir is not None:
