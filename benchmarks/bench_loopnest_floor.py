@@ -318,20 +318,13 @@ def main() -> None:
 
     numba.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
-    from benchmarks.bench_costmodel import _pools
+    from benchmarks.bench_loopnest_variants import driver_inputs
 
     from accelmap.costmodels import _loopnest_cpu as lc
     from accelmap.costmodels import _loopnest_kernel as lk
-    from accelmap.costmodels.loopnest import LoopNestModel
 
     n = args.rows
-    label, problem, arch, batch = _pools("loopnest", n)[0]
-    consts = LoopNestModel(engine="cpu")._kernel_consts(problem, arch)
-    frac = np.ascontiguousarray(problem.existing_fraction() if problem.has_padding else np.ones(problem.n_tensors))
-    L, T, D, C = arch.n_levels, problem.n_tensors, problem.n_dims, consts.coef.shape[1]
-    grid = int(consts.ints[1])
-    mp = (np.ascontiguousarray(batch.temporal, dtype=np.int64), np.ascontiguousarray(batch.spatial, dtype=np.int64),
-          np.ascontiguousarray(batch.order, dtype=np.int64), np.ascontiguousarray(batch.keep, dtype=np.bool_))
+    label, problem, arch, batch, consts, frac, (L, T, D, C), grid, mp = driver_inputs(n)
     narrow = (mp[0].astype(np.int16), mp[1].astype(np.int16), mp[2].astype(np.int8), mp[3])
     if args.count_src:
         ref = (np.empty((args.count_rows, 4)), np.empty(args.count_rows, np.bool_),

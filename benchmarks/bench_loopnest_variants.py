@@ -306,6 +306,24 @@ def _load(name: str, patches: list[tuple[str, str]], where: Path):  # noqa: ANN2
     return mod
 
 
+def driver_inputs(n: int):  # noqa: ANN201 (a tuple of the pool and the driver's arguments)
+    """The pool of ``n`` legal rows (`bench_costmodel._pools`, res2a_branch2b on eyeriss-like)
+    and what the specialised driver takes for it: its `KernelConsts`, the tensors' existing
+    fractions, (L, T, D, C), the grid and the four mapping arrays in the driver's dtypes."""
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _pools
+
+    from accelmap.costmodels.loopnest import LoopNestModel
+
+    label, problem, arch, batch = _pools("loopnest", n)[0]
+    consts = LoopNestModel(engine="cpu")._kernel_consts(problem, arch)
+    frac = np.ascontiguousarray(problem.existing_fraction() if problem.has_padding else np.ones(problem.n_tensors))
+    dims = (arch.n_levels, problem.n_tensors, problem.n_dims, consts.coef.shape[1])
+    mp = (np.ascontiguousarray(batch.temporal, dtype=np.int64), np.ascontiguousarray(batch.spatial, dtype=np.int64),
+          np.ascontiguousarray(batch.order, dtype=np.int64), np.ascontiguousarray(batch.keep, dtype=np.bool_))
+    return label, problem, arch, batch, consts, frac, dims, int(consts.ints[1]), mp
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=20_000)
@@ -318,20 +336,11 @@ def main() -> None:
 
     numba.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
-    from benchmarks.bench_costmodel import _pools
-
     from accelmap.costmodels import _loopnest_kernel as lk
-    from accelmap.costmodels.loopnest import LoopNestModel
 
     names = ["current"] + [v for v in (args.only or VARIANTS) if v != "current"]
     n = args.rows
-    label, problem, arch, batch = _pools("loopnest", n)[0]
-    consts = LoopNestModel(engine="cpu")._kernel_consts(problem, arch)
-    frac = np.ascontiguousarray(problem.existing_fraction() if problem.has_padding else np.ones(problem.n_tensors))
-    L, T, D, C = arch.n_levels, problem.n_tensors, problem.n_dims, consts.coef.shape[1]
-    grid = int(consts.ints[1])
-    mp = (np.ascontiguousarray(batch.temporal, dtype=np.int64), np.ascontiguousarray(batch.spatial, dtype=np.int64),
-          np.ascontiguousarray(batch.order, dtype=np.int64), np.ascontiguousarray(batch.keep, dtype=np.bool_))
+    label, problem, arch, batch, consts, frac, (L, T, D, C), grid, mp = driver_inputs(n)
 
     def run(mod, full: bool):  # noqa: ANN001, ANN202
         res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
