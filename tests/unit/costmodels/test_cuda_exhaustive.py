@@ -60,6 +60,8 @@ SCRIPT = textwrap.dedent("""
     cases = [("conv", conv2d("c", n=1, k=2, c=1, p=3, q=2, r=2, s=1), tiny(), conv_cons),
              ("strided", conv2d("cs", n=1, k=2, c=2, p=2, q=2, r=1, s=2, stride=2), tiny(8.0), strided_cons),
              ("gemm", matmul("g", m=4, n=2, k=2), tiny(), gemm_cons)]
+    import os
+    every = os.environ.get("ACCELMAP_SIM_EVERY_CASE") == "1"  # the slow run: the API checks on every case
     cpu_model = LoopNestModel(engine="cpu")
     for name, problem, arch, cons in cases:
         space = MapSpace(problem, arch, constraints_from_dict(cons, arch=arch))
@@ -83,12 +85,13 @@ SCRIPT = textwrap.dedent("""
         assert np.isclose(r.edp, ref.min(), rtol=1e-12, atol=0), name
         got = cpu_model.evaluate(problem, arch, r.mapping)
         assert got.valid[0] and np.isclose(got.edp[0], ref.min(), rtol=1e-12, atol=0), name
-        # the CPU searcher through the same API: same counts, same optimum
-        cpu = search(problem, arch, searcher="exhaustive", space=space, seed=0)
-        gpu = search(problem, arch, searcher="exhaustive", space=space, device="cuda", seed=0)
-        assert (gpu.n_evaluations, gpu.n_valid) == (cpu.n_evaluations, cpu.n_valid), name
-        assert np.isclose(gpu.best_objective, cpu.best_objective, rtol=1e-12, atol=0), name
-        assert gpu.config["completed"] and gpu.stop_reason == "exhausted"
+        api = every or name == "strided"  # the search API's comparisons (slow under the simulator)
+        if api:  # the CPU searcher through the same API: same counts, same optimum
+            cpu = search(problem, arch, searcher="exhaustive", space=space, seed=0)
+            gpu = search(problem, arch, searcher="exhaustive", space=space, device="cuda", seed=0)
+            assert (gpu.n_evaluations, gpu.n_valid) == (cpu.n_evaluations, cpu.n_valid), name
+            assert np.isclose(gpu.best_objective, cpu.best_objective, rtol=1e-12, atol=0), name
+            assert gpu.config["completed"] and gpu.stop_reason == "exhausted"
         # a budget stops at the same prefix of the enumeration as on the CPU
         legal_at = np.flatnonzero(ok)
         k = int(legal_at[len(legal_at) // 2]) + 1  # a prefix with some legal points, not all of the space
@@ -98,10 +101,11 @@ SCRIPT = textwrap.dedent("""
         assert part.evaluations == k and not part.completed and part.legal == int(ok[:k].sum()), name
         if ok[:k].any():
             assert np.isclose(part.edp, ref[:k].min(), rtol=1e-12, atol=0), name
-        cpu_k = search(problem, arch, searcher="exhaustive", space=space, budget=k, seed=0)
-        gpu_k = search(problem, arch, searcher="exhaustive", space=space, budget=k, device="cuda", seed=0)
-        assert (gpu_k.n_evaluations, gpu_k.n_valid) == (cpu_k.n_evaluations, cpu_k.n_valid) == (k, int(ok[:k].sum()))
-        assert gpu_k.stop_reason == "budget" and not gpu_k.config["completed"]
+        if api:
+            cpu_k = search(problem, arch, searcher="exhaustive", space=space, budget=k, seed=0)
+            gpu_k = search(problem, arch, searcher="exhaustive", space=space, budget=k, device="cuda", seed=0)
+            assert (gpu_k.n_evaluations, gpu_k.n_valid) == (cpu_k.n_evaluations, cpu_k.n_valid) == (k, int(ok[:k].sum()))
+            assert gpu_k.stop_reason == "budget" and not gpu_k.config["completed"]
     # a time limit stops between launches, after the first: a prefix, not completed
     cut = X.exhaustive_search(space, max_size=10**6, time_limit_s=1e-9, threads=32, rows_per_chunk=5,
                               points_per_launch=100)
@@ -153,9 +157,22 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
-@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed (the cuda extra)")
-def test_exhaustive_on_the_device_visits_the_cpu_points_under_the_simulator() -> None:
-    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
+def _run_script(every: bool) -> None:
+    env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]),
+               ACCELMAP_SIM_EVERY_CASE="1" if every else "0")
     res = subprocess.run([sys.executable, "-W", "ignore", "-c", SCRIPT], env=env, capture_output=True, text=True,
                          timeout=900)
     assert res.returncode == 0 and "SIM-OK" in res.stdout, res.stderr[-3000:]
+
+
+@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed (the cuda extra)")
+def test_exhaustive_on_the_device_visits_the_cpu_points_under_the_simulator() -> None:
+    """Every case point by point and at a budget on the device; the search API's device/CPU
+    comparisons on the strided case (the one with a bandwidth limit and a stride)."""
+    _run_script(every=False)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed (the cuda extra)")
+def test_exhaustive_on_the_device_matches_the_cpu_searcher_on_every_case_under_the_simulator() -> None:
+    _run_script(every=True)
