@@ -111,6 +111,12 @@ JUMP_MIN_REPS = 4
 # ... when one repetition has at most this many entries (8 bytes an entry of scratch).
 JUMP_MAX_ENTRIES = 1 << 23
 
+# A stationary operand is counted over translated copies (`_stationary_shifted`) only where
+# that is expected to take at most 1 / this of the walk's entry steps (about three passes
+# over one block and one epoch, against one over the stream): with few resets the block
+# table costs about what it saves (CB2a_2 with 64 kB SRAMs: 0.74-0.85x; docs/performance.md).
+COPIES_MIN_GAIN = 2
+
 # Bytes of ``ROWS_TIME`` unit tables kept for reuse by fold shapes that differ only in the
 # column chunk (`_UnitTables`; 8 bytes an entry: the unit and its ``fwd``). CB2a_2's unit,
 # 1.68 million entries, takes 13.4 MB, so four of them fit.
@@ -244,13 +250,17 @@ def _stationary_shifted(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: 
                     n += 1
     end = n * copies
     # walk the copies entry by entry up to their first reset (the window's content there is
-    # the head's, which the table below does not know)
+    # the head's, which the table below does not know); entry e is unit[eo] + eb * shift
     epoch, count, total = state[0], state[1], state[2]
-    e = 0
+    e, eo, eb = 0, 0, 0
     reset = False
-    while e < end:
-        addr = unit[e % n] + (e // n) * shift
+    while e < end and not reset:
+        addr = unit[eo] + eb * shift
         e += 1
+        eo += 1
+        if eo == n:
+            eo = 0
+            eb += 1
         seen = stamp[addr]
         if seen != epoch and seen >= 0:
             stamp[addr] = epoch
@@ -260,20 +270,23 @@ def _stationary_shifted(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: 
                 epoch += 1
                 count = 0
                 reset = True
-                break
     if reset and e < end:
         # fwd[p]: entries after start p (0 <= p < n) to the window-th distinct word of the
         # copies' stream from p, -1 when it ends first (two pointers, as `_reset_offsets`)
         distinct = 0
-        q = 0
+        q, qo, qb = 0, 0, 0
         for p in range(n):
             while distinct < window and q < end:
-                addr = unit[q % n] + (q // n) * shift
+                addr = unit[qo] + qb * shift
                 if stamp[addr] >= 0:
                     if cnt[addr] == 0:
                         distinct += 1
                     cnt[addr] += 1
                 q += 1
+                qo += 1
+                if qo == n:
+                    qo = 0
+                    qb += 1
             fwd[p] = q - 1 - p if distinct >= window else -1
             addr = unit[p]
             if stamp[addr] >= 0:
@@ -295,18 +308,26 @@ def _stationary_shifted(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: 
         # the last epoch's words so far: the stretch [pos, end), stamped as the window's content
         epoch += 1
         count = 0
-        for i in range(pos, end):
-            addr = unit[i % n] + (i // n) * shift
+        po, pb = pos % n, pos // n
+        for _ in range(pos, end):
+            addr = unit[po] + pb * shift
+            po += 1
+            if po == n:
+                po = 0
+                pb += 1
             seen = stamp[addr]
             if seen != epoch and seen >= 0:
                 stamp[addr] = epoch
                 count += 1
                 total += 1
-        e = end
     else:
         while e < end:
-            addr = unit[e % n] + (e // n) * shift
+            addr = unit[eo] + eb * shift
             e += 1
+            eo += 1
+            if eo == n:
+                eo = 0
+                eb += 1
             seen = stamp[addr]
             if seen != epoch and seen >= 0:
                 stamp[addr] = epoch
@@ -721,8 +742,8 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
     them from reset to reset (`_stationary_shifted`)."""
     tc = 3 - rc - cc
     if mode == STATIONARY and stream is not None and window >= 1:
-        found = _stationary_period(*stream, size[cc], uc, JUMP_MIN_REPS)
-        if found is not None and found[1] * size[rc] <= JUMP_MAX_ENTRIES:
+        found = _copies_pay(stream, stamp, size, rc, cc, uc, window)
+        if found is not None:
             c0, span, copies = found
             n = span * size[rc]
             shift = int(b_off[c0 + span] - b_off[c0])
@@ -749,6 +770,23 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
                      np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
                      reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last,
                      unit, fwd, cnt, JUMP_MIN_REPS))
+
+
+def _copies_pay(stream: tuple, stamp: npt.NDArray[np.int32], size: list[int], rc: int, cc: int, uc: int,
+                window: int) -> tuple[int, int, int] | None:
+    """`_stationary_period` of a stationary operand's stream where counting over its copies
+    is expected to pay (`COPIES_MIN_GAIN`: about three passes over one block and over one
+    epoch, of about ``entries * window / words`` entries since every word is fetched at
+    least once, against one pass over the stream), else None."""
+    found = _stationary_period(*stream, size[cc], uc, JUMP_MIN_REPS)
+    if found is None:
+        return None
+    entries = size[rc] * size[cc]
+    n = found[1] * size[rc]
+    epoch = entries * window // max(int((stamp >= 0).sum()), 1)
+    if n > JUMP_MAX_ENTRIES or COPIES_MIN_GAIN * 3 * (n + epoch) > entries:
+        return None
+    return found
 
 
 class _UnitTables:
