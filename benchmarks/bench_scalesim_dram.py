@@ -574,134 +574,6 @@ def shapes_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_pool:
     return out
 
 
-def stationary_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_pool: int = 20000,
-                    max_shapes: int = 150, repeats: int = 3) -> dict:
-    """A stationary ifmap counted over translated copies of its column folds
-    (`_systolic_window._stationary_shifted`) against the plain walk, per fold shape: the
-    stationary shapes of the rows a default search on CB2a_2 evaluates (the estimate's
-    search, seeds 0 and 1; every fold ratio) and of the pool (``pool``), at most
-    ``max_shapes`` of each (evenly spaced), each walked cold both ways, interleaved,
-    ``repeats`` times (medians); the counts must be equal; then a quarter-size pool of the
-    same layer on a 128 x 128 array with 8 kB SRAMs (many more resets a stream). Per source:
-    shapes, how many are counted over copies (`_copies_pay`: a run of them, expected to pay),
-    seconds both ways, and the same split by folds over the fewest."""
-    import sys
-
-    sys.path.insert(0, str(ROOT))
-    from benchmarks.bench_costmodel import _systolic_pool
-
-    from accelmap.arch.presets import preset
-    from accelmap.costmodels import _systolic_window as sw
-    from accelmap.costmodels import systolic as sy
-    from accelmap.search.api import search
-    from accelmap.workloads.builders import conv2d
-
-    batches: list[MappingBatch] = []
-
-    class Recording(SystolicModel):
-        def __init__(self) -> None:
-            super().__init__(dram_window="estimate")
-
-        def evaluate(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
-            batches.append(mappings)
-            return super().evaluate(problem, arch, mappings)
-
-        def evaluate_objective(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
-            batches.append(mappings)
-            return super().evaluate_objective(problem, arch, mappings)
-
-    def shapes(problem, arch, rows: list[MappingBatch]) -> list[tuple]:  # type: ignore[no-untyped-def]
-        """(window_fetches arguments, fold ratio) of every distinct stationary ifmap shape."""
-        lay = sy.systolic_layout(problem, arch)[0]
-        est = SystolicModel(dram_window="estimate", engine="numpy")
-        size = np.array(lay.class_size)
-        got: dict[tuple, float] = {}
-        real = sy.window_fetches
-
-        def record(*a):  # type: ignore[no-untyped-def]
-            if a[8] == sw.STATIONARY:
-                got.setdefault(a, ratio_now[0])
-            return 0
-
-        ratio_now = [0.0]
-        sy.window_fetches = record
-        try:
-            for b in rows:
-                st = est.stats(problem, arch, b)
-                v = np.flatnonzero(st.valid & np.isin(st.row_class, (sy._M, sy._K))
-                                   & np.isin(st.col_class, (sy._M, sy._K)))
-                fewest = -(-size[st.row_class[v]] // lay.rows) * -(-size[st.col_class[v]] // lay.cols)
-                for i, f in zip(v.tolist(), (st.folds[v] / fewest).tolist(), strict=True):
-                    ratio_now[0] = f
-                    sy._walked_reads(problem, lay, 0, st.row_class[i:i + 1], st.col_class[i:i + 1],
-                                     st.rows_used[i:i + 1], st.cols_used[i:i + 1],
-                                     b.order[i:i + 1, lay.array_level], np.array([sy.WALK_ALL]))
-        finally:
-            sy.window_fetches = real
-        return list(got.items())
-
-    def measure(found: list[tuple]) -> dict:
-        pick = [found[int(i)] for i in np.linspace(0, len(found) - 1, min(max_shapes, len(found)))] if found else []
-        rows = []
-        for args, ratio in pick:
-            static, (mode, rc, cc, ur, uc, window) = args[:8], args[8:14]
-            t = {"walk": [], "copies": []}
-            counts = {}
-            for _ in range(repeats):
-                for how in t:
-                    a_off, b_off, stamp, size = sw._stream_arrays(*static)
-                    t0 = time.perf_counter()
-                    counts[how] = sw._run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None, None,
-                                               static if how == "copies" else None)
-                    t[how].append(time.perf_counter() - t0)
-            assert counts["walk"] == counts["copies"], args
-            _a, _b, stamp, size = sw._stream_arrays(*static)
-            rows.append({"fold_ratio": ratio, "copies": sw._copies_pay(static, stamp, size, rc, cc, uc, window)
-                         is not None, "walk_s": statistics.median(t["walk"]),
-                         "copies_s": statistics.median(t["copies"]), "entries": size[rc] * size[cc]})
-        out: dict = {"shapes_met": len(found), "shapes_timed": len(rows)}
-        for label, sel in (("all", lambda r: True), ("fold_ratio_le_4", lambda r: r["fold_ratio"] <= 4),
-                           ("fold_ratio_gt_4", lambda r: r["fold_ratio"] > 4)):
-            rs = [r for r in rows if sel(r)]
-            if not rs:
-                continue
-            w, c = sum(r["walk_s"] for r in rs), sum(r["copies_s"] for r in rs)
-            j = [r for r in rs if r["copies"]]
-            out[label] = {"shapes": len(rs), "with_copies": len(j), "walk_s": w, "copies_s": c,
-                          "speedup": w / c if c else None,
-                          "median_speedup_with_copies": statistics.median([r["walk_s"] / r["copies_s"] for r in j])
-                          if j else None}
-            print(f"  {label:16} {len(rs):4} shapes, {len(j):4} with copies: walk {w:.2f} s, copies {c:.2f} s "
-                  f"({w / c:.2f}x)", flush=True)
-        return out
-
-    load0 = list(os.getloadavg())
-    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
-    sarch = config_arch(cfg)
-    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
-    found: dict[tuple, float] = {}
-    for seed in seeds:
-        search(layer.problem, sarch, model=Recording(), budget=budget, seed=seed)
-    for a, r in shapes(layer.problem, sarch, batches):
-        found.setdefault(a, r)
-    print(f"stationary shapes of the CB2a_2 searches (seeds {seeds}):", flush=True)
-    out: dict = {"search": measure(list(found.items()))}
-    arch = preset("systolic")
-    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
-    pool = _systolic_pool(problem, arch, n_pool, np.random.default_rng(0))
-    print(f"stationary shapes of the pool of {n_pool}:", flush=True)
-    out["pool"] = measure(shapes(problem, arch, [pool]))
-    # the same layer with 8 kB SRAMs (a window of 4,050 words: about 50 resets a stream)
-    from accelmap.arch.presets import systolic_array
-
-    small = systolic_array(128, 128, 8, 8, 8, dram_bandwidth_words_per_cycle=None)
-    pool = _systolic_pool(problem, small, n_pool // 4, np.random.default_rng(0))
-    print(f"stationary shapes of a pool of {n_pool // 4} with 8 kB SRAMs:", flush=True)
-    out["pool_8kB"] = measure(shapes(problem, small, [pool]))
-    out["load_average"] = [load0, list(os.getloadavg())]
-    return out
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -717,19 +589,9 @@ def main() -> None:
                     help="only the walk from reset to reset against the walk without it, merged into the existing JSON")
     ap.add_argument("--shapes-only", action="store_true",
                     help="only the fold shapes a search and a pool meet per stream class, merged into the existing JSON")
-    ap.add_argument("--stationary-only", action="store_true",
-                    help="only the stationary ifmap over translated copies against the plain walk, per fold shape, "
-                    "written to bench_scalesim_dram_window6.json")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     ref_dir: Path = args.reference
-    if args.stationary_only:
-        out6 = RESULTS.with_name("bench_scalesim_dram_window6.json")
-        old6 = json.loads(out6.read_text()) if out6.exists() else {}
-        old6["stationary"] = stationary_cost(ref_dir, args.search_budget or 5000)
-        out6.write_text(json.dumps(old6, indent=1) + "\n")
-        print(f"wrote {out6}")
-        return
     if args.shapes_only:
         old = json.loads(RESULTS.read_text())
         old["shapes"] = shapes_cost(ref_dir, args.search_budget or 5000)

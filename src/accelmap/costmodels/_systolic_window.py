@@ -66,32 +66,10 @@ number of repetitions (the stream up to any repetition's end is a prefix of the 
 repeated without end, on which ``fwd`` is defined). The last few tables are
 kept (`UNIT_CACHE_BYTES`); clearing `window_fetches`'s cache drops them too, so a cold
 measurement stays cold.
-
-**Translated copies** (`_stationary_shifted`). The stationary operand reads every entry
-once, so it has no unit read again; but where its column chunk lines up with the column
-class's structure (pixel chunks that tile whole output rows, say), a block of ``L``
-columns (``L / uc`` whole column folds) reads the words of the block before moved by one
-fixed offset ``s``: entry ``i`` of the block run is ``unit[i mod n] + (i div n) * s``, for
-``n = L * Sr`` entries a block. Moving a stretch of the stream by ``s`` maps words to
-words one to one, so the stretch from ``P`` holds as many distinct words as the stretch
-from ``P mod n`` in the first block, and an epoch that starts at ``P`` resets
-``fwd[P mod n]`` entries later, as for a repeated unit (above); ``fwd`` is filled by the
-same two pointers over the block run (at most ``n`` plus an epoch's entries). Which words
-exist must move with the offset too: `_stationary_period` checks the translation on each
-rank's coordinates (the column class's coordinate table, `class_table`) and keeps only the
-run of blocks in which every rank the offset moves stays inside the tensor's range (a
-padded or rounded-up edge ends the run). The columns before the run are walked, then the
-run's entries up to its first reset (the window's content before it is not the run's),
-then one step per reset, the last epoch's words are stamped, and the columns after the run
-are walked. Exact (equal to the plain walk and the replay: hypothesis,
-`test_stationary_copies_equal_the_walk_and_the_replay`). It needs at least `JUMP_MIN_REPS`
-blocks; chunks that do not line up (a 127-pixel chunk of 54-pixel output rows: ``L`` is
-the least common multiple) have none, and are walked.
 """
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -110,12 +88,6 @@ _JIT = {"cache": True, "_nrt": False}
 JUMP_MIN_REPS = 4
 # ... when one repetition has at most this many entries (8 bytes an entry of scratch).
 JUMP_MAX_ENTRIES = 1 << 23
-
-# A stationary operand is counted over translated copies (`_stationary_shifted`) only where
-# that is expected to take at most 1 / this of the walk's entry steps (about three passes
-# over one block and one epoch, against one over the stream): with few resets the block
-# table costs about what it saves (CB2a_2 with 64 kB SRAMs: 0.74-0.85x; docs/performance.md).
-COPIES_MIN_GAIN = 2
 
 # Bytes of ``ROWS_TIME`` unit tables kept for reuse by fold shapes that differ only in the
 # column chunk (`_UnitTables`; 8 bytes an entry: the unit and its ``fwd``). CB2a_2's unit,
@@ -194,151 +166,6 @@ def _stationary(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s_c
                             epoch += 1
                             count = 0
     return total
-
-
-@njit(**_JIT)  # type: ignore[call-overload]
-def _stationary_cols(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, ur: int, uc: int, y_from: int,
-                     y_to: int, window: int, state: IntArray) -> None:
-    """`_stationary` over the column folds that start in ``[y_from, y_to)`` (``y_from`` a
-    multiple of ``uc``; the last fold ends at ``min(y0 + uc, y_to)``), from the window's
-    ``state`` = [epoch, count, total, position, position of the entry after the last reset],
-    updated in place."""
-    epoch, count, total, pos, start = state[0], state[1], state[2], state[3], state[4]
-    for y0 in range(y_from, y_to, uc):
-        y1 = min(y0 + uc, y_to)
-        for x0 in range(0, s_r, ur):
-            for a in range(min(x0 + ur, s_r) - 1, x0 - 1, -1):
-                base = a_off[a]
-                for b in range(y0, y1):
-                    pos += 1
-                    addr = base + b_off[b]
-                    seen = stamp[addr]
-                    if seen != epoch and seen >= 0:
-                        stamp[addr] = epoch
-                        total += 1
-                        count += 1
-                        if count == window:
-                            epoch += 1
-                            count = 0
-                            start = pos
-    state[0], state[1], state[2], state[3], state[4] = epoch, count, total, pos, start
-
-
-@njit(**_JIT)  # type: ignore[call-overload]
-def _stationary_shifted(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s_c: int, ur: int, uc: int,
-                        window: int, c0: int, span: int, copies: int, shift: int, unit: npt.NDArray[np.int64],
-                        fwd: npt.NDArray[np.int64], cnt: npt.NDArray[np.int32], state: IntArray) -> int:
-    """Words fetched for a stationary operand whose column folds from column ``c0`` on repeat
-    as translated copies: the ``copies`` blocks of ``span`` columns (whole folds) that start
-    at ``c0`` read the words of the first block moved by ``shift`` per block, with the same
-    words missing (`_stationary_period`). The head (columns before ``c0``) is walked, then
-    the entries up to the first reset inside the copies, then the copies are counted from
-    reset to reset (module docstring, "Translated copies"), then the tail is walked.
-    ``unit`` and ``fwd`` (``span * s_r`` entries), ``cnt`` (words, zero) and ``state`` (5,)
-    are scratch."""
-    state[:] = 0
-    state[0] = 1
-    _stationary_cols(a_off, b_off, stamp, s_r, ur, uc, 0, c0, window, state)
-    # the first block's entries, in stream order
-    n = 0
-    for y0 in range(c0, c0 + span, uc):
-        for x0 in range(0, s_r, ur):
-            for a in range(min(x0 + ur, s_r) - 1, x0 - 1, -1):
-                base = a_off[a]
-                for b in range(y0, y0 + uc):
-                    unit[n] = base + b_off[b]
-                    n += 1
-    end = n * copies
-    # walk the copies entry by entry up to their first reset (the window's content there is
-    # the head's, which the table below does not know); entry e is unit[eo] + eb * shift
-    epoch, count, total = state[0], state[1], state[2]
-    e, eo, eb = 0, 0, 0
-    reset = False
-    while e < end and not reset:
-        addr = unit[eo] + eb * shift
-        e += 1
-        eo += 1
-        if eo == n:
-            eo = 0
-            eb += 1
-        seen = stamp[addr]
-        if seen != epoch and seen >= 0:
-            stamp[addr] = epoch
-            total += 1
-            count += 1
-            if count == window:
-                epoch += 1
-                count = 0
-                reset = True
-    if reset and e < end:
-        # fwd[p]: entries after start p (0 <= p < n) to the window-th distinct word of the
-        # copies' stream from p, -1 when it ends first (two pointers, as `_reset_offsets`)
-        distinct = 0
-        q, qo, qb = 0, 0, 0
-        for p in range(n):
-            while distinct < window and q < end:
-                addr = unit[qo] + qb * shift
-                if stamp[addr] >= 0:
-                    if cnt[addr] == 0:
-                        distinct += 1
-                    cnt[addr] += 1
-                q += 1
-                qo += 1
-                if qo == n:
-                    qo = 0
-                    qb += 1
-            fwd[p] = q - 1 - p if distinct >= window else -1
-            addr = unit[p]
-            if stamp[addr] >= 0:
-                cnt[addr] -= 1
-                if cnt[addr] == 0:
-                    distinct -= 1
-        for i in range(n, q):
-            cnt[unit[i % n] + (i // n) * shift] = 0
-        # from the epoch that starts at e, one step per reset (the stretch from P in copy k is
-        # the stretch from P mod n in copy 0 moved by k * shift: the same count of words)
-        pos = e
-        while True:
-            j = fwd[pos % n]
-            if j < 0 or pos + j >= end:
-                break
-            total += window
-            epoch += 1
-            pos += j + 1
-        # the last epoch's words so far: the stretch [pos, end), stamped as the window's content
-        epoch += 1
-        count = 0
-        po, pb = pos % n, pos // n
-        for _ in range(pos, end):
-            addr = unit[po] + pb * shift
-            po += 1
-            if po == n:
-                po = 0
-                pb += 1
-            seen = stamp[addr]
-            if seen != epoch and seen >= 0:
-                stamp[addr] = epoch
-                count += 1
-                total += 1
-    else:
-        while e < end:
-            addr = unit[eo] + eb * shift
-            e += 1
-            eo += 1
-            if eo == n:
-                eo = 0
-                eb += 1
-            seen = stamp[addr]
-            if seen != epoch and seen >= 0:
-                stamp[addr] = epoch
-                total += 1
-                count += 1
-                if count == window:
-                    epoch += 1
-                    count = 0
-    state[0], state[1], state[2] = epoch, count, total
-    _stationary_cols(a_off, b_off, stamp, s_r, ur, uc, c0 + span * copies, s_c, window, state)
-    return state[2]
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -610,79 +437,6 @@ def _stream_arrays(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     return a_off, b_off, stamp, size
 
 
-@njit(**_JIT)  # type: ignore[call-overload]
-def _smallest_period(key: IntArray, pi: IntArray) -> int:
-    """The smallest ``p`` with ``key[i + p] == key[i]`` wherever both exist (prefix function;
-    ``pi``: scratch of the same size)."""
-    m = key.shape[0]
-    if m == 0:
-        return 1
-    pi[0] = 0
-    k = 0
-    for i in range(1, m):
-        while k > 0 and key[i] != key[k]:
-            k = pi[k - 1]
-        if key[i] == key[k]:
-            k += 1
-        pi[i] = k
-    return m - pi[m - 1]
-
-
-def _stationary_period(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
-                       bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
-                       order: tuple[int, ...], classes: tuple[int, int], s_c: int, uc: int,
-                       min_copies: int) -> tuple[int, int, int] | None:
-    """(first column, columns a copy, copies) of the longest run of translated copies in a
-    stationary operand's column folds (`_stationary_shifted`), or None when there is no run
-    of at least ``min_copies``.
-
-    A block of ``L`` columns (whole folds: ``L`` a multiple of ``uc``) is a translated copy
-    of the one before when the column class's coordinates ``xb[:, b + L] - xb[:, b]`` are one
-    vector ``delta`` for every column ``b`` (its rank coordinates, not only the address, so
-    which words exist can be read per rank): the first-difference sequence of ``xb`` has
-    period ``L``; the smallest period ``p`` of that sequence is found by a prefix function
-    on a hash of its columns, ``L = lcm(p, uc)``, and the translation is then checked on
-    ``xb`` itself. Blocks ``k`` and ``k + 1`` miss the same words when, in every rank that
-    ``delta`` moves, all coordinates both reach lie inside the tensor's range (ranks it does
-    not move are the same coordinates in both); a run of such blocks is used."""
-    nfull = s_c // uc
-    if nfull < min_copies or s_c < 2:
-        return None
-    coef = np.array(coef_key, dtype=np.int64).reshape(len(coef_key), len(bounds))
-    used_a = np.array(used, dtype=bool)
-    xb = class_table(coef, used_a, dim_class, bounds, order, classes[1])
-    d = np.diff(xb, axis=1)
-    mix = np.array([0x9E3779B97F4A7C15 >> (3 * i) | 1 for i in range(d.shape[0])], dtype=np.uint64).view(np.int64)
-    key = (d * mix[:, None]).sum(axis=0)  # (wraps: equal columns give equal keys; checked below)
-    p = int(_smallest_period(np.ascontiguousarray(key), np.empty(key.shape[0], dtype=np.int64)))
-    span = p * uc // math.gcd(p, uc)
-    blocks = (nfull * uc) // span
-    if blocks < min_copies:
-        return None
-    delta = xb[:, span] - xb[:, 0]
-    if not (xb[:, span:s_c] - xb[:, :s_c - span] == delta[:, None]).all():
-        return None
-    inside = np.ones(blocks, dtype=bool)
-    if lo is not None and hi is not None:
-        xa = class_table(coef, used_a, dim_class, bounds, order, classes[0])
-        cols = xb[:, :blocks * span].reshape(xb.shape[0], blocks, span)
-        for r in range(xb.shape[0]):
-            if delta[r] != 0:
-                inside &= ((xa[r].min() + cols[r].min(axis=1) >= lo[r])
-                           & (xa[r].max() + cols[r].max(axis=1) < hi[r]))
-    best, best_k0, k0 = 0, 0, -1
-    for k in range(blocks + 1):
-        if k < blocks and inside[k]:
-            k0 = k if k0 < 0 else k0
-            continue
-        if k0 >= 0 and k - k0 > best:
-            best, best_k0 = k - k0, k0
-        k0 = -1
-    if best < min_copies:
-        return None
-    return best_k0 * span, span, best
-
-
 @lru_cache(maxsize=4096)
 def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
                    bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
@@ -699,9 +453,8 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
     if hit is not None:
         return hit
-    stream = (coef_key, used, dim_class, bounds, lo, hi, order, classes)
-    a_off, b_off, stamp, size = _stream_arrays(*stream)
-    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None, key, stream)
+    a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, None, key)
 
 
 @lru_cache(maxsize=4096)
@@ -726,30 +479,16 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
     hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
     if hit is not None:
         return hit
-    stream = (coef_key, used, dim_class, bounds, lo, hi, order, classes)
-    a_off, b_off, stamp, size = _stream_arrays(*stream)
-    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps, key, stream)
+    a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
+    return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps, key)
 
 
 def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
-              cc: int, ur: int, uc: int, window: int, max_reps: int | None, unit_key: tuple | None = None,
-              stream: tuple | None = None) -> int:
+              cc: int, ur: int, uc: int, window: int, max_reps: int | None, unit_key: tuple | None = None) -> int:
     """`_walk` with its scratch (``max_reps`` None: every repetition). A ``ROWS_TIME``
     operand counted from reset to reset from its start (`_UnitTables`) builds its unit's
-    table once, kept under ``unit_key``, and jumps over its repetitions. A ``STATIONARY``
-    operand whose column folds hold at least `JUMP_MIN_REPS` translated copies
-    (`_stationary_period` of ``stream``, the arguments of `_stream_arrays`) is counted over
-    them from reset to reset (`_stationary_shifted`)."""
+    table once, kept under ``unit_key``, and jumps over its repetitions."""
     tc = 3 - rc - cc
-    if mode == STATIONARY and stream is not None and window >= 1:
-        found = _copies_pay(stream, stamp, size, rc, cc, uc, window)
-        if found is not None:
-            c0, span, copies = found
-            n = span * size[rc]
-            shift = int(b_off[c0 + span] - b_off[c0])
-            return int(_stationary_shifted(a_off, b_off, stamp, size[rc], size[cc], ur, uc, window, c0, span, copies,
-                                           shift, np.empty(n, dtype=np.int64), np.empty(n, dtype=np.int64),
-                                           np.zeros(stamp.shape[0], dtype=np.int32), np.zeros(5, dtype=np.int64)))
     f_c = -(-size[cc] // uc)
     if (unit_key is not None and mode == ROWS_TIME and f_c >= JUMP_MIN_REPS and window >= 1
             and 1 < size[rc] * size[tc] <= JUMP_MAX_ENTRIES):
@@ -770,23 +509,6 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
                      np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
                      reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last,
                      unit, fwd, cnt, JUMP_MIN_REPS))
-
-
-def _copies_pay(stream: tuple, stamp: npt.NDArray[np.int32], size: list[int], rc: int, cc: int, uc: int,
-                window: int) -> tuple[int, int, int] | None:
-    """`_stationary_period` of a stationary operand's stream where counting over its copies
-    is expected to pay (`COPIES_MIN_GAIN`: about three passes over one block and over one
-    epoch, of about ``entries * window / words`` entries since every word is fetched at
-    least once, against one pass over the stream), else None."""
-    found = _stationary_period(*stream, size[cc], uc, JUMP_MIN_REPS)
-    if found is None:
-        return None
-    entries = size[rc] * size[cc]
-    n = found[1] * size[rc]
-    epoch = entries * window // max(int((stamp >= 0).sum()), 1)
-    if n > JUMP_MAX_ENTRIES or COPIES_MIN_GAIN * 3 * (n + epoch) > entries:
-        return None
-    return found
 
 
 class _UnitTables:

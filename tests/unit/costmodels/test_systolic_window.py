@@ -96,9 +96,7 @@ def _count(args: tuple, mode: int, rc: int, cc: int, ur: int, uc: int, window: i
     old = sw.JUMP_MIN_REPS
     sw.JUMP_MIN_REPS = old if jump else 1 << 62  # (read when the walk's scratch is sized)
     try:
-        # (jump: a stationary operand's translated copies counted from reset to reset too)
-        return sw._run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps, None,
-                            args if jump else None)
+        return sw._run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps)
     finally:
         sw.JUMP_MIN_REPS = old
 
@@ -113,11 +111,7 @@ def test_jump_equals_the_entry_walk_and_the_replay(case):
     mode, args = _arrays(prob, lay, rc, cc, order)
     size = lay.class_size
     reps = -(-size[cc] // uc) if mode == sw.ROWS_TIME else -(-size[rc] // ur)
-    if mode == sw.STATIONARY:
-        found = sw._stationary_period(*args, lay.class_size[cc], uc, sw.JUMP_MIN_REPS)
-        event("walks" if found is None else "stationary copies jump")
-    else:
-        event("jumps" if reps >= sw.JUMP_MIN_REPS else "walks")
+    event("jumps" if mode != sw.STATIONARY and reps >= sw.JUMP_MIN_REPS else "walks")
     got = _count(args, mode, rc, cc, ur, uc, window, jump=True)
     assert got == _count(args, mode, rc, cc, ur, uc, window, jump=False)
     a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
@@ -229,57 +223,3 @@ def test_unit_tables_are_reused_and_cleared():
     assert (sw._UNITS.misses, sw._UNITS.hits, sw.window_fetches.cache_info().currsize) == (0, 0, 0)
     assert sw.window_fetches(*args, mode, 0, 1, 5, 3, 40) == b
     assert sw._UNITS.misses == 1
-
-
-@st.composite
-def stationary_streams(draw):
-    """A stationary operand (the ifmap with pixels and window elements on the array) with
-    small column chunks, so that its column folds hold many translated copies: the layers
-    of `streams`, both orientations."""
-    prob, lay, _rc, _cc, _ur, _uc, order, window = draw(streams())
-    rc, cc = draw(st.sampled_from([(0, 2), (2, 0)]))
-    size = lay.class_size
-    ur = draw(st.integers(1, min(size[rc], 9)))
-    uc = draw(st.integers(1, min(size[cc], draw(st.sampled_from([1, 2, 3, 4, 6])))))
-    return prob, lay, rc, cc, ur, uc, order, window
-
-
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(stationary_streams())
-def test_stationary_copies_equal_the_walk_and_the_replay(case):
-    """A stationary operand counted over translated copies of its column folds from reset to
-    reset (`_stationary_shifted`, where `_stationary_period` finds a run of copies) equals
-    the plain walk and the replay: strided, zero-padded, rounded-up, 1x1 and GEMM operands
-    (their edges cut the run of copies), random orders, chunks and windows."""
-    prob, lay, rc, cc, ur, uc, order, window = case
-    mode, args = _arrays(prob, lay, rc, cc, order)
-    assert mode == sw.STATIONARY
-    found = sw._stationary_period(*args, lay.class_size[cc], uc, sw.JUMP_MIN_REPS)
-    event("walks" if found is None else "copies jump" + (" after a head" if found[0] else ""))
-    want = _count(args, mode, rc, cc, ur, uc, window, jump=False)
-    assert _count(args, mode, rc, cc, ur, uc, window, jump=True) == want  # (where it pays)
-    gain = sw.COPIES_MIN_GAIN
-    sw.COPIES_MIN_GAIN = 0  # (every run of copies counted over them, paying or not)
-    try:
-        got = _count(args, mode, rc, cc, ur, uc, window, jump=True)
-    finally:
-        sw.COPIES_MIN_GAIN = gain
-    assert got == want
-    a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
-    assert got == _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc, window)
-
-
-def test_stationary_period_on_a_convolution():
-    """The pixels of a 6 x 6 output, row-major, in chunks of 2: a block of one output row (3
-    folds) is the one before moved by one input row (stride 1), 6 copies; with zero padding
-    the first and last output rows read the halo, so the run is the 4 rows between."""
-    prob = conv2d("c", c=2, k=4, p=6, q=6, r=3, s=3, word_bits=8)
-    lay = sy.systolic_layout(prob, ARCH)[0]
-    order = tuple(range(prob.n_dims))
-    _, args = _arrays(prob, lay, 2, 0, order)
-    assert sw._stationary_period(*args, 36, 2, 4) == (0, 6, 6)
-    padded = conv2d_from_input("c", c=2, k=4, h=6, w=6, r=3, s=3, stride=1, padding=1, word_bits=8)
-    lay = sy.systolic_layout(padded, ARCH)[0]
-    _, args = _arrays(padded, lay, 2, 0, tuple(range(padded.n_dims)))
-    assert sw._stationary_period(*args, 36, 2, 4) == (6, 6, 4)
-    assert sw._stationary_period(*args, 36, 2, 5) is None
