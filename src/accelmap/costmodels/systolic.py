@@ -1062,8 +1062,13 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     case_c = ir & ~ic  # tile set by the row chunk; the sequence of f_r tiles repeats f_c times
     case_b = ic & ~ir  # tile set by the column chunk, read on f_r consecutive folds
     if not overlap:
-        t_full = _distinct_words(coef, used, box(cc, uc, [tc]))
-        t_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
+        # Without duplicates every index of a column chunk has its own words, so a tile holds
+        # the chunk's indices times the time class's (case B's operand indexes both); the box of
+        # the chunk's extents holds more where the chunk does not line up with the dims
+        # flattened in it (28 pixels of 13-pixel rows span 3 rows: 39 pixels)
+        size_t = np.asarray(layout.class_size, dtype=np.int64)[tc]
+        t_full = np.minimum(_distinct_words(coef, used, box(cc, uc, [tc])), uc * size_t)
+        t_last = np.minimum(_distinct_words(coef, used, box(cc, last_c, [tc])), last_c * size_t)
         rep = _repeated_tiles_batch(f_c - 1, t_full, t_last, f_r, w)
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
@@ -1142,9 +1147,11 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     case_c = ir and not ic
     case_b = ic and not ir
     if not overlap:
-        if case_b:
-            t_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
-            t_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
+        if case_b:  # (the batched path's rule: a chunk's indices times the time class's, at most)
+            size_t = layout.class_size[tc]
+            t_full = min(_distinct_words_one(coef, used, box(cc, uc, [tc])), uc * size_t)
+            last_c = s_c - (f_c - 1) * uc
+            t_last = min(_distinct_words_one(coef, used, box(cc, last_c, [tc])), last_c * size_t)
             return _repeated_tiles_one(f_c - 1, t_full, t_last, f_r, w) * b_rep
         if case_c:
             return f_c * d_tot * b_rep
