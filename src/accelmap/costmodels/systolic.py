@@ -51,7 +51,11 @@ it is dropped whole and refilled. The model follows that window at the granulari
 tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
 consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
 its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
-These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). A padded
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions; a tile of a
+column chunk holds the chunk's indices times the time class's words, whether or not the
+chunk lines up with the dims flattened in it), except where such an operand read on
+consecutive folds has missing words (a strided 1x1 layer's rounded-up ofmap: tiles of
+different sizes, which the repeated-tile rule does not model; docs/validation.md). A padded
 operand (`Tensor.extent`, e.g. SCALE-Sim's rounded-up strided ofmap reaching past the
 ifmap edge) is fetched as its existing words only (SRAM reads and cycles still count every
 im2col entry, as SCALE-Sim does). For
