@@ -44,6 +44,13 @@ pool meet, per class of the ifmap's stream (streamed by rows, by columns, statio
 walking each once costs and how far the estimate is from the walk on them (where exactness
 on every mapping would spend its time).
 
+``--reuse-model-only`` runs only ``reuse_model``: on the sub-space seeds of the random
+convolutions of ``variant_errors`` whose ifmap needs the window, the walk's count against
+the best count that averages over where the window resets (`_phase_averaged`, on the exact
+stream), by resets a stream, and which seeds ``"auto"`` leaves outside 2 %, by sub-space and
+folds over the fewest. ``--pool-only`` runs only ``pool``. ``--results PATH`` names the JSON
+the ``--*-only`` parts merge into.
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
