@@ -44,6 +44,13 @@ pool meet, per class of the ifmap's stream (streamed by rows, by columns, statio
 walking each once costs and how far the estimate is from the walk on them (where exactness
 on every mapping would spend its time).
 
+``--reuse-model-only`` runs only ``reuse_model``: on the sub-space seeds of the random
+convolutions of ``variant_errors`` whose ifmap needs the window, the walk's count against
+the best count that averages over where the window resets (`_phase_averaged`, on the exact
+stream), by resets a stream, and which seeds ``"auto"`` leaves outside 2 %, by sub-space and
+folds over the fewest. ``--pool-only`` runs only ``pool``. ``--results PATH`` names the JSON
+the ``--*-only`` parts merge into.
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
@@ -574,6 +581,165 @@ def shapes_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1), n_pool:
     return out
 
 
+def _stream_entries(a_off, b_off, mode: int, s_r: int, s_c: int, ur: int, uc: int, t_len: int,  # type: ignore[no-untyped-def]
+                    out):
+    """The demand stream's addresses in order (as `_systolic_window` walks them: column folds
+    outer, row folds inner; skewed folds along anti-diagonals, stationary ones bottom row
+    first) into ``out``; returns the entries."""
+    n = 0
+    for y0 in range(0, s_c, uc):
+        for x0 in range(0, s_r, ur):
+            nx, ny = min(ur, s_r - x0), min(uc, s_c - y0)
+            if mode == 2:
+                for a in range(x0 + nx - 1, x0 - 1, -1):
+                    for b in range(y0, y0 + ny):
+                        out[n] = a_off[a] + b_off[b]
+                        n += 1
+                continue
+            base, m = (x0, nx) if mode == 0 else (y0, ny)
+            for d in range(t_len + m - 1):
+                for c in range(max(0, d - t_len + 1), min(d, m - 1) + 1):
+                    out[n] = a_off[base + c] + b_off[d - c]
+                    n += 1
+    return n
+
+
+def _phase_averaged(stream, n: int, stamp, window: int, last, cum):  # type: ignore[no-untyped-def]
+    """(SCALE-Sim's count, the phase-averaged count) of one stream: the window walked word
+    by word, and the count with every reset's phase averaged out (a reuse misses with
+    probability ``min(1, X / W)``, ``X`` the expected fetches since the word's previous use,
+    self-consistently: one pass over the cumulative expected fetches)."""
+    epoch, count, exact = 1, 0, 0
+    for i in range(last.shape[0]):
+        last[i] = -1
+    cum[0] = 0.0
+    for i in range(n):
+        a = stream[i]
+        m = 0.0
+        if stamp[a] >= 0:
+            if stamp[a] != epoch:
+                stamp[a] = epoch
+                exact += 1
+                count += 1
+                if count == window:
+                    epoch += 1
+                    count = 0
+            p = last[a]
+            m = 1.0 if p < 0 else min(1.0, (cum[i] - cum[p + 1]) / window)
+            last[a] = i
+        cum[i + 1] = cum[i] + m
+    return exact, cum[n]
+
+
+def reuse_model_errors(n_layers: int = 40, seed: int = 0, max_entries: int = 3_000_000) -> dict:
+    """How close any estimate that averages over where the window resets can come: on the
+    seeds of every systolic sub-space of `variant_errors`' random convolutions whose ifmap
+    has im2col duplicates and exceeds the window (streams of at most ``max_entries``), its
+    count by SCALE-Sim's window against the best such model, the phase-averaged count on the
+    exact stream (`_phase_averaged`: it knows every reuse, so a closed form of the reuse
+    structure could at best equal it), and against the estimate, by resets a stream
+    (fetches over the window). Then which seeds ``"auto"`` leaves outside 2 %: per sub-space
+    and folds over the fewest, and by resets."""
+    from numba import njit
+
+    from accelmap.arch.presets import systolic_array
+    from accelmap.costmodels import _systolic_window as sw
+    from accelmap.costmodels import systolic as sy
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
+    from accelmap.workloads.builders import conv2d
+
+    entries, averaged = njit(_stream_entries), njit(_phase_averaged)
+    rng = np.random.default_rng(seed)
+    est, auto = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="auto")
+    rows: list[dict] = []
+    found: list[tuple] = []
+    real = sy.window_fetches
+
+    def record(*a):  # type: ignore[no-untyped-def]
+        found.append(a)
+        return 0
+
+    for _ in range(n_layers):
+        h = int(rng.integers(8, 40))
+        f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
+        st, ch, nf = int(rng.choice([1, 1, 2])), int(rng.choice([3, 8, 16, 32, 64])), int(rng.choice([8, 16, 32, 64]))
+        r_, c_, kb = int(rng.choice([8, 16, 32])), int(rng.choice([8, 16, 32])), int(rng.choice([1, 2, 4, 8]))
+        if (h - f) % st:
+            continue
+        p = (h - f) // st + 1
+        prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
+        arch = systolic_array(r_, c_, kb, kb, kb, dram_bandwidth_words_per_cycle=None)
+        lay = sy.systolic_layout(prob, arch)[0]
+        size = np.array(lay.class_size)
+        if not sy._walkable(prob, lay, 0):
+            continue  # (no duplicates, or the ifmap fits the window: the closed form, exact in every mode)
+        for v in systolic_variants(prob, arch):
+            seeds = variant_seeds(prob, arch, v)
+            e = est.stats(prob, arch, seeds)
+            a_rows = auto.stats(prob, arch, seeds).dram_reads[:, 0]
+            fewest = -(-size[e.row_class] // r_) * -(-size[e.col_class] // c_)
+            for i in np.flatnonzero(e.valid).tolist():
+                found.clear()
+                sy.window_fetches = record
+                try:
+                    sy._walked_reads(prob, lay, 0, e.row_class[i:i + 1], e.col_class[i:i + 1], e.rows_used[i:i + 1],
+                                     e.cols_used[i:i + 1], seeds.order[i:i + 1, lay.array_level],
+                                     np.array([sy.WALK_ALL]))
+                finally:
+                    sy.window_fetches = real
+                if not found:
+                    continue  # (no window needed: the closed form, exact in every mode)
+                static, (mode, rc, cc, ur, uc, window) = found[0][:8], found[0][8:14]
+                a_off, b_off, stamp, sz = sw._stream_arrays(*static)
+                tc = 3 - rc - cc
+                n_all = (sz[rc] * sz[cc] if mode == sw.STATIONARY else
+                         sz[rc] * sz[tc] * -(-sz[cc] // uc) if mode == sw.ROWS_TIME else sz[cc] * sz[tc] * -(-sz[rc] // ur))
+                if n_all > max_entries:
+                    continue
+                buf = np.empty(n_all, dtype=np.int64)
+                n = entries(a_off, b_off, mode, sz[rc], sz[cc], ur, uc, sz[tc], buf)
+                exact, model = averaged(buf, n, stamp.astype(np.int64), window, np.empty(stamp.shape[0], np.int64),
+                                        np.empty(n + 1))
+                want = int(real(*found[0]))
+                assert exact == want, (mode, exact, want, found[0][8:])
+                rows.append({"sub_space": v.label, "fold_ratio": float(e.folds[i] / fewest[i]),
+                             "resets": exact / window, "exact": exact, "phase_averaged": model,
+                             "estimate": int(e.dram_reads[i, 0]) / lay.class_size[3],
+                             "auto": int(a_rows[i]) / lay.class_size[3]})
+
+    def summary(sel: list[dict], key: str) -> dict:
+        err = np.array([r[key] / r["exact"] - 1 for r in sel])
+        a = np.abs(err)
+        return {"within_2pct": float((a <= 0.02).mean()), "median_abs_error": float(np.median(a)),
+                "worst_abs_error": float(a.max()), "signed_error_quantiles_10_50_90": np.quantile(err, [0.1, 0.5, 0.9]).tolist()}
+
+    out: dict = {"streams": len(rows), "by_resets": {}, "auto_by_sub_space_and_fold_ratio": {}}
+    for lo, hi in ((0, 4), (4, 16), (16, 64), (64, None)):
+        sel = [r for r in rows if r["resets"] >= lo and (hi is None or r["resets"] < hi)]
+        label = f"{lo}-{hi}" if hi else f">={lo}"
+        out["by_resets"][label] = {"streams": len(sel), "phase_averaged": summary(sel, "phase_averaged"),
+                                   "estimate": summary(sel, "estimate"), "auto": summary(sel, "auto")}
+        b = out["by_resets"][label]
+        print(f"resets {label:6}: {len(sel):4} streams; within 2 %: phase-averaged {100 * b['phase_averaged']['within_2pct']:.0f} % "
+              f"(worst {100 * b['phase_averaged']['worst_abs_error']:.0f} %), estimate {100 * b['estimate']['within_2pct']:.0f} % "
+              f"(median signed {100 * b['estimate']['signed_error_quantiles_10_50_90'][1]:+.1f} %), auto "
+              f"{100 * b['auto']['within_2pct']:.0f} %", flush=True)
+    for label in sorted({r["sub_space"] for r in rows}):
+        for lo, hi in ((0, 1.25), (1.25, 2), (2, 4), (4, None)):
+            sel = [r for r in rows if r["sub_space"] == label and r["fold_ratio"] > lo
+                   and (hi is None or r["fold_ratio"] <= hi)]
+            if not sel:
+                continue
+            key = f"{label}, folds {lo}-{hi}" if hi else f"{label}, folds >{lo}"
+            miss = [r for r in sel if abs(r["auto"] / r["exact"] - 1) > 0.02]
+            out["auto_by_sub_space_and_fold_ratio"][key] = {
+                "streams": len(sel), "auto": summary(sel, "auto"),
+                "misses_median_resets": float(np.median([r["resets"] for r in miss])) if miss else None}
+            print(f"  {key:34} {len(sel):4}: auto within 2 % {100 * out['auto_by_sub_space_and_fold_ratio'][key]['auto']['within_2pct']:.0f} %",
+                  flush=True)
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -589,9 +755,34 @@ def main() -> None:
                     help="only the walk from reset to reset against the walk without it, merged into the existing JSON")
     ap.add_argument("--shapes-only", action="store_true",
                     help="only the fold shapes a search and a pool meet per stream class, merged into the existing JSON")
+    ap.add_argument("--reuse-model-only", action="store_true",
+                    help="only the phase-averaged count against SCALE-Sim's on random convolutions, and which "
+                    "mappings auto leaves outside 2 %%, written to bench_scalesim_dram_window6.json")
+    ap.add_argument("--pool-only", action="store_true",
+                    help="only auto against the estimate on the random pool, merged into the existing JSON")
+    ap.add_argument("--results", type=Path, default=RESULTS,
+                    help="the JSON the --*-only parts merge into (default benchmarks/results/bench_scalesim_dram.json)")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
+    results: Path = args.results
+
+    def merge(key: str, value: object) -> None:
+        old = json.loads(results.read_text()) if results.exists() else {}
+        old[key] = value
+        results.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {results}")
+
+    if args.pool_only:
+        merge("pool", pool_cost() | {"load_average": [load0, list(os.getloadavg())]})
+        return
     ref_dir: Path = args.reference
+    if args.reuse_model_only:
+        out6 = RESULTS.with_name("bench_scalesim_dram_window6.json")
+        old6 = json.loads(out6.read_text()) if out6.exists() else {}
+        old6["reuse_model"] = reuse_model_errors() | {"load_average": [load0, list(os.getloadavg())]}
+        out6.write_text(json.dumps(old6, indent=1) + "\n")
+        print(f"wrote {out6}")
+        return
     if args.shapes_only:
         old = json.loads(RESULTS.read_text())
         old["shapes"] = shapes_cost(ref_dir, args.search_budget or 5000)
@@ -611,16 +802,10 @@ def main() -> None:
         print(f"wrote {RESULTS}")
         return
     if args.search_timing_only:
-        old = json.loads(RESULTS.read_text())
-        old["search_timing"] = search_timing(ref_dir, args.search_budget or 5000)
-        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
-        print(f"wrote {RESULTS}")
+        merge("search_timing", search_timing(ref_dir, args.search_budget or 5000))
         return
     if args.variants_only:
-        old = json.loads(RESULTS.read_text())
-        old["variant_errors"] = variant_errors()
-        RESULTS.write_text(json.dumps(old, indent=1) + "\n")
-        print(f"wrote {RESULTS}")
+        merge("variant_errors", variant_errors())
         return
     runs = {r["run_name"]: r for r in json.loads((ref_dir / "runs.json").read_text())["runs"]}
     est_model, exact_model = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")

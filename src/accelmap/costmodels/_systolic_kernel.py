@@ -319,8 +319,9 @@ def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f
             c2, ch2, w2 = cc, uc, rc
         _box(i, order, AL, D, DC, bounds, full, c2, ch2, tc, w2, ext)
         second = _distinct(MT, TERMS, o, ext)
-    if not over:
-        return _repeated_tiles(f_c - 1, tile, second, f_r, w) * b_rep
+    if not over:  # (case B: a chunk's indices times the time class's, at most; `reads` = f_r s_c t b_rep)
+        t_len = reads // (s_c * f_r * b_rep)
+        return _repeated_tiles(f_c - 1, min(tile, chunk * t_len), min(second, last * t_len), f_r, w) * b_rep
     reads_pass = reads // passes
     if shifted:
         est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)

@@ -51,7 +51,11 @@ it is dropped whole and refilled. The model follows that window at the granulari
 tiles: an operand that fits (``distinct < W``) is fetched once; a tile repeated on
 consecutive folds (the OS filter tile) is fetched once plus the part a window reset drops in
 its first pass; a sequence of tiles that exceeds ``W`` is fetched again on every column fold.
-These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions). A padded
+These rules are exact for tiles without duplicates (GEMMs, 1x1 convolutions; a tile of a
+column chunk holds the chunk's indices times the time class's words, whether or not the
+chunk lines up with the dims flattened in it), except where such an operand read on
+consecutive folds has missing words (a strided 1x1 layer's rounded-up ofmap: tiles of
+different sizes, which the repeated-tile rule does not model; docs/validation.md). A padded
 operand (`Tensor.extent`, e.g. SCALE-Sim's rounded-up strided ofmap reaching past the
 ifmap edge) is fetched as its existing words only (SRAM reads and cycles still count every
 im2col entry, as SCALE-Sim does). For
@@ -1062,8 +1066,13 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     case_c = ir & ~ic  # tile set by the row chunk; the sequence of f_r tiles repeats f_c times
     case_b = ic & ~ir  # tile set by the column chunk, read on f_r consecutive folds
     if not overlap:
-        t_full = _distinct_words(coef, used, box(cc, uc, [tc]))
-        t_last = _distinct_words(coef, used, box(cc, last_c, [tc]))
+        # Without duplicates every index of a column chunk has its own words, so a tile holds
+        # the chunk's indices times the time class's (case B's operand indexes both); the box of
+        # the chunk's extents holds more where the chunk does not line up with the dims
+        # flattened in it (28 pixels of 13-pixel rows span 3 rows: 39 pixels)
+        size_t = np.asarray(layout.class_size, dtype=np.int64)[tc]
+        t_full = np.minimum(_distinct_words(coef, used, box(cc, uc, [tc])), uc * size_t)
+        t_last = np.minimum(_distinct_words(coef, used, box(cc, last_c, [tc])), last_c * size_t)
         rep = _repeated_tiles_batch(f_c - 1, t_full, t_last, f_r, w)
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
@@ -1142,9 +1151,11 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     case_c = ir and not ic
     case_b = ic and not ir
     if not overlap:
-        if case_b:
-            t_full = _distinct_words_one(coef, used, box(cc, uc, [tc]))
-            t_last = _distinct_words_one(coef, used, box(cc, s_c - (f_c - 1) * uc, [tc]))
+        if case_b:  # (the batched path's rule: a chunk's indices times the time class's, at most)
+            size_t = layout.class_size[tc]
+            t_full = min(_distinct_words_one(coef, used, box(cc, uc, [tc])), uc * size_t)
+            last_c = s_c - (f_c - 1) * uc
+            t_last = min(_distinct_words_one(coef, used, box(cc, last_c, [tc])), last_c * size_t)
             return _repeated_tiles_one(f_c - 1, t_full, t_last, f_r, w) * b_rep
         if case_c:
             return f_c * d_tot * b_rep
