@@ -14,8 +14,9 @@ from __future__ import annotations
 import math
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -836,7 +837,7 @@ class OutputBuffers:
     def __reduce__(self) -> tuple:
         return (OutputBuffers, (self.keep,))
 
-    def take(self, shapes: dict[str, tuple[tuple[int, ...], type]]) -> dict[str, np.ndarray]:
+    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
         """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
         refers to any more if one matches, else new arrays."""
         key = tuple((k, s, np.dtype(t).str) for k, (s, t) in shapes.items())
