@@ -497,19 +497,23 @@ def main() -> None:
     ap.add_argument("--models", nargs="*", default=sorted(MODELS), choices=sorted(MODELS))
     ap.add_argument("--sizes", nargs="*", type=int, default=[1000, 10000, 100000])
     ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--results", type=Path, default=None,
+                    help="with --backends: the JSON file to update (default benchmarks/results/"
+                         "bench_costmodel_backends.json)")
     ap.add_argument("--backends", nargs="*", choices=["numpy", "cpu", "cuda"],
                     help="compare the engines of each model instead (one core, interleaved)")
     args = ap.parse_args()
     if args.backends:
         res = bench_backends(args.models, args.sizes, args.backends, max(args.repeats, 5))
-        old = json.loads(BACKENDS_RESULTS.read_text()) if BACKENDS_RESULTS.exists() else {}
+        target = args.results or BACKENDS_RESULTS
+        old = json.loads(target.read_text()) if target.exists() else {}
         old["machine"] = {"python": platform.python_version(), "numpy": np.__version__,
                           "cpu_count": os.cpu_count(), "processor": platform.processor() or platform.machine()}
         for k in ("load_average_start", "load_average_end", "backends"):
             old[k] = res[k]
         old.setdefault("models", {}).update(res["models"])
-        BACKENDS_RESULTS.write_text(json.dumps(old, indent=1) + "\n")
-        print(f"wrote {BACKENDS_RESULTS}")
+        target.write_text(json.dumps(old, indent=1) + "\n")
+        print(f"wrote {target}")
         return
     out = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     out["machine"] = {"python": platform.python_version(), "numpy": np.__version__,

@@ -12,9 +12,11 @@ formulas), so that both give the same `SystolicStats` bit for bit. The conversio
 from __future__ import annotations
 
 import math
+import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numba import njit
@@ -26,7 +28,8 @@ from accelmap.costmodels._loopnest_kernel import _threads
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
-__all__ = ["SystolicConsts", "WalkTable", "systolic_consts", "evaluate_rows", "stats_from", "metrics_from"]
+__all__ = ["SystolicConsts", "WalkTable", "OutputBuffers", "systolic_consts", "evaluate_rows", "stats_from",
+           "metrics_from"]
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -807,25 +810,96 @@ _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
+class OutputBuffers:
+    """The kernel's output arrays of earlier calls, handed out again once nothing refers to
+    them any more, and the read-only zeros of `metrics_from`, kept per model (at most
+    ``keep`` sets of each).
+
+    Why: a call of 100,000 rows allocates about 60 MB of outputs in a dozen arrays of up to
+    12 MB. glibc serves such blocks from its heap once its mmap threshold has grown, and
+    gives the heap's top back to the system whenever the free space there exceeds its trim
+    threshold; whether that happens between two calls depends on the order and sizes of
+    everything freed, so the same call ran either with about 70 page faults or with about
+    2,000 (every page of the outputs touched anew), `evaluate` 1.4-1.5x the time, and a
+    change elsewhere in the allocations (one array fewer) could flip it. Handing the same
+    arrays out again takes the allocator out of the row loop's way.
+
+    A set is handed out again only when no reference to any of its arrays is left but the
+    set's own (``sys.getrefcount`` at most what it was when the set was made, measured by
+    the same expression): a `Metrics` (or any view of one of its arrays: a view refers to its
+    base) that its caller keeps is never overwritten; the caller then gets a new set. A
+    pickled model carries no buffers."""
+
+    def __init__(self, keep: int = 2) -> None:
+        self.keep = keep
+        self._sets: list[tuple[tuple, tuple[np.ndarray, ...], int]] = []
+        self._zeros: list[np.ndarray] = []
+
+    def __reduce__(self) -> tuple:
+        return (OutputBuffers, (self.keep,))
+
+    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
+        """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
+        refers to any more if one matches, else new arrays."""
+        key = tuple((k, s, np.dtype(t).str) for k, (s, t) in shapes.items())
+        with _BUFFERS_LOCK:
+            for j, (k, arrays, base) in enumerate(self._sets):
+                if k == key and _refs(arrays) <= base:
+                    self._sets.append(self._sets.pop(j))  # (most recently used last)
+                    return dict(zip(shapes, arrays, strict=True))
+            arrays = tuple(np.empty(s, dtype=t) for s, t in shapes.values())
+            self._sets.append((key, arrays, _refs(arrays)))
+            del self._sets[:-self.keep]
+            return dict(zip(shapes, arrays, strict=True))
+
+    def zeros(self, shape: tuple[int, ...]) -> np.ndarray:
+        """A read-only float64 array of zeros of this shape (the same one for every call)."""
+        with _BUFFERS_LOCK:
+            for z in self._zeros:
+                if z.shape == shape:
+                    return z
+            z = np.zeros(shape)
+            z.flags.writeable = False
+            self._zeros = [*self._zeros, z][-self.keep:]
+            return z
+
+
+_BUFFERS_LOCK = threading.Lock()
+
+
+def _refs(arrays: tuple[np.ndarray, ...]) -> int:
+    """The most references to one of ``arrays`` (`OutputBuffers`: compared only with its own
+    value when the set was made, so the references this expression holds cancel out)."""
+    return max((sys.getrefcount(a) for a in arrays), default=0)
+
+
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
-         objective: bool = False) -> dict[str, np.ndarray]:
+         objective: bool = False, buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
     that structure, `_systolic_cpu.driver`), by name. ``objective`` (``spec`` only): of the
-    `Metrics` fields only cycles, energy, validity and reason."""
+    `Metrics` fields only cycles, energy, validity and reason. ``buffers``: the output arrays
+    come from there (`OutputBuffers`), else they are new."""
     n = arrays[0].shape[0]
     D = consts.bounds.shape[0]
     objective = objective and spec is not None and want_metrics
     m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
     m_f = 0 if objective else m_m  # the fields an objective pass does not write
-    e, f8, i8 = np.empty, np.float64, np.int64
+    f8, i8 = np.float64, np.int64
+    cells = n_levels * n_tensors  # the (n, L, T) fields as (n, L * T) rows (`metrics_from` reshapes)
+    e = np.empty
     out = {"out_i": e((m_s, _N_INT), i8), "out_f": e((m_s, _N_FLT), f8), "valid": e(n, np.bool_),
            "missing": e(n, i8), "reason": e(m_m, i8), "level": e(m_m, i8), "cycles": e(m_m, f8),
            "energy": e(m_m, f8), "comp": e(m_f, f8), "util": e(m_f, f8)}
-    cells = n_levels * n_tensors  # the (n, L, T) fields as (n, L * T) rows (`metrics_from` reshapes)
-    for k in ("reads", "fills", "updates", "breakdown"):
-        out[k] = e((m_f, cells), f8)
+    # the four (n, L * T) fields, the largest: from ``buffers`` where given (the others, an
+    # eighth of the bytes, come fresh: the allocator hands back memory just freed, still in
+    # cache, where arrays kept per mode would widen what a search touches)
+    cell_shapes = {k: ((m_f, cells), f8) for k in ("reads", "fills", "updates", "breakdown")}
+    if buffers is None or m_f == 0:
+        out.update({k: e(sh, dtype=t) for k, (sh, t) in cell_shapes.items()})
+    else:
+        out.update(buffers.take(cell_shapes))
     names = list(out)
     threads = _threads()
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
@@ -878,7 +952,8 @@ def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
 def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, walk_ratio: float, walk_cap: int,
                   walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
-                  spec: tuple | None = None, objective: bool = False) -> dict[str, np.ndarray]:
+                  spec: tuple | None = None, objective: bool = False,
+                  buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -887,11 +962,13 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
-    ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields."""
+    ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
+    ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
+    second pass allocates its own)."""
     arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
                         np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap)
-    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
+    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective, buffers)
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
@@ -931,21 +1008,25 @@ def stats_from(out: dict[str, np.ndarray]):  # noqa: ANN201
     )
 
 
-def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch):  # noqa: ANN201
-    """`Metrics` of `evaluate_rows`'s output (``want_metrics``)."""
+def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # noqa: ANN201
+                 buffers: OutputBuffers | None = None):
+    """`Metrics` of `evaluate_rows`'s output (``want_metrics``). ``buffers``: the two zero
+    fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones."""
     from accelmap.costmodels.base import Metrics
 
     n = len(out["valid"])
     shape = (n, arch.n_levels, problem.n_tensors)
-    # The model counts no multicast and no spatial reduction: both fields are zeros. (One
-    # read-only broadcast zero instead saved the clearing, 2-5 % of `evaluate` at 10,000 rows,
-    # but without these two large allocations glibc's heap trimmed and grew again between
-    # calls of 100,000 rows: 2,489 page faults a call, `evaluate` 1.45x the time.)
+    # The model counts no multicast and no spatial reduction: both fields are zeros, with
+    # ``buffers`` one read-only array kept between calls (clearing two new ones cost 8-15 ns a
+    # row at 10,000 rows). (Once dropped because, without these two large allocations, glibc's
+    # heap trimmed and grew again between calls of 100,000 rows; the outputs' arrays now come
+    # from `OutputBuffers`, which takes the allocator out of the loop.)
+    zeros = buffers.zeros(shape) if buffers is not None else np.zeros(shape)
     return Metrics(
         cycles=out["cycles"], energy_pj=out["energy"], compute_energy_pj=out["comp"], utilization=out["util"],
         valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"].reshape(shape),
         fills=out["fills"].reshape(shape), updates=out["updates"].reshape(shape),
-        energy_breakdown_pj=out["breakdown"].reshape(shape), multicast=np.zeros(shape),
-        spatial_reductions=np.zeros(shape), macs=problem.macs,
+        energy_breakdown_pj=out["breakdown"].reshape(shape), multicast=zeros,
+        spatial_reductions=zeros if buffers is not None else np.zeros(shape), macs=problem.macs,
         level_names=arch.level_names, tensor_names=problem.tensor_names,
     )

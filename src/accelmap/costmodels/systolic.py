@@ -476,6 +476,7 @@ class SystolicModel:
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}
+        self._buffers: Any = None  # the cpu engine's output arrays (`_systolic_kernel.OutputBuffers`)
 
     def _walk_rule(self) -> tuple[int, float] | None:
         """(longest demand stream walked in entries, most folds over the fewest): None =
@@ -524,7 +525,9 @@ class SystolicModel:
         picks get their walked counts from a table kept per (problem, arch), filled by
         `_walked_reads` (the numpy path's) when a fold shape is first seen. ``objective``:
         of the `Metrics` fields only those of `ObjectiveMetrics` (on the specialised driver;
-        the generic one writes them all)."""
+        the generic one writes them all). The output arrays come from the model's
+        `_systolic_kernel.OutputBuffers` (those of an earlier call that nothing refers to any
+        more are written again)."""
         if self.engine != "cpu" or self.dram_window == "exact" or len(batch) == 0:
             return None
         hit = self._prepared(problem, arch)
@@ -546,11 +549,13 @@ class SystolicModel:
                               _passes(o, rc, cc, f_r, f_c))
             return _walked_reads(problem, layout, o, rc, cc, ur, uc, order, caps)
 
+        if self._buffers is None:
+            self._buffers = _systolic_kernel.OutputBuffers()
         return _systolic_kernel.evaluate_rows(
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
             n_tensors=problem.n_tensors, spec=hit[5] if self._specialise(problem, arch, len(batch)) else None,
-            objective=objective)
+            objective=objective, buffers=self._buffers)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
@@ -569,7 +574,7 @@ class SystolicModel:
         if out is not None:
             from accelmap.costmodels import _systolic_kernel
 
-            return _systolic_kernel.metrics_from(out, problem, arch)
+            return _systolic_kernel.metrics_from(out, problem, arch, self._buffers)
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)

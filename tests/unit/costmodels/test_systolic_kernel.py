@@ -241,3 +241,38 @@ def test_structure_carries_the_shared_rules_digest() -> None:
     assert spec[-1] == int.from_bytes(hashlib.sha256(source).digest()[:7], "big") != 0
     rows = _systolic_cpu.driver(spec)
     assert any(cell.cell_contents == spec for cell in rows.py_func.__closure__)
+
+
+def test_output_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
+    """The cpu engine writes `Metrics`' four (n, L, T) count and energy fields into arrays
+    of an earlier call (`OutputBuffers`) only once nothing refers to them any more: a kept
+    `Metrics`, or a kept view of one of its fields, is never overwritten; the zero fields are
+    one read-only array; a pickled model carries no buffers."""
+    import pickle
+
+    prob, arch, batch = _case()
+    other = batch.take(np.arange(len(batch))[::-1])  # another batch of the same size
+    model, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
+    want, want_other = ref.evaluate(prob, arch, batch), ref.evaluate(prob, arch, other)
+    kept = model.evaluate(prob, arch, batch)
+    view = model.evaluate(prob, arch, batch).reads[:, 1]  # only a view of a field kept
+    view_before = view.copy()
+    again = model.evaluate(prob, arch, other)
+    assert again.reads.base is not kept.reads.base and again.reads.base is not view.base
+    assert_engines_agree(kept, want, what="kept Metrics")
+    assert_engines_agree(again, want_other, what="third call")
+    assert np.array_equal(view, view_before)
+    base = id(again.reads.base)  # (the pool keeps the array alive: its id stays its own)
+    del again
+    reused = model.evaluate(prob, arch, batch)  # the third call's arrays, nothing refers to them now
+    assert id(reused.reads.base) == base
+    assert_engines_agree(reused, want, what="reused arrays")
+    assert reused.multicast is reused.spatial_reductions and not reused.multicast.flags.writeable
+    assert not reused.multicast.any()
+    copy = pickle.loads(pickle.dumps(model))
+    assert not copy._buffers._sets
+    assert_engines_agree(copy.evaluate(prob, arch, batch), want, what="unpickled model")
+    buffers = _systolic_kernel.OutputBuffers(keep=2)
+    shapes = {"a": ((4, 3), np.float64)}
+    sets = [buffers.take(shapes)["a"] for _ in range(3)]  # each kept: three new arrays, two remembered
+    assert len({id(a) for a in sets}) == 3 and len(buffers._sets) == 2
