@@ -232,7 +232,10 @@ Why each bound holds, for every order of every loop:
    its own. Padded words (halos, imperfect factorization: ``exist < 1``) are words of the
    padded iteration space like any other, and the model scales every count of a padded
    tensor by its ``exist`` share, which each ``w_t`` carries (the terms' energies): so the
-   count holds for them too. Each form is tight on some set of MACs (a one-channel 1-D
+   count holds for them too. The held words: a known level (``c >= k``) of the region holds
+   its tile, so each tensor kept there holds at most the tile's footprint per instance, each
+   word at its own ``w_t`` (the least of that sum and the capacity times the dearest ``w_t``
+   enters ``K0``). Each form is tight on some set of MACs (a one-channel 1-D
    window reaches ``sqrt(F ...)`` within 1.5%); the segment count around them is not (the
    node test passes with ``F`` 3x too small, fails 9x too small).
 
@@ -876,7 +879,7 @@ def _loomis_whitney_ok(bm: BoundModel) -> bool:
 
 def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatArray | float]],
                      at: dict[tuple[str, int, int], int], used: FloatArray, macs: FloatArray, share: Any,
-                     k: int, n: int) -> FloatArray | None:
+                     k: int, n: int, tile: FloatArray | None = None) -> FloatArray | None:
     """Argument 11 of the module doc: a lower bound of the whole energy from the words that a
     region of small buffers (levels ``c0 .. L-1`` under one instance of ``c0``) must take in
     to do its MACs; None where it does not apply.
@@ -888,7 +891,8 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
     ``c0`` and every set of two or three tensors kept in the region, the bound of the module
     doc, with argument 12's forms (``bm.region_forms``: a window's ``F`` slices and the
     pairs of tensors that fix a MAC); returns the largest (n,), to be taken as a maximum with
-    the other bound."""
+    the other bound. ``tile`` (n, L + 1, D): the tiles of the known levels ``>= k``, whose
+    held words are their footprints (at most the capacity)."""
     forms = bm.region_forms
     if forms is None or (forms.slices is None and not forms.pairs):
         return None
@@ -926,8 +930,15 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             # the region) times the dearest c_t kept there
             k0 = np.zeros(n)
             for c in sorted({held[t][3] for t in ts}):
-                dear = np.max([held[t][0] for t in ts if held[t][3] == c], axis=0)
-                k0 = k0 + float(bm.capacity[c]) * _prod(used[:, c0:c], 1) * dear
+                if c >= k and tile is not None:
+                    # a known level holds its tiles: each tensor's footprint at its own cost
+                    dear = sum((held[t][0] * _footprint(bm, t, tile[:, c]) for t in ts if held[t][3] == c),
+                               np.zeros(n))
+                    room = np.minimum(dear, float(bm.capacity[c]) * np.max(
+                        [held[t][0] for t in ts if held[t][3] == c], axis=0))
+                else:
+                    room = float(bm.capacity[c]) * np.max([held[t][0] for t in ts if held[t][3] == c], axis=0)
+                k0 = k0 + room * _prod(used[:, c0:c], 1)
             prod_c = cost[0] * cost[1] * (cost[2] if m == 3 else 1.0)
             pos = (k0 > 0.0) & (prod_c > 0.0)
             k0s = np.where(pos, k0, 1.0)
@@ -1513,7 +1524,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 out = out * dl_lb(t, lv) / used[:, lv]
             return out
 
-        alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n)
+        alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n, tile)
         if alt is not None:
             energy = np.maximum(energy, alt)
     steps = _prod(t_all[:, k:], 1) * t_outer(np.ones(D, dtype=bool))
