@@ -164,9 +164,10 @@ Why each bound holds, for every order of every loop:
    `_capacity_energy`; a Hong-Kung red-blue pebble count, Hong and Kung, STOC 1981, with the
    Loomis-Whitney inequality, as in the communication lower bounds of convolution
    accelerators, Chen et al., HPCA 2019, and Orojenesis' data-movement bounds, Huang et al.,
-   ISCA 2024; derived here from the model's own counts). It applies where every dim that
-   moves indexes exactly two of the three tensors and each coordinate is one dim (a GEMM, a
-   1x1 convolution, a fully connected layer) and nothing is padded: then a MAC is fixed by
+   ISCA 2024; derived here from the model's own counts). As first written it applied where
+   every dim that moves indexes exactly two of the three tensors and each coordinate is one
+   dim (a GEMM, a 1x1 convolution, a fully connected layer; argument 12 extends it to any
+   problem of three tensors, windows and padding included): then a MAC is fixed by
    the words of any two tensors it uses, and a set ``V`` of MACs using the word sets ``A_t``
    has ``|V| <= |A_1| |A_2|`` for any two tensors and ``|V| <= sqrt(|A_1| |A_2| |A_3|)``
    (Loomis and Whitney, 1949). Take a *region*: one instance of a level ``c0 >= 1`` with
@@ -203,6 +204,40 @@ Why each bound holds, for every order of every loop:
    reloads whatever the order; `docs/performance.md`, "This round: a region of small
    buffers"). Only regions whose top level is open (``c0 < k``) are bounded: below ``k``
    every tile is known and the other arguments see the counts.
+12. **A window, and any problem, in argument 11's region count** (`_region_forms`, used by
+   `_capacity_energy`). Argument 11 needs ``|V|`` bounded by the word sets ``A_t`` of *any*
+   set ``V`` of MACs (a segment's MACs are no tile). From the projections alone, two facts.
+   *Pairs:* the words of tensors ``t1``, ``t2`` fix a MAC when every moving dim follows from
+   them: a coordinate ``sum_d a_d x_d`` (``a_d >= 1``) whose dims are all known but one gives
+   that one, repeated until nothing changes (a convolution's inputs and weights give ``K``,
+   ``C``, ``R``, ``S`` and then ``P = (h - d R) / u``; inputs and outputs give ``R``; weights
+   and outputs every dim; any stride ``u`` and dilation ``d``); then ``V -> A_t1 x A_t2`` is
+   one-to-one and ``|V| <= |A_t1| |A_t2|``. *Slices:* let ``Sigma`` be a set of dims that are
+   lone coordinates of one tensor ``tau`` (``R``, ``S`` of the weights) such that, with
+   ``Sigma`` fixed, every coordinate of every tensor has at most one dim left and every dim
+   left indexes exactly two of the three tensors. Split ``V`` by the values ``sigma`` of
+   ``Sigma``: in a slice each tensor's word gives the dims it indexes (its coordinates less
+   the fixed ``sigma`` terms; for the inputs ``(c, p u + r d, ...)`` with ``r`` fixed is one-to-one
+   in ``(c, p, ...)``), so by Loomis-Whitney ``|V_sigma| <= sqrt(|A_1,sigma| |A_2,sigma|
+   |A_3,sigma|)``; ``A_t,sigma`` lies in ``A_t``, and the slices of ``tau``'s words are
+   disjoint (``sigma`` is part of its word), so by Cauchy-Schwarz over the ``F`` slices
+   present ``|V| <= sqrt(prod_{t != tau} |A_t|) sum_sigma sqrt(|A_tau,sigma|) <= sqrt(F
+   |A_1| |A_2| |A_3|)``, ``F`` at most the number of values of ``Sigma`` (``R S``; the least
+   over ``tau`` and ``Sigma``; 1 with ``Sigma`` empty: argument 11's form). A depthwise layer's
+   ``C`` indexes all three tensors, so it joins ``Sigma`` (``F = C R S``: its pairs decide); a
+   reduction dim that only the weights index is a slice of theirs. So a segment whose words
+   cost ``sum_t w_t |A_t| <= K`` does at most ``min(sqrt(F (K/3)^3 / prod w_t), (K/2)^2 /
+   (w_i w_j))`` MACs with all three tensors (the pairs that fix a MAC, within the same budget),
+   and ``(K/2)^2 / (w_i w_j)`` with a pair alone: argument 11's count with these in place of
+   its own. Padded words (halos, imperfect factorization: ``exist < 1``) are words of the
+   padded iteration space like any other, and the model scales every count of a padded
+   tensor by its ``exist`` share, which each ``w_t`` carries (the terms' energies): so the
+   count holds for them too. The held words: a known level (``c >= k``) of the region holds
+   its tile, so each tensor kept there holds at most the tile's footprint per instance, each
+   word at its own ``w_t`` (the least of that sum and the capacity times the dearest ``w_t``
+   enters ``K0``). Each form is tight on some set of MACs (a one-channel 1-D
+   window reaches ``sqrt(F ...)`` within 1.5%); the segment count around them is not (the
+   node test passes with ``F`` 3x too small, fails 9x too small).
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -260,6 +295,9 @@ class BoundModel:
     # of the dims the tensor does not index (see `_room_rules`); empty where none does
     room_rules: dict[tuple[int, int], tuple[tuple[int, int, tuple[tuple[int, int, int], ...], tuple[int, ...]], ...]] \
         | None = None
+    # arguments 11-12: the sets of tensors whose words bound the MACs of any set of MACs
+    # (`_region_forms`); None where the problem has not three tensors
+    region_forms: RegionForms | None = None
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -317,7 +355,65 @@ class BoundModel:
             write_bw=np.array([np.inf if lv.write_bandwidth_words_per_cycle is None
                                else lv.write_bandwidth_words_per_cycle for lv in arch.levels], dtype=np.float64),
             room_rules=_room_rules(keep, tuple(coords), tuple(disjoint), arch.capacities_words, bounds),
+            region_forms=_region_forms(tuple(coords), bounds),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class RegionForms:
+    """Argument 12 of the module doc: what bounds the MACs of any set ``V`` of MACs by the word
+    sets ``A_t`` its MACs use (three tensors)."""
+
+    pairs: tuple[tuple[int, int], ...]  # (t1, t2): their words fix a MAC, so |V| <= |A_t1| |A_t2|
+    # |V| <= sqrt(slices |A_0| |A_1| |A_2|) (Loomis-Whitney over at most ``slices`` slices); None: no such form
+    slices: float | None
+    sliced: int  # the tensor whose words the slices split (-1 where slices is 1 or None)
+
+
+def _fixing_dims(coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...], ts: tuple[int, ...],
+                 known: set[int]) -> set[int]:
+    """The dims that the words of tensors ``ts`` (with the dims ``known`` given) determine: a
+    coordinate ``sum_d a_d x_d`` (``a_d >= 1``) with every dim but one determined determines
+    that one; repeated until nothing changes."""
+    got = set(known)
+    changed = True
+    while changed:
+        changed = False
+        for t in ts:
+            for dims, _ in coords[t]:
+                left = [int(d) for d in dims.tolist() if int(d) not in got]
+                if len(left) == 1:
+                    got.add(left[0])
+                    changed = True
+    return got
+
+
+def _region_forms(coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...], bounds: IntArray) -> RegionForms | None:
+    """Argument 12 of the module doc, from the problem's projections (``coords``: per tensor its
+    moving coordinates, dims of bound > 1): the pairs of tensors whose words fix a MAC, and the
+    fewest slices ``F`` of a three-way Loomis-Whitney form: a set ``Sigma`` of dims that are
+    lone coordinates of one tensor ``tau`` (so ``tau``'s words split by their values) such that,
+    with ``Sigma`` fixed, every coordinate has at most one dim left and every dim left indexes
+    exactly two tensors; ``F`` is the number of values ``Sigma`` takes (1 for a GEMM or a 1x1
+    convolution, ``R S`` for a window). None where there are not three tensors."""
+    if len(coords) != 3:
+        return None
+    moving: set[int] = {int(d) for cs in coords for dims, _ in cs for d in dims.tolist()}
+    pairs = tuple(ts for ts in ((0, 1), (0, 2), (1, 2)) if _fixing_dims(coords, ts, set()) >= moving)
+    index = [{int(d) for dims, _ in cs for d in dims.tolist()} for cs in coords]
+    best: tuple[float, int] | None = None
+    for tau in range(3):
+        lone = sorted({int(dims[0]) for dims, _ in coords[tau] if len(dims) == 1})
+        for mask in range(1 << len(lone)):
+            sigma = {d for i, d in enumerate(lone) if mask >> i & 1}
+            if any(sum(int(d) not in sigma for d in dims.tolist()) > 1 for cs in coords for dims, _ in cs):
+                continue
+            if any(sum(d in ix for ix in index) != 2 for d in moving - sigma):
+                continue
+            f = float(math.prod(int(bounds[d]) for d in sigma))
+            if best is None or f < best[0]:
+                best = (f, tau if sigma else -1)
+    return RegionForms(pairs=pairs, slices=None if best is None else best[0], sliced=-1 if best is None else best[1])
 
 
 def _room_rules(keep: BoolArray, coords: tuple[tuple[tuple[IntArray, IntArray], ...], ...], disjoint: tuple[bool, ...],
@@ -767,7 +863,8 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
 
 
 def _loomis_whitney_ok(bm: BoundModel) -> bool:
-    """Argument 11 applies: three unpadded tensors, each coordinate one dim, every dim that
+    """Argument 11 as first written applies (argument 12's `_region_forms` covers it and
+    more): three unpadded tensors, each coordinate one dim, every dim that
     moves indexing exactly two of them (a GEMM, a 1x1 convolution, a fully connected layer)."""
     if bm.T != 3 or not all(bm.disjoint) or not np.all(bm.exist == 1.0):
         return False
@@ -782,7 +879,7 @@ def _loomis_whitney_ok(bm: BoundModel) -> bool:
 
 def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatArray | float]],
                      at: dict[tuple[str, int, int], int], used: FloatArray, macs: FloatArray, share: Any,
-                     k: int, n: int) -> FloatArray | None:
+                     k: int, n: int, tile: FloatArray | None = None) -> FloatArray | None:
     """Argument 11 of the module doc: a lower bound of the whole energy from the words that a
     region of small buffers (levels ``c0 .. L-1`` under one instance of ``c0``) must take in
     to do its MACs; None where it does not apply.
@@ -792,8 +889,12 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
     products; ``macs`` (n,) the (padded) MACs; ``share(t, p, c)`` (n,) a lower bound of the
     parent reads of ``p`` per word delivered into ``c`` (eq. S's multicast share). For every
     ``c0`` and every set of two or three tensors kept in the region, the bound of the module
-    doc; returns the largest (n,), to be taken as a maximum with the other bound."""
-    if not _loomis_whitney_ok(bm):
+    doc, with argument 12's forms (``bm.region_forms``: a window's ``F`` slices and the
+    pairs of tensors that fix a MAC); returns the largest (n,), to be taken as a maximum with
+    the other bound. ``tile`` (n, L + 1, D): the tiles of the known levels ``>= k``, whose
+    held words are their footprints (at most the capacity)."""
+    forms = bm.region_forms
+    if forms is None or (forms.slices is None and not forms.pairs):
         return None
     L = bm.L
     fixed_e = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
@@ -817,8 +918,8 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             continue
         inst = _prod(used[:, :c0], 1)
         v = macs / inst  # the MACs of one region
-        sets = [tuple(held)] if len(held) == 3 else []
-        sets += [s for s in ((0, 1), (0, 2), (1, 2)) if s[0] in held and s[1] in held]
+        sets = [tuple(held)] if len(held) == 3 and forms.slices is not None else []
+        sets += [s for s in forms.pairs if s[0] in held and s[1] in held]
         for ts in sets:
             m = len(ts)
             cost = [held[t][0] for t in ts]
@@ -829,8 +930,15 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             # the region) times the dearest c_t kept there
             k0 = np.zeros(n)
             for c in sorted({held[t][3] for t in ts}):
-                dear = np.max([held[t][0] for t in ts if held[t][3] == c], axis=0)
-                k0 = k0 + float(bm.capacity[c]) * _prod(used[:, c0:c], 1) * dear
+                if c >= k and tile is not None:
+                    # a known level holds its tiles: each tensor's footprint at its own cost
+                    dear = sum((held[t][0] * _footprint(bm, t, tile[:, c]) for t in ts if held[t][3] == c),
+                               np.zeros(n))
+                    room = np.minimum(dear, float(bm.capacity[c]) * np.max(
+                        [held[t][0] for t in ts if held[t][3] == c], axis=0))
+                else:
+                    room = float(bm.capacity[c]) * np.max([held[t][0] for t in ts if held[t][3] == c], axis=0)
+                k0 = k0 + room * _prod(used[:, c0:c], 1)
             prod_c = cost[0] * cost[1] * (cost[2] if m == 3 else 1.0)
             pos = (k0 > 0.0) & (prod_c > 0.0)
             k0s = np.where(pos, k0, 1.0)
@@ -840,7 +948,13 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
                 # the most MACs a segment can do: ((1 + b) k0 / m)^m / prod c, square-rooted for three
                 most = ((1.0 + b) * k0s / m) ** m / np.where(pos, prod_c, 1.0)
                 if m == 3:
-                    most = np.sqrt(most)
+                    # argument 12: F slices (F = 1 without a window), and each pair of tensors
+                    # that fixes a MAC within the same budget
+                    assert forms.slices is not None
+                    most = np.sqrt(forms.slices * most)
+                    for i, j in forms.pairs:
+                        most = np.minimum(most, ((1.0 + b) * k0s / 2) ** 2
+                                          / np.where(pos, cost[ts.index(i)] * cost[ts.index(j)], 1.0))
                 words = np.maximum(words, np.where(pos, np.maximum(b * k0s - c_max, 0.0) * (v / most - 1.0), 0.0))
             alt = base + np.maximum(inst * words - kappa - have, 0.0)
             best = alt if best is None else np.maximum(best, alt)
@@ -1410,7 +1524,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 out = out * dl_lb(t, lv) / used[:, lv]
             return out
 
-        alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n)
+        alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n, tile)
         if alt is not None:
             energy = np.maximum(energy, alt)
     steps = _prod(t_all[:, k:], 1) * t_outer(np.ones(D, dtype=bool))
