@@ -34,7 +34,9 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_dive.json"
 CASES = ("resnet50/res3b_branch2b @ eyeriss-like", "resnet50/res4a_branch2b @ eyeriss-like",
          "timeloop L4_resnet50_res3a_2b_s2 @ simple3", "resnet50/res4b_branch2a @ eyeriss-like",
-         "mobilenet_v2/block2_2_dw @ eyeriss-like", "bert_base_128/qkv_proj @ eyeriss-like")
+         "mobilenet_v2/block2_2_dw @ eyeriss-like", "bert_base_128/qkv_proj @ eyeriss-like",
+         "resnet50/res2a_branch2a @ eyeriss-like", "resnet50/res2a_branch2b @ eyeriss-like",
+         "resnet50/res3a_branch2b @ eyeriss-like")
 
 
 def _case(label: str) -> tuple[Any, Any, Any]:
@@ -54,7 +56,7 @@ def _case(label: str) -> tuple[Any, Any, Any]:
         return load_problem(str(case / "prob.yaml")), arch, cons
     name, arch_name = label.split(" @ ")
     net, layer = name.split("/")
-    if net == "resnet50" and layer.startswith("res4a"):  # not in the search group: from the zoo
+    if net == "resnet50":  # every ResNet-50 layer from the zoo, as the network search takes them
         return next(p for p in network("resnet50").layers if p.name == layer), load_arch(arch_name), None
     return load_problem(name), load_arch(arch_name), None
 
