@@ -14,7 +14,7 @@ Usage::
 
     python benchmarks/bench_exact.py [--time 60] [--groups search timeloop resnet50]
         [--default-budget N] [--seed 0] [--cases SUBSTRING ...] [--out FILE] [--reference DIR]
-        [--network-time SECONDS] [--workers W [W ...]] [--ray-workers N]
+        [--network-time SECONDS] [--workers W [W ...]] [--ray-workers N] [--dive-share S]
 
 Writes ``benchmarks/results/bench_exact.json`` (one row per case: proven, seconds, certified
 lower bound and gap of the EDP, the exact search's EDP, the default search's EDP and the
@@ -55,7 +55,7 @@ def _cpu() -> float:
 
 
 def _rows(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, default_budget: int | None,
-          seed: int, workers: list[int | None]) -> list[dict[str, Any]]:
+          seed: int, workers: list[int | None], dive_share: float | None = None) -> list[dict[str, Any]]:
     """One row per worker count of the exact search (None: its default), beside one default
     search."""
     from accelmap.search.api import search
@@ -63,16 +63,18 @@ def _rows(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, 
     t0 = time.perf_counter()
     d = search(problem, arch, constraints=constraints, budget=default_budget, seed=seed)
     t_default = time.perf_counter() - t0
-    return [_row(label, problem, arch, constraints, time_s, seed, w, d, t_default) for w in workers]
+    return [_row(label, problem, arch, constraints, time_s, seed, w, d, t_default, dive_share) for w in workers]
 
 
 def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, seed: int, workers: int | None,
-         d: Any, t_default: float) -> dict[str, Any]:
+         d: Any, t_default: float, dive_share: float | None = None) -> dict[str, Any]:
     from accelmap.search.api import search
 
     c0 = _cpu()
     t0 = time.perf_counter()
-    opts = {} if workers is None else {"workers": workers}
+    opts: dict[str, Any] = {} if workers is None else {"workers": workers}
+    if dive_share is not None:
+        opts["dive_share"] = dive_share
     r = search(problem, arch, constraints=constraints, searcher="exact", time_limit_s=time_s, seed=seed,
                searcher_options=opts)
     wall = time.perf_counter() - t0
@@ -99,7 +101,8 @@ def _row(label: str, problem: Any, arch: Any, constraints: Any, time_s: float, s
 
 
 def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: list[str] | None,
-                  workers: int | None = None, ray_workers: int | None = None) -> None:
+                  workers: int | None = None, ray_workers: int | None = None,
+                  dive_share: float | None = None) -> None:
     """Every distinct ResNet-50 layer on eyeriss-like in one exact network search sharing
     ``total_s`` seconds (``search_network(..., network_time_s=...)``); one row per layer
     (its runs listed) and a last row for the network (no default search beside them)."""
@@ -110,7 +113,9 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
     layers = [p for p in network("resnet50").layers if not only or any(s in p.name for s in only)]
     c0 = _cpu()
     t0 = time.perf_counter()
-    opts = {} if workers is None else {"workers": workers}
+    opts: dict[str, Any] = {} if workers is None else {"workers": workers}
+    if dive_share is not None:
+        opts["dive_share"] = dive_share
     if ray_workers is None:  # the layers one after the other, each proof on `workers` processes
         net = search_network(layers, load_arch("eyeriss-like"), searcher="exact", network_time_s=total_s, seed=seed,
                              searcher_options=opts)
@@ -143,7 +148,7 @@ def _network_rows(rows: list[dict[str, Any]], total_s: float, seed: int, only: l
 def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         out_path: Path | None = None, only: list[str] | None = None,
         network_time_s: float | None = None, workers: list[int | None] | None = None,
-        ray_workers: int | None = None) -> dict[str, Any]:
+        ray_workers: int | None = None, dive_share: float | None = None) -> dict[str, Any]:
     """Run the groups (only the cases whose label contains one of ``only``, if given); with
     ``out_path``, the JSON is rewritten after every case, so a stopped run keeps the rows it
     finished. With ``network_time_s`` the ``resnet50`` group is one exact network search
@@ -159,6 +164,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         return {"platform": platform.platform(), "python": platform.python_version(), "time_limit_s": time_s,
                 "network_time_s": network_time_s,
                 "default_budget": default_budget, "seed": seed, "groups": groups, "workers": workers,
+                "dive_share": dive_share,
                 "load_average_at_start": load_at_start,
                 "summary": {"cases": len(rows), "proven": proven}, "cases": list(rows)}
 
@@ -170,7 +176,8 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
         if only and not any(s in label for s in only):
             return
         rows.extend(dict(x, group=group)
-                    for x in _rows(label, problem, arch, constraints, time_s, default_budget, seed, workers or [None]))
+                    for x in _rows(label, problem, arch, constraints, time_s, default_budget, seed, workers or [None],
+                                   dive_share))
         if out_path is not None:
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
@@ -189,7 +196,7 @@ def run(groups: list[str], time_s: float, default_budget: int | None, seed: int,
             add("timeloop", f"timeloop {layer} @ {arch_name}", load_problem(str(case / "prob.yaml")), arch, cons)
     if "resnet50" in groups and network_time_s is not None:
         for w in workers or [None]:
-            _network_rows(rows, network_time_s, seed, only, w, ray_workers)
+            _network_rows(rows, network_time_s, seed, only, w, ray_workers, dive_share)
         if out_path is not None:
             out_path.parent.mkdir(parents=True, exist_ok=True)
             out_path.write_text(json.dumps(_doc(rows), indent=2) + "\n")
@@ -224,6 +231,8 @@ def main() -> None:
     ap.add_argument("--ray-workers", type=int, default=None, metavar="N",
                     help="with --network-time: the layers as tasks on a local Ray of N CPUs "
                          "(accelmap.parallel.search_network_exact) instead of one after the other")
+    ap.add_argument("--dive-share", type=float, default=None, metavar="S",
+                    help="the exact search's dive_share (searcher_options; default: the searcher's, 0.1)")
     ap.add_argument("--reference", default=None,
                     help="the Timeloop reference folder (default: ../shared/reference/timeloop beside the checkout)")
     args = ap.parse_args()
@@ -231,7 +240,8 @@ def main() -> None:
         tl.REFERENCE = Path(args.reference)
     path = Path(args.out)
     out = run(args.groups, args.time, args.default_budget, args.seed, out_path=path, only=args.cases,
-              network_time_s=args.network_time, workers=args.workers, ray_workers=args.ray_workers)
+              network_time_s=args.network_time, workers=args.workers, ray_workers=args.ray_workers,
+              dive_share=args.dive_share)
     print(f"{out['summary']['proven']} of {out['summary']['cases']} proven; wrote {path}")
 
 

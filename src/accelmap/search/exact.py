@@ -79,6 +79,11 @@ _LEAF_GROUP = 256  # sibling leaves handled together
 _EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
 _SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
+_DIVE_SHARE = 0.1  # the most share of the branch and bound's time that dives take (see _Diver)
+_DIVE_BEAM = 8  # nodes a dive keeps per step (the lowest bounds among their children)
+_DIVE_LEAVES = 64  # leaves a dive's last step keeps
+_DIVE_MAX_S = 2.0  # the longest one dive may run (its order search stops there)
+_DIVE_STARTS = 16  # the open frames with the lowest bounds a dive's start is chosen among
 
 
 @dataclass
@@ -105,6 +110,10 @@ class Certificate:
     root_lower_bound: float = 0.0
     workers: int = 1  # processes that shared the tree (`_solve_workers`)
     worker_cpu_s: list[float] = field(default_factory=list)  # each worker's CPU seconds on its shares
+    dives: int = 0  # dives from open nodes for incumbents (`_Diver`)
+    dive_leaves: int = 0  # mappings the dives evaluated (not in ``leaves``)
+    dive_improved: int = 0  # dives that found a better incumbent
+    dive_s: float = 0.0  # seconds the dives took
 
     @property
     def gap(self) -> float:
@@ -123,7 +132,9 @@ class Certificate:
                 "elapsed_s": round(self.elapsed_s, 6), "stop_reason": self.stop_reason,
                 "warm_start_evaluations": self.warm_start_evaluations,
                 "root_lower_bound": self.root_lower_bound, "workers": self.workers,
-                "worker_cpu_s": [round(x, 3) for x in self.worker_cpu_s]}
+                "worker_cpu_s": [round(x, 3) for x in self.worker_cpu_s],
+                "dives": self.dives, "dive_leaves": self.dive_leaves, "dive_improved": self.dive_improved,
+                "dive_s": round(self.dive_s, 3)}
 
 
 class DimTree:
@@ -272,6 +283,7 @@ class _Problem:
     stopped: str = ""
     current: float = math.inf  # bound of the node being worked on (open while it is)
     schedule: dict[tuple[int, int], int] = field(default_factory=dict)  # see _group_end
+    dive_share: float = _DIVE_SHARE  # the most share of the loop's time the dives take (`_Diver`)
 
     @property
     def leaf_depth(self) -> int:
@@ -725,6 +737,100 @@ class _Open:
         return self.heap[0][0] if self.heap else math.inf
 
 
+# --- incumbents from the frontier ----------------------------------------------------------
+def _dive(P: _Problem, pattern: int, depth: int, split: int, node: IntArray) -> None:
+    """Complete one open node cheaply, for an incumbent: a beam search down its sub-tree that
+    keeps, at every step, the ``_DIVE_BEAM`` children with the lowest bounds (the children
+    `_expand` would make, bounded the same way, cut by the incumbent), and at the leaves the
+    ``_DIVE_LEAVES`` lowest, solved as the loop solves leaves (`_solve_leaves`: every order,
+    or the order search). A better leaf becomes the incumbent through `_evaluate_many`, the
+    only way any mapping does: a dive can only lower the incumbent, it opens, closes or cuts
+    no node of the tree, so the proof and the certified bound stay those of the loop."""
+    cur = node[None, :]
+    while depth < P.leaf_depth:
+        end = _group_end(P, depth, split)
+        dims = range(split, end)
+        new_depth, new_split = (depth + 1, 0) if end == P.D else (depth, end)
+        if depth == 0:
+            kids, _ = _spatial_children(P, pattern, cur, dims)
+        else:
+            kids = _children_many(P, depth, split, cur, dims)
+        keep_ids, keep_b = [], []
+        for start in range(0, len(kids), _CHUNK):
+            ch = kids[start: start + _CHUNK]
+            b, ok = _bound_nodes(P, pattern, new_depth, new_split, ch)
+            live = ok & ~_cut_test(b, P.best_value)
+            keep_ids.append(ch[live])
+            keep_b.append(b[live])
+            if time.perf_counter() > P.deadline:
+                return
+        ids = np.concatenate(keep_ids) if keep_ids else np.zeros((0, P.D), dtype=np.int64)
+        if not len(ids):
+            return
+        b = np.concatenate(keep_b)
+        width = _DIVE_LEAVES if new_depth == P.leaf_depth else _DIVE_BEAM
+        top = np.argsort(b, kind="stable")[:width]
+        cur, bounds, depth, split = ids[top], b[top], new_depth, new_split
+    _solve_leaves(P, pattern, node_inputs(P.trees, depth, 0, cur)["fac"], bounds)
+
+
+class _Diver:
+    """Dives (`_dive`) from the open nodes with the lowest bounds, interleaved with the
+    branch and bound: called before every node, it dives while the dives' time stays within
+    ``share`` of the time since the loop began (so the loop keeps at least ``1 - share`` of
+    it, give or take one dive, itself cut at ``_DIVE_MAX_S``). The start is the lowest-bound
+    open node not yet dived from, among the next few nodes of the ``_DIVE_STARTS`` frames
+    whose keys are the lowest. The tree's counts are left as they were; the dives' own are
+    in the certificate's ``dives``, ``dive_leaves``, ``dive_improved`` and ``dive_s``."""
+
+    def __init__(self, share: float) -> None:
+        self.share = share
+        self.t0 = time.perf_counter()
+        self.spent = 0.0
+        self.seen: set[tuple[int, int, int, bytes]] = set()
+
+    def due(self) -> bool:
+        return self.share > 0 and self.spent <= self.share * (time.perf_counter() - self.t0)
+
+    def _start(self, open_: _Open, leaf_depth: int) -> tuple[int, int, int, IntArray] | None:
+        best: tuple[float, tuple[int, int, int, IntArray]] | None = None
+        for _, _, _, f in heapq.nsmallest(_DIVE_STARTS, open_.heap):
+            if f.depth >= leaf_depth:  # the loop solves an open leaf next anyway
+                continue
+            for j in range(f.pos, min(f.pos + 4, len(f.ids))):
+                key = (f.pattern, f.depth, f.split, f.ids[j].tobytes())
+                if key not in self.seen:
+                    if best is None or float(f.bounds[j]) < best[0]:
+                        best = (float(f.bounds[j]), (f.pattern, f.depth, f.split, f.ids[j]))
+                    break
+        return None if best is None else best[1]
+
+    def run(self, P: _Problem, open_: _Open) -> None:
+        t = time.perf_counter()
+        start = self._start(open_, P.leaf_depth)
+        if start is None:
+            self.spent += time.perf_counter() - t
+            return
+        pattern, depth, split, node = start
+        self.seen.add((pattern, depth, split, node.tobytes()))
+        cert = P.cert
+        saved = (cert.nodes, cert.cut, cert.infeasible, cert.leaves)
+        deadline, before = P.deadline, P.best_value
+        P.deadline = min(deadline, t + _DIVE_MAX_S)
+        try:
+            _dive(P, pattern, depth, split, node)
+        finally:
+            P.deadline = deadline
+            P.stopped = ""  # a dive cut at its own time limit stops nothing else
+            cert.dive_leaves += cert.leaves - saved[3]
+            cert.nodes, cert.cut, cert.infeasible, cert.leaves = saved
+            cert.dives += 1
+            cert.dive_improved += int(P.best_value < before)
+            dt = time.perf_counter() - t
+            cert.dive_s += dt
+            self.spent += dt
+
+
 def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None) -> str:
     """Branch and bound until no node is open (returns "") or a limit stops it.
 
@@ -732,6 +838,7 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None)
     the work left (`_solve_workers`: the incumbent exchanged, work given away); a non-empty
     answer stops the loop with that reason."""
     last_report = t0
+    diver = _Diver(P.dive_share)
     while True:
         if time.perf_counter() > P.deadline:
             return "time"
@@ -741,6 +848,8 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None)
                 return str(said)
         if P.max_leaves is not None and P.cert.leaves >= P.max_leaves:
             return "budget"
+        if diver.due():
+            diver.run(P, open_)
         f = open_.pick()
         if f is None:
             return ""
@@ -799,7 +908,8 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None)
 
 def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None = None,
           max_leaves: int | None = None, incumbent: MappingBatch | None = None,
-          progress: Any = None, workers: int = 1) -> tuple[MappingBatch | None, float, Certificate]:
+          progress: Any = None, workers: int = 1,
+          dive_share: float = _DIVE_SHARE) -> tuple[MappingBatch | None, float, Certificate]:
     """Branch and bound over ``space``.
 
     Parameters
@@ -816,6 +926,10 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     workers
         Processes that share the tree (`_solve_workers`); 1 runs it in this process. A
         padded space, a ``max_leaves`` limit, or a platform without ``fork`` run on one.
+    dive_share
+        The most share of the time that dives from the open nodes with the lowest bounds take
+        (`_Diver`: incumbents from the frontier); 0 turns them off. They can only lower the
+        incumbent; the proof and the certified bound do not depend on them.
 
     Returns
     -------
@@ -823,11 +937,12 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     """
     if getattr(space, "allow_padding", False):
         return _solve_padded(space, model, objective, time_limit_s=time_limit_s, max_leaves=max_leaves,
-                             incumbent=incumbent, progress=progress)
+                             incumbent=incumbent, progress=progress, dive_share=dive_share)
     t0 = time.perf_counter()
     P = _setup(space, model, objective)
     P.deadline = t0 + time_limit_s if time_limit_s is not None else math.inf
     P.max_leaves = max_leaves
+    P.dive_share = dive_share
     P.best_value, P.best_batch = _first_incumbent(space, model, objective, incumbent)
     P.cert.patterns = len(P.patterns)
     roots = _root_frames(P)
@@ -940,7 +1055,7 @@ def _frames_low(frames: list[_Frame]) -> float:
     return min((float(f.bounds[f.pos]) for f in frames if f.pos < len(f.ids)), default=math.inf)
 
 
-_COUNTS = ("nodes", "cut", "infeasible", "leaves")
+_COUNTS = ("nodes", "cut", "infeasible", "leaves", "dives", "dive_leaves", "dive_improved", "dive_s")
 
 
 def _worker_main(P: _Problem, wid: int, tasks: Any, results: Any, best: Any, hungry: Any, halt: Any,
@@ -1125,7 +1240,7 @@ def _first_incumbent(space: Any, model: Any, objective: ObjectiveSpec,
 
 def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None,
                   max_leaves: int | None, incumbent: MappingBatch | None,
-                  progress: Any) -> tuple[MappingBatch | None, float, Certificate]:
+                  progress: Any, dive_share: float = _DIVE_SHARE) -> tuple[MappingBatch | None, float, Certificate]:
     """`solve` of a padded space: the branch and bound of each padded bound vector ``B'``
     (`PaddedBranches`, cheapest first; a branch is one `BranchSpace`), sharing the incumbent,
     the limits and the certificate's counts. A branch whose cheap bound is cut ends the
@@ -1157,6 +1272,7 @@ def _solve_padded(space: Any, model: Any, objective: ObjectiveSpec, *, time_limi
         P.cert = cert
         P.deadline = deadline
         P.max_leaves = max_leaves
+        P.dive_share = dive_share
         P.best_value, P.best_batch = best_value, best_batch
         frames = _root_frames(P)
         roots.append(min([float(fr.bounds[0]) for fr in frames], default=math.inf))
@@ -1302,12 +1418,15 @@ class ExactSearcher:
         process alone). The incumbent is shared
         and idle workers take half of a busy one's open nodes (`_solve_workers`); the proof
         and the certified bound are the same as on one. The warm start runs on one.
+    dive_share
+        The most share of the branch and bound's time spent on dives for incumbents from the
+        open nodes with the lowest bounds (`_Diver`; default 0.1; 0: none).
     """
 
     name: ClassVar[str] = "exact"
     capabilities: ClassVar[frozenset[Cap]] = frozenset({Cap.SOLVER, Cap.SEEDABLE})
     default_budget: ClassVar[int | None] = None
-    option_names: ClassVar[tuple[str, ...]] = ("warm_budget", "workers")
+    option_names: ClassVar[tuple[str, ...]] = ("warm_budget", "workers", "dive_share")
     DEFAULT_WARM_BUDGET: ClassVar[int] = 1_000_000
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -1334,8 +1453,12 @@ class ExactSearcher:
         opts = dict(options)
         warm = opts.pop("warm_budget", cls.DEFAULT_WARM_BUDGET)
         workers = opts.pop("workers", None)
+        dive_share = opts.pop("dive_share", _DIVE_SHARE)
         if opts:
-            raise TypeError(f"searcher exact: unknown option(s) {sorted(opts)}; it takes warm_budget and workers")
+            raise TypeError(f"searcher exact: unknown option(s) {sorted(opts)}; it takes warm_budget, workers "
+                            "and dive_share")
+        if isinstance(dive_share, bool) or not isinstance(dive_share, (int, float)) or not 0 <= dive_share < 1:
+            raise SpecError(f"searcher exact: dive_share = {dive_share!r}; expected a number in [0, 1)")
         if isinstance(warm, bool) or not isinstance(warm, int) or warm < 0:
             raise SpecError(f"searcher exact: warm_budget = {warm!r}; expected an int >= 0")
         if workers is None:
@@ -1369,7 +1492,8 @@ class ExactSearcher:
         bar = _progress_bar(progress)
         try:
             best, value, cert = solve(space, model, objective, time_limit_s=left, max_leaves=budget,
-                                      incumbent=incumbent, progress=bar, workers=workers)
+                                      incumbent=incumbent, progress=bar, workers=workers,
+                                      dive_share=float(dive_share))
         finally:
             if bar is not None:
                 bar.close()
@@ -1398,7 +1522,8 @@ class ExactSearcher:
         n_eval = n_warm + cert.leaves
         stop = "exhausted" if cert.proven_optimal else cert.stop_reason
         cfg = dict(config)
-        cfg.update({"searcher_options": {"warm_budget": warm, "workers": workers}, "budget": budget, "time_limit_s": time_limit_s,
+        cfg.update({"searcher_options": {"warm_budget": warm, "workers": workers, "dive_share": dive_share},
+                    "budget": budget, "time_limit_s": time_limit_s,
                     "seed": seed, "objective": objective.name, "model": model_name})
         return SearchResult(
             problem=getattr(problem, "name", str(problem)), arch=getattr(arch, "name", str(arch)),

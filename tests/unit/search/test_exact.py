@@ -1111,3 +1111,60 @@ def test_window_region_term_is_admissible_on_sampled_sub_trees(layer) -> None:
                 worst = max(worst, e_on[i] / least)
     assert lifted > 0
     assert worst < 1.0
+
+
+def _worst(space: MapSpace, obj):
+    """The legal mapping of ``space`` with the largest objective (a deliberately bad start)."""
+    worst, row = -1.0, None
+    for b in space.enumerate(65536, max_points=10**7):
+        m = MODEL.evaluate(space.problem, space.arch, b)
+        v = obj.scalar(m.energy_pj, m.cycles, m.valid & space.check(b).valid)
+        v = np.where(np.isfinite(v), v, -1.0)
+        i = int(np.argmax(v))
+        if v[i] > worst:
+            worst, row = float(v[i]), b.take(np.array([i]))
+    return worst, row
+
+
+@pytest.mark.parametrize("case,objective", [("conv-2x1", "edp"), ("gemm", "energy"), ("conv-strided", "energy")])
+def test_dives_from_the_frontier_find_the_optimum_from_a_bad_warm_start(case, objective) -> None:
+    from accelmap.search import exact as ex
+
+    space = MapSpace(CASES[case][0](), small_arch())
+    obj = parse_objective(objective)
+    truth = _exhaustive(space, obj)
+    worst, bad = _worst(space, obj)
+    assert worst > 2 * truth
+    # the dives alone, one from each keep pattern's root: they reach the optimum and leave
+    # the tree as it was (nothing expanded, cut or counted as a leaf of the proof)
+    P = ex._setup(space, MODEL, obj)
+    P.best_value, P.best_batch = ex._first_incumbent(space, MODEL, obj, bad)
+    open_ = ex._Open()
+    for fr in ex._root_frames(P):
+        open_.push(fr)
+    n_open = open_.n_open
+    diver = ex._Diver(1.0)
+    for _ in range(len(P.patterns)):
+        diver.run(P, open_)
+    assert P.best_value == pytest.approx(truth, rel=1e-12)
+    assert _value(space, P.best_batch, obj) == pytest.approx(truth, rel=1e-12)
+    assert (P.cert.nodes, P.cert.cut, P.cert.infeasible, P.cert.leaves) == (0, 0, 0, 0)
+    assert open_.n_open == n_open and 1 <= P.cert.dives <= len(P.patterns) and P.cert.dive_improved >= 1
+    assert P.cert.dive_leaves > 0
+    # the whole search from the bad start, with and without dives: the same proven optimum;
+    # stopped early, the certified bound stays below the optimum
+    for share in (0.0, 0.5):
+        best, value, cert = solve(space, MODEL, obj, incumbent=bad, dive_share=share)
+        assert cert.proven_optimal and value == pytest.approx(truth, rel=1e-12)
+        assert cert.lower_bound == value and _value(space, best, obj) == pytest.approx(value, rel=1e-12)
+        assert (cert.dives > 0) == (share > 0)
+        for leaves in (1, 20):
+            _, value, cert = solve(space, MODEL, obj, incumbent=bad, dive_share=share, max_leaves=leaves)
+            assert cert.lower_bound <= truth * (1 + 1e-12) <= value * (1 + 1e-12)
+
+
+def test_exact_searcher_refuses_a_bad_dive_share() -> None:
+    for bad in (-0.1, 1.0, "x", True):
+        with pytest.raises(SpecError, match="dive_share"):
+            accelmap.search(matmul("g", m=4, n=2, k=2), small_arch(), searcher="exact",
+                            searcher_options={"dive_share": bad, "warm_budget": 0})
