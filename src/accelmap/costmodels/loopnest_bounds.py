@@ -218,12 +218,16 @@ import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
+from accelmap.costmodels._bounds_kernel import feasible_rows, tables_of
 from accelmap.workloads.problem import Problem
 
 __all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
 
 _USE_CAPACITY = True  # argument 11 (`_capacity_energy`); a switch for the tests and benchmarks that measure it
 _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
+# the feasibility test compiled (`_bounds_kernel.feasible_rows`), the rest bounded on the
+# feasible rows only; False: the numpy test on every row (the reference), as before
+_USE_KERNEL = True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -989,6 +993,22 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     """
     L, D = bm.L, bm.D
     n = len(fac)
+    checked = False  # every row passed the compiled feasibility test: the numpy one is skipped
+    if _USE_KERNEL and n:
+        ok = feasible_rows(fac, k, spatial, next_level if k > 0 else None, bm.fan_x, bm.fan_y, bm.capacity,
+                           bm.keep, tables_of(bm))
+        if not ok.all():  # bound the feasible rows alone (a row's bound does not depend on the others)
+            sel = np.flatnonzero(ok)
+            energy_all, cycles_all = np.full(n, np.inf), np.full(n, np.inf)
+            if len(sel):
+                def cut(x: Any) -> Any:
+                    return None if x is None else x[sel]
+
+                energy_all[sel], cycles_all[sel], _ = partial_bounds(
+                    bm, k, fac[sel], outer_min[sel], outer_tmin[sel], outer_max[sel], cut(order_pos), order_fixed,
+                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room))
+            return energy_all, cycles_all, ok
+        checked = True
     f = fac.astype(np.float64)
     tt = f[..., 0]  # (n, L, D) temporal
     g = f[..., 1] * f[..., 2]  # spatial X*Y
@@ -1003,14 +1023,14 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     tile_k = tile[:, k]
     used = _prod(g, 2)  # (n, L)
     t_all = _prod(tt, 2)  # (n, L)
-    for lv in range(k, L):
+    for lv in range(k, L if not checked else k):
         feasible &= (_prod(fac[:, lv, :, 1], 1) <= bm.fan_x[lv]) & (_prod(fac[:, lv, :, 2], 1) <= bm.fan_y[lv])
     # capacity: known levels exactly, outer levels at least the tile of level k (times the
     # factors already chosen at level k-1)
     tile_outer = tile_k * _prod(next_level, 2) if next_level is not None and k > 0 else tile_k
     if spatial is not None:
         gs = (spatial[..., 0] * spatial[..., 1]).astype(np.float64)  # (n, L, D) fixed spatial
-        for lv in range(k):
+        for lv in range(k if not checked else 0):
             feasible &= (_prod(spatial[:, lv, :, 0], 1) <= bm.fan_x[lv]) & \
                 (_prod(spatial[:, lv, :, 1], 1) <= bm.fan_y[lv])
         # a tile of level lv < k also holds the fixed spatial factors of levels lv .. k-1 (the
@@ -1022,7 +1042,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for lv in range(k - 1, -1, -1):
             acc = acc * gs[:, lv]
             tile_sp[:, lv] = acc
-    for lv in range(L):
+    for lv in range(L if not checked else 0):
         if not np.isfinite(bm.capacity[lv]) or not bm.keep[lv].any():
             continue
         if lv >= k:
@@ -1035,7 +1055,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for t in np.flatnonzero(bm.keep[lv]):
             need += _footprint(bm, int(t), tl)
         feasible &= need <= bm.capacity[lv]
-    if next_level is not None and k > 0:
+    if next_level is not None and k > 0 and not checked:
         feasible &= (_prod(next_level[:, :, 1], 1) <= bm.fan_x[k - 1]) & \
             (_prod(next_level[:, :, 2], 1) <= bm.fan_y[k - 1])
     # bound the feasible rows only (most children are not, at some levels): every array the

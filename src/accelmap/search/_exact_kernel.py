@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from numba import njit
 
 from accelmap._typing import IntArray
 
-__all__ = ["gather_runs"]
+__all__ = ["gather_runs", "gather_dim"]
 
 _JIT: dict[str, Any] = {"cache": True, "_nrt": False}  # as the other kernels: cached, no reference counting (allocates nothing)
 
@@ -35,3 +36,43 @@ def gather_runs(fac: IntArray, d: int, rows: IntArray, starts: IntArray, g: IntA
     """``fac[:, :, d, :] = rows[starts[g]]`` in place (fac (n, L, D, 3) int64, rows (R, L, 3)
     int64, starts and g int64)."""
     _gather(fac, d, rows, starts, g)
+
+
+@njit(**_JIT)
+def _gather_dim(fac: IntArray, omin: IntArray, omax: IntArray, otmin: IntArray, nxt: IntArray, d: int,
+                rows: IntArray, starts: IntArray, run_min: IntArray, run_max: IntArray, run_tmin: IntArray,
+                g: IntArray, lv_next: int) -> None:
+    n, L = fac.shape[0], fac.shape[1]
+    for i in range(n):
+        j = g[i]
+        r = starts[j]
+        for lv in range(L):
+            for s in range(3):
+                fac[i, lv, d, s] = rows[r, lv, s]
+        if lv_next < 0:
+            omin[i, d] = run_min[j]
+            omax[i, d] = run_max[j]
+            otmin[i, d] = run_tmin[j]
+        else:
+            t, x, y = rows[r, lv_next, 0], rows[r, lv_next, 1], rows[r, lv_next, 2]
+            full = t * x * y
+            omin[i, d] = run_min[j] * full
+            omax[i, d] = run_max[j] * full
+            otmin[i, d] = run_tmin[j] * t
+            nxt[i, d, 0] = t
+            nxt[i, d, 1] = x
+            nxt[i, d, 2] = y
+
+
+def gather_dim(fac: IntArray, omin: IntArray, omax: IntArray, otmin: IntArray, nxt: IntArray | None, d: int,
+               rows: IntArray, starts: IntArray, run_min: IntArray, run_max: IntArray, run_tmin: IntArray,
+               g: IntArray, lv_next: int) -> None:
+    """One dim of `accelmap.search.exact.node_inputs` in one pass, in place: ``fac[:, :, d, :]
+    = rows[starts[g]]`` as `gather_runs`, and the outer ranges ``omin[:, d] = run_min[g]``
+    (``omax``, ``otmin`` alike); with ``lv_next >= 0`` (a run one depth deeper, its factors at
+    level ``lv_next`` chosen) the ranges times those factors (their product; the temporal one
+    for ``otmin``) and ``nxt[:, d, :]`` the factors. Integer arithmetic: equal to the numpy
+    form (``tests/unit/search/test_exact.py``)."""
+    none = np.zeros((1, 1, 3), dtype=np.int64)  # not written: lv_next < 0 wherever nxt is None
+    _gather_dim(fac, omin, omax, otmin, none if nxt is None else nxt, d, rows, starts, run_min, run_max, run_tmin, g,
+                lv_next)

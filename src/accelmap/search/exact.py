@@ -65,7 +65,7 @@ from accelmap._typing import IntArray
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
-from accelmap.search._exact_kernel import gather_runs
+from accelmap.search._exact_kernel import gather_dim
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -205,23 +205,18 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     otmin = np.empty((n, D), dtype=np.int64)
     nxt = np.ones((n, D, 3), dtype=np.int64) if split and depth >= 1 else None
     known = np.zeros(D, dtype=bool)
+    # each dim in one compiled pass (`gather_dim`): its factor rows, outer ranges and level k-1 factors
     for d, tr in enumerate(trees):
         g = ids[:, d]
         if d < split and depth == 0:  # spatial factors chosen: a run of depth 1, k unchanged
-            gather_runs(fac, d, tr.rows, tr.starts[1], g)
-            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[1][g], tr.omax[1][g], tr.otmin[1][g]
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[1], tr.omin[1], tr.omax[1], tr.otmin[1], g, -1)
             known[d] = True
         elif d < split:  # a run one depth deeper: its outer range times its level k-1 factors
-            gather_runs(fac, d, tr.rows, tr.starts[depth + 1], g)
-            f_next = fac[:, k - 1, d, :]
-            full = f_next[:, 0] * f_next[:, 1] * f_next[:, 2]
-            omin[:, d] = tr.omin[depth + 1][g] * full
-            omax[:, d] = tr.omax[depth + 1][g] * full
-            otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
-            nxt[:, d, :] = f_next  # type: ignore[index]
-        else:
-            gather_runs(fac, d, tr.rows, tr.starts[depth], g)  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
-            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[depth][g], tr.omax[depth][g], tr.otmin[depth][g]
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[depth + 1], tr.omin[depth + 1],
+                       tr.omax[depth + 1], tr.otmin[depth + 1], g, k - 1)
+        else:  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]], the ranges of those runs
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[depth], tr.omin[depth], tr.omax[depth],
+                       tr.otmin[depth], g, -1)
     if depth >= 1:
         known[:] = True
     complete = bool(known.all())
