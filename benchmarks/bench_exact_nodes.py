@@ -5,8 +5,11 @@ For each case the default search (``anneal``, ``--warm-budget`` evaluations, see
 one incumbent; then `accelmap.search.exact.solve` runs from it on one process, once per
 version and repeat, the versions alternating (so each pair sees the same load). A version
 is a setting of the module switches that choose the numpy reference or the compiled path
-(``before``: ``loopnest_bounds._USE_KERNEL = False``, the numpy feasibility test on every
-row; ``after``: the compiled test, `accelmap.costmodels._bounds_kernel`). Both bound every
+(``before``: ``loopnest_bounds._USE_KERNEL = False`` and ``_MEMO = False``, the numpy
+feasibility test on every row and every count made each time it is asked for; ``after``:
+the compiled test, `accelmap.costmodels._bounds_kernel`, and each count made once per call).
+The compiled gather of `accelmap.search.exact.node_inputs` has no switch: compare checkouts
+for it (below). Both bound every
 node to the same value (``tests/unit/search/test_exact.py``), so from one incumbent they
 explore the same tree in the same order: a proven case takes the same nodes, and a case
 stopped by time reaches further along the same sequence in the faster version. Each run
@@ -53,7 +56,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool]] = {"before": {"_USE_KERNEL": False}, "after": {"_USE_KERNEL": True}}
+VERSIONS: dict[str, dict[str, bool]] = {"before": {"_USE_KERNEL": False, "_MEMO": False},
+                                         "after": {"_USE_KERNEL": True, "_MEMO": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -228,6 +228,7 @@ _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests
 # the feasibility test compiled (`_bounds_kernel.feasible_rows`), the rest bounded on the
 # feasible rows only; False: the numpy test on every row (the reference), as before
 _USE_KERNEL = True
+_MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1129,7 +1130,19 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
         return out
 
+    # each count is asked for more than once (a level's fills are its child's deliveries,
+    # read again by the reads its parent serves): made once per call. Nothing writes into
+    # an `_X` or `_Prefix` array after it is made, so sharing one changes no value
+    pr_cache: dict[tuple[int, int], _Prefix] = {}
+    dv_cache: dict[tuple[int, int], _X] = {}
+
     def jump_prefix(t: int, c: int) -> _Prefix:
+        got = pr_cache.get((t, c)) if _MEMO else None
+        if got is None:
+            pr_cache[(t, c)] = got = jump_prefix_of(t, c)
+        return got
+
+    def jump_prefix_of(t: int, c: int) -> _Prefix:
         """The loops up to J* at the known levels k..c-1 (see `_Prefix`), and U, a lower
         bound of the words of the union of the tiles that the known loops inside J* visit
         (at least the tile's footprint)."""
@@ -1177,6 +1190,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     op_cache: dict[tuple[int, int], FloatArray | None] = {}
 
     def deliveries(t: int, c: int) -> _X:
+        got = dv_cache.get((t, c)) if _MEMO else None
+        if got is None:
+            dv_cache[(t, c)] = got = deliveries_of(t, c)
+        return got
+
+    def deliveries_of(t: int, c: int) -> _X:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
         lo = bm.touched[t]

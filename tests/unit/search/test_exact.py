@@ -647,10 +647,11 @@ def test_a_batch_with_infeasible_rows_bounds_each_feasible_row_as_alone(depth, s
                                              ("resnet50/res3b_branch2b", "eyeriss-like"),
                                              ("resnet50/res3b_branch2b", "simba-like")])
 def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_name, monkeypatch) -> None:
-    """`_bounds_kernel.feasible_rows` (partial_bounds with ``_USE_KERNEL``) against the numpy
-    test on every row (the reference): the same feasible rows and the same energy and cycles
-    bounds, bit for bit, on sampled nodes of every depth and split of every keep pattern, and
-    on the order search's calls (orders of the outer levels fixed, every factor known)."""
+    """`_bounds_kernel.feasible_rows` and the counts made once per call (partial_bounds with
+    ``_USE_KERNEL`` and ``_MEMO``) against the numpy test on every row with every count made
+    when asked for (the reference): the same feasible rows and the same energy and cycles
+    bounds, bit for bit, on sampled nodes of every depth and of three splits, three keep
+    patterns each, and on the order search's calls (outer levels' orders fixed)."""
     import accelmap.costmodels.loopnest_bounds as lb
     from accelmap.search.exact import _patterns
     from accelmap.workloads.io import load_problem
@@ -664,8 +665,10 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
 
     def both(bm, **kw):
         monkeypatch.setattr(lb, "_USE_KERNEL", False)
+        monkeypatch.setattr(lb, "_MEMO", False)
         want = partial_bounds(bm, **kw)
         monkeypatch.setattr(lb, "_USE_KERNEL", True)
+        monkeypatch.setattr(lb, "_MEMO", True)
         got = partial_bounds(bm, **kw)
         for w, g in zip(want, got, strict=True):
             assert w.dtype == g.dtype and np.array_equal(w, g)
