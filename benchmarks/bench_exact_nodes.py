@@ -5,9 +5,11 @@ For each case the default search (``anneal``, ``--warm-budget`` evaluations, see
 one incumbent; then `accelmap.search.exact.solve` runs from it on one process, once per
 version and repeat, the versions alternating (so each pair sees the same load). A version
 is a setting of the module switches that choose the numpy reference or the compiled path
-(``before``: ``loopnest_bounds._USE_KERNEL = False`` and ``_MEMO = False``, the numpy
-feasibility test on every row and every count made each time it is asked for; ``after``:
-the compiled test, `accelmap.costmodels._bounds_kernel`, and each count made once per call).
+(``before``: ``loopnest_bounds._USE_KERNEL = False``, ``_MEMO = False`` and
+``exact._NODE_TEST = False``: the numpy feasibility test on every row, every count made
+each time it is asked for, every child's bound inputs built; ``after``: the compiled test,
+`accelmap.costmodels._bounds_kernel`, each count made once per call, and the children
+tested from their runs before their inputs are built, `exact._feasible_nodes`).
 The compiled gather of `accelmap.search.exact.node_inputs` has no switch: compare checkouts
 for it (below). Both bound every
 node to the same value (``tests/unit/search/test_exact.py``), so from one incumbent they
@@ -56,8 +58,9 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool]] = {"before": {"_USE_KERNEL": False, "_MEMO": False},
-                                         "after": {"_USE_KERNEL": True, "_MEMO": True}}
+VERSIONS: dict[str, dict[str, bool]] = {
+    "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
+    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -89,9 +92,13 @@ class _CpuClock:
 
 def _set(version: str) -> None:
     import accelmap.costmodels.loopnest_bounds as lb
+    import accelmap.search.exact as exact
 
+    modules = {"loopnest_bounds": lb, "exact": exact}
     for name, value in VERSIONS[version].items():
-        setattr(lb, name, value)
+        module, attr = name.split(".")
+        if hasattr(modules[module], attr):  # (a checkout without the switch: its one version)
+            setattr(modules[module], attr, value)
 
 
 def main() -> None:

@@ -695,6 +695,38 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
     assert 0 < n_feasible < n_rows  # both kinds of rows were compared
 
 
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res4b_branch2a", "simba-like")])
+def test_children_tested_from_their_runs_are_bounded_as_before(layer, arch_name, monkeypatch) -> None:
+    """`exact._bound_nodes` with the children's feasibility tested from their runs
+    (``_NODE_TEST``, `_exact_kernel.feasible_nodes`) and the bound inputs built for the
+    feasible ones only, against every child's inputs built and bounded (the reference): the
+    same feasible rows and objective bounds, bit for bit, on sampled nodes of every depth
+    and of four splits of three keep patterns."""
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    rng = np.random.default_rng(5)
+    n_rows = n_feasible = 0
+    for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
+        for depth in range(P.leaf_depth + 1):
+            for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
+                ids = np.empty((200, P.D), dtype=np.int64)
+                for d, tr in enumerate(P.trees):
+                    dd = depth + 1 if d < split else depth
+                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                monkeypatch.setattr(ex, "_NODE_TEST", False)
+                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex, "_NODE_TEST", True)
+                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
+                n_rows += len(ids)
+                n_feasible += int(want_ok.sum())
+    assert 0 < n_feasible < n_rows
+
+
 def test_exact_network_under_one_total_time_shares_it_by_the_layers_gaps(monkeypatch) -> None:
     import accelmap.search.api as api
     from accelmap.workloads.io import load_problem
