@@ -253,12 +253,17 @@ import numpy as np
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
+from accelmap.costmodels._bounds_kernel import feasible_rows, tables_of
 from accelmap.workloads.problem import Problem
 
 __all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
 
 _USE_CAPACITY = True  # argument 11 (`_capacity_energy`); a switch for the tests and benchmarks that measure it
 _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
+# the feasibility test compiled (`_bounds_kernel.feasible_rows`), the rest bounded on the
+# feasible rows only; False: the numpy test on every row (the reference), as before
+_USE_KERNEL = True
+_MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1103,6 +1108,22 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     """
     L, D = bm.L, bm.D
     n = len(fac)
+    checked = False  # every row passed the compiled feasibility test: the numpy one is skipped
+    if _USE_KERNEL and n:
+        ok = feasible_rows(fac, k, spatial, next_level if k > 0 else None, bm.fan_x, bm.fan_y, bm.capacity,
+                           bm.keep, tables_of(bm))
+        if not ok.all():  # bound the feasible rows alone (a row's bound does not depend on the others)
+            sel = np.flatnonzero(ok)
+            energy_all, cycles_all = np.full(n, np.inf), np.full(n, np.inf)
+            if len(sel):
+                def cut(x: Any) -> Any:
+                    return None if x is None else x[sel]
+
+                energy_all[sel], cycles_all[sel], _ = partial_bounds(
+                    bm, k, fac[sel], outer_min[sel], outer_tmin[sel], outer_max[sel], cut(order_pos), order_fixed,
+                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room))
+            return energy_all, cycles_all, ok
+        checked = True
     f = fac.astype(np.float64)
     tt = f[..., 0]  # (n, L, D) temporal
     g = f[..., 1] * f[..., 2]  # spatial X*Y
@@ -1117,14 +1138,14 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     tile_k = tile[:, k]
     used = _prod(g, 2)  # (n, L)
     t_all = _prod(tt, 2)  # (n, L)
-    for lv in range(k, L):
+    for lv in range(k, L if not checked else k):
         feasible &= (_prod(fac[:, lv, :, 1], 1) <= bm.fan_x[lv]) & (_prod(fac[:, lv, :, 2], 1) <= bm.fan_y[lv])
     # capacity: known levels exactly, outer levels at least the tile of level k (times the
     # factors already chosen at level k-1)
     tile_outer = tile_k * _prod(next_level, 2) if next_level is not None and k > 0 else tile_k
     if spatial is not None:
         gs = (spatial[..., 0] * spatial[..., 1]).astype(np.float64)  # (n, L, D) fixed spatial
-        for lv in range(k):
+        for lv in range(k if not checked else 0):
             feasible &= (_prod(spatial[:, lv, :, 0], 1) <= bm.fan_x[lv]) & \
                 (_prod(spatial[:, lv, :, 1], 1) <= bm.fan_y[lv])
         # a tile of level lv < k also holds the fixed spatial factors of levels lv .. k-1 (the
@@ -1136,7 +1157,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for lv in range(k - 1, -1, -1):
             acc = acc * gs[:, lv]
             tile_sp[:, lv] = acc
-    for lv in range(L):
+    for lv in range(L if not checked else 0):
         if not np.isfinite(bm.capacity[lv]) or not bm.keep[lv].any():
             continue
         if lv >= k:
@@ -1149,7 +1170,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         for t in np.flatnonzero(bm.keep[lv]):
             need += _footprint(bm, int(t), tl)
         feasible &= need <= bm.capacity[lv]
-    if next_level is not None and k > 0:
+    if next_level is not None and k > 0 and not checked:
         feasible &= (_prod(next_level[:, :, 1], 1) <= bm.fan_x[k - 1]) & \
             (_prod(next_level[:, :, 2], 1) <= bm.fan_y[k - 1])
     # bound the feasible rows only (most children are not, at some levels): every array the
@@ -1223,7 +1244,19 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
         return out
 
+    # each count is asked for more than once (a level's fills are its child's deliveries,
+    # read again by the reads its parent serves): made once per call. Nothing writes into
+    # an `_X` or `_Prefix` array after it is made, so sharing one changes no value
+    pr_cache: dict[tuple[int, int], _Prefix] = {}
+    dv_cache: dict[tuple[int, int], _X] = {}
+
     def jump_prefix(t: int, c: int) -> _Prefix:
+        got = pr_cache.get((t, c)) if _MEMO else None
+        if got is None:
+            pr_cache[(t, c)] = got = jump_prefix_of(t, c)
+        return got
+
+    def jump_prefix_of(t: int, c: int) -> _Prefix:
         """The loops up to J* at the known levels k..c-1 (see `_Prefix`), and U, a lower
         bound of the words of the union of the tiles that the known loops inside J* visit
         (at least the tile's footprint)."""
@@ -1271,6 +1304,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     op_cache: dict[tuple[int, int], FloatArray | None] = {}
 
     def deliveries(t: int, c: int) -> _X:
+        got = dv_cache.get((t, c)) if _MEMO else None
+        if got is None:
+            dv_cache[(t, c)] = got = deliveries_of(t, c)
+        return got
+
+    def deliveries_of(t: int, c: int) -> _X:
         """X(c) lower bound: words delivered into all instances of level c (1 <= c < L)."""
         jr = bm.jump[t]
         lo = bm.touched[t]

@@ -62,10 +62,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from accelmap._typing import IntArray
+from accelmap.costmodels._bounds_kernel import tables_of
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
-from accelmap.search._exact_kernel import gather_runs
+from accelmap.search._exact_kernel import feasible_nodes, gather_dim
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -78,6 +79,7 @@ _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
 _EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
 _SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
+_NODE_TEST = True  # children tested for feasibility before their bound inputs are built (`_feasible_nodes`)
 _WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
 _DIVE_SHARE = 0.1  # the most share of the branch and bound's time that dives take (see _Diver)
 _DIVE_BEAM = 8  # nodes a dive keeps per step (the lowest bounds among their children)
@@ -216,23 +218,18 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     otmin = np.empty((n, D), dtype=np.int64)
     nxt = np.ones((n, D, 3), dtype=np.int64) if split and depth >= 1 else None
     known = np.zeros(D, dtype=bool)
+    # each dim in one compiled pass (`gather_dim`): its factor rows, outer ranges and level k-1 factors
     for d, tr in enumerate(trees):
         g = ids[:, d]
         if d < split and depth == 0:  # spatial factors chosen: a run of depth 1, k unchanged
-            gather_runs(fac, d, tr.rows, tr.starts[1], g)
-            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[1][g], tr.omax[1][g], tr.otmin[1][g]
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[1], tr.omin[1], tr.omax[1], tr.otmin[1], g, -1)
             known[d] = True
         elif d < split:  # a run one depth deeper: its outer range times its level k-1 factors
-            gather_runs(fac, d, tr.rows, tr.starts[depth + 1], g)
-            f_next = fac[:, k - 1, d, :]
-            full = f_next[:, 0] * f_next[:, 1] * f_next[:, 2]
-            omin[:, d] = tr.omin[depth + 1][g] * full
-            omax[:, d] = tr.omax[depth + 1][g] * full
-            otmin[:, d] = tr.otmin[depth + 1][g] * f_next[:, 0]
-            nxt[:, d, :] = f_next  # type: ignore[index]
-        else:
-            gather_runs(fac, d, tr.rows, tr.starts[depth], g)  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]]
-            omin[:, d], omax[:, d], otmin[:, d] = tr.omin[depth][g], tr.omax[depth][g], tr.otmin[depth][g]
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[depth + 1], tr.omin[depth + 1],
+                       tr.omax[depth + 1], tr.otmin[depth + 1], g, k - 1)
+        else:  # fac[:, :, d, :] = tr.rows[tr.starts[depth][g]], the ranges of those runs
+            gather_dim(fac, omin, omax, otmin, nxt, d, tr.rows, tr.starts[depth], tr.omin[depth], tr.omax[depth],
+                       tr.otmin[depth], g, -1)
     if depth >= 1:
         known[:] = True
     complete = bool(known.all())
@@ -284,6 +281,9 @@ class _Problem:
     current: float = math.inf  # bound of the node being worked on (open while it is)
     schedule: dict[tuple[int, int], int] = field(default_factory=dict)  # see _group_end
     dive_share: float = _DIVE_SHARE  # the most share of the loop's time the dives take (`_Diver`)
+
+
+    packed: dict[Any, Any] = field(default_factory=dict)  # see _feasible_nodes
 
     @property
     def leaf_depth(self) -> int:
@@ -418,8 +418,39 @@ class PaddedBranches:
 
 
 def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
-    e, c, ok = partial_bounds(P.bms[pattern], **node_inputs(P.trees, depth, split, ids))
+    bm = P.bms[pattern]
+    ok = _feasible_nodes(P, bm, depth, split, ids) if _NODE_TEST else None
+    if ok is None or ok.all():
+        e, c, ok = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids))
+    else:  # the inputs of the feasible nodes alone (`partial_bounds` bounds each row by itself)
+        e, c = np.full(len(ids), np.inf), np.full(len(ids), np.inf)
+        sel = np.flatnonzero(ok)
+        if len(sel):
+            e[sel], c[sel], _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids[sel]))
     return P.objective_bound(e, c), ok
+
+
+def _feasible_nodes(P: _Problem, bm: BoundModel, depth: int, split: int, ids: IntArray) -> Any:
+    """(n,) `partial_bounds`' feasibility test of the nodes, compiled and read from their
+    runs (`_exact_kernel.feasible_nodes`): most children fail it at some depths, and their
+    `node_inputs` are then never built. The stacked rows and runs are made once per
+    (depth, split) and kept in ``P.packed``."""
+    key = (depth, split)
+    got = P.packed.get(key)
+    if got is None:
+        if "rows" not in P.packed:
+            sizes = [len(tr.rows) for tr in P.trees]
+            P.packed["rows"] = (np.ascontiguousarray(np.concatenate([tr.rows for tr in P.trees])),
+                                np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64))
+        row_off = P.packed["rows"][1]
+        runs = [tr.starts[depth + 1 if d < split else depth] + row_off[d] for d, tr in enumerate(P.trees)]
+        st_off = np.concatenate([[0], np.cumsum([len(r) for r in runs])[:-1]]).astype(np.int64)
+        known = np.ones(P.D, dtype=bool) if depth >= 1 else np.arange(P.D) < split
+        P.packed[key] = got = (np.concatenate(runs).astype(np.int64), st_off, known)
+    starts, st_off, known = got
+    k = k_of(P.L, depth)
+    return feasible_nodes(np.ascontiguousarray(ids), split, k, bool(split) and depth >= 1 and k > 0,
+                          P.packed["rows"][0], starts, st_off, known, bm, tables_of(bm))
 
 
 def _fanout_ok(P: _Problem, chosen: int, ids: IntArray, fan_x: IntArray, fan_y: IntArray) -> Any:

@@ -643,6 +643,90 @@ def test_a_batch_with_infeasible_rows_bounds_each_feasible_row_as_alone(depth, s
     assert ok1.all() and np.array_equal(e1, e[ok]) and np.array_equal(c1, c[ok])
 
 
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res4b_branch2a", "eyeriss-like"),
+                                             ("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res3b_branch2b", "simba-like")])
+def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_name, monkeypatch) -> None:
+    """`_bounds_kernel.feasible_rows` and the counts made once per call (partial_bounds with
+    ``_USE_KERNEL`` and ``_MEMO``) against the numpy test on every row with every count made
+    when asked for (the reference): the same feasible rows and the same energy and cycles
+    bounds, bit for bit, on sampled nodes of every depth and of three splits, three keep
+    patterns each, and on the order search's calls (outer levels' orders fixed)."""
+    import accelmap.costmodels.loopnest_bounds as lb
+    from accelmap.search.exact import _patterns
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    trees = [DimTree(space._tables[d]) for d in range(space._D)]
+    pats = _patterns(space)
+    L, D = space._L, space._D
+    rng = np.random.default_rng(11)
+    n_rows = n_feasible = 0
+
+    def both(bm, **kw):
+        monkeypatch.setattr(lb, "_USE_KERNEL", False)
+        monkeypatch.setattr(lb, "_MEMO", False)
+        want = partial_bounds(bm, **kw)
+        monkeypatch.setattr(lb, "_USE_KERNEL", True)
+        monkeypatch.setattr(lb, "_MEMO", True)
+        got = partial_bounds(bm, **kw)
+        for w, g in zip(want, got, strict=True):
+            assert w.dtype == g.dtype and np.array_equal(w, g)
+        return want[2]
+
+    for keep in (pats[0], pats[len(pats) // 2], pats[-1]):
+        bm = bound_model(space, keep)
+        for depth in range(L + 2):
+            for split in ([0, 2, D - 1] if depth < L + 1 else [0]):
+                ids = np.empty((300, D), dtype=np.int64)
+                for d, tr in enumerate(trees):
+                    dd = depth + 1 if d < split else depth
+                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                ok = both(bm, **node_inputs(trees, depth, split, ids))
+                n_rows += len(ok)
+                n_feasible += int(ok.sum())
+        # the order search's bounds: every factor known, the outer levels' orders fixed
+        fac = node_inputs(trees, L + 1, 0, ids[:64])["fac"]
+        pos = np.argsort(rng.random((64, L, D)), axis=2)
+        ones = np.ones((64, D), dtype=np.int64)
+        fixed = np.zeros(L, dtype=bool)
+        fixed[:2] = True
+        both(bm, k=0, fac=fac, outer_min=ones, outer_tmin=ones, outer_max=ones, order_pos=pos, order_fixed=fixed)
+    assert 0 < n_feasible < n_rows  # both kinds of rows were compared
+
+
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res4b_branch2a", "simba-like")])
+def test_children_tested_from_their_runs_are_bounded_as_before(layer, arch_name, monkeypatch) -> None:
+    """`exact._bound_nodes` with the children's feasibility tested from their runs
+    (``_NODE_TEST``, `_exact_kernel.feasible_nodes`) and the bound inputs built for the
+    feasible ones only, against every child's inputs built and bounded (the reference): the
+    same feasible rows and objective bounds, bit for bit, on sampled nodes of every depth
+    and of four splits of three keep patterns."""
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    rng = np.random.default_rng(5)
+    n_rows = n_feasible = 0
+    for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
+        for depth in range(P.leaf_depth + 1):
+            for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
+                ids = np.empty((200, P.D), dtype=np.int64)
+                for d, tr in enumerate(P.trees):
+                    dd = depth + 1 if d < split else depth
+                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                monkeypatch.setattr(ex, "_NODE_TEST", False)
+                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex, "_NODE_TEST", True)
+                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
+                n_rows += len(ids)
+                n_feasible += int(want_ok.sum())
+    assert 0 < n_feasible < n_rows
+
+
 def test_exact_network_under_one_total_time_shares_it_by_the_layers_gaps(monkeypatch) -> None:
     import accelmap.search.api as api
     from accelmap.workloads.io import load_problem
@@ -717,7 +801,7 @@ def test_exact_network_gives_the_time_left_to_a_second_run_of_the_open_layers(mo
         pytest.approx(mid.best_objective, rel=1e-12)
 
 
-@pytest.mark.parametrize("depth,split", [(0, 0), (0, 3), (2, 0), (2, 4), (5, 0)])
+@pytest.mark.parametrize("depth,split", [(0, 0), (0, 3), (1, 2), (2, 0), (2, 4), (5, 0), (5, 6)])
 def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
     from accelmap.search._exact_kernel import gather_runs
     from accelmap.workloads.io import load_problem
@@ -729,13 +813,28 @@ def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
     for d, tr in enumerate(trees):
         dd = depth + 1 if d < split else depth
         ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
-    got = node_inputs(trees, depth, split, ids)["fac"]
+    inputs = node_inputs(trees, depth, split, ids)
+    got = inputs["fac"]
+    k = inputs["k"]
     for d, tr in enumerate(trees):
         dd = depth + 1 if d < split else depth
-        assert np.array_equal(got[:, :, d, :], tr.rows[tr.starts[dd][ids[:, d]]])
+        g = ids[:, d]
+        assert np.array_equal(got[:, :, d, :], tr.rows[tr.starts[dd][g]])
         one = np.zeros_like(got)
-        gather_runs(one, d, tr.rows, tr.starts[dd], ids[:, d])
+        gather_runs(one, d, tr.rows, tr.starts[dd], g)
         assert np.array_equal(one[:, :, d, :], got[:, :, d, :])
+        # the outer ranges (`gather_dim`) against their numpy form
+        if d < split and depth >= 1:  # a run one depth deeper: times its level k-1 factors
+            f_next = tr.rows[tr.starts[dd][g]][:, k - 1, :]
+            full = f_next.prod(axis=1)
+            want = (tr.omin[dd][g] * full, tr.omax[dd][g] * full, tr.otmin[dd][g] * f_next[:, 0])
+            assert np.array_equal(inputs["next_level"][:, d, :], f_next)
+        else:
+            want = (tr.omin[dd][g], tr.omax[dd][g], tr.otmin[dd][g])
+            if inputs["next_level"] is not None:
+                assert (inputs["next_level"][:, d, :] == 1).all()
+        for key, w in zip(("outer_min", "outer_max", "outer_tmin"), want, strict=True):
+            assert inputs[key].dtype == np.int64 and np.array_equal(inputs[key][:, d], w)
 
 
 def bypass_glb_arch() -> Arch:

@@ -1,0 +1,188 @@
+"""Nodes per CPU second of the exact search's branch and bound, before and after the compiled
+node handling, from the same incumbent, interleaved in this process.
+
+For each case the default search (``anneal``, ``--warm-budget`` evaluations, seed 0) finds
+one incumbent; then `accelmap.search.exact.solve` runs from it on one process, once per
+version and repeat, the versions alternating (so each pair sees the same load). A version
+is a setting of the module switches that choose the numpy reference or the compiled path
+(``before``: ``loopnest_bounds._USE_KERNEL = False``, ``_MEMO = False`` and
+``exact._NODE_TEST = False``: the numpy feasibility test on every row, every count made
+each time it is asked for, every child's bound inputs built; ``after``: the compiled test,
+`accelmap.costmodels._bounds_kernel`, each count made once per call, and the children
+tested from their runs before their inputs are built, `exact._feasible_nodes`).
+The compiled gather of `accelmap.search.exact.node_inputs` has no switch: compare checkouts
+for it (below). Both bound every
+node to the same value (``tests/unit/search/test_exact.py``), so from one incumbent they
+explore the same tree in the same order: a proven case takes the same nodes, and a case
+stopped by time reaches further along the same sequence in the faster version. Each run
+records its CPU seconds (this process), wall time, nodes, cuts, leaves, the certified
+bound and gap; the summary per case is the median CPU seconds or nodes per CPU second
+of each version and their ratio.
+
+With ``--cpu-clock`` the time limit counts this process's CPU seconds instead of the wall
+clock (the exact module's clock is replaced for the run): on a machine shared with other
+jobs every version then gets the same CPU, and the nodes it reaches and the gap it closes in
+that CPU compare directly.
+
+To compare two checkouts (every change, not only the switched ones), run this script once
+per checkout with ``PYTHONPATH`` set to its ``src``, ``--versions after`` and the same
+``--incumbents DIR`` (the first run saves each case's incumbent there, the others load it),
+alternating the checkouts run by run.
+
+Usage::
+
+    python benchmarks/bench_exact_nodes.py [--cases NAME ...] [--time 30] [--repeats 3]
+        [--warm-budget 200000] [--cpu-clock] [--versions before after] [--incumbents DIR]
+        [--out FILE]
+
+A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a case of
+``../shared/reference/timeloop`` under its constraint files, as ``bench_exact.py``).
+Benchmarks are run by hand; nothing here is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
+CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
+         "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
+         "timeloop:simple3:L3_resnet50_res2a_2b"]
+VERSIONS: dict[str, dict[str, bool]] = {
+    "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
+    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True}}
+
+
+def _load(case: str) -> tuple[Any, Any, Any]:
+    from accelmap.arch.io import load_arch
+    from accelmap.workloads.io import load_problem
+
+    if case.startswith("timeloop:"):
+        import bench_vs_timeloop as tl
+
+        _, arch_name, layer = case.split(":")
+        folder = tl.REFERENCE / "cases" / f"{arch_name}__{layer}__mapper_edp_best"
+        ert = tl.ARCHS / arch_name / "ERT.yaml"
+        arch = load_arch(str(tl.ARCHS / arch_name / "arch.yaml"), energy=str(ert) if ert.exists() else None)
+        cons = [str(p) for p in tl._constraints(arch_name, layer)] or None
+        return load_problem(str(folder / "prob.yaml")), arch, cons
+    layer, arch_name = case.split("@")
+    return load_problem(layer), load_arch(arch_name), None
+
+
+class _CpuClock:
+    """The `time` module as the exact search sees it, with ``perf_counter`` reading this
+    process's CPU seconds (a one-process search only: forked workers have their own)."""
+
+    perf_counter = staticmethod(time.process_time)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+def _set(version: str) -> None:
+    import accelmap.costmodels.loopnest_bounds as lb
+    import accelmap.search.exact as exact
+
+    modules = {"loopnest_bounds": lb, "exact": exact}
+    for name, value in VERSIONS[version].items():
+        module, attr = name.split(".")
+        if hasattr(modules[module], attr):  # (a checkout without the switch: its one version)
+            setattr(modules[module], attr, value)
+
+
+def main() -> None:
+    import pickle
+
+    import accelmap
+    from accelmap.costmodels.loopnest import LoopNestModel
+    from accelmap.search.api import build_space, search
+    from accelmap.search.exact import solve
+    from accelmap.search.objectives import parse_objective
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", nargs="+", default=CASES)
+    ap.add_argument("--time", type=float, default=30.0, help="wall-clock limit of each branch and bound")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--warm-budget", type=int, default=200_000)
+    ap.add_argument("--cpu-clock", action="store_true", help="the time limit in CPU seconds of this process")
+    ap.add_argument("--versions", nargs="+", default=list(VERSIONS), choices=list(VERSIONS))
+    ap.add_argument("--incumbents", default=None, help="folder of saved incumbents (one pickle per case)")
+    ap.add_argument("--out", default=str(RESULTS))
+    args = ap.parse_args()
+    if args.cpu_clock:
+        import accelmap.search.exact as exact
+
+        exact.time = _CpuClock()  # type: ignore[assignment]
+    rows: list[dict[str, Any]] = []
+    summary: list[dict[str, Any]] = []
+    doc = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
+           "load_average_at_start": list(os.getloadavg()), "time_limit_s": args.time, "cpu_clock": args.cpu_clock,
+           "versions": {v: VERSIONS[v] for v in args.versions}, "accelmap": str(Path(accelmap.__file__).parent),
+           "warm_budget": args.warm_budget, "rows": rows, "summary": summary}
+    obj = parse_objective("edp")
+    model = LoopNestModel()
+    for case in args.cases:
+        problem, arch, cons = _load(case)
+        space = build_space(problem, arch, cons)
+        saved = Path(args.incumbents) / (case.replace("/", "_").replace(":", "_").replace("@", "_") + ".pkl") \
+            if args.incumbents else None
+        if saved is not None and saved.exists():
+            inc, warm_objective = pickle.loads(saved.read_bytes())
+        else:
+            warm = search(problem, arch, constraints=cons, seed=0, budget=args.warm_budget)
+            inc, warm_objective = warm.best.as_batch(), warm.best_objective
+            if saved is not None:
+                saved.parent.mkdir(parents=True, exist_ok=True)
+                saved.write_bytes(pickle.dumps((inc, warm_objective)))
+        for version in args.versions:  # compile and load every kernel once before timing
+            _set(version)
+            solve(space, model, obj, time_limit_s=1.0, incumbent=inc, workers=1)
+        for rep in range(args.repeats):
+            for version in args.versions:
+                _set(version)
+                c0, t0 = time.process_time(), time.perf_counter()
+                _, value, cert = solve(space, model, obj, time_limit_s=args.time, incumbent=inc, workers=1)
+                cpu, wall = time.process_time() - c0, time.perf_counter() - t0
+                rows.append({"case": case, "version": version, "repeat": rep, "cpu_s": round(cpu, 3),
+                             "wall_s": round(wall, 3), "proven": cert.proven_optimal, "nodes": cert.nodes,
+                             "cut": cert.cut, "infeasible": cert.infeasible, "leaves": cert.leaves,
+                             "nodes_per_cpu_s": round(cert.nodes / cpu, 1), "objective": value,
+                             "lower_bound": cert.lower_bound, "gap": cert.gap,
+                             "warm_objective": warm_objective, "load_average": list(os.getloadavg())})
+                print(f"{case:<44} {version:<6} {'PROVEN' if cert.proven_optimal else 'open  '} cpu {cpu:6.2f} s "
+                      f"wall {wall:6.1f} s nodes {cert.nodes:>9,} ({cert.nodes / cpu:8.0f}/cpu s) gap {cert.gap:.3%} "
+                      f"load {os.getloadavg()[0]:.1f}", flush=True)
+        mine = [r for r in rows if r["case"] == case]
+        per = {v: [r for r in mine if r["version"] == v] for v in args.versions}
+        s: dict[str, Any] = {"case": case}
+        for v, rs in per.items():
+            s[v] = {"median_cpu_s": statistics.median(r["cpu_s"] for r in rs),
+                    "median_nodes_per_cpu_s": statistics.median(r["nodes_per_cpu_s"] for r in rs),
+                    "nodes": [r["nodes"] for r in rs], "proven": [r["proven"] for r in rs],
+                    "gaps": [r["gap"] for r in rs]}
+        if len(per) == 2:
+            s["after_over_before_nodes_per_cpu_s"] = \
+                s["after"]["median_nodes_per_cpu_s"] / s["before"]["median_nodes_per_cpu_s"]
+            if all(r["proven"] for r in mine):
+                s["after_over_before_cpu_s"] = s["after"]["median_cpu_s"] / s["before"]["median_cpu_s"]
+            print(f"  {case}: nodes per CPU s after/before {s['after_over_before_nodes_per_cpu_s']:.2f}x", flush=True)
+        summary.append(s)
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+    doc["load_average_at_end"] = list(os.getloadavg())
+    Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
