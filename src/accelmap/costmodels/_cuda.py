@@ -78,7 +78,9 @@ def require() -> object:
     return cuda
 
 
-_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.eval_range)
+# The rules of `_loopnest_kernel` (each written once, shared with both CPU drivers) and the
+# generic row functions built on them.
+_SHARED = tuple(getattr(K, name) for name in K.RULES) + (K.check_row, K.eval_range)
 
 
 @functools.lru_cache(maxsize=1)
