@@ -103,13 +103,13 @@ no step table in local memory); `distinct` is ``distinct`` with the two-term gcd
 summed tensor by tensor with a padded tensor's share applied in place; `fits_cached`,
 `prepare` and `edp_cached` split the same formulas at the loop orders. They stay separate
 because their form is what makes them fast on the GPU, measured on the H100
-(docs/performance.md, "GPU"): the per-problem tables as constants, objective only, int32
+(docs/performance.md, "GPU, one H100"): the per-problem tables as constants, objective only, int32
 scratch and the generator in registers took random search from 2.83e7 to 1.28e8 legal
 evaluations/s and annealing from 7.93e7 to 1.72e8 over the generic kernels that run
 ``eval_range``; the smaller per-thread state (bypass bits, int8 orders, Horner's eq. D,
 856 B of local memory) to 1.41e8 and 1.94e8; the rolled level and tensor loops (`loop_counts`)
 further. On the CPU the same forms measured no faster (int32 scratch 0.94x, Horner 0.99-1.00x,
-footprints kept per (level, tensor) 0.94-0.98x: docs/performance.md, "Loopnest CPU"), so the
+footprints kept per (level, tensor) 0.94-0.98x: docs/performance.md, "loopnest, CPU, one core"), so the
 CPU drivers keep the shared rules. `tests/unit/costmodels/test_cuda_engine.py` holds the
 kernels here equal to the host engines under the CUDA simulator.
 """

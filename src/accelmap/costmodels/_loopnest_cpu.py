@@ -23,8 +23,8 @@ that generic driver slow, and this module removes both:
   run-time arrays: every layer of one shape and stride pattern on one arch shares a kernel.
 
 What is this driver's own is the row loop and the output layout: the counts of a row go to
-``cnt`` (or, with ``full=False``, to a one-row scratch, so that a search, which reads only
-cycles, energy, validity and reason, writes no (n, L, T) arrays), and padding is applied in
+``cnt`` (or, with ``full=False``, only their energies, to a one-row scratch, so that a search,
+which reads only cycles, energy, validity and reason, writes no (n, L, T) arrays), and padding is applied in
 the row (`_loopnest_numpy._count_existing_words`' rule: a padded tensor's counts and energy
 scaled by the share of its words that exist, the energy total moved by the change; the
 generic driver's caller applies the same rule after the rows, ``_scale_padded``). The
@@ -105,8 +105,8 @@ def _tables(S: tuple) -> tuple:
     """The tables of a structure as the shared rules of `_loopnest_kernel` read them, as
     arrays: NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK with the shapes and dtypes of
     `KernelConsts`; the capacity, read and write limits as (L,) arrays finite exactly where
-    the level has one (0.0, else inf), FANOUT (L, 2) whose product exceeds 1 exactly where
-    the level has a fanout, and the output tensor. Captured by the driver's closure, numba
+    the level has one (0.0, else inf), FANL (L,) true where the level has a fanout, and the
+    output tensor. Captured by the driver's closure, numba
     compiles them as constants, so the rules' loops over them unroll and their tests fold."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, _ = S
 
@@ -121,7 +121,7 @@ def _tables(S: tuple) -> tuple:
     return (arr(nterm, np.int64, T, C), arr(tdim, np.int64, T, C, M), arr(tcoef, np.int64, T, C, M),
             arr(coef, np.int64, T, C, D), arr(holds, np.bool_, L, T), arr(closed, np.bool_, T), arr(rel, np.bool_, T, D),
             arr(block, np.int64, L), limit(capf), limit(rbwf), limit(wbwf),
-            arr(tuple(v for f in fanl for v in ((2, 1) if f else (1, 1))), np.int64, L, 2), out)
+            arr(fanl, np.bool_, L), out)
 
 
 @functools.lru_cache(maxsize=32)
@@ -143,7 +143,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
     at most one more level (``footprint``, ``distinct``, ``ceil_blocks``, ``has_fanout``).
     """
 
-    (NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, CAP_LIMITED, READ_LIMITED, WRITE_LIMITED, FANOUT,
+    (NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, CAP_LIMITED, READ_LIMITED, WRITE_LIMITED, FANL,
      OUT) = _tables(S)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
@@ -172,7 +172,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
                                 cnt[i, q, lv, t] = 0.0
                 continue
             macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
-            mpu = row_tables(i, D, temporal, spatial, order, FANOUT, tile, g, lp, kcs, lvl)
+            mpu = row_tables(i, D, temporal, spatial, order, FANL, tile, g, lp, kcs, lvl)
             for t in range(T):
                 for c in range(1, L):
                     if HOLDS[c, t] and keep[i, c, t]:
@@ -183,22 +183,26 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
                 child = L
                 for p in range(L - 1, -1, -1):
                     if not (HOLDS[p, t] and keep[i, p, t]):
-                        for q in range(6):
-                            cnt[ci, q, p, t] = 0.0
+                        if full:
+                            for q in range(6):
+                                cnt[ci, q, p, t] = 0.0
+                        else:
+                            cnt[ci, _ENERGY, p, t] = 0.0
                         continue
                     r, f, u, spread, e = keeper_counts(i, D, t, p, child, mpu, temporal, NTERM, TDIM, TCOEF, tile, g,
-                                                       lvl, deliv, tensor_size, BLOCK, read_pj, write_pj, FANOUT, OUT,
+                                                       lvl, deliv, tensor_size, BLOCK, read_pj, write_pj, FANL, OUT,
                                                        ext, spans, buf)
                     ip = lvl[1, p]
-                    if t == OUT:
-                        cnt[ci, _SRED, p, t] = float(spread * ip)
-                        cnt[ci, _MCAST, p, t] = 0.0
-                    else:
-                        cnt[ci, _MCAST, p, t] = float(spread * ip)
-                        cnt[ci, _SRED, p, t] = 0.0
-                    cnt[ci, _READS, p, t] = float(r * ip)
-                    cnt[ci, _FILLS, p, t] = float(f * ip)
-                    cnt[ci, _UPDATES, p, t] = float(u * ip)
+                    if full:  # (without counts only the energy is read back: its total and padding)
+                        if t == OUT:
+                            cnt[ci, _SRED, p, t] = float(spread * ip)
+                            cnt[ci, _MCAST, p, t] = 0.0
+                        else:
+                            cnt[ci, _MCAST, p, t] = float(spread * ip)
+                            cnt[ci, _SRED, p, t] = 0.0
+                        cnt[ci, _READS, p, t] = float(r * ip)
+                        cnt[ci, _FILLS, p, t] = float(f * ip)
+                        cnt[ci, _UPDATES, p, t] = float(u * ip)
                     cnt[ci, _ENERGY, p, t] = e * ip
                     child = p
             total = 0.0
@@ -217,9 +221,10 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
                         e1 = e0 * fr
                         after += e1
                         cnt[ci, _ENERGY, lv, t] = e1
-                        cnt[ci, _READS, lv, t] *= fr
-                        cnt[ci, _FILLS, lv, t] *= fr
-                        cnt[ci, _UPDATES, lv, t] *= fr
+                        if full:
+                            cnt[ci, _READS, lv, t] *= fr
+                            cnt[ci, _FILLS, lv, t] *= fr
+                            cnt[ci, _UPDATES, lv, t] *= fr
                     energy += after - before
             valid[i] = True
             res[i, _CYCLES] = cf

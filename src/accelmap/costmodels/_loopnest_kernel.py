@@ -163,8 +163,8 @@ def rebound(consts: KernelConsts, problem: Problem) -> KernelConsts:
 # driver the same tables as constant arrays captured by its closure, so that, inlined at
 # numba's IR stage (``inline="always"``), their shapes and entries fold into the code. Two
 # tables only say *where* a run-time value applies, so that the specialised driver can pass
-# a constant with the same pattern: ``fanout`` (L, 2), a level spreads below it where the
-# product of its row exceeds 1 (`has_fanout`), and ``limited`` (L,), a level has a capacity
+# a constant with the same pattern: ``fanl`` (L,), nonzero where a level spreads below it
+# (`has_fanout`), and ``limited`` (L,), a level has a capacity
 # (or a bandwidth) where its entry is finite. Loop trip counts come from the tables' shapes,
 # or from ``D``, the number of dims (a constant there), never from the mapping or scratch
 # arrays', for the same reason.
@@ -176,9 +176,9 @@ RULES = ("has_fanout", "ceil_blocks", "footprint", "check", "row_tables", "close
 
 
 @register_jitable
-def has_fanout(fanout, lv):
-    """Whether level ``lv`` has instances below it (X x Y > 1)."""
-    return fanout[lv, 0] * fanout[lv, 1] > 1
+def has_fanout(fanl, lv):
+    """Whether level ``lv`` has instances below it (X x Y > 1): ``fanl`` (L,) is nonzero there."""
+    return fanl[lv] != 0
 
 
 @register_jitable
@@ -263,7 +263,7 @@ def check(i, D, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, hold
 
 
 @register_jitable
-def row_tables(i, D, temporal, spatial, order, fanout, tile, g, lp, kcs, lvl):
+def row_tables(i, D, temporal, spatial, order, fanl, tile, g, lp, kcs, lvl):
     """The per-row tables of a legal mapping (``tile`` from `check`); returns the product of
     every temporal bound (the MACs one unit performs).
 
@@ -272,10 +272,11 @@ def row_tables(i, D, temporal, spatial, order, fanout, tile, g, lp, kcs, lvl):
     stride of each active temporal loop (bound >= 2), outermost first, and ``lp[3, k]`` the
     product of the bounds of loops 0..k-1 (rows 5..8 are `deliveries`' scratch); ``kcs[c]``:
     the active loops above level c. ``lvl`` rows: used instances below each level, utilized
-    instances of it, words read / written per instance (zeroed)."""
-    L = fanout.shape[0]
+    instances of it, words read / written per instance (zeroed); the generic driver keeps its
+    ``fanl`` in row 4."""
+    L = fanl.shape[0]
     for lv in range(L):
-        if has_fanout(fanout, lv):
+        if has_fanout(fanl, lv):
             for d in range(D):
                 g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
     # Every loop written unconditionally and kept by advancing k (random mappings make a
@@ -293,14 +294,14 @@ def row_tables(i, D, temporal, spatial, order, fanout, tile, g, lp, kcs, lvl):
             prod *= b
             lp[0, k] = d
             lp[1, k] = b
-            lp[2, k] = g[lv, d] * tile[lv + 1, d] if has_fanout(fanout, lv) else tile[lv + 1, d]
+            lp[2, k] = g[lv, d] * tile[lv + 1, d] if has_fanout(fanl, lv) else tile[lv + 1, d]
             lp[3, k + 1] = prod
             k += b >= 2
     kcs[L] = k
     ib = 1
     for lv in range(L):
         ub = 1
-        if has_fanout(fanout, lv):
+        if has_fanout(fanl, lv):
             for d in range(D):
                 ub *= g[lv, d]
         lvl[0, lv] = ub
@@ -462,7 +463,7 @@ def distinct(nterm, tdim, tcoef, t, lv, g, tile, buf):
 
 @register_jitable
 def keeper_counts(i, D, t, p, child, mpu, temporal, nterm, tdim, tcoef, tile, g, lvl, deliv, tensor_size, block, read_pj,
-                  write_pj, fanout, out, ext, spans, buf):
+                  write_pj, fanl, out, ext, spans, buf):
     """Per instance of level p, which keeps tensor t, its next inner keeper being ``child``
     (L: the MACs, which take ``mpu`` operands each): (reads, fills, updates, words spread,
     energy pJ), adding the words read and written to ``lvl`` rows 2 and 3.
@@ -473,11 +474,11 @@ def keeper_counts(i, D, t, p, child, mpu, temporal, nterm, tdim, tcoef, tile, g,
     back, filled and updated except for the distinct outputs one instance ever holds (its
     tile widened by every temporal loop above it), which start at zero. Energy: reads at the
     read energy, fills and updates at the write energy, per block."""
-    L = fanout.shape[0]
+    L = fanl.shape[0]
     f_child = deliv[child, t] if child < L else mpu
     groups, children = 1, 1
     for lv in range(p, child):
-        if has_fanout(fanout, lv) and lvl[0, lv] > 1:
+        if has_fanout(fanl, lv) and lvl[0, lv] > 1:
             groups *= distinct(nterm, tdim, tcoef, t, lv, g, tile, buf)
             children *= lvl[0, lv]
     a_p = f_child * groups
@@ -538,6 +539,9 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
     L, D = temporal.shape[1], temporal.shape[2]
     T = keep.shape[2]
     macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
+    for lv in range(L):  # lvl row 4: which levels have a fanout (`has_fanout`)
+        lvl[4, lv] = 1 if fan_xy[lv, 0] * fan_xy[lv, 1] > 1 else 0
+    fanl = lvl[4]
     for i in range(lo, hi):
         why, where = check(i, D, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity,
                            capacity, tile, spans)
@@ -554,7 +558,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
             res[i, _COMPUTE_PJ] = np.inf
             res[i, _UTIL] = 0.0
             continue
-        mpu = row_tables(i, D, temporal, spatial, order, fan_xy, tile, g, lp, kcs, lvl)
+        mpu = row_tables(i, D, temporal, spatial, order, fanl, tile, g, lp, kcs, lvl)
         for t in range(T):
             for c in range(1, L):
                 if holds[c, t] and keep[i, c, t]:
@@ -567,7 +571,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef,
                 if not (holds[p, t] and keep[i, p, t]):
                     continue
                 r, f, u, spread, e = keeper_counts(i, D, t, p, child, mpu, temporal, nterm, tdim, tcoef, tile, g,
-                                                   lvl, deliv, tensor_size, block, read_pj, write_pj, fan_xy, ints[0],
+                                                   lvl, deliv, tensor_size, block, read_pj, write_pj, fanl, ints[0],
                                                    ext, spans, buf)
                 ip = lvl[1, p]  # the utilized instances of level p
                 cnt[i, _SRED if t == ints[0] else _MCAST, p, t] = float(spread * ip)
@@ -628,7 +632,7 @@ def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[I
     return (e((n_blocks, L + 1, D), np.int64), e((n_blocks, L, D), np.int64), e((n_blocks, 9, L * D + 1), np.int64),
             e((n_blocks, L + 1), np.int64), e((n_blocks, C), np.int64), e((n_blocks, C), np.int64),
             e((n_blocks, L, T), np.int64), e((n_blocks, 1, D), np.int64), e((n_blocks, max(grid, 1)), np.int64),
-            e((n_blocks, 4, L), np.int64))
+            e((n_blocks, 5, L), np.int64))
 
 
 # Below this many rows a batch runs on the calling thread (starting the pool costs more).
