@@ -58,9 +58,12 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool]] = {
+VERSIONS: dict[str, dict[str, bool | int]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
-    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True}}
+    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
+    # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
+    # has lifted no node in its first calls (`exact._REGION_TRIAL`)
+    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -172,11 +175,12 @@ def main() -> None:
                     "nodes": [r["nodes"] for r in rs], "proven": [r["proven"] for r in rs],
                     "gaps": [r["gap"] for r in rs]}
         if len(per) == 2:
-            s["after_over_before_nodes_per_cpu_s"] = \
-                s["after"]["median_nodes_per_cpu_s"] / s["before"]["median_nodes_per_cpu_s"]
+            a, b = args.versions  # the second over the first ("after" over "before" by default)
+            key = "after_over_before" if (a, b) == ("before", "after") else f"{b}_over_{a}"
+            s[f"{key}_nodes_per_cpu_s"] = s[b]["median_nodes_per_cpu_s"] / s[a]["median_nodes_per_cpu_s"]
             if all(r["proven"] for r in mine):
-                s["after_over_before_cpu_s"] = s["after"]["median_cpu_s"] / s["before"]["median_cpu_s"]
-            print(f"  {case}: nodes per CPU s after/before {s['after_over_before_nodes_per_cpu_s']:.2f}x", flush=True)
+                s[f"{key}_cpu_s"] = s[b]["median_cpu_s"] / s[a]["median_cpu_s"]
+            print(f"  {case}: nodes per CPU s {b}/{a} {s[f'{key}_nodes_per_cpu_s']:.2f}x", flush=True)
         summary.append(s)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

@@ -1267,3 +1267,50 @@ def test_exact_searcher_refuses_a_bad_dive_share() -> None:
         with pytest.raises(SpecError, match="dive_share"):
             accelmap.search(matmul("g", m=4, n=2, k=2), small_arch(), searcher="exact",
                             searcher_options={"dive_share": bad, "warm_budget": 0})
+
+
+def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
+    """`BoundModel.region_trial`: the exact searcher's keep patterns stop computing the region
+    count (arguments 11-12) after that many bound calls in which it lifted no node, keep it
+    where it lifts, and a model without the trial computes it on every call."""
+    import dataclasses
+
+    from accelmap.costmodels import loopnest_bounds as LB
+    from accelmap.search import exact as X
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem("resnet50/res3b_branch2b"), preset("eyeriss-like")
+    space = MapSpace(problem, arch)
+    batch = space.sample_valid(4, np.random.default_rng(2))
+    keep = batch.keep[0]
+    one = batch.take(np.array([0]))
+    calls: list[int] = []
+    real = LB._capacity_energy
+
+    def counted(lift: bool):
+        def f(bm, terms, at, used, macs, share, k, n, tile=None):
+            calls.append(1)
+            out = real(bm, terms, at, used, macs, share, k, n, tile)
+            base = np.zeros(n) if out is None else out
+            return base + 1e30 if lift else base * 0.0  # above every other term, or below
+        return f
+
+    def run(lift: bool, trial: int) -> tuple[int, list[int]]:
+        calls.clear()
+        monkeypatch.setattr(LB, "_capacity_energy", counted(lift))
+        bm = dataclasses.replace(bound_model(space, keep), region_trial=trial, region_tally=[0, 0])
+        monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
+        try:
+            for _ in range(4):
+                _node_bounds_of(space, one, keep)
+        finally:
+            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+        return len(calls), bm.region_tally
+
+    every, _ = run(False, 0)  # no trial: every call with the spatial factors known
+    assert every > 6
+    n, tally = run(False, 3)
+    assert n == 3 and tally == [3, 0]
+    n, tally = run(True, 3)
+    assert n == every and tally == [1, 1]
+    assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
