@@ -45,13 +45,13 @@ class SystolicConsts:
 
     ``ints`` = array level, PE level, rows, cols, tensors (ifmap, filter, ofmap), class sizes
     (m, n, k, b), d_tot (ifmap, filter), overlap (ifmap, filter), SRAM levels (ifmap, filter,
-    ofmap), walkable (ifmap, filter: `systolic._walkable`), neighbour pairs (ifmap, filter);
+    ofmap), walkable (ifmap, filter: `systolic_dram._walkable`), neighbour pairs (ifmap, filter);
     whether every per-access energy is finite and >= 0, the problem's tensors; ``flts`` =
     windows (3), MACs, DRAM read bandwidth, DRAM write bandwidth (nan = unlimited), compute
     energy of a valid mapping (pJ); ``terms`` (2, M, 3) = per read operand the nonzero terms
     of its used coordinates (dim, coefficient, last term of the coordinate;
     dim -1 past the end); ``pairs`` (2, P, 3) = per read operand the
-    (pixel dim, window dim, coefficient) pairs `systolic._neighbour_step_batch` scans (the
+    (pixel dim, window dim, coefficient) pairs `systolic_dram._neighbour_step_batch` scans (the
     mapping-independent part of its loops); ``levels`` (L, 3) = block words, read and write
     energy (pJ) per level, for `Metrics`."""
 
@@ -72,7 +72,7 @@ class SystolicConsts:
 
 
 def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # noqa: ANN001
-    from accelmap.costmodels.systolic import _distinct_words, _operand_words, _overlaps, _walkable
+    from accelmap.costmodels.systolic_dram import _distinct_words, _operand_words, _overlaps, _walkable
 
     dim_class = np.array(layout.dim_class, dtype=np.int64)
     full = np.where(dim_class == _B, 1, problem.bounds).astype(np.int64)
@@ -166,7 +166,7 @@ def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, prod
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _distinct(MT, TERMS, o, ext):
-    """`systolic._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
+    """`systolic_dram._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
     coordinate ``min(span, product of extents)`` over its nonzero terms (``TERMS``:
     `SystolicConsts.terms` (2, MT, 3) flat: dim, coefficient, last term of its coordinate;
     dim -1 past the end)."""
@@ -212,7 +212,7 @@ def _reset_loss(d_pass, h, w, reads_pass):
 
 @register_jitable
 def _repeated_tiles(n_full, t, t_last, k, w):
-    """`systolic._repeated_tiles_batch` of one row (float64, as there)."""
+    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there)."""
     tf, tl, nf, kf = float(t), float(t_last), float(n_full), float(k)
     big = tf >= w
     ts = 1.0 if big else tf
@@ -241,7 +241,7 @@ def _repeated_tiles(n_full, t, t_last, k, w):
 
 @register_jitable
 def _neighbour_step(i, order, al, o, pairs, n_pairs, dim_class, bounds, suff):
-    """`systolic._neighbour_step_batch` of one row: the least ``coef * inner`` over the
+    """`systolic_dram._neighbour_step_batch` of one row: the least ``coef * inner`` over the
     operand's (pixel dim, window dim) pairs (`SystolicConsts.pairs`), ``inner`` the product of
     the window-class bounds flattened inside the window dim (``suff``: scratch (D + 1,))."""
     D = bounds.shape[0]
@@ -265,7 +265,7 @@ def _neighbour_step(i, order, al, o, pairs, n_pairs, dim_class, bounds, suff):
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _class_indexes(o, c):
-    """`systolic._class_indexes`: whether operand ``o`` (0 ifmap, 1 filter, 2 ofmap) is
+    """`systolic_dram._class_indexes`: whether operand ``o`` (0 ifmap, 1 filter, 2 ofmap) is
     indexed by GEMM class ``c``."""
     if o == 0:
         return c == _M or c == _K
@@ -277,7 +277,7 @@ def _class_indexes(o, c):
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds,
           dim_class, full, ints, flts, pairs, ext, suff):
-    """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter), whose
+    """`systolic_dram._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter), whose
     words exceed the window (`_dram_words` has the first rule). ``order`` (n, L * D) rows
     and ``order3`` (n, L, D) the same orders; ``AL``, ``D``, ``DC``, ``MT``, ``TERMS``: the
     array level, dims, dim classes and read-operand terms (constants in the specialised
@@ -343,7 +343,7 @@ def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _dram_words(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads, bounds,
                 dim_class, full, ints, flts, pairs, ext, suff):
-    """The estimated DRAM words of read operand ``o`` (`systolic._dram_reads_batch`): an
+    """The estimated DRAM words of read operand ``o`` (`systolic_dram._dram_reads_batch`): an
     operand within the window is fetched once a repetition; else `_dram`."""
     if ints[11 + o] < flts[o]:
         return ints[11 + o] * ints[10]
@@ -364,7 +364,7 @@ def _dram_reads(o, i, order2, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads,
 @register_jitable
 def _big_tile(step, u_pix, d_tot, w, reads_pass):
     """A tile larger than the window keeps the duplicates of neighbouring pixels only when
-    they come back within it (`systolic._dram_reads_batch`, ``big_tile``)."""
+    they come back within it (`systolic_dram._dram_reads_batch`, ``big_tile``)."""
     if step * u_pix < w:
         return _reset_loss(d_tot, w, w, reads_pass)
     return reads_pass
@@ -381,7 +381,7 @@ def _stall(words, compute, bw):
 
 # --- walked DRAM counts, looked up by fold shape -------------------------------------------
 # ``dram_window="auto"`` counts some rows' sliding-window operand on its demand stream
-# (`systolic._walked_reads`, Python, milliseconds a walk). The kernel looks the walked count up
+# (`systolic_dram._walked_reads`, Python, milliseconds a walk). The kernel looks the walked count up
 # in an open-addressing table keyed by (operand, row class, column class, rows used, columns
 # used, array-level order); a row whose key is missing is reported, its counts filled in
 # between kernel calls (`_fill_walks`), and the row evaluated again.
@@ -478,7 +478,7 @@ class WalkTable:
 
 @register_jitable
 def _passes(o, rc, cc, f_r, f_c):
-    """`systolic._passes` of one row: passes over operand ``o`` in its demand stream."""
+    """`systolic_dram._passes` of one row: passes over operand ``o`` in its demand stream."""
     ir, ic = _class_indexes(o, rc), _class_indexes(o, cc)
     if ir and not ic:
         return f_c
@@ -489,7 +489,7 @@ def _passes(o, rc, cc, f_r, f_c):
 
 @register_jitable
 def _walked(per, passes, walk_limit, walk_cap):
-    """`systolic._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
+    """`systolic_dram._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
     repetition of the GEMM) walked whole, or ``walk_cap`` of its ``passes`` walked."""
     if per <= walk_limit:
         return True
@@ -591,7 +591,7 @@ def _folds_and_counts(df, rc, cc, py, px, ints):
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tvals, walk_limit, walk_ratio,
                    walk_cap, order3, i, al):
-    """The walked DRAM words of the two read operands where `systolic._walk_rows` says so
+    """The walked DRAM words of the two read operands where `systolic_dram._walk_rows` says so
     (``fewest``: the fewest folds of the classes), looked up in the walk table: (ifmap,
     filter, missing), -1 where not walked or not in the table; ``missing`` bit o: operand
     o's key is not in the table yet."""
@@ -663,7 +663,7 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
         px *= spatial[i, al, d, 0]
     s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
         _folds_and_counts(df, rc, cc, py, px, ints)
-    # DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated
+    # DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, (-(-s_r // R)) * (-(-s_c // C)), acc0, acc1, ints,
                                        tkeys, tvals, walk_limit, walk_ratio, walk_cap, order, i, al)
     if dr0 < 0:
@@ -958,8 +958,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
     columns used, row and column folds, the operand's SRAM reads (m,) and array-level orders
-    (m, D) (`systolic._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
-    0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
+    (m, D) (`systolic_dram._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
+    0: nothing is walked; else `systolic_dram._walk_rows`'s rule with ``walk_ratio`` and
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
