@@ -440,7 +440,8 @@ class SystolicModel:
         """The compiled kernel's pass (`_systolic_kernel.evaluate_rows`): the report
         (``want_stats``) or the `Metrics` fields; None where the numpy path serves the
         batch (the numpy engine; the exact window, which the walk extends; a problem or arch
-        the model rejects; shapes that do not match). Under ``"auto"`` the rows `_walk_rows`
+        the model rejects; shapes that do not match; tile tables too large, `_systolic_kernel.
+        tables_fit`). Under ``"auto"`` the rows `_walk_rows`
         picks get their walked counts from a table kept per (problem, arch), filled by
         `_walked_reads` (the numpy path's) when a fold shape is first seen. ``objective``:
         of the `Metrics` fields only those of `ObjectiveMetrics` (on the specialised driver;
@@ -455,6 +456,9 @@ class SystolicModel:
                                                                                  problem.n_tensors):
             return None
         from accelmap.costmodels import _systolic_kernel
+
+        if not _systolic_kernel.tables_fit(hit[3]):  # (tile tables too large for the kernel: `_tile_tables`)
+            return None
 
         rule = self._walk_rule()
         limit, ratio = rule if rule is not None else (-1, 1.0)

@@ -29,12 +29,25 @@ causes and fetched again on the second (``t + W - c``, count ``t``); a tile of `
 words misses on every word of every pass (``f_r t``, count ``(c + f_r t) mod W``). A tile
 of a column chunk holds the chunk's indices times the time class's words, whether or not
 the chunk lines up with the dims flattened in it. With tiles of one size this recurrence
-has a closed form (`_repeated_tiles_one`). Not modelled: such an operand read on
-consecutive folds with missing words (a strided 1x1 layer's rounded-up ofmap: tiles of
-different sizes; docs/validation.md). A padded operand (`Tensor.extent`, e.g. SCALE-Sim's
-rounded-up strided ofmap reaching past the ifmap edge: those windows fetch nothing,
-address -1) is fetched as its existing words only (SRAM reads and cycles still count
-every im2col entry, as SCALE-Sim does).
+has a closed form (`_repeated_tiles_one`). A padded operand (`Tensor.extent`, e.g.
+SCALE-Sim's rounded-up strided ofmap reaching past the ifmap edge: those windows fetch
+nothing, address -1) is fetched as its existing words only (SRAM reads and cycles still
+count every im2col entry, as SCALE-Sim does).
+
+**Tiles of different sizes** (an operand without duplicates with missing words: a strided
+1x1 layer's rounded-up ofmap, a padded GEMM operand). The tiles are still disjoint and each
+pass reads a tile's words in one order, so the recurrence above holds tile by tile; only
+the sizes differ. The words that exist at column index ``x`` over every index ``y`` of
+the time class are ``g(x) = #{y : lo_k <= a_k(x) + b_k(y) < hi_k for every coordinate
+k}`` (``a_k``, ``b_k`` the parts of coordinate ``k`` from each class, ``[lo_k, hi_k)`` the
+tensor's pad and extent), and with the class flattened in the array level's order the
+chunk ``[j uc, (j + 1) uc)`` holds ``E((j + 1) uc) - E(j uc)`` words, ``E`` the prefix sums
+of ``g`` (`_tile_prefix`, once per order of the class's dims). The count is then the
+recurrence run over the ``f_c`` tiles (`_varied_tiles_one`): ``f_c`` steps a row, where
+tiles of one size take ``O(1)``. Since the fetches are ``W`` per reset plus the final
+count, no shorter form is known for uneven sizes (a next-fit packing of the tiles into
+windows). Exact: the walk's count on every mapping tested
+(``test_closed_form_with_missing_words_equals_the_walk``).
 
 For sliding-window operands (im2col duplicates) the closed form estimates: window chunks on
 the rows (WS-like) give tiles that are shifted copies, sharing nothing once two exceed the
@@ -269,6 +282,9 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         t_full = np.minimum(_distinct_words(coef, used, box(cc, uc, [tc])), uc * size_t)
         t_last = np.minimum(_distinct_words(coef, used, box(cc, last_c, [tc])), last_c * size_t)
         rep = _repeated_tiles_batch(f_c - 1, t_full, t_last, f_r, w)
+        if problem.tensors[t].padded:  # missing words: tiles of different sizes, the recurrence tile by tile
+            on = np.flatnonzero(case_b)
+            rep[on] = _varied_tiles_batch(problem, layout, o, cc[on], uc[on], f_r[on], order[on])
         # case A (stationary operand): every word once
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
@@ -346,6 +362,9 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
     case_c = ir and not ic
     case_b = ic and not ir
     if not overlap:
+        if case_b and problem.tensors[t].padded:  # missing words: tiles of different sizes
+            members = tuple(d for d in order if dim_class[d] == cc and bounds[d] > 1)
+            return _varied_tiles_one(_tile_prefix(problem, layout, o, cc, members), s_c, uc, f_r, int(w)) * b_rep
         if case_b:  # (the batched path's rule: a chunk's indices times the time class's, at most)
             size_t = layout.class_size[tc]
             t_full = min(_distinct_words_one(coef, used, box(cc, uc, [tc])), uc * size_t)
@@ -444,6 +463,114 @@ def _repeated_tiles_batch(n_full: IntArray, t: IntArray, t_last: IntArray, k: In
     out: IntArray = (full + last).astype(np.int64)
     return out
 
+
+
+@functools.lru_cache(maxsize=64)
+def _tile_prefix(problem: Problem, layout: SystolicLayout, o: int, cls: int, members: tuple[int, ...]) -> IntArray:
+    """(size + 1,) prefix sums, over the indices of class ``cls`` flattened in ``members``'
+    order (its dims of bound > 1, outermost first), of the words of operand ``o`` that exist
+    at each index over every index of the operand's other class (one repetition of the
+    GEMM): the words of the column chunk ``[a, b)`` are ``prefix[b] - prefix[a]``.
+
+    A word exists when every coordinate ``k`` lies in ``[lo_k, hi_k)`` (the tensor's pad and
+    extent); a coordinate is the sum of its part from this class, ``x_k``, and from the
+    other, ``y_k`` (`_systolic_window.class_table`). Coordinates of one class only filter
+    the indices of that class; for one coordinate of both the count over the other class
+    is ``#{y : lo_k - x_k <= y_k < hi_k - x_k}`` (two binary searches), for more every pair
+    is checked."""
+    from accelmap.costmodels._systolic_window import class_table
+
+    t = layout.tensor[o]
+    tensor = problem.tensors[t]
+    n_ranks = len(tensor.projection)
+    coef = problem.coefficients[t][:n_ranks]
+    used = problem.rank_used[t][:n_ranks]
+    dim_class = layout.dim_class
+    bounds = tuple(1 if c == _B else int(b) for c, b in zip(dim_class, problem.bounds, strict=True))
+    other = ({_M, _K} if o == 0 else {_N, _K}) - {cls}
+    (oc,) = other
+    xa = class_table(coef, used, dim_class, bounds, members, cls)  # (ranks, size of cls)
+    xb = class_table(coef, used, dim_class, bounds, tuple(range(len(bounds))), oc)  # (ranks, size of oc)
+    lo = np.array(tensor.pad if tensor.pad is not None else (0,) * n_ranks, dtype=np.int64)
+    hi = lo + np.array(tensor.extent, dtype=np.int64)
+    ok_x = np.ones(xa.shape[1], dtype=bool)
+    ok_y = np.ones(xb.shape[1], dtype=bool)
+    mixed = []
+    for k in range(n_ranks):
+        a_zero, b_zero = not xa[k].any(), not xb[k].any()
+        if b_zero:
+            ok_x &= (xa[k] >= lo[k]) & (xa[k] < hi[k])
+        elif a_zero:
+            ok_y &= (xb[k] >= lo[k]) & (xb[k] < hi[k])
+        else:
+            mixed.append(k)
+    if not mixed:
+        words = np.where(ok_x, int(ok_y.sum()), 0)
+    elif len(mixed) == 1:
+        k = mixed[0]
+        ys = np.sort(xb[k, ok_y])
+        words = np.where(ok_x, np.searchsorted(ys, hi[k] - xa[k], side="left")
+                         - np.searchsorted(ys, lo[k] - xa[k], side="left"), 0)
+    else:
+        words = np.zeros(xa.shape[1], dtype=np.int64)
+        yb = xb[np.ix_(mixed, np.flatnonzero(ok_y))]  # (mixed ranks, y)
+        step = max(1, (1 << 22) // max(yb.shape[1], 1))
+        for a in range(0, xa.shape[1], step):
+            v = xa[mixed, a:a + step][:, :, None] + yb[:, None, :]  # (mixed, x, y)
+            inside = ((v >= lo[mixed][:, None, None]) & (v < hi[mixed][:, None, None])).all(axis=0)
+            words[a:a + step] = inside.sum(axis=1)
+        words = np.where(ok_x, words, 0)
+    out: IntArray = np.concatenate([[0], np.cumsum(words)]).astype(np.int64)
+    out.flags.writeable = False
+    return out
+
+
+def _varied_tiles_one(prefix: IntArray, s_c: int, uc: int, k: int, w: int) -> int:
+    """Words fetched for the column chunks of ``uc`` indices (the last one shorter) of an
+    operand without duplicates whose tile sizes ``prefix`` gives (`_tile_prefix`), each
+    tile read on ``k`` consecutive folds, through SCALE-Sim's reset window of ``w`` words:
+    the recurrence of the module docstring, tile by tile from an empty window (window count
+    ``c``): a tile of ``t`` words is fetched ``k`` times whole when ``k == 1`` or ``t >= w``
+    (count ``(c + k t) mod w``), ``t + (w - c)`` times when ``c + t >= w`` (count ``t``),
+    else once (count ``c + t``). `_repeated_tiles_one` is its closed form for tiles of one
+    size; `_systolic_kernel._varied_tiles` the compiled twin."""
+    total = 0
+    c = 0
+    for a in range(0, s_c, uc):
+        t = int(prefix[min(a + uc, s_c)] - prefix[a])
+        if k == 1 or t >= w:
+            total += k * t
+            c = (c + k * t) % w
+        elif c + t >= w:
+            total += t + (w - c)
+            c = t
+        else:
+            total += t
+            c += t
+    return total
+
+
+def _varied_tiles_batch(problem: Problem, layout: SystolicLayout, o: int, cc: IntArray, uc: IntArray, f_r: IntArray,
+                        order: IntArray) -> IntArray:
+    """(m,) `_varied_tiles_one` of each row (column class ``cc``, chunk ``uc``, ``f_r``
+    passes a tile, array-level ``order`` (m, D)): once per distinct (class, the order of its
+    dims, chunk, passes), the tile sizes of all chunks at once from `_tile_prefix`."""
+    out = np.zeros(cc.shape[0], dtype=np.int64)
+    if cc.size == 0:
+        return out
+    dim_class = np.array(layout.dim_class, dtype=np.int64)
+    member = (dim_class[order] == cc[:, None]) & (problem.bounds[order] > 1)  # (m, D) in order
+    key = np.concatenate([np.stack([cc, uc, f_r], axis=1), np.where(member, order, -1)], axis=1)
+    uniq, inv = np.unique(key, axis=0, return_inverse=True)
+    w = int(layout.window_words[o])
+    size = layout.class_size
+    vals = []
+    for u in uniq.tolist():
+        c, chunk, k = u[0], u[1], u[2]
+        members = tuple(d for d in u[3:] if d >= 0)
+        vals.append(_varied_tiles_one(_tile_prefix(problem, layout, o, c, members), size[c], chunk, k, w))
+    out[:] = np.array(vals, dtype=np.int64)[inv.ravel()]
+    return out
 
 def _reset_loss(d_pass: Any, h: Any, w: float, reads_pass: Any) -> Any:
     """Estimated words fetched for one pass over ``d_pass`` distinct words of a sliding-window
