@@ -536,8 +536,8 @@ def _varied_tiles_one(prefix: IntArray, s_c: int, uc: int, k: int, w: int) -> in
     size; `_systolic_kernel._varied_tiles` the compiled twin."""
     total = 0
     c = 0
-    for a in range(0, s_c, uc):
-        t = int(prefix[min(a + uc, s_c)] - prefix[a])
+    at = prefix[np.minimum(np.arange(0, s_c + uc, uc), s_c)]  # at the chunks' bounds, the last s_c
+    for t in (at[1:] - at[:-1]).tolist():
         if k == 1 or t >= w:
             total += k * t
             c = (c + k * t) % w
@@ -565,10 +565,14 @@ def _varied_tiles_batch(problem: Problem, layout: SystolicLayout, o: int, cc: In
     w = int(layout.window_words[o])
     size = layout.class_size
     vals = []
+    prefixes: dict[tuple[int, ...], IntArray] = {}  # (hashing the problem for the cache costs more than a key's count)
     for u in uniq.tolist():
         c, chunk, k = u[0], u[1], u[2]
         members = tuple(d for d in u[3:] if d >= 0)
-        vals.append(_varied_tiles_one(_tile_prefix(problem, layout, o, c, members), size[c], chunk, k, w))
+        prefix = prefixes.get((c, *members))
+        if prefix is None:
+            prefix = prefixes[(c, *members)] = _tile_prefix(problem, layout, o, c, members)
+        vals.append(_varied_tiles_one(prefix, size[c], chunk, k, w))
     out[:] = np.array(vals, dtype=np.int64)[inv.ravel()]
     return out
 
