@@ -513,7 +513,7 @@ def _tile_prefix(problem: Problem, layout: SystolicLayout, o: int, cls: int, mem
                          - np.searchsorted(ys, lo[k] - xa[k], side="left"), 0)
     else:
         words = np.zeros(xa.shape[1], dtype=np.int64)
-        yb = xb[np.ix_(mixed, np.flatnonzero(ok_y))]  # (mixed ranks, y)
+        yb = xb[np.ix_(np.array(mixed), np.flatnonzero(ok_y))]  # (mixed ranks, y)
         step = max(1, (1 << 22) // max(yb.shape[1], 1))
         for a in range(0, xa.shape[1], step):
             v = xa[mixed, a:a + step][:, :, None] + yb[:, None, :]  # (mixed, x, y)

@@ -269,9 +269,10 @@ def test_closed_form_without_duplicates_equals_the_walk(seed):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_closed_form_with_missing_words_equals_the_walk(seed):
-    """Operands without duplicates whose padded tensor has missing words: strided 1x1
-    convolutions whose rounded-up ofmap (SCALE-Sim's) starts windows past the ifmap edge, and
-    GEMMs whose operand is padded, so that the column chunks' tiles differ in size
+    """Operands without duplicates whose padded tensor has missing words: strided 1x1 and
+    patch convolutions (windows no larger than the stride: a coordinate of both classes,
+    `systolic_dram._tile_prefix`'s other two counts) whose rounded-up ofmap (SCALE-Sim's)
+    starts windows past the ifmap edge, and GEMMs whose operand is padded, so that the column chunks' tiles differ in size
     (`systolic_dram._varied_tiles_one`). On the seeds of every systolic sub-space and on
     random array-level orders both operands' DRAM reads equal the walk of their stream on the
     numpy and compiled engines and the scalar path (tiles all taken at a full chunk's size
@@ -292,11 +293,15 @@ def test_closed_form_with_missing_words_equals_the_walk(seed):
             prob = dataclasses.replace(prob, tensors=(dataclasses.replace(inp, pad=(0, 0), extent=ext),
                                                       *prob.tensors[1:]))
         else:
+            # windows no larger than the stride (1x1, or patches: a coordinate of pixels and window
+            # dims without duplicates), the last row and column of windows past the edge
             st_ = int(rng.choice([2, 3]))
             p = int(rng.integers(5, 20))
-            h = (p - 1) * st_ + 1 - int(rng.integers(1, st_))  # the last row and column of windows past the edge
-            prob = conv2d("c", c=int(rng.choice([3, 16, 32])), k=int(rng.choice([8, 64])), p=p, q=p, r=1, s=1,
-                          n=int(rng.choice([1, 2])), stride=st_, input_hw=(h, h), word_bits=8)
+            r = int(rng.integers(1, st_ + 1))
+            s_ = int(rng.choice([1, r]))
+            h, w = (p - 1) * st_ + r - int(rng.integers(1, st_ + 1)), (p - 1) * st_ + s_ - int(rng.integers(0, st_ + 1))
+            prob = conv2d("c", c=int(rng.choice([3, 16, 32])), k=int(rng.choice([8, 64])), p=p, q=p, r=r, s=s_,
+                          n=int(rng.choice([1, 2])), stride=st_, input_hw=(h, w), word_bits=8)
         arch = systolic_array(int(rng.choice([8, 16, 32])), int(rng.choice([8, 16, 32])), 1, 1, 1,
                               dram_bandwidth_words_per_cycle=None)
         lay = sy.systolic_layout(prob, arch)[0]
