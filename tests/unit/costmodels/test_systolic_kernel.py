@@ -282,7 +282,8 @@ def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
     """A strided 1x1 layer with SCALE-Sim's rounded-up ofmap: the kernel reads its ifmap's
     tile tables (`_systolic_kernel._tile_tables`: a prefix table per order of the pixel dims
     and of the channel dims); when they would exceed the limit the batch goes to the numpy
-    path (`tables_fit`). Both equal the numpy engine, with the array-level orders shuffled."""
+    path (`tables_fit`). The generic and the specialised driver and that fallback equal the
+    numpy engine, with the array-level orders shuffled."""
     import dataclasses
 
     prob = conv2d("s", c=16, k=32, p=9, q=9, r=1, s=1, n=2, stride=2, input_hw=(16, 16), word_bits=8)
@@ -299,10 +300,12 @@ def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
     meta = consts.ints[_systolic_kernel._TILE_META:_systolic_kernel._TILE_META + 18].reshape(3, 6)  # the ifmap's
     assert meta[0, 0] > 0 and meta[0, 1] == 3 and meta[2, 0] > 0 and meta[1, 0] == -1  # m (N P Q) and k (C)
     assert _systolic_kernel.tables_fit(consts)
-    for limit in (_systolic_kernel._TILE_ENTRIES, 10):
+    for limit, after in ((_systolic_kernel._TILE_ENTRIES, 10 ** 9), (_systolic_kernel._TILE_ENTRIES, 0), (10, 0)):
+        # the generic driver, the one specialised per structure (`_systolic_cpu`), the numpy path
         monkeypatch.setattr(_systolic_kernel, "_TILE_ENTRIES", limit)
+        monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", after)
         model = SystolicModel(engine="cpu")
         assert _systolic_kernel.tables_fit(model._prepared(prob, arch)[3]) == (limit > 10)
         got = model.stats(prob, arch, batch)
         for f in ref.__dataclass_fields__:
-            assert np.array_equal(getattr(got, f), getattr(ref, f)), (limit, f)
+            assert np.array_equal(getattr(got, f), getattr(ref, f)), (limit, after, f)
