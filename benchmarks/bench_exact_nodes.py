@@ -37,6 +37,9 @@ Usage::
 
 A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a case of
 ``../shared/reference/timeloop`` under its constraint files, as ``bench_exact.py``).
+``--versions pass-off pass-on`` compares the bound without and with argument 5c of
+`accelmap.costmodels.loopnest_bounds` (the outer pass at the partly chosen open level, and the
+pass floors read through eq. S at an open parent); both are the compiled path.
 Benchmarks are run by hand; nothing here is asserted.
 """
 
@@ -60,7 +63,10 @@ CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_r
          "timeloop:simple3:L3_resnet50_res2a_2b"]
 VERSIONS: dict[str, dict[str, bool]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
-    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True}}
+    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
+    # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
+    "pass-off": {"loopnest_bounds._USE_NEXT_PASS": False, "loopnest_bounds._USE_PASS_READS": False},
+    "pass-on": {"loopnest_bounds._USE_NEXT_PASS": True, "loopnest_bounds._USE_PASS_READS": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -171,12 +177,13 @@ def main() -> None:
                     "median_nodes_per_cpu_s": statistics.median(r["nodes_per_cpu_s"] for r in rs),
                     "nodes": [r["nodes"] for r in rs], "proven": [r["proven"] for r in rs],
                     "gaps": [r["gap"] for r in rs]}
-        if len(per) == 2:
+        if len(per) == 2:  # the second version over the first (after / before, pass-on / pass-off)
+            v0, v1 = args.versions
             s["after_over_before_nodes_per_cpu_s"] = \
-                s["after"]["median_nodes_per_cpu_s"] / s["before"]["median_nodes_per_cpu_s"]
+                s[v1]["median_nodes_per_cpu_s"] / s[v0]["median_nodes_per_cpu_s"]
             if all(r["proven"] for r in mine):
-                s["after_over_before_cpu_s"] = s["after"]["median_cpu_s"] / s["before"]["median_cpu_s"]
-            print(f"  {case}: nodes per CPU s after/before {s['after_over_before_nodes_per_cpu_s']:.2f}x", flush=True)
+                s["after_over_before_cpu_s"] = s[v1]["median_cpu_s"] / s[v0]["median_cpu_s"]
+            print(f"  {case}: nodes per CPU s {v1}/{v0} {s['after_over_before_nodes_per_cpu_s']:.2f}x", flush=True)
         summary.append(s)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

@@ -71,6 +71,25 @@ Why each bound holds, for every order of every loop:
    reloads (a sliding input, say) for the irrelevant loops at the outer levels: simple3's
    res3a_2b_s2 with the GLB keeping only outputs re-reads the inputs from DRAM once per
    ``M`` iteration there (``bench_exact.py --groups timeloop``, ``docs/performance.md``).
+   **5c. The same at the open level just above the known ones** (`_next_level_pass`). Where
+   some dims have chosen their temporal factors at level ``k-1`` (``next_level``), take ``j``
+   the outermost active loop of ``k-1``: the loops inside it include the other chosen loops of
+   ``k-1`` and every loop of ``k .. c-1``, so ``U_j`` is at least the union of their tiles as in
+   5b; ``P_j`` is ``n_j`` times every loop of the levels above ``k-1``, and with the spatial
+   factors above ``c`` (the instances) at least ``n_j`` times, per dim, a chosen dim's open
+   product over its chosen temporal factor and any other dim's fixed spatial factor at
+   ``k-1`` (a loop not chosen only adds to the union inside ``j`` or to the loops outside it,
+   both of which only grow ``F_c``; leaving it out lowers the bound). ``k-1``'s order is open,
+   so the least over its chosen active loops bounds every order, and where a dim not chosen
+   may still have an active loop at ``k-1`` (its open temporal product can reach 2), also
+   ``n_j = 2`` with the union of every chosen loop. The floors of 5b and 5c bound the
+   deliveries ``X(c)``; the reads of an open parent ``p < k`` serving ``c`` are ``X(c)
+   G_{p,c}`` over the instances the levels ``p .. c-1`` add (eq. S), so with every spatial
+   factor fixed they are at least the floor times ``prod_{l=p}^{c-1} distinct_l / used_l``
+   (argument 4's ``distinct_l``). It charges the inputs and weights that bypass a GLB for
+   the passes its chosen loops repeat: res3a_branch2b's frontier (eyeriss-like, the GLB
+   keeping outputs only) had both at their order-free DRAM reads, 0.73 of the least energy
+   of the nodes' sub-trees (``docs/performance.md``, "The open 3x3 layers' frontier").
 6. **Fixed spatial factors** (the exact mapper fixes every level's spatial factors before
    any temporal one). Each level's fanout holds the product of its fixed spatial factors,
    and an outer tile holds the fixed spatial factors of the levels between it and level
@@ -263,6 +282,8 @@ _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests
 # the feasibility test compiled (`_bounds_kernel.feasible_rows`), the rest bounded on the
 # feasible rows only; False: the numpy test on every row (the reference), as before
 _USE_KERNEL = True
+_USE_NEXT_PASS = True  # argument 5c (`_next_level_pass`); a switch for the tests and benchmarks that measure it
+_USE_PASS_READS = True  # arguments 5b-5c also floor the reads of an open parent (eq. S); a switch for the tests
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 
 
@@ -1064,6 +1085,58 @@ def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: Fl
     return best
 
 
+def _next_level_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray, used: FloatArray,
+                     omin: FloatArray, omax: FloatArray, nxt_t: FloatArray, s_next: FloatArray,
+                     s_out: FloatArray) -> FloatArray | None:
+    """Argument 5c of the module doc: argument 5b at the open level ``k-1`` whose temporal
+    factors ``nxt_t`` (n, D) are chosen for some dims (1 for the others): X(c) of tensor ``t``
+    into the known level ``c >= k`` is at least ``inst_c (S + P_j (U_j - S))`` for the
+    outermost active loop ``j`` of level ``k-1``, the least over the level's chosen active
+    loops and, where a dim not chosen may still have an active loop there, over ``n_j = 2``
+    with the union of every chosen loop. ``s_next`` (n, D) the fixed spatial factors of level
+    ``k-1`` (ones where open), ``s_out`` (n, D) those of every open level; other inputs as
+    `_outer_pass`. None where ``t``'s coordinates share dims or no loop of ``k-1`` can be
+    active."""
+    if not bm.disjoint[t] or k < 1 or c < k:
+        return None
+    act = nxt_t >= 2.0
+    more = ((nxt_t < 2.0) & (omax / s_out >= 2.0)).any(axis=1)  # a dim not (yet) chosen may be active
+    if not act.any() and not more.any():
+        return None
+    n, D = nxt_t.shape
+    tc = tile[:, c]
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    # the loops of the levels k-1 .. c-1 per dim (k-1: the chosen ones; a loop not chosen
+    # only adds to the union or to the loops outside j, so leaving it out lowers the bound)
+    ext = _prod(tt[:, k:c], 1) * nxt_t if c > k else nxt_t.copy()
+    # P_j inst_c >= n_j times, per dim, the factors of the levels above k-1 and level k-1's
+    # spatial ones: a chosen dim's open product over its chosen temporal factor, any other
+    # dim's fixed spatial factor at k-1 (at least 1)
+    po = _prod(np.where(act, omin / nxt_t, s_next), 1)
+    inst = _prod(used[:, k:c], 1)
+    rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
+            for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
+    u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
+    low = np.where(more, S + po * 2.0 * np.maximum(u_all - S, 0.0), np.inf)
+    for d in range(D):
+        if not act[:, d].any():
+            continue
+        nj = nxt_t[:, d]
+        if d in coord_of:  # j's own steps leave the union: its dim's extent without j
+            ci, i = coord_of[d]
+            less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+            u_j = u_all / rng_[ci] * less
+        else:
+            u_j = u_all
+        val = S + po * nj * np.maximum(u_j - S, 0.0)
+        low = np.where(act[:, d], np.minimum(low, val), low)
+    return inst * np.where(np.isfinite(low), low, S)
+
+
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
@@ -1301,7 +1374,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             U = S + extra
         return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
 
-    op_cache: dict[tuple[int, int], FloatArray | None] = {}
+    op_cache: dict[tuple[Any, ...], FloatArray | None] = {}  # (t, c): 5b; (t, c, "next"): 5c
 
     def deliveries(t: int, c: int) -> _X:
         got = dv_cache.get((t, c)) if _MEMO else None
@@ -1321,6 +1394,16 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             if (t, c) not in op_cache:  # (each count is asked for more than once)
                 op_cache[(t, c)] = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
             op = op_cache[(t, c)]
+            if next_level is not None and k > 0 and _USE_NEXT_PASS:
+                key = (t, c, "next")
+                if key not in op_cache:
+                    op_cache[key] = _next_level_pass(
+                        bm, t, c, k, tile, tt, used, omin, omax, next_level[..., 0].astype(np.float64),
+                        gs[:, k - 1] if spatial is not None else np.ones((n, D)), s_out)
+                nx = op_cache[key]
+                if nx is not None:
+                    op = nx if op is None else np.maximum(op, nx)
+            op_cache[(t, c, "floor")] = op
             return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
                          open_levels=k > 0 and c < L)
         # c < k: unknown tile containing tile[k]
@@ -1436,6 +1519,16 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         above = inst_above(p, ~jr)
         with_star = _prod(omin[:, jr], 1) * t_outer(~jr) * above * pr.U * pr.kout * dl
         without = _prod(omin[:, jr], 1) * above * pr.U * dl
+        if sp_known and _USE_PASS_READS:
+            # arguments 5b-5c: the deliveries' pass floor read through eq. S, X(c) times
+            # prod_{lv=p}^{c-1} distinct_lv / used_lv (every spatial factor fixed)
+            deliveries(t, c)
+            floor = op_cache.get((t, c, "floor"))
+            if floor is not None:
+                scale = np.ones(n)
+                for lv in range(p, c):
+                    scale = scale * dl_lb(t, lv) / used[:, lv]
+                lo = np.maximum(lo, floor * scale)
         return _X.of(pr, with_star, without, lo, 1.0, open_levels=True)
 
     def part_ub(p: int) -> FloatArray:
