@@ -61,12 +61,15 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool]] = {
+VERSIONS: dict[str, dict[str, bool | int]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
     # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
     "pass-off": {"loopnest_bounds._USE_NEXT_PASS": False, "loopnest_bounds._USE_PASS_READS": False},
-    "pass-on": {"loopnest_bounds._USE_NEXT_PASS": True, "loopnest_bounds._USE_PASS_READS": True}}
+    "pass-on": {"loopnest_bounds._USE_NEXT_PASS": True, "loopnest_bounds._USE_PASS_READS": True},
+    # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
+    # has lifted no node in its first calls (`exact._REGION_TRIAL`)
+    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -177,13 +180,13 @@ def main() -> None:
                     "median_nodes_per_cpu_s": statistics.median(r["nodes_per_cpu_s"] for r in rs),
                     "nodes": [r["nodes"] for r in rs], "proven": [r["proven"] for r in rs],
                     "gaps": [r["gap"] for r in rs]}
-        if len(per) == 2:  # the second version over the first (after / before, pass-on / pass-off)
-            v0, v1 = args.versions
-            s["after_over_before_nodes_per_cpu_s"] = \
-                s[v1]["median_nodes_per_cpu_s"] / s[v0]["median_nodes_per_cpu_s"]
+        if len(per) == 2:
+            a, b = args.versions  # the second over the first ("after" over "before" by default)
+            key = "after_over_before" if (a, b) == ("before", "after") else f"{b}_over_{a}"
+            s[f"{key}_nodes_per_cpu_s"] = s[b]["median_nodes_per_cpu_s"] / s[a]["median_nodes_per_cpu_s"]
             if all(r["proven"] for r in mine):
-                s["after_over_before_cpu_s"] = s[v1]["median_cpu_s"] / s[v0]["median_cpu_s"]
-            print(f"  {case}: nodes per CPU s {v1}/{v0} {s['after_over_before_nodes_per_cpu_s']:.2f}x", flush=True)
+                s[f"{key}_cpu_s"] = s[b]["median_cpu_s"] / s[a]["median_cpu_s"]
+            print(f"  {case}: nodes per CPU s {b}/{a} {s[f'{key}_nodes_per_cpu_s']:.2f}x", flush=True)
         summary.append(s)
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(doc, indent=2) + "\n")

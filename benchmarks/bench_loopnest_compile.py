@@ -15,7 +15,9 @@ trees (e.g. an older checkout's ``src``) the trees are measured in turn within e
 ``--runtime OLD_SRC``: instead, the run-time speed of the two drivers of this tree against
 those of another tree's ``_loopnest_kernel`` / ``_loopnest_cpu`` files (loaded beside them
 in one process), on 10,000 legal rows, one core, every entry timed in turn within each
-repeat; medians in ns per row (``bench_loopnest_compile_runtime.json``).
+repeat, by the calling thread's CPU time (`time.thread_time`: on a loaded machine it leaves
+out the time the thread waits for a core); medians in ns per row
+(``bench_loopnest_compile_runtime.json``).
 
 ``--passes``: also record numba's compile events (``numba:run_pass``) and report, per
 compiled function, its exclusive time per compiler pass (the largest ones), to show where a
@@ -119,6 +121,7 @@ def _load(path: Path, name: str):  # noqa: ANN202 (a module)
 def runtime(old_src: Path, repeats: int, n: int) -> dict:
     """ns per row of the generic and specialised drivers, this tree's and ``old_src``'s."""
     import time
+    from dataclasses import replace
 
     import numba
     import numpy as np
@@ -146,7 +149,8 @@ def runtime(old_src: Path, repeats: int, n: int) -> dict:
         res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
         cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 1, 6, L, T))
         sc = new_k.scratch(1, L, D, T, C, grid)
-        return lambda: cpu.evaluate_rows(consts, *mp, frac, res, valid, codes, cnt, full, sc, 1)
+        own = replace(consts, structure=cpu.structure(consts))  # (each tree's structure tuple has its own form)
+        return lambda: cpu.evaluate_rows(own, *mp, frac, res, valid, codes, cnt, full, sc, 1)
 
     def generic(k):  # noqa: ANN001, ANN202
         res, valid, codes, cnt = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64), \
@@ -163,12 +167,12 @@ def runtime(old_src: Path, repeats: int, n: int) -> dict:
     load = [list(os.getloadavg())]
     for _ in range(repeats):
         for key, fn in entries.items():
-            t0 = time.perf_counter()
+            t0 = time.thread_time()
             fn()
-            times[key].append((time.perf_counter() - t0) / n * 1e9)
+            times[key].append((time.thread_time() - t0) / n * 1e9)
     load.append(list(os.getloadavg()))
     med = {k: statistics.median(v) for k, v in times.items()}
-    out = {"rows": n, "repeats": repeats, "load_average": load, "ns_per_row_median": med,
+    out = {"rows": n, "repeats": repeats, "timer": "time.thread_time", "load_average": load, "ns_per_row_median": med,
            "ns_per_row_best": {k: min(v) for k, v in times.items()},
            "new_over_old_median": {k: med[k + "_new"] / med[k + "_old"]
                                    for k in ("specialised_objective", "specialised_counts", "generic")}}

@@ -4,8 +4,9 @@ Run by hand from the repo root::
 
     python benchmarks/bench_loopnest_variants.py [--rows 20000] [--repeats 31] [--only NAME ...]
 
-Every variant is the current `accelmap.costmodels._loopnest_cpu` source with one textual
-patch (below; a patch that no longer applies is an error naming it), loaded as its own module
+Every variant is the `accelmap.costmodels._loopnest_cpu` source of commit ``f7c5b4e`` (the
+driver that still held its rules itself; ``--rev`` for another) with one textual patch
+(below; a patch that no longer applies is an error naming it), loaded as its own module
 and compiled (numba's cache off, so no variant loads another's code). All run on the same
 pool of legal MapSpace samples of res2a_branch2b on eyeriss-like (the case of
 ``bench_costmodel.py --backends``), on the calling thread, each timed in turn within every
@@ -33,13 +34,25 @@ import platform
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_loopnest_variants.json"
-SRC = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_cpu.py"
+# The patches below were written against the driver that held its rules itself (the
+# commit before the rules moved to `_loopnest_kernel`, issue 14); they are applied to that
+# source, read with ``git show`` (``--rev`` for another).
+BASE_REV = "f7c5b4e"
+SRC_PATH = "src/accelmap/costmodels/_loopnest_cpu.py"
+
+
+def _source(rev: str) -> str:
+    import subprocess
+
+    return subprocess.run(["git", "show", f"{rev}:{SRC_PATH}"], cwd=ROOT, check=True, capture_output=True,
+                          text=True).stdout
 
 _LEGAL = "            # --- the counts of a legal row (``tile`` from `_check`) ---\n"
 _TENSORS = "            for t in range(T):\n                for c in range(1, L):\n"
@@ -291,8 +304,8 @@ VARIANTS: dict[str, tuple[str, bool, list[tuple[str, str]]]] = {
 }
 
 
-def _load(name: str, patches: list[tuple[str, str]], where: Path):  # noqa: ANN202 (a module)
-    src = SRC.read_text().replace('"cache": True', '"cache": False')
+def _load(name: str, patches: list[tuple[str, str]], where: Path, base: str):  # noqa: ANN202 (a module)
+    src = base.replace('"cache": True', '"cache": False')
     for old, new in patches:
         if src.count(old) != 1:
             raise SystemExit(f"variant {name}: a patch matches {src.count(old)} times (expected once); "
@@ -330,7 +343,9 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=31)
     ap.add_argument("--only", nargs="*", choices=sorted(VARIANTS), help="these variants (and `current`)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--rev", default=BASE_REV, help="the commit whose driver the patches apply to")
     args = ap.parse_args()
+    base = _source(args.rev)
 
     import numba
 
@@ -347,14 +362,15 @@ def main() -> None:
         cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 1, 6, L, T))
         sc = lk.scratch(1, L, D, T, C, grid)
         t0 = time.thread_time()
-        mod.evaluate_rows(consts, *mp, frac, res, valid, codes, cnt, full, sc, 1)
+        own = replace(consts, structure=mod.structure(consts))  # (that driver's own structure tuple)
+        mod.evaluate_rows(own, *mp, frac, res, valid, codes, cnt, full, sc, 1)
         return time.thread_time() - t0, (res, valid, codes, cnt if full else None)
 
     with tempfile.TemporaryDirectory() as tmp:
         mods, compile_s, outs = {}, {}, {}
         for name in names:
             t0 = time.process_time()
-            mods[name] = _load(name, VARIANTS[name][2], Path(tmp))
+            mods[name] = _load(name, VARIANTS[name][2], Path(tmp), base)
             for full in (False, True):
                 outs[name, full] = run(mods[name], full)[1]
             compile_s[name] = time.process_time() - t0

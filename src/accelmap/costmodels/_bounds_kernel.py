@@ -138,15 +138,17 @@ def row_feasible(f: IntArray, k: int, sp: IntArray, has_spatial: bool, nx: IntAr
 
 
 @njit(**_JIT)
+def row_scratch(L: int, D: int, k: int) -> tuple[FloatArray, FloatArray, FloatArray, FloatArray, FloatArray]:
+    """The scratch arrays `row_feasible` takes last, for L levels, D dims and level k."""
+    return np.empty((L + 1, D)), np.empty(D), np.empty(D), np.empty((max(k, 1), D)), np.empty(D)
+
+
+@njit(**_JIT)
 def _feasible(fac: IntArray, k: int, spatial: IntArray, has_spatial: bool, nxt: IntArray, has_next: bool,
               fan_x: IntArray, fan_y: IntArray, capacity: FloatArray, keep: BoolArray, first: IntArray,
               n_terms: IntArray, dims: IntArray, coefs: IntArray, out: BoolArray) -> None:
     n, L, D = fac.shape[0], fac.shape[1], fac.shape[2]
-    tile = np.empty((L + 1, D))
-    tile_outer = np.empty(D)
-    base = np.empty(D)
-    tile_sp = np.empty((max(k, 1), D))
-    tl = np.empty(D)
+    tile, tile_outer, base, tile_sp, tl = row_scratch(L, D, k)
     for i in range(n):
         out[i] = row_feasible(fac[i], k, spatial[i if has_spatial else 0], has_spatial, nxt[i if has_next else 0],
                               has_next, fan_x, fan_y, capacity, keep, first, n_terms, dims, coefs, tile, tile_outer,

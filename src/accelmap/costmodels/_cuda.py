@@ -78,7 +78,9 @@ def require() -> object:
     return cuda
 
 
-_SHARED = (K.ceil_blocks, K.footprint, K.check_row, K.deliveries, K.distinct, K.eval_range)
+# The rules of `_loopnest_kernel` (each written once, shared with both CPU drivers) and the
+# generic row functions built on them.
+_SHARED = tuple(getattr(K, name) for name in K.RULES) + (K.check_row, K.eval_range)
 
 
 @functools.lru_cache(maxsize=1)
@@ -157,7 +159,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             deliv = cuda.local.array((L, T), int64)
             ext = cuda.local.array((1, D), int64)
             buf = cuda.local.array(buf_len, int64)
-            lvl = cuda.local.array((4, L), int64)
+            lvl = cuda.local.array((5, L), int64)
             eval_range(i, i + 1, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
                      capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes,
                      cnt, tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl)
@@ -272,7 +274,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         deliv = cuda.local.array((L, T), int64)
         ext = cuda.local.array((1, D), int64)
         buf = cuda.local.array(buf_len, int64)
-        lvl = cuda.local.array((4, L), int64)
+        lvl = cuda.local.array((5, L), int64)
         best = math.inf
         legal = 0
         for _ in range(n_iter):
@@ -317,7 +319,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
         deliv = cuda.local.array((L, T), int64)
         ext = cuda.local.array((1, D), int64)
         buf = cuda.local.array(buf_len, int64)
-        lvl = cuda.local.array((4, L), int64)
+        lvl = cuda.local.array((5, L), int64)
         S = slot_level.shape[0]
         best = math.inf
         legal = 0

@@ -90,6 +90,28 @@ lane's best row as it was.
 Two ways to draw less: loop orders as the mixed-radix digits of 32 random bits (two levels
 per generator step), and the coefficients and relevance read in the eq. D walks packed into
 words every lane reads alike (constant memory serves a warp one address at a time).
+
+Where the rules live. Each counting rule is written once in `accelmap.costmodels.
+_loopnest_kernel` (``RULES``), and the CPU drivers and the generic CUDA kernels of
+`accelmap.costmodels._cuda` all run those functions. The kernels here keep their own form of
+the same rules, named after them: `fits` is ``check``'s FANOUT and CAPACITY steps (FACTORS,
+ORDER and KEEP hold by construction); `footprint` is ``footprint`` with its term loop run to
+the constant M; `deliveries` is ``deliveries`` in one pass (Horner's rule, the same integer;
+no step table in local memory); `distinct` is ``distinct`` with the two-term gcd in int32;
+`edp` is ``row_tables``, ``closed_deliveries`` (one forward walk serving every level),
+``keeper_counts`` and ``latency_cycles`` computing only the energy and cycles, the energy
+summed tensor by tensor with a padded tensor's share applied in place; `fits_cached`,
+`prepare` and `edp_cached` split the same formulas at the loop orders. They stay separate
+because their form is what makes them fast on the GPU, measured on the H100
+(docs/performance.md, "GPU, one H100"): the per-problem tables as constants, objective only, int32
+scratch and the generator in registers took random search from 2.83e7 to 1.28e8 legal
+evaluations/s and annealing from 7.93e7 to 1.72e8 over the generic kernels that run
+``eval_range``; the smaller per-thread state (bypass bits, int8 orders, Horner's eq. D,
+856 B of local memory) to 1.41e8 and 1.94e8; the rolled level and tensor loops (`loop_counts`)
+further. On the CPU the same forms measured no faster (int32 scratch 0.94x, Horner 0.99-1.00x,
+footprints kept per (level, tensor) 0.94-0.98x: docs/performance.md, "loopnest, CPU, one core"), so the
+CPU drivers keep the shared rules. `tests/unit/costmodels/test_cuda_engine.py` holds the
+kernels here equal to the host engines under the CUDA simulator.
 """
 
 from __future__ import annotations

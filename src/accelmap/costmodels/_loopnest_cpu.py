@@ -1,46 +1,62 @@
-"""The CPU engine of the ``loopnest`` model: its row functions specialised per structure.
+"""The CPU engine of the ``loopnest`` model: its row loop specialised per structure.
 
-`accelmap.costmodels._loopnest_kernel` holds the row functions the CUDA kernels share
-(``check_row``, ``eval_range`` and their helpers: arrays in, one mapping per call). On one
-CPU core two things made those slow, and this module removes both:
+`accelmap.costmodels._loopnest_kernel` holds the counting rules, each written once
+(``check``, ``row_tables``, ``closed_deliveries``, ``deliveries``, ``keeper_counts`` with
+``distinct``, ``footprint`` and ``ceil_blocks``, ``latency_cycles``), and the generic driver
+that calls them as functions of their own (``eval_range``: arrays in, one compiled function
+for every problem and arch), which the CUDA kernels share. On one CPU core two things made
+that generic driver slow, and this module removes both:
 
-* **calls**: each call of a helper passes every array as a by-value structure (shape,
+* **calls**: each call of a rule passes every array as a by-value structure (shape,
   strides, data), and a row makes dozens of calls (footprints, deliveries, distinct
-  offsets); here the row loop and the counts are one function per structure (`_driver`)
-  and the small helpers are inlined into it (numba's ``inline="always"``, at the IR level;
-  see `_driver` for why no large helper is);
+  offsets); here the row loop is one function per structure (`_driver`) and the rules are
+  inlined into it at numba's IR stage (``_loopnest_kernel.INLINED``: the same code objects
+  compiled as ``inline="always"`` njit functions), none inlining more than one further
+  level (a footprint, a distinct-offset count, a block rounding), which keeps the compile
+  short;
 * **tables read at run time**: what the (problem, arch) fix, the shapes L, D, T, C, the
   sparse coefficients of each tensor coordinate, which level may hold which tensor, the
   block sizes, which levels have a fanout, a capacity or a bandwidth limit, are here
-  compile-time constants (a tuple captured by a closure), so loops over them unroll and
-  the coefficient arithmetic folds. Bounds, capacities, energies and bandwidths stay
+  compile-time constants: the structure tuple and the arrays made from it (`_tables`),
+  captured by a closure, which numba compiles as constant data, so the rules' loops over
+  them unroll and their tests fold. Bounds, capacities, energies and bandwidths stay
   run-time arrays: every layer of one shape and stride pattern on one arch shares a kernel.
 
-The steps and the arithmetic are those of ``check_row`` / ``eval_range`` (same order, same
-integer and float operations; the one difference is that a closed tensor's innermost relevant
-loop is found walking back from each kept level rather than by a forward pass, the same
-index), so the results are identical; the property tests compare
-them with the numpy path bit for bit. A kernel is compiled once per structure and kept in
-numba's on-disk cache (``cache=True``: the closure's index key is the structure tuple).
-
-Padding is applied in the row (`_loopnest_numpy._count_existing_words`' rule: a padded tensor's
-counts and energy scaled by the share of its words that exist, the energy total moved by
-the change), and with ``full=False`` the counts go to a one-row scratch, so that a search,
-which reads only cycles, energy, validity and reason, writes no (n, L, T) arrays.
+What is this driver's own is the row loop and the output layout: the counts of a row go to
+``cnt`` (or, with ``full=False``, only their energies, to a one-row scratch, so that a search,
+which reads only cycles, energy, validity and reason, writes no (n, L, T) arrays), and padding is applied in
+the row (`_loopnest_numpy._count_existing_words`' rule: a padded tensor's counts and energy
+scaled by the share of its words that exist, the energy total moved by the change; the
+generic driver's caller applies the same rule after the rows, ``_scale_padded``). The
+integer and float operations are those of the rules, in the same order, so the results are
+identical; the property tests compare both drivers with the numpy path bit for bit. A kernel
+is compiled once per structure and kept in numba's on-disk cache (``cache=True``: the
+closure's index key is the structure tuple and its tables; the structure ends with a digest
+of `_loopnest_kernel`'s source, so an edit of the rules compiles the drivers anew).
 """
 
 from __future__ import annotations
 
 import functools
-import math
+import hashlib
+from pathlib import Path
 
 import numpy as np
 from numba import njit
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
+from accelmap.costmodels import _loopnest_kernel
 from accelmap.costmodels.engines import thread_pool
 
 __all__ = ["structure", "evaluate_rows"]
+
+# The rules of `_loopnest_kernel`, as the copies numba inlines at its IR stage.
+check = _loopnest_kernel.INLINED["check"]
+row_tables = _loopnest_kernel.INLINED["row_tables"]
+closed_deliveries = _loopnest_kernel.INLINED["closed_deliveries"]
+deliveries = _loopnest_kernel.INLINED["deliveries"]
+keeper_counts = _loopnest_kernel.INLINED["keeper_counts"]
+latency_cycles = _loopnest_kernel.INLINED["latency_cycles"]
 
 # The codes and output slots of `_loopnest_kernel` (kept equal by a test).
 _FACTORS, _ORDER, _KEEP, _FANOUT, _CAPACITY = 2, 3, 4, 5, 6
@@ -51,12 +67,27 @@ _CYCLES, _ENERGY_PJ, _COMPUTE_PJ, _UTIL = 0, 1, 2, 3
 _JIT = {"cache": True, "_nrt": False}
 
 
+def _rules_digest() -> int:
+    """A digest of `_loopnest_kernel`'s source, the last entry of every structure. numba's
+    on-disk cache keys a driver by this module's source and the closure's values, not by the
+    rules it inlines from `_loopnest_kernel`; with the digest in the closure's structure, an
+    edit of those shared rules compiles the drivers anew instead of loading stale ones."""
+    try:
+        return int.from_bytes(hashlib.sha256(Path(_loopnest_kernel.__file__).read_bytes()).digest()[:7], "big")
+    except OSError:  # (no source file to read: nothing to tell apart)
+        return 0
+
+
+_RULES_DIGEST = _rules_digest()
+
+
 def structure(consts) -> tuple:  # noqa: ANN001 (a `KernelConsts`; imported lazily by its module)
     """The compile-time constants of a `KernelConsts`: L, D, T, C, M (most nonzero terms of a
     coordinate), then flat tuples (row-major) of ``nterm`` (T, C), ``tdim``/``tcoef``
     (T, C, M), ``coef`` (T, C, D), ``holds`` (L, T), ``closed`` (T,), ``rel`` (T, D),
     ``block`` (L,), the output tensor, and per level whether the capacity, the read and the
-    write bandwidth are finite and whether the level has a fanout."""
+    write bandwidth are finite, whether the level has a fanout, and the digest of the shared
+    rules' source (`_rules_digest`)."""
     T, C, D = consts.coef.shape
     L = consts.holds.shape[0]
     M = consts.tdim.shape[2]
@@ -67,221 +98,65 @@ def structure(consts) -> tuple:  # noqa: ANN001 (a `KernelConsts`; imported lazi
     return (L, D, T, C, M, flat(consts.nterm), flat(consts.tdim), flat(consts.tcoef), flat(consts.coef),
             flat(consts.holds), flat(consts.closed), flat(consts.rel), flat(consts.block), int(consts.ints[0]),
             flat(np.isfinite(consts.capacity)), flat(np.isfinite(consts.read_bw)), flat(np.isfinite(consts.write_bw)),
-            flat(consts.fan_xy[:, 0] * consts.fan_xy[:, 1] > 1))
+            flat(consts.fan_xy[:, 0] * consts.fan_xy[:, 1] > 1), _RULES_DIGEST)
 
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _fp(S, t, ext, row, spans):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    size = 1
-    for cc in range(C):
-        s = 1
-        for k in range(NTERM[t * C + cc]):
-            s += TCOEF[(t * C + cc) * M + k] * (ext[row, TDIM[(t * C + cc) * M + k]] - 1)
-        spans[cc] = s
-        size *= s
-    return size
+def _tables(S: tuple) -> tuple:
+    """The tables of a structure as the shared rules of `_loopnest_kernel` read them, as
+    arrays: NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK with the shapes and dtypes of
+    `KernelConsts`; the capacity, read and write limits as (L,) arrays finite exactly where
+    the level has one (0.0, else inf), FANL (L,) true where the level has a fanout, and the
+    output tensor. Captured by the driver's closure, numba
+    compiles them as constants, so the rules' loops over them unroll and their tests fold."""
+    L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, _ = S
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _cblk(S, words, p):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    block = BLOCK[p]
-    if block == 1:
-        return float(words)
-    if block & (block - 1) == 0:
-        return math.ceil(words * (1.0 / block))
-    return math.ceil(words / block)
+    def arr(x: tuple, dtype: type, *shape: int) -> np.ndarray:
+        a = np.array(x, dtype=dtype).reshape(shape)
+        a.setflags(write=False)
+        return a
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    ok = True
-    for d in range(D):
-        tile[L, d] = 1
-        run = 1  # the running product in a register, not read back from ``tile`` (2-3% per row)
-        for lv in range(L - 1, -1, -1):
-            a, x, y = temporal[i, lv, d], spatial[i, lv, d, 0], spatial[i, lv, d, 1]
-            if a < 1 or x < 1 or y < 1:
-                ok = False
-            run = run * a * x * y
-            tile[lv, d] = run
-        if run != bounds[d]:
-            ok = False
-    if not ok:
-        return _FACTORS, -1
-    for lv in range(L):
-        seen = 0
-        for k in range(D):
-            v = order[i, lv, k]
-            seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-        if seen != (1 << D) - 1:
-            return _ORDER, lv
-    for lv in range(L):
-        for t in range(T):
-            if (keep[i, lv, t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, 0, t]):
-                return _KEEP, lv
-    for lv in range(L):
-        ux, uy = 1, 1
-        for d in range(D):
-            ux *= spatial[i, lv, d, 0]
-            uy *= spatial[i, lv, d, 1]
-        if ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]:
-            return _FANOUT, lv
-    for lv in range(L):
-        if not CAPF[lv]:
-            continue
-        need = 0
-        for t in range(T):
-            if HOLDS[lv * T + t] and keep[i, lv, t]:
-                need += _fp(S, t, tile, lv, spans)
-        if need > capacity[lv]:
-            return _CAPACITY, lv
-    return 0, -1
+    def limit(x: tuple) -> np.ndarray:
+        return arr(tuple(0.0 if f else np.inf for f in x), np.float64, L)
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _deliv_f(S, t, c, tile, lp, kc, spans, shift):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    size = _fp(S, t, tile, c, spans)
-    if kc == 0:
-        return size
-    for cc in range(C):
-        shift[cc] = 0
-    for j in range(kc - 1, -1, -1):
-        d, st = lp[0, j], lp[2, j]
-        moved, which, amount = 0, -1, 0
-        for cc in range(C):
-            a = COEF[(t * C + cc) * D + d] * st
-            s = a - shift[cc]
-            shift[cc] += a
-            if s != 0:
-                moved += 1
-                which, amount = cc, s
-        if moved == 0:
-            lp[5, j] = 0
-        elif moved == 1 and abs(amount) < spans[which]:
-            lp[5, j] = 2
-            lp[7, j] = which
-            lp[6, j] = 1 if amount > 0 else -1
-            lp[8, j] = abs(amount) * (size // spans[which])
-        else:
-            lp[5, j] = 1
-    total, prefix = size, 1
-    inner = kc - 1
-    for j in range(kc):
-        k = lp[5, j]
-        if k == 0:
-            new = 0
-        elif k == 1:
-            new = size
-        elif lp[5, inner] == 2 and (lp[7, j] != lp[7, inner] or lp[6, j] != lp[6, inner]):
-            new = size
-        else:
-            new = lp[8, j]
-        total += prefix * (lp[1, j] - 1) * new
-        prefix *= lp[1, j]
-    return total
+    return (arr(nterm, np.int64, T, C), arr(tdim, np.int64, T, C, M), arr(tcoef, np.int64, T, C, M),
+            arr(coef, np.int64, T, C, D), arr(holds, np.bool_, L, T), arr(closed, np.bool_, T), arr(rel, np.bool_, T, D),
+            arr(block, np.int64, L), limit(capf), limit(rbwf), limit(wbwf),
+            arr(fanl, np.bool_, L), out)
 
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _distinct(S, t, lv, g, tile, buf):
-    L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
-    count = 1
-    for cc in range(C):
-        base = t * C + cc
-        # One or two terms (the number is a constant here): a term with factor 1 multiplies by
-        # 1, so the product of the factors is the count unless both are unrolled, the only
-        # case that needs the gcd (no branch on which factors exceed 1).
-        if NTERM[base] == 0:
-            continue
-        if NTERM[base] == 1:
-            count *= g[lv, TDIM[base * M]]
-            continue
-        if NTERM[base] == 2:
-            d1, d2 = TDIM[base * M], TDIM[base * M + 1]
-            n1, n2 = g[lv, d1], g[lv, d2]
-            if n1 > 1 and n2 > 1:
-                a = TCOEF[base * M] * tile[lv + 1, d1]
-                b = TCOEF[base * M + 1] * tile[lv + 1, d2]
-                x, y = a, b
-                while y:
-                    x, y = y, x % y
-                count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
-            else:
-                count *= n1 * n2
-            continue
-        nt, k1, k2 = 0, -1, -1
-        for k in range(NTERM[base]):
-            if g[lv, TDIM[base * M + k]] > 1:
-                nt += 1
-                if k1 < 0:
-                    k1 = k
-                elif k2 < 0:
-                    k2 = k
-        if nt == 0:
-            continue
-        if nt == 1:
-            count *= g[lv, TDIM[base * M + k1]]
-            continue
-        if nt == 2:
-            d1, d2 = TDIM[base * M + k1], TDIM[base * M + k2]
-            n1, n2 = g[lv, d1], g[lv, d2]
-            a = TCOEF[base * M + k1] * tile[lv + 1, d1]
-            b = TCOEF[base * M + k2] * tile[lv + 1, d2]
-            x, y = a, b
-            while y:
-                x, y = y, x % y
-            count *= n1 * n2 - max(n1 - b // x, 0) * max(n2 - a // x, 0)
-            continue
-        m = 1
-        for k in range(NTERM[base]):
-            m *= g[lv, TDIM[base * M + k]]
-        for ii in range(m):
-            rem, v = ii, 0
-            for k in range(NTERM[base]):
-                d = TDIM[base * M + k]
-                v += TCOEF[base * M + k] * tile[lv + 1, d] * (rem % g[lv, d])
-                rem //= g[lv, d]
-            buf[ii] = v
-        for ii in range(1, m):
-            v, j = buf[ii], ii - 1
-            while j >= 0 and buf[j] > v:
-                buf[j + 1] = buf[j]
-                j -= 1
-            buf[j + 1] = v
-        u = 1
-        for ii in range(1, m):
-            if buf[ii] != buf[ii - 1]:
-                u += 1
-        count *= u
-    return count
 
 @functools.lru_cache(maxsize=32)
 def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
-    """The driver of one structure: rows lo..hi-1, legality (``check_row``'s steps), then the
-    counts of the legal ones (``eval_range``'s). numba compiles it on its first call, or
-    loads it from the on-disk cache. Its only closure variable is ``S``, so the cache's index
-    key is the structure itself. It releases the GIL, so that blocks of one batch can run on
-    several threads. The arrays come grouped (a call of more than 30 arguments compiles to a
-    ``*args`` call, which numba cannot inline): ``mp`` the mapping arrays, ``rt`` the
-    run-time constants, ``out`` the outputs, ``sc`` the scratch.
+    """The driver of one structure: rows lo..hi-1, legality (``check``), then the counts of
+    the legal ones (the other rules), in the order of ``eval_range``. numba compiles it on
+    its first call, or loads it from the on-disk cache. Its closure holds ``S`` and the
+    tables made from it (`_tables`), so the cache's index key is the structure itself. It
+    releases the GIL, so that blocks of one batch can run on several threads. The arrays
+    come grouped (a call of more than 30 arguments compiles to a ``*args`` call, which numba
+    cannot inline): ``mp`` the mapping arrays, ``rt`` the run-time constants, ``out`` the
+    outputs, ``sc`` the scratch.
 
-    The row loop and the counts are written out here rather than in helpers inlined into
-    it: numba inlines a function (``inline="always"``) by deep-copying its IR block by block,
-    and each block's copy copies the function's whole variable scope, so inlining a large
-    function that has itself inlined others costs its size squared. Nested that way (rows ->
-    row loop -> counts -> leaves) it was about three quarters of this driver's compile time;
-    only the small leaves (`_check`, `_fp`, `_deliv_f`, `_distinct`, `_cblk`) are inlined now.
+    The row loop is written out here and each rule inlined into it once: numba inlines a
+    function (``inline="always"``) by deep-copying its IR block by block, and each block's
+    copy copies the function's whole variable scope, so inlining a large function that has
+    itself inlined others costs its size squared. Nested that way (rows -> row loop -> counts
+    -> leaves) it was about three quarters of this driver's compile time; the rules inline
+    at most one more level (``footprint``, ``distinct``, ``ceil_blocks``, ``has_fanout``).
     """
+
+    (NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, CAP_LIMITED, READ_LIMITED, WRITE_LIMITED, FANL,
+     OUT) = _tables(S)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(lo, hi, full, mp, rt, out, sc):
-        L, D, T, C, M, NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK, OUT, CAPF, RBWF, WBWF, FANL = S
+        L, D, T = S[0], S[1], S[2]
         temporal, spatial, order, keep = mp
         bounds, fan_xy, capacity, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac = rt
         res, valid, codes, cnt = out
         tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc
         for i in range(lo, hi):
             ci = i if full else 0
-            why, where = _check(S, i, temporal, spatial, order, keep, bounds, fan_xy, capacity, tile, spans)
+            why, where = check(i, D, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy,
+                               capacity, CAP_LIMITED, tile, spans)
             codes[i, 0] = why
             codes[i, 1] = where
             if why != 0:
@@ -296,116 +171,45 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
                             for t in range(T):
                                 cnt[i, q, lv, t] = 0.0
                 continue
-            # --- the counts of a legal row (``tile`` from `_check`) ---
             macs, n_macs, mac_pj = scal[0], scal[1], scal[2]
-            # Spatial factors only below levels with a fanout (elsewhere a legal row has none: g = 1,
-            # never read).
-            for lv in range(L):
-                if FANL[lv]:
-                    for d in range(D):
-                        g[lv, d] = spatial[i, lv, d, 0] * spatial[i, lv, d, 1]
-            # The active temporal loops (bound >= 2), outermost first, written unconditionally and
-            # kept by advancing k (random mappings make a branch on the bound unpredictable).
-            # (The running product stays in a register: read back from ``lp`` it made a chain of
-            # stores and loads through memory, the slowest part of the row.)
-            k = 0
-            prod = 1
-            lp[3, 0] = 1
-            for lv in range(L):
-                kcs[lv] = k
-                for j in range(D):
-                    d = order[i, lv, j]
-                    b = temporal[i, lv, d]
-                    prod *= b
-                    lp[0, k] = d
-                    lp[1, k] = b
-                    lp[2, k] = g[lv, d] * tile[lv + 1, d] if FANL[lv] else tile[lv + 1, d]
-                    lp[3, k + 1] = prod
-                    k += b >= 2
-            kcs[L] = k
-            macs_per_unit = lp[3, k]
-            ib = 1
-            for lv in range(L):
-                ub = 1
-                if FANL[lv]:
-                    for d in range(D):
-                        ub *= g[lv, d]
-                lvl[0, lv] = ub
-                lvl[1, lv] = ib
-                ib *= ub
-                lvl[2, lv] = 0
-                lvl[3, lv] = 0
+            mpu = row_tables(i, D, temporal, spatial, order, FANL, tile, g, lp, kcs, lvl)
             for t in range(T):
                 for c in range(1, L):
-                    if HOLDS[c * T + t] and keep[i, c, t]:
+                    if HOLDS[c, t] and keep[i, c, t]:
                         if CLOSED[t]:
-                            # Eq. D's closed form: the tile times the loops down to the innermost
-                            # relevant one above c, found walking back from c's innermost active loop
-                            # (it stops at the first relevant one, about two steps). A forward pass
-                            # over every active loop per tensor, each step reading back the one
-                            # before it from ``lp``, made a chain through memory: 1.3x slower rows
-                            # (`bench_loopnest_variants.py`, ``before_closed_forward``).
-                            j = kcs[c]
-                            while j > 0 and not REL[t * D + lp[0, j - 1]]:
-                                j -= 1
-                            deliv[c, t] = _fp(S, t, tile, c, spans) * lp[3, j]
+                            deliv[c, t] = closed_deliveries(NTERM, TDIM, TCOEF, REL, t, c, tile, lp, kcs, spans)
                         else:
-                            deliv[c, t] = _deliv_f(S, t, c, tile, lp, kcs[c], spans, shift)
-                is_out = t == OUT
+                            deliv[c, t] = deliveries(COEF, NTERM, TDIM, TCOEF, t, c, tile, lp, kcs[c], spans, shift)
                 child = L
                 for p in range(L - 1, -1, -1):
-                    if not (HOLDS[p * T + t] and keep[i, p, t]):
-                        for q in range(6):
-                            cnt[ci, q, p, t] = 0.0
+                    if not (HOLDS[p, t] and keep[i, p, t]):
+                        if full:
+                            for q in range(6):
+                                cnt[ci, q, p, t] = 0.0
+                        else:
+                            cnt[ci, _ENERGY, p, t] = 0.0
                         continue
-                    f_child = deliv[child, t] if child < L else macs_per_unit
-                    groups, children = 1, 1
-                    for lv in range(p, child):
-                        if FANL[lv] and lvl[0, lv] > 1:
-                            groups *= _distinct(S, t, lv, g, tile, buf)
-                            children *= lvl[0, lv]
-                    a_p = f_child * groups
-                    f_p = deliv[p, t] if p > 0 else tensor_size[t]
+                    r, f, u, spread, e = keeper_counts(i, D, t, p, child, mpu, temporal, NTERM, TDIM, TCOEF, tile, g,
+                                                       lvl, deliv, tensor_size, BLOCK, read_pj, write_pj, FANL, OUT,
+                                                       ext, spans, buf)
                     ip = lvl[1, p]
-                    if is_out:
-                        for d in range(D):
-                            w = tile[p, d]
-                            for lv in range(p):
-                                w *= temporal[i, lv, d]
-                            ext[0, d] = w
-                        part = _fp(S, t, ext, 0, spans)
-                        r, f, u = a_p - part, (f_p - part if p > 0 else 0), a_p
-                        cnt[ci, _SRED, p, t] = float((f_child * children - a_p) * ip)
-                        cnt[ci, _MCAST, p, t] = 0.0
-                    else:
-                        r, f, u = a_p, (f_p if p > 0 else 0), 0
-                        cnt[ci, _MCAST, p, t] = float((f_child * children - a_p) * ip)
-                        cnt[ci, _SRED, p, t] = 0.0
-                    e = _cblk(S, r, p) * read_pj[p]
-                    if is_out and p > 0:
-                        e += (_cblk(S, f, p) + _cblk(S, u, p)) * write_pj[p]
-                    elif is_out:
-                        e += _cblk(S, u, p) * write_pj[p]
-                    elif p > 0:
-                        e += _cblk(S, f, p) * write_pj[p]
-                    cnt[ci, _READS, p, t] = float(r * ip)
-                    cnt[ci, _FILLS, p, t] = float(f * ip)
-                    cnt[ci, _UPDATES, p, t] = float(u * ip)
+                    if full:  # (without counts only the energy is read back: its total and padding)
+                        if t == OUT:
+                            cnt[ci, _SRED, p, t] = float(spread * ip)
+                            cnt[ci, _MCAST, p, t] = 0.0
+                        else:
+                            cnt[ci, _MCAST, p, t] = float(spread * ip)
+                            cnt[ci, _SRED, p, t] = 0.0
+                        cnt[ci, _READS, p, t] = float(r * ip)
+                        cnt[ci, _FILLS, p, t] = float(f * ip)
+                        cnt[ci, _UPDATES, p, t] = float(u * ip)
                     cnt[ci, _ENERGY, p, t] = e * ip
-                    lvl[2, p] += r
-                    lvl[3, p] += f + u
                     child = p
             total = 0.0
             for lv in range(L):
                 for t in range(T):
                     total += cnt[ci, _ENERGY, lv, t]
-            cyc = float(macs_per_unit)
-            for lv in range(L):
-                if RBWF[lv]:
-                    cyc = max(cyc, lvl[2, lv] / read_bw[lv])
-                if WBWF[lv]:
-                    cyc = max(cyc, lvl[3, lv] / write_bw[lv])
-            cf = float(math.ceil(cyc))
+            cf = latency_cycles(lvl, mpu, read_bw, write_bw, READ_LIMITED, WRITE_LIMITED)
             energy = total + macs * mac_pj
             for t in range(T):
                 fr = frac[t]
@@ -417,9 +221,10 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
                         e1 = e0 * fr
                         after += e1
                         cnt[ci, _ENERGY, lv, t] = e1
-                        cnt[ci, _READS, lv, t] *= fr
-                        cnt[ci, _FILLS, lv, t] *= fr
-                        cnt[ci, _UPDATES, lv, t] *= fr
+                        if full:
+                            cnt[ci, _READS, lv, t] *= fr
+                            cnt[ci, _FILLS, lv, t] *= fr
+                            cnt[ci, _UPDATES, lv, t] *= fr
                     energy += after - before
             valid[i] = True
             res[i, _CYCLES] = cf

@@ -257,6 +257,11 @@ Why each bound holds, for every order of every loop:
    enters ``K0``). Each form is tight on some set of MACs (a one-channel 1-D
    window reaches ``sqrt(F ...)`` within 1.5%); the segment count around them is not (the
    node test passes with ``F`` 3x too small, fails 9x too small).
+   *On trial in the exact searcher* (`BoundModel.region_trial`): where the region count lifts
+   no node it costs about a third of a node's bound (simba-like layers, depthwise layers), so
+   the exact searcher drops it for a keep pattern once its first 256 bound calls there have
+   lifted no node above the other terms. Dropping a term only lowers a bound, so what it
+   proves is proven and what it certifies stays a lower bound; only the speed depends on it.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -265,7 +270,7 @@ that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -324,6 +329,12 @@ class BoundModel:
     # arguments 11-12: the sets of tensors whose words bound the MACs of any set of MACs
     # (`_region_forms`); None where the problem has not three tensors
     region_forms: RegionForms | None = None
+    # arguments 11-12 on trial (a speed rule, never a soundness one): with ``region_trial`` > 0
+    # the region count is dropped for this keep pattern once ``region_trial`` calls of
+    # `partial_bounds` in a row of its first ones have lifted no node above the other terms;
+    # ``region_tally`` = [calls counted, calls that lifted]. 0 (the default): always computed
+    region_trial: int = 0
+    region_tally: list[int] = field(default_factory=lambda: [0, 0])
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -1648,7 +1659,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             else:
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
-    if sp_known and _USE_CAPACITY:
+    tally = bm.region_tally
+    if sp_known and _USE_CAPACITY and (bm.region_trial <= 0 or tally[1] > 0 or tally[0] < bm.region_trial):
         # argument 11: the words a region of small buffers must take in to do its MACs
         def share(t: int, p: int, c: int) -> FloatArray:
             out = np.ones(n)
@@ -1658,6 +1670,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
 
         alt = _capacity_energy(bm, terms, at, used, _prod(p_min, 1), share, k, n, tile)
         if alt is not None:
+            if bm.region_trial > 0 and tally[1] == 0:
+                tally[0] += 1
+                tally[1] += int(np.any(alt > energy))
             energy = np.maximum(energy, alt)
     steps = _prod(t_all[:, k:], 1) * t_outer(np.ones(D, dtype=bool))
     spatial_max = np.minimum(_prod(used[:, k:], 1) * fan_outer, float(bm.n_macs))

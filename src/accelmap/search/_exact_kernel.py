@@ -16,7 +16,7 @@ import numpy as np
 from numba import njit
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
-from accelmap.costmodels._bounds_kernel import row_feasible
+from accelmap.costmodels._bounds_kernel import row_feasible, row_scratch
 
 __all__ = ["gather_runs", "gather_dim", "feasible_nodes"]
 
@@ -89,11 +89,7 @@ def _feasible_nodes(ids: IntArray, split: int, k: int, has_next: bool, rows: Int
     f = np.empty((L, D, 3), dtype=np.int64)
     sp = np.empty((L, D, 2), dtype=np.int64)
     nx = np.ones((D, 3), dtype=np.int64)
-    tile = np.empty((L + 1, D))
-    tile_outer = np.empty(D)
-    base = np.empty(D)
-    tile_sp = np.empty((max(k, 1), D))
-    tl = np.empty(D)
+    tile, tile_outer, base, tile_sp, tl = row_scratch(L, D, k)
     for i in range(n):
         for d in range(D):
             r = starts[st_off[d] + ids[i, d]]

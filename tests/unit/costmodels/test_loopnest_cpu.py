@@ -34,15 +34,46 @@ def test_structure_keys_layers_by_shape_and_strides_not_bounds() -> None:
     assert all(isinstance(x, (int, tuple)) for x in a)
 
 
-def test_driver_closure_holds_only_the_structure() -> None:
+def test_driver_closure_holds_only_the_structure_and_its_tables() -> None:
     """numba's on-disk cache keys a closure by the pickled values of its closure variables;
     anything but plain constants there (a dispatcher, say) would change from process to
-    process and recompile the kernel every time."""
+    process and recompile the kernel every time. The driver's closure holds the structure
+    and the constant tables made from it, nothing else."""
     S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
     rows = cpu._driver(S)
-    cells = tuple(c.cell_contents for c in rows.py_func.__closure__)
-    assert cells == (S,)
+    cells = [c.cell_contents for c in rows.py_func.__closure__]
+    # the structure itself, or an equal one: the drivers are cached by structure, so an earlier
+    # test of the same structure may have built this driver from its own equal tuple
+    is_s = [isinstance(c, tuple) and c == S for c in cells]
+    assert any(is_s)
+    tables = cpu._tables(S)
+    for c, structure in zip(cells, is_s, strict=True):
+        if not structure:
+            assert (isinstance(c, np.ndarray) and not c.flags.writeable) or isinstance(c, int), type(c)
+            assert any(type(c) is type(x) and np.array_equal(c, x) and np.asarray(c).dtype == np.asarray(x).dtype
+                       for x in tables)
     assert rows.py_func is cpu._driver(S).py_func  # one driver per structure per process
+
+
+def test_structure_carries_the_shared_rules_digest() -> None:
+    """The driver inlines the rules of `_loopnest_kernel`, which numba's cache does not
+    track; the structure's last entry is a digest of that source, so an edit of the rules
+    keys new drivers."""
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    assert S[-1] == cpu._rules_digest() != 0
+
+
+def test_tables_are_the_kernel_consts() -> None:
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3, stride=2), preset("simba-like")
+    c = kernel.kernel_consts(problem, arch)
+    nterm, tdim, tcoef, coef, holds, closed, rel, block, cap, rbw, wbw, fanl, out = cpu._tables(c.structure)
+    for got, ref in ((nterm, c.nterm), (tdim, c.tdim), (tcoef, c.tcoef), (coef, c.coef), (holds, c.holds),
+                     (closed, c.closed), (rel, c.rel), (block, c.block)):
+        assert got.dtype == ref.dtype and np.array_equal(got, ref)
+    for got, ref in ((cap, c.capacity), (rbw, c.read_bw), (wbw, c.write_bw)):
+        assert np.array_equal(np.isfinite(got), np.isfinite(ref))
+    assert np.array_equal(fanl, c.fan_xy.prod(axis=1) > 1)
+    assert out == int(c.ints[0])
 
 
 def test_evaluate_objective_on_every_engine_path() -> None:
@@ -97,25 +128,30 @@ def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> Non
         assert np.array_equal(getattr(first, name), getattr(third, name)), name
 
 
-def _inlined_callees(fn) -> list:  # noqa: ANN001
-    """The ``inline="always"`` dispatchers of `_loopnest_cpu` that a Python function calls."""
-    out = []
-    for name in fn.__code__.co_names:
-        obj = getattr(cpu, name, None)
-        if getattr(obj, "targetoptions", {}).get("inline") == "always":
-            out.append(obj)
-    return out
+def _rule_callees(fn) -> list:  # noqa: ANN001
+    """The shared rules of `_loopnest_kernel` (inlined at numba's IR stage) that a Python
+    function calls."""
+    return [getattr(kernel, n) for n in fn.__code__.co_names if n in kernel.RULES]
+
+
+def test_rules_are_inlined_and_shared_by_both_drivers() -> None:
+    """Each counting rule is one function of `_loopnest_kernel`, inlined at numba's IR
+    stage (``inline="always"``), and both CPU drivers call them (the generic ``eval_range``
+    and the specialised `_driver`), so no rule is written twice."""
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    specialised = {f.__name__ for f in _rule_callees(cpu._driver(S).py_func)}
+    generic = {f.__name__ for f in _rule_callees(kernel.eval_range)} | {f.__name__ for f in _rule_callees(kernel.check_row)}
+    expect = {"check", "row_tables", "closed_deliveries", "deliveries", "keeper_counts", "latency_cycles"}
+    assert specialised == expect and generic == expect
 
 
 def test_the_specialised_driver_inlines_only_shallow_helpers() -> None:
     """numba inlines a function by deep-copying its IR block by block, each copy with the
     function's whole variable scope; a large helper that had itself inlined others (the row
-    loop, then the counts) made most of a structure's compile time. The driver's helpers may
-    inline at most one more level (a footprint inside a check or a delivery count)."""
+    loop, then the counts) made most of a structure's compile time. The driver's rules may
+    inline at most one more level (a footprint inside a check or a delivery count), and that
+    one none."""
     S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
-    direct = _inlined_callees(cpu._driver(S).py_func)
-    assert {f.py_func.__name__ for f in direct} >= {"_check", "_deliv_f", "_distinct", "_fp", "_cblk"}
-    for f in direct:
-        for g in _inlined_callees(f.py_func):
-            assert not _inlined_callees(g.py_func), (f.py_func.__name__, g.py_func.__name__)
-
+    for f in _rule_callees(cpu._driver(S).py_func):
+        for g in _rule_callees(f):
+            assert _rule_callees(g) == [], (f.__name__, g.__name__)

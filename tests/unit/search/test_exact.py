@@ -996,6 +996,37 @@ def one_tensor_spads_arch() -> Arch:
     ))
 
 
+def _check_region_term_on_sampled_sub_trees(space: MapSpace, P) -> None:
+    """2,000 random nodes per keep pattern and depth, bounded with and without the region
+    count (arguments 11-12): never below the bound without it, and up to 4 lifted nodes per
+    depth and pattern solved exactly on their sub-trees, none above its least energy; some
+    node is lifted."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    rng = np.random.default_rng(0)
+    lifted = 0
+    worst = 0.0
+    for pi in range(len(P.patterns)):
+        bm = P.bms[pi]
+        for depth in range(1, P.leaf_depth):
+            ids = np.stack([rng.integers(0, len(tr.starts[depth]), 2000) for tr in P.trees], axis=1)
+            inputs = node_inputs(P.trees, depth, 0, ids)
+            e_on, _, ok = partial_bounds(bm, **inputs)
+            lbm._USE_CAPACITY = False
+            try:
+                e_off, _, _ = partial_bounds(bm, **inputs)
+            finally:
+                lbm._USE_CAPACITY = True
+            assert (e_on[ok] >= e_off[ok] * (1 - 1e-12)).all()  # a maximum with the other bound
+            for i in np.flatnonzero(ok & (e_on > e_off * (1 + 1e-9)))[:4]:
+                least = _least_energy_under(space, pi, depth, ids[i])
+                assert e_on[i] <= least * (1 + 1e-12)
+                lifted += 1
+                worst = max(worst, e_on[i] / least)
+    assert lifted > 0
+    assert worst < 1.0
+
+
 def _least_energy_under(space: MapSpace, pattern: int, depth: int, ids) -> float:
     """The least energy of the mappings under one node, by the branch and bound of the exact
     mapper restricted to the node's sub-tree, with argument 11 switched off (so that the
@@ -1025,34 +1056,12 @@ def test_capacity_region_term_is_admissible_on_sampled_sub_trees(arch_name) -> N
     segments is not tight: the region's words made 1.05x, 1.3x or 1.6x stronger still pass
     here, 2x stronger fails (528,547 pJ over a sub-tree whose least energy is 460,531 pJ;
     each run by hand, then reverted), so the test bounds its slack at under 2x."""
-    import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.search import exact as ex
 
     arch = one_tensor_spads_arch() if arch_name == "spads-only" else spad_arch()
     space = MapSpace(matmul("g", m=16, n=16, k=16), arch)
     P = ex._setup(space, MODEL, parse_objective("energy"))
-    rng = np.random.default_rng(0)
-    lifted = 0
-    worst = 0.0
-    for pi in range(len(P.patterns)):
-        bm = P.bms[pi]
-        for depth in range(1, P.leaf_depth):
-            ids = np.stack([rng.integers(0, len(tr.starts[depth]), 2000) for tr in P.trees], axis=1)
-            inputs = node_inputs(P.trees, depth, 0, ids)
-            e_on, _, ok = partial_bounds(bm, **inputs)
-            lbm._USE_CAPACITY = False
-            try:
-                e_off, _, _ = partial_bounds(bm, **inputs)
-            finally:
-                lbm._USE_CAPACITY = True
-            assert (e_on[ok] >= e_off[ok] * (1 - 1e-12)).all()  # a maximum with the other bound
-            for i in np.flatnonzero(ok & (e_on > e_off * (1 + 1e-9)))[:4]:
-                least = _least_energy_under(space, pi, depth, ids[i])
-                assert e_on[i] <= least * (1 + 1e-12)
-                lifted += 1
-                worst = max(worst, e_on[i] / least)
-    assert lifted > 0
-    assert worst < 1.0
+    _check_region_term_on_sampled_sub_trees(space, P)
 
 
 # --- argument 12: a region count for layers with a window -------------------------------------
@@ -1178,7 +1187,6 @@ def test_window_region_term_is_admissible_on_sampled_sub_trees(layer) -> None:
     words (their tiles' footprints) halved or set to zero still pass here and in
     `test_capacity_region_term_is_admissible_on_sampled_sub_trees`: that part rests on its
     proof (argument 12), no failing variant was found."""
-    import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.search import exact as ex
 
     prob = {"r3": lambda: conv2d("w", c=8, k=8, p=8, q=1, r=3, s=1),
@@ -1188,28 +1196,7 @@ def test_window_region_term_is_admissible_on_sampled_sub_trees(layer) -> None:
     space = MapSpace(prob, one_tensor_spads_arch())
     P = ex._setup(space, MODEL, parse_objective("energy"))
     assert P.bms[0].region_forms is not None and P.bms[0].region_forms.slices == 3.0
-    rng = np.random.default_rng(0)
-    lifted = 0
-    worst = 0.0
-    for pi in range(len(P.patterns)):
-        bm = P.bms[pi]
-        for depth in range(1, P.leaf_depth):
-            ids = np.stack([rng.integers(0, len(tr.starts[depth]), 2000) for tr in P.trees], axis=1)
-            inputs = node_inputs(P.trees, depth, 0, ids)
-            e_on, _, ok = partial_bounds(bm, **inputs)
-            lbm._USE_CAPACITY = False
-            try:
-                e_off, _, _ = partial_bounds(bm, **inputs)
-            finally:
-                lbm._USE_CAPACITY = True
-            assert (e_on[ok] >= e_off[ok] * (1 - 1e-12)).all()
-            for i in np.flatnonzero(ok & (e_on > e_off * (1 + 1e-9)))[:4]:
-                least = _least_energy_under(space, pi, depth, ids[i])
-                assert e_on[i] <= least * (1 + 1e-12)
-                lifted += 1
-                worst = max(worst, e_on[i] / least)
-    assert lifted > 0
-    assert worst < 1.0
+    _check_region_term_on_sampled_sub_trees(space, P)
 
 
 def _worst(space: MapSpace, obj):
@@ -1283,3 +1270,50 @@ def test_next_level_pass_term_is_admissible_on_every_node_of_a_whole_space(layer
     violations, lifted = _every_node_bound(space, term="_next_level_pass")
     assert violations == 0
     assert lifted > 0
+
+
+def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
+    """`BoundModel.region_trial`: the exact searcher's keep patterns stop computing the region
+    count (arguments 11-12) after that many bound calls in which it lifted no node, keep it
+    where it lifts, and a model without the trial computes it on every call."""
+    import dataclasses
+
+    from accelmap.costmodels import loopnest_bounds as LB
+    from accelmap.search import exact as X
+    from accelmap.workloads.io import load_problem
+
+    problem, arch = load_problem("resnet50/res3b_branch2b"), preset("eyeriss-like")
+    space = MapSpace(problem, arch)
+    batch = space.sample_valid(4, np.random.default_rng(2))
+    keep = batch.keep[0]
+    one = batch.take(np.array([0]))
+    calls: list[int] = []
+    real = LB._capacity_energy
+
+    def counted(lift: bool):
+        def f(bm, terms, at, used, macs, share, k, n, tile=None):
+            calls.append(1)
+            out = real(bm, terms, at, used, macs, share, k, n, tile)
+            base = np.zeros(n) if out is None else out
+            return base + 1e30 if lift else base * 0.0  # above every other term, or below
+        return f
+
+    def run(lift: bool, trial: int) -> tuple[int, list[int]]:
+        calls.clear()
+        monkeypatch.setattr(LB, "_capacity_energy", counted(lift))
+        bm = dataclasses.replace(bound_model(space, keep), region_trial=trial, region_tally=[0, 0])
+        monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
+        try:
+            for _ in range(4):
+                _node_bounds_of(space, one, keep)
+        finally:
+            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+        return len(calls), bm.region_tally
+
+    every, _ = run(False, 0)  # no trial: every call with the spatial factors known
+    assert every > 6
+    n, tally = run(False, 3)
+    assert n == 3 and tally == [3, 0]
+    n, tally = run(True, 3)
+    assert n == every and tally == [1, 1]
+    assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
