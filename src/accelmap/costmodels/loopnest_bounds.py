@@ -179,6 +179,40 @@ Why each bound holds, for every order of every loop:
    tensors that can rise both skip some ``z``: never for a GEMM or a 1x1 convolution (each
    dim indexes two of the three tensors), and on a convolution with a window only where the
    inputs (one jump dim, ``C``, besides ``N``) can rise with the outputs or the weights.
+   **10b. The passes repeated inside J*** (`_pass_union`, `_pass_lift`, `_pass_floor`; a
+   sliding tensor ``t`` whose coordinates use disjoint dims, ``_USE_ORDER_PASS``). Argument 10
+   lets the dims placed inside a tensor's J* escape; a sliding tensor still pays for them.
+   Write ``n_lo_d`` for a lower bound of the bound of dim ``d``'s innermost open loop where
+   ``d`` is active: 2, its chosen temporal factor at level ``k-1`` when that is at least 2,
+   and its whole open temporal product ``mt_d`` with one open level (``k = 1``) or when it
+   chose 1 at level ``k-1 = 1``; ``act_d = max(mt_d, n_lo_d)`` bounds its open temporal
+   product where active. In an order, let ``S`` be the dims placed inside J* (all active: a
+   dim without an active open loop stands outermost). (i) By argument 1 with argument 5's
+   union (5b's decomposition at ``j = J*``), ``F_c >= P_{J*} U(S)``, ``U(S)`` the union of the
+   tiles the known loops and the innermost open loops of ``S`` visit: 5b's product over
+   ``t``'s coordinates of ``span + sum_d (e_d - 1) min(a_d T_d, span)`` with ``e_d`` the known
+   loops over ``d`` times ``n_lo_d`` for ``d`` in ``S``, at least the union ``U`` of ``free``;
+   so the count is at least ``free U(S) / U`` times argument 10's charge of the dims outside
+   J*. (ii) Let ``l`` be the first dim placed (innermost) that ``t`` does not index, inside J*,
+   and ``S_l`` the dims inside it. Argument 5b at ``j`` = ``l``'s innermost open loop: every
+   loop of a dim outside ``S_l`` is at or outside ``j`` (``t``'s jump dims too: J* is outside),
+   so ``P_j >= act_l`` times ``mt`` of every other dim not in ``S_l`` that ``t`` does not jump
+   over, times the jump dims' open products; the nest inside ``j`` delivers at least ``U(S_l) -
+   S_c`` new words per pass, and ``j``'s own ``P_j (1 - 1/n_j)`` steps each return that pass to
+   its first tile, whose words not in the last tile are at least ``S_c - prod_h max(2 span_h -
+   r_h, 0)`` (the pass moves each sliding coordinate ``h`` by at least its range ``r_h`` less
+   its span; the other coordinates do not move); with eq. D's first tile per instance, ``F_c
+   >= S_c + P_j (U(S_l) - S_c + (1 - 1/n_lo_l) ret)``. Both scale like ``free``, which for
+   these counts also takes the open levels' fixed spatial factors of the dims ``t`` does not
+   jump over: every instance of ``c`` has its own tile (``X(c) = inst_c F_c``), and an open
+   parent's reads are ``F_c`` times the distinct offsets (eq. S) of ``t``'s sliding
+   coordinates as well (argument 4). The path keeps, besides the set placed, ``(S_l, l)`` for
+   ``t`` from the placing of ``l`` until its J*, whose charge is then the larger of (i) and
+   (ii); one such tensor per problem (the inputs of a convolution, ``l`` = ``K``). So with
+   ``P``, ``Q`` inside the weights' J* (``K``) and ``K`` inside the inputs' (``C``), the inputs
+   pay ``K``'s iterations of the window's pass over ``P``, ``Q``: res3a_branch2b's frontier had
+   both at their order-free DRAM reads (``docs/performance.md``, "The open 3x3 layers'
+   frontier"). With the passes the path runs on every row where such a count's J* is open.
 11. **The words a region of small buffers must take in** (with every spatial factor fixed,
    `_capacity_energy`; a Hong-Kung red-blue pebble count, Hong and Kung, STOC 1981, with the
    Loomis-Whitney inequality, as in the communication lower bounds of convolution
@@ -290,6 +324,8 @@ _USE_KERNEL = True
 _USE_NEXT_PASS = True  # argument 5c (`_next_level_pass`); a switch for the tests and benchmarks that measure it
 _USE_PASS_READS = True  # arguments 5b-5c also floor the reads of an open parent (eq. S); a switch for the tests
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
+# argument 10 with the passes repeated inside J* (`_PassU`, `_pass_lift`); a switch for the tests and benchmarks
+_USE_ORDER_PASS = True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -631,6 +667,27 @@ class _Prefix:
     lstar: IntArray
     U: FloatArray
     jr: BoolArray
+    pu: _PassU | None = None  # argument 10's passes inside J* (None: not a sliding tensor, or switched off)
+
+
+@dataclass(frozen=True, slots=True)
+class _PassU:
+    """The union of the tiles of a sliding tensor ``t`` at level ``c`` that the loops inside
+    an open loop visit, per row, as a function of which dims' innermost open loops lie inside
+    it (argument 10, the passes inside J*): ``rest`` the product of the ranges of ``t``'s
+    one-dim coordinates under the known loops, and per sliding coordinate its range under the
+    known loops ``rng0`` and what each of its ``dims`` adds when that dim's innermost open loop
+    is inside (``inc`` (n, len(dims))). ``u0`` the union the count's ``free`` was made with
+    (`_Prefix.U`), ``st`` the tile's footprint, ``act`` (n, D) a lower bound of each dim's open
+    temporal product where it is active (at least its innermost open loop's bound)."""
+
+    u0: FloatArray
+    st: FloatArray
+    rest: FloatArray
+    coords: tuple[tuple[FloatArray, tuple[int, ...], FloatArray, FloatArray], ...]
+    act: FloatArray
+    n_lo: FloatArray
+    jot: FloatArray  # the product over t's jump dims of the least open temporal product (omin / s_out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -658,6 +715,10 @@ class _X:
     # touched-words floor (each open loop of a dim outside J* that the tensor does not jump
     # over multiplies it); 0 on the rows whose J* is at a known level
     free: FloatArray | None = None
+    pass_: _PassU | None = None  # argument 10's passes inside J* (see `_PassU`), with ``free``
+    # and what the open levels' fixed spatial factors of the dims t does not jump over add to
+    # ``free`` for those passes (the instances of c, or the distinct offsets of the parent's reads)
+    pass_sf: FloatArray | float = 1.0
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
@@ -665,7 +726,7 @@ class _X:
 
     @classmethod
     def of(cls, pr: _Prefix, with_star: FloatArray, without: FloatArray, lo: float, scale: float,
-           open_levels: bool = False) -> _X:
+           open_levels: bool = False, pass_sf: FloatArray | float = 1.0) -> _X:
         val = np.maximum(np.where(pr.found, with_star * pr.pref, without), lo)
         # no known level has an active jump loop of the tensor: if the innermost active loop
         # of the open levels is one of its jump loops, it is J*, and every open loop is at or
@@ -673,21 +734,23 @@ class _X:
         opened = np.where(pr.found, val, np.maximum(with_star, val)) if open_levels else None
         jr_open = pr.jr if open_levels else None
         free = np.where(pr.found, 0.0, without) if open_levels else None
+        pu = pr.pu if open_levels else None
         dep = pr.found & pr.free
         if not dep.any():
-            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free)
+            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free, pass_=pu, pass_sf=pass_sf)
         return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo,
-                   opened=opened, jr_open=jr_open, free=free)
+                   opened=opened, jr_open=jr_open, free=free, pass_=pu, pass_sf=pass_sf)
 
     def scaled(self, scale: FloatArray, lo: float) -> _X:
         val = np.maximum(self.fixed * scale, lo)
         opened = None if self.opened is None else np.maximum(self.opened * scale, lo)
         free = None if self.free is None else self.free * scale
         if self.dep is None:
-            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free)
+            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free, pass_=self.pass_,
+                      pass_sf=self.pass_sf)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
                   lo=lo, scale=scale, opened=opened, jr_open=self.jr_open, free=free,
-                  inner=self.lo if self.inner is None else self.inner)
+                  inner=self.lo if self.inner is None else self.inner, pass_=self.pass_, pass_sf=self.pass_sf)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
@@ -787,6 +850,80 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
+def _pass_union(bm: BoundModel, t: int, tc: FloatArray, ext: FloatArray, n_lo: FloatArray, act: FloatArray,
+                u0: FloatArray, jot: FloatArray) -> _PassU:
+    """`_PassU` of tensor ``t`` (a sliding tensor whose coordinates use disjoint dims) at the
+    tile ``tc`` (n, D) of its level, ``ext`` (n, D) the known loops above it per dim (every
+    loop of the known levels: J* is open) and ``n_lo`` (n, D) a lower bound of the bound of
+    each dim's innermost open loop where it is active, ``act`` (n, D) one of its whole open
+    temporal product (argument 10 of the module doc, the passes inside J*). Each coordinate's range is 5b's: ``span + sum_d (e_d - 1) min(a_d T_d, span)`` with
+    ``e_d`` the loops over ``d`` inside, ``ext_d`` or ``ext_d n_lo_d``."""
+    rest = np.ones(len(tc))
+    coords = []
+    sl = set(bm.sliding[t])
+    for ci, (dims, a) in enumerate(bm.coords[t]):
+        span = _span(dims, a, tc)
+        step = np.minimum(a[None, :] * tc[:, dims], span[:, None])
+        e = ext[:, dims]
+        rng0 = span + ((e - 1.0) * step).sum(axis=1)
+        if ci in sl:
+            coords.append((rng0, tuple(int(d) for d in dims), e * (n_lo[:, dims] - 1.0) * step, span))
+        else:
+            rest = rest * rng0
+    return _PassU(u0=u0, st=_footprint(bm, t, tc), rest=rest, coords=tuple(coords), act=act, n_lo=n_lo, jot=jot)
+
+
+def _pass_lift(pu: _PassU, inside: list[int] | set[int], rows: IntArray | None) -> FloatArray:
+    """(n,) the union ``U(S)`` of the tiles that the known loops and the innermost open loops
+    of the dims ``inside`` (``S``) visit, over ``pu.u0`` (argument 10's passes inside J*, module
+    doc), on ``rows`` (all if None): a count whose J* has ``S`` inside is at least its ``free``
+    times this and the charge of the dims outside J* (argument 1 with 5's union)."""
+    sel = slice(None) if rows is None else rows
+    U = pu.rest[sel]
+    for rng0, dims, inc, _ in pu.coords:
+        r = rng0[sel]
+        for j, d in enumerate(dims):
+            if d in inside:
+                r = r + inc[sel, j]
+        U = U * r
+    return U / pu.u0[sel]
+
+
+def _pass_floor(pu: _PassU, inside: set[int], dl: int, rows: IntArray | None) -> FloatArray:
+    """(n,) argument 5b at the innermost open loop ``j`` of dim ``dl`` (active), with the dims
+    ``inside`` (``S_l``) inside it, over ``pu.u0`` and per unit of the open temporal products of
+    the dims outside it other than ``dl`` (argument 10's passes inside J*, module doc): eq. D's
+    terms of the loops inside ``j`` are ``P_j`` times the pass inside ``j``, at least ``U(S_l) -
+    S_c`` new words, and ``j``'s own steps, ``P_j (1 - 1/n_j)`` of them, each return that pass to
+    its first tile, at least the words of the first tile not in the last (``S_c - prod_h max(2
+    span_h - r_h, 0)``: the pass moves each sliding coordinate by at least its range ``r_h``
+    less its span); ``P_j`` at least ``dl``'s open temporal product where active (``pu.act``) and
+    ``n_j`` at least ``pu.n_lo``. On ``rows`` (all if None)."""
+    sel = slice(None) if rows is None else rows
+    U = pu.rest[sel]
+    back = pu.rest[sel]  # the words the first tile of the pass shares with its last
+    for rng0, dims, inc, span in pu.coords:
+        r = rng0[sel]
+        for j, d in enumerate(dims):
+            if d in inside:
+                r = r + inc[sel, j]
+        U = U * r
+        back = back * np.maximum(2.0 * span[sel] - r, 0.0)
+    st = pu.st[sel]
+    ret = (1.0 - 1.0 / pu.n_lo[sel, dl]) * np.maximum(st - back, 0.0)
+    return pu.act[sel, dl] * (np.maximum(U - st, 0.0) + ret) / pu.u0[sel]
+
+
+def _pass_first(pu: _PassU, rows: IntArray | None) -> FloatArray:
+    """(n,) the first tile of every instance that a count's ``free`` (over ``pu.u0``) stands
+    for: ``free`` counts the open jump products (``omin``, spatial and temporal) and every
+    instance of the known levels, and each instance of ``c`` (or each distinct group its
+    parent reads for) takes its first tile whole (eq. D's ``|tile|``), so the term ``S_c``
+    of 5b is ``free S_c / (u0 jot)``."""
+    sel = slice(None) if rows is None else rows
+    return pu.st[sel] / (pu.u0[sel] * pu.jot[sel])
+
+
 def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], mt: FloatArray,
                         candidates: BoolArray, n: int) -> FloatArray | None:
     """Argument 10 of the module doc: the increase of the counts into known levels whose J*
@@ -819,7 +956,10 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     # dims each index two of the three tensors)
     jumps = [grp[0][0].jr_open for grp in groups.values()]
     two_free = [z for z in cd if sum(1 for jr in jumps if jr is not None and not jr[z]) >= 2]
-    if not two_free:
+    # a sliding tensor with its J* open pays for the passes inside J* (`_pass_lift`) in every
+    # order: then the path can add to argument 8 even for one tensor
+    passes = [x.free > 0 for grp in groups.values() for x, _, _, _ in grp if x.pass_ is not None]
+    if not two_free and not passes:
         return None
     m = len(cd)
     bit = {d: 1 << i for i, d in enumerate(cd)}
@@ -827,31 +967,58 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     # per tensor: its jump dims (a mask over cd), the dims of cd it does not jump over, and its
     # counts as (free, fixed, opened, e1, e2, part)
     info: list[tuple[int, list[int], list[tuple[FloatArray, FloatArray, FloatArray, float, float,
-                                                FloatArray | float]]]] = []
+                                                FloatArray | float, _PassU | None]]]] = []
     for terms_t in groups.values():
         jr = terms_t[0][0].jr_open
         assert jr is not None
         counts = []
         for x, e1, e2, part in terms_t:
             assert x.free is not None and x.opened is not None
-            counts.append((x.free, x.fixed, x.opened, e1, e2, part))
+            counts.append((x.free if x.pass_ is None else x.free * x.pass_sf, x.fixed, x.opened, e1, e2, part,
+                           x.pass_))
         info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]], counts))
 
-    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False) -> FloatArray:
+    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False,
+               anchor: tuple[int, int] | None = None) -> FloatArray:
         """The increase of tensor i's counts (on ``rows``, all if None) with the dims of
-        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``."""
+        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``.
+        A sliding count (``pu``) is at least ``free`` times the union of the tiles the loops
+        inside J* visit (`_pass_lift`), and with ``anchor = (S_l, l)`` (a dim ``l`` the tensor
+        does not index inside J*, the dims of ``S_l`` inside l and every other dim outside it)
+        also at least argument 5b at l's innermost open loop: ``free`` times l's open temporal
+        product where active (``pu.act``), the least open temporal product of every other dim
+        outside l that the tensor does not jump over, and the new words of the pass inside l,
+        ``U(S_l) - S_c`` (over ``u0``, as ``free`` has it)."""
         _, nj, counts = info[i]
         mt_r = mt if rows is None else mt[rows]
         mult = np.ones(len(mt_r))
         for d in nj:
             if out & bit[d]:
                 mult = mult * mt_r[:, d]
+        inside = {d for d in cd if not out & bit[d]}
+        lifts: dict[int, FloatArray] = {}  # the counts of one (tensor, level) share their union
+        if anchor is not None:
+            s_l, d_l = anchor
+            mult_l = np.ones(len(mt_r))
+            for d in nj:
+                if d != d_l and not s_l & bit[d]:
+                    mult_l = mult_l * mt_r[:, d]
+            inside_l = {d for d in cd if s_l & bit[d]}
         e = np.zeros(len(mt_r))
-        for free, fixed, opened, e1, e2, part in counts:
+        for free, fixed, opened, e1, e2, part, pu in counts:
             if rows is not None:
                 free, fixed, opened = free[rows], fixed[rows], opened[rows]
                 part = part[rows] if isinstance(part, np.ndarray) else part
-            x = np.maximum(free * mult, fixed)
+            if pu is not None:
+                lift = lifts.get(id(pu))
+                if lift is None:
+                    lift = mult * _pass_lift(pu, inside, rows)
+                    if anchor is not None:
+                        lift = np.maximum(lift, mult_l * _pass_floor(pu, inside_l, d_l, rows) + _pass_first(pu, rows))
+                    lifts[id(pu)] = lift
+                x = np.maximum(free * lift, fixed)
+            else:
+                x = np.maximum(free * mult, fixed)
             if with_opened:
                 x = np.maximum(x, opened)
             e = e + _term_energy(x, e1, e2, part) - _term_energy(fixed, e1, e2, part)
@@ -864,6 +1031,8 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     two = np.zeros(n, dtype=bool)
     for z in two_free:
         two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info, strict=True)) >= 2
+    for p in passes:
+        two |= p
     rows = np.flatnonzero(two)
     if len(rows) == 0:
         return None
@@ -872,30 +1041,63 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         for i, (jmask, _, _) in enumerate(info):
             if jmask & bit[z]:
                 out[:, z] += full_inc[i]
-    cache: dict[tuple[int, int], FloatArray] = {}
-    h: list[FloatArray | None] = [None] * (full + 1)  # least charge of ordering the dims outside S
-    h[full] = np.zeros(len(rows))
-    for S in range(full - 1, 0, -1):
+    # argument 10's passes inside J*, one sliding tensor ``ip`` (the first with a dim ``l`` it does
+    # not index among cd): the first such dim placed before its J* anchors the path, ``(S_l, l)``
+    # with ``S_l`` the dims inside l, and its J* charge takes argument 5b at l's innermost open
+    # loop as well (`charge` with ``anchor``)
+    ip, irr = -1, 0
+    for i, (_, nj, counts) in enumerate(info):
+        pus = [pu for *_, pu in counts if pu is not None]
+        if pus:
+            sliding = {d for _, dims, _, _ in pus[0].coords for d in dims}
+            irr = sum(bit[d] for d in nj if d not in sliding)
+            if irr:
+                ip = i
+                break
+    cache: dict[tuple[Any, ...], FloatArray] = {}
+
+    memo: dict[tuple[int, tuple[int, int] | None], FloatArray] = {}
+    zero = np.zeros(len(rows))
+    jm_ip = info[ip][0] if ip >= 0 else 0
+
+    def least(S: int, anc: tuple[int, int] | None) -> FloatArray:
+        """The least charge of ordering the dims outside ``S`` (placed innermost first)."""
+        if S == full:
+            return zero
+        got = memo.get((S, anc))
+        if got is not None:
+            return got
         best = None
         for d in cd:
             b = bit[d]
             if S & b:
                 continue
-            val = h[S | b]
-            assert val is not None
+            nxt = anc
+            if ip >= 0 and anc is None and irr & b and not jm_ip & S:
+                nxt = (S, d)  # the first dim ip does not index, inside its J*
+            if jm_ip & b:
+                nxt = None
+            val = least(S | b, nxt)
             for i, (jmask, _, _) in enumerate(info):
                 if jmask & b and not jmask & S:
-                    key = (i, full & ~S)
-                    got = cache.get(key)
-                    if got is None:
-                        cache[key] = got = charge(i, full & ~S, rows)
+                    if i == ip and anc is not None:
+                        key: tuple[Any, ...] = (i, full & ~S, anc)
+                        got = cache.get(key)
+                        if got is None:
+                            cache[key] = got = charge(i, full & ~S, rows, anchor=anc)
+                    else:
+                        key = (i, full & ~S)
+                        got = cache.get(key)
+                        if got is None:
+                            cache[key] = got = charge(i, full & ~S, rows)
                     val = val + got
             best = val if best is None else np.minimum(best, val)
-        h[S] = best
+        assert best is not None
+        memo[(S, anc)] = best
+        return best
+
     for z in cd:
-        hz = h[bit[z]]
-        assert hz is not None
-        out[rows, z] += hz
+        out[rows, z] += least(bit[z], (0, z) if ip >= 0 and irr & bit[z] else None)
     return out
 
 
@@ -1153,7 +1355,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                    order_fixed: BoolArray | None = None,
                    next_level: IntArray | None = None, spatial: IntArray | None = None,
                    spatial_complete: bool = False,
-                   spatial_room: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   spatial_room: IntArray | None = None,
+                   next_chosen: BoolArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -1184,6 +1387,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         Optional (n, D) the largest product of a dim's spatial factors over every level
         that any completion can have (its fixed product where they are fixed): the
         instances of any level, and the MACs working at once, are at most their product.
+    next_chosen
+        Optional (D,) the dims whose factors at level ``k-1`` are chosen (``next_level``'s,
+        ones included); a chosen dim with temporal factor 1 there has its innermost open loop
+        at a level above (argument 10's passes inside J*).
 
     Returns
     -------
@@ -1205,7 +1412,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
 
                 energy_all[sel], cycles_all[sel], _ = partial_bounds(
                     bm, k, fac[sel], outer_min[sel], outer_tmin[sel], outer_max[sel], cut(order_pos), order_fixed,
-                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room))
+                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room), next_chosen)
             return energy_all, cycles_all, ok
         checked = True
     f = fac.astype(np.float64)
@@ -1293,6 +1500,20 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     fan_all = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
     s_out = _prod(gs[:, :k], 1) if spatial is not None and k > 0 else np.ones((n, D))  # (n, D)
     f_rem = np.maximum(fan_all / _prod(s_out, 1), 1.0)
+    # argument 10's passes inside J*: each dim's innermost open loop, where active, has a bound
+    # of at least 2, its chosen temporal factor at level k-1, and with one open level (k = 1)
+    # its whole open temporal product
+    n_lo = n_act = None
+    if k > 0 and _USE_ORDER and _USE_ORDER_PASS:
+        mt_all = np.maximum(otmin, omin / (s_out * f_rem[:, None]))  # as argument 10's `mt` below
+        n_lo = np.maximum(2.0, next_level[..., 0].astype(np.float64)) if next_level is not None \
+            else np.full((n, D), 2.0)
+        if k == 1:
+            n_lo = np.maximum(n_lo, mt_all)
+        elif k == 2 and next_level is not None and next_chosen is not None:
+            # a dim that chose temporal factor 1 at level 1 has every open loop at level 0
+            n_lo = np.where(next_chosen[None, :] & (next_level[..., 0] < 2), np.maximum(n_lo, mt_all), n_lo)
+        n_act = np.maximum(n_lo, mt_all)
 
     def t_outer(mask: BoolArray) -> FloatArray:
         return np.maximum(_prod(otmin[:, mask], 1), _prod(omin[:, mask], 1) / (_prod(s_out[:, mask], 1) * f_rem))
@@ -1383,7 +1604,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                     step += (ext[:, d] - 1.0) * np.minimum(ad * tile[:, c, d], span)
                 extra += S / span * step
             U = S + extra
-        return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
+        pu = None
+        if n_lo is not None and bm.sliding[t] and bm.disjoint[t] and not found.all():
+            pu = _pass_union(bm, t, tile[:, c], ext, n_lo, n_act, U, _prod((omin / s_out)[:, jr], 1))
+        return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr, pu=pu)
 
     op_cache: dict[tuple[Any, ...], FloatArray | None] = {}  # (t, c): 5b; (t, c, "next"): 5c
 
@@ -1415,8 +1639,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 if nx is not None:
                     op = nx if op is None else np.maximum(op, nx)
             op_cache[(t, c, "floor")] = op
+            # argument 10's passes: X(c) = inst_c F_c, and inst_c also counts the open levels'
+            # fixed spatial factors of the dims t does not jump over
+            sf = _prod(s_out[:, ~jr], 1) if pr.pu is not None and spatial is not None else 1.0
             return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
-                         open_levels=k > 0 and c < L)
+                         open_levels=k > 0 and c < L, pass_sf=sf)
         # c < k: unknown tile containing tile[k]
         out = _prod(p_min[:, jr], 1)
         for ci in bm.sliding[t]:
@@ -1540,7 +1767,16 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 for lv in range(p, c):
                     scale = scale * dl_lb(t, lv) / used[:, lv]
                 lo = np.maximum(lo, floor * scale)
-        return _X.of(pr, with_star, without, lo, 1.0, open_levels=True)
+        sf: FloatArray | float = 1.0
+        if pr.pu is not None and spatial is not None:
+            # argument 10's passes: the reads are X(c) G_{p,c} over the instances (eq. S), and the
+            # distinct offsets of t's sliding coordinates at the open levels p .. k-1 (argument 4)
+            # multiply them with the jump dims' (in omin)
+            sf = np.ones(n)
+            for lv in range(p, k):
+                for ci in bm.sliding[t]:
+                    sf = sf * (1.0 + (gs[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
+        return _X.of(pr, with_star, without, lo, 1.0, open_levels=True, pass_sf=sf)
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""

@@ -1317,3 +1317,28 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     n, tally = run(True, 3)
     assert n == every and tally == [1, 1]
     assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
+
+
+@pytest.mark.parametrize("layer", ["conv-k3", "conv-2d"])
+def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(layer, monkeypatch) -> None:
+    """Argument 10 with the passes repeated inside J* (`_pass_union`, `_pass_lift`,
+    `_pass_floor`: a sliding tensor's count is at least its ``free`` times the union of the
+    tiles the loops inside J* visit, and, anchored at the first dim it does not index placed
+    inside J*, argument 5b at that dim's innermost open loop): every node bound of the whole
+    space of a convolution under a GLB that keeps only outputs is at most the least energy of
+    the node's mappings, and the term lifts some node rows; made 1.05x stronger (the anchored
+    floor, or the union inside J*), it exceeds the energy of some mappings."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    prob = {"conv-k3": lambda: conv2d("c", n=1, k=3, c=2, p=2, q=1, r=2, s=1),
+            "conv-2d": lambda: conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1)}[layer]()
+    space = MapSpace(prob, bypass_glb_arch())
+    violations, lifted = _every_node_bound(space, term="_pass_union")
+    assert violations == 0
+    assert lifted > 0
+    for name in ("_pass_floor", "_pass_lift"):
+        real = getattr(lbm, name)
+        with monkeypatch.context() as m:
+            m.setattr(lbm, name, lambda *a, real=real: 1.05 * real(*a))
+            stronger, _ = _every_node_bound(space, term="_pass_union")
+        assert stronger > 0, name
