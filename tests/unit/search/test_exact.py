@@ -1326,8 +1326,9 @@ def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(
     tiles the loops inside J* visit, and, anchored at the first dim it does not index placed
     inside J*, argument 5b at that dim's innermost open loop): every node bound of the whole
     space of a convolution under a GLB that keeps only outputs is at most the least energy of
-    the node's mappings, and the term lifts some node rows; made 1.05x stronger (the anchored
-    floor, or the union inside J*), it exceeds the energy of some mappings."""
+    the node's mappings, and the term lifts some node rows (3,108 and 11,736); made 1.05x
+    stronger (the anchored floor: 112 and 140 violations; the union inside J*: 4,322 and
+    15,022), it exceeds the energy of some mappings."""
     import accelmap.costmodels.loopnest_bounds as lbm
 
     prob = {"conv-k3": lambda: conv2d("c", n=1, k=3, c=2, p=2, q=1, r=2, s=1),
