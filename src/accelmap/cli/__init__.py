@@ -14,6 +14,7 @@ import logging
 import sys
 import traceback
 from importlib import import_module
+from typing import NoReturn
 
 from accelmap.errors import AccelmapError
 
@@ -28,7 +29,7 @@ class UsageError(AccelmapError):
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # argparse exits 2 already; keep its message short
+    def error(self, message: str) -> NoReturn:  # argparse exits 2 already; keep its message short
         self.print_usage(sys.stderr)
         self.exit(2, f"{self.prog}: error: {message}\n")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 _KINDS = ("workloads", "archs", "costmodels", "searchers")
 
@@ -18,7 +19,7 @@ def run(args: argparse.Namespace) -> int:
     if args.kind == "workloads":
         from accelmap.workloads import zoo
 
-        rows = []
+        rows: list[tuple[str, ...]] = []
         for name in zoo.networks():
             net = zoo.network(name)
             n_shapes = len(net.unique_shapes().layers)
@@ -43,7 +44,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _table(head: tuple[str, ...], rows: list[tuple[str, ...]]) -> None:
+def _table(head: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> None:
     widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(head)]
     print("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     for r in rows:

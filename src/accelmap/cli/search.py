@@ -14,7 +14,7 @@ import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from accelmap.search.api import DEFAULT_BUDGET, NETWORK_DEFAULT_BUDGET
 
@@ -127,7 +127,7 @@ def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label:
             raise UsageError(f"searcher {searcher_name!r} has no option(s) {unknown}; "
                              f"its options: {', '.join(solver_opts) or '(none)'}")
         return opts
-    params = inspect.signature(cls.__init__).parameters
+    params = inspect.signature(cast(Any, cls).__init__).parameters
     accepted = [n for n, prm in params.items()
                 if prm.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("n_objectives", "seed", "budget_hint")]
     if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
@@ -316,8 +316,8 @@ def _run_network(args: argparse.Namespace, common: dict[str, Any], out_dir: Path
 
         kw = {k: v for k, v in common.items() if k not in ("model", "budget")}
         rows = search_shapes_network(args.network, arch, budget=common["budget"] or 30_000, **kw)
-        table = [{"layer": name, "repeat": rep, "shape": [r.best.x, r.best.y], "objective": r.best.objective,
-                  "cycles": (r.best.result.best_metrics["cycles"] if r.best.result and r.best.result.best else None)}
+        table: list[dict[str, Any]] = [{"layer": name, "repeat": rep, "shape": [r.best.x, r.best.y], "objective": r.best.objective,
+                  "cycles": (r.best.result.best_metrics["cycles"] if r.best.result and r.best.result.best_metrics else None)}
                  for name, rep, r in rows]
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "shapes.json").write_text(json.dumps(table, indent=1) + "\n")

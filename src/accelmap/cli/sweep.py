@@ -84,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
                                max_retries=args.retries, log_to_driver=args.verbose > 0)
         try:
             if args.backend == "ray":
-                print(f"running on Ray with {backend.n_workers} worker(s)", file=sys.stderr)
+                print(f"running on Ray with {getattr(backend, 'n_workers', 1)} worker(s)", file=sys.stderr)
             summary = run_sweep(sweep, store=store, backend=backend, max_tasks=args.max_tasks,
                                 progress=not args.no_progress and sys.stderr.isatty())
         finally:

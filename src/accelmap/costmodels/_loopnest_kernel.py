@@ -684,9 +684,20 @@ def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, update
         energy_pj += energy[:, :, t].sum(axis=1) - before
 
 
+def _counts_array(n: int, L: int, T: int, buffers) -> FloatArray:  # noqa: ANN001
+    """The (n, 6, L, T) counts output, uninitialised (the drivers write every entry of every
+    row): from ``buffers`` (`_systolic_kernel.OutputBuffers`) when given. 720 bytes a row on a
+    5-level, 3-tensor problem: a fresh 72 MB array per 100,000-row call was mapped anew by the
+    allocator on every call (about 700 page faults, `evaluate` 1.4x the time of
+    `evaluate_objective` on res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""
+    if buffers is None:
+        return np.empty((n, 6, L, T))
+    return buffers.take({"cnt": ((n, 6, L, T), np.float64)})["cnt"]
+
+
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
                    *, parallel: bool = True, frac: FloatArray | None = None, counts: bool = True,
-                   specialised: bool = True) -> dict[str, np.ndarray]:
+                   specialised: bool = True, buffers=None) -> dict[str, np.ndarray]:  # noqa: ANN001
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
     `Metrics` (counts as (n, L, T) float64).
 
@@ -694,7 +705,9 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     applied as `_loopnest_numpy._count_existing_words` does; None: no padding. Without ``counts``
     only the per-row results come back (cycles, energies, utilization, valid, reason,
     reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
-    `_loopnest_cpu`'s driver (else ``eval_rows``, serial)."""
+    `_loopnest_cpu`'s driver (else ``eval_rows``, serial). ``buffers``: an
+    `OutputBuffers` of the caller, from which the (n, 6, L, T) counts array is taken (an
+    earlier call's, once nothing refers to it any more); None: a new array."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
@@ -710,7 +723,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
         use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
         n_blocks = threads * 4 if use_threads else 1
         full = counts
-        cnt = np.empty((n, 6, L, T)) if full else np.empty((n_blocks, 1, 6, L, T))
+        cnt = _counts_array(n, L, T, buffers) if full else np.empty((n_blocks, 1, 6, L, T))
         fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
         from accelmap.costmodels import _loopnest_cpu
 
@@ -718,7 +731,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
                                     threads if use_threads else 1)
     else:
         full = True
-        cnt = np.empty((n, 6, L, T))
+        cnt = _counts_array(n, L, T, buffers)
         if n:
             eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
                       *(x[0] for x in scratch(1, L, D, T, C, grid)))

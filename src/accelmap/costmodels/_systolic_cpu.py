@@ -117,7 +117,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
         ext, suff = sc
         R, C = ints[2], ints[3]
-        # the fewest row and column folds of each class (`systolic._walk_rows`' reference), once a batch
+        # the fewest row and column folds of each class (`systolic_dram._walk_rows`' reference), once a batch
         fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
         fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
         macs = flts[3]
@@ -196,7 +196,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 # --- folds, cycles and SRAM counts (`_folds_and_counts`) ---
                 s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
                     _folds_and_counts(df, rc, cc, py, px, ints)
-                # --- DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated ---
+                # --- DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated ---
                 dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
                                                 ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, order3, i, AL)
                 if dr0 < 0:

@@ -29,7 +29,7 @@ from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
 __all__ = ["SystolicConsts", "WalkTable", "OutputBuffers", "systolic_consts", "evaluate_rows", "stats_from",
-           "metrics_from"]
+           "metrics_from", "tables_fit"]
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -45,13 +45,14 @@ class SystolicConsts:
 
     ``ints`` = array level, PE level, rows, cols, tensors (ifmap, filter, ofmap), class sizes
     (m, n, k, b), d_tot (ifmap, filter), overlap (ifmap, filter), SRAM levels (ifmap, filter,
-    ofmap), walkable (ifmap, filter: `systolic._walkable`), neighbour pairs (ifmap, filter);
-    whether every per-access energy is finite and >= 0, the problem's tensors; ``flts`` =
+    ofmap), walkable (ifmap, filter: `systolic_dram._walkable`), neighbour pairs (ifmap, filter);
+    whether every per-access energy is finite and >= 0, the problem's tensors, then the tile
+    tables of an operand without duplicates with missing words (`_tile_tables`); ``flts`` =
     windows (3), MACs, DRAM read bandwidth, DRAM write bandwidth (nan = unlimited), compute
     energy of a valid mapping (pJ); ``terms`` (2, M, 3) = per read operand the nonzero terms
     of its used coordinates (dim, coefficient, last term of the coordinate;
     dim -1 past the end); ``pairs`` (2, P, 3) = per read operand the
-    (pixel dim, window dim, coefficient) pairs `systolic._neighbour_step_batch` scans (the
+    (pixel dim, window dim, coefficient) pairs `systolic_dram._neighbour_step_batch` scans (the
     mapping-independent part of its loops); ``levels`` (L, 3) = block words, read and write
     energy (pJ) per level, for `Metrics`."""
 
@@ -72,7 +73,7 @@ class SystolicConsts:
 
 
 def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # noqa: ANN001
-    from accelmap.costmodels.systolic import _distinct_words, _operand_words, _overlaps, _walkable
+    from accelmap.costmodels.systolic_dram import _distinct_words, _operand_words, _overlaps, _walkable
 
     dim_class = np.array(layout.dim_class, dtype=np.int64)
     full = np.where(dim_class == _B, 1, problem.bounds).astype(np.int64)
@@ -109,7 +110,8 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
                      *layout.class_size, *d_tot, *overlap, *layout.sram,
                      *(int(_walkable(problem, layout, o)) for o in (0, 1)), len(pairs[0]), len(pairs[1]),
                      int(all(math.isfinite(e) and e >= 0 for x in arch.levels
-                             for e in (x.read_energy_pj, x.write_energy_pj))), problem.n_tensors], dtype=np.int64)
+                             for e in (x.read_energy_pj, x.write_energy_pj))), problem.n_tensors,
+                     *_tile_tables(problem, layout, d_tot, overlap)], dtype=np.int64)
     flts = np.array([*layout.window_words, float(problem.macs), math.nan if rbw is None else float(rbw),
                      math.nan if wbw is None else float(wbw),
                      float(problem.macs) * arch.compute.energy_per_mac_pj], dtype=np.float64)
@@ -120,6 +122,54 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
                           fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64), dim_class=dim_class, full=full,
                           terms=term_arr, ints=ints, flts=flts, pairs=pair_arr,
                           levels=levels)
+
+
+# `SystolicConsts.ints` from here on: per read operand o and class c the tile tables of an
+# operand without duplicates with missing words (`_tile_tables`), meta at _TILE_META + 6 (3 o + c).
+_TILE_META = 24
+_TILE_MEMBERS = 4  # the most dims of bound > 1 a class may have for its tables (4! orders)
+_TILE_ENTRIES = 1 << 22  # the most table entries kept (8 bytes each)
+
+
+def _tile_tables(problem: Problem, layout, d_tot: list[int], overlap: list[int]) -> list[int]:  # noqa: ANN001
+    """The tail of `SystolicConsts.ints` that `_varied_tiles` reads: for each read operand
+    ``o`` (0 ifmap, 1 filter) and GEMM class ``c`` (0 m, 1 n, 2 k) six entries (where its
+    tables start in ``ints``, or -1: none needed, -2: needed but too large, the batch then
+    goes to the numpy path; the class's dims of bound > 1, ``r`` of them; those dims, -1
+    after), then the tables: for an operand without im2col duplicates whose padded tensor
+    has missing words (`systolic_dram._tile_prefix`) and exceeds its window, for each class
+    that may be its column class in case B, one prefix table of ``size + 1`` entries per
+    order of the class's dims (``r!`` of them, in the lexicographic order of
+    `itertools.permutations`, which `_order_rank` ranks)."""
+    import itertools
+
+    from accelmap.costmodels.systolic_dram import _tile_prefix
+
+    meta = [-1] * 36
+    tables: list[np.ndarray] = []
+    start = _TILE_META + len(meta)
+    for o in (0, 1):
+        t = layout.tensor[o]
+        if overlap[o] or not problem.tensors[t].padded or d_tot[o] < layout.window_words[o]:
+            continue
+        for c in ((_M, _K) if o == 0 else (_N, _K)):
+            base = 6 * (3 * o + c)
+            members = [d for d, k in enumerate(layout.dim_class) if k == c and int(problem.bounds[d]) > 1]
+            n = math.factorial(len(members)) * (layout.class_size[c] + 1)
+            if len(members) > _TILE_MEMBERS or start + n - _TILE_META - len(meta) > _TILE_ENTRIES:
+                meta[base] = -2
+                continue
+            meta[base:base + 2 + len(members)] = [start, len(members), *members]
+            tables += [_tile_prefix(problem, layout, o, c, tuple(members[j] for j in perm))
+                       for perm in itertools.permutations(range(len(members)))]
+            start += n
+    return meta + [int(x) for tab in tables for x in tab]
+
+
+def tables_fit(consts: SystolicConsts) -> bool:
+    """Whether the kernel has every tile table it needs (`_tile_tables`; else the numpy path
+    serves the batch)."""
+    return not (consts.ints[_TILE_META:_TILE_META + 36] == -2).any()
 
 
 @register_jitable
@@ -166,7 +216,7 @@ def _check_padded(i, temporal, spatial, order, keep, bounds, holds, fan_xy, prod
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _distinct(MT, TERMS, o, ext):
-    """`systolic._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
+    """`systolic_dram._distinct_words` of read operand ``o`` over extents ``ext`` (D,): per used
     coordinate ``min(span, product of extents)`` over its nonzero terms (``TERMS``:
     `SystolicConsts.terms` (2, MT, 3) flat: dim, coefficient, last term of its coordinate;
     dim -1 past the end)."""
@@ -212,7 +262,7 @@ def _reset_loss(d_pass, h, w, reads_pass):
 
 @register_jitable
 def _repeated_tiles(n_full, t, t_last, k, w):
-    """`systolic._repeated_tiles_batch` of one row (float64, as there)."""
+    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there)."""
     tf, tl, nf, kf = float(t), float(t_last), float(n_full), float(k)
     big = tf >= w
     ts = 1.0 if big else tf
@@ -240,8 +290,58 @@ def _repeated_tiles(n_full, t, t_last, k, w):
 
 
 @register_jitable
+def _order_rank(i, order, AL, D, ints, mb, r):
+    """The rank, among the orders of a class's ``r`` dims (``ints[mb + 2:]``) in the
+    lexicographic order of `itertools.permutations`, of their order in row ``i``'s array
+    level (``order`` (n, L * D) rows): the Lehmer code, the dims found by their positions."""
+    rank = np.int64(0)
+    for j in range(r):
+        pj = 0
+        for p in range(D):
+            if order[i, AL * D + p] == ints[mb + 2 + j]:
+                pj = p
+        before = 0
+        smaller_after = 0
+        for j2 in range(r):
+            pk = 0
+            for p in range(D):
+                if order[i, AL * D + p] == ints[mb + 2 + j2]:
+                    pk = p
+            if pk < pj:
+                before += 1
+            elif pk > pj and j2 < j:
+                smaller_after += 1
+        fact = np.int64(1)
+        for f in range(2, r - before):
+            fact *= f
+        rank += smaller_after * fact
+    return rank
+
+
+@register_jitable
+def _varied_tiles(ints, base, s_c, uc, k, w):
+    """`systolic_dram._varied_tiles_one` of one row: the column chunks' tile sizes from the
+    prefix table at ``ints[base:]``, each tile read on ``k`` consecutive folds through a
+    reset window of ``w`` words, tile by tile from an empty window."""
+    total = np.int64(0)
+    c = np.int64(0)
+    for a in range(0, s_c, uc):
+        t = ints[base + min(a + uc, s_c)] - ints[base + a]
+        if k == 1 or t >= w:
+            total += k * t
+            c = (c + k * t) % w
+        elif c + t >= w:
+            total += t + (w - c)
+            c = t
+        else:
+            total += t
+            c += t
+    return total
+
+
+@register_jitable
 def _neighbour_step(i, order, al, o, pairs, n_pairs, dim_class, bounds, suff):
-    """`systolic._neighbour_step_batch` of one row: the least ``coef * inner`` over the
+    """`systolic_dram._neighbour_step_batch` of one row: the least ``coef * inner`` over the
     operand's (pixel dim, window dim) pairs (`SystolicConsts.pairs`), ``inner`` the product of
     the window-class bounds flattened inside the window dim (``suff``: scratch (D + 1,))."""
     D = bounds.shape[0]
@@ -265,7 +365,7 @@ def _neighbour_step(i, order, al, o, pairs, n_pairs, dim_class, bounds, suff):
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _class_indexes(o, c):
-    """`systolic._class_indexes`: whether operand ``o`` (0 ifmap, 1 filter, 2 ofmap) is
+    """`systolic_dram._class_indexes`: whether operand ``o`` (0 ifmap, 1 filter, 2 ofmap) is
     indexed by GEMM class ``c``."""
     if o == 0:
         return c == _M or c == _K
@@ -277,7 +377,7 @@ def _class_indexes(o, c):
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, ir, ic, reads, bounds,
           dim_class, full, ints, flts, pairs, ext, suff):
-    """`systolic._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter), whose
+    """`systolic_dram._dram_reads_batch` of one row, operand ``o`` (0 ifmap, 1 filter), whose
     words exceed the window (`_dram_words` has the first rule). ``order`` (n, L * D) rows
     and ``order3`` (n, L, D) the same orders; ``AL``, ``D``, ``DC``, ``MT``, ``TERMS``: the
     array level, dims, dim classes and read-operand terms (constants in the specialised
@@ -293,6 +393,10 @@ def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f
     over = ints[13 + o] != 0
     if not over and not case_b:
         return f_c * d_tot * b_rep if case_c else d_tot * b_rep
+    mb = _TILE_META + 6 * (3 * o + cc)
+    if not over and ints[mb] >= 0:  # missing words: tiles of different sizes, tile by tile
+        base = ints[mb] + _order_rank(i, order, AL, D, ints, mb, ints[mb + 1]) * (s_c + 1)
+        return _varied_tiles(ints, base, s_c, uc, f_r, np.int64(w)) * b_rep
     # The numpy path's rules, each quantity computed only where its rule reads it, with the
     # boxes at two call sites (each box is inlined, so every site costs a copy of its code
     # and of its compile). Case C: tiles of one row chunk; window chunks on the rows (WS-like)
@@ -343,7 +447,7 @@ def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _dram_words(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads, bounds,
                 dim_class, full, ints, flts, pairs, ext, suff):
-    """The estimated DRAM words of read operand ``o`` (`systolic._dram_reads_batch`): an
+    """The estimated DRAM words of read operand ``o`` (`systolic_dram._dram_reads_batch`): an
     operand within the window is fetched once a repetition; else `_dram`."""
     if ints[11 + o] < flts[o]:
         return ints[11 + o] * ints[10]
@@ -364,7 +468,7 @@ def _dram_reads(o, i, order2, order3, rc, cc, s_r, s_c, ur, uc, f_r, f_c, reads,
 @register_jitable
 def _big_tile(step, u_pix, d_tot, w, reads_pass):
     """A tile larger than the window keeps the duplicates of neighbouring pixels only when
-    they come back within it (`systolic._dram_reads_batch`, ``big_tile``)."""
+    they come back within it (`systolic_dram._dram_reads_batch`, ``big_tile``)."""
     if step * u_pix < w:
         return _reset_loss(d_tot, w, w, reads_pass)
     return reads_pass
@@ -381,7 +485,7 @@ def _stall(words, compute, bw):
 
 # --- walked DRAM counts, looked up by fold shape -------------------------------------------
 # ``dram_window="auto"`` counts some rows' sliding-window operand on its demand stream
-# (`systolic._walked_reads`, Python, milliseconds a walk). The kernel looks the walked count up
+# (`systolic_dram._walked_reads`, Python, milliseconds a walk). The kernel looks the walked count up
 # in an open-addressing table keyed by (operand, row class, column class, rows used, columns
 # used, array-level order); a row whose key is missing is reported, its counts filled in
 # between kernel calls (`_fill_walks`), and the row evaluated again.
@@ -478,7 +582,7 @@ class WalkTable:
 
 @register_jitable
 def _passes(o, rc, cc, f_r, f_c):
-    """`systolic._passes` of one row: passes over operand ``o`` in its demand stream."""
+    """`systolic_dram._passes` of one row: passes over operand ``o`` in its demand stream."""
     ir, ic = _class_indexes(o, rc), _class_indexes(o, cc)
     if ir and not ic:
         return f_c
@@ -489,7 +593,7 @@ def _passes(o, rc, cc, f_r, f_c):
 
 @register_jitable
 def _walked(per, passes, walk_limit, walk_cap):
-    """`systolic._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
+    """`systolic_dram._walk_rows` of a row near the fewest folds: its stream (``per`` entries a
     repetition of the GEMM) walked whole, or ``walk_cap`` of its ``passes`` walked."""
     if per <= walk_limit:
         return True
@@ -591,7 +695,7 @@ def _folds_and_counts(df, rc, cc, py, px, ints):
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tvals, walk_limit, walk_ratio,
                    walk_cap, order3, i, al):
-    """The walked DRAM words of the two read operands where `systolic._walk_rows` says so
+    """The walked DRAM words of the two read operands where `systolic_dram._walk_rows` says so
     (``fewest``: the fewest folds of the classes), looked up in the walk table: (ifmap,
     filter, missing), -1 where not walked or not in the table; ``missing`` bit o: operand
     o's key is not in the table yet."""
@@ -663,7 +767,7 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
         px *= spatial[i, al, d, 0]
     s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
         _folds_and_counts(df, rc, cc, py, px, ints)
-    # DRAM reads: walked (looked up) where `systolic._walk_rows` says so, else estimated
+    # DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, (-(-s_r // R)) * (-(-s_c // C)), acc0, acc1, ints,
                                        tkeys, tvals, walk_limit, walk_ratio, walk_cap, order, i, al)
     if dr0 < 0:
@@ -958,8 +1062,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
     columns used, row and column folds, the operand's SRAM reads (m,) and array-level orders
-    (m, D) (`systolic._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
-    0: nothing is walked; else `systolic._walk_rows`'s rule with ``walk_ratio`` and
+    (m, D) (`systolic_dram._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
+    0: nothing is walked; else `systolic_dram._walk_rows`'s rule with ``walk_ratio`` and
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.

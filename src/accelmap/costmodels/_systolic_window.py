@@ -1,6 +1,6 @@
 """SCALE-Sim's prefetch window, counted word by word on the demand stream it implies.
 
-`accelmap.costmodels.systolic` counts DRAM reads of operands without im2col duplicates in
+`accelmap.costmodels.systolic_dram` counts DRAM reads of operands without im2col duplicates in
 closed form. For a sliding-window operand (a convolution's ifmap, where neighbouring
 output pixels read the same words) the count depends on where each reset of SCALE-Sim's
 read window falls in the skewed demand stream, so this module walks that stream.

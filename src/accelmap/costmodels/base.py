@@ -71,7 +71,7 @@ class Metrics:
     @staticmethod
     def concat(parts: list[Metrics]) -> Metrics:
         first = parts[0]
-        kw = {}
+        kw: dict[str, Any] = {}
         for f in fields(first):
             v = getattr(first, f.name)
             kw[f.name] = np.concatenate([getattr(p, f.name) for p in parts]) if isinstance(v, np.ndarray) else v

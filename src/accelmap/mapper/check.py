@@ -62,7 +62,7 @@ def check_batch(problem: Problem, arch: Arch, batch: MappingBatch, *, allow_padd
     if batch.n_levels != arch.n_levels or batch.n_dims != problem.n_dims or batch.n_tensors != problem.n_tensors:
         return BatchCheck(np.zeros(n, bool), np.full(n, int(Reason.SHAPE)), level)
 
-    def mark(bad: BoolArray, code: Reason, lvl: IntArray | int) -> None:
+    def mark(bad: BoolArray | np.bool_, code: Reason, lvl: IntArray | int) -> None:
         new = bad & (reason == 0)
         reason[new] = int(code)
         level[new] = lvl[new] if isinstance(lvl, np.ndarray) else lvl

@@ -15,7 +15,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from accelmap._registry import costmodels, searchers
 from accelmap.errors import InfeasibleSpaceError, SpecError
@@ -285,7 +285,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         if checkpoint is not None or warm_start is not None or early_stop is not None:
             raise SpecError(f"searcher {searcher} runs to a proof or a limit: it takes no checkpoint, warm_start "
                             "or early_stop (give a time limit or a budget instead)")
-        return searcher_cls.run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
+        return cast(Any, searcher_cls).run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
                                 seed=seed, budget=budget, time_limit_s=time_limit_s, options=opts,
                                 progress=progress, config=extra, initial=initial)
     bound, kind = _lower_bound(ms, model_name, obj)
@@ -690,7 +690,7 @@ def second_run_result(first: SearchResult, r: SearchResult, run: dict[str, Any])
         cert.update(proven_optimal=False, lower_bound=lb1, incumbent=kept.best_objective,
                     gap=(max(kept.best_objective / lb1 - 1.0, 0.0) if lb1 else float("inf")))
     if "warm_start_evaluations" in (first.certificate or {}):
-        cert["warm_start_evaluations"] = first.certificate["warm_start_evaluations"]
+        cert["warm_start_evaluations"] = (first.certificate or {})["warm_start_evaluations"]
     return dataclasses.replace(kept, certificate=cert, n_evaluations=first.n_evaluations + r.n_evaluations,
                                elapsed_s=round(first.elapsed_s + r.elapsed_s, 6))
 

@@ -20,6 +20,7 @@ import functools
 import math
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -253,7 +254,7 @@ class Problem:
     @property
     def relevance(self) -> BoolArray:
         """(n_tensors, n_dims): True where the dim indexes the tensor."""
-        return (self._coef > 0).any(axis=1)
+        return np.asarray((self._coef > 0).any(axis=1))
 
     @property
     def coefficients(self) -> IntArray:
@@ -263,7 +264,7 @@ class Problem:
     @property
     def rank_used(self) -> BoolArray:
         """(n_tensors, max_rank): True for coordinates the tensor really has."""
-        return (self._coef > 0).any(axis=2)
+        return np.asarray((self._coef > 0).any(axis=2))
 
     def footprint(self, tiles: IntArray) -> IntArray:
         """Words of each tensor touched by a tile of the iteration space.
@@ -289,7 +290,7 @@ class Problem:
         # dense product bit for bit); each dim's extents are made contiguous once.
         lead = t.shape[:-1]
         t = t.reshape(-1, self.n_dims)  # 2-d: wraps on overflow silently, like the dense form
-        ext = [None] * self.n_dims
+        ext: list[Any] = [None] * self.n_dims
         out = np.ones((t.shape[0], self.n_tensors), dtype=np.int64)
         for ti, rows in enumerate(self._coef):
             prod = None
@@ -297,7 +298,7 @@ class Problem:
                 dims = np.flatnonzero(row)
                 if dims.size == 0:
                     continue  # an unused (padding) coordinate spans one value
-                span = None
+                span: Any = None
                 for d in dims.tolist():
                     if ext[d] is None:
                         ext[d] = t[:, d] - 1

@@ -155,3 +155,37 @@ def test_the_specialised_driver_inlines_only_shallow_helpers() -> None:
     for f in _rule_callees(cpu._driver(S).py_func):
         for g in _rule_callees(f):
             assert _rule_callees(g) == [], (f.__name__, g.__name__)
+
+
+def test_counts_arrays_are_reused_only_once_nothing_refers_to_them() -> None:
+    """The cpu engine writes the counts of `evaluate` into the array of an earlier call
+    (`_systolic_kernel.OutputBuffers`) only once nothing refers to it any more: a kept
+    `Metrics`, or a kept view of one of its fields, is never overwritten; a pickled model
+    carries no arrays."""
+    import pickle
+
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    batch = MapSpace(problem, arch).sample(300, np.random.default_rng(7))
+    other = batch.take(np.arange(len(batch))[::-1])  # another batch of the same size
+    ref = LoopNestModel(engine="numpy")
+    want, want_other = ref.evaluate(problem, arch, batch), ref.evaluate(problem, arch, other)
+
+    def same(got, exp) -> bool:  # noqa: ANN001
+        return all(np.array_equal(getattr(got, f), getattr(exp, f)) for f in (
+            "cycles", "valid", "reason", "reads", "fills", "updates", "multicast", "spatial_reductions")) and \
+            np.allclose(got.energy_breakdown_pj, exp.energy_breakdown_pj, rtol=1e-12, atol=0.0)
+
+    model = LoopNestModel(engine="cpu")
+    kept = model.evaluate(problem, arch, batch)
+    view = model.evaluate(problem, arch, batch).reads[:, 1]  # only a view of a field kept
+    view_before = view.copy()
+    again = model.evaluate(problem, arch, other)
+    assert again.reads.base is not kept.reads.base and again.reads.base is not view.base
+    assert same(kept, want) and same(again, want_other) and np.array_equal(view, view_before)
+    base = id(again.reads.base)  # (the pool keeps the array alive: its id stays its own)
+    del again
+    reused = model.evaluate(problem, arch, batch)  # the third call's array, nothing refers to it now
+    assert id(reused.reads.base) == base and same(reused, want)
+    copy = pickle.loads(pickle.dumps(model))
+    assert not copy._buffers._sets
+    assert same(copy.evaluate(problem, arch, batch), want)

@@ -276,3 +276,36 @@ def test_output_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     shapes = {"a": ((4, 3), np.float64)}
     sets = [buffers.take(shapes)["a"] for _ in range(3)]  # each kept: three new arrays, two remembered
     assert len({id(a) for a in sets}) == 3 and len(buffers._sets) == 2
+
+
+def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
+    """A strided 1x1 layer with SCALE-Sim's rounded-up ofmap: the kernel reads its ifmap's
+    tile tables (`_systolic_kernel._tile_tables`: a prefix table per order of the pixel dims
+    and of the channel dims); when they would exceed the limit the batch goes to the numpy
+    path (`tables_fit`). The generic and the specialised driver and that fallback equal the
+    numpy engine, with the array-level orders shuffled."""
+    import dataclasses
+
+    prob = conv2d("s", c=16, k=32, p=9, q=9, r=1, s=1, n=2, stride=2, input_hw=(16, 16), word_bits=8)
+    arch = systolic_array(16, 16, 1, 1, 1, dram_bandwidth_words_per_cycle=None)
+    batch = MappingBatch.concat([variant_seeds(prob, arch, v, n_best=6) for v in systolic_variants(prob, arch)])
+    lay = systolic.systolic_layout(prob, arch)[0]
+    rng = np.random.default_rng(0)
+    order = batch.order.copy()
+    for i in range(len(batch)):
+        order[i, lay.array_level] = rng.permutation(order[i, lay.array_level])
+    batch = MappingBatch.concat([batch, dataclasses.replace(batch, order=order)])
+    ref = SystolicModel(engine="numpy").stats(prob, arch, batch)
+    consts = _systolic_kernel.systolic_consts(prob, arch, lay)
+    meta = consts.ints[_systolic_kernel._TILE_META:_systolic_kernel._TILE_META + 18].reshape(3, 6)  # the ifmap's
+    assert meta[0, 0] > 0 and meta[0, 1] == 3 and meta[2, 0] > 0 and meta[1, 0] == -1  # m (N P Q) and k (C)
+    assert _systolic_kernel.tables_fit(consts)
+    for limit, after in ((_systolic_kernel._TILE_ENTRIES, 10 ** 9), (_systolic_kernel._TILE_ENTRIES, 0), (10, 0)):
+        # the generic driver, the one specialised per structure (`_systolic_cpu`), the numpy path
+        monkeypatch.setattr(_systolic_kernel, "_TILE_ENTRIES", limit)
+        monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", after)
+        model = SystolicModel(engine="cpu")
+        assert _systolic_kernel.tables_fit(model._prepared(prob, arch)[3]) == (limit > 10)
+        got = model.stats(prob, arch, batch)
+        for f in ref.__dataclass_fields__:
+            assert np.array_equal(getattr(got, f), getattr(ref, f)), (limit, after, f)
