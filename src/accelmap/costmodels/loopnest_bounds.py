@@ -186,8 +186,9 @@ Why each bound holds, for every order of every loop:
    ``d`` is active: 2, its chosen temporal factor at level ``k-1`` when that is at least 2,
    and its whole open temporal product ``mt_d`` with one open level (``k = 1``) or when it
    chose 1 at level ``k-1 = 1``; ``act_d = max(mt_d, n_lo_d)`` bounds its open temporal
-   product where active. In an order, let ``S`` be the dims placed inside J* (all active: a
-   dim without an active open loop stands outermost). (i) By argument 1 with argument 5's
+   product where active. In an order, let ``S`` be the dims placed inside J* (all active: the
+   dims without an active open loop stand outermost, ``t``'s jump dims innermost among them,
+   so an inactive dim is never inside J* nor its anchor below). (i) By argument 1 with argument 5's
    union (5b's decomposition at ``j = J*``), ``F_c >= P_{J*} U(S)``, ``U(S)`` the union of the
    tiles the known loops and the innermost open loops of ``S`` visit: 5b's product over
    ``t``'s coordinates of ``span + sum_d (e_d - 1) min(a_d T_d, span)`` with ``e_d`` the known
