@@ -943,7 +943,11 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
     carry an active open loop on some row; 0 for the others), or None where no row has two
     tensors that can rise and do not jump over a same dim (argument 8 then gives as much,
-    at less cost)."""
+    at less cost) and no sliding tensor's count has its J* open. Argument 10b: a sliding
+    tensor's counts (``pass_``) also pay the union of the tiles inside J* (`_pass_lift`), and
+    the path's state keeps, for one such tensor, the first dim it does not index placed
+    before its J* with the dims inside that dim, so that its J* charge also takes argument 5b
+    at that dim's innermost open loop (`_pass_floor`, `_pass_first`)."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
