@@ -963,7 +963,7 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     two_free = [z for z in cd if sum(1 for jr in jumps if jr is not None and not jr[z]) >= 2]
     # a sliding tensor with its J* open pays for the passes inside J* (`_pass_lift`) in every
     # order: then the path can add to argument 8 even for one tensor
-    passes = [x.free > 0 for grp in groups.values() for x, _, _, _ in grp if x.pass_ is not None]
+    passes = [x.free > 0 for grp in groups.values() for x, _, _, _ in grp if x.pass_ is not None and x.free is not None]
     if not two_free and not passes:
         return None
     m = len(cd)
@@ -1610,7 +1610,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 extra += S / span * step
             U = S + extra
         pu = None
-        if n_lo is not None and bm.sliding[t] and bm.disjoint[t] and not found.all():
+        if n_lo is not None and n_act is not None and bm.sliding[t] and bm.disjoint[t] and not found.all():
             pu = _pass_union(bm, t, tile[:, c], ext, n_lo, n_act, U, _prod((omin / s_out)[:, jr], 1))
         return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr, pu=pu)
 
