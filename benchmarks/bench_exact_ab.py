@@ -8,7 +8,9 @@ seconds (the fair measure on a shared machine) and the load average at its start
 
 Terms (``--term``): ``capacity`` = arguments 11-12 of `accelmap.costmodels.loopnest_bounds`
 (the words a region of small buffers must take in, `_capacity_energy`, switched by
-``_USE_CAPACITY``); ``order`` = argument 10 (``_USE_ORDER``).
+``_USE_CAPACITY``); ``order`` = argument 10 (``_USE_ORDER``); ``pass`` = argument 5c and the pass
+floors read at an open parent (``_USE_NEXT_PASS`` and ``_USE_PASS_READS`` together);
+``orderpass`` = argument 10's passes repeated inside J* (``_USE_ORDER_PASS``).
 
 Usage::
 
@@ -50,14 +52,16 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
     from accelmap.search.objectives import parse_objective
     from accelmap.workloads.io import load_problem
 
-    switch = {"order": "_USE_ORDER", "capacity": "_USE_CAPACITY"}[term]
+    switches = {"order": ["_USE_ORDER"], "capacity": ["_USE_CAPACITY"],
+                "pass": ["_USE_NEXT_PASS", "_USE_PASS_READS"], "orderpass": ["_USE_ORDER_PASS"]}[term]
     problem, arch = load_problem(layer), preset(arch_name)
     incumbent = search(problem, arch, budget=budget, seed=0).best.as_batch()
     space = MapSpace(problem, arch)
     rows = []
     try:
         for on in (True, False):
-            setattr(lbm, switch, on)
+            for switch in switches:
+                setattr(lbm, switch, on)
             c0, t0, load0 = _cpu(), time.perf_counter(), os.getloadavg()[0]
             _, value, cert = solve(space, LoopNestModel(), parse_objective("edp"), time_limit_s=time_s,
                                    incumbent=incumbent)
@@ -69,7 +73,8 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
             print(json.dumps(row), flush=True)
             rows.append(row)
     finally:
-        setattr(lbm, switch, True)
+        for switch in switches:
+            setattr(lbm, switch, True)
     return rows
 
 
@@ -78,7 +83,7 @@ def main() -> None:
     ap.add_argument("--layers", nargs="+", default=LAYERS, help="(default: %(default)s)")
     ap.add_argument("--arch", default="eyeriss-like")
     ap.add_argument("--time", type=float, default=60.0, help="wall seconds per exact search (default 60)")
-    ap.add_argument("--term", choices=["order", "capacity"], default="capacity")
+    ap.add_argument("--term", choices=["order", "capacity", "pass", "orderpass"], default="capacity")
     ap.add_argument("--default-budget", type=int, default=200_000)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()

@@ -37,6 +37,11 @@ Usage::
 
 A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a case of
 ``../shared/reference/timeloop`` under its constraint files, as ``bench_exact.py``).
+``--versions pass-off pass-on`` compares the bound without and with argument 5c of
+`accelmap.costmodels.loopnest_bounds` (the outer pass at the partly chosen open level, and the
+pass floors read through eq. S at an open parent); both are the compiled path.
+``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
+passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
 """
 
@@ -61,9 +66,15 @@ CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_r
 VERSIONS: dict[str, dict[str, bool | int]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
+    # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
+    "pass-off": {"loopnest_bounds._USE_NEXT_PASS": False, "loopnest_bounds._USE_PASS_READS": False},
+    "pass-on": {"loopnest_bounds._USE_NEXT_PASS": True, "loopnest_bounds._USE_PASS_READS": True},
     # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
     # has lifted no node in its first calls (`exact._REGION_TRIAL`)
-    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256}}
+    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256},
+    # argument 10 with the passes repeated inside J* (`loopnest_bounds._pass_floor`)
+    "orderpass-off": {"loopnest_bounds._USE_ORDER_PASS": False},
+    "orderpass-on": {"loopnest_bounds._USE_ORDER_PASS": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

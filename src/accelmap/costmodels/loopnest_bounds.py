@@ -71,6 +71,25 @@ Why each bound holds, for every order of every loop:
    reloads (a sliding input, say) for the irrelevant loops at the outer levels: simple3's
    res3a_2b_s2 with the GLB keeping only outputs re-reads the inputs from DRAM once per
    ``M`` iteration there (``bench_exact.py --groups timeloop``, ``docs/performance.md``).
+   **5c. The same at the open level just above the known ones** (`_next_level_pass`). Where
+   some dims have chosen their temporal factors at level ``k-1`` (``next_level``), take ``j``
+   the outermost active loop of ``k-1``: the loops inside it include the other chosen loops of
+   ``k-1`` and every loop of ``k .. c-1``, so ``U_j`` is at least the union of their tiles as in
+   5b; ``P_j`` is ``n_j`` times every loop of the levels above ``k-1``, and with the spatial
+   factors above ``c`` (the instances) at least ``n_j`` times, per dim, a chosen dim's open
+   product over its chosen temporal factor and any other dim's fixed spatial factor at
+   ``k-1`` (a loop not chosen only adds to the union inside ``j`` or to the loops outside it,
+   both of which only grow ``F_c``; leaving it out lowers the bound). ``k-1``'s order is open,
+   so the least over its chosen active loops bounds every order, and where a dim not chosen
+   may still have an active loop at ``k-1`` (its open temporal product can reach 2), also
+   ``n_j = 2`` with the union of every chosen loop. The floors of 5b and 5c bound the
+   deliveries ``X(c)``; the reads of an open parent ``p < k`` serving ``c`` are ``X(c)
+   G_{p,c}`` over the instances the levels ``p .. c-1`` add (eq. S), so with every spatial
+   factor fixed they are at least the floor times ``prod_{l=p}^{c-1} distinct_l / used_l``
+   (argument 4's ``distinct_l``). It charges the inputs and weights that bypass a GLB for
+   the passes its chosen loops repeat: res3a_branch2b's frontier (eyeriss-like, the GLB
+   keeping outputs only) had both at their order-free DRAM reads, 0.73 of the least energy
+   of the nodes' sub-trees (``docs/performance.md``, "The open 3x3 layers' frontier").
 6. **Fixed spatial factors** (the exact mapper fixes every level's spatial factors before
    any temporal one). Each level's fanout holds the product of its fixed spatial factors,
    and an outer tile holds the fixed spatial factors of the levels between it and level
@@ -160,6 +179,41 @@ Why each bound holds, for every order of every loop:
    tensors that can rise both skip some ``z``: never for a GEMM or a 1x1 convolution (each
    dim indexes two of the three tensors), and on a convolution with a window only where the
    inputs (one jump dim, ``C``, besides ``N``) can rise with the outputs or the weights.
+   **10b. The passes repeated inside J*** (`_pass_union`, `_pass_lift`, `_pass_floor`; a
+   sliding tensor ``t`` whose coordinates use disjoint dims, ``_USE_ORDER_PASS``). Argument 10
+   lets the dims placed inside a tensor's J* escape; a sliding tensor still pays for them.
+   Write ``n_lo_d`` for a lower bound of the bound of dim ``d``'s innermost open loop where
+   ``d`` is active: 2, its chosen temporal factor at level ``k-1`` when that is at least 2,
+   and its whole open temporal product ``mt_d`` with one open level (``k = 1``) or when it
+   chose 1 at level ``k-1 = 1``; ``act_d = max(mt_d, n_lo_d)`` bounds its open temporal
+   product where active. In an order, let ``S`` be the dims placed inside J* (all active: the
+   dims without an active open loop stand outermost, ``t``'s jump dims innermost among them,
+   so an inactive dim is never inside J* nor its anchor below). (i) By argument 1 with argument 5's
+   union (5b's decomposition at ``j = J*``), ``F_c >= P_{J*} U(S)``, ``U(S)`` the union of the
+   tiles the known loops and the innermost open loops of ``S`` visit: 5b's product over
+   ``t``'s coordinates of ``span + sum_d (e_d - 1) min(a_d T_d, span)`` with ``e_d`` the known
+   loops over ``d`` times ``n_lo_d`` for ``d`` in ``S``, at least the union ``U`` of ``free``;
+   so the count is at least ``free U(S) / U`` times argument 10's charge of the dims outside
+   J*. (ii) Let ``l`` be the first dim placed (innermost) that ``t`` does not index, inside J*,
+   and ``S_l`` the dims inside it. Argument 5b at ``j`` = ``l``'s innermost open loop: every
+   loop of a dim outside ``S_l`` is at or outside ``j`` (``t``'s jump dims too: J* is outside),
+   so ``P_j >= act_l`` times ``mt`` of every other dim not in ``S_l`` that ``t`` does not jump
+   over, times the jump dims' open products; the nest inside ``j`` delivers at least ``U(S_l) -
+   S_c`` new words per pass, and ``j``'s own ``P_j (1 - 1/n_j)`` steps each return that pass to
+   its first tile, whose words not in the last tile are at least ``S_c - prod_h max(2 span_h -
+   r_h, 0)`` (the pass moves each sliding coordinate ``h`` by at least its range ``r_h`` less
+   its span; the other coordinates do not move); with eq. D's first tile per instance, ``F_c
+   >= S_c + P_j (U(S_l) - S_c + (1 - 1/n_lo_l) ret)``. Both scale like ``free``, which for
+   these counts also takes the open levels' fixed spatial factors of the dims ``t`` does not
+   jump over: every instance of ``c`` has its own tile (``X(c) = inst_c F_c``), and an open
+   parent's reads are ``F_c`` times the distinct offsets (eq. S) of ``t``'s sliding
+   coordinates as well (argument 4). The path keeps, besides the set placed, ``(S_l, l)`` for
+   ``t`` from the placing of ``l`` until its J*, whose charge is then the larger of (i) and
+   (ii); one such tensor per problem (the inputs of a convolution, ``l`` = ``K``). So with
+   ``P``, ``Q`` inside the weights' J* (``K``) and ``K`` inside the inputs' (``C``), the inputs
+   pay ``K``'s iterations of the window's pass over ``P``, ``Q``: res3a_branch2b's frontier had
+   both at their order-free DRAM reads (``docs/performance.md``, "The open 3x3 layers'
+   frontier"). With the passes the path runs on every row where such a count's J* is open.
 11. **The words a region of small buffers must take in** (with every spatial factor fixed,
    `_capacity_energy`; a Hong-Kung red-blue pebble count, Hong and Kung, STOC 1981, with the
    Loomis-Whitney inequality, as in the communication lower bounds of convolution
@@ -268,7 +322,11 @@ _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests
 # the feasibility test compiled (`_bounds_kernel.feasible_rows`), the rest bounded on the
 # feasible rows only; False: the numpy test on every row (the reference), as before
 _USE_KERNEL = True
+_USE_NEXT_PASS = True  # argument 5c (`_next_level_pass`); a switch for the tests and benchmarks that measure it
+_USE_PASS_READS = True  # arguments 5b-5c also floor the reads of an open parent (eq. S); a switch for the tests
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
+# argument 10 with the passes repeated inside J* (`_PassU`, `_pass_lift`); a switch for the tests and benchmarks
+_USE_ORDER_PASS = True
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -610,6 +668,27 @@ class _Prefix:
     lstar: IntArray
     U: FloatArray
     jr: BoolArray
+    pu: _PassU | None = None  # argument 10's passes inside J* (None: not a sliding tensor, or switched off)
+
+
+@dataclass(frozen=True, slots=True)
+class _PassU:
+    """The union of the tiles of a sliding tensor ``t`` at level ``c`` that the loops inside
+    an open loop visit, per row, as a function of which dims' innermost open loops lie inside
+    it (argument 10, the passes inside J*): ``rest`` the product of the ranges of ``t``'s
+    one-dim coordinates under the known loops, and per sliding coordinate its range under the
+    known loops ``rng0`` and what each of its ``dims`` adds when that dim's innermost open loop
+    is inside (``inc`` (n, len(dims))). ``u0`` the union the count's ``free`` was made with
+    (`_Prefix.U`), ``st`` the tile's footprint, ``act`` (n, D) a lower bound of each dim's open
+    temporal product where it is active (at least its innermost open loop's bound)."""
+
+    u0: FloatArray
+    st: FloatArray
+    rest: FloatArray
+    coords: tuple[tuple[FloatArray, tuple[int, ...], FloatArray, FloatArray], ...]
+    act: FloatArray
+    n_lo: FloatArray
+    jot: FloatArray  # the product over t's jump dims of the least open temporal product (omin / s_out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -637,6 +716,10 @@ class _X:
     # touched-words floor (each open loop of a dim outside J* that the tensor does not jump
     # over multiplies it); 0 on the rows whose J* is at a known level
     free: FloatArray | None = None
+    pass_: _PassU | None = None  # argument 10's passes inside J* (see `_PassU`), with ``free``
+    # and what the open levels' fixed spatial factors of the dims t does not jump over add to
+    # ``free`` for those passes (the instances of c, or the distinct offsets of the parent's reads)
+    pass_sf: FloatArray | float = 1.0
 
     @staticmethod
     def fixed_of(x: FloatArray) -> _X:
@@ -644,7 +727,7 @@ class _X:
 
     @classmethod
     def of(cls, pr: _Prefix, with_star: FloatArray, without: FloatArray, lo: float, scale: float,
-           open_levels: bool = False) -> _X:
+           open_levels: bool = False, pass_sf: FloatArray | float = 1.0) -> _X:
         val = np.maximum(np.where(pr.found, with_star * pr.pref, without), lo)
         # no known level has an active jump loop of the tensor: if the innermost active loop
         # of the open levels is one of its jump loops, it is J*, and every open loop is at or
@@ -652,21 +735,23 @@ class _X:
         opened = np.where(pr.found, val, np.maximum(with_star, val)) if open_levels else None
         jr_open = pr.jr if open_levels else None
         free = np.where(pr.found, 0.0, without) if open_levels else None
+        pu = pr.pu if open_levels else None
         dep = pr.found & pr.free
         if not dep.any():
-            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free)
+            return cls(fixed=val, opened=opened, jr_open=jr_open, free=free, pass_=pu, pass_sf=pass_sf)
         return cls(fixed=val, dep=dep, base=with_star, pref_rel=pr.pref, lstar=pr.lstar, jr=pr.jr, lo=lo,
-                   opened=opened, jr_open=jr_open, free=free)
+                   opened=opened, jr_open=jr_open, free=free, pass_=pu, pass_sf=pass_sf)
 
     def scaled(self, scale: FloatArray, lo: float) -> _X:
         val = np.maximum(self.fixed * scale, lo)
         opened = None if self.opened is None else np.maximum(self.opened * scale, lo)
         free = None if self.free is None else self.free * scale
         if self.dep is None:
-            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free)
+            return _X(fixed=val, opened=opened, jr_open=self.jr_open, free=free, pass_=self.pass_,
+                      pass_sf=self.pass_sf)
         return _X(fixed=val, dep=self.dep, base=self.base, pref_rel=self.pref_rel, lstar=self.lstar, jr=self.jr,
                   lo=lo, scale=scale, opened=opened, jr_open=self.jr_open, free=free,
-                  inner=self.lo if self.inner is None else self.inner)
+                  inner=self.lo if self.inner is None else self.inner, pass_=self.pass_, pass_sf=self.pass_sf)
 
     def at(self, pref: FloatArray) -> FloatArray:
         if self.base is None:
@@ -766,6 +851,80 @@ def _open_energy(terms: list[tuple[_X, float, float, FloatArray | float]], z_pos
     return np.where(none_possible | ~np.isfinite(best), 0.0, best)
 
 
+def _pass_union(bm: BoundModel, t: int, tc: FloatArray, ext: FloatArray, n_lo: FloatArray, act: FloatArray,
+                u0: FloatArray, jot: FloatArray) -> _PassU:
+    """`_PassU` of tensor ``t`` (a sliding tensor whose coordinates use disjoint dims) at the
+    tile ``tc`` (n, D) of its level, ``ext`` (n, D) the known loops above it per dim (every
+    loop of the known levels: J* is open) and ``n_lo`` (n, D) a lower bound of the bound of
+    each dim's innermost open loop where it is active, ``act`` (n, D) one of its whole open
+    temporal product (argument 10 of the module doc, the passes inside J*). Each coordinate's range is 5b's: ``span + sum_d (e_d - 1) min(a_d T_d, span)`` with
+    ``e_d`` the loops over ``d`` inside, ``ext_d`` or ``ext_d n_lo_d``."""
+    rest = np.ones(len(tc))
+    coords = []
+    sl = set(bm.sliding[t])
+    for ci, (dims, a) in enumerate(bm.coords[t]):
+        span = _span(dims, a, tc)
+        step = np.minimum(a[None, :] * tc[:, dims], span[:, None])
+        e = ext[:, dims]
+        rng0 = span + ((e - 1.0) * step).sum(axis=1)
+        if ci in sl:
+            coords.append((rng0, tuple(int(d) for d in dims), e * (n_lo[:, dims] - 1.0) * step, span))
+        else:
+            rest = rest * rng0
+    return _PassU(u0=u0, st=_footprint(bm, t, tc), rest=rest, coords=tuple(coords), act=act, n_lo=n_lo, jot=jot)
+
+
+def _pass_lift(pu: _PassU, inside: list[int] | set[int], rows: IntArray | None) -> FloatArray:
+    """(n,) the union ``U(S)`` of the tiles that the known loops and the innermost open loops
+    of the dims ``inside`` (``S``) visit, over ``pu.u0`` (argument 10's passes inside J*, module
+    doc), on ``rows`` (all if None): a count whose J* has ``S`` inside is at least its ``free``
+    times this and the charge of the dims outside J* (argument 1 with 5's union)."""
+    sel = slice(None) if rows is None else rows
+    U = pu.rest[sel]
+    for rng0, dims, inc, _ in pu.coords:
+        r = rng0[sel]
+        for j, d in enumerate(dims):
+            if d in inside:
+                r = r + inc[sel, j]
+        U = U * r
+    return U / pu.u0[sel]
+
+
+def _pass_floor(pu: _PassU, inside: set[int], dl: int, rows: IntArray | None) -> FloatArray:
+    """(n,) argument 5b at the innermost open loop ``j`` of dim ``dl`` (active), with the dims
+    ``inside`` (``S_l``) inside it, over ``pu.u0`` and per unit of the open temporal products of
+    the dims outside it other than ``dl`` (argument 10's passes inside J*, module doc): eq. D's
+    terms of the loops inside ``j`` are ``P_j`` times the pass inside ``j``, at least ``U(S_l) -
+    S_c`` new words, and ``j``'s own steps, ``P_j (1 - 1/n_j)`` of them, each return that pass to
+    its first tile, at least the words of the first tile not in the last (``S_c - prod_h max(2
+    span_h - r_h, 0)``: the pass moves each sliding coordinate by at least its range ``r_h``
+    less its span); ``P_j`` at least ``dl``'s open temporal product where active (``pu.act``) and
+    ``n_j`` at least ``pu.n_lo``. On ``rows`` (all if None)."""
+    sel = slice(None) if rows is None else rows
+    U = pu.rest[sel]
+    back = pu.rest[sel]  # the words the first tile of the pass shares with its last
+    for rng0, dims, inc, span in pu.coords:
+        r = rng0[sel]
+        for j, d in enumerate(dims):
+            if d in inside:
+                r = r + inc[sel, j]
+        U = U * r
+        back = back * np.maximum(2.0 * span[sel] - r, 0.0)
+    st = pu.st[sel]
+    ret = (1.0 - 1.0 / pu.n_lo[sel, dl]) * np.maximum(st - back, 0.0)
+    return pu.act[sel, dl] * (np.maximum(U - st, 0.0) + ret) / pu.u0[sel]
+
+
+def _pass_first(pu: _PassU, rows: IntArray | None) -> FloatArray:
+    """(n,) the first tile of every instance that a count's ``free`` (over ``pu.u0``) stands
+    for: ``free`` counts the open jump products (``omin``, spatial and temporal) and every
+    instance of the known levels, and each instance of ``c`` (or each distinct group its
+    parent reads for) takes its first tile whole (eq. D's ``|tile|``), so the term ``S_c``
+    of 5b is ``free S_c / (u0 jot)``."""
+    sel = slice(None) if rows is None else rows
+    return pu.st[sel] / (pu.u0[sel] * pu.jot[sel])
+
+
 def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], mt: FloatArray,
                         candidates: BoolArray, n: int) -> FloatArray | None:
     """Argument 10 of the module doc: the increase of the counts into known levels whose J*
@@ -784,7 +943,11 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     orders whose innermost dim is ``z``, for the dims in ``candidates`` (D,) (those that can
     carry an active open loop on some row; 0 for the others), or None where no row has two
     tensors that can rise and do not jump over a same dim (argument 8 then gives as much,
-    at less cost)."""
+    at less cost) and no sliding tensor's count has its J* open. Argument 10b: a sliding
+    tensor's counts (``pass_``) also pay the union of the tiles inside J* (`_pass_lift`), and
+    the path's state keeps, for one such tensor, the first dim it does not index placed
+    before its J* with the dims inside that dim, so that its J* charge also takes argument 5b
+    at that dim's innermost open loop (`_pass_floor`, `_pass_first`)."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
@@ -798,7 +961,10 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     # dims each index two of the three tensors)
     jumps = [grp[0][0].jr_open for grp in groups.values()]
     two_free = [z for z in cd if sum(1 for jr in jumps if jr is not None and not jr[z]) >= 2]
-    if not two_free:
+    # a sliding tensor with its J* open pays for the passes inside J* (`_pass_lift`) in every
+    # order: then the path can add to argument 8 even for one tensor
+    passes = [x.free > 0 for grp in groups.values() for x, _, _, _ in grp if x.pass_ is not None and x.free is not None]
+    if not two_free and not passes:
         return None
     m = len(cd)
     bit = {d: 1 << i for i, d in enumerate(cd)}
@@ -806,31 +972,58 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     # per tensor: its jump dims (a mask over cd), the dims of cd it does not jump over, and its
     # counts as (free, fixed, opened, e1, e2, part)
     info: list[tuple[int, list[int], list[tuple[FloatArray, FloatArray, FloatArray, float, float,
-                                                FloatArray | float]]]] = []
+                                                FloatArray | float, _PassU | None]]]] = []
     for terms_t in groups.values():
         jr = terms_t[0][0].jr_open
         assert jr is not None
         counts = []
         for x, e1, e2, part in terms_t:
             assert x.free is not None and x.opened is not None
-            counts.append((x.free, x.fixed, x.opened, e1, e2, part))
+            counts.append((x.free if x.pass_ is None else x.free * x.pass_sf, x.fixed, x.opened, e1, e2, part,
+                           x.pass_))
         info.append((sum(bit[d] for d in cd if jr[d]), [d for d in cd if not jr[d]], counts))
 
-    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False) -> FloatArray:
+    def charge(i: int, out: int, rows: IntArray | None, with_opened: bool = False,
+               anchor: tuple[int, int] | None = None) -> FloatArray:
         """The increase of tensor i's counts (on ``rows``, all if None) with the dims of
-        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``."""
+        ``out`` (a mask over cd) outside J*; with ``with_opened``, at least ``opened``.
+        A sliding count (``pu``) is at least ``free`` times the union of the tiles the loops
+        inside J* visit (`_pass_lift`), and with ``anchor = (S_l, l)`` (a dim ``l`` the tensor
+        does not index inside J*, the dims of ``S_l`` inside l and every other dim outside it)
+        also at least argument 5b at l's innermost open loop: ``free`` times l's open temporal
+        product where active (``pu.act``), the least open temporal product of every other dim
+        outside l that the tensor does not jump over, and the new words of the pass inside l,
+        ``U(S_l) - S_c`` (over ``u0``, as ``free`` has it)."""
         _, nj, counts = info[i]
         mt_r = mt if rows is None else mt[rows]
         mult = np.ones(len(mt_r))
         for d in nj:
             if out & bit[d]:
                 mult = mult * mt_r[:, d]
+        inside = {d for d in cd if not out & bit[d]}
+        lifts: dict[int, FloatArray] = {}  # the counts of one (tensor, level) share their union
+        if anchor is not None:
+            s_l, d_l = anchor
+            mult_l = np.ones(len(mt_r))
+            for d in nj:
+                if d != d_l and not s_l & bit[d]:
+                    mult_l = mult_l * mt_r[:, d]
+            inside_l = {d for d in cd if s_l & bit[d]}
         e = np.zeros(len(mt_r))
-        for free, fixed, opened, e1, e2, part in counts:
+        for free, fixed, opened, e1, e2, part, pu in counts:
             if rows is not None:
                 free, fixed, opened = free[rows], fixed[rows], opened[rows]
                 part = part[rows] if isinstance(part, np.ndarray) else part
-            x = np.maximum(free * mult, fixed)
+            if pu is not None:
+                lift = lifts.get(id(pu))
+                if lift is None:
+                    lift = mult * _pass_lift(pu, inside, rows)
+                    if anchor is not None:
+                        lift = np.maximum(lift, mult_l * _pass_floor(pu, inside_l, d_l, rows) + _pass_first(pu, rows))
+                    lifts[id(pu)] = lift
+                x = np.maximum(free * lift, fixed)
+            else:
+                x = np.maximum(free * mult, fixed)
             if with_opened:
                 x = np.maximum(x, opened)
             e = e + _term_energy(x, e1, e2, part) - _term_energy(fixed, e1, e2, part)
@@ -843,6 +1036,8 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     two = np.zeros(n, dtype=bool)
     for z in two_free:
         two |= sum((r & (not (jmask & bit[z]))).astype(np.int64) for r, (jmask, _, _) in zip(rising, info, strict=True)) >= 2
+    for p in passes:
+        two |= p
     rows = np.flatnonzero(two)
     if len(rows) == 0:
         return None
@@ -851,30 +1046,63 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         for i, (jmask, _, _) in enumerate(info):
             if jmask & bit[z]:
                 out[:, z] += full_inc[i]
-    cache: dict[tuple[int, int], FloatArray] = {}
-    h: list[FloatArray | None] = [None] * (full + 1)  # least charge of ordering the dims outside S
-    h[full] = np.zeros(len(rows))
-    for S in range(full - 1, 0, -1):
+    # argument 10's passes inside J*, one sliding tensor ``ip`` (the first with a dim ``l`` it does
+    # not index among cd): the first such dim placed before its J* anchors the path, ``(S_l, l)``
+    # with ``S_l`` the dims inside l, and its J* charge takes argument 5b at l's innermost open
+    # loop as well (`charge` with ``anchor``)
+    ip, irr = -1, 0
+    for i, (_, nj, counts) in enumerate(info):
+        pus = [pu for *_, pu in counts if pu is not None]
+        if pus:
+            sliding = {d for _, dims, _, _ in pus[0].coords for d in dims}
+            irr = sum(bit[d] for d in nj if d not in sliding)
+            if irr:
+                ip = i
+                break
+    cache: dict[tuple[Any, ...], FloatArray] = {}
+
+    memo: dict[tuple[int, tuple[int, int] | None], FloatArray] = {}
+    zero = np.zeros(len(rows))
+    jm_ip = info[ip][0] if ip >= 0 else 0
+
+    def least(S: int, anc: tuple[int, int] | None) -> FloatArray:
+        """The least charge of ordering the dims outside ``S`` (placed innermost first)."""
+        if S == full:
+            return zero
+        got = memo.get((S, anc))
+        if got is not None:
+            return got
         best = None
         for d in cd:
             b = bit[d]
             if S & b:
                 continue
-            val = h[S | b]
-            assert val is not None
+            nxt = anc
+            if ip >= 0 and anc is None and irr & b and not jm_ip & S:
+                nxt = (S, d)  # the first dim ip does not index, inside its J*
+            if jm_ip & b:
+                nxt = None
+            val = least(S | b, nxt)
             for i, (jmask, _, _) in enumerate(info):
                 if jmask & b and not jmask & S:
-                    key = (i, full & ~S)
-                    got = cache.get(key)
-                    if got is None:
-                        cache[key] = got = charge(i, full & ~S, rows)
+                    if i == ip and anc is not None:
+                        key: tuple[Any, ...] = (i, full & ~S, anc)
+                        got = cache.get(key)
+                        if got is None:
+                            cache[key] = got = charge(i, full & ~S, rows, anchor=anc)
+                    else:
+                        key = (i, full & ~S)
+                        got = cache.get(key)
+                        if got is None:
+                            cache[key] = got = charge(i, full & ~S, rows)
                     val = val + got
             best = val if best is None else np.minimum(best, val)
-        h[S] = best
+        assert best is not None
+        memo[(S, anc)] = best
+        return best
+
     for z in cd:
-        hz = h[bit[z]]
-        assert hz is not None
-        out[rows, z] += hz
+        out[rows, z] += least(bit[z], (0, z) if ip >= 0 and irr & bit[z] else None)
     return out
 
 
@@ -1075,12 +1303,65 @@ def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: Fl
     return best
 
 
+def _next_level_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray, used: FloatArray,
+                     omin: FloatArray, omax: FloatArray, nxt_t: FloatArray, s_next: FloatArray,
+                     s_out: FloatArray) -> FloatArray | None:
+    """Argument 5c of the module doc: argument 5b at the open level ``k-1`` whose temporal
+    factors ``nxt_t`` (n, D) are chosen for some dims (1 for the others): X(c) of tensor ``t``
+    into the known level ``c >= k`` is at least ``inst_c (S + P_j (U_j - S))`` for the
+    outermost active loop ``j`` of level ``k-1``, the least over the level's chosen active
+    loops and, where a dim not chosen may still have an active loop there, over ``n_j = 2``
+    with the union of every chosen loop. ``s_next`` (n, D) the fixed spatial factors of level
+    ``k-1`` (ones where open), ``s_out`` (n, D) those of every open level; other inputs as
+    `_outer_pass`. None where ``t``'s coordinates share dims or no loop of ``k-1`` can be
+    active."""
+    if not bm.disjoint[t] or k < 1 or c < k:
+        return None
+    act = nxt_t >= 2.0
+    more = ((nxt_t < 2.0) & (omax / s_out >= 2.0)).any(axis=1)  # a dim not (yet) chosen may be active
+    if not act.any() and not more.any():
+        return None
+    n, D = nxt_t.shape
+    tc = tile[:, c]
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    # the loops of the levels k-1 .. c-1 per dim (k-1: the chosen ones; a loop not chosen
+    # only adds to the union or to the loops outside j, so leaving it out lowers the bound)
+    ext = _prod(tt[:, k:c], 1) * nxt_t if c > k else nxt_t.copy()
+    # P_j inst_c >= n_j times, per dim, the factors of the levels above k-1 and level k-1's
+    # spatial ones: a chosen dim's open product over its chosen temporal factor, any other
+    # dim's fixed spatial factor at k-1 (at least 1)
+    po = _prod(np.where(act, omin / nxt_t, s_next), 1)
+    inst = _prod(used[:, k:c], 1)
+    rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
+            for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
+    u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
+    low = np.where(more, S + po * 2.0 * np.maximum(u_all - S, 0.0), np.inf)
+    for d in range(D):
+        if not act[:, d].any():
+            continue
+        nj = nxt_t[:, d]
+        if d in coord_of:  # j's own steps leave the union: its dim's extent without j
+            ci, i = coord_of[d]
+            less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+            u_j = u_all / rng_[ci] * less
+        else:
+            u_j = u_all
+        val = S + po * nj * np.maximum(u_j - S, 0.0)
+        low = np.where(act[:, d], np.minimum(low, val), low)
+    return inst * np.where(np.isfinite(low), low, S)
+
+
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
                    next_level: IntArray | None = None, spatial: IntArray | None = None,
                    spatial_complete: bool = False,
-                   spatial_room: IntArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   spatial_room: IntArray | None = None,
+                   next_chosen: BoolArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -1111,6 +1392,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         Optional (n, D) the largest product of a dim's spatial factors over every level
         that any completion can have (its fixed product where they are fixed): the
         instances of any level, and the MACs working at once, are at most their product.
+    next_chosen
+        Optional (D,) the dims whose factors at level ``k-1`` are chosen (``next_level``'s,
+        ones included); a chosen dim with temporal factor 1 there has its innermost open loop
+        at a level above (argument 10's passes inside J*).
 
     Returns
     -------
@@ -1132,7 +1417,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
 
                 energy_all[sel], cycles_all[sel], _ = partial_bounds(
                     bm, k, fac[sel], outer_min[sel], outer_tmin[sel], outer_max[sel], cut(order_pos), order_fixed,
-                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room))
+                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room), next_chosen)
             return energy_all, cycles_all, ok
         checked = True
     f = fac.astype(np.float64)
@@ -1220,6 +1505,20 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     fan_all = float(np.prod(bm.fan[:k])) if k > 0 else 1.0
     s_out = _prod(gs[:, :k], 1) if spatial is not None and k > 0 else np.ones((n, D))  # (n, D)
     f_rem = np.maximum(fan_all / _prod(s_out, 1), 1.0)
+    # argument 10's passes inside J*: each dim's innermost open loop, where active, has a bound
+    # of at least 2, its chosen temporal factor at level k-1, and with one open level (k = 1)
+    # its whole open temporal product
+    n_lo = n_act = None
+    if k > 0 and _USE_ORDER and _USE_ORDER_PASS:
+        mt_all = np.maximum(otmin, omin / (s_out * f_rem[:, None]))  # as argument 10's `mt` below
+        n_lo = np.maximum(2.0, next_level[..., 0].astype(np.float64)) if next_level is not None \
+            else np.full((n, D), 2.0)
+        if k == 1:
+            n_lo = np.maximum(n_lo, mt_all)
+        elif k == 2 and next_level is not None and next_chosen is not None:
+            # a dim that chose temporal factor 1 at level 1 has every open loop at level 0
+            n_lo = np.where(next_chosen[None, :] & (next_level[..., 0] < 2), np.maximum(n_lo, mt_all), n_lo)
+        n_act = np.maximum(n_lo, mt_all)
 
     def t_outer(mask: BoolArray) -> FloatArray:
         return np.maximum(_prod(otmin[:, mask], 1), _prod(omin[:, mask], 1) / (_prod(s_out[:, mask], 1) * f_rem))
@@ -1310,9 +1609,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                     step += (ext[:, d] - 1.0) * np.minimum(ad * tile[:, c, d], span)
                 extra += S / span * step
             U = S + extra
-        return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr)
+        pu = None
+        if n_lo is not None and n_act is not None and bm.sliding[t] and bm.disjoint[t] and not found.all():
+            pu = _pass_union(bm, t, tile[:, c], ext, n_lo, n_act, U, _prod((omin / s_out)[:, jr], 1))
+        return _Prefix(pref=pref, kout=kout, found=found, free=free, lstar=lstar, U=U, jr=jr, pu=pu)
 
-    op_cache: dict[tuple[int, int], FloatArray | None] = {}
+    op_cache: dict[tuple[Any, ...], FloatArray | None] = {}  # (t, c): 5b; (t, c, "next"): 5c
 
     def deliveries(t: int, c: int) -> _X:
         got = dv_cache.get((t, c)) if _MEMO else None
@@ -1332,8 +1634,21 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             if (t, c) not in op_cache:  # (each count is asked for more than once)
                 op_cache[(t, c)] = _outer_pass(bm, t, c, k, tile, tt, t_all, used, omin)
             op = op_cache[(t, c)]
+            if next_level is not None and k > 0 and _USE_NEXT_PASS:
+                key = (t, c, "next")
+                if key not in op_cache:
+                    op_cache[key] = _next_level_pass(
+                        bm, t, c, k, tile, tt, used, omin, omax, next_level[..., 0].astype(np.float64),
+                        gs[:, k - 1] if spatial is not None else np.ones((n, D)), s_out)
+                nx = op_cache[key]
+                if nx is not None:
+                    op = nx if op is None else np.maximum(op, nx)
+            op_cache[(t, c, "floor")] = op
+            # argument 10's passes: X(c) = inst_c F_c, and inst_c also counts the open levels'
+            # fixed spatial factors of the dims t does not jump over
+            sf = _prod(s_out[:, ~jr], 1) if pr.pu is not None and spatial is not None else 1.0
             return _X.of(pr, with_star, without, lo if op is None else np.maximum(op, lo), 1.0,
-                         open_levels=k > 0 and c < L)
+                         open_levels=k > 0 and c < L, pass_sf=sf)
         # c < k: unknown tile containing tile[k]
         out = _prod(p_min[:, jr], 1)
         for ci in bm.sliding[t]:
@@ -1447,7 +1762,26 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         above = inst_above(p, ~jr)
         with_star = _prod(omin[:, jr], 1) * t_outer(~jr) * above * pr.U * pr.kout * dl
         without = _prod(omin[:, jr], 1) * above * pr.U * dl
-        return _X.of(pr, with_star, without, lo, 1.0, open_levels=True)
+        if sp_known and _USE_PASS_READS:
+            # arguments 5b-5c: the deliveries' pass floor read through eq. S, X(c) times
+            # prod_{lv=p}^{c-1} distinct_lv / used_lv (every spatial factor fixed)
+            deliveries(t, c)
+            floor = op_cache.get((t, c, "floor"))
+            if floor is not None:
+                scale = np.ones(n)
+                for lv in range(p, c):
+                    scale = scale * dl_lb(t, lv) / used[:, lv]
+                lo = np.maximum(lo, floor * scale)
+        sf: FloatArray | float = 1.0
+        if pr.pu is not None and spatial is not None:
+            # argument 10's passes: the reads are X(c) G_{p,c} over the instances (eq. S), and the
+            # distinct offsets of t's sliding coordinates at the open levels p .. k-1 (argument 4)
+            # multiply them with the jump dims' (in omin)
+            sf = np.ones(n)
+            for lv in range(p, k):
+                for ci in bm.sliding[t]:
+                    sf = sf * (1.0 + (gs[:, lv][:, bm.coords[t][ci][0]] - 1.0).sum(axis=1))
+        return _X.of(pr, with_star, without, lo, 1.0, open_levels=True, pass_sf=sf)
 
     def part_ub(p: int) -> FloatArray:
         """inst[p] part_p upper bound: distinct outputs held over all instances of p."""

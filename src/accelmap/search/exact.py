@@ -209,7 +209,8 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
     over the levels ``< k``; ``next_level``, the factors the dims ``< split`` chose at level
     ``k-1`` (None when none did or they chose spatial factors); ``spatial`` (n, L, D, 2), the
     spatial factors fixed so far (ones for dims not yet fixed) and ``spatial_complete``;
-    ``spatial_room`` (n, D) while some dim's are open (see `partial_bounds`)."""
+    ``spatial_room`` (n, D) while some dim's are open; ``next_chosen`` (D,), the dims ``< split``
+    (see `partial_bounds`)."""
     n, D = ids.shape
     L = trees[0].L
     k = k_of(L, depth)
@@ -242,7 +243,8 @@ def node_inputs(trees: list[DimTree], depth: int, split: int, ids: IntArray) -> 
         room = np.where(known[None, :], spatial.prod(axis=(1, 3)),
                         np.array([tr.room for tr in trees], dtype=np.int64)[None, :])
     return {"k": k, "fac": fac, "outer_min": omin, "outer_tmin": otmin, "outer_max": omax, "next_level": nxt,
-            "spatial": spatial, "spatial_complete": complete, "spatial_room": room}
+            "spatial": spatial, "spatial_complete": complete, "spatial_room": room,
+            "next_chosen": np.arange(D) < split if nxt is not None else None}
 
 
 @dataclass

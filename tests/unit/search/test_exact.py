@@ -1256,6 +1256,22 @@ def test_exact_searcher_refuses_a_bad_dive_share() -> None:
                             searcher_options={"dive_share": bad, "warm_budget": 0})
 
 
+@pytest.mark.parametrize("layer", ["conv", "conv-c"])
+def test_next_level_pass_term_is_admissible_on_every_node_of_a_whole_space(layer) -> None:
+    """Argument 5c (`_next_level_pass`, argument 5b at the open level whose temporal factors
+    some dims have chosen, read through eq. S at an open parent): every node bound of the
+    whole space is at most the least energy of the node's mappings, and the term lifts
+    some node rows (548 and 563). Tight here: the term made 1.05x too strong (1,159 and 2,108
+    violations), or the pass floors read at an open parent 1.05x too strong (1,281 and 2,212),
+    exceeds the energy of some mappings (each run by hand, then reverted)."""
+    prob = {"conv": lambda: conv2d("c", n=1, k=2, c=1, p=4, q=1, r=3, s=1),
+            "conv-c": lambda: conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1)}[layer]()
+    space = MapSpace(prob, bypass_glb_arch())
+    violations, lifted = _every_node_bound(space, term="_next_level_pass")
+    assert violations == 0
+    assert lifted > 0
+
+
 def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
     """`BoundModel.region_trial`: the exact searcher's keep patterns stop computing the region
     count (arguments 11-12) after that many bound calls in which it lifted no node, keep it
@@ -1301,3 +1317,29 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     n, tally = run(True, 3)
     assert n == every and tally == [1, 1]
     assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
+
+
+@pytest.mark.parametrize("layer", ["conv-k3", "conv-2d"])
+def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(layer, monkeypatch) -> None:
+    """Argument 10 with the passes repeated inside J* (`_pass_union`, `_pass_lift`,
+    `_pass_floor`: a sliding tensor's count is at least its ``free`` times the union of the
+    tiles the loops inside J* visit, and, anchored at the first dim it does not index placed
+    inside J*, argument 5b at that dim's innermost open loop): every node bound of the whole
+    space of a convolution under a GLB that keeps only outputs is at most the least energy of
+    the node's mappings, and the term lifts some node rows (3,108 and 11,736); made 1.05x
+    stronger (the anchored floor: 112 and 140 violations; the union inside J*: 4,322 and
+    15,022), it exceeds the energy of some mappings."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    prob = {"conv-k3": lambda: conv2d("c", n=1, k=3, c=2, p=2, q=1, r=2, s=1),
+            "conv-2d": lambda: conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1)}[layer]()
+    space = MapSpace(prob, bypass_glb_arch())
+    violations, lifted = _every_node_bound(space, term="_pass_union")
+    assert violations == 0
+    assert lifted > 0
+    for name in ("_pass_floor", "_pass_lift"):
+        real = getattr(lbm, name)
+        with monkeypatch.context() as m:
+            m.setattr(lbm, name, lambda *a, real=real: 1.05 * real(*a))
+            stronger, _ = _every_node_bound(space, term="_pass_union")
+        assert stronger > 0, name
