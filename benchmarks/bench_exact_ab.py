@@ -8,7 +8,8 @@ seconds (the fair measure on a shared machine) and the load average at its start
 
 Terms (``--term``): ``capacity`` = arguments 11-12 of `accelmap.costmodels.loopnest_bounds`
 (the words a region of small buffers must take in, `_capacity_energy`, switched by
-``_USE_CAPACITY``); ``order`` = argument 10 (``_USE_ORDER``).
+``_USE_CAPACITY``); ``order`` = argument 10 (``_USE_ORDER``); ``pairs`` = argument 13
+(each known level's outermost and innermost loops chosen jointly, `_pair_order_energy`, ``_USE_PAIRS``).
 
 Usage::
 
@@ -50,7 +51,7 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
     from accelmap.search.objectives import parse_objective
     from accelmap.workloads.io import load_problem
 
-    switch = {"order": "_USE_ORDER", "capacity": "_USE_CAPACITY"}[term]
+    switch = {"order": "_USE_ORDER", "capacity": "_USE_CAPACITY", "pairs": "_USE_PAIRS"}[term]
     problem, arch = load_problem(layer), preset(arch_name)
     incumbent = search(problem, arch, budget=budget, seed=0).best.as_batch()
     space = MapSpace(problem, arch)
@@ -78,7 +79,7 @@ def main() -> None:
     ap.add_argument("--layers", nargs="+", default=LAYERS, help="(default: %(default)s)")
     ap.add_argument("--arch", default="eyeriss-like")
     ap.add_argument("--time", type=float, default=60.0, help="wall seconds per exact search (default 60)")
-    ap.add_argument("--term", choices=["order", "capacity"], default="capacity")
+    ap.add_argument("--term", choices=["order", "capacity", "pairs"], default="capacity")
     ap.add_argument("--default-budget", type=int, default=200_000)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()

@@ -63,7 +63,13 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
     # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
     # has lifted no node in its first calls (`exact._REGION_TRIAL`)
-    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256}}
+    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256},
+    # argument 13: each known level's outermost and innermost loops chosen jointly (`_USE_PAIRS`)
+    # (on trial: dropped per keep pattern and depth of levels once it has lifted no row in its
+    # first calls, `exact._PAIR_TRIAL`; always: computed on every call)
+    "pairs-off": {"loopnest_bounds._USE_PAIRS": False, "exact._PAIR_TRIAL": 64},
+    "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64},
+    "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -1301,3 +1301,97 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     n, tally = run(True, 3)
     assert n == every and tally == [1, 1]
     assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
+
+
+# --- argument 13: each known level's outermost and innermost loops chosen jointly -------------
+_PAIR_CASES = {
+    "bypass-glb-conv": (lambda: conv2d("c", n=1, k=2, c=1, p=4, q=1, r=3, s=1), bypass_glb_arch),
+    "bypass-glb-conv-c": (lambda: conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1), bypass_glb_arch),
+    "bypass-wred": (_weighted_reduction, bypass_arch),
+}
+
+
+@pytest.mark.parametrize("case", list(_PAIR_CASES))
+def test_pair_order_term_is_admissible_on_every_node_of_a_whole_space(case) -> None:
+    """Argument 13 of `loopnest_bounds` (`_pair_order_energy`): every node bound on the path of
+    every mapping of the space (leaves with their orders open included) is at most the least
+    energy of the node's mappings, and the term lifts some nodes (289, 555 and 20 node rows)."""
+    prob, arch = _PAIR_CASES[case]
+    violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
+    assert violations == 0
+    assert lifted > 0
+
+
+@pytest.mark.parametrize("case", list(_PAIR_CASES))
+def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
+    """The test above can fail: with argument 13's increase over argument 2's per-level
+    relaxation (`_order_energy`) made 1.05x larger, some node bound exceeds the least energy of
+    its mappings (6, 12 and 20 node rows)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    pair, order = lbm._pair_order_energy, lbm._order_energy
+    last: dict[str, np.ndarray] = {}
+
+    def order_seen(*a):
+        last["order"] = order(*a)
+        return last["order"]
+
+    def stronger(*a):
+        got = pair(*a)
+        return None if got is None else last["order"] + 1.05 * np.maximum(got - last["order"], 0.0)
+
+    monkeypatch.setattr(lbm, "_order_energy", order_seen)
+    monkeypatch.setattr(lbm, "_pair_order_energy", stronger)
+    prob, arch = _PAIR_CASES[case]
+    violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
+    assert violations > 0
+
+
+@pytest.mark.parametrize("case", ["bypass-glb-conv", "bypass-glb-conv-c"])
+def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
+    """The order search (`exact._solve_orders`) bounds a complete factorization with the
+    orders of the levels ``< lv`` fixed: there argument 13 takes each fixed level's own pair.
+    Over every mapping of the space, that bound is at most the least energy of the mappings
+    with the same factors, keep bits and fixed orders, and the term lifts some of them."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    prob, arch = _PAIR_CASES[case]
+    space = MapSpace(prob(), arch())
+    facs, keeps, orders, energy = [], [], [], []
+    for b in space.enumerate(65536, max_points=10**7):
+        m = MODEL.evaluate(space.problem, space.arch, b)
+        ok = space.check(b).valid & m.valid
+        facs.append(np.stack([b.temporal, b.spatial[..., 0], b.spatial[..., 1]], axis=-1)[ok])
+        keeps.append(b.keep[ok])
+        orders.append(b.order[ok])
+        energy.append(m.energy_pj[ok])
+    fac, keep, order, en = (np.concatenate(x) for x in (facs, keeps, orders, energy))
+    n, L, D = order.shape
+    pos = np.empty_like(order)
+    np.put_along_axis(pos, order, np.broadcast_to(np.arange(D), order.shape), axis=-1)
+    ones = np.ones((n, D), dtype=np.int64)
+    lifted = 0
+    for lv in range(1, L + 1):
+        # the mappings that agree on factors, keep bits and the orders of levels < lv
+        key = np.concatenate([fac.reshape(n, -1), keep.reshape(n, -1), pos[:, :lv].reshape(n, -1)], axis=1)
+        _, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        emin = np.full(inv.max() + 1, np.inf)
+        np.minimum.at(emin, inv, en)
+        fixed = np.arange(L) < lv
+        flat = keep.reshape(n, -1)
+        for pk in np.unique(flat, axis=0):
+            sel = np.flatnonzero((flat == pk).all(axis=1))
+            bm = bound_model(space, pk.reshape(keep.shape[1:]))
+            e, _, ok = partial_bounds(bm, 0, fac[sel], ones[sel], ones[sel], ones[sel], order_pos=pos[sel],
+                                      order_fixed=fixed)
+            assert ok.all()
+            assert (e <= emin[inv[sel]] * (1 + 1e-12)).all()
+            lbm._USE_PAIRS = False
+            try:
+                e0, _, _ = partial_bounds(bm, 0, fac[sel], ones[sel], ones[sel], ones[sel], order_pos=pos[sel],
+                                          order_fixed=fixed)
+            finally:
+                lbm._USE_PAIRS = True
+            lifted += int((e > e0 * (1 + 1e-9)).sum())
+    assert lifted > 0
