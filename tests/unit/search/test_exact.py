@@ -1395,3 +1395,80 @@ def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
                 lbm._USE_PAIRS = True
             lifted += int((e > e0 * (1 + 1e-9)).sum())
     assert lifted > 0
+
+
+def test_outer_pass_levels_reduce_to_the_outer_pass_bit_for_bit(monkeypatch) -> None:
+    """`_outer_pass_levels` (argument 13's per-loop form of argument 5b): the largest over its
+    levels of the least over each row's active loops is `_outer_pass`, bit for bit, on every
+    call of a whole exact search."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    orig = lbm._outer_pass
+    seen = [0]
+
+    def both(*a):
+        got = orig(*a)
+        levels = lbm._outer_pass_levels(*a)
+        if got is None:
+            assert not levels
+            return got
+        red = None
+        for _, V, none in levels:
+            low = V.min(axis=1)
+            x = np.where(np.isfinite(low), low, none)
+            red = x if red is None else np.maximum(red, x)
+        assert np.array_equal(red, got)
+        seen[0] += 1
+        return got
+
+    monkeypatch.setattr(lbm, "_outer_pass", both)
+    prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
+    _, _, cert = solve(MapSpace(prob(), arch()), MODEL, parse_objective("edp"))
+    assert cert.proven_optimal and seen[0] > 0
+
+
+def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
+    """`BoundModel.pair_trial` (argument 13 on trial): at each depth of levels ``k`` the pairs
+    stop being computed after that many bound calls in which they lifted no row, are kept
+    where they lift, and a model without the trial computes them on every call."""
+    import collections
+    import dataclasses
+
+    from accelmap.costmodels import loopnest_bounds as LB
+    from accelmap.search import exact as X
+
+    prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
+    space = MapSpace(prob(), arch())
+    batch = space.sample_valid(4, np.random.default_rng(0))
+    keep = batch.keep[0]
+    one = batch.take(np.array([0]))
+    calls: list[int] = []
+
+    def counted(lift: bool):
+        def f(terms, passes, tt, t_all, k, L, n, order_pos, order_fixed):
+            calls.append(k)
+            return np.full(n, 1e30) if lift else np.zeros(n)  # above argument 2's relaxation, or below
+        return f
+
+    def run(lift: bool, trial: int) -> dict[int, list[int]]:
+        calls.clear()
+        monkeypatch.setattr(LB, "_pair_order_energy", counted(lift))
+        bm = dataclasses.replace(bound_model(space, keep), pair_trial=trial, pair_tally={})
+        monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
+        try:
+            for _ in range(3):
+                _node_bounds_of(space, one, keep)
+        finally:
+            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+        return bm.pair_tally
+
+    run(False, 0)
+    every = collections.Counter(calls)
+    assert max(every.values()) > 2
+    tally = run(False, 2)
+    assert collections.Counter(calls) == {k: min(c, 2) for k, c in every.items()}
+    assert all(tally[k] == [min(c, 2), 0] for k, c in every.items())
+    tally = run(True, 2)
+    assert collections.Counter(calls) == every
+    assert all(tally[k] == [1, 1] for k in every)
+    assert X._PAIR_TRIAL > 0 and bound_model(space, keep).pair_trial == 0
