@@ -269,7 +269,12 @@ Why each bound holds, for every order of every loop:
    level's sum only. A level whose order is fixed (the order search, `exact._solve_orders`)
    allows only its own pair. The total is taken as a maximum with argument 2's
    (`_order_energy`; both bound the same terms). The search of the pairs is ``D^2`` per level
-   over the dims active somewhere in the batch, one numpy pass per count homed there.
+   over the dims active somewhere in the batch, one numpy pass per count homed there, on the
+   rows where two or more counts spread at the same home (elsewhere the least of their sum is
+   the sum of their least values). *On trial* (`BoundModel.pair_trial`): where the known
+   levels hold one tensor each (eyeriss-like's scratchpads, ``k >= 2``) no pair lifts a row,
+   so the exact searcher drops the term at a keep pattern's nodes of one ``k`` once its first
+   64 calls there have lifted none; dropping it only lowers a bound (as argument 12's trial).
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
