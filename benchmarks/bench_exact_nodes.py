@@ -67,9 +67,11 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     # argument 13: each known level's outermost and innermost loops chosen jointly (`_USE_PAIRS`)
     # (on trial: dropped per keep pattern and depth of levels once it has lifted no row in its
     # first calls, `exact._PAIR_TRIAL`; always: computed on every call)
-    "pairs-off": {"loopnest_bounds._USE_PAIRS": False, "exact._PAIR_TRIAL": 64},
-    "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64},
-    "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0}}
+    "pairs-off": {"loopnest_bounds._USE_PAIRS": False, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
+    "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
+    "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0},
+    # at the leaves and the order search only (``_PAIR_MAX_K = 0``)
+    "pairs-leaves": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": 0}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -275,6 +275,9 @@ Why each bound holds, for every order of every loop:
    levels hold one tensor each (eyeriss-like's scratchpads, ``k >= 2``) no pair lifts a row,
    so the exact searcher drops the term at a keep pattern's nodes of one ``k`` once its first
    64 calls there have lifted none; dropping it only lowers a bound (as argument 12's trial).
+   *Where it runs* (``_PAIR_MAX_K``, default 0): at the leaves and in the order search only.
+   At the nodes with the DRAM level open (``k = 1``) it lifts about half the rows by about 1%
+   but costs more than their cuts save (`docs/performance.md`, "Argument 13").
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -301,6 +304,7 @@ _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests
 # feasible rows only; False: the numpy test on every row (the reference), as before
 _USE_KERNEL = True
 _USE_PAIRS = True  # argument 13 (`_pair_order_energy`); a switch for the tests and benchmarks that measure it
+_PAIR_MAX_K = 0  # argument 13 only at nodes with k <= this (0: the leaves and the order search; -1: every k)
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 
 
@@ -1709,7 +1713,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 wr_words[p] += fills.fixed
     order_e = _order_energy(terms, tt, t_all, k, L, D, n)
     pair_tally = bm.pair_tally.setdefault(k, [0, 0])
-    if _USE_PAIRS and k < L and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
+    if _USE_PAIRS and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
         # argument 13: each known level's outermost and innermost active loops chosen jointly
         # for every tensor (arguments 1, 2 and 5b charged at the same pair)
         passes: dict[int, tuple[list[tuple[int, FloatArray, FloatArray]], FloatArray | float, float, FloatArray]] = {}

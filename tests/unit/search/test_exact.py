@@ -1312,10 +1312,14 @@ _PAIR_CASES = {
 
 
 @pytest.mark.parametrize("case", list(_PAIR_CASES))
-def test_pair_order_term_is_admissible_on_every_node_of_a_whole_space(case) -> None:
-    """Argument 13 of `loopnest_bounds` (`_pair_order_energy`): every node bound on the path of
-    every mapping of the space (leaves with their orders open included) is at most the least
-    energy of the node's mappings, and the term lifts some nodes (289, 555 and 20 node rows)."""
+def test_pair_order_term_is_admissible_on_every_node_of_a_whole_space(case, monkeypatch) -> None:
+    """Argument 13 of `loopnest_bounds` (`_pair_order_energy`), at every depth (the searcher
+    uses it at the leaves only, ``_PAIR_MAX_K``): every node bound on the path of every mapping
+    of the space (leaves with their orders open included) is at most the least energy of the
+    node's mappings, and the term lifts some nodes (289, 555 and 20 node rows)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES[case]
     violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
     assert violations == 0
@@ -1342,6 +1346,7 @@ def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
 
     monkeypatch.setattr(lbm, "_order_energy", order_seen)
     monkeypatch.setattr(lbm, "_pair_order_energy", stronger)
+    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
     assert violations > 0
@@ -1437,6 +1442,7 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
     from accelmap.costmodels import loopnest_bounds as LB
     from accelmap.search import exact as X
 
+    monkeypatch.setattr(LB, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
     space = MapSpace(prob(), arch())
     batch = space.sample_valid(4, np.random.default_rng(0))
