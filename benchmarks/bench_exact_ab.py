@@ -10,7 +10,9 @@ Terms (``--term``): ``capacity`` = arguments 11-12 of `accelmap.costmodels.loopn
 (the words a region of small buffers must take in, `_capacity_energy`, switched by
 ``_USE_CAPACITY``); ``order`` = argument 10 (``_USE_ORDER``); ``pass`` = argument 5c and the pass
 floors read at an open parent (``_USE_NEXT_PASS`` and ``_USE_PASS_READS`` together);
-``orderpass`` = argument 10's passes repeated inside J* (``_USE_ORDER_PASS``).
+``orderpass`` = argument 10's passes repeated inside J* (``_USE_ORDER_PASS``);
+``pairs`` = argument 13 (each known level's outermost and innermost loops chosen jointly,
+`_pair_order_energy`, ``_USE_PAIRS``).
 
 Usage::
 
@@ -53,7 +55,7 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
     from accelmap.workloads.io import load_problem
 
     switches = {"order": ["_USE_ORDER"], "capacity": ["_USE_CAPACITY"],
-                "pass": ["_USE_NEXT_PASS", "_USE_PASS_READS"], "orderpass": ["_USE_ORDER_PASS"]}[term]
+                "pass": ["_USE_NEXT_PASS", "_USE_PASS_READS"], "orderpass": ["_USE_ORDER_PASS"], "pairs": ["_USE_PAIRS"]}[term]
     problem, arch = load_problem(layer), preset(arch_name)
     incumbent = search(problem, arch, budget=budget, seed=0).best.as_batch()
     space = MapSpace(problem, arch)
@@ -83,7 +85,7 @@ def main() -> None:
     ap.add_argument("--layers", nargs="+", default=LAYERS, help="(default: %(default)s)")
     ap.add_argument("--arch", default="eyeriss-like")
     ap.add_argument("--time", type=float, default=60.0, help="wall seconds per exact search (default 60)")
-    ap.add_argument("--term", choices=["order", "capacity", "pass", "orderpass"], default="capacity")
+    ap.add_argument("--term", choices=["order", "capacity", "pass", "orderpass", "pairs"], default="capacity")
     ap.add_argument("--default-budget", type=int, default=200_000)
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()

@@ -74,7 +74,15 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256},
     # argument 10 with the passes repeated inside J* (`loopnest_bounds._pass_floor`)
     "orderpass-off": {"loopnest_bounds._USE_ORDER_PASS": False},
-    "orderpass-on": {"loopnest_bounds._USE_ORDER_PASS": True}}
+    "orderpass-on": {"loopnest_bounds._USE_ORDER_PASS": True},
+    # argument 13: each known level's outermost and innermost loops chosen jointly (`_USE_PAIRS`)
+    # (on trial: dropped per keep pattern and depth of levels once it has lifted no row in its
+    # first calls, `exact._PAIR_TRIAL`; always: computed on every call)
+    "pairs-off": {"loopnest_bounds._USE_PAIRS": False, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
+    "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
+    "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0},
+    # at the leaves and the order search only (``_PAIR_MAX_K = 0``)
+    "pairs-leaves": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": 0}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -297,6 +297,41 @@ Why each bound holds, for every order of every loop:
    the exact searcher drops it for a keep pattern once its first 256 bound calls there have
    lifted no node above the other terms. Dropping a term only lowers a bound, so what it
    proves is proven and what it certifies stays a lower bound; only the speed depends on it.
+13. **Each known level's outermost and innermost active loops, chosen jointly**
+   (`_pair_order_energy`, with `_outer_pass_levels`). Arguments 2 and 5b relax a known
+   level's open order count by count: argument 2 (`_order_energy`) through the level's
+   innermost active loop ``z``, argument 5b (`_outer_pass`) through its outermost active loop
+   ``j``, each count taking its own best, so two tensors can each escape at once where no
+   order lets both (simple3's res3a_2b_s2: the inputs want the GLB's ``Q`` loop outermost,
+   the weights want it innermost). One order of level ``l`` fixes both: with two or more
+   active loops ``j != z``, both active; with one, ``j = z``; with none the level charges
+   nothing. Given ``(j, z)`` at ``l``: a count whose J* sits at ``l`` (its order open) is at
+   least ``base`` times the loops of ``l`` up to J* (argument 1): every loop of ``l`` when
+   ``z`` is a jump dim of the tensor (J* is ``z``), else its jump loops times ``n_j`` when
+   ``j`` is not a jump dim (the outermost loop is at or outside J*); and a count that
+   argument 5b bounds at ``l`` is at least 5b's value for that ``j`` (5b's ``j`` *is* the
+   outermost active loop of ``l``). Both hold under the same order, so the count is at least
+   their maximum with its other floors (the order-free value where its J* is fixed, the 5b
+   values of its other levels, the touched words), times the parent's share where it is a
+   read (eq. S), as before. A count depends on the pairs of several levels (its J*'s and each
+   of its 5b levels'): each count is given, per row, one *home* level ``h`` (where its value
+   spreads most over the pairs; any choice is sound) and at every other level the least over
+   that level's pairs (what arguments 2 and 5b take). So for every order, with ``(j_h,
+   z_h)`` its pairs, count ``i`` is at least ``f_i(j_{h_i}, z_{h_i})``, and the energy (each
+   term nondecreasing in its count) is at least ``sum_h min_{(j, z) allowed at h} sum_{i:
+   h_i = h} g_i(f_i(j, z))``: the levels' minima are taken independently, each count in one
+   level's sum only. A level whose order is fixed (the order search, `exact._solve_orders`)
+   allows only its own pair. The total is taken as a maximum with argument 2's
+   (`_order_energy`; both bound the same terms). The search of the pairs is ``D^2`` per level
+   over the dims active somewhere in the batch, one numpy pass per count homed there, on the
+   rows where two or more counts spread at the same home (elsewhere the least of their sum is
+   the sum of their least values). *On trial* (`BoundModel.pair_trial`): where the known
+   levels hold one tensor each (eyeriss-like's scratchpads, ``k >= 2``) no pair lifts a row,
+   so the exact searcher drops the term at a keep pattern's nodes of one ``k`` once its first
+   64 calls there have lifted none; dropping it only lowers a bound (as argument 12's trial).
+   *Where it runs* (``_PAIR_MAX_K``, default 0): at the leaves and in the order search only.
+   At the nodes with the DRAM level open (``k = 1``) it lifts about half the rows by about 1%
+   but costs more than their cuts save (`docs/performance.md`, "Argument 13").
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -324,6 +359,8 @@ _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests
 _USE_KERNEL = True
 _USE_NEXT_PASS = True  # argument 5c (`_next_level_pass`); a switch for the tests and benchmarks that measure it
 _USE_PASS_READS = True  # arguments 5b-5c also floor the reads of an open parent (eq. S); a switch for the tests
+_USE_PAIRS = True  # argument 13 (`_pair_order_energy`); a switch for the tests and benchmarks that measure it
+_PAIR_MAX_K = 0  # argument 13 only at nodes with k <= this (0: the leaves and the order search; -1: every k)
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 # argument 10 with the passes repeated inside J* (`_PassU`, `_pass_lift`); a switch for the tests and benchmarks
 _USE_ORDER_PASS = True
@@ -372,6 +409,11 @@ class BoundModel:
     # ``region_tally`` = [calls counted, calls that lifted]. 0 (the default): always computed
     region_trial: int = 0
     region_tally: list[int] = field(default_factory=lambda: [0, 0])
+    # argument 13 on trial (a speed rule, as ``region_trial``): with ``pair_trial`` > 0 the joint
+    # pairs are dropped at the nodes of ``k`` known-from levels once ``pair_trial`` calls there
+    # have lifted no row above argument 2's relaxation; ``pair_tally[k]`` = [calls, calls that lifted]
+    pair_trial: int = 0
+    pair_tally: dict[int, list[int]] = field(default_factory=dict)
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -1355,6 +1397,179 @@ def _next_level_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, t
     return inst * np.where(np.isfinite(low), low, S)
 
 
+def _outer_pass_levels(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray,
+                       t_all: FloatArray, used: FloatArray, omin: FloatArray) -> list[tuple[int, FloatArray, FloatArray]] | None:
+    """Argument 5b per loop (argument 13 of the module doc): for each known level ``lv``
+    (``k <= lv < c``) where some row has an active loop, ``(lv, V, none)`` with ``V`` (n, D)
+    the bound ``inst_c (S + P_j (U_j - S))`` of X(c) of tensor ``t`` when the outermost active
+    loop of ``lv`` is over dim ``j`` (``inf`` where ``j`` is not active) and ``none`` (n,) the
+    bound where no loop of ``lv`` is active (``inst_c S``). `_outer_pass` is, bit for bit, the
+    largest over the levels of the least over each row's active ``j`` (``none`` where there is
+    none). None where ``t``'s coordinates share dims."""
+    if not bm.disjoint[t] or c <= k:
+        return None
+    n, D = tt.shape[0], tt.shape[2]
+    tc = tile[:, c]
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    inst = _prod(used[:, k:c], 1)
+    po = _prod(omin, 1)
+    ext = np.ones((n, D))
+    out = []
+    for lv in range(c - 1, k - 1, -1):
+        ext = ext * tt[:, lv]
+        act = tt[:, lv] >= 2.0
+        if not act.any():
+            continue
+        above = _prod(t_all[:, k:lv], 1)
+        rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
+                for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
+        u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
+        V = np.full((n, D), np.inf)
+        for d in range(D):
+            if not act[:, d].any():
+                continue
+            nj = tt[:, lv, d]
+            if d in coord_of:
+                ci, i = coord_of[d]
+                less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+                u_j = u_all / rng_[ci] * less
+            else:
+                u_j = u_all
+            val = S + po * above * nj * np.maximum(u_j - S, 0.0)
+            V[:, d] = np.where(act[:, d], inst * val, np.inf)
+        out.append((lv, V, inst * S))
+    return out
+
+
+def _pair_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]],
+                       passes: dict[int, tuple[list[tuple[int, FloatArray, FloatArray]], FloatArray | float, float,
+                                               FloatArray]],
+                       tt: FloatArray, t_all: FloatArray, k: int, L: int, n: int,
+                       order_pos: IntArray | None, order_fixed: BoolArray | None) -> FloatArray | None:
+    """Argument 13 of the module doc: the energy of the terms with each known level's outermost
+    active loop ``j`` and innermost active loop ``z`` chosen jointly for every tensor.
+
+    ``passes`` maps a term's index to what argument 5b knows of it: the per-loop bounds of the
+    delivery count it derives from (`_outer_pass_levels`), the count's scale (the parent's
+    share, 1 for fills), its touched-words floor and its value before any floor (``A`` where
+    its J* is fixed, the order-free value where it is not). Each term is charged at one *home*
+    level per row (where its bound spreads most over the pairs); at every other level the
+    least over the pairs is taken, as arguments 2 and 5b do. The pairs are searched only on
+    the rows where two or more terms spread at the same home level (elsewhere the least of
+    the sum is the sum of the least values). Returns the total energy of the terms (not an
+    increase), or None where no term depends on a known level's order."""
+    total = np.zeros(n)
+    items = []  # (x, e1, e2, part, pass or None)
+    for i, (x, e1, e2, part) in enumerate(terms):
+        ps = passes.get(i)
+        if x.dep is None and ps is None:
+            total += _term_energy(x.fixed, e1, e2, part)
+        else:
+            items.append((x, e1, e2, part, ps))
+    if not items:
+        return None
+    rows = np.arange(n)
+    # per term: the least of each 5b level over its active loops, its spread over the pairs
+    # per level (the home is where it is largest), and its least value (every level relaxed)
+    spread = np.zeros((len(items), n, L))
+    vmin: list[dict[int, FloatArray]] = []
+    least: list[FloatArray] = []
+    for ii, (x, e1, e2, part, ps) in enumerate(items):
+        mins: dict[int, FloatArray] = {}
+        if ps is not None:
+            levels, scale, touched, raw = ps
+            v_all = np.zeros(n)
+            for lv, V, none in levels:
+                lo_v = V.min(axis=1)
+                fin = np.isfinite(lo_v)
+                mins[lv] = np.where(fin, lo_v, none)
+                v_all = np.maximum(v_all, mins[lv])
+                hi_v = np.where(np.isfinite(V), V, -np.inf).max(axis=1)
+                spread[ii, :, lv] += np.where(fin, hi_v - lo_v, 0.0) * scale * (e1 + e2)
+            a_min = raw if x.dep is None else np.where(x.dep, x.base * x.pref_rel, raw)
+            cnt = np.maximum(np.maximum(np.maximum(a_min, touched), v_all) * scale, touched)
+        else:
+            cnt = np.where(x.dep, x.at(x.pref_rel), x.fixed)
+        vmin.append(mins)
+        least.append(_term_energy(cnt, e1, e2, part))
+        total += least[-1]
+        if x.dep is not None:
+            lst = np.where(x.dep, x.lstar, 0)
+            gain = np.where(x.dep, x.base * (t_all[rows, lst] - x.pref_rel), 0.0) * x.scale * (e1 + e2)
+            spread[ii, rows, lst] += gain
+    home = k + spread[:, :, k:].argmax(axis=2)  # (items, n): each row's home level, k .. L-1
+    for h in range(k, L):
+        live = (home == h) & (spread[:, :, h] > 0.0)  # (items, n)
+        R = np.flatnonzero(live.sum(axis=0) >= 2)
+        if not len(R):
+            continue
+        mine = [ii for ii in range(len(items)) if live[ii, R].any()]
+        r = len(R)
+        act = tt[R, h] >= 2.0  # (r, D)
+        dims = np.flatnonzero(act.any(axis=0))
+        m = len(dims)
+        a = act[:, dims]  # (r, m)
+        nact = a.sum(axis=1)
+        eye = np.eye(m, dtype=bool)[None]
+        if order_fixed is not None and order_fixed[h]:
+            pos = np.where(a, order_pos[R, h][:, dims], 0)
+            jj = np.where(a, pos, np.iinfo(np.int64).max).argmin(axis=1)
+            zz = np.where(a, pos, -1).argmax(axis=1)
+            valid = np.zeros((r, m, m), dtype=bool)
+            valid[np.arange(r), jj, zz] = True
+        else:
+            valid = a[:, :, None] & a[:, None, :] & (~eye | (nact == 1)[:, None, None])
+        tth = tt[R, h][:, dims]  # (r, m)
+        E = np.zeros((r, m, m))
+        for ii in mine:
+            x, e1, e2, part, ps = items[ii]
+            sel = live[ii, R]  # (r,)
+            # A: the count's value from its J* (argument 1), with the pair where J* is at h
+            if x.dep is not None:
+                jr = x.jr[dims]
+                dep = x.dep[R]
+                pref_rel = x.pref_rel[R][:, None, None]
+                at_h = dep & (x.lstar[R] == h)
+                pref = np.where(jr[None, None, :], t_all[R, h][:, None, None],
+                                pref_rel * np.where(~jr[None, :, None] & ~eye, tth[:, :, None], 1.0))
+                pref = np.where(at_h[:, None, None], pref, pref_rel)
+                base = x.base[R][:, None, None]
+            if ps is None:  # argument 2's count (`_X.at`) at each pair
+                inner = _b3(x.lo if x.inner is None else x.inner, R)
+                cnt = np.maximum(np.maximum(base * pref, inner) * _b3(x.scale, R), _b3(x.lo, R))
+                cnt = np.where(dep[:, None, None], cnt, x.fixed[R][:, None, None])
+            else:
+                levels, scale, touched, raw = ps
+                A = raw[R][:, None, None]
+                if x.dep is not None:
+                    A = np.where(dep[:, None, None], base * pref, A)
+                V = np.zeros((r, 1, 1))
+                for lv, Vl, _none in levels:
+                    mn = vmin[ii][lv][R]
+                    if lv == h:
+                        Vh = Vl[R][:, dims]
+                        Vh = np.where(np.isfinite(Vh), Vh, mn[:, None])
+                        V = np.maximum(V, Vh[:, :, None])
+                    else:
+                        V = np.maximum(V, mn[:, None, None])
+                cnt = np.maximum(np.maximum(np.maximum(A, touched), V) * _b3(scale, R), touched)
+            e = _term_energy(cnt, e1, e2, _b3(part, R))
+            E += np.where(sel[:, None, None], e - least[ii][R][:, None, None], 0.0)
+        best = np.where(valid, E, np.inf).min(axis=(1, 2))
+        total[R] += np.where(np.isfinite(best), np.maximum(best, 0.0), 0.0)
+    return total
+
+
+def _b3(a: Any, rows: IntArray) -> Any:
+    """A per-row array (n,) at ``rows`` as (r, 1, 1), to meet the (r, j, z) arrays of
+    `_pair_order_energy`; a scalar as it is."""
+    return a[rows][:, None, None] if isinstance(a, np.ndarray) and a.ndim == 1 else a
+
+
 def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None = None,
                    order_fixed: BoolArray | None = None,
@@ -1830,7 +2045,37 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 fills = deliveries(t, p)
                 terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
                 wr_words[p] += fills.fixed
-    energy = energy + _order_energy(terms, tt, t_all, k, L, D, n)
+    order_e = _order_energy(terms, tt, t_all, k, L, D, n)
+    pair_tally = bm.pair_tally.setdefault(k, [0, 0])
+    if _USE_PAIRS and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
+        # argument 13: each known level's outermost and innermost active loops chosen jointly
+        # for every tensor (arguments 1, 2 and 5b charged at the same pair)
+        passes: dict[int, tuple[list[tuple[int, FloatArray, FloatArray]], FloatArray | float, float, FloatArray]] = {}
+        for t, p, c in bm.pairs:
+            for key, cc in ((("r", int(t), int(c)), c), (("f", int(t), int(p)), p)):
+                i = at.get(key)
+                if i is None or cc >= L or cc <= k or (key[0] == "r" and p < k) or op_cache.get((t, cc)) is None:
+                    continue
+                levels = _outer_pass_levels(bm, t, cc, k, tile, tt, t_all, used, omin)
+                if not levels:
+                    continue
+                scale: FloatArray | float = 1.0
+                if key[0] == "r":
+                    scale = np.ones(n)
+                    for lv in range(p, c):
+                        scale = scale * dl_lb(t, lv) / used[:, lv]
+                pr = jump_prefix(t, cc)
+                used_kc = _prod(used[:, k:cc], 1)
+                raw = np.where(pr.found, _prod(omin, 1) * used_kc * pr.U * pr.kout * pr.pref,
+                               _prod(omin[:, bm.jump[t]], 1) * used_kc * pr.U)  # as `deliveries_of`, before its floors
+                passes[i] = (levels, scale, float(bm.touched[t]), raw)
+        joint = _pair_order_energy(terms, passes, tt, t_all, k, L, n, order_pos, order_fixed)
+        if joint is not None:
+            if bm.pair_trial > 0 and pair_tally[1] == 0:
+                pair_tally[0] += 1
+                pair_tally[1] += int(np.any(joint > order_e * (1.0 + 1e-9)))
+            order_e = np.maximum(order_e, joint)
+    energy = energy + order_e
     if k > 0:
         # the open levels' innermost loop, chosen once for every tensor (`_open_energy`): a dim
         # can carry it where its open temporal product can reach 2; none need be active only

@@ -81,6 +81,7 @@ _EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
 _SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _NODE_TEST = True  # children tested for feasibility before their bound inputs are built (`_feasible_nodes`)
 _REGION_TRIAL = 256  # calls of a keep pattern's bound after which a region count that never lifted is dropped
+_PAIR_TRIAL = 64  # calls of a keep pattern's bound at one depth of levels after which argument 13's pairs that never lifted are dropped
 _WARM_FLOOR = 20_000  # the fewest warm-start evaluations (see ExactSearcher's warm_budget)
 _DIVE_SHARE = 0.1  # the most share of the branch and bound's time that dives take (see _Diver)
 _DIVE_BEAM = 8  # nodes a dive keeps per step (the lowest bounds among their children)
@@ -331,7 +332,8 @@ def _setup(space: Any, model: Any, objective: ObjectiveSpec) -> _Problem:
     _require(model, objective)
     trees = getattr(space, "dim_trees", None) or [DimTree(space._tables[d]) for d in range(space._D)]
     pats = _patterns(space)
-    bms = [dataclasses.replace(bound_model(space, p), region_trial=_REGION_TRIAL) for p in pats]  # argument 12's trial
+    bms = [dataclasses.replace(bound_model(space, p), region_trial=_REGION_TRIAL, pair_trial=_PAIR_TRIAL)
+           for p in pats]  # the trials of arguments 12 and 13
     return _Problem(space=space, model=model, objective=objective, trees=trees, patterns=pats,
                     bms=bms,
                     L=space._L, D=space._D,

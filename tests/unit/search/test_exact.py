@@ -1343,3 +1343,180 @@ def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(
             m.setattr(lbm, name, lambda *a, real=real: 1.05 * real(*a))
             stronger, _ = _every_node_bound(space, term="_pass_union")
         assert stronger > 0, name
+
+
+# --- argument 13: each known level's outermost and innermost loops chosen jointly -------------
+_PAIR_CASES = {
+    "bypass-glb-conv": (lambda: conv2d("c", n=1, k=2, c=1, p=4, q=1, r=3, s=1), bypass_glb_arch),
+    "bypass-glb-conv-c": (lambda: conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1), bypass_glb_arch),
+    "bypass-wred": (_weighted_reduction, bypass_arch),
+}
+
+
+@pytest.mark.parametrize("case", list(_PAIR_CASES))
+def test_pair_order_term_is_admissible_on_every_node_of_a_whole_space(case, monkeypatch) -> None:
+    """Argument 13 of `loopnest_bounds` (`_pair_order_energy`), at every depth (the searcher
+    uses it at the leaves only, ``_PAIR_MAX_K``): every node bound on the path of every mapping
+    of the space (leaves with their orders open included) is at most the least energy of the
+    node's mappings, and the term lifts some nodes (289, 555 and 20 node rows)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
+    prob, arch = _PAIR_CASES[case]
+    violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
+    assert violations == 0
+    assert lifted > 0
+
+
+@pytest.mark.parametrize("case", list(_PAIR_CASES))
+def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
+    """The test above can fail: with argument 13's increase over argument 2's per-level
+    relaxation (`_order_energy`) made 1.05x larger, some node bound exceeds the least energy of
+    its mappings (6, 12 and 20 node rows)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    pair, order = lbm._pair_order_energy, lbm._order_energy
+    last: dict[str, np.ndarray] = {}
+
+    def order_seen(*a):
+        last["order"] = order(*a)
+        return last["order"]
+
+    def stronger(*a):
+        got = pair(*a)
+        return None if got is None else last["order"] + 1.05 * np.maximum(got - last["order"], 0.0)
+
+    monkeypatch.setattr(lbm, "_order_energy", order_seen)
+    monkeypatch.setattr(lbm, "_pair_order_energy", stronger)
+    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
+    prob, arch = _PAIR_CASES[case]
+    violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
+    assert violations > 0
+
+
+@pytest.mark.parametrize("case", ["bypass-glb-conv", "bypass-glb-conv-c"])
+def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
+    """The order search (`exact._solve_orders`) bounds a complete factorization with the
+    orders of the levels ``< lv`` fixed: there argument 13 takes each fixed level's own pair.
+    Over every mapping of the space, that bound is at most the least energy of the mappings
+    with the same factors, keep bits and fixed orders, and the term lifts some of them."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    prob, arch = _PAIR_CASES[case]
+    space = MapSpace(prob(), arch())
+    facs, keeps, orders, energy = [], [], [], []
+    for b in space.enumerate(65536, max_points=10**7):
+        m = MODEL.evaluate(space.problem, space.arch, b)
+        ok = space.check(b).valid & m.valid
+        facs.append(np.stack([b.temporal, b.spatial[..., 0], b.spatial[..., 1]], axis=-1)[ok])
+        keeps.append(b.keep[ok])
+        orders.append(b.order[ok])
+        energy.append(m.energy_pj[ok])
+    fac, keep, order, en = (np.concatenate(x) for x in (facs, keeps, orders, energy))
+    n, L, D = order.shape
+    pos = np.empty_like(order)
+    np.put_along_axis(pos, order, np.broadcast_to(np.arange(D), order.shape), axis=-1)
+    ones = np.ones((n, D), dtype=np.int64)
+    lifted = 0
+    for lv in range(1, L + 1):
+        # the mappings that agree on factors, keep bits and the orders of levels < lv
+        key = np.concatenate([fac.reshape(n, -1), keep.reshape(n, -1), pos[:, :lv].reshape(n, -1)], axis=1)
+        _, inv = np.unique(key, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        emin = np.full(inv.max() + 1, np.inf)
+        np.minimum.at(emin, inv, en)
+        fixed = np.arange(L) < lv
+        flat = keep.reshape(n, -1)
+        for pk in np.unique(flat, axis=0):
+            sel = np.flatnonzero((flat == pk).all(axis=1))
+            bm = bound_model(space, pk.reshape(keep.shape[1:]))
+            e, _, ok = partial_bounds(bm, 0, fac[sel], ones[sel], ones[sel], ones[sel], order_pos=pos[sel],
+                                      order_fixed=fixed)
+            assert ok.all()
+            assert (e <= emin[inv[sel]] * (1 + 1e-12)).all()
+            lbm._USE_PAIRS = False
+            try:
+                e0, _, _ = partial_bounds(bm, 0, fac[sel], ones[sel], ones[sel], ones[sel], order_pos=pos[sel],
+                                          order_fixed=fixed)
+            finally:
+                lbm._USE_PAIRS = True
+            lifted += int((e > e0 * (1 + 1e-9)).sum())
+    assert lifted > 0
+
+
+def test_outer_pass_levels_reduce_to_the_outer_pass_bit_for_bit(monkeypatch) -> None:
+    """`_outer_pass_levels` (argument 13's per-loop form of argument 5b): the largest over its
+    levels of the least over each row's active loops is `_outer_pass`, bit for bit, on every
+    call of a whole exact search."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    orig = lbm._outer_pass
+    seen = [0]
+
+    def both(*a):
+        got = orig(*a)
+        levels = lbm._outer_pass_levels(*a)
+        if got is None:
+            assert not levels
+            return got
+        red = None
+        for _, V, none in levels:
+            low = V.min(axis=1)
+            x = np.where(np.isfinite(low), low, none)
+            red = x if red is None else np.maximum(red, x)
+        assert np.array_equal(red, got)
+        seen[0] += 1
+        return got
+
+    monkeypatch.setattr(lbm, "_outer_pass", both)
+    prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
+    _, _, cert = solve(MapSpace(prob(), arch()), MODEL, parse_objective("edp"))
+    assert cert.proven_optimal and seen[0] > 0
+
+
+def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
+    """`BoundModel.pair_trial` (argument 13 on trial): at each depth of levels ``k`` the pairs
+    stop being computed after that many bound calls in which they lifted no row, are kept
+    where they lift, and a model without the trial computes them on every call."""
+    import collections
+    import dataclasses
+
+    from accelmap.costmodels import loopnest_bounds as LB
+    from accelmap.search import exact as X
+
+    monkeypatch.setattr(LB, "_PAIR_MAX_K", -1)
+    prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
+    space = MapSpace(prob(), arch())
+    batch = space.sample_valid(4, np.random.default_rng(0))
+    keep = batch.keep[0]
+    one = batch.take(np.array([0]))
+    calls: list[int] = []
+
+    def counted(lift: bool):
+        def f(terms, passes, tt, t_all, k, L, n, order_pos, order_fixed):
+            calls.append(k)
+            return np.full(n, 1e30) if lift else np.zeros(n)  # above argument 2's relaxation, or below
+        return f
+
+    def run(lift: bool, trial: int) -> dict[int, list[int]]:
+        calls.clear()
+        monkeypatch.setattr(LB, "_pair_order_energy", counted(lift))
+        bm = dataclasses.replace(bound_model(space, keep), pair_trial=trial, pair_tally={})
+        monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
+        try:
+            for _ in range(3):
+                _node_bounds_of(space, one, keep)
+        finally:
+            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+        return bm.pair_tally
+
+    run(False, 0)
+    every = collections.Counter(calls)
+    assert max(every.values()) > 2
+    tally = run(False, 2)
+    assert collections.Counter(calls) == {k: min(c, 2) for k, c in every.items()}
+    assert all(tally[k] == [min(c, 2), 0] for k, c in every.items())
+    tally = run(True, 2)
+    assert collections.Counter(calls) == every
+    assert all(tally[k] == [1, 1] for k in every)
+    assert X._PAIR_TRIAL > 0 and bound_model(space, keep).pair_trial == 0
