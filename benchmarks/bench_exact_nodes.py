@@ -63,7 +63,13 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
     # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
     # has lifted no node in its first calls (`exact._REGION_TRIAL`)
-    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256}}
+    "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256},
+    # the node handling of one more round (the same bounds): children that passed `_feasible_nodes`
+    # not tested again, the distinct-offset bounds and the region count's parts made once per call
+    # and its segments in one pass (`loopnest_bounds._SHARE`), leaf order sets made once and leaf
+    # legality tested once per factorization (`exact._LEAF_MEMO`); "share-off" is the code before
+    "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False},
+    "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
