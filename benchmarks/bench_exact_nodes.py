@@ -67,9 +67,12 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     # the node handling of one more round (the same bounds): children that passed `_feasible_nodes`
     # not tested again, the distinct-offset bounds and the region count's parts made once per call
     # and its segments in one pass (`loopnest_bounds._SHARE`), leaf order sets made once and leaf
-    # legality tested once per factorization (`exact._LEAF_MEMO`); "share-off" is the code before
-    "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False},
-    "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True}}
+    # legality tested once per factorization (`exact._LEAF_MEMO`), the spatial children's fanout
+    # test compiled (`exact._FANOUT_KERNEL`); "share-off" is the code before
+    "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False,
+                  "exact._FANOUT_KERNEL": False},
+    "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True,
+                 "exact._FANOUT_KERNEL": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

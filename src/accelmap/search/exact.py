@@ -66,7 +66,7 @@ from accelmap.costmodels._bounds_kernel import tables_of
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
-from accelmap.search._exact_kernel import feasible_nodes, gather_dim
+from accelmap.search._exact_kernel import fanout_ok, feasible_nodes, gather_dim
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -84,6 +84,7 @@ _ORDER_MEMO = 4_096  # the most leaf order sets kept (`_leaf_orders`)
 # active loops and its legality tested once per factorization (`_leaf_orders`, `_evaluate_many`)
 _TRUST_TEST = True
 _LEAF_MEMO = True
+_FANOUT_KERNEL = True  # the spatial children's fanout test compiled (`_fanout_ok`)
 _EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
 _SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _NODE_TEST = True  # children tested for feasibility before their bound inputs are built (`_feasible_nodes`)
@@ -470,6 +471,14 @@ def _fanout_ok(P: _Problem, chosen: int, ids: IntArray, fan_x: IntArray, fan_y: 
     fit every level's fanout: the test `partial_bounds` makes first, in integers and
     without building its inputs. Factors are >= 1, so a partial choice that fails it fails
     with every choice of the other dims."""
+    if _FANOUT_KERNEL:  # the same test compiled (`_exact_kernel.fanout_ok`), on the stacked runs
+        got = P.packed.get("sp")
+        if got is None:
+            sizes = [len(tr.sp_x) for tr in P.trees]
+            P.packed["sp"] = got = (np.ascontiguousarray(np.concatenate([tr.sp_x for tr in P.trees]), dtype=np.int64),
+                                    np.ascontiguousarray(np.concatenate([tr.sp_y for tr in P.trees]), dtype=np.int64),
+                                    np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64))
+        return fanout_ok(ids, chosen, got[0], got[1], got[2], fan_x, fan_y)
     n = len(ids)
     px = np.ones((n, P.L), dtype=np.int64)
     py = np.ones((n, P.L), dtype=np.int64)

@@ -1358,7 +1358,7 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
 def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchanged(case, monkeypatch) -> None:
     """The whole branch and bound with the node handling switches of `exact` on and off
     (``_LEAF_MEMO``: leaf order sets made once per set of active loops, leaf legality tested
-    once per factorization; ``_TRUST_TEST``; ``loopnest_bounds._SHARE``): the same
+    once per factorization; ``_TRUST_TEST``; ``_FANOUT_KERNEL``; ``loopnest_bounds._SHARE``): the same
     certificate, node for node and leaf for leaf, and the same best mapping. One process, no
     dives (they run by time); the real layer is stopped by a leaf budget, the small ones
     are proven."""
@@ -1379,6 +1379,7 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
         monkeypatch.setattr(lb, "_SHARE", on)
         monkeypatch.setattr(ex, "_TRUST_TEST", on)
         monkeypatch.setattr(ex, "_LEAF_MEMO", on)
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", on)
         best, value, cert = solve(space, MODEL, obj, max_leaves=budget, workers=1, dive_share=0.0)
         runs.append((value, cert, space.encode(best)))
     (v0, c0, x0), (v1, c1, x1) = runs
@@ -1386,3 +1387,27 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
     for key in ("nodes", "cut", "infeasible", "leaves", "proven_optimal", "lower_bound", "stop_reason"):
         assert getattr(c0, key) == getattr(c1, key), key
     assert c0.leaves > 0
+
+
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res4b_branch2a", "simba-like")])
+def test_compiled_fanout_test_of_spatial_children_equals_numpy(layer, arch_name, monkeypatch) -> None:
+    """`exact._fanout_ok` compiled (``_FANOUT_KERNEL``, `_exact_kernel.fanout_ok`) against its
+    numpy form on random depth-1 run choices, every count of chosen dims: the same rows."""
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    bm = P.bms[0]
+    rng = np.random.default_rng(7)
+    ids = np.stack([rng.integers(0, len(tr.sp_x), 3000) for tr in P.trees], axis=1)
+    n_ok = 0
+    for chosen in range(1, P.D + 1):
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", False)
+        want = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", True)
+        got = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        assert got.dtype == np.bool_ and np.array_equal(want, got)
+        n_ok += int(want.sum())
+    assert 0 < n_ok < 3000 * P.D
