@@ -19,6 +19,10 @@ records its CPU seconds (this process), wall time, nodes, cuts, leaves, the cert
 bound and gap; the summary per case is the median CPU seconds or nodes per CPU second
 of each version and their ratio.
 
+The dives for incumbents (`accelmap.search.exact._Diver`) run by time, so with them a faster
+version may find an incumbent at another node and its tree then differs; ``--dive-share 0``
+turns them off, and every version then expands the same nodes in the same order.
+
 With ``--cpu-clock`` the time limit counts this process's CPU seconds instead of the wall
 clock (the exact module's clock is replaced for the run): on a machine shared with other
 jobs every version then gets the same CPU, and the nodes it reaches and the gap it closes in
@@ -33,7 +37,7 @@ Usage::
 
     python benchmarks/bench_exact_nodes.py [--cases NAME ...] [--time 30] [--repeats 3]
         [--warm-budget 200000] [--cpu-clock] [--versions before after] [--incumbents DIR]
-        [--out FILE]
+        [--dive-share S] [--out FILE]
 
 A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a case of
 ``../shared/reference/timeloop`` under its constraint files, as ``bench_exact.py``).
@@ -82,7 +86,16 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
     "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0},
     # at the leaves and the order search only (``_PAIR_MAX_K = 0``)
-    "pairs-leaves": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": 0}}
+    "pairs-leaves": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": 0},
+    # the node handling of one more round (the same bounds): children that passed `_feasible_nodes`
+    # not tested again, the distinct-offset bounds and the region count's parts made once per call
+    # and its segments in one pass (`loopnest_bounds._SHARE`), leaf order sets made once and leaf
+    # legality tested once per factorization (`exact._LEAF_MEMO`), the spatial children's fanout
+    # test compiled (`exact._FANOUT_KERNEL`); "share-off" is the code before
+    "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False,
+                  "exact._FANOUT_KERNEL": False},
+    "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True,
+                 "exact._FANOUT_KERNEL": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -140,6 +153,9 @@ def main() -> None:
     ap.add_argument("--cpu-clock", action="store_true", help="the time limit in CPU seconds of this process")
     ap.add_argument("--versions", nargs="+", default=list(VERSIONS), choices=list(VERSIONS))
     ap.add_argument("--incumbents", default=None, help="folder of saved incumbents (one pickle per case)")
+    ap.add_argument("--dive-share", type=float, default=None,
+                    help="the searcher's dive_share (default: its own); 0: no dives, so every version explores the "
+                         "same tree in the same order")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
     if args.cpu_clock:
@@ -151,9 +167,10 @@ def main() -> None:
     doc = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),
            "load_average_at_start": list(os.getloadavg()), "time_limit_s": args.time, "cpu_clock": args.cpu_clock,
            "versions": {v: VERSIONS[v] for v in args.versions}, "accelmap": str(Path(accelmap.__file__).parent),
-           "warm_budget": args.warm_budget, "rows": rows, "summary": summary}
+           "warm_budget": args.warm_budget, "dive_share": args.dive_share, "rows": rows, "summary": summary}
     obj = parse_objective("edp")
     model = LoopNestModel()
+    dives = {} if args.dive_share is None else {"dive_share": args.dive_share}
     for case in args.cases:
         problem, arch, cons = _load(case)
         space = build_space(problem, arch, cons)
@@ -169,12 +186,12 @@ def main() -> None:
                 saved.write_bytes(pickle.dumps((inc, warm_objective)))
         for version in args.versions:  # compile and load every kernel once before timing
             _set(version)
-            solve(space, model, obj, time_limit_s=1.0, incumbent=inc, workers=1)
+            solve(space, model, obj, time_limit_s=1.0, incumbent=inc, workers=1, **dives)
         for rep in range(args.repeats):
             for version in args.versions:
                 _set(version)
                 c0, t0 = time.process_time(), time.perf_counter()
-                _, value, cert = solve(space, model, obj, time_limit_s=args.time, incumbent=inc, workers=1)
+                _, value, cert = solve(space, model, obj, time_limit_s=args.time, incumbent=inc, workers=1, **dives)
                 cpu, wall = time.process_time() - c0, time.perf_counter() - t0
                 rows.append({"case": case, "version": version, "repeat": rep, "cpu_s": round(cpu, 3),
                              "wall_s": round(wall, 3), "proven": cert.proven_optimal, "nodes": cert.nodes,

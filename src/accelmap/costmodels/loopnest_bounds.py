@@ -364,6 +364,11 @@ _PAIR_MAX_K = 0  # argument 13 only at nodes with k <= this (0: the leaves and t
 _MEMO = True  # deliveries and J* prefixes made once per call (False: every time they are asked for, as before)
 # argument 10 with the passes repeated inside J* (`_PassU`, `_pass_lift`); a switch for the tests and benchmarks
 _USE_ORDER_PASS = True
+# the distinct-offset bounds (`dl_lb`), the region count's held costs and footprints made once per call,
+# and its three segment lengths in one pass (False: each made where it is used, one segment at a time);
+# the same values either way (tests/unit/search/test_exact.py)
+_SHARE = True
+_SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (times k0), one row each
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1186,6 +1191,18 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
     fixed_e = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
     base = bm.mac_energy_pj + sum(fixed_e, np.zeros(n))
     best: FloatArray | None = None
+    # (with _SHARE) each tensor's held cost per (t, p, c) and each known tile's footprint made
+    # once per call: regions of different tops c0 share them (nothing writes into them)
+    held_of: dict[tuple[int, int, int], tuple[Any, Any, Any, int]] = {}
+    fp_of: dict[tuple[int, int], FloatArray] = {}
+
+    def footprint(t: int, c: int) -> FloatArray:
+        got = fp_of.get((t, c)) if _SHARE else None
+        if got is None:
+            assert tile is not None
+            got = fp_of[(t, c)] = _footprint(bm, t, tile[:, c])
+        return got
+
     for c0 in range(1, min(L, k)):  # a region whose top level is open (below k every tile is known)
         held = {}  # tensor -> (its cost per word delivered into the region, kappa, charged energy, level)
         for t in range(3):
@@ -1194,12 +1211,15 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             if not kept or not above or not np.isfinite(bm.capacity[kept[0]]):
                 continue
             p, c = above[-1], kept[0]
-            ir, iff = at[("r", t, c)], at[("f", t, c)]
-            _, e1r, e2r, part_r = terms[ir]
-            _, e1f, e2f, part_f = terms[iff]
-            # g(x) = e1 x + e2 (x - part)^+ >= (e1 + e2) x - e2 part, and the reads are >= share x
-            held[t] = ((e1f + e2f) + share(t, p, c) * (e1r + e2r), e2f * part_f + e2r * part_r,
-                       fixed_e[ir] + fixed_e[iff], c)
+            got = held_of.get((t, p, c)) if _SHARE else None
+            if got is None:
+                ir, iff = at[("r", t, c)], at[("f", t, c)]
+                _, e1r, e2r, part_r = terms[ir]
+                _, e1f, e2f, part_f = terms[iff]
+                # g(x) = e1 x + e2 (x - part)^+ >= (e1 + e2) x - e2 part, and the reads are >= share x
+                got = held_of[(t, p, c)] = ((e1f + e2f) + share(t, p, c) * (e1r + e2r), e2f * part_f + e2r * part_r,
+                                            fixed_e[ir] + fixed_e[iff], c)
+            held[t] = got
         if len(held) < 2:
             continue
         inst = _prod(used[:, :c0], 1)
@@ -1218,8 +1238,7 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             for c in sorted({held[t][3] for t in ts}):
                 if c >= k and tile is not None:
                     # a known level holds its tiles: each tensor's footprint at its own cost
-                    dear = sum((held[t][0] * _footprint(bm, t, tile[:, c]) for t in ts if held[t][3] == c),
-                               np.zeros(n))
+                    dear = sum((held[t][0] * footprint(t, c) for t in ts if held[t][3] == c), np.zeros(n))
                     room = np.minimum(dear, float(bm.capacity[c]) * np.max(
                         [held[t][0] for t in ts if held[t][3] == c], axis=0))
                 else:
@@ -1229,8 +1248,21 @@ def _capacity_energy(bm: BoundModel, terms: list[tuple[_X, float, float, FloatAr
             pos = (k0 > 0.0) & (prod_c > 0.0)
             k0s = np.where(pos, k0, 1.0)
             c_max = np.max(cost, axis=0)
-            words = np.zeros(n)
-            for b in (1.0, 2.0, 4.0):  # segments of cost b k0 (the best b: 2 for three tensors, 1 for two)
+            if _SHARE:  # the loop below with its three segments as the rows of one (3, n) pass
+                bk = (1.0 + _SEGMENTS) * k0s
+                most = (bk / m) ** m / np.where(pos, prod_c, 1.0)
+                if m == 3:
+                    assert forms.slices is not None
+                    most = np.sqrt(forms.slices * most)
+                    for i, j in forms.pairs:
+                        most = np.minimum(most, (bk / 2) ** 2 / np.where(pos, cost[ts.index(i)] * cost[ts.index(j)],
+                                                                         1.0))
+                w = np.where(pos, np.maximum(_SEGMENTS * k0s - c_max, 0.0) * (v / most - 1.0), 0.0)
+                words = np.maximum(np.maximum(np.maximum(np.zeros(n), w[0]), w[1]), w[2])
+            else:
+                words = np.zeros(n)
+            # segments of cost b k0 (the best b: 2 for three tensors, 1 for two), one at a time
+            for b in () if _SHARE else (1.0, 2.0, 4.0):
                 # the most MACs a segment can do: ((1 + b) k0 / m)^m / prod c, square-rooted for three
                 most = ((1.0 + b) * k0s / m) ** m / np.where(pos, prod_c, 1.0)
                 if m == 3:
@@ -1576,7 +1608,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                    next_level: IntArray | None = None, spatial: IntArray | None = None,
                    spatial_complete: bool = False,
                    spatial_room: IntArray | None = None,
-                   next_chosen: BoolArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   next_chosen: BoolArray | None = None,
+                   rows_feasible: bool = False) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -1611,6 +1644,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         Optional (D,) the dims whose factors at level ``k-1`` are chosen (``next_level``'s,
         ones included); a chosen dim with temporal factor 1 there has its innermost open loop
         at a level above (argument 10's passes inside J*).
+    rows_feasible
+        Every row is known to pass the feasibility test below (the caller ran the same
+        compiled test, `accelmap.costmodels._bounds_kernel.row_feasible`, as the exact
+        mapper's `_feasible_nodes` does): it is not run again. Same values either way.
 
     Returns
     -------
@@ -1619,8 +1656,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     """
     L, D = bm.L, bm.D
     n = len(fac)
-    checked = False  # every row passed the compiled feasibility test: the numpy one is skipped
-    if _USE_KERNEL and n:
+    checked = rows_feasible  # every row passed the compiled feasibility test: the numpy one is skipped
+    if _USE_KERNEL and n and not rows_feasible:
         ok = feasible_rows(fac, k, spatial, next_level if k > 0 else None, bm.fan_x, bm.fan_y, bm.capacity,
                            bm.keep, tables_of(bm))
         if not ok.all():  # bound the feasible rows alone (a row's bound does not depend on the others)
@@ -1754,6 +1791,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
 
+    dl_cache: dict[tuple[int, int], FloatArray] = {}  # dl_lb per (t, lv), made once per call (read only)
+
     def dl_lb(t: int, lv: int) -> FloatArray:
         """distinct_lv(t) >= prod over coords of ``1 + sum_d (g_d - 1)`` over its dims: a
         coordinate's offsets are the sumset of one arithmetic progression of ``g_d`` terms
@@ -1762,11 +1801,15 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         with every element of the other, then of the largest of the other with every
         element of the one; Cauchy-Davenport for the integers, Nathanson, Additive Number
         Theory: Inverse Problems, 1996, Thm. 1.2)."""
+        got = dl_cache.get((t, lv)) if _SHARE else None
+        if got is not None:
+            return got
         out = np.ones(n)
         if lv < k and not sp_known:
             return out
         for dims, _ in bm.coords[t]:
             out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
+        dl_cache[(t, lv)] = out
         return out
 
     # each count is asked for more than once (a level's fills are its child's deliveries,

@@ -18,7 +18,7 @@ from numba import njit
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.costmodels._bounds_kernel import row_feasible, row_scratch
 
-__all__ = ["gather_runs", "gather_dim", "feasible_nodes"]
+__all__ = ["gather_runs", "gather_dim", "feasible_nodes", "fanout_ok"]
 
 _JIT: dict[str, Any] = {"cache": True, "_nrt": False}  # as the other kernels: cached, no reference counting (allocates nothing)
 
@@ -118,4 +118,36 @@ def feasible_nodes(ids: IntArray, split: int, k: int, has_next: bool, rows: IntA
     first, n_terms, dims, coefs = tables
     _feasible_nodes(ids, split, k, has_next, rows, starts, st_off, bm.fan_x, bm.fan_y,  # type: ignore[attr-defined]
                     bm.capacity, bm.keep, first, n_terms, dims, coefs, known, out)  # type: ignore[attr-defined]
+    return out
+
+
+@njit(**_JIT)
+def _fanout_ok(ids: IntArray, chosen: int, sp_x: IntArray, sp_y: IntArray, off: IntArray, fan_x: IntArray,
+               fan_y: IntArray, out: BoolArray) -> None:
+    n, L = ids.shape[0], sp_x.shape[1]
+    for i in range(n):
+        ok = True
+        for lv in range(L):
+            px = 1
+            py = 1
+            for d in range(chosen):
+                r = off[d] + ids[i, d]
+                px *= sp_x[r, lv]
+                py *= sp_y[r, lv]
+            if px > fan_x[lv] or py > fan_y[lv]:
+                ok = False
+                break
+        out[i] = ok
+
+
+def fanout_ok(ids: IntArray, chosen: int, sp_x: IntArray, sp_y: IntArray, off: IntArray, fan_x: IntArray,
+              fan_y: IntArray) -> BoolArray:
+    """(n,) `accelmap.search.exact._fanout_ok` row by row: whether the spatial factors of the
+    dims ``< chosen`` of the nodes ``ids`` (n, D) (depth-1 run indices) fit every level's
+    fanout. ``sp_x``, ``sp_y`` (G, L) every dim's runs' spatial factors stacked (`DimTree.sp_x`),
+    dim ``d``'s from ``off[d]``. Integer products, as the numpy form (equal:
+    ``tests/unit/search/test_exact.py``)."""
+    out = np.empty(len(ids), dtype=np.bool_)
+    _fanout_ok(np.ascontiguousarray(ids, dtype=np.int64), int(chosen), sp_x, sp_y, off,
+               np.asarray(fan_x, dtype=np.int64), np.asarray(fan_y, dtype=np.int64), out)
     return out

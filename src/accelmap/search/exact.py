@@ -66,7 +66,7 @@ from accelmap.costmodels._bounds_kernel import tables_of
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
-from accelmap.search._exact_kernel import feasible_nodes, gather_dim
+from accelmap.search._exact_kernel import fanout_ok, feasible_nodes, gather_dim
 from accelmap.search.base import Cap
 from accelmap.search.objectives import ObjectiveSpec
 
@@ -77,6 +77,14 @@ _EPS = 1e-12  # relative tolerance of the cut test (float rounding of costs and 
 _CHUNK = 8_192  # children bounded per numpy pass (and between two checks of the time limit)
 _ORDER_BATCH = 4_096  # complete order combinations evaluated at once
 _LEAF_GROUP = 256  # sibling leaves handled together
+_ORDER_MEMO = 4_096  # the most leaf order sets kept (`_leaf_orders`)
+# switches of the node handling, for the tests and `benchmarks/bench_exact_nodes.py` (the same
+# nodes, bounds and leaves either way): the bound inputs of children that passed `_feasible_nodes`
+# are not tested again (`partial_bounds`' rows_feasible); a leaf's order sets made once per set of
+# active loops and its legality tested once per factorization (`_leaf_orders`, `_evaluate_many`)
+_TRUST_TEST = True
+_LEAF_MEMO = True
+_FANOUT_KERNEL = True  # the spatial children's fanout test compiled (`_fanout_ok`)
 _EXPAND_GROUP = 4_096  # the most sibling nodes expanded together (see _loop)
 _SPATIAL_GROUP = 64  # the most sibling nodes of depth 0 expanded together
 _NODE_TEST = True  # children tested for feasibility before their bound inputs are built (`_feasible_nodes`)
@@ -288,6 +296,7 @@ class _Problem:
 
 
     packed: dict[Any, Any] = field(default_factory=dict)  # see _feasible_nodes
+    orders: dict[Any, Any] = field(default_factory=dict)  # see _level_orders and _leaf_orders
 
     @property
     def leaf_depth(self) -> int:
@@ -425,13 +434,16 @@ class PaddedBranches:
 def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
     bm = P.bms[pattern]
     ok = _feasible_nodes(P, bm, depth, split, ids) if _NODE_TEST else None
-    if ok is None or ok.all():
+    if ok is None:
         e, c, ok = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids))
+    elif ok.all():  # (the same test `partial_bounds` makes first: not made again)
+        e, c, _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids), rows_feasible=_TRUST_TEST)
     else:  # the inputs of the feasible nodes alone (`partial_bounds` bounds each row by itself)
         e, c = np.full(len(ids), np.inf), np.full(len(ids), np.inf)
         sel = np.flatnonzero(ok)
         if len(sel):
-            e[sel], c[sel], _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids[sel]))
+            e[sel], c[sel], _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids[sel]),
+                                               rows_feasible=_TRUST_TEST)
     return P.objective_bound(e, c), ok
 
 
@@ -463,6 +475,14 @@ def _fanout_ok(P: _Problem, chosen: int, ids: IntArray, fan_x: IntArray, fan_y: 
     fit every level's fanout: the test `partial_bounds` makes first, in integers and
     without building its inputs. Factors are >= 1, so a partial choice that fails it fails
     with every choice of the other dims."""
+    if _FANOUT_KERNEL:  # the same test compiled (`_exact_kernel.fanout_ok`), on the stacked runs
+        got = P.packed.get("sp")
+        if got is None:
+            sizes = [len(tr.sp_x) for tr in P.trees]
+            P.packed["sp"] = got = (np.ascontiguousarray(np.concatenate([tr.sp_x for tr in P.trees]), dtype=np.int64),
+                                    np.ascontiguousarray(np.concatenate([tr.sp_y for tr in P.trees]), dtype=np.int64),
+                                    np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64))
+        return fanout_ok(ids, chosen, got[0], got[1], got[2], fan_x, fan_y)
     n = len(ids)
     px = np.ones((n, P.L), dtype=np.int64)
     py = np.ones((n, P.L), dtype=np.int64)
@@ -593,36 +613,66 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
 
 # --- loop orders at a leaf ----------------------------------------------------------------
 def _level_orders(P: _Problem, lv: int, temporal: IntArray) -> IntArray:
-    """(m, D) full orders of level lv, one per relative order of its active free loops."""
+    """(m, D) full orders of level lv, one per relative order of its active free loops
+    (read only: made once per level and set of active free loops, `_Problem.orders`)."""
     free = P.free_orders[lv]
-    active = [int(d) for d in free if temporal[lv, d] >= 2]
-    idle = [int(d) for d in free if temporal[lv, d] < 2]
-    perms = list(itertools.permutations(active)) if active else [()]
-    return np.array([P.outer_orders[lv] + list(p) + idle + P.inner_orders[lv] for p in perms], dtype=np.int64)
+    key = (lv, bytes(temporal[lv, free] >= 2))
+    got = P.orders.get(key) if _LEAF_MEMO else None
+    if got is None:
+        active = [int(d) for d in free if temporal[lv, d] >= 2]
+        idle = [int(d) for d in free if temporal[lv, d] < 2]
+        perms = list(itertools.permutations(active)) if active else [()]
+        got = np.array([P.outer_orders[lv] + list(p) + idle + P.inner_orders[lv] for p in perms], dtype=np.int64)
+        got.setflags(write=False)
+        P.orders[key] = got
+    return got
+
+
+def _leaf_orders(P: _Problem, fac: IntArray) -> tuple[list[IntArray], IntArray | None]:
+    """The candidate orders of every level of a leaf (`_level_orders`) and, when their
+    combinations are at most ``_ORDER_BATCH``, all of them (`_combos`; None otherwise). Both
+    depend only on which free loops are active at each level, so they are made once per such
+    pattern (`_Problem.orders`, read only)."""
+    temporal = fac[:, :, 0]
+    key = bytes(temporal >= 2)
+    got = P.orders.get(key) if _LEAF_MEMO else None
+    if got is None:
+        cands = [_level_orders(P, lv, temporal) for lv in range(P.L)]
+        combos = _combos(cands) if math.prod(len(c) for c in cands) <= _ORDER_BATCH else None
+        if combos is not None:
+            combos.setflags(write=False)
+        if len(P.orders) > _ORDER_MEMO:  # (a bound on the memory: start again)
+            P.orders.clear()
+        P.orders[key] = got = (cands, combos)
+    return got
 
 
 def _solve_leaves(P: _Problem, pattern: int, facs: IntArray, bounds: Any) -> None:
     """Leaves (n, L, D, 3) of one keep pattern: every order combination of those with few
     is evaluated in one batch; the others go through :func:`_solve_orders` one by one."""
     small_f, small_o = [], []
+    n_small = 0  # rows in small_o
     for fac, b in zip(facs, bounds, strict=True):
         if _cut_test(b, P.best_value):
             P.cert.cut += 1
             continue
-        cands = [_level_orders(P, lv, fac[:, :, 0]) for lv in range(P.L)]
-        if math.prod(len(c) for c in cands) > _ORDER_BATCH:
+        _, orders = _leaf_orders(P, fac)
+        if orders is None:
             _solve_orders(P, pattern, fac)
             if P.stopped:
                 return
             continue
-        orders = _combos(cands)
         small_f.append(np.broadcast_to(fac, (len(orders),) + fac.shape))
         small_o.append(orders)
-        if sum(len(o) for o in small_o) >= _ORDER_BATCH:
-            _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o))
-            small_f, small_o = [], []
+        # (without _LEAF_MEMO as before: the rows summed again after every leaf)
+        n_small = n_small + len(orders) if _LEAF_MEMO else sum(len(o) for o in small_o)
+        if n_small >= _ORDER_BATCH:
+            _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o),
+                           np.array([len(o) for o in small_o]) if _LEAF_MEMO else None)
+            small_f, small_o, n_small = [], [], 0
     if small_o:
-        _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o))
+        _evaluate_many(P, np.concatenate(small_f), P.patterns[pattern], np.concatenate(small_o),
+                       np.array([len(o) for o in small_o]) if _LEAF_MEMO else None)
 
 
 def _combos(cands: list[IntArray]) -> IntArray:
@@ -631,17 +681,27 @@ def _combos(cands: list[IntArray]) -> IntArray:
     return np.stack([c[idx[:, i]] for i, c in enumerate(cands)], axis=1)
 
 
-def _evaluate_many(P: _Problem, facs: IntArray, keep: Any, orders: IntArray) -> None:
-    """Evaluate complete mappings (facs (n, L, D, 3), orders (n, L, D)); update the incumbent."""
+def _evaluate_many(P: _Problem, facs: IntArray, keep: Any, orders: IntArray, reps: IntArray | None = None) -> None:
+    """Evaluate complete mappings (facs (n, L, D, 3), orders (n, L, D)); update the incumbent.
+
+    ``reps`` (g,), where given, says that the rows come in g runs of one factorization each
+    (``reps[i]`` rows, their orders from `_level_orders`): the space's legality test is then
+    made on each run's first row alone. It does not depend on such an order: the orders are
+    permutations with the pinned loops where the constraints pin them, by construction, and
+    the rest of `MapSpace.check` (factors, keep bits, fanouts, capacities, utilization,
+    factor constraints) reads the factors and keep bits alone."""
     n = len(orders)
     batch = MappingBatch(temporal=np.ascontiguousarray(facs[..., 0]), spatial=np.ascontiguousarray(facs[..., 1:]),
                          order=orders, keep=np.broadcast_to(keep, (n,) + keep.shape).copy())
-    chk = P.space.check(batch)
+    if reps is None:
+        valid = P.space.check(batch).valid
+    else:
+        valid = np.repeat(P.space.check(batch.take(np.cumsum(reps) - reps)).valid, reps)
     P.cert.leaves += n
-    if not chk.valid.any():
+    if not valid.any():
         return
     m = P.model.evaluate(P.space.problem, P.space.arch, batch)
-    val = P.objective.scalar(m.energy_pj, m.cycles, m.valid & chk.valid)
+    val = P.objective.scalar(m.energy_pj, m.cycles, m.valid & valid)
     i = int(np.argmin(val))
     if val[i] < P.best_value:
         P.best_value = float(val[i])
@@ -667,7 +727,8 @@ def _solve_orders(P: _Problem, pattern: int, fac: IntArray) -> None:
         lv = len(chosen)
         if math.prod(sizes[lv:]) <= _ORDER_BATCH:
             orders = _combos([o[None] for o in chosen] + [cands[x] for x in range(lv, L)])
-            _evaluate_many(P, np.broadcast_to(fac, (len(orders),) + fac.shape), keep, orders)
+            _evaluate_many(P, np.broadcast_to(fac, (len(orders),) + fac.shape), keep, orders,
+                           np.array([len(orders)]) if _LEAF_MEMO else None)
             return
         if time.perf_counter() > P.deadline:
             P.stopped = "time"

@@ -1520,3 +1520,113 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
     assert collections.Counter(calls) == every
     assert all(tally[k] == [1, 1] for k in every)
     assert X._PAIR_TRIAL > 0 and bound_model(space, keep).pair_trial == 0
+
+
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res4b_branch2a", "eyeriss-like"),
+                                             ("resnet50/res3b_branch2b", "simba-like")])
+def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit(layer, arch_name,
+                                                                                 monkeypatch) -> None:
+    """`exact._bound_nodes` with the children's feasibility tested once (``_TRUST_TEST``:
+    `partial_bounds`' ``rows_feasible``) and the distinct-offset bounds and the region count's
+    parts made once per call, its three segments in one pass (``loopnest_bounds._SHARE``),
+    against both off (the reference): the same feasible rows and objective bounds, bit for
+    bit, on sampled nodes of every depth and of four splits of three keep patterns; the
+    region count runs on some of them (always, not on trial, so both see the same terms)."""
+    import dataclasses
+
+    import accelmap.costmodels.loopnest_bounds as lb
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    P.bms = [dataclasses.replace(bm, region_trial=0) for bm in P.bms]
+    real = lb._capacity_energy
+    region = [0]
+
+    def counted(*args, **kw):
+        out = real(*args, **kw)
+        region[0] += out is not None
+        return out
+
+    monkeypatch.setattr(lb, "_capacity_energy", counted)
+    rng = np.random.default_rng(16)
+    n_rows = n_feasible = 0
+    for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
+        for depth in range(P.leaf_depth + 1):
+            for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
+                ids = np.empty((200, P.D), dtype=np.int64)
+                for d, tr in enumerate(P.trees):
+                    dd = depth + 1 if d < split else depth
+                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                monkeypatch.setattr(lb, "_SHARE", False)
+                monkeypatch.setattr(ex, "_TRUST_TEST", False)
+                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(lb, "_SHARE", True)
+                monkeypatch.setattr(ex, "_TRUST_TEST", True)
+                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
+                n_rows += len(ids)
+                n_feasible += int(want_ok.sum())
+    assert 0 < n_feasible < n_rows
+    assert region[0] > 0
+
+
+@pytest.mark.parametrize("case", ["gemm", "conv-2x1", "res4b_branch2a"])
+def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchanged(case, monkeypatch) -> None:
+    """The whole branch and bound with the node handling switches of `exact` on and off
+    (``_LEAF_MEMO``: leaf order sets made once per set of active loops, leaf legality tested
+    once per factorization; ``_TRUST_TEST``; ``_FANOUT_KERNEL``; ``loopnest_bounds._SHARE``): the same
+    certificate, node for node and leaf for leaf, and the same best mapping. One process, no
+    dives (they run by time); the real layer is stopped by a leaf budget, the small ones
+    are proven."""
+    import accelmap.costmodels.loopnest_bounds as lb
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    if case in CASES:
+        make, kw = CASES[case]
+        space = MapSpace(make(), small_arch(), **kw)
+        budget = None
+    else:
+        space = MapSpace(load_problem(f"resnet50/{case}"), preset("eyeriss-like"))
+        budget = 20_000
+    obj = parse_objective("edp")
+    runs = []
+    for on in (False, True):
+        monkeypatch.setattr(lb, "_SHARE", on)
+        monkeypatch.setattr(ex, "_TRUST_TEST", on)
+        monkeypatch.setattr(ex, "_LEAF_MEMO", on)
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", on)
+        best, value, cert = solve(space, MODEL, obj, max_leaves=budget, workers=1, dive_share=0.0)
+        runs.append((value, cert, space.encode(best)))
+    (v0, c0, x0), (v1, c1, x1) = runs
+    assert v0 == v1 and np.array_equal(x0, x1)
+    for key in ("nodes", "cut", "infeasible", "leaves", "proven_optimal", "lower_bound", "stop_reason"):
+        assert getattr(c0, key) == getattr(c1, key), key
+    assert c0.leaves > 0
+
+
+@pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
+                                             ("resnet50/res4b_branch2a", "simba-like")])
+def test_compiled_fanout_test_of_spatial_children_equals_numpy(layer, arch_name, monkeypatch) -> None:
+    """`exact._fanout_ok` compiled (``_FANOUT_KERNEL``, `_exact_kernel.fanout_ok`) against its
+    numpy form on random depth-1 run choices, every count of chosen dims: the same rows."""
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    space = MapSpace(load_problem(layer), preset(arch_name))
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    bm = P.bms[0]
+    rng = np.random.default_rng(7)
+    ids = np.stack([rng.integers(0, len(tr.sp_x), 3000) for tr in P.trees], axis=1)
+    n_ok = 0
+    for chosen in range(1, P.D + 1):
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", False)
+        want = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        monkeypatch.setattr(ex, "_FANOUT_KERNEL", True)
+        got = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        assert got.dtype == np.bool_ and np.array_equal(want, got)
+        n_ok += int(want.sum())
+    assert 0 < n_ok < 3000 * P.D
