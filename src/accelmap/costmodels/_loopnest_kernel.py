@@ -686,7 +686,7 @@ def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, update
 
 def _counts_array(n: int, L: int, T: int, buffers) -> FloatArray:  # noqa: ANN001
     """The (n, 6, L, T) counts output, uninitialised (the drivers write every entry of every
-    row): from ``buffers`` (`_systolic_kernel.OutputBuffers`) when given. 720 bytes a row on a
+    row): from ``buffers`` (`_buffers.OutputBuffers`) when given. 720 bytes a row on a
     5-level, 3-tensor problem: a fresh 72 MB array per 100,000-row call was mapped anew by the
     allocator on every call (about 700 page faults, `evaluate` 1.4x the time of
     `evaluate_objective` on res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""

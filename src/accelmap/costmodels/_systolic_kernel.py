@@ -12,11 +12,9 @@ formulas), so that both give the same `SystolicStats` bit for bit. The conversio
 from __future__ import annotations
 
 import math
-import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from numba import njit
@@ -24,6 +22,7 @@ from numba.extending import register_jitable
 
 from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
+from accelmap.costmodels._buffers import OutputBuffers
 from accelmap.costmodels._loopnest_kernel import _threads
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
@@ -912,69 +911,6 @@ _SPECIALISE_AFTER_ROWS = 100_000
 # Below this many rows a batch runs on the calling thread.
 _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
-
-
-class OutputBuffers:
-    """The kernel's output arrays of earlier calls, handed out again once nothing refers to
-    them any more, and the read-only zeros of `metrics_from`, kept per model (at most
-    ``keep`` sets of each).
-
-    Why: a call of 100,000 rows allocates about 60 MB of outputs in a dozen arrays of up to
-    12 MB. glibc serves such blocks from its heap once its mmap threshold has grown, and
-    gives the heap's top back to the system whenever the free space there exceeds its trim
-    threshold; whether that happens between two calls depends on the order and sizes of
-    everything freed, so the same call ran either with about 70 page faults or with about
-    2,000 (every page of the outputs touched anew), `evaluate` 1.4-1.5x the time, and a
-    change elsewhere in the allocations (one array fewer) could flip it. Handing the same
-    arrays out again takes the allocator out of the row loop's way.
-
-    A set is handed out again only when no reference to any of its arrays is left but the
-    set's own (``sys.getrefcount`` at most what it was when the set was made, measured by
-    the same expression): a `Metrics` (or any view of one of its arrays: a view refers to its
-    base) that its caller keeps is never overwritten; the caller then gets a new set. A
-    pickled model carries no buffers."""
-
-    def __init__(self, keep: int = 2) -> None:
-        self.keep = keep
-        self._sets: list[tuple[tuple, tuple[np.ndarray, ...], int]] = []
-        self._zeros: list[np.ndarray] = []
-
-    def __reduce__(self) -> tuple:
-        return (OutputBuffers, (self.keep,))
-
-    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
-        """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
-        refers to any more if one matches, else new arrays."""
-        key = tuple((k, s, np.dtype(t).str) for k, (s, t) in shapes.items())
-        with _BUFFERS_LOCK:
-            for j, (k, arrays, base) in enumerate(self._sets):
-                if k == key and _refs(arrays) <= base:
-                    self._sets.append(self._sets.pop(j))  # (most recently used last)
-                    return dict(zip(shapes, arrays, strict=True))
-            arrays = tuple(np.empty(s, dtype=t) for s, t in shapes.values())
-            self._sets.append((key, arrays, _refs(arrays)))
-            del self._sets[:-self.keep]
-            return dict(zip(shapes, arrays, strict=True))
-
-    def zeros(self, shape: tuple[int, ...]) -> np.ndarray:
-        """A read-only float64 array of zeros of this shape (the same one for every call)."""
-        with _BUFFERS_LOCK:
-            for z in self._zeros:
-                if z.shape == shape:
-                    return z
-            z = np.zeros(shape)
-            z.flags.writeable = False
-            self._zeros = [*self._zeros, z][-self.keep:]
-            return z
-
-
-_BUFFERS_LOCK = threading.Lock()
-
-
-def _refs(arrays: tuple[np.ndarray, ...]) -> int:
-    """The most references to one of ``arrays`` (`OutputBuffers`: compared only with its own
-    value when the set was made, so the references this expression holds cancel out)."""
-    return max((sys.getrefcount(a) for a in arrays), default=0)
 
 
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int], arrays: tuple,

@@ -123,7 +123,7 @@ class LoopNestModel:
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
-        self._buffers: object = None  # the cpu engine's counts arrays (`_systolic_kernel.OutputBuffers`)
+        self._buffers: object = None  # the cpu engine's counts arrays (`_buffers.OutputBuffers`)
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -235,7 +235,7 @@ class LoopNestModel:
                                       out["energy_breakdown_pj"], out["energy_pj"])
         else:  # the CPU kernel scales padded tensors itself (`_count_existing_words`' rule)
             if self._buffers is None:
-                from accelmap.costmodels._systolic_kernel import OutputBuffers
+                from accelmap.costmodels._buffers import OutputBuffers
 
                 self._buffers = OutputBuffers()
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,

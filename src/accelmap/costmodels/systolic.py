@@ -395,7 +395,7 @@ class SystolicModel:
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}
-        self._buffers: Any = None  # the cpu engine's output arrays (`_systolic_kernel.OutputBuffers`)
+        self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
 
     def _walk_rule(self) -> tuple[int, float] | None:
         """(longest demand stream walked in entries, most folds over the fewest): None =
@@ -446,7 +446,7 @@ class SystolicModel:
         `_walked_reads` (the numpy path's) when a fold shape is first seen. ``objective``:
         of the `Metrics` fields only those of `ObjectiveMetrics` (on the specialised driver;
         the generic one writes them all). The output arrays come from the model's
-        `_systolic_kernel.OutputBuffers` (those of an earlier call that nothing refers to any
+        `_buffers.OutputBuffers` (those of an earlier call that nothing refers to any
         more are written again)."""
         if self.engine != "cpu" or self.dram_window == "exact" or len(batch) == 0:
             return None
