@@ -1324,6 +1324,32 @@ def _coupled_open_energy(terms: list[tuple[_X, float, float, FloatArray | float]
     return np.where(np.isfinite(out), out, 0.0)
 
 
+def _pass_geometry(bm: BoundModel, t: int, tc: FloatArray) -> tuple[FloatArray, list[FloatArray], list[FloatArray],
+                                                                     dict[int, tuple[int, int]]]:
+    """What arguments 5b-5c need of tensor ``t``'s tile ``tc`` (n, D) at the count's level: its
+    footprint ``S``, each coordinate's span, the rows one step of a loop over each of the
+    coordinate's dims adds to its range (its stride is at least ``a_d T_d``, and a step past the
+    span adds at most the span), and each dim's (coordinate, position) in ``t``'s coordinates."""
+    S = _footprint(bm, t, tc)
+    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
+    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
+                                                                                      strict=True)]
+    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    return S, spans, step, coord_of
+
+
+def _union_without(d: int, nj: FloatArray, ext: FloatArray, rng_: list[FloatArray], u_all: FloatArray,
+                   step: list[FloatArray], coord_of: dict[int, tuple[int, int]]) -> FloatArray:
+    """``U_j`` of arguments 5b-5c for the loop ``j`` over dim ``d`` of ``nj`` iterations: the
+    union of the tiles the loops inside it visit. ``j``'s own steps leave the union, so its
+    dim's extent is taken without ``j``; a dim ``t`` does not index leaves it as it is."""
+    if d not in coord_of:
+        return u_all
+    ci, i = coord_of[d]
+    less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
+    return u_all / rng_[ci] * less
+
+
 def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: FloatArray, t_all: FloatArray,
                 used: FloatArray, omin: FloatArray) -> FloatArray | None:
     """Argument 5b of the module doc: X(c) of tensor ``t`` into the known level ``c > k`` is
@@ -1332,47 +1358,13 @@ def _outer_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, tt: Fl
     largest over the levels (None where ``t``'s coordinates share dims). Inputs as in
     `partial_bounds`: ``tile`` (n, L+1, D), ``tt`` (n, L, D) temporal factors, ``t_all`` and
     ``used`` (n, L) temporal and spatial products per level, ``omin`` (n, D)."""
-    if not bm.disjoint[t] or c <= k:
+    levels = _outer_pass_levels(bm, t, c, k, tile, tt, t_all, used, omin)
+    if levels is None:
         return None
-    n, D = tt.shape[0], tt.shape[2]
-    tc = tile[:, c]
-    S = _footprint(bm, t, tc)
-    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
-    # rows one step of a loop over d adds to the range of its coordinate: its stride is
-    # at least a_d T_d (the tile of c), and a step past the span adds at most the span
-    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
-                                                                                      strict=True)]
-    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
-    # X(c) = inst F_c with inst >= used_kc s_open and P_j >= t_open above n_j (the open
-    # levels' loops are all outside j), and s_open t_open >= prod omin
-    inst = _prod(used[:, k:c], 1)
-    po = _prod(omin, 1)
-    ext = np.ones((n, D))  # loops of the levels lv .. c-1, per dim
     best = None
-    for lv in range(c - 1, k - 1, -1):
-        ext = ext * tt[:, lv]
-        act = tt[:, lv] >= 2.0
-        if not act.any():
-            continue
-        above = _prod(t_all[:, k:lv], 1)
-        # per coordinate: span + sum_d (ext_d - 1) step_d, the union's range along it
-        rng_ = [sp + ((ext[:, dims] - 1.0) * st).sum(axis=1)
-                for (dims, _), sp, st in zip(bm.coords[t], spans, step, strict=True)]
-        u_all = _prod(np.stack(rng_, axis=1), 1) if rng_ else np.ones(n)
-        low = np.full(n, np.inf)
-        for d in range(D):
-            if not act[:, d].any():
-                continue
-            nj = tt[:, lv, d]
-            if d in coord_of:  # j's own steps leave the union: its dim's extent without j
-                ci, i = coord_of[d]
-                less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
-                u_j = u_all / rng_[ci] * less
-            else:
-                u_j = u_all
-            val = S + po * above * nj * np.maximum(u_j - S, 0.0)
-            low = np.where(act[:, d], np.minimum(low, val), low)
-        got = inst * np.where(np.isfinite(low), low, S)
+    for _, V, none in levels:  # inst * min_j val_j == min_j (inst * val_j): rounding is monotone
+        low = V.min(axis=1)
+        got = np.where(np.isfinite(low), low, none)
         best = got if best is None else np.maximum(best, got)
     return best
 
@@ -1396,12 +1388,7 @@ def _next_level_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, t
     if not act.any() and not more.any():
         return None
     n, D = nxt_t.shape
-    tc = tile[:, c]
-    S = _footprint(bm, t, tc)
-    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
-    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
-                                                                                      strict=True)]
-    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    S, spans, step, coord_of = _pass_geometry(bm, t, tile[:, c])
     # the loops of the levels k-1 .. c-1 per dim (k-1: the chosen ones; a loop not chosen
     # only adds to the union or to the loops outside j, so leaving it out lowers the bound)
     ext = _prod(tt[:, k:c], 1) * nxt_t if c > k else nxt_t.copy()
@@ -1418,12 +1405,7 @@ def _next_level_pass(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray, t
         if not act[:, d].any():
             continue
         nj = nxt_t[:, d]
-        if d in coord_of:  # j's own steps leave the union: its dim's extent without j
-            ci, i = coord_of[d]
-            less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
-            u_j = u_all / rng_[ci] * less
-        else:
-            u_j = u_all
+        u_j = _union_without(d, nj, ext, rng_, u_all, step, coord_of)
         val = S + po * nj * np.maximum(u_j - S, 0.0)
         low = np.where(act[:, d], np.minimum(low, val), low)
     return inst * np.where(np.isfinite(low), low, S)
@@ -1441,12 +1423,7 @@ def _outer_pass_levels(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray,
     if not bm.disjoint[t] or c <= k:
         return None
     n, D = tt.shape[0], tt.shape[2]
-    tc = tile[:, c]
-    S = _footprint(bm, t, tc)
-    spans = [_span(dims, a, tc) for dims, a in bm.coords[t]]
-    step = [np.minimum(a[None, :] * tc[:, dims], sp[:, None]) for (dims, a), sp in zip(bm.coords[t], spans,
-                                                                                      strict=True)]
-    coord_of = {int(d): (ci, i) for ci, (dims, _) in enumerate(bm.coords[t]) for i, d in enumerate(dims.tolist())}
+    S, spans, step, coord_of = _pass_geometry(bm, t, tile[:, c])
     inst = _prod(used[:, k:c], 1)
     po = _prod(omin, 1)
     ext = np.ones((n, D))
@@ -1465,12 +1442,7 @@ def _outer_pass_levels(bm: BoundModel, t: int, c: int, k: int, tile: FloatArray,
             if not act[:, d].any():
                 continue
             nj = tt[:, lv, d]
-            if d in coord_of:
-                ci, i = coord_of[d]
-                less = rng_[ci] - (ext[:, d] - ext[:, d] / nj) * step[ci][:, i]
-                u_j = u_all / rng_[ci] * less
-            else:
-                u_j = u_all
+            u_j = _union_without(d, nj, ext, rng_, u_all, step, coord_of)
             val = S + po * above * nj * np.maximum(u_j - S, 0.0)
             V[:, d] = np.where(act[:, d], inst * val, np.inf)
         out.append((lv, V, inst * S))

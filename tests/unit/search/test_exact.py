@@ -1444,36 +1444,6 @@ def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
     assert lifted > 0
 
 
-def test_outer_pass_levels_reduce_to_the_outer_pass_bit_for_bit(monkeypatch) -> None:
-    """`_outer_pass_levels` (argument 13's per-loop form of argument 5b): the largest over its
-    levels of the least over each row's active loops is `_outer_pass`, bit for bit, on every
-    call of a whole exact search."""
-    import accelmap.costmodels.loopnest_bounds as lbm
-
-    orig = lbm._outer_pass
-    seen = [0]
-
-    def both(*a):
-        got = orig(*a)
-        levels = lbm._outer_pass_levels(*a)
-        if got is None:
-            assert not levels
-            return got
-        red = None
-        for _, V, none in levels:
-            low = V.min(axis=1)
-            x = np.where(np.isfinite(low), low, none)
-            red = x if red is None else np.maximum(red, x)
-        assert np.array_equal(red, got)
-        seen[0] += 1
-        return got
-
-    monkeypatch.setattr(lbm, "_outer_pass", both)
-    prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
-    _, _, cert = solve(MapSpace(prob(), arch()), MODEL, parse_objective("edp"))
-    assert cert.proven_optimal and seen[0] > 0
-
-
 def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch) -> None:
     """`BoundModel.pair_trial` (argument 13 on trial): at each depth of levels ``k`` the pairs
     stop being computed after that many bound calls in which they lifted no row, are kept
