@@ -217,20 +217,13 @@ def pool_cost(n: int = 20000, seed: int = 0) -> dict:
     return out
 
 
-def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
-    """The estimate against the exact mode on the seeds of every systolic sub-space
-    (`variant_seeds`) of random convolutions (the layer mix of
-    `test_sliding_window_estimate_accuracy`): median and worst relative error of the
-    ifmap's DRAM reads per sub-space."""
+def random_convolutions(rng: np.random.Generator, n_layers: int):  # noqa: ANN201
+    """The random convolutions of `variant_errors` (the layer mix of
+    `test_sliding_window_estimate_accuracy`): ``n_layers`` draws of (problem, systolic array),
+    the draws whose window does not fit the stride skipped."""
     from accelmap.arch.presets import systolic_array
-    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
     from accelmap.workloads.builders import conv2d
 
-    rng = np.random.default_rng(seed)
-    est, exact = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")
-    auto = SystolicModel(dram_window="auto")
-    errors: dict[str, list[float]] = {}
-    auto_errors: dict[str, list[float]] = {}
     for _ in range(n_layers):
         h = int(rng.integers(8, 40))
         f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
@@ -241,6 +234,22 @@ def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
         p = (h - f) // st + 1
         prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
         arch = systolic_array(rows, cols, kb, kb, kb, dram_bandwidth_words_per_cycle=None)
+        yield prob, arch
+
+
+def variant_errors(n_layers: int = 40, seed: int = 0) -> dict:
+    """The estimate against the exact mode on the seeds of every systolic sub-space
+    (`variant_seeds`) of random convolutions (the layer mix of
+    `test_sliding_window_estimate_accuracy`): median and worst relative error of the
+    ifmap's DRAM reads per sub-space."""
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
+
+    rng = np.random.default_rng(seed)
+    est, exact = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="exact")
+    auto = SystolicModel(dram_window="auto")
+    errors: dict[str, list[float]] = {}
+    auto_errors: dict[str, list[float]] = {}
+    for prob, arch in random_convolutions(rng, n_layers):
         for v in systolic_variants(prob, arch):
             seeds = variant_seeds(prob, arch, v)
             want = exact.stats(prob, arch, seeds).dram_reads[:, 0]

@@ -65,8 +65,9 @@ def worker(out: Path, ref: Path) -> None:
     """One source tree's figures (the module docstring), into ``out`` (npz + json)."""
     sys.path.insert(0, str(ROOT))
     from benchmarks.bench_costmodel import _systolic_pool
+    from benchmarks.bench_scalesim_dram import random_convolutions
 
-    from accelmap.arch.presets import preset, systolic_array
+    from accelmap.arch.presets import preset
     from accelmap.costmodels import _systolic_window
     from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology
     from accelmap.costmodels.systolic import SystolicModel, systolic_layout
@@ -126,16 +127,7 @@ def worker(out: Path, ref: Path) -> None:
     est = SystolicModel(dram_window="estimate")
     auto = SystolicModel()
     got_e, got_a = [], []
-    for _ in range(40):
-        h = int(rng.integers(8, 40))
-        f = min(int(rng.choice([1, 3, 3, 5, 7])), h)
-        st, ch, nf = int(rng.choice([1, 1, 2])), int(rng.choice([3, 8, 16, 32, 64])), int(rng.choice([8, 16, 32, 64]))
-        rows, cols, kb = int(rng.choice([8, 16, 32])), int(rng.choice([8, 16, 32])), int(rng.choice([1, 2, 4, 8]))
-        if (h - f) % st:
-            continue
-        p = (h - f) // st + 1
-        prob = conv2d("c", c=ch, k=nf, p=p, q=p, r=f, s=f, stride=st, word_bits=8)
-        arch = systolic_array(rows, cols, kb, kb, kb, dram_bandwidth_words_per_cycle=None)
+    for prob, arch in random_convolutions(rng, 40):
         for v in systolic_variants(prob, arch):
             seeds = variant_seeds(prob, arch, v)
             got_e.append(est.stats(prob, arch, seeds).dram_reads)
