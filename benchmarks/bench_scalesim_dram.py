@@ -749,6 +749,109 @@ def reuse_model_errors(n_layers: int = 40, seed: int = 0, max_entries: int = 3_0
     return out
 
 
+# `frontier`'s settings of ``"auto"``: (label, max_fold_ratio, max_walk_entries, max_far_walk_entries)
+FRONTIER = (("near only", 1.25, 1 << 22, 0), ("far 2^18", 1.25, 1 << 22, 1 << 18),
+            ("far 2^19", 1.25, 1 << 22, 1 << 19), ("far 2^20", 1.25, 1 << 22, 1 << 20),
+            ("far 2^21", 1.25, 1 << 22, 1 << 21), ("far 2^22", 1.25, 1 << 22, 1 << 22),
+            ("far 2^23", 1.25, 1 << 22, 1 << 23))
+# ... those whose cost `frontier` measures
+FRONTIER_COSTS = ("near only", "far 2^20", "far 2^21", "far 2^23")
+
+
+def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
+             pool_rows: int = 5000, costs: bool = True) -> dict:
+    """What each setting of ``"auto"`` in `FRONTIER` buys and costs (`FRONTIER_COSTS`): on the seeds of every
+    systolic sub-space of `variant_errors`' random convolutions the ifmap DRAM reads against
+    the exact mode (mappings within 2 %, exact, worst error, per sub-space and over all);
+    then (``costs``), interleaved with the estimate, a new model each run and the walk
+    cache cleared (every run pays its walks), the default search (``budget`` evaluations,
+    ``seeds``) on CB2a_2 on the ws config's array and on the random convolution with the
+    most seeds outside 2 % without walks beyond the fold ratio, and the first and second
+    evaluation of a random pool of ``pool_rows`` CB2a_2 mappings (`pool_cost`'s)."""
+    import sys
+
+    from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
+    from accelmap.search.api import search
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.workloads.builders import conv2d
+
+    load0 = list(os.getloadavg())
+    exact = SystolicModel(dram_window="exact")
+    kw = {label: {"max_fold_ratio": r, "max_walk_entries": lim, "max_far_walk_entries": far}
+          for label, r, lim, far in FRONTIER}
+    errs: dict[str, dict[str, list[float]]] = {label: {} for label in kw}
+    worst_layer, worst_misses = None, -1
+    for prob, arch in random_convolutions(np.random.default_rng(seed), n_layers):
+        misses = 0
+        for v in systolic_variants(prob, arch):
+            s = variant_seeds(prob, arch, v)
+            want = exact.stats(prob, arch, s).dram_reads[:, 0]
+            for label, k in kw.items():
+                got = SystolicModel(**k).stats(prob, arch, s).dram_reads[:, 0]
+                errs[label].setdefault(v.label, []).extend((got / want - 1).tolist())
+                if label == "near only":
+                    misses += int((np.abs(got / want - 1) > 0.02).sum())
+        if misses > worst_misses:
+            worst_layer, worst_misses = (prob, arch), misses
+    out: dict = {"settings": [list(x) for x in FRONTIER], "accuracy": {}, "search": {}, "pool": {}}
+    for label, per in errs.items():
+        acc = {}
+        for sub, e in sorted(per.items()) + [("all", [x for v in per.values() for x in v])]:
+            a = np.abs(np.array(e))
+            acc[sub] = {"mappings": int(a.size), "within_2pct": int((a <= 0.02).sum()), "exact": int((a == 0).sum()),
+                        "worst_abs_error": float(a.max())}
+        out["accuracy"][label] = acc
+        print(f"{label:12}: within 2 % {acc['all']['within_2pct']} / {acc['all']['mappings']}, exact "
+              f"{acc['all']['exact']}, worst {100 * acc['all']['worst_abs_error']:.1f} %; outside 2 % by sub-space: "
+              + ", ".join(f"{sub} {v['mappings'] - v['within_2pct']}" for sub, v in acc.items() if sub != "all"),
+              flush=True)
+    if not costs:
+        return out
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    assert worst_layer is not None
+    cases = {"CB2a_2": (layer.problem, config_arch(cfg)), "random": worst_layer}
+    out["random_layer"] = {"bounds": worst_layer[0].bounds.tolist(), "misses_near_only": worst_misses}
+    every = {"estimate": {"dram_window": "estimate"}} | {k: kw[k] for k in FRONTIER_COSTS}
+    for name, (prob, arch) in cases.items():
+        for k in every.values():  # warm (compiled code)
+            search(prob, arch, model=SystolicModel(**k), budget=300, seed=99)
+        out["search"][name] = {}
+        for sd in seeds:
+            row = {}
+            for label, k in every.items():  # interleaved; a new model: its walk table empty
+                window_fetches.cache_clear()
+                t0 = time.perf_counter()
+                search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
+                row[label] = {"s": time.perf_counter() - t0, "walks": window_fetches.cache_info().misses}
+            out["search"][name][sd] = row
+            print(f"search {name} seed {sd}: " + ", ".join(f"{k} {v['s']:.2f} s ({v['walks']})" for k, v in row.items()),
+                  flush=True)
+    pa = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, pa, pool_rows, np.random.default_rng(seed))
+    SystolicModel(dram_window="estimate").evaluate(problem, pa, pool)
+    for label, k in every.items():
+        m = SystolicModel(**k)
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        m.evaluate(problem, pa, pool)
+        cold = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        m.evaluate(problem, pa, pool)
+        warm = time.perf_counter() - t0
+        out["pool"][label] = {"rows": pool_rows, "cold_s": cold, "warm_s": warm,
+                              "walks": window_fetches.cache_info().misses}
+        print(f"pool {label:12}: cold {cold:.2f} s ({out['pool'][label]['walks']} walks), warm {warm * 1e3:.1f} ms",
+              flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -771,6 +874,9 @@ def main() -> None:
                     help="only auto against the estimate on the random pool, merged into the existing JSON")
     ap.add_argument("--results", type=Path, default=RESULTS,
                     help="the JSON the --*-only parts merge into (default benchmarks/results/bench_scalesim_dram.json)")
+    ap.add_argument("--frontier-only", action="store_true",
+                    help="only the accuracy and cost of auto's settings (FRONTIER), written to "
+                    "bench_scalesim_dram_window8.json")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -781,6 +887,13 @@ def main() -> None:
         results.write_text(json.dumps(old, indent=1) + "\n")
         print(f"wrote {results}")
 
+    if args.frontier_only:
+        out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")
+        old8 = json.loads(out8.read_text()) if out8.exists() else {}
+        old8["frontier"] = frontier(args.reference, args.search_budget or 5000)
+        out8.write_text(json.dumps(old8, indent=1) + "\n")
+        print(f"wrote {out8}")
+        return
     if args.pool_only:
         merge("pool", pool_cost() | {"load_average": [load0, list(os.getloadavg())]})
         return

@@ -411,15 +411,33 @@ def class_table(coef: IntArray, used: IntArray, dim_class: tuple[int, ...], boun
 def _stream_arrays(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
                    bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
                    order: tuple[int, ...], classes: tuple[int, int]) -> tuple[IntArray, IntArray, npt.NDArray[np.int32], list[int]]:
-    """(a_off, b_off, stamp, class sizes) of one operand's demand stream (`window_fetches`)."""
+    """(a_off, b_off, stamp, class sizes) of one operand's demand stream (`window_fetches`):
+    the stamp fresh (the walk writes it), the rest shared by the fold shapes of one operand,
+    flattening order and classes (`_stream_base`, which the chunks do not change)."""
+    # (each class's table reads only the order of its own dims of bound > 1)
+    per_class = tuple(tuple(d for d in order if dim_class[d] == c and bounds[d] > 1) for c in classes)
+    a_off, b_off, stamp, size = _stream_base(coef_key, used, dim_class, bounds, lo, hi, per_class, classes)
+    return a_off, b_off, stamp.copy(), list(size)
+
+
+@lru_cache(maxsize=32)
+def _stream_base(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
+                 bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
+                 orders: tuple[tuple[int, ...], ...], classes: tuple[int, int]) -> tuple[IntArray, IntArray,
+                                                                                          npt.NDArray[np.int32],
+                                                                                          tuple[int, ...]]:
+    """`_stream_arrays` computed, kept for the fold shapes met next (a search walks many
+    chunkings of one order; half a small stream's walk was these tables). Nothing writes
+    the arrays kept: the walk stamps a copy of ``stamp``. ``orders``: the flattening order
+    of each class's dims."""
     coef = np.array(coef_key, dtype=np.int64).reshape(len(coef_key), len(bounds))
     used_a = np.array(used, dtype=bool)
     size = [1, 1, 1]
     for d, c in enumerate(dim_class):
         if 0 <= c <= 2:
             size[c] *= bounds[d]
-    xa = class_table(coef, used_a, dim_class, bounds, order, classes[0])
-    xb = class_table(coef, used_a, dim_class, bounds, order, classes[1])
+    xa = class_table(coef, used_a, dim_class, bounds, orders[0], classes[0])
+    xb = class_table(coef, used_a, dim_class, bounds, orders[1], classes[1])
     # Addresses over the projected span (coordinates 0 .. span - 1 per rank): word =
     # sum_k coordinate_k * mult_k, split into one offset per class.
     span = 1 + xa.max(axis=1) + xb.max(axis=1)
@@ -434,7 +452,7 @@ def _stream_arrays(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
         ok = np.ones(span[k], dtype=bool) if lo is None or hi is None else (v >= lo[k]) & (v < hi[k])
         exists = (exists[:, None] & ok[None, :]).ravel()
     stamp = np.where(exists, 0, -1).astype(np.int32)
-    return a_off, b_off, stamp, size
+    return a_off, b_off, stamp, tuple(size)
 
 
 @lru_cache(maxsize=4096)
@@ -595,11 +613,12 @@ def _rows_time_jump(key: tuple, mode: int, bounds: tuple[int, ...], dim_class: t
 
 
 def _clear_caches() -> None:
-    """Drop the walked counts of `window_fetches` and `window_fetches_capped` and the kept
-    unit tables (a cold start)."""
+    """Drop the walked counts of `window_fetches` and `window_fetches_capped`, the kept
+    unit tables and stream tables (a cold start)."""
     _lru_clear()
     _lru_clear_capped()
     _UNITS.clear()
+    _stream_base.cache_clear()
 
 
 # Clearing either walk cache drops the unit tables too, so a cold measurement stays cold.

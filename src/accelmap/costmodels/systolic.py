@@ -344,6 +344,9 @@ class SystolicModel:
     # ... and the most folds, over the fewest the array allows (the mappings a search can
     # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
     MAX_FOLD_RATIO: ClassVar[float] = 1.25
+    # Entries of a demand stream walked for a mapping beyond that ratio (about a millisecond:
+    # a search meets many such fold shapes; docs/validation.md, "Beyond the fold ratio").
+    MAX_FAR_WALK_ENTRIES: ClassVar[int] = 1 << 20
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
     # (`window_fetches_capped`); its passes are then counted from reset to reset
@@ -353,7 +356,8 @@ class SystolicModel:
     CAPPED_WALK_REPS: ClassVar[int] = CAPPED_WALK_REPS
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
-                 max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO) -> None:
+                 max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO,
+                 max_far_walk_entries: int = MAX_FAR_WALK_ENTRIES) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -365,15 +369,17 @@ class SystolicModel:
         default) walks the streams of at most ``max_walk_entries`` entries (the operand's
         SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
         with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
-        own mappings have the fewest) and estimates the others: exact on every SCALE-Sim
+        own mappings have the fewest), and those of at most ``max_far_walk_entries`` entries
+        (0: none) of the other mappings, and estimates the rest: exact on every SCALE-Sim
         reference point, at milliseconds per distinct fold shape walked (cached). Every
         other count is exact and closed-form in every mode.
 
         Raises
         ------
         SpecError
-            ``dram_window`` is not one of the three, ``max_walk_entries`` is not an int
-            >= 0, ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
+            ``dram_window`` is not one of the three, ``max_walk_entries`` or
+            ``max_far_walk_entries`` is not an int >= 0, ``max_fold_ratio`` is not a
+            number >= 1, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
 
@@ -383,6 +389,10 @@ class SystolicModel:
         if isinstance(max_walk_entries, bool) or not isinstance(max_walk_entries, int) or max_walk_entries < 0:
             raise SpecError(f"systolic model: max_walk_entries = {max_walk_entries!r}; expected an int >= 0 "
                             "(entries of a demand stream walked exactly; 0 walks none)")
+        if (isinstance(max_far_walk_entries, bool) or not isinstance(max_far_walk_entries, int)
+                or max_far_walk_entries < 0):
+            raise SpecError(f"systolic model: max_far_walk_entries = {max_far_walk_entries!r}; expected an int >= 0 "
+                            "(entries of a demand stream walked beyond max_fold_ratio; 0 walks none)")
         if (isinstance(max_fold_ratio, bool) or not isinstance(max_fold_ratio, (int, float))
                 or not max_fold_ratio >= 1.0):
             raise SpecError(f"systolic model: max_fold_ratio = {max_fold_ratio!r}; expected a number >= 1 "
@@ -390,6 +400,7 @@ class SystolicModel:
         self.dram_window = dram_window
         self.max_walk_entries = max_walk_entries
         self.max_fold_ratio = float(max_fold_ratio)
+        self.max_far_walk_entries = max_far_walk_entries
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
@@ -397,12 +408,15 @@ class SystolicModel:
         self._rows_seen: dict[tuple[int, int], int] = {}
         self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
 
-    def _walk_rule(self) -> tuple[int, float] | None:
-        """(longest demand stream walked in entries, most folds over the fewest): None =
-        every row walked (``"exact"``); a negative length: none (``"estimate"``)."""
+    def _walk_rule(self) -> tuple[int, float, int] | None:
+        """(longest demand stream walked in entries, most folds over the fewest, longest
+        stream walked beyond them): None = every row walked (``"exact"``); a negative first
+        length: none (``"estimate"``)."""
         if self.dram_window == "exact":
             return None
-        return (self.max_walk_entries, self.max_fold_ratio) if self.dram_window == "auto" else (-1, 1.0)
+        if self.dram_window == "auto":
+            return (self.max_walk_entries, self.max_fold_ratio, self.max_far_walk_entries)
+        return (-1, 1.0, 0)
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
         """(problem, arch, layout, kernel constants, walk table, structure) of the pair, kept
@@ -461,7 +475,7 @@ class SystolicModel:
             return None
 
         rule = self._walk_rule()
-        limit, ratio = rule if rule is not None else (-1, 1.0)
+        limit, ratio, far = rule if rule is not None else (-1, 1.0, 0)
 
         def walk(o: int, rc: IntArray, cc: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
                  reads: IntArray, order: IntArray) -> IntArray:
@@ -475,7 +489,7 @@ class SystolicModel:
         if self._buffers is None:
             self._buffers = _systolic_kernel.OutputBuffers()
         return _systolic_kernel.evaluate_rows(
-            hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, walk, batch.temporal, batch.spatial, batch.order,
+            hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
             n_tensors=problem.n_tensors, spec=hit[5] if self._specialise(problem, arch, len(batch)) else None,
             objective=objective, buffers=self._buffers)

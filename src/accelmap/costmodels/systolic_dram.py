@@ -192,29 +192,31 @@ WALK_ALL = 1 << 62
 
 
 def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntArray, b_rep: int,
-               rule: tuple[int, float] | None, passes: IntArray) -> IntArray:
+               rule: tuple[int, float, int] | None, passes: IntArray) -> IntArray:
     """(n,) how each row's operand is counted on its demand stream: 0 not at all (the
     estimate), `WALK_ALL` walked whole (exact), or the most repetitions of its pass over
     the operand walked (`window_fetches_capped`: exact here, since such a row has more
     passes than `_systolic_window.JUMP_MIN_REPS`, which are counted from reset to reset).
 
-    ``rule`` None (``"exact"``): every valid row whole; a negative length
-    (``"estimate"``): none; else (``"auto"``) the rows whose ``folds`` (per repetition of
-    the GEMM) are at most ``rule[1]`` times the ``fewest`` the array allows: whole when the
-    stream has at most ``rule[0]`` entries (one repetition's stream has the operand's SRAM
-    reads, ``reads`` over ``b_rep`` repetitions, as entries, which bounds the walk's
-    length), else `CAPPED_WALK_REPS` of its ``passes`` when they have at
-    most ``rule[0]`` entries and there are more passes than that. Only an operand that
-    needs the window (`_dram_reads_batch`) is walked, whatever this says."""
+    ``rule`` None (``"exact"``): every valid row whole; a negative first length
+    (``"estimate"``): none; else (``"auto"``) ``(limit, ratio, far)``: a row whose ``folds``
+    (per repetition of the GEMM) are at most ``ratio`` times the ``fewest`` the array allows
+    is walked within ``limit`` entries, any other within ``far`` (0: not at all): whole when
+    the stream has at most that many entries (one repetition's stream has the operand's
+    SRAM reads, ``reads`` over ``b_rep`` repetitions, as entries, which bounds the walk's
+    length), else `CAPPED_WALK_REPS` of its ``passes`` when they have at most that many
+    entries and there are more passes than that. Only an operand that needs the window
+    (`_dram_reads_batch`) is walked, whatever this says."""
     if rule is None:
         out: IntArray = np.where(valid, WALK_ALL, 0).astype(np.int64)
         return out
-    limit, ratio = rule
+    limit, ratio, far = rule
     cap = CAPPED_WALK_REPS
     per = reads // max(b_rep, 1)
-    near = valid & (folds <= ratio * fewest) & (limit >= 0)
-    whole = near & (per <= limit)
-    capped = near & ~whole & (passes > cap) & ((per // np.maximum(passes, 1)) * cap <= limit)
+    lim = np.where(folds <= ratio * fewest, limit, far)
+    on = valid & (limit >= 0) & (lim > 0)
+    whole = on & (per <= lim)
+    capped = on & ~whole & (passes > cap) & ((per // np.maximum(passes, 1)) * cap <= lim)
     out = np.where(whole, WALK_ALL, np.where(capped, cap, 0)).astype(np.int64)
     return out
 

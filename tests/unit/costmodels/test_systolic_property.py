@@ -120,23 +120,26 @@ def _passes(lay, s):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(cases(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.25, 2.0, 1e9]))
-def test_auto_window_walks_short_streams_only(case, q, ratio):
+@given(cases(), st.floats(0.0, 1.0), st.sampled_from([1.0, 1.25, 2.0, 1e9]), st.none() | st.floats(0.0, 1.0))
+def test_auto_window_walks_short_streams_only(case, q, ratio, q_far):
     """``dram_window="auto"``: each operand's DRAM reads are the exact mode's where its
     stream (SRAM reads per repetition of the GEMM) has at most ``limit`` entries and the
-    mapping at most ``ratio`` times the fewest folds of the array; a longer stream of such
-    a mapping whose ``CAPPED_WALK_REPS`` passes over the ifmap fit in ``limit`` entries
-    (and that has more passes) is walked with at most those passes, its passes counted
-    from reset to reset (`_systolic_window._jump`), so equal to the exact mode too; the
-    estimate's elsewhere. The kernel engine, the numpy path and the
-    scalar path agree, row by row (the limit is a quantile of the batch's streams, so
-    batches mix walked and estimated rows)."""
+    mapping at most ``ratio`` times the fewest folds of the array, or at most ``far``
+    entries (``max_far_walk_entries``; 0 or a quantile of the streams) and more folds; a
+    longer stream whose ``CAPPED_WALK_REPS`` passes over the ifmap fit in that limit (and
+    that has more passes) is walked with at most those passes, its passes counted from
+    reset to reset (`_systolic_window._jump`), so equal to the exact mode too; the
+    estimate's elsewhere. The kernel engine, the numpy path and the scalar path agree, row
+    by row (the limits are quantiles of the batch's streams, so batches mix walked and
+    estimated rows)."""
     prob, arch, batch = case
     lay = systolic_layout(prob, arch)[0]
     b_rep = lay.class_size[3]
-    limit = int(np.quantile(ESTIMATE.stats(prob, arch, batch).sram_reads // b_rep, q))
-    auto_cpu = SystolicModel(engine="cpu", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
-    auto_np = SystolicModel(engine="numpy", dram_window="auto", max_walk_entries=limit, max_fold_ratio=ratio)
+    streams = ESTIMATE.stats(prob, arch, batch).sram_reads // b_rep
+    limit = int(np.quantile(streams, q))
+    far = 0 if q_far is None else int(np.quantile(streams, q_far))
+    kw = {"dram_window": "auto", "max_walk_entries": limit, "max_fold_ratio": ratio, "max_far_walk_entries": far}
+    auto_cpu, auto_np = SystolicModel(engine="cpu", **kw), SystolicModel(engine="numpy", **kw)
     a, n = auto_cpu.stats(prob, arch, batch), auto_np.stats(prob, arch, batch)
     ex, est = EXACT.stats(prob, arch, batch), ESTIMATE.stats(prob, arch, batch)
     for f in a.__dataclass_fields__:
@@ -145,12 +148,13 @@ def test_auto_window_walks_short_streams_only(case, q, ratio):
     fewest = [math.ceil(size[r] / lay.rows) * math.ceil(size[c] / lay.cols) if v else 0
               for r, c, v in zip(a.row_class, a.col_class, a.valid, strict=True)]
     near = a.row_folds * a.col_folds <= ratio * np.array(fewest)
+    lim = np.where(near, limit, far)
     per = a.sram_reads // b_rep
-    short = (per <= limit) & near[:, None]
+    short = (per <= lim[:, None]) & (lim[:, None] > 0)
     assert np.array_equal(a.dram_reads[short], ex.dram_reads[short])
     cap = SystolicModel.CAPPED_WALK_REPS
     passes = _passes(lay, a)
-    capped = near & ~short[:, 0] & (passes > cap) & ((per[:, 0] // np.maximum(passes, 1)) * cap <= limit)
+    capped = (lim > 0) & ~short[:, 0] & (passes > cap) & ((per[:, 0] // np.maximum(passes, 1)) * cap <= lim)
     assert np.array_equal(a.dram_reads[capped, 0], ex.dram_reads[capped, 0])
     rest = ~short
     rest[:, 0] &= ~capped
@@ -221,13 +225,18 @@ def test_auto_window_options_are_checked():
     for bad_ratio in (0.5, float("nan"), True, "2"):
         with pytest.raises(SpecError, match="max_fold_ratio"):
             SystolicModel(dram_window="auto", max_fold_ratio=bad_ratio)
+    for bad in (-1, 2.5, True, "10"):
+        with pytest.raises(SpecError, match="max_far_walk_entries"):
+            SystolicModel(dram_window="auto", max_far_walk_entries=bad)
 
 
 def test_auto_window_on_the_seeds_of_every_sub_space():
     """The seeds of the six systolic sub-spaces of a 3x3 convolution whose ifmap exceeds a
-    1 kB window (fold counts from the fewest to several times it): ``"auto"`` gives the
-    exact mode's ifmap DRAM reads exactly where the rule says and the estimate's elsewhere,
-    on both engines and the scalar path; the batch has rows of both kinds that differ."""
+    1 kB window (fold counts from the fewest to several times it): ``"auto"`` without walks
+    beyond the fold ratio (``max_far_walk_entries=0``) gives the exact mode's ifmap DRAM
+    reads exactly where the rule says and the estimate's elsewhere, on both engines and the
+    scalar path; the batch has rows of both kinds that differ. With the default limit
+    beyond the ratio (these streams are short) every seed is the exact mode's."""
     from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 
     prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
@@ -241,7 +250,7 @@ def test_auto_window_on_the_seeds_of_every_sub_space():
     assert ex.valid.all() and len(set((folds / fewest).round(2).tolist())) >= 3
     for ratio in (1.0, 1.25, 2.0):
         for engine in ("cpu", "numpy"):
-            auto = SystolicModel(engine=engine, dram_window="auto", max_fold_ratio=ratio)
+            auto = SystolicModel(engine=engine, dram_window="auto", max_fold_ratio=ratio, max_far_walk_entries=0)
             got = auto.stats(prob, arch, batch)
             walked = folds <= ratio * fewest
             assert np.array_equal(got.dram_reads[:, 0], np.where(walked, ex.dram_reads[:, 0], est.dram_reads[:, 0]))
@@ -250,3 +259,11 @@ def test_auto_window_on_the_seeds_of_every_sub_space():
                 assert np.array_equal(auto.stats_one(prob, arch, batch[i]).dram_reads[0], got.dram_reads[i]), i
         differs = ex.dram_reads[:, 0] != est.dram_reads[:, 0]
         assert (walked & differs).any() and (~walked & differs).any(), ratio
+        assert (ex.sram_reads[:, 0] <= SystolicModel.MAX_FAR_WALK_ENTRIES).all()
+        for engine in ("cpu", "numpy"):
+            auto = SystolicModel(engine=engine, max_fold_ratio=ratio)
+            got = auto.stats(prob, arch, batch)
+            assert np.array_equal(got.dram_reads, ex.dram_reads)
+            assert np.array_equal(got.total_cycles, ex.total_cycles)
+        for i in range(0, len(batch), 5):
+            assert np.array_equal(auto.stats_one(prob, arch, batch[i]).dram_reads[0], ex.dram_reads[i]), i
