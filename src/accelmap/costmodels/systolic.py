@@ -56,8 +56,9 @@ fold shape. The default, ``dram_window="auto"``, walks the mappings a search can
 most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings among them)
 when their streams have at most 2^22 entries (a longer stream read over more than 4
 passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, a few
-passes' work, as exact as the whole walk), and estimates the others: exact on every reference
-point and on every mapping it walks, and a search pays a few dozen walks
+passes' work, as exact as the whole walk), the other mappings when their streams have at
+most 2^20 entries (``max_far_walk_entries``: about a millisecond a fold shape), and
+estimates the rest: exact on every reference point and on every mapping it walks
 (docs/validation.md, SCALE-Sim). DRAM writes are the ofmap's words.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have

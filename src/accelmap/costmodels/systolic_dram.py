@@ -59,7 +59,8 @@ only duplicates that return within it (see ``docs/validation.md`` for how close 
 comes). The chunks follow the array level's loop order (SCALE-Sim's im2col order in
 `accelmap.costmodels.systolic_variants.scalesim_mapping`: pixels row-major; window rows,
 columns, then channels). Where `_walk_rows` says so (``SystolicModel(dram_window=
-"exact")`` every row, the default ``"auto"`` the mappings a search can end on) such an
+"exact")`` every row, the default ``"auto"`` the mappings a search can end on and the
+streams of at most ``max_far_walk_entries`` entries of the others) such an
 operand is instead counted on its demand stream, word by word through the window
 (`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count.
 
