@@ -226,6 +226,38 @@ def test_unit_tables_are_reused_and_cleared():
     assert sw._UNITS.misses == 1
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.lists(st.tuples(st.integers(1, 9), st.integers(1, 9)), min_size=2, max_size=4))
+def test_stream_tables_are_kept_and_walked_on_a_copy(case, chunks):
+    """The address tables of a stream (`_stream_base`) are computed once per operand, the
+    order of each class's dims and the classes, whatever the other dims' order, and kept:
+    the walk of one fold shape stamps a copy, so the next shape starts from a fresh stamp
+    (0 where a word exists, -1 elsewhere), and each count equals the replay of its stream
+    and the count with the kept tables dropped before it."""
+    prob, lay, rc, cc, _ur, _uc, order, window = case
+    size = lay.class_size
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    sw.window_fetches.cache_clear()  # (drops the kept tables too)
+    assert sw._stream_base.cache_info().currsize == 0
+    first = sw._stream_arrays(*args)
+    fresh = first[2].copy()
+    # the two classes' dims interleaved otherwise (each class's own order kept): the same tables
+    rel, classes = args[-2], args[-1]
+    by_class = [tuple(d for d in rel if lay.dim_class[d] == c) for c in classes]
+    again = sw._stream_arrays(*args[:-2], by_class[1] + by_class[0], classes)
+    assert again[0] is first[0] and again[1] is first[1] and again[2] is not first[2]
+    assert np.array_equal(again[2], fresh)
+    for ur, uc in chunks:
+        ur, uc = min(ur, size[rc]), min(uc, size[cc])
+        got = sw.window_fetches(*args, mode, rc, cc, ur, uc, window)
+        a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
+        assert np.array_equal(stamp, fresh)  # (the kept stamp untouched by the walks)
+        assert got == _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc, window)
+        sw._stream_base.cache_clear()
+        assert got == _count(args, mode, rc, cc, ur, uc, window, jump=True)
+    assert sw._stream_base.cache_info().currsize == 1
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_closed_form_without_duplicates_equals_the_walk(seed):
     """Operands without im2col duplicates (1x1 convolutions, strided or not, and GEMMs) keep
