@@ -51,6 +51,13 @@ stream), by resets a stream, and which seeds ``"auto"`` leaves outside 2 %, by s
 folds over the fewest. ``--pool-only`` runs only ``pool``. ``--results PATH`` names the JSON
 the ``--*-only`` parts merge into.
 
+``--frontier-only`` runs only ``frontier`` (written to ``bench_scalesim_dram_window8.json``):
+for each setting of ``"auto"``'s walks beyond the fold ratio (``max_far_walk_entries``,
+`FRONTIER`) the sub-space seeds of ``variant_errors``' random convolutions against the exact
+mode, and what it costs in the default search and on a cold pool. ``--far-search-only`` runs
+only ``far_search`` (same JSON): the default search on a few of those convolutions with and
+without those walks.
+
 Run by hand from the repo root: ``python benchmarks/bench_scalesim_dram.py``.
 Writes ``benchmarks/results/bench_scalesim_dram.json``.
 """
@@ -852,6 +859,44 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
     return out
 
 
+
+def far_search_cost(budget: int, layers: tuple[tuple[int, ...], ...] = ((1, 64, 64, 32, 32, 3, 3),
+                                                                       (1, 16, 64, 30, 30, 3, 3),
+                                                                       (1, 32, 64, 34, 34, 5, 5),
+                                                                       (1, 8, 16, 4, 4, 7, 7)),
+                    seeds: tuple[int, ...] = (0, 1, 2), n_layers: int = 40, seed: int = 0) -> dict:
+    """The default search (``budget`` evaluations, ``seeds``) on some of `variant_errors`'
+    random convolutions (by bounds: the mid-size layers whose seeds `"auto"` left outside
+    2 %, and the small one of `frontier`) with the estimate, ``"auto"`` without walks beyond
+    the fold ratio and the default ``"auto"``: interleaved, a new model and cleared walk
+    caches each run; median seconds and the walks of each run."""
+    from accelmap.search.api import search
+
+    load0 = list(os.getloadavg())
+    kw = {"estimate": {"dram_window": "estimate"}, "near only": {"max_far_walk_entries": 0}, "default": {}}
+    out: dict = {"budget": budget, "layers": {}}
+    for prob, arch in random_convolutions(np.random.default_rng(seed), n_layers):
+        key = tuple(int(b) for b in prob.bounds)
+        if key not in layers or str(key) in out["layers"]:
+            continue
+        for k in kw.values():  # warm (compiled code)
+            search(prob, arch, model=SystolicModel(**k), budget=300, seed=99)
+        runs: dict[str, list] = {label: [] for label in kw}
+        for sd in seeds:
+            for label, k in kw.items():
+                window_fetches.cache_clear()
+                t0 = time.perf_counter()
+                search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
+                runs[label].append([time.perf_counter() - t0, window_fetches.cache_info().misses])
+        med = {label: statistics.median(r[0] for r in v) for label, v in runs.items()}
+        out["layers"][str(key)] = {"arch": [arch.levels[0].name, *(lv.name for lv in arch.levels[1:])],
+                                   "runs": runs, "median_s": med,
+                                   "default_over_near_only": med["default"] / med["near only"]}
+        print(f"{key}: " + ", ".join(f"{label} {m:.2f} s" for label, m in med.items())
+              + f" ({med['default'] / med['near only']:.2f}x)", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -877,6 +922,9 @@ def main() -> None:
     ap.add_argument("--frontier-only", action="store_true",
                     help="only the accuracy and cost of auto's settings (FRONTIER), written to "
                     "bench_scalesim_dram_window8.json")
+    ap.add_argument("--far-search-only", action="store_true",
+                    help="only the search cost of walks beyond the fold ratio on random convolutions, merged into "
+                    "bench_scalesim_dram_window8.json")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -887,6 +935,13 @@ def main() -> None:
         results.write_text(json.dumps(old, indent=1) + "\n")
         print(f"wrote {results}")
 
+    if args.far_search_only:
+        out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")
+        old8 = json.loads(out8.read_text()) if out8.exists() else {}
+        old8["far_search"] = far_search_cost(args.search_budget or 5000)
+        out8.write_text(json.dumps(old8, indent=1) + "\n")
+        print(f"wrote {out8}")
+        return
     if args.frontier_only:
         out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")
         old8 = json.loads(out8.read_text()) if out8.exists() else {}

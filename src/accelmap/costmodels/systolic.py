@@ -57,7 +57,7 @@ most 1.25 times the fewest folds the array allows, SCALE-Sim's own mappings amon
 when their streams have at most 2^22 entries (a longer stream read over more than 4
 passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, a few
 passes' work, as exact as the whole walk), the other mappings when their streams have at
-most 2^20 entries (``max_far_walk_entries``: about a millisecond a fold shape), and
+most 2^20 entries (``max_far_walk_entries``: a few milliseconds at most a fold shape), and
 estimates the rest: exact on every reference point and on every mapping it walks
 (docs/validation.md, SCALE-Sim). DRAM writes are the ofmap's words.
 
@@ -345,7 +345,7 @@ class SystolicModel:
     # ... and the most folds, over the fewest the array allows (the mappings a search can
     # end on: per fold the cycles are fixed by the dataflow, so compute cycles scale with it).
     MAX_FOLD_RATIO: ClassVar[float] = 1.25
-    # Entries of a demand stream walked for a mapping beyond that ratio (about a millisecond:
+    # Entries of a demand stream walked for a mapping beyond that ratio (a few milliseconds at most:
     # a search meets many such fold shapes; docs/validation.md, "Beyond the fold ratio").
     MAX_FAR_WALK_ENTRIES: ClassVar[int] = 1 << 20
     # A longer stream of such a mapping read over more passes than this, this many of which
