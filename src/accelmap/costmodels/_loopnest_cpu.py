@@ -235,6 +235,14 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
     return rows
 
 
+def rows_driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
+    """The row driver of structure ``S``: the generated one (`_loopnest_gen`: the row written
+    out per structure, 1.5x faster) where it supports the structure, else `_driver`."""
+    from accelmap.costmodels import _loopnest_gen
+
+    return _loopnest_gen.driver(S) if _loopnest_gen.supports(S) else _driver(S)
+
+
 def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,  # noqa: ANN001
                   frac: FloatArray, res: FloatArray, valid: BoolArray, codes: IntArray, cnt: FloatArray,
                   full: bool, scratch: tuple, threads: int) -> None:
@@ -242,7 +250,7 @@ def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray
     ``len(scratch[0])`` blocks of rows (``scratch``: per-block arrays of
     `_loopnest_kernel.scratch`) spread over ``threads`` threads (1: the calling thread). Without
     ``full``, ``cnt`` holds one (1, 6, L, T) scratch row per block."""
-    rows = _driver(consts.structure)
+    rows = rows_driver(consts.structure)
     c = consts
     mp = (temporal, spatial, order, keep)
     rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size, c.scal, frac)
