@@ -237,7 +237,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
 
 def rows_driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     """The row driver of structure ``S``: the generated one (`_loopnest_gen`: the row written
-    out per structure, 1.5x faster) where it supports the structure, else `_driver`."""
+    out per structure) where it supports the structure, else `_driver`."""
     from accelmap.costmodels import _loopnest_gen
 
     return _loopnest_gen.driver(S) if _loopnest_gen.supports(S) else _driver(S)
@@ -252,9 +252,9 @@ def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray
     ``full``, ``cnt`` holds one (1, 6, L, T) scratch row per block."""
     rows = rows_driver(consts.structure)
     c = consts
+    n = temporal.shape[0]
     mp = (temporal, spatial, order, keep)
     rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size, c.scal, frac)
-    n = temporal.shape[0]
     n_blocks = scratch[0].shape[0]
     if n_blocks == 1 or threads <= 1:
         if n:

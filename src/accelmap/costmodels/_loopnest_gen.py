@@ -51,6 +51,8 @@ __all__ = ["source", "driver", "cache_dir"]
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
 _GENERATOR_VERSION = 1
+# Options of the generator (measured variants; the defaults are the kept forms).
+OPTS: dict[str, bool] = {}
 
 
 def cache_dir() -> Path:
@@ -157,27 +159,63 @@ def source(S: tuple) -> str:
     w.ind = 2
     w("ci = i if full else 0")
     # --- loads and FACTORS -----------------------------------------------------------------
-    mins = []
-    for d in range(D):
-        prev = "1"
-        for lv in range(L - 1, -1, -1):
-            w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
-            w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
-            w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
-            w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
-            prev = f"t{lv}_{d}"
-            mins += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
-    w(f"bad_f = {_minmax('min', mins)} < 1")
-    for d in range(D):
-        w(f"bad_f = bad_f or t0_{d} != bounds[{d}]")
-    # ORDER
+    nonfan = [lv for lv in range(L) if not FANL[lv]]
+
+    def tiles(ones: bool) -> None:
+        # `check`'s running product of each dim's factors, innermost level first, each factor
+        # loaded where it is first used (``ones``: every spatial factor of a level without a
+        # fanout is 1, so neither loaded nor multiplied)
+        mins = []
+        for d in range(D):
+            prev = "1"
+            for lv in range(L - 1, -1, -1):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if ones and not FANL[lv]:
+                    w(f"t{lv}_{d} = {prev} * a{lv}_{d}")
+                    mins += [f"a{lv}_{d}"]
+                else:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                    w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
+                    mins += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
+                prev = f"t{lv}_{d}"
+        w(f"bad_f = {_minmax('min', mins)} < 1")
+        for d in range(D):
+            w(f"bad_f = bad_f or t0_{d} != bounds[{d}]")
+        for lv in range(L):  # FANOUT
+            if ones and not FANL[lv]:
+                w(f"bad_n{lv} = 1 > fan_xy[{lv}, 0] or 1 > fan_xy[{lv}, 1]")
+            else:
+                ux = _prod([f"x{lv}_{d}" for d in range(D)])
+                uy = _prod([f"y{lv}_{d}" for d in range(D)])
+                w(f"bad_n{lv} = {ux} > fan_xy[{lv}, 0] or {uy} > fan_xy[{lv}, 1]")
+
+    if OPTS.get("spfast", True) and nonfan:
+        # A level without a fanout takes spatial factors of 1 in every legal mapping: tested
+        # at once (an OR of XORs), the tiles and fanouts then need no products of them.
+        w("ones = 0")
+        for lv in nonfan:
+            for d in range(D):
+                w(f"ones |= (spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)")
+        w("if ones == 0:")
+        w.ind += 1
+        tiles(True)
+        w.ind -= 1
+        w("else:")
+        w.ind += 1
+        tiles(False)
+        w.ind -= 1
+    else:
+        tiles(False)
+    # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
+    # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
+    # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
     for lv in range(L):
         for j in range(D):
             w(f"o{lv}_{j} = order[i, {lv}, {j}]")
         seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
-        omin = _minmax("min", [f"o{lv}_{j}" for j in range(D)])
-        omax = _minmax("max", [f"o{lv}_{j}" for j in range(D)])
-        w(f"bad_o{lv} = {omin} < 0 or {omax} >= {D} or ({seen}) != {(1 << D) - 1}")
+        high = " | ".join(f"o{lv}_{j}" for j in range(D))
+        w(f"bad_o{lv} = ({seen}) != {(1 << D) - 1} or (({high}) >> 6) != 0")
     # KEEP
     for lv in range(L):
         terms = []
@@ -188,11 +226,6 @@ def source(S: tuple) -> str:
             elif not HOLDS[lv, t]:
                 terms.append(f"k{lv}_{t}")
         w(f"bad_k{lv} = " + (" or ".join(terms) if terms else "False"))
-    # FANOUT
-    for lv in range(L):
-        ux = _prod([f"x{lv}_{d}" for d in range(D)])
-        uy = _prod([f"y{lv}_{d}" for d in range(D)])
-        w(f"bad_n{lv} = {ux} > fan_xy[{lv}, 0] or {uy} > fan_xy[{lv}, 1]")
     # CAPACITY (levels with a capacity; `check` sums the kept footprints, tensor by tensor)
     for lv in range(L):
         if not capf[lv]:
@@ -227,31 +260,49 @@ def source(S: tuple) -> str:
         if FANL[lv]:
             for d in range(D):
                 w(f"g{lv}_{d} = x{lv}_{d} * y{lv}_{d}")
-    # the tiles that eq. D's slide walk reads (footprint over tile[c]), the strides of every loop
-    if any_open:
-        for lv in range(1, L):
+    # What the rest of the row reads of the loop tables: a tensor kept at level c >= 1 reads
+    # the active loops above c (closed: their dims, ``lp[0]``, and running products, ``lp[3]``;
+    # open: dims, bounds ``lp[1]`` and strides ``lp[2]``, and tile c): so the loops of the
+    # levels below the innermost such c are not listed, and only the fields read are stored.
+    def deepest(ts: list[int]) -> int:
+        return max([c for t in ts for c in range(1, L) if HOLDS[c, t]], default=0)
+
+    n_dim = deepest(list(range(T)))  # loops of levels < n_dim are listed
+    n_open = deepest([t for t in range(T) if not CLOSED[t]])
+    n_closed = deepest([t for t in range(T) if CLOSED[t]])
+    if any_open:  # eq. D's slide walk reads the tile of a level through `footprint`
+        for lv in sorted({c for t in range(T) if not CLOSED[t] for c in range(1, L) if HOLDS[c, t]}):
             for d in range(D):
                 w(f"tile[{lv}, {d}] = t{lv}_{d}")
-    for lv in range(L):
+    for lv in range(n_open):  # the strides of the loops eq. D's slide walk reads
         for d in range(D):
             nxt = f"t{lv + 1}_{d}" if lv + 1 < L else "1"
             w(f"g[{lv}, {d}] = {'g%d_%d * %s' % (lv, d, nxt) if FANL[lv] else nxt}")
-    w("k = 0")
-    w("prod = 1")
-    w("lp[3, 0] = 1")
+    # the MACs of one unit and the running products of the loop bounds, restarted per level from
+    # the product of the levels above (short chains of multiplies; the same int64 products)
     for lv in range(L):
+        w(f"pl{lv} = {_prod([f'a{lv}_{d}' for d in range(D)])}")
+    w("pa0 = 1")
+    for lv in range(1, L):
+        w(f"pa{lv} = {'pl0' if lv == 1 else f'(pa{lv - 1} * pl{lv - 1})'}")
+    w(f"mpu = {'pl0' if L == 1 else f'pa{L - 1} * pl{L - 1}'}")
+    w("k = 0")
+    w("lp[3, 0] = 1")
+    for lv in range(n_dim):
         w(f"kc{lv} = k")
+        w(f"prod = pa{lv}")
         for j in range(D):
             w(f"d = o{lv}_{j}")
             w(f"b = temporal[i, {lv}, d]")
-            w("prod *= b")
-            w("lp[0, k] = d")
-            w("lp[1, k] = b")
-            w(f"lp[2, k] = g[{lv}, d]")
-            w("lp[3, k + 1] = prod")
+            w(f"lp[0, k] = d")
+            if lv < n_open:
+                w("lp[1, k] = b")
+                w(f"lp[2, k] = g[{lv}, d]")
+            if lv < n_closed:
+                w("prod *= b")
+                w("lp[3, k + 1] = prod")
             w("k += b >= 2")
-    w(f"kc{L} = k")
-    w("mpu = lp[3, k]")
+    w(f"kc{n_dim} = k")
     ib = "1"
     for lv in range(L):
         w(f"ub{lv} = {_prod([f'g{lv}_{d}' for d in range(D)]) if FANL[lv] else '1'}")
@@ -414,7 +465,7 @@ def supports(S: tuple) -> bool:
     """Whether `source` writes this structure's rows: every coordinate of at most two terms
     (wider ones need `distinct`'s enumeration; `_loopnest_cpu`'s driver serves them)."""
     L, D, T, C, M = S[:5]
-    return M <= 2
+    return M <= 2 and D < 63
 
 
 @functools.lru_cache(maxsize=32)
