@@ -100,6 +100,8 @@ def source(S: tuple) -> str:
     and outputs (``sc``: the scratch of `_loopnest_kernel.scratch`)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
     NT = np.array(nterm, dtype=np.int64).reshape(T, C)
+    if (NT > 2).any():
+        raise ValueError("_loopnest_gen.source: a coordinate of more than two terms (see `supports`)")
     TD = np.array(tdim, dtype=np.int64).reshape(T, C, M)
     TC = np.array(tcoef, dtype=np.int64).reshape(T, C, M)
     HOLDS = np.array(holds, dtype=bool).reshape(L, T)
@@ -107,8 +109,6 @@ def source(S: tuple) -> str:
     REL = np.array(rel, dtype=bool).reshape(T, D)
     FANL = [bool(x) for x in fanl]
     any_open = not CLOSED.all()
-    if (NT > 2).any():
-        raise ValueError("_loopnest_gen.source: a coordinate of more than two terms (see `supports`)")
 
     def spans_of(t: int, ext: str) -> list[str]:
         """Each coordinate's span ``1 + sum_k a_k (ext_d - 1)`` of tensor t over the extents
