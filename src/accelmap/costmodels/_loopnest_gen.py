@@ -135,6 +135,7 @@ def source(S: tuple) -> str:
     w("import math")
     w("import numpy as np")
     w("from numba import njit")
+    w("from accelmap.costmodels._loopnest_kernel import check_one")
     if any_open:  # eq. D's slide walk, the rule itself
         w("from accelmap.costmodels._loopnest_kernel import INLINED")
         w("deliveries = INLINED['deliveries']")
@@ -143,7 +144,8 @@ def source(S: tuple) -> str:
     w("NTERM = np.array(S[5], dtype=np.int64).reshape(S[2], S[3])")
     w("TDIM = np.array(S[6], dtype=np.int64).reshape(S[2], S[3], S[4])")
     w("TCOEF = np.array(S[7], dtype=np.int64).reshape(S[2], S[3], S[4])")
-    w("for _a in (COEF, NTERM, TDIM, TCOEF):")
+    w("HOLDS = np.array(S[9], dtype=np.bool_).reshape(S[0], S[2])")
+    w("for _a in (COEF, NTERM, TDIM, TCOEF, HOLDS):")
     w("    _a.setflags(write=False)")
     w("")
     w("")
@@ -179,9 +181,7 @@ def source(S: tuple) -> str:
                     w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
                     mins += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
                 prev = f"t{lv}_{d}"
-        w(f"bad_f = {_minmax('min', mins)} < 1")
-        for d in range(D):
-            w(f"bad_f = bad_f or t0_{d} != bounds[{d}]")
+        w(f"bad_f = {_minmax('min', mins)} < 1 or " + " or ".join(f"t0_{d} != bounds[{d}]" for d in range(D)))
         for lv in range(L):  # FANOUT
             if ones and not FANL[lv]:
                 w(f"bad_n{lv} = 1 > fan_xy[{lv}, 0] or 1 > fan_xy[{lv}, 1]")
@@ -190,57 +190,79 @@ def source(S: tuple) -> str:
                 uy = _prod([f"y{lv}_{d}" for d in range(D)])
                 w(f"bad_n{lv} = {ux} > fan_xy[{lv}, 0] or {uy} > fan_xy[{lv}, 1]")
 
-    if OPTS.get("spfast", True) and nonfan:
+    def loads_rest() -> None:
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+        for lv in range(L):
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+
+    def legality(ones: bool) -> None:
+        tiles(ones)
+        # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
+        # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
+        # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+            seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
+            high = " | ".join(f"o{lv}_{j}" for j in range(D))
+            w(f"bad_o{lv} = ({seen}) != {(1 << D) - 1} or (({high}) >> 6) != 0")
+        # KEEP
+        for lv in range(L):
+            terms = []
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+                if lv == 0:
+                    terms.append("True" if not HOLDS[0, t] else f"not k0_{t}")
+                elif not HOLDS[lv, t]:
+                    terms.append(f"k{lv}_{t}")
+            w(f"bad_k{lv} = " + (" or ".join(terms) if terms else "False"))
+        # CAPACITY (levels with a capacity; `check` sums the kept footprints, tensor by tensor)
+        for lv in range(L):
+            if not capf[lv]:
+                continue
+            need = "0"
+            for t in range(T):
+                if HOLDS[lv, t]:
+                    need = f"({need} + ({footprint(t, f't{lv}_')} if k{lv}_{t} else 0))"
+            w(f"bad_c{lv} = {need} > capacity[{lv}]")
+        chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
+        chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
+        w("why, where = 0, -1")
+        for k, (cond, code, lv) in enumerate(chain):
+            w(f"{'if' if k == 0 else 'elif'} {cond}:")
+            w(f"    why, where = {code}, {lv}")
+
+    if nonfan and OPTS.get("spfast", True):
         # A level without a fanout takes spatial factors of 1 in every legal mapping: tested
-        # at once (an OR of XORs), the tiles and fanouts then need no products of them.
+        # at once (an OR of XORs), the tiles and fanouts then need no products of them. A row
+        # that fails it is checked by the rule itself (`_loopnest_kernel.check_one`, compiled
+        # once for every structure), which leaves its tiles in ``tile``.
         w("ones = 0")
         for lv in nonfan:
             for d in range(D):
                 w(f"ones |= (spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)")
         w("if ones == 0:")
         w.ind += 1
-        tiles(True)
+        legality(True)
         w.ind -= 1
         w("else:")
         w.ind += 1
-        tiles(False)
+        w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
+          "capacity, tile, spans)")
+        for d in range(D):
+            for lv in range(L):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if FANL[lv]:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                w(f"t{lv}_{d} = tile[{lv}, {d}]")
+        loads_rest()
         w.ind -= 1
     else:
-        tiles(False)
-    # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
-    # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
-    # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
-    for lv in range(L):
-        for j in range(D):
-            w(f"o{lv}_{j} = order[i, {lv}, {j}]")
-        seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
-        high = " | ".join(f"o{lv}_{j}" for j in range(D))
-        w(f"bad_o{lv} = ({seen}) != {(1 << D) - 1} or (({high}) >> 6) != 0")
-    # KEEP
-    for lv in range(L):
-        terms = []
-        for t in range(T):
-            w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
-            if lv == 0:
-                terms.append("True" if not HOLDS[0, t] else f"not k0_{t}")
-            elif not HOLDS[lv, t]:
-                terms.append(f"k{lv}_{t}")
-        w(f"bad_k{lv} = " + (" or ".join(terms) if terms else "False"))
-    # CAPACITY (levels with a capacity; `check` sums the kept footprints, tensor by tensor)
-    for lv in range(L):
-        if not capf[lv]:
-            continue
-        need = "0"
-        for t in range(T):
-            if HOLDS[lv, t]:
-                need = f"({need} + ({footprint(t, f't{lv}_')} if k{lv}_{t} else 0))"
-        w(f"bad_c{lv} = {need} > capacity[{lv}]")
-    chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
-    chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
-    w("why, where = 0, -1")
-    for k, (cond, code, lv) in enumerate(chain):
-        w(f"{'if' if k == 0 else 'elif'} {cond}:")
-        w(f"    why, where = {code}, {lv}")
+        legality(False)
     w("codes[i, 0] = why")
     w("codes[i, 1] = where")
     w("if why != 0:")
@@ -278,6 +300,9 @@ def source(S: tuple) -> str:
         for d in range(D):
             nxt = f"t{lv + 1}_{d}" if lv + 1 < L else "1"
             w(f"g[{lv}, {d}] = {'g%d_%d * %s' % (lv, d, nxt) if FANL[lv] else nxt}")
+    # Every value below is assigned once, under a name of its own (numba's SSA pass costs about
+    # the number of re-assigned variables times the number of blocks: re-used names made it the
+    # largest part of the compile).
     # the MACs of one unit and the running products of the loop bounds, restarted per level from
     # the product of the levels above (short chains of multiplies; the same int64 products)
     for lv in range(L):
@@ -286,31 +311,31 @@ def source(S: tuple) -> str:
     for lv in range(1, L):
         w(f"pa{lv} = {'pl0' if lv == 1 else f'(pa{lv - 1} * pl{lv - 1})'}")
     w(f"mpu = {'pl0' if L == 1 else f'pa{L - 1} * pl{L - 1}'}")
-    w("k = 0")
     w("lp[3, 0] = 1")
+    kn, m = "0", 0
     for lv in range(n_dim):
-        w(f"kc{lv} = k")
-        w(f"prod = pa{lv}")
+        w(f"kc{lv} = {kn}")
+        prod = f"pa{lv}"
         for j in range(D):
-            w(f"d = o{lv}_{j}")
-            w(f"b = temporal[i, {lv}, d]")
-            w(f"lp[0, k] = d")
+            o, b = f"o{lv}_{j}", f"b{lv}_{j}"
+            w(f"{b} = temporal[i, {lv}, {o}]")
+            w(f"lp[0, {kn}] = {o}")
             if lv < n_open:
-                w("lp[1, k] = b")
-                w(f"lp[2, k] = g[{lv}, d]")
+                w(f"lp[1, {kn}] = {b}")
+                w(f"lp[2, {kn}] = g[{lv}, {o}]")
             if lv < n_closed:
-                w("prod *= b")
-                w("lp[3, k + 1] = prod")
-            w("k += b >= 2")
-    w(f"kc{n_dim} = k")
+                w(f"pr{lv}_{j} = {prod} * {b}")
+                w(f"lp[3, {kn} + 1] = pr{lv}_{j}")
+                prod = f"pr{lv}_{j}"
+            m += 1
+            w(f"kk{m} = {kn} + ({b} >= 2)")
+            kn = f"kk{m}"
+    w(f"kc{n_dim} = {kn}")
     ib = "1"
     for lv in range(L):
         w(f"ub{lv} = {_prod([f'g{lv}_{d}' for d in range(D)]) if FANL[lv] else '1'}")
         w(f"ib{lv} = {ib}")
         ib = f"(ib{lv} * ub{lv})"
-    for lv in range(L):
-        w(f"rd{lv} = 0")
-        w(f"wr{lv} = 0")
     # eq. S per (tensor, fanned-out level): `distinct`
     for t in range(T):
         for lv in range(L):
@@ -326,17 +351,19 @@ def source(S: tuple) -> str:
                     a1, a2 = int(TC[t, cc, 0]), int(TC[t, cc, 1])
                     nxt1 = f"t{lv + 1}_{d1}" if lv + 1 < L else "1"
                     nxt2 = f"t{lv + 1}_{d2}" if lv + 1 < L else "1"
-                    v = f"q{t}_{lv}_{cc}"
-                    w(f"n1, n2 = g{lv}_{d1}, g{lv}_{d2}")
-                    w("if n1 > 1 and n2 > 1:")
-                    w(f"    aa = {a1} * {nxt1}")
-                    w(f"    bb = {a2} * {nxt2}")
-                    w("    xx, yy = aa, bb")
-                    w("    while yy:")
-                    w("        xx, yy = yy, xx % yy")
-                    w(f"    {v} = n1 * n2 - max(n1 - bb // xx, 0) * max(n2 - aa // xx, 0)")
+                    sfx = f"{t}_{lv}_{cc}"
+                    n1, n2, aa, bb, xx, yy = (f"{x}{sfx}" for x in ("n1_", "n2_", "aa", "bb", "xx", "yy"))
+                    v = f"q{sfx}"
+                    w(f"{n1}, {n2} = g{lv}_{d1}, g{lv}_{d2}")
+                    w(f"if {n1} > 1 and {n2} > 1:")
+                    w(f"    {aa} = {a1} * {nxt1}")
+                    w(f"    {bb} = {a2} * {nxt2}")
+                    w(f"    {xx}, {yy} = {aa}, {bb}")
+                    w(f"    while {yy}:")
+                    w(f"        {xx}, {yy} = {yy}, {xx} % {yy}")
+                    w(f"    {v} = {n1} * {n2} - max({n1} - {bb} // {xx}, 0) * max({n2} - {aa} // {xx}, 0)")
                     w("else:")
-                    w(f"    {v} = n1 * n2")
+                    w(f"    {v} = {n1} * {n2}")
                     parts.append(v)
             # `distinct`: count = 1; count *= each coordinate's count, left to right
             expr = "1"
@@ -344,51 +371,55 @@ def source(S: tuple) -> str:
                 expr = f"({expr} * {p_})"
             w(f"ds{t}_{lv} = {expr}")
     # --- per tensor: its keeping levels from the innermost out (`keeper_counts`) -----------------
+    rd_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
+    wr_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
     for t in range(T):
         is_out = t == out
-        w("fch = mpu")
-        w("grp = 1")
-        w("chn = 1")
+        fch, grp, chn = "mpu", "1", "1"  # the child's deliveries, groups and children so far
         for p in range(L - 1, -1, -1):
+            x_ = f"{p}_{t}"
             if FANL[p]:
-                w(f"grp = grp * ds{t}_{p}")
-                w(f"chn = chn * ub{p}")
+                w(f"grp{x_} = {grp} * ds{t}_{p}")
+                w(f"chn{x_} = {chn} * ub{p}")
+                grp, chn = f"grp{x_}", f"chn{x_}"
             if not HOLDS[p, t]:
-                w(f"e{p}_{t} = 0.0")
+                w(f"e{x_} = 0.0")
                 w("if full:")
                 for q in range(6):
                     w(f"    cnt[i, {q}, {p}, {t}] = 0.0")
                 continue
-            kept = "True" if p == 0 else f"k{p}_{t}"
+            kept = "True" if p == 0 else f"k{x_}"
             w(f"if {kept}:")
             w.ind += 1
             # this level's deliveries (eq. D), then its counts with the child's
+            fp = f"fp{x_}"
             if p > 0:
                 if CLOSED[t]:
                     rb = sum(1 << d for d in range(D) if REL[t, d])
-                    w(f"j = kc{p}")
-                    w(f"while j > 0 and not (({rb} >> lp[0, j - 1]) & 1):")
-                    w("    j -= 1")
-                    w(f"fp = {footprint(t, f't{p}_')} * lp[3, j]")
+                    w(f"j{x_} = kc{p}")
+                    w(f"while j{x_} > 0 and not (({rb} >> lp[0, j{x_} - 1]) & 1):")
+                    w(f"    j{x_} -= 1")
+                    w(f"{fp} = {footprint(t, f't{p}_')} * lp[3, j{x_}]")
                 else:
-                    w(f"fp = deliveries(COEF, NTERM, TDIM, TCOEF, {t}, {p}, tile, lp, kc{p}, spans, shift)")
+                    w(f"{fp} = deliveries(COEF, NTERM, TDIM, TCOEF, {t}, {p}, tile, lp, kc{p}, spans, shift)")
             else:
-                w(f"fp = tensor_size[{t}]")
-            w("a_p = fch * grp")
+                w(f"{fp} = tensor_size[{t}]")
+            ap, r, f, u = f"ap{x_}", f"r{x_}", f"f{x_}", f"u{x_}"
+            w(f"{ap} = {fch} * {grp}")
             if is_out:
                 ext = []
                 for d in range(D):
                     ext.append(_prod([f"t{p}_{d}"] + [f"a{lv}_{d}" for lv in range(p)]))
                 for d in range(D):
-                    w(f"w{d} = {ext[d]}")
-                w(f"part = {footprint(t, 'w')}")
-                w("r = a_p - part")
-                w(f"f = {'fp - part' if p > 0 else '0'}")
-                w("u = a_p")
+                    w(f"w{x_}_{d} = {ext[d]}")
+                w(f"part{x_} = {footprint(t, f'w{x_}_')}")
+                w(f"{r} = {ap} - part{x_}")
+                w(f"{f} = {f'{fp} - part{x_}' if p > 0 else '0'}")
+                w(f"{u} = {ap}")
             else:
-                w("r = a_p")
-                w(f"f = {'fp' if p > 0 else '0'}")
-                w("u = 0")
+                w(f"{r} = {ap}")
+                w(f"{f} = {fp if p > 0 else '0'}")
+                w(f"{u} = 0")
             blk = int(block[p])
 
             def cb(v: str) -> str:
@@ -398,64 +429,73 @@ def source(S: tuple) -> str:
                     return f"math.ceil({v} * {1.0 / blk!r})"
                 return f"math.ceil({v} / {blk})"
 
-            w(f"e = {cb('r')} * read_pj[{p}]")
+            # (one expression: the rule's ``e = reads; e += writes``, the same two float sums)
+            e = f"{cb(r)} * read_pj[{p}]"
             if is_out and p > 0:
-                w(f"e += ({cb('f')} + {cb('u')}) * write_pj[{p}]")
+                e += f" + ({cb(f)} + {cb(u)}) * write_pj[{p}]"
             elif is_out:
-                w(f"e += {cb('u')} * write_pj[{p}]")
+                e += f" + {cb(u)} * write_pj[{p}]"
             elif p > 0:
-                w(f"e += {cb('f')} * write_pj[{p}]")
-            w(f"rd{p} += r")
-            w(f"wr{p} += f + u")
-            w(f"e{p}_{t} = e * ib{p}")
+                e += f" + {cb(f)} * write_pj[{p}]"
+            w(f"e{x_} = ({e}) * ib{p}")
+            w(f"rw{x_} = {f} + {u}")
             w("if full:")
-            w(f"    spread = fch * chn - a_p")
             sl, zl = (5, 4) if is_out else (4, 5)
-            w(f"    cnt[ci, {sl}, {p}, {t}] = float(spread * ib{p})")
+            w(f"    cnt[ci, {sl}, {p}, {t}] = float(({fch} * {chn} - {ap}) * ib{p})")
             w(f"    cnt[ci, {zl}, {p}, {t}] = 0.0")
-            w(f"    cnt[ci, 0, {p}, {t}] = float(r * ib{p})")
-            w(f"    cnt[ci, 1, {p}, {t}] = float(f * ib{p})")
-            w(f"    cnt[ci, 2, {p}, {t}] = float(u * ib{p})")
-            w(f"    cnt[ci, 3, {p}, {t}] = e{p}_{t}")
-            w("fch = fp")
-            w("grp = 1")
-            w("chn = 1")
-            w.ind -= 1
+            w(f"    cnt[ci, 0, {p}, {t}] = float({r} * ib{p})")
+            w(f"    cnt[ci, 1, {p}, {t}] = float({f} * ib{p})")
+            w(f"    cnt[ci, 2, {p}, {t}] = float({u} * ib{p})")
+            w(f"    cnt[ci, 3, {p}, {t}] = e{x_}")
+            rd_terms[p].append(r)
+            wr_terms[p].append(f"rw{x_}")
             if p > 0:
+                # the next outer keeper's child is this level, with no groups or children yet
+                w(f"fc{x_}, gb{x_}, cb{x_} = {fp}, 1, 1")
+                w.ind -= 1
                 w("else:")
-                w(f"    e{p}_{t} = 0.0")
+                w(f"    e{x_} = 0.0")
+                w(f"    {r} = 0")
+                w(f"    rw{x_} = 0")
+                w(f"    fc{x_}, gb{x_}, cb{x_} = {fch}, {grp}, {chn}")
                 w("    if full:")
                 for q in range(6):
                     w(f"        cnt[i, {q}, {p}, {t}] = 0.0")
-    w("total = 0.0")
+                fch, grp, chn = f"fc{x_}", f"gb{x_}", f"cb{x_}"
+            else:
+                w.ind -= 1
     for lv in range(L):
-        for t in range(T):
-            w(f"total += e{lv}_{t}")
-    w("cyc = float(mpu)")
+        w(f"rd{lv} = {' + '.join(rd_terms[lv]) or '0'}")
+        w(f"wr{lv} = {' + '.join(wr_terms[lv]) or '0'}")
+    # the energy total level by level, tensor by tensor, from 0.0 (the rules' order)
+    w("total = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L) for t in range(T)]))
+    cyc = "float(mpu)"
     for lv in range(L):
         if rbwf[lv]:
-            w(f"cyc = max(cyc, rd{lv} / read_bw[{lv}])")
+            w(f"cyr{lv} = max({cyc}, rd{lv} / read_bw[{lv}])")
+            cyc = f"cyr{lv}"
         if wbwf[lv]:
-            w(f"cyc = max(cyc, wr{lv} / write_bw[{lv}])")
-    w("cf = float(math.ceil(cyc))")
-    w("energy = total + macs * mac_pj")
+            w(f"cyw{lv} = max({cyc}, wr{lv} / write_bw[{lv}])")
+            cyc = f"cyw{lv}"
+    w(f"cf = float(math.ceil({cyc}))")
+    w("energy0 = total + macs * mac_pj")
     for t in range(T):
-        w(f"fr = frac[{t}]")
-        w("if fr < 1.0:")
-        w("    before, after = 0.0, 0.0")
+        w(f"fr{t} = frac[{t}]")
+        w(f"if fr{t} < 1.0:")
+        w(f"    before{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L)]))
+        w(f"    after{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t} * fr{t}" for lv in range(L)]))
+        w(f"    energy{t + 1} = energy{t} + (after{t} - before{t})")
+        w("    if full:")
         for lv in range(L):
-            w(f"    before += e{lv}_{t}")
-            w(f"    e1 = e{lv}_{t} * fr")
-            w("    after += e1")
-            w("    if full:")
-            w(f"        cnt[ci, 3, {lv}, {t}] = e1")
-            w(f"        cnt[ci, 0, {lv}, {t}] *= fr")
-            w(f"        cnt[ci, 1, {lv}, {t}] *= fr")
-            w(f"        cnt[ci, 2, {lv}, {t}] *= fr")
-        w("    energy += after - before")
+            w(f"        cnt[ci, 3, {lv}, {t}] = e{lv}_{t} * fr{t}")
+            w(f"        cnt[ci, 0, {lv}, {t}] *= fr{t}")
+            w(f"        cnt[ci, 1, {lv}, {t}] *= fr{t}")
+            w(f"        cnt[ci, 2, {lv}, {t}] *= fr{t}")
+        w("else:")
+        w(f"    energy{t + 1} = energy{t}")
     w("valid[i] = True")
     w("res[i, 0] = cf")
-    w("res[i, 1] = energy")
+    w(f"res[i, 1] = energy{T}")
     w("res[i, 2] = macs * mac_pj")
     w("res[i, 3] = macs / (n_macs * cf)")
     return "\n".join(w.lines) + "\n"
