@@ -272,7 +272,7 @@ def source(S: tuple) -> str:
     w("    res[i, 2] = np.inf")
     w("    res[i, 3] = 0.0")
     w("    if full:")
-    w(f"        for q in range(6):")
+    w("        for q in range(6):")
     w(f"            for lv in range({L}):")
     w(f"                for t in range({T}):")
     w("                    cnt[i, q, lv, t] = 0.0")
@@ -299,7 +299,7 @@ def source(S: tuple) -> str:
     for lv in range(n_open):  # the strides of the loops eq. D's slide walk reads
         for d in range(D):
             nxt = f"t{lv + 1}_{d}" if lv + 1 < L else "1"
-            w(f"g[{lv}, {d}] = {'g%d_%d * %s' % (lv, d, nxt) if FANL[lv] else nxt}")
+            w(f"g[{lv}, {d}] = {f'g{lv}_{d} * {nxt}' if FANL[lv] else nxt}")
     # Every value below is assigned once, under a name of its own (numba's SSA pass costs about
     # the number of re-assigned variables times the number of blocks: re-used names made it the
     # largest part of the compile).
@@ -422,7 +422,7 @@ def source(S: tuple) -> str:
                 w(f"{u} = 0")
             blk = int(block[p])
 
-            def cb(v: str) -> str:
+            def cb(v: str, blk: int = blk) -> str:
                 if blk == 1:
                     return f"float({v})"
                 if blk & (blk - 1) == 0:
