@@ -522,6 +522,8 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         tmp.write_text(src)
         os.replace(tmp, path)
     spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the generated loopnest rows from {path}")
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
