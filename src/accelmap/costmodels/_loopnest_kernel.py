@@ -22,7 +22,9 @@ compiled driver calls these same functions:
 The drivers are ``eval_range`` / ``eval_rows`` below (the generic CPU driver, one compiled
 function for every structure; it calls the rules as functions of their own), the driver of
 `accelmap.costmodels._loopnest_cpu` specialised per structure (the rules inlined at numba's IR
-stage, ``INLINED``, with the structure's tables as constants), and the generic CUDA kernels of
+stage, ``INLINED``, with the structure's tables as constants; `accelmap.costmodels._loopnest_gen`
+writes that row out as source per structure, inlining ``deliveries`` and calling ``check_one``),
+and the generic CUDA kernels of
 `accelmap.costmodels._cuda`, which run ``eval_range`` on the device (the rules registered for
 the CUDA target). The search kernels of `accelmap.costmodels._cuda_search` re-express the
 rules in 32-bit scratch for the GPU (that module says where and why).
@@ -526,6 +528,14 @@ def check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, hol
     """`check` with the arrays of `KernelConsts` (every finite capacity checked)."""
     return check(i, temporal.shape[2], temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy,
                  capacity, capacity, tile, spans)
+
+
+@njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+def check_one(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity, tile, spans):
+    """`check_row`, compiled once for every structure: the generated rows of `_loopnest_gen`
+    call it for the rows whose spatial factors they do not take apart themselves."""
+    return check_row(i, temporal, spatial, order, keep, nterm, tdim, tcoef, bounds, holds, fan_xy, capacity, tile,
+                     spans)
 
 
 @register_jitable

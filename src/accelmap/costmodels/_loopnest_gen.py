@@ -1,0 +1,530 @@
+"""The ``loopnest`` CPU rows written out per structure: generated source, one module per structure.
+
+`accelmap.costmodels._loopnest_cpu` compiles the shared rules of `_loopnest_kernel` with the
+structure's tables as constants: numba unrolls their loops, but each rule still keeps its
+tables (tiles, spatial factors, spans, deliveries, per-level words) in scratch arrays, stored
+and read back within the row. This module writes the same row as straight-line Python source
+for one structure (`source`): every loop over levels, dims, tensors and coordinates unrolled
+by the generator, every value that does not depend on the mapping's loop order a local
+variable (so LLVM keeps it in a register), every structural test decided while generating.
+Only what the loop order indexes at run time stays in scratch arrays: the active temporal
+loops (``lp``, as `_loopnest_kernel.row_tables` lays them out), the strides they read, the
+tiles that eq. D's slide walk (`_loopnest_kernel.deliveries`, inlined unchanged) reads.
+
+What is counted is the rules' (`_loopnest_kernel`; the scalar reference
+`loopnest._scalar_counts` defines it): the generated row performs their integer and float
+operations in the same order, so the results are identical (the property tests compare every
+engine with the numpy path bit for bit). The rules it re-expresses, by name:
+
+* ``check``: the same checks in the same order (FACTORS, ORDER, KEEP, FANOUT, CAPACITY), each
+  computed for every level before the first failing one is picked;
+* ``row_tables``: the active loops and their running products in ``lp``; the used and
+  utilized instances and the MACs per unit as locals;
+* ``closed_deliveries``: the same walk back from a level's innermost active loop;
+* ``distinct``: a coordinate of one term multiplies by its factor, of two terms the gcd form
+  (a coordinate of more terms calls the rule);
+* ``keeper_counts``: per tensor, its keeping levels from the innermost out, the child's
+  deliveries, groups and children carried as locals; ``ceil_blocks`` with the block size a
+  constant;
+* ``latency_cycles`` and the padding scale of `_loopnest_cpu`.
+
+The source goes to a file named by the structure's digest in a cache folder
+(``$ACCELMAP_CACHE_DIR`` or ``~/.cache/accelmap``, `cache_dir`) and is imported from there, so
+numba's on-disk cache (``cache=True``), which keys a function by its file, serves it in later
+processes.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+__all__ = ["source", "driver", "cache_dir"]
+
+# Bumped when the generator's output changes in a way its inputs do not show (the file name
+# includes it, so an older generated module is never imported for a newer generator).
+_GENERATOR_VERSION = 1
+# Options of the generator (measured variants; the defaults are the kept forms).
+OPTS: dict[str, bool] = {}
+
+
+def cache_dir() -> Path:
+    """Where generated modules are written: ``$ACCELMAP_CACHE_DIR`` or ``~/.cache/accelmap``
+    (a temporary folder when neither can be created)."""
+    base = os.environ.get("ACCELMAP_CACHE_DIR")
+    root = Path(base) if base else Path.home() / ".cache" / "accelmap"
+    path = root / "loopnest_rows"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+    except OSError:
+        path = Path(tempfile.gettempdir()) / "accelmap_loopnest_rows"
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+
+class _Src:
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.ind = 0
+
+    def __call__(self, line: str) -> None:
+        self.lines.append("    " * self.ind + line)
+
+
+def _prod(terms: list[str]) -> str:
+    """A product as a balanced tree (short dependency chains)."""
+    terms = [t for t in terms if t != "1"] or ["1"]
+    while len(terms) > 1:
+        terms = [f"({terms[k]} * {terms[k + 1]})" if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def _minmax(fn: str, terms: list[str]) -> str:
+    while len(terms) > 1:
+        terms = [f"{fn}({terms[k]}, {terms[k + 1]})" if k + 1 < len(terms) else terms[k]
+                 for k in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def source(S: tuple) -> str:
+    """The Python source of the driver of structure ``S`` (`_loopnest_cpu.structure`): a
+    module defining ``rows(lo, hi, full, mp, rt, out, sc)`` with `_loopnest_cpu`'s arguments
+    and outputs (``sc``: the scratch of `_loopnest_kernel.scratch`)."""
+    L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
+    NT = np.array(nterm, dtype=np.int64).reshape(T, C)
+    if (NT > 2).any():
+        raise ValueError("_loopnest_gen.source: a coordinate of more than two terms (see `supports`)")
+    TD = np.array(tdim, dtype=np.int64).reshape(T, C, M)
+    TC = np.array(tcoef, dtype=np.int64).reshape(T, C, M)
+    HOLDS = np.array(holds, dtype=bool).reshape(L, T)
+    CLOSED = np.array(closed, dtype=bool)
+    REL = np.array(rel, dtype=bool).reshape(T, D)
+    FANL = [bool(x) for x in fanl]
+    any_open = not CLOSED.all()
+
+    def spans_of(t: int, ext: str) -> list[str]:
+        """Each coordinate's span ``1 + sum_k a_k (ext_d - 1)`` of tensor t over the extents
+        named ``{ext}{d}``: the terms of `_loopnest_kernel.footprint`, in its order."""
+        out_ = []
+        for cc in range(C):
+            s = "1"
+            for k in range(int(NT[t, cc])):
+                d, a = int(TD[t, cc, k]), int(TC[t, cc, k])
+                s = f"({s} + {a} * ({ext}{d} - 1))"
+            out_.append(s)
+        return out_
+
+    def footprint(t: int, ext: str) -> str:
+        # `footprint`: size = 1; size *= span, coordinate by coordinate (left to right)
+        size = "1"
+        for s in spans_of(t, ext):
+            size = f"({size} * {s})"
+        return size
+
+    w = _Src()
+    w("# Generated by accelmap.costmodels._loopnest_gen for one structure; do not edit.")
+    w(f"# structure digest {digest}, generator {_GENERATOR_VERSION}")
+    w("import math")
+    w("import numpy as np")
+    w("from numba import njit")
+    w("from accelmap.costmodels._loopnest_kernel import check_one")
+    if any_open:  # eq. D's slide walk, the rule itself
+        w("from accelmap.costmodels._loopnest_kernel import INLINED")
+        w("deliveries = INLINED['deliveries']")
+    w(f"S = {S!r}")
+    w("COEF = np.array(S[8], dtype=np.int64).reshape(S[2], S[3], S[1])")
+    w("NTERM = np.array(S[5], dtype=np.int64).reshape(S[2], S[3])")
+    w("TDIM = np.array(S[6], dtype=np.int64).reshape(S[2], S[3], S[4])")
+    w("TCOEF = np.array(S[7], dtype=np.int64).reshape(S[2], S[3], S[4])")
+    w("HOLDS = np.array(S[9], dtype=np.bool_).reshape(S[0], S[2])")
+    w("for _a in (COEF, NTERM, TDIM, TCOEF, HOLDS):")
+    w("    _a.setflags(write=False)")
+    w("")
+    w("")
+    w("@njit(nogil=True, cache=True, _nrt=False)")
+    w("def rows(lo, hi, full, mp, rt, out, sc):")
+    w.ind = 1
+    w("temporal, spatial, order, keep = mp")
+    w("bounds, fan_xy, capacity, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac = rt")
+    w("res, valid, codes, cnt = out")
+    w("tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc")
+    w("macs, n_macs, mac_pj = scal[0], scal[1], scal[2]")
+    w("for i in range(lo, hi):")
+    w.ind = 2
+    w("ci = i if full else 0")
+    # --- loads and FACTORS -----------------------------------------------------------------
+    nonfan = [lv for lv in range(L) if not FANL[lv]]
+
+    def tiles(ones: bool) -> None:
+        # `check`'s running product of each dim's factors, innermost level first, each factor
+        # loaded where it is first used (``ones``: every spatial factor of a level without a
+        # fanout is 1, so neither loaded nor multiplied)
+        mins = []
+        for d in range(D):
+            prev = "1"
+            for lv in range(L - 1, -1, -1):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if ones and not FANL[lv]:
+                    w(f"t{lv}_{d} = {prev} * a{lv}_{d}")
+                    mins += [f"a{lv}_{d}"]
+                else:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                    w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
+                    mins += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
+                prev = f"t{lv}_{d}"
+        w(f"bad_f = {_minmax('min', mins)} < 1 or " + " or ".join(f"t0_{d} != bounds[{d}]" for d in range(D)))
+        for lv in range(L):  # FANOUT
+            if ones and not FANL[lv]:
+                w(f"bad_n{lv} = 1 > fan_xy[{lv}, 0] or 1 > fan_xy[{lv}, 1]")
+            else:
+                ux = _prod([f"x{lv}_{d}" for d in range(D)])
+                uy = _prod([f"y{lv}_{d}" for d in range(D)])
+                w(f"bad_n{lv} = {ux} > fan_xy[{lv}, 0] or {uy} > fan_xy[{lv}, 1]")
+
+    def loads_rest() -> None:
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+        for lv in range(L):
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+
+    def legality(ones: bool) -> None:
+        tiles(ones)
+        # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
+        # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
+        # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+            seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
+            high = " | ".join(f"o{lv}_{j}" for j in range(D))
+            w(f"bad_o{lv} = ({seen}) != {(1 << D) - 1} or (({high}) >> 6) != 0")
+        # KEEP
+        for lv in range(L):
+            terms = []
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+                if lv == 0:
+                    terms.append("True" if not HOLDS[0, t] else f"not k0_{t}")
+                elif not HOLDS[lv, t]:
+                    terms.append(f"k{lv}_{t}")
+            w(f"bad_k{lv} = " + (" or ".join(terms) if terms else "False"))
+        # CAPACITY (levels with a capacity; `check` sums the kept footprints, tensor by tensor)
+        for lv in range(L):
+            if not capf[lv]:
+                continue
+            need = "0"
+            for t in range(T):
+                if HOLDS[lv, t]:
+                    need = f"({need} + ({footprint(t, f't{lv}_')} if k{lv}_{t} else 0))"
+            w(f"bad_c{lv} = {need} > capacity[{lv}]")
+        chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
+        chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
+        w("why, where = 0, -1")
+        for k, (cond, code, lv) in enumerate(chain):
+            w(f"{'if' if k == 0 else 'elif'} {cond}:")
+            w(f"    why, where = {code}, {lv}")
+
+    if nonfan and OPTS.get("spfast", True):
+        # A level without a fanout takes spatial factors of 1 in every legal mapping: tested
+        # at once (an OR of XORs), the tiles and fanouts then need no products of them. A row
+        # that fails it is checked by the rule itself (`_loopnest_kernel.check_one`, compiled
+        # once for every structure), which leaves its tiles in ``tile``.
+        w("ones = 0")
+        for lv in nonfan:
+            for d in range(D):
+                w(f"ones |= (spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)")
+        w("if ones == 0:")
+        w.ind += 1
+        legality(True)
+        w.ind -= 1
+        w("else:")
+        w.ind += 1
+        w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
+          "capacity, tile, spans)")
+        for d in range(D):
+            for lv in range(L):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if FANL[lv]:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                w(f"t{lv}_{d} = tile[{lv}, {d}]")
+        loads_rest()
+        w.ind -= 1
+    else:
+        legality(False)
+    w("codes[i, 0] = why")
+    w("codes[i, 1] = where")
+    w("if why != 0:")
+    w("    valid[i] = False")
+    w("    res[i, 0] = np.inf")
+    w("    res[i, 1] = np.inf")
+    w("    res[i, 2] = np.inf")
+    w("    res[i, 3] = 0.0")
+    w("    if full:")
+    w("        for q in range(6):")
+    w(f"            for lv in range({L}):")
+    w(f"                for t in range({T}):")
+    w("                    cnt[i, q, lv, t] = 0.0")
+    w("    continue")
+    # --- the row's tables (`row_tables`) ------------------------------------------------------
+    for lv in range(L):
+        if FANL[lv]:
+            for d in range(D):
+                w(f"g{lv}_{d} = x{lv}_{d} * y{lv}_{d}")
+    # What the rest of the row reads of the loop tables: a tensor kept at level c >= 1 reads
+    # the active loops above c (closed: their dims, ``lp[0]``, and running products, ``lp[3]``;
+    # open: dims, bounds ``lp[1]`` and strides ``lp[2]``, and tile c): so the loops of the
+    # levels below the innermost such c are not listed, and only the fields read are stored.
+    def deepest(ts: list[int]) -> int:
+        return max([c for t in ts for c in range(1, L) if HOLDS[c, t]], default=0)
+
+    n_dim = deepest(list(range(T)))  # loops of levels < n_dim are listed
+    n_open = deepest([t for t in range(T) if not CLOSED[t]])
+    n_closed = deepest([t for t in range(T) if CLOSED[t]])
+    if any_open:  # eq. D's slide walk reads the tile of a level through `footprint`
+        for lv in sorted({c for t in range(T) if not CLOSED[t] for c in range(1, L) if HOLDS[c, t]}):
+            for d in range(D):
+                w(f"tile[{lv}, {d}] = t{lv}_{d}")
+    for lv in range(n_open):  # the strides of the loops eq. D's slide walk reads
+        for d in range(D):
+            nxt = f"t{lv + 1}_{d}" if lv + 1 < L else "1"
+            w(f"g[{lv}, {d}] = {f'g{lv}_{d} * {nxt}' if FANL[lv] else nxt}")
+    # Every value below is assigned once, under a name of its own (numba's SSA pass costs about
+    # the number of re-assigned variables times the number of blocks: re-used names made it the
+    # largest part of the compile).
+    # the MACs of one unit and the running products of the loop bounds, restarted per level from
+    # the product of the levels above (short chains of multiplies; the same int64 products)
+    for lv in range(L):
+        w(f"pl{lv} = {_prod([f'a{lv}_{d}' for d in range(D)])}")
+    w("pa0 = 1")
+    for lv in range(1, L):
+        w(f"pa{lv} = {'pl0' if lv == 1 else f'(pa{lv - 1} * pl{lv - 1})'}")
+    w(f"mpu = {'pl0' if L == 1 else f'pa{L - 1} * pl{L - 1}'}")
+    w("lp[3, 0] = 1")
+    kn, m = "0", 0
+    for lv in range(n_dim):
+        w(f"kc{lv} = {kn}")
+        prod = f"pa{lv}"
+        for j in range(D):
+            o, b = f"o{lv}_{j}", f"b{lv}_{j}"
+            w(f"{b} = temporal[i, {lv}, {o}]")
+            w(f"lp[0, {kn}] = {o}")
+            if lv < n_open:
+                w(f"lp[1, {kn}] = {b}")
+                w(f"lp[2, {kn}] = g[{lv}, {o}]")
+            if lv < n_closed:
+                w(f"pr{lv}_{j} = {prod} * {b}")
+                w(f"lp[3, {kn} + 1] = pr{lv}_{j}")
+                prod = f"pr{lv}_{j}"
+            m += 1
+            w(f"kk{m} = {kn} + ({b} >= 2)")
+            kn = f"kk{m}"
+    w(f"kc{n_dim} = {kn}")
+    ib = "1"
+    for lv in range(L):
+        w(f"ub{lv} = {_prod([f'g{lv}_{d}' for d in range(D)]) if FANL[lv] else '1'}")
+        w(f"ib{lv} = {ib}")
+        ib = f"(ib{lv} * ub{lv})"
+    # eq. S per (tensor, fanned-out level): `distinct`
+    for t in range(T):
+        for lv in range(L):
+            if not FANL[lv]:
+                continue
+            parts = []
+            for cc in range(C):
+                n = int(NT[t, cc])
+                if n == 1:
+                    parts.append(f"g{lv}_{int(TD[t, cc, 0])}")
+                elif n == 2:
+                    d1, d2 = int(TD[t, cc, 0]), int(TD[t, cc, 1])
+                    a1, a2 = int(TC[t, cc, 0]), int(TC[t, cc, 1])
+                    nxt1 = f"t{lv + 1}_{d1}" if lv + 1 < L else "1"
+                    nxt2 = f"t{lv + 1}_{d2}" if lv + 1 < L else "1"
+                    sfx = f"{t}_{lv}_{cc}"
+                    n1, n2, aa, bb, xx, yy = (f"{x}{sfx}" for x in ("n1_", "n2_", "aa", "bb", "xx", "yy"))
+                    v = f"q{sfx}"
+                    w(f"{n1}, {n2} = g{lv}_{d1}, g{lv}_{d2}")
+                    w(f"if {n1} > 1 and {n2} > 1:")
+                    w(f"    {aa} = {a1} * {nxt1}")
+                    w(f"    {bb} = {a2} * {nxt2}")
+                    w(f"    {xx}, {yy} = {aa}, {bb}")
+                    w(f"    while {yy}:")
+                    w(f"        {xx}, {yy} = {yy}, {xx} % {yy}")
+                    w(f"    {v} = {n1} * {n2} - max({n1} - {bb} // {xx}, 0) * max({n2} - {aa} // {xx}, 0)")
+                    w("else:")
+                    w(f"    {v} = {n1} * {n2}")
+                    parts.append(v)
+            # `distinct`: count = 1; count *= each coordinate's count, left to right
+            expr = "1"
+            for p_ in parts:
+                expr = f"({expr} * {p_})"
+            w(f"ds{t}_{lv} = {expr}")
+    # --- per tensor: its keeping levels from the innermost out (`keeper_counts`) -----------------
+    rd_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
+    wr_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
+    for t in range(T):
+        is_out = t == out
+        fch, grp, chn = "mpu", "1", "1"  # the child's deliveries, groups and children so far
+        for p in range(L - 1, -1, -1):
+            x_ = f"{p}_{t}"
+            if FANL[p]:
+                w(f"grp{x_} = {grp} * ds{t}_{p}")
+                w(f"chn{x_} = {chn} * ub{p}")
+                grp, chn = f"grp{x_}", f"chn{x_}"
+            if not HOLDS[p, t]:
+                w(f"e{x_} = 0.0")
+                w("if full:")
+                for q in range(6):
+                    w(f"    cnt[i, {q}, {p}, {t}] = 0.0")
+                continue
+            kept = "True" if p == 0 else f"k{x_}"
+            w(f"if {kept}:")
+            w.ind += 1
+            # this level's deliveries (eq. D), then its counts with the child's
+            fp = f"fp{x_}"
+            if p > 0:
+                if CLOSED[t]:
+                    rb = sum(1 << d for d in range(D) if REL[t, d])
+                    w(f"j{x_} = kc{p}")
+                    w(f"while j{x_} > 0 and not (({rb} >> lp[0, j{x_} - 1]) & 1):")
+                    w(f"    j{x_} -= 1")
+                    w(f"{fp} = {footprint(t, f't{p}_')} * lp[3, j{x_}]")
+                else:
+                    w(f"{fp} = deliveries(COEF, NTERM, TDIM, TCOEF, {t}, {p}, tile, lp, kc{p}, spans, shift)")
+            else:
+                w(f"{fp} = tensor_size[{t}]")
+            ap, r, f, u = f"ap{x_}", f"r{x_}", f"f{x_}", f"u{x_}"
+            w(f"{ap} = {fch} * {grp}")
+            if is_out:
+                ext = []
+                for d in range(D):
+                    ext.append(_prod([f"t{p}_{d}"] + [f"a{lv}_{d}" for lv in range(p)]))
+                for d in range(D):
+                    w(f"w{x_}_{d} = {ext[d]}")
+                w(f"part{x_} = {footprint(t, f'w{x_}_')}")
+                w(f"{r} = {ap} - part{x_}")
+                w(f"{f} = {f'{fp} - part{x_}' if p > 0 else '0'}")
+                w(f"{u} = {ap}")
+            else:
+                w(f"{r} = {ap}")
+                w(f"{f} = {fp if p > 0 else '0'}")
+                w(f"{u} = 0")
+            blk = int(block[p])
+
+            def cb(v: str, blk: int = blk) -> str:
+                if blk == 1:
+                    return f"float({v})"
+                if blk & (blk - 1) == 0:
+                    return f"math.ceil({v} * {1.0 / blk!r})"
+                return f"math.ceil({v} / {blk})"
+
+            # (one expression: the rule's ``e = reads; e += writes``, the same two float sums)
+            e = f"{cb(r)} * read_pj[{p}]"
+            if is_out and p > 0:
+                e += f" + ({cb(f)} + {cb(u)}) * write_pj[{p}]"
+            elif is_out:
+                e += f" + {cb(u)} * write_pj[{p}]"
+            elif p > 0:
+                e += f" + {cb(f)} * write_pj[{p}]"
+            w(f"e{x_} = ({e}) * ib{p}")
+            w(f"rw{x_} = {f} + {u}")
+            w("if full:")
+            sl, zl = (5, 4) if is_out else (4, 5)
+            w(f"    cnt[ci, {sl}, {p}, {t}] = float(({fch} * {chn} - {ap}) * ib{p})")
+            w(f"    cnt[ci, {zl}, {p}, {t}] = 0.0")
+            w(f"    cnt[ci, 0, {p}, {t}] = float({r} * ib{p})")
+            w(f"    cnt[ci, 1, {p}, {t}] = float({f} * ib{p})")
+            w(f"    cnt[ci, 2, {p}, {t}] = float({u} * ib{p})")
+            w(f"    cnt[ci, 3, {p}, {t}] = e{x_}")
+            rd_terms[p].append(r)
+            wr_terms[p].append(f"rw{x_}")
+            if p > 0:
+                # the next outer keeper's child is this level, with no groups or children yet
+                w(f"fc{x_}, gb{x_}, cb{x_} = {fp}, 1, 1")
+                w.ind -= 1
+                w("else:")
+                w(f"    e{x_} = 0.0")
+                w(f"    {r} = 0")
+                w(f"    rw{x_} = 0")
+                w(f"    fc{x_}, gb{x_}, cb{x_} = {fch}, {grp}, {chn}")
+                w("    if full:")
+                for q in range(6):
+                    w(f"        cnt[i, {q}, {p}, {t}] = 0.0")
+                fch, grp, chn = f"fc{x_}", f"gb{x_}", f"cb{x_}"
+            else:
+                w.ind -= 1
+    for lv in range(L):
+        w(f"rd{lv} = {' + '.join(rd_terms[lv]) or '0'}")
+        w(f"wr{lv} = {' + '.join(wr_terms[lv]) or '0'}")
+    # the energy total level by level, tensor by tensor, from 0.0 (the rules' order)
+    w("total = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L) for t in range(T)]))
+    cyc = "float(mpu)"
+    for lv in range(L):
+        if rbwf[lv]:
+            w(f"cyr{lv} = max({cyc}, rd{lv} / read_bw[{lv}])")
+            cyc = f"cyr{lv}"
+        if wbwf[lv]:
+            w(f"cyw{lv} = max({cyc}, wr{lv} / write_bw[{lv}])")
+            cyc = f"cyw{lv}"
+    w(f"cf = float(math.ceil({cyc}))")
+    w("energy0 = total + macs * mac_pj")
+    for t in range(T):
+        w(f"fr{t} = frac[{t}]")
+        w(f"if fr{t} < 1.0:")
+        w(f"    before{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L)]))
+        w(f"    after{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t} * fr{t}" for lv in range(L)]))
+        w(f"    energy{t + 1} = energy{t} + (after{t} - before{t})")
+        w("    if full:")
+        for lv in range(L):
+            w(f"        cnt[ci, 3, {lv}, {t}] = e{lv}_{t} * fr{t}")
+            w(f"        cnt[ci, 0, {lv}, {t}] *= fr{t}")
+            w(f"        cnt[ci, 1, {lv}, {t}] *= fr{t}")
+            w(f"        cnt[ci, 2, {lv}, {t}] *= fr{t}")
+        w("else:")
+        w(f"    energy{t + 1} = energy{t}")
+    w("valid[i] = True")
+    w("res[i, 0] = cf")
+    w(f"res[i, 1] = energy{T}")
+    w("res[i, 2] = macs * mac_pj")
+    w("res[i, 3] = macs / (n_macs * cf)")
+    return "\n".join(w.lines) + "\n"
+
+
+def supports(S: tuple) -> bool:
+    """Whether `source` writes this structure's rows: every coordinate of at most two terms
+    (wider ones need `distinct`'s enumeration; `_loopnest_cpu`'s driver serves them)."""
+    L, D, T, C, M = S[:5]
+    return M <= 2 and D < 63
+
+
+@functools.lru_cache(maxsize=32)
+def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
+    """The generated driver of structure ``S``: written to `cache_dir` (once; the file name is
+    the digest of its source) and imported from there, so numba's on-disk cache keys it by
+    that file."""
+    src = source(S)
+    key = hashlib.sha256(src.encode()).hexdigest()[:20]
+    name = f"accelmap_loopnest_rows_{key}"
+    path = cache_dir() / f"{name}.py"
+    if not path.exists() or path.read_text() != src:
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(src)
+        os.replace(tmp, path)
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import the generated loopnest rows from {path}")
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[name] = mod
+    spec.loader.exec_module(mod)
+    return mod.rows

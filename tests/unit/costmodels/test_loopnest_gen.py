@@ -1,0 +1,111 @@
+"""The generated row driver of the loopnest CPU engine (`accelmap.costmodels._loopnest_gen`):
+the same outputs as `_loopnest_cpu._driver` (the rules compiled with constant tables) bit for
+bit, on legal, sampled and damaged rows, with and without counts, on padded problems; its
+source and cache file; the fallback for structures it does not write."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from accelmap.arch.presets import preset
+from accelmap.costmodels import _loopnest_cpu as cpu
+from accelmap.costmodels import _loopnest_gen as gen
+from accelmap.costmodels import _loopnest_kernel as kernel
+from accelmap.mapper.mapping import MappingBatch
+from accelmap.mapper.space import MapSpace
+from accelmap.workloads.builders import conv2d, matmul
+
+
+def _run(rows, consts, batch: MappingBatch, frac: np.ndarray, full: bool) -> tuple[np.ndarray, ...]:  # noqa: ANN001
+    n, L, D = batch.temporal.shape
+    T = batch.keep.shape[2]
+    C = consts.coef.shape[1]
+    res, valid, codes = np.full((n, 4), -7.0), np.zeros(n, dtype=np.bool_), np.full((n, 2), -7, dtype=np.int64)
+    cnt = np.full((n, 6, L, T), -7.0) if full else np.full((1, 6, L, T), -7.0)
+    mp = tuple(np.ascontiguousarray(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
+    c = consts
+    rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size, c.scal, frac)
+    sc = tuple(x[0] for x in kernel.scratch(1, L, D, T, C, int(c.ints[1])))
+    rows(0, n, full, mp, rt, (res, valid, codes, cnt), sc)
+    return (res, valid, codes, cnt) if full else (res, valid, codes)
+
+
+def _damaged(batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
+    """Illegal variants: factors below 1, orders out of range (including dims that alias a
+    legal one modulo 64), spatial factors at levels without a fanout, bypass errors."""
+    t, s, o, k = (np.array(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
+    n, L, D = t.shape
+    for i in range(n):
+        lv, d = int(rng.integers(L)), int(rng.integers(D))
+        kind = i % 6
+        if kind == 0:
+            t[i, lv, d] = int(rng.choice([0, -1]))
+        elif kind == 1:
+            o[i, lv, d] = int(rng.choice([-1, D, 64 + int(o[i, lv, d]), -64 + int(o[i, lv, d]), 1 << 40]))
+        elif kind == 2:  # a spatial factor moved to a level without a fanout (factors still multiply out)
+            s[i, lv, d, int(rng.integers(2))] *= max(t[i, lv, d], 2)
+            t[i, lv, d] = 1
+        elif kind == 3:
+            s[i, lv, d, 0] = int(rng.choice([0, -1]))
+        elif kind == 4:
+            k[i, lv, int(rng.integers(k.shape[2]))] ^= True
+        else:
+            t[i, lv, d] = 2 ** 40
+    return MappingBatch(temporal=t, spatial=s, order=o, keep=k)
+
+
+# (each case compiles both drivers once per machine: numba's disk cache keeps them; the
+# property tests compare the engine, on this driver, with the numpy path on every preset)
+CASES = [("eyeriss-like", lambda: conv2d("c", c=16, k=32, p=14, q=14, r=3, s=3)),
+         ("eyeriss-like", lambda: conv2d("c2", c=8, k=8, p=13, q=13, r=3, s=3, stride=2)),
+         ("simba-like", lambda: matmul("m", m=64, n=48, k=32)),
+         ("tpu-v1-like", lambda: matmul("m", m=64, n=48, k=32))]
+
+
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_generated_rows_equal_the_specialised_driver(case: int) -> None:
+    arch_name, build = CASES[case]
+    arch, problem = preset(arch_name), build()
+    consts = kernel.kernel_consts(problem, arch)
+    S = consts.structure
+    assert gen.supports(S)
+    rng = np.random.default_rng(case)
+    space = MapSpace(problem, arch)
+    legal = space.sample_valid(150, rng)
+    batch = MappingBatch.concat([legal, space.sample(150, rng), _damaged(legal, rng)])
+    fracs = [np.ones(problem.n_tensors), np.linspace(0.5, 1.0, problem.n_tensors)]  # none, and padding's scale
+    for frac in fracs:
+        for full in (True, False):
+            got = _run(gen.driver(S), consts, batch, frac, full)
+            want = _run(cpu._driver(S), consts, batch, frac, full)
+            for g, w_ in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w_)
+    # every reason code occurs, and legal rows
+    codes = _run(gen.driver(S), consts, batch, fracs[0], False)[2][:, 0]
+    assert {0, 2, 3, 4}.issubset(set(codes.tolist()))
+
+
+def test_source_is_deterministic_and_cached_by_its_digest(tmp_path, monkeypatch) -> None:  # noqa: ANN001
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    src = gen.source(S)
+    assert src == gen.source(S)
+    assert "def rows(lo, hi, full, mp, rt, out, sc):" in src
+    monkeypatch.setenv("ACCELMAP_CACHE_DIR", str(tmp_path))
+    assert gen.cache_dir() == tmp_path / "loopnest_rows"
+    gen.driver.cache_clear()
+    try:
+        gen.driver(S)
+        files = list((tmp_path / "loopnest_rows").glob("accelmap_loopnest_rows_*.py"))
+        assert len(files) == 1 and files[0].read_text() == src
+    finally:
+        gen.driver.cache_clear()
+
+
+def test_structures_it_does_not_write_fall_back_to_the_specialised_driver() -> None:
+    S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
+    wide = (S[0], S[1], S[2], S[3], 3) + S[5:]
+    assert not gen.supports(wide)
+    with pytest.raises(ValueError, match="more than two terms"):
+        gen.source(wide[:5] + (tuple(3 if x == 2 else x for x in S[5]),) + wide[6:])
+    assert cpu.rows_driver(S) is gen.driver(S)
