@@ -97,6 +97,7 @@ _DIVE_LEAVES = 64  # leaves a dive's last step keeps
 _DIVE_MAX_S = 2.0  # the longest one dive may run (its order search stops there)
 _DIVE_STARTS = 16  # the open frames with the lowest bounds a dive's start is chosen among
 _WARM_BESIDE = True  # the warm start in its own process beside the tree (`_WarmStart`; False: before it)
+_QUICK_WARM = 20_000  # evaluations of the quick first warm start of the tree while `_WarmStart` runs
 
 
 @dataclass
@@ -1360,7 +1361,11 @@ class _WarmStart:
     workers unstarted, so the processes never outnumber the workers; the last worker starts
     when the warm start ends and takes half of a busy one's nodes. The warm start is the
     same run (budget, seed, time cap), so its mapping is the same as when it ran first
-    unless its time cap stops it earlier."""
+    unless its time cap stops it earlier. The tree does not start from nothing: a quick
+    warm start of ``_QUICK_WARM`` evaluations runs in this process first (beside this one),
+    since the tree's cuts want an incumbent early (simple3's depthwise layer, one process:
+    84-133 thousand nodes to the proof from no incumbent, 60 thousand from 20,000
+    evaluations' mapping, 59 thousand from 1M evaluations')."""
 
     def __init__(self, run: Any) -> None:
         import multiprocessing
@@ -1695,10 +1700,10 @@ class ExactSearcher:
             warm_run = min(warm, max(_WARM_FLOOR, space.size().total // 4))
             wopts = DriverOptions(budget=warm_run, time_limit_s=None if time_limit_s is None else 0.25 * time_limit_s)
 
-            def warm_start() -> tuple[int, MappingBatch | None, Any, Any, ObjectiveSpec]:
+            def warm_start(o: DriverOptions = wopts) -> tuple[int, MappingBatch | None, Any, Any, ObjectiveSpec]:
                 try:
                     wr = Driver(problem, arch, space, model, searchers.get("anneal"), objective=objective, seed=seed,
-                                options=wopts, model_name=model_name, searcher_name="anneal").run()
+                                options=o, model_name=model_name, searcher_name="anneal").run()
                 except InfeasibleSpaceError:  # no legal mapping found by sampling: the exact search decides
                     return 0, None, space, model, objective
                 return wr.n_evaluations, (None if wr.best is None else wr.best.as_batch()), space, model, objective
@@ -1706,6 +1711,8 @@ class ExactSearcher:
             if _WARM_BESIDE and workers > 1 and budget is None and _can_fork() \
                     and not getattr(space, "allow_padding", False):
                 beside = _WarmStart(warm_start)  # on its own core while the tree starts on the others
+                if warm_run > _QUICK_WARM:  # a first incumbent for the tree, while the warm start runs
+                    n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
             else:
                 n_warm, incumbent, *_ = warm_start()
         if initial is not None and len(initial):
@@ -1722,8 +1729,7 @@ class ExactSearcher:
                 bar.close()
             if beside is not None:
                 beside.close()
-        if beside is None:
-            cert.warm_start_evaluations = n_warm
+        cert.warm_start_evaluations += n_warm
         cert.elapsed_s = time.perf_counter() - t0
         if best is None:
             if cert.proven_optimal or cert.stop_reason == "infeasible":
