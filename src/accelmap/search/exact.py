@@ -1708,11 +1708,12 @@ class ExactSearcher:
                     return 0, None, space, model, objective
                 return wr.n_evaluations, (None if wr.best is None else wr.best.as_batch()), space, model, objective
 
-            if _WARM_BESIDE and workers > 1 and budget is None and _can_fork() \
+            # (a warm start no longer than the quick one runs first: a fork would cost more)
+            if _WARM_BESIDE and workers > 1 and budget is None and warm_run > _QUICK_WARM and _can_fork() \
                     and not getattr(space, "allow_padding", False):
                 beside = _WarmStart(warm_start)  # on its own core while the tree starts on the others
-                if warm_run > _QUICK_WARM:  # a first incumbent for the tree, while the warm start runs
-                    n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
+                # a first incumbent for the tree, while the warm start runs
+                n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
             else:
                 n_warm, incumbent, *_ = warm_start()
         if initial is not None and len(initial):

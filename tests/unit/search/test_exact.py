@@ -1608,17 +1608,22 @@ def test_warm_start_beside_the_tree_proves_the_same_optimum(monkeypatch) -> None
     import accelmap.search.exact as exact
 
     monkeypatch.setattr(exact, "_SHARE_NODES", 1)  # deal the tree out at once, so it uses the workers
+    monkeypatch.setattr(exact, "_QUICK_WARM", 500)  # the quick warm start, then 5,000 evaluations beside
+    started = []
+    real = exact._WarmStart
+    monkeypatch.setattr(exact, "_WarmStart", lambda run: started.append(1) or real(run))
     space = MapSpace(conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1), small_arch())
     obj = parse_objective("edp")
     truth = _exhaustive(space, obj)
     for beside in (False, True):
         monkeypatch.setattr(exact, "_WARM_BESIDE", beside)
         r = accelmap.search(space.problem, space.arch, space=space, searcher="exact", seed=1,
-                            searcher_options={"warm_budget": 20_000, "workers": 2})
+                            searcher_options={"warm_budget": 5_000, "workers": 2})
+        assert len(started) == int(beside)
         assert r.proven_optimal and r.best_objective == pytest.approx(truth, rel=1e-12)
         assert r.lower_bound["objective"] == pytest.approx(truth, rel=1e-12)
         assert _value(space, r.best.as_batch(), obj) == pytest.approx(truth, rel=1e-12)
-        assert 0 <= r.certificate["warm_start_evaluations"] <= 20_000
+        assert 0 <= r.certificate["warm_start_evaluations"] <= 5_000 + 500 * beside
 
 
 def test_warm_start_beside_the_tree_gives_its_mapping_and_is_stopped_after_a_proof(monkeypatch) -> None:
