@@ -46,9 +46,6 @@ NETWORK_EXACT_GAP_SHARE = 0.5
 NETWORK_EXACT_WARM_BUDGET = 200_000
 #: the least time worth a second branch and bound of a layer left open (`_exact_network_again`)
 NETWORK_EXACT_AGAIN_MIN_S = 1.0
-#: the layers' warm starts of an exact network search on the exact searcher's ``workers``
-#: forked processes at once (`_network_warm_starts`); False: one after the other here
-_NETWORK_WARM_FORK = True
 
 
 def _problem(problem: Any) -> Any:
@@ -566,15 +563,21 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
     warm_s = NETWORK_EXACT_WARM_SHARE * total_s / n
     warm: list[Any] = [None] * n
     weight = [0.0] * n
-    if warm_budget:
-        warm = _network_warm_starts(firsts, arc, spaces, warm_budget, warm_s, opts.get("workers"),
-                                    dict(kw, constraints=constraints, allow_padding=allow_padding))
-    for i in range(n):
+    for i, p in enumerate(firsts):
+        if not warm_budget:
+            break
+        t_run = time.perf_counter()
+        try:
+            warm[i] = search(p, arc, space=spaces[i], searcher="anneal", budget=warm_budget, time_limit_s=warm_s,
+                             constraints=constraints, allow_padding=allow_padding, **kw)
+        except InfeasibleSpaceError:  # no legal mapping sampled: the exact search decides
+            warm[i] = None
         if warm[i] is not None:
-            if warm[i][0].stop_reason == "interrupted":
+            if warm[i].stop_reason == "interrupted":
                 raise KeyboardInterrupt
-            lb = warm[i][0].objective_lower_bound()
-            weight[i] = repeats[i] * (warm[i][0].best_objective - (lb if lb is not None and lb > 0 else 0.0))
+            lb = warm[i].objective_lower_bound()
+            weight[i] = repeats[i] * (warm[i].best_objective - (lb if lb is not None and lb > 0 else 0.0))
+            warm[i] = (warm[i], round(time.perf_counter() - t_run, 3))
     top = max(weight, default=0.0)
     weight = [w if warm[i] is not None else max(top, 1.0) for i, w in enumerate(weight)]  # no start: unknown gap
     results: list[Any] = [None] * n
@@ -613,81 +616,6 @@ def _exact_network(firsts: list[Any], arc: Any, repeats: list[int], total_s: flo
             return [x for x in results if x is not None]
     return _exact_network_again(firsts, arc, repeats, total_s, t0, spaces, results, on_layer, exact_opts,
                                 constraints, allow_padding, kw)
-
-
-def _network_warm_starts(firsts: list[Any], arc: Any, spaces: list[Any], budget: int, time_s: float,
-                         workers: int | None, kw: dict[str, Any]) -> list[Any]:
-    """Every layer's warm start of `_exact_network`: ``anneal`` for at most ``budget``
-    evaluations and ``time_s`` seconds; per layer None (no legal mapping sampled) or
-    ``(result, wall seconds)``. On W > 1 processes (the exact searcher's ``workers``,
-    default `accelmap.search.exact.default_workers`) where processes fork, layer i runs in
-    forked process i mod W, W at once: each run is the one it would be here (same space,
-    budget, seed and time cap), and the warm starts end sooner, leaving the branch and bound
-    that time (one after the other they left cores idle: a run's proposals are numpy on one
-    thread, and only its evaluations spread over threads)."""
-    import time
-
-    from accelmap.search.exact import _can_fork, default_workers
-
-    def one(i: int) -> Any:
-        t_run = time.perf_counter()
-        try:
-            r = search(firsts[i], arc, space=spaces[i], searcher="anneal", budget=budget, time_limit_s=time_s, **kw)
-        except InfeasibleSpaceError:  # no legal mapping sampled: the exact search decides
-            return None
-        if r.stop_reason == "interrupted":
-            raise KeyboardInterrupt
-        return r, round(time.perf_counter() - t_run, 3)
-
-    n = len(firsts)
-    ok = isinstance(workers, int) and not isinstance(workers, bool) and workers >= 1  # else the exact run says so
-    lanes = min(n, workers if ok else default_workers())
-    if lanes <= 1 or not _NETWORK_WARM_FORK or not _can_fork():
-        return [one(i) for i in range(n)]
-    import multiprocessing
-
-    ctx = multiprocessing.get_context("fork")
-
-    def lane(w: int, send: Any) -> None:
-        import signal
-        import traceback
-
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent catches Ctrl-C and stops the lanes
-        try:
-            send.send(("done", [(i, one(i)) for i in range(w, n, lanes)]))
-        except Exception:  # noqa: BLE001 - reported to the parent, which raises it
-            send.send(("error", traceback.format_exc()))
-        finally:
-            send.close()
-
-    pipes, procs = [], []
-    try:
-        for w in range(lanes):
-            recv, send = ctx.Pipe(duplex=False)
-            pr = ctx.Process(target=lane, args=(w, send), daemon=True)
-            pr.start()
-            send.close()
-            pipes.append(recv)
-            procs.append(pr)
-        out: list[Any] = [None] * n
-        for w, recv in enumerate(pipes):
-            try:
-                msg = recv.recv()
-            except EOFError:
-                raise RuntimeError(f"exact network search: warm-start process {w} died (exit code "
-                                   f"{procs[w].exitcode})") from None
-            if msg[0] == "error":
-                raise RuntimeError(f"exact network search: a warm start failed:\n{msg[1]}")
-            for i, got in msg[1]:
-                out[i] = got
-        return out
-    finally:
-        for pr in procs:
-            if pr.is_alive():
-                pr.terminate()
-            pr.join()
-        for recv in pipes:
-            recv.close()
 
 
 def _exact_network_again(firsts: list[Any], arc: Any, repeats: list[int], total_s: float, t0: float,

@@ -741,7 +741,6 @@ def test_exact_network_under_one_total_time_shares_it_by_the_layers_gaps(monkeyp
         return real(problem, arch, **kw)
 
     monkeypatch.setattr(api, "search", spy)
-    monkeypatch.setattr(api, "_NETWORK_WARM_FORK", False)  # the warm starts here, where the spy sees them
     total = 8.0
     net = api.search_network(layers, arch, searcher="exact", network_time_s=total,
                              searcher_options={"warm_budget": 2000})
@@ -1652,20 +1651,3 @@ def test_warm_start_beside_the_tree_gives_its_mapping_and_is_stopped_after_a_pro
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=exact._WarmStart(lambda: 1 // 0))
 
-
-
-def test_exact_network_warm_starts_on_forked_processes_equal_those_run_here(monkeypatch) -> None:
-    import accelmap.search.api as api
-
-    arch = preset("eyeriss-like")
-    layers = [matmul("a", m=4, n=2, k=2), matmul("b", m=8, n=4, k=4), matmul("c", m=16, n=4, k=2)]
-    spaces = [MapSpace(p, arch) for p in layers]
-    kw = {"seed": 3, "objective": "edp"}
-    monkeypatch.setattr(api, "_NETWORK_WARM_FORK", False)
-    here = api._network_warm_starts(layers, arch, spaces, 3000, 60.0, 2, dict(kw))
-    monkeypatch.setattr(api, "_NETWORK_WARM_FORK", True)
-    forked = api._network_warm_starts(layers, arch, spaces, 3000, 60.0, 2, dict(kw))
-    assert len(here) == len(forked) == 3
-    for (a, _), (b, wall) in zip(here, forked, strict=True):
-        assert a.best_x == b.best_x and a.best_objective == b.best_objective
-        assert a.n_evaluations == b.n_evaluations and wall >= 0
