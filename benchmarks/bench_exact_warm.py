@@ -7,7 +7,7 @@ Versions (module switches of `accelmap.search.exact`):
 * ``old``: the warm start (``anneal``, 1M evaluations) first, the tree from its mapping
   (``_WARM_BESIDE = False``);
 * ``beside``: the warm start in a forked process beside the tree, which starts from no
-  incumbent (``_WARM_BESIDE = True``, no quick warm start);
+  incumbent (``_WARM_BESIDE = True``, ``_QUICK_WARM = 0``: no quick warm start);
 * ``new``: the same after a quick warm start of ``_QUICK_WARM`` (20,000) evaluations here,
   the searcher's default.
 
@@ -47,7 +47,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_warm.json"
 CASES = ["timeloop:simple3:L2_resnet50_res2a_2a", "timeloop:simple3:L7_mbv2_dw3x3_c144",
          "resnet50/res4b_branch2a@eyeriss-like", "timeloop:simple3:L3_resnet50_res2a_2b"]
 VERSIONS: dict[str, dict[str, Any]] = {"old": {"_WARM_BESIDE": False},
-                                       "beside": {"_WARM_BESIDE": True, "_QUICK_WARM": 10**15},
+                                       "beside": {"_WARM_BESIDE": True, "_QUICK_WARM": 0},
                                        "new": {"_WARM_BESIDE": True, "_QUICK_WARM": 20_000}}
 
 

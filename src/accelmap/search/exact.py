@@ -97,7 +97,7 @@ _DIVE_LEAVES = 64  # leaves a dive's last step keeps
 _DIVE_MAX_S = 2.0  # the longest one dive may run (its order search stops there)
 _DIVE_STARTS = 16  # the open frames with the lowest bounds a dive's start is chosen among
 _WARM_BESIDE = True  # the warm start in its own process beside the tree (`_WarmStart`; False: before it)
-_QUICK_WARM = 20_000  # evaluations of the quick first warm start of the tree while `_WarmStart` runs
+_QUICK_WARM = 20_000  # evaluations of the quick first warm start of the tree while `_WarmStart` runs (0: none)
 
 
 @dataclass
@@ -1712,8 +1712,8 @@ class ExactSearcher:
             if _WARM_BESIDE and workers > 1 and budget is None and warm_run > _QUICK_WARM and _can_fork() \
                     and not getattr(space, "allow_padding", False):
                 beside = _WarmStart(warm_start)  # on its own core while the tree starts on the others
-                # a first incumbent for the tree, while the warm start runs
-                n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
+                if _QUICK_WARM:  # a first incumbent for the tree, while the warm start runs
+                    n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
             else:
                 n_warm, incumbent, *_ = warm_start()
         if initial is not None and len(initial):
