@@ -1069,7 +1069,8 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
         raise
     if warm is not None:
         _sync(P, warm.shared)
-        warm.finish(P, needed=bool(stop) or P.best_batch is None)
+        # wait for it unless the tree holds the best mapping and was proven or interrupted
+        warm.finish(P, needed=P.best_batch is None or stop not in ("", "interrupted"))
         P.cert.warm_start_evaluations = warm.evaluations
     current = P.current
     cert = P.cert
@@ -1384,8 +1385,9 @@ class _WarmStart:
 
     def finish(self, P: _Problem, needed: bool) -> None:
         """Take the warm start's mapping as the incumbent if it is better. ``needed``: wait
-        for the warm start to end (the search was not proven from a mapping of its own);
-        otherwise a warm start still running is stopped (its evaluations are not counted)."""
+        for the warm start to end (the search was stopped by time, or holds no mapping of its
+        own for its incumbent); otherwise (proven, or interrupted, from a mapping of its own)
+        a warm start still running is stopped (its evaluations are not counted)."""
         if not needed and self.running():
             self.close()
             return
@@ -1638,7 +1640,9 @@ class ExactSearcher:
         process may use, inside a Ray task the CPUs Ray gave it, `default_workers`; 1: this
         process alone). The incumbent is shared
         and idle workers take half of a busy one's open nodes (`_solve_workers`); the proof
-        and the certified bound are the same as on one. The warm start runs on one.
+        and the certified bound are the same as on one. The warm start runs on one process:
+        on two or more, beside the tree (`_WarmStart`), which starts from a quick warm start
+        of ``_QUICK_WARM`` evaluations.
     dive_share
         The most share of the branch and bound's time spent on dives for incumbents from the
         open nodes with the lowest bounds (`_Diver`; default 0.1; 0: none).
