@@ -96,6 +96,8 @@ _DIVE_BEAM = 8  # nodes a dive keeps per step (the lowest bounds among their chi
 _DIVE_LEAVES = 64  # leaves a dive's last step keeps
 _DIVE_MAX_S = 2.0  # the longest one dive may run (its order search stops there)
 _DIVE_STARTS = 16  # the open frames with the lowest bounds a dive's start is chosen among
+_WARM_BESIDE = True  # the warm start in its own process beside the tree (`_WarmStart`; False: before it)
+_QUICK_WARM = 20_000  # evaluations of the quick first warm start of the tree while `_WarmStart` runs (0: none)
 
 
 @dataclass
@@ -1006,7 +1008,8 @@ def _loop(P: _Problem, open_: _Open, progress: Any, t0: float, poll: Any = None)
 def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: float | None = None,
           max_leaves: int | None = None, incumbent: MappingBatch | None = None,
           progress: Any = None, workers: int = 1,
-          dive_share: float = _DIVE_SHARE) -> tuple[MappingBatch | None, float, Certificate]:
+          dive_share: float = _DIVE_SHARE,
+          warm: _WarmStart | None = None) -> tuple[MappingBatch | None, float, Certificate]:
     """Branch and bound over ``space``.
 
     Parameters
@@ -1027,6 +1030,10 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
         The most share of the time that dives from the open nodes with the lowest bounds take
         (`_Diver`: incumbents from the frontier); 0 turns them off. They can only lower the
         incumbent; the proof and the certified bound do not depend on them.
+    warm
+        A warm start running beside the search (`_WarmStart`): its value is cut with as soon
+        as it ends, and its mapping is the result when no better one is found (it is waited
+        for unless the search proved a mapping of its own optimal first).
 
     Returns
     -------
@@ -1050,11 +1057,21 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
     low = None  # the least bound of the work left open by the workers (`_solve_workers`)
     try:
         if workers > 1 and max_leaves is None and _can_fork():
-            stop, low = _solve_workers(P, open_, progress, t0, workers)
+            stop, low = _solve_workers(P, open_, progress, t0, workers, warm)
         else:
-            stop = _loop(P, open_, progress, t0)
+            stop = _loop(P, open_, progress, t0,
+                         poll=None if warm is None else (lambda o: _sync(P, warm.shared) or ""))
     except KeyboardInterrupt:  # Ctrl-C: keep the incumbent, certify what is open
         stop = "interrupted"
+    except BaseException:
+        if warm is not None:
+            warm.close()
+        raise
+    if warm is not None:
+        _sync(P, warm.shared)
+        # wait for it unless the tree holds the best mapping and was proven or interrupted
+        warm.finish(P, needed=P.best_batch is None or stop not in ("", "interrupted"))
+        P.cert.warm_start_evaluations = warm.evaluations
     current = P.current
     cert = P.cert
     cert.incumbent = P.best_value
@@ -1168,13 +1185,7 @@ def _worker_main(P: _Problem, wid: int, tasks: Any, results: Any, best: Any, hun
     last = [0.0]
 
     def poll(open_: _Open) -> str:
-        shared = best.value
-        if P.best_value < shared:  # found here: publish it
-            with best.get_lock():
-                if P.best_value < best.value:
-                    best.value = P.best_value
-        elif shared < P.best_value:  # found elsewhere: cut with it; the mapping is the finder's
-            P.best_value, P.best_batch = shared, None
+        _sync(P, best)
         if halt.value:
             return "interrupted"
         if hungry.value > 0 and open_.n_open >= 2 and time.perf_counter() - last[0] >= _DONATE_EVERY_S:
@@ -1212,7 +1223,8 @@ def _worker_main(P: _Problem, wid: int, tasks: Any, results: Any, best: Any, hun
             return
 
 
-def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers: int) -> tuple[str, float]:
+def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers: int,
+                   warm: _WarmStart | None = None) -> tuple[str, float]:
     """Branch and bound of one tree on ``workers`` processes; returns the stop reason ("" when
     the whole tree was closed) and the least bound of the work left open.
 
@@ -1225,16 +1237,28 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
     to the idle ones (work stealing). The result is exact as the serial search's is: every
     node is cut by the global incumbent or expanded by one worker; the tree is closed only
     when every share was; else the certified bound is the least of the workers' open bounds
-    and of the shares not yet run (their nodes' bounds)."""
+    and of the shares not yet run (their nodes' bounds). With ``warm`` (a warm start running
+    beside the tree, `_WarmStart`) the incumbent's value is its ``shared``, and the last
+    worker starts only when the warm start has ended."""
     import multiprocessing
     import queue
 
     target = _SHARE_NODES * workers
-    stop = _loop(P, open_, progress, t0, poll=lambda o: "share" if o.n_open >= target else "")
+
+    def share_poll(o: _Open) -> str:
+        if warm is not None:
+            _sync(P, warm.shared)
+        return "share" if o.n_open >= target else ""
+
+    stop = _loop(P, open_, progress, t0, poll=share_poll)
     if stop != "share":
         return stop, (min(open_.min_bound(), P.current) if stop else math.inf)
     ctx = multiprocessing.get_context("fork")
-    best = ctx.Value("d", P.best_value)
+    if warm is not None:
+        best = warm.shared
+        _sync(P, best)
+    else:
+        best = ctx.Value("d", P.best_value)
     hungry = ctx.Value("i", 0)
     halt = ctx.Value("i", 0)
     results = ctx.Queue()
@@ -1243,7 +1267,8 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
              for w in range(workers)]
     pending = _open_frames(open_)
     open_.heap, open_.stack, open_.n_open = [], [], 0  # the work is the workers' now
-    idle = set(range(workers))
+    late = workers - 1 if warm is not None and warm.running() else workers  # the first not started yet
+    idle = set(range(late))
     running: dict[int, float] = {}  # worker -> the least bound of its share when sent
     stops: list[str] = []
     lows: list[float] = []
@@ -1262,11 +1287,17 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
 
     P.cert.workers = workers
     P.cert.worker_cpu_s = [0.0] * workers
-    for pr in procs:
+    for pr in procs[:late]:
         pr.start()
     try:
         dispatch()
         while running:
+            if late < workers and warm is not None and not warm.running():
+                for w in range(late, workers):
+                    procs[w].start()
+                    idle.add(w)
+                late = workers
+                dispatch()
             try:
                 try:
                     msg = results.get(timeout=0.25)
@@ -1307,9 +1338,9 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
                 dispatch()
     finally:
         halt.value = 1
-        for q in tasks:
+        for q in tasks[:late]:
             q.put(None)
-        for pr in procs:
+        for pr in procs[:late]:
             pr.join(timeout=5)
             if pr.is_alive():
                 pr.terminate()
@@ -1318,6 +1349,101 @@ def _solve_workers(P: _Problem, open_: _Open, progress: Any, t0: float, workers:
         return "", math.inf
     stop = "interrupted" if "interrupted" in stops else (stops[0] if stops else "time")
     return stop, low
+
+
+class _WarmStart:
+    """The warm start (``anneal``) run in a forked process beside the branch and bound
+    (`ExactSearcher.run` with two or more workers): ``shared`` is the incumbent's value that
+    the tree's processes cut with (`_sync`), which the warm start lowers to its best as soon
+    as it ends; its mapping comes back through a pipe (`finish`). Run first, the warm start
+    keeps the branch and bound waiting, though it uses less than one core (its proposals
+    are numpy on one thread; only its evaluations spread over threads: 2.1 CPU s in 3.3 s
+    for simple3 L3's 1M evaluations). While it runs, `_solve_workers` keeps one of its
+    workers unstarted, so the processes never outnumber the workers; the last worker starts
+    when the warm start ends and takes half of a busy one's nodes. The warm start is the
+    same run (budget, seed, time cap), so its mapping is the same as when it ran first
+    unless its time cap stops it earlier. The tree does not start from nothing: a quick
+    warm start of ``_QUICK_WARM`` evaluations runs in this process first (beside this one),
+    since the tree's cuts want an incumbent early (simple3's depthwise layer, one process:
+    84-133 thousand nodes to the proof from no incumbent, 60 thousand from 20,000
+    evaluations' mapping, 59 thousand from 1M evaluations')."""
+
+    def __init__(self, run: Any) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("fork")
+        self.shared = ctx.Value("d", math.inf)
+        self._recv, send = ctx.Pipe(duplex=False)
+        self.proc = ctx.Process(target=_warm_main, args=(run, self.shared, send), daemon=True)
+        self.proc.start()
+        send.close()
+        self.evaluations = 0
+        self.seconds = 0.0
+
+    def running(self) -> bool:
+        return self.proc.is_alive() and not self._recv.poll()
+
+    def finish(self, P: _Problem, needed: bool) -> None:
+        """Take the warm start's mapping as the incumbent if it is better. ``needed``: wait
+        for the warm start to end (the search was stopped by time, or holds no mapping of its
+        own for its incumbent); otherwise (proven, or interrupted, from a mapping of its own)
+        a warm start still running is stopped (its evaluations are not counted)."""
+        if not needed and self.running():
+            self.close()
+            return
+        try:
+            msg = self._recv.recv()
+        except EOFError:
+            raise RuntimeError(f"exact search: the warm start's process died (exit code {self.proc.exitcode})") \
+                from None
+        finally:
+            self.close()
+        if msg[0] == "error":
+            raise RuntimeError(f"exact search: the warm start failed:\n{msg[1]}")
+        _, self.evaluations, self.seconds, value, batch = msg
+        if batch is not None and (value < P.best_value or P.best_batch is None and value <= P.best_value):
+            P.best_value, P.best_batch = value, batch
+
+    def close(self) -> None:
+        if self.proc.is_alive():
+            self.proc.terminate()
+        self.proc.join()
+        self._recv.close()
+
+
+def _warm_main(run: Any, shared: Any, send: Any) -> None:
+    """The warm start's process (`_WarmStart`): ``run()`` returns ``(evaluations, batch or
+    None)``; the batch's value is taken as `_first_incumbent` takes it, published to
+    ``shared`` and sent with the batch."""
+    import signal
+    import traceback
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent catches Ctrl-C and stops this
+    try:
+        t = time.perf_counter()
+        n, batch, space, model, objective = run()
+        value, batch = _first_incumbent(space, model, objective, batch)
+        with shared.get_lock():
+            if value < shared.value:
+                shared.value = value
+        send.send(("done", n, time.perf_counter() - t, value, batch))
+    except Exception:  # noqa: BLE001 - reported to the parent, which raises it
+        send.send(("error", traceback.format_exc()))
+    finally:
+        send.close()
+
+
+def _sync(P: _Problem, shared: Any) -> None:
+    """Trade the incumbent's value with the other processes of one search through ``shared``
+    (a `multiprocessing.Value`): publish one found here, cut with one found elsewhere (whose
+    mapping stays with its finder)."""
+    value = shared.value
+    if P.best_value < value:
+        with shared.get_lock():
+            if P.best_value < shared.value:
+                shared.value = P.best_value
+    elif value < P.best_value:
+        P.best_value, P.best_batch = value, None
 
 
 def _first_incumbent(space: Any, model: Any, objective: ObjectiveSpec,
@@ -1514,7 +1640,9 @@ class ExactSearcher:
         process may use, inside a Ray task the CPUs Ray gave it, `default_workers`; 1: this
         process alone). The incumbent is shared
         and idle workers take half of a busy one's open nodes (`_solve_workers`); the proof
-        and the certified bound are the same as on one. The warm start runs on one.
+        and the certified bound are the same as on one. The warm start runs on one process:
+        on two or more, beside the tree (`_WarmStart`), which starts from a quick warm start
+        of ``_QUICK_WARM`` evaluations.
     dive_share
         The most share of the branch and bound's time spent on dives for incumbents from the
         open nodes with the lowest bounds (`_Diver`; default 0.1; 0: none).
@@ -1568,20 +1696,30 @@ class ExactSearcher:
         t0 = time.perf_counter()
         incumbent = None
         n_warm = 0
+        beside: _WarmStart | None = None
         if warm:
             from accelmap._registry import searchers
 
             # a small space (a constrained one, say) is proven faster than it is sampled
             warm_run = min(warm, max(_WARM_FLOOR, space.size().total // 4))
             wopts = DriverOptions(budget=warm_run, time_limit_s=None if time_limit_s is None else 0.25 * time_limit_s)
-            try:
-                wr = Driver(problem, arch, space, model, searchers.get("anneal"), objective=objective, seed=seed,
-                            options=wopts, model_name=model_name, searcher_name="anneal").run()
-                n_warm = wr.n_evaluations
-                if wr.best is not None:
-                    incumbent = wr.best.as_batch()
-            except InfeasibleSpaceError:
-                pass  # no legal mapping found by sampling: the exact search decides
+
+            def warm_start(o: DriverOptions = wopts) -> tuple[int, MappingBatch | None, Any, Any, ObjectiveSpec]:
+                try:
+                    wr = Driver(problem, arch, space, model, searchers.get("anneal"), objective=objective, seed=seed,
+                                options=o, model_name=model_name, searcher_name="anneal").run()
+                except InfeasibleSpaceError:  # no legal mapping found by sampling: the exact search decides
+                    return 0, None, space, model, objective
+                return wr.n_evaluations, (None if wr.best is None else wr.best.as_batch()), space, model, objective
+
+            # (a warm start no longer than the quick one runs first: a fork would cost more)
+            if _WARM_BESIDE and workers > 1 and budget is None and warm_run > _QUICK_WARM and _can_fork() \
+                    and not getattr(space, "allow_padding", False):
+                beside = _WarmStart(warm_start)  # on its own core while the tree starts on the others
+                if _QUICK_WARM:  # a first incumbent for the tree, while the warm start runs
+                    n_warm, incumbent, *_ = warm_start(dataclasses.replace(wopts, budget=_QUICK_WARM))
+            else:
+                n_warm, incumbent, *_ = warm_start()
         if initial is not None and len(initial):
             given = space.decode(np.asarray(initial, dtype=np.int64))
             incumbent = given if incumbent is None else MappingBatch.concat([given, incumbent])
@@ -1590,11 +1728,13 @@ class ExactSearcher:
         try:
             best, value, cert = solve(space, model, objective, time_limit_s=left, max_leaves=budget,
                                       incumbent=incumbent, progress=bar, workers=workers,
-                                      dive_share=float(dive_share))
+                                      dive_share=float(dive_share), warm=beside)
         finally:
             if bar is not None:
                 bar.close()
-        cert.warm_start_evaluations = n_warm
+            if beside is not None:
+                beside.close()
+        cert.warm_start_evaluations += n_warm
         cert.elapsed_s = time.perf_counter() - t0
         if best is None:
             if cert.proven_optimal or cert.stop_reason == "infeasible":

@@ -1600,3 +1600,54 @@ def test_compiled_fanout_test_of_spatial_children_equals_numpy(layer, arch_name,
         assert got.dtype == np.bool_ and np.array_equal(want, got)
         n_ok += int(want.sum())
     assert 0 < n_ok < 3000 * P.D
+
+
+# --- the warm start beside the tree ---------------------------------------
+def test_warm_start_beside_the_tree_proves_the_same_optimum(monkeypatch) -> None:
+    import accelmap.search.exact as exact
+
+    monkeypatch.setattr(exact, "_SHARE_NODES", 1)  # deal the tree out at once, so it uses the workers
+    monkeypatch.setattr(exact, "_QUICK_WARM", 500)  # the quick warm start, then 5,000 evaluations beside
+    started = []
+    real = exact._WarmStart
+    monkeypatch.setattr(exact, "_WarmStart", lambda run: started.append(1) or real(run))
+    space = MapSpace(conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1), small_arch())
+    obj = parse_objective("edp")
+    truth = _exhaustive(space, obj)
+    for beside in (False, True):
+        monkeypatch.setattr(exact, "_WARM_BESIDE", beside)
+        r = accelmap.search(space.problem, space.arch, space=space, searcher="exact", seed=1,
+                            searcher_options={"warm_budget": 5_000, "workers": 2})
+        assert len(started) == int(beside)
+        assert r.proven_optimal and r.best_objective == pytest.approx(truth, rel=1e-12)
+        assert r.lower_bound["objective"] == pytest.approx(truth, rel=1e-12)
+        assert _value(space, r.best.as_batch(), obj) == pytest.approx(truth, rel=1e-12)
+        assert 0 <= r.certificate["warm_start_evaluations"] <= 5_000 + 500 * beside
+
+
+def test_warm_start_beside_the_tree_gives_its_mapping_and_is_stopped_after_a_proof(monkeypatch) -> None:
+    import time
+
+    import accelmap.search.exact as exact
+
+    monkeypatch.setattr(exact, "_SHARE_NODES", 1)
+    space = MapSpace(matmul("g", m=4, n=4, k=2), small_arch())
+    obj = parse_objective("edp")
+    opt, truth, c1 = solve(space, MODEL, obj, workers=1)
+    assert c1.proven_optimal
+    # the tree stopped at once: the result is the warm start's mapping, the bound below it
+    warm = exact._WarmStart(lambda: (7, opt, space, MODEL, obj))
+    best, value, cert = solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=warm)
+    assert value == truth and _value(space, best, obj) == pytest.approx(truth, rel=1e-12)
+    assert cert.warm_start_evaluations == 7 and cert.lower_bound <= truth and not cert.proven_optimal
+    assert not warm.proc.is_alive()
+    # a proof from the tree's own mapping does not wait for a warm start still running
+    slow = exact._WarmStart(lambda: (time.sleep(60), None, space, MODEL, obj))
+    t = time.perf_counter()
+    best, value, cert = solve(space, MODEL, obj, workers=2, warm=slow)
+    assert time.perf_counter() - t < 30 and not slow.proc.is_alive()
+    assert cert.proven_optimal and value == pytest.approx(truth, rel=1e-12) and cert.warm_start_evaluations == 0
+    # a warm start that fails is reported, with its traceback
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=exact._WarmStart(lambda: 1 // 0))
+
