@@ -364,8 +364,11 @@ Why each bound holds, for every order of every loop:
    capacity-aware data-movement bound of Orojenesis (Huang et al., ISCA 2024: the least
    backing-store traffic over the tilings that fit a buffer) with the loop order of the
    backing store's loops enumerated and counted by the model's own rules rather than
-   relaxed. Not covered: the nodes whose level-1 tile is known (``k <= 1``, where arguments
-   8-10 charge the same counts).
+   relaxed. **14c.** At a node whose level-1 tile is known (``k = 1``: only level 0 open) the
+   cell of that tile itself (before the suffix minimum; every completion has that tile and
+   ``q``) bounds the same counts; arguments 8-10 may already charge extras to them there, so
+   it enters as a second bound: the MACs, every other term at its order-free value and the
+   cell (with 14b's tensors), taken as a maximum with the rest.
    **14b. A tensor that bypasses level 1** (`_unit_bypass`, `_dram_order_bypass_energy`): an
    input or weight kept at level 0, not at level 1, next kept at ``c`` (``1 < c < L``), whose
    every coordinate is one dim with coefficient 1 (a convolution's weights, a GEMM's
@@ -433,6 +436,7 @@ _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (ti
 # loop order's exact deliveries; a switch for the tests and benchmarks that measure it (read when
 # the table is built)
 _USE_DRAM_ORDER = True
+_DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -666,6 +670,8 @@ class TrafficTable:
     # the orders with their level 0 -> c counts added (None where there are none)
     bypass: tuple[tuple[int, int], ...] = ()
     bypass_least: FloatArray | None = None
+    # argument 14c: the same per cell before the suffix minimum (a node with level 1's tile known)
+    cell: FloatArray | None = None
 
 
 def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
@@ -724,6 +730,7 @@ def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
     order = dram_order_table(bm, tiles, q, fit, tensors, bounds).reshape(shape) if _USE_DRAM_ORDER else None
     bypass = _unit_bypass(bm) if _USE_DRAM_ORDER else ()
     with_bypass = dram_order_table(bm, tiles, q, fit, tensors, bounds, bypass).reshape(shape) if bypass else None
+    cell = (with_bypass if with_bypass is not None else order).copy() if order is not None else None
     for ax in range(bm.D):  # least over the tiles >= each cell
         best = np.flip(np.minimum.accumulate(np.flip(best, axis=ax), axis=ax), axis=ax)
         if order is not None:
@@ -731,7 +738,7 @@ def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
         if with_bypass is not None:
             with_bypass = np.flip(np.minimum.accumulate(np.flip(with_bypass, axis=ax), axis=ax), axis=ax)
     return TrafficTable(tensors=tensors, vals=tuple(vals), least=best, order_least=order, bypass=bypass,
-                        bypass_least=with_bypass)
+                        bypass_least=with_bypass, cell=cell)
 
 
 def _unit_bypass(bm: BoundModel) -> tuple[tuple[int, int], ...]:
@@ -864,6 +871,34 @@ def _dram_order_bypass_energy(bm: BoundModel, tab: TrafficTable, idx: IntArray, 
     for t, c in tab.bypass:
         covered.update((at[("r", t, c)], at[("f", t, c)]))
     out = np.where(over, np.inf, tab.bypass_least[tuple(idx.T)]) + bm.mac_energy_pj
+    for i, (x, e1, e2, part) in enumerate(terms):
+        if i not in covered:
+            out = out + _term_energy(x.fixed, e1, e2, part)
+    return out
+
+
+def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
+                             terms: list[tuple[_X, float, float, FloatArray | float]],
+                             at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 14c: at a node whose level-1 tile ``tile1`` (n, D) is known (``k = 1``), the MACs,
+    every term outside the table at its order-free value and the table's own cell (the least
+    over level 0's orders for that tile, the bypassing unit tensors included); None where
+    there is no table or a tile is not one of its cells."""
+    if tab.cell is None:
+        return None
+    idx = np.empty(tile1.shape, dtype=np.int64)
+    for d in range(tile1.shape[1]):
+        v = tab.vals[d]
+        i = np.minimum(np.searchsorted(v, tile1[:, d] * (1.0 - 1e-12), side="left"), len(v) - 1)
+        if not np.all(v[i] == tile1[:, d]):
+            return None
+        idx[:, d] = i
+    covered = set()
+    for t in tab.tensors.tolist():
+        covered.update((at[("r", t, 1)], at[("f", t, 1)]))
+    for t, c in tab.bypass:
+        covered.update((at[("r", t, c)], at[("f", t, c)]))
+    out = tab.cell[tuple(idx.T)] + bm.mac_energy_pj
     for i, (x, e1, e2, part) in enumerate(terms):
         if i not in covered:
             out = out + _term_energy(x.fixed, e1, e2, part)
@@ -2359,6 +2394,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
         energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
+    if tab is not None and k <= 1 and _DRAM_ORDER_KNOWN:
+        alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at)  # argument 14c
+        if alt is not None:
+            energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
         # levels 1 .. k-1 and the temporal factors chosen at level k-1
