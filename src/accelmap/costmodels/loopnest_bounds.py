@@ -865,7 +865,7 @@ def _dram_order_bypass_energy(bm: BoundModel, tab: TrafficTable, idx: IntArray, 
     fills of the bypassing ones); None where there is no such table."""
     if tab.bypass_least is None:
         return None
-    covered = set()
+    covered: set[int] = set()
     for t in tab.tensors.tolist():
         covered.update((at[("r", t, 1)], at[("f", t, 1)]))
     for t, c in tab.bypass:
@@ -889,11 +889,11 @@ def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArra
     idx = np.empty(tile1.shape, dtype=np.int64)
     for d in range(tile1.shape[1]):
         v = tab.vals[d]
-        i = np.minimum(np.searchsorted(v, tile1[:, d] * (1.0 - 1e-12), side="left"), len(v) - 1)
-        if not np.all(v[i] == tile1[:, d]):
+        at_d = np.minimum(np.searchsorted(v, tile1[:, d] * (1.0 - 1e-12), side="left"), len(v) - 1)
+        if not np.all(v[at_d] == tile1[:, d]):
             return None
-        idx[:, d] = i
-    covered = set()
+        idx[:, d] = at_d
+    covered: set[int] = set()
     for t in tab.tensors.tolist():
         covered.update((at[("r", t, 1)], at[("f", t, 1)]))
     for t, c in tab.bypass:
