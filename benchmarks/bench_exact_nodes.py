@@ -46,7 +46,8 @@ A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a
 pass floors read through eq. S at an open parent); both are the compiled path.
 ``--versions dramorder-off dramorder-on`` compares the bound without and with argument 14 (level
 0's loop order counted exactly in the traffic table, ``_USE_DRAM_ORDER``); ``--versions dramknown-off
-dramknown-on`` its part 14c alone (``_DRAM_ORDER_KNOWN``).
+dramknown-on`` its part 14c alone (``_DRAM_ORDER_KNOWN``), ``--versions twolevel-off twolevel-on``
+its part 14d alone (``_TWO_LEVEL``).
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
 passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
@@ -105,7 +106,10 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "dramorder-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
     # argument 14c alone (the cell of a known level-1 tile at k <= 1), 14 and 14b on in both
     "dramknown-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": False},
-    "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True}}
+    "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
+    # argument 14d alone (a tensor bypassing level 1 into level 2, both levels' orders), 14-14c on in both
+    "twolevel-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": False},
+    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -27,7 +27,7 @@ from numba import njit
 
 from accelmap._typing import FloatArray
 
-__all__ = ["order_least"]
+__all__ = ["order_least", "two_level_least"]
 
 _JIT: dict[str, Any] = {"cache": True}
 
@@ -162,3 +162,174 @@ def order_least(tiles: FloatArray, q: FloatArray, coef: FloatArray, w: FloatArra
     """
     return _order_least(np.ascontiguousarray(tiles, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
                         np.ascontiguousarray(coef, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64))
+
+
+@njit(**_JIT)
+def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                     s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
+    n, D = n1.shape
+    C = coef.shape[0]
+    out = np.empty(n)
+    dims = np.empty(2 * D, dtype=np.int64)
+    nb = np.empty(2 * D)
+    st = np.empty(2 * D)
+    span = np.empty(C)
+    nm = 1 << D
+    back1 = np.zeros((nm, C))
+    back0 = np.zeros((nm, C))
+    dp = np.empty(nm)
+    sh = np.empty(C)
+    for i in range(n):
+        a1 = 0
+        for d in range(D):
+            if n1[i, d] >= 2.0:
+                dims[a1] = d
+                nb[a1] = n1[i, d]
+                st[a1] = s1[i, d]
+                a1 += 1
+        a0 = 0
+        for d in range(D):
+            if n0[i, d] >= 2.0:
+                dims[a1 + a0] = d
+                nb[a1 + a0] = n0[i, d]
+                st[a1 + a0] = s0[i, d]
+                a0 += 1
+        size = 1.0
+        for c in range(C):
+            span[c] = span0[i, c]
+            size *= span[c]
+        if a1 + a0 == 0:
+            out[i] = size
+            continue
+        full1 = (1 << a1) - 1
+        full0 = (1 << a0) - 1
+        p1 = 1.0
+        for b in range(a1):
+            p1 *= nb[b]
+        p0 = 1.0
+        for b in range(a0):
+            p0 *= nb[a1 + b]
+        for c in range(C):
+            back1[0, c] = 0.0
+            back0[0, c] = 0.0
+        for m in range(1, full1 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for c in range(C):
+                back1[m, c] = back1[m & (m - 1), c] + coef[c, dims[b]] * st[b]
+        for m in range(1, full0 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for c in range(C):
+                back0[m, c] = back0[m & (m - 1), c] + coef[c, dims[a1 + b]] * st[a1 + b]
+        best = np.inf
+        for zi in range(a1 + a0):
+            if a1 > 0 and zi >= a1:
+                break  # the innermost loop is one of level 1's when it has any
+            # the innermost loop's own step: its kind is the one eq. G compares with
+            ik = -2
+            for c in range(C):
+                sh[c] = coef[c, dims[zi]] * st[zi]
+            moved = 0
+            mc = -1
+            for c in range(C):
+                if sh[c] != 0.0:
+                    moved += 1
+                    mc = c
+            if moved == 1 and abs(sh[mc]) < span[mc]:
+                ik = 2 * mc + (1 if sh[mc] > 0.0 else 0)
+            level1 = zi < a1
+            z0 = 1 << (zi if level1 else zi - a1)
+            carry = 0.0
+            # phase 1 (level 1's loops, innermost first), then phase 2 (level 0's)
+            for phase in range(2):
+                if phase == 0 and not level1:
+                    continue
+                na = a1 if phase == 0 else a0
+                off = 0 if phase == 0 else a1
+                full = full1 if phase == 0 else full0
+                for m in range(full + 1):
+                    dp[m] = np.inf
+                if phase == 0 or not level1:
+                    start = z0
+                    # the innermost loop: nothing inside it
+                    v = 0.0
+                    for c in range(C):
+                        sh[c] = coef[c, dims[zi]] * st[zi]
+                    moved = 0
+                    mc = -1
+                    for c in range(C):
+                        if sh[c] != 0.0:
+                            moved += 1
+                            mc = c
+                    if moved == 0:
+                        v = 0.0
+                    elif moved == 1 and abs(sh[mc]) < span[mc]:
+                        v = abs(sh[mc]) * (size / span[mc])
+                    else:
+                        v = size
+                    dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v
+                else:
+                    start = 0
+                    dp[0] = carry
+                for m in range(start, full + 1):
+                    if dp[m] == np.inf or (m & start) != start:
+                        continue
+                    inner = 1.0
+                    for b in range(na):
+                        if (m >> b) & 1:
+                            inner *= nb[off + b]
+                    for jb in range(na):
+                        if (m >> jb) & 1:
+                            continue
+                        j = off + jb
+                        moved = 0
+                        mc = -1
+                        for c in range(C):
+                            bk = back1[m, c] if phase == 0 else back1[full1, c] + back0[m, c]
+                            sh[c] = coef[c, dims[j]] * st[j] - bk
+                            if sh[c] != 0.0:
+                                moved += 1
+                                mc = c
+                        if moved == 0:
+                            v = 0.0
+                        elif moved == 1 and abs(sh[mc]) < span[mc]:
+                            k = 2 * mc + (1 if sh[mc] > 0.0 else 0)
+                            if ik >= 0 and k != ik:
+                                v = size  # eq. G
+                            else:
+                                v = abs(sh[mc]) * (size / span[mc])
+                        else:
+                            v = size
+                        outside = (p1 / (inner * nb[j])) * p0 if phase == 0 else p0 / (inner * nb[j])
+                        cost = dp[m] + outside * (nb[j] - 1.0) * v
+                        m2 = m | (1 << jb)
+                        if cost < dp[m2]:
+                            dp[m2] = cost
+                carry = dp[full]
+            if carry < best:
+                best = carry
+        out[i] = best + size
+    return out
+
+
+def two_level_least(span: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                    s0: FloatArray) -> FloatArray:
+    """(n,) the least over the orders of levels 0 and 1 of one tensor's deliveries into level 2
+    (argument 14d of `loopnest_bounds`): eq. D and eq. G over level 1's loops (innermost) and
+    level 0's, a shortest path over the sets of each level's loops placed, level 1's first.
+
+    Parameters
+    ----------
+    span
+        (n, C) the spans of the tensor's coordinates over level 2's tile.
+    coef
+        (C, D) its coordinate coefficients.
+    n1, s1, n0, s0
+        (n, D) the bounds and strides of the loops of level 1 and of level 0.
+    """
+    f = np.ascontiguousarray
+    return _two_level_least(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(n1, dtype=np.float64),
+                            f(s1, dtype=np.float64), f(n0, dtype=np.float64), f(s0, dtype=np.float64))

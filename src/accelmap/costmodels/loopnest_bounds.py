@@ -369,6 +369,20 @@ Why each bound holds, for every order of every loop:
    ``q``) bounds the same counts; arguments 8-10 may already charge extras to them there, so
    it enters as a second bound: the MACs, every other term at its order-free value and the
    cell (with 14b's tensors), taken as a maximum with the rest.
+   **14d. A tensor that bypasses level 1 into level 2, both levels' orders** (`_two_level_bypass`,
+   with 14c): at ``k <= 1`` every factor is known (level 0's are the open product where it is
+   one value, as in a perfect-factor space), so an input or weight kept at level 0, not at 1,
+   and next at 2 (a sliding input included: simple3's inputs that bypass a GLB keeping only
+   outputs) has its deliveries ``F_2`` into one instance of level 2 fixed by the orders of
+   levels 0 and 1 alone: eq. D and eq. G over level 1's loops (strides ``g_1 T_2``, innermost)
+   and level 0's (strides ``T_1``), as written out for 14 (equal to the model's fills on every
+   mapping of the test space). The least over both orders is a shortest path that places level
+   1's loops, then level 0's, with the innermost loop fixed per run (`_order_kernel.
+   two_level_least`; every pair of permutations checked equal). Its reads at level 0 are
+   ``F_2 prod_l distinct_l`` (eq. S; level 0 has no fanout, ``distinct_1`` at least its
+   sumset bound, argument 4) and level 2's fills ``inst_2 F_2``: each tensor at its own least
+   order (each term a lower bound of its own counts, whatever order the others take), added to
+   14c's second bound in place of the counts' order-free values.
    **14b. A tensor that bypasses level 1** (`_unit_bypass`, `_dram_order_bypass_energy`): an
    input or weight kept at level 0, not at level 1, next kept at ``c`` (``1 < c < L``), whose
    every coordinate is one dim with coefficient 1 (a convolution's weights, a GEMM's
@@ -437,6 +451,7 @@ _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (ti
 # the table is built)
 _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
+_TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -877,9 +892,39 @@ def _dram_order_bypass_energy(bm: BoundModel, tab: TrafficTable, idx: IntArray, 
     return out
 
 
+def _two_level_bypass(bm: BoundModel, tab: TrafficTable, tile: FloatArray, n1: FloatArray, g1: FloatArray,
+                      n0: FloatArray, dl: Any) -> list[tuple[int, FloatArray]]:
+    """Argument 14d: at a node with every factor known (``k <= 1``), for each input or weight kept
+    at level 0, not at level 1, next kept at level 2 and not among the table's (``tab.bypass``),
+    ``(t, e)``: ``e`` (n,) the least over the orders of levels 0 and 1 of its level-0 reads and
+    level-2 fills, ``(e_r0 distinct_1 + e_w2 inst_2) F_2`` with ``F_2`` the deliveries into one
+    instance of level 2 (`_order_kernel.two_level_least`), ``distinct_1`` at least ``dl(t, 1)``.
+    ``n1``, ``g1`` (n, D): level 1's temporal and spatial factors; ``n0`` level 0's temporal ones
+    (no fanout above level 1: the table's condition)."""
+    from accelmap.costmodels._order_kernel import two_level_least
+
+    done = {t for t, _ in tab.bypass}
+    out: list[tuple[int, FloatArray]] = []
+    if bm.L < 3:
+        return out
+    for t in range(bm.T):
+        if t == bm.output or t in done or not bm.keep[0, t] or bm.keep[1, t] or not bm.keep[2, t]:
+            continue
+        coef = np.asarray(bm.coef_fp[t], dtype=np.float64)
+        span = 1.0 + ((tile[:, 2][:, None, :] - 1.0) * coef[None]).sum(axis=2)  # (n, C)
+        s1 = g1 * tile[:, 2]
+        s0 = tile[:, 1]
+        f2 = two_level_least(span, coef, n1, s1, n0, s0)
+        f = float(bm.exist[t])
+        inst2 = _prod(g1, 1)
+        out.append((t, f * (bm.read_pj_word[0] * dl(t, 1) + bm.write_pj_word[2] * inst2) * f2))
+    return out
+
+
 def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
                              terms: list[tuple[_X, float, float, FloatArray | float]],
-                             at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+                             at: dict[tuple[str, int, int], int],
+                             two_level: list[tuple[int, FloatArray]] | None = None) -> FloatArray | None:
     """Argument 14c: at a node whose level-1 tile ``tile1`` (n, D) is known (``k = 1``), the MACs,
     every term outside the table at its order-free value and the table's own cell (the least
     over level 0's orders for that tile, the bypassing unit tensors included); None where
@@ -899,6 +944,9 @@ def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArra
     for t, c in tab.bypass:
         covered.update((at[("r", t, c)], at[("f", t, c)]))
     out = tab.cell[tuple(idx.T)] + bm.mac_energy_pj
+    for t, e in two_level or ():  # argument 14d
+        covered.update((at[("r", t, 2)], at[("f", t, 2)]))
+        out = out + e
     for i, (x, e1, e2, part) in enumerate(terms):
         if i not in covered:
             out = out + _term_energy(x.fixed, e1, e2, part)
@@ -2395,7 +2443,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
     if tab is not None and k <= 1 and _DRAM_ORDER_KNOWN:
-        alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at)  # argument 14c
+        # level 0's temporal factors: known at k = 0; at k = 1 the open product where it is one value
+        two = _two_level_bypass(bm, tab, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, dl_lb) \
+            if _TWO_LEVEL and (k == 0 or np.array_equal(omin, omax)) else None
+        alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at, two)  # arguments 14c, 14d
         if alt is not None:
             energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
