@@ -44,6 +44,10 @@ A case is ``LAYER@ARCH`` (a zoo layer on a preset) or ``timeloop:ARCH:LAYER`` (a
 ``--versions pass-off pass-on`` compares the bound without and with argument 5c of
 `accelmap.costmodels.loopnest_bounds` (the outer pass at the partly chosen open level, and the
 pass floors read through eq. S at an open parent); both are the compiled path.
+``--versions dramorder-off dramorder-on`` compares the bound without and with argument 14 (level
+0's loop order counted exactly in the traffic table, ``_USE_DRAM_ORDER``); ``--versions dramknown-off
+dramknown-on`` its part 14c alone (``_DRAM_ORDER_KNOWN``), ``--versions twolevel-off twolevel-on``
+its part 14d alone (``_TWO_LEVEL``).
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
 passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
@@ -95,7 +99,17 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False,
                   "exact._FANOUT_KERNEL": False},
     "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True,
-                 "exact._FANOUT_KERNEL": True}}
+                 "exact._FANOUT_KERNEL": True},
+    # argument 14: the traffic table's cells with level 0's loop order counted exactly
+    # (`loopnest_bounds.dram_order_table`; read when the keep patterns' tables are built)
+    "dramorder-off": {"loopnest_bounds._USE_DRAM_ORDER": False},
+    "dramorder-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
+    # argument 14c alone (the cell of a known level-1 tile at k <= 1), 14 and 14b on in both
+    "dramknown-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": False},
+    "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
+    # argument 14d alone (a tensor bypassing level 1 into level 2, both levels' orders), 14-14c on in both
+    "twolevel-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": False},
+    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -332,6 +332,83 @@ Why each bound holds, for every order of every loop:
    *Where it runs* (``_PAIR_MAX_K``, default 0): at the leaves and in the order search only.
    At the nodes with the DRAM level open (``k = 1``) it lifts about half the rows by about 1%
    but costs more than their cuts save (`docs/performance.md`, "Argument 13").
+14. **The outermost level's loop order, counted exactly** (`dram_order_table`, with the traffic
+   table; `_dram_order_energy` at the nodes). The traffic table relaxes level 0's loop order
+   to its innermost loop and counts a sliding tensor's loops as free, so a tile that fits
+   level 1 can reach its least with every tensor read once although no order allows it
+   (simple3's res3a_2b_s2: one output pixel of one output channel with every input channel
+   at the GLB, ``M`` outermost at DRAM, when every ``M`` iteration needs every input again).
+   With no fanout above level 1 (the table's condition), level 0 has one loop per dim, and in
+   a perfect-factor space (a padded one is searched as perfect-factor branches of ``P'``) its
+   bound is ``q_d = E_d / T_d`` with ``T`` the level-1 tile and its stride ``T_d``. So for a
+   tensor kept at levels 0 and 1 the deliveries ``F_1`` into level 1 follow from ``T`` and
+   level 0's order alone, by eq. D and eq. G of the model as written (each step moves its dim
+   one stride on and every active loop inside it one stride back; a box difference in one
+   coordinate is a slide, otherwise the whole tile; a window whose innermost loop slid
+   another way is fetched whole): `dram_order_deliveries` is that count, equal to the model's
+   on every mapping of the test spaces. The model charges level 0's reads and level 1's
+   fills of an input or weight ``F_1`` each, and for the output level 0's updates ``F_1`` and
+   its reads and level 1's fills ``F_1 - part`` with ``part`` the output's (padded) words (every
+   loop of level 0 widens level 1's tile: it holds the whole tensor over the run), each at
+   least ``count / block`` accesses times the tensor's ``exist`` share. Their sum over the
+   tensors of the table is linear in the ``F_1``, and eq. D is a sum over the loops of
+   ``(prod of the loops outside j) (q_j - 1) Delta_j`` where ``Delta_j`` depends only on ``j``,
+   the set ``I`` of active loops inside it and the innermost loop ``z``: so its least over
+   every order is, for each ``z``, a shortest path over the sets ``I`` from ``{z}`` to every
+   active dim (`_order_kernel.order_least`; ``D 2^(D-1) (D-1)`` steps, every permutation
+   checked equal in the tests). That least is the energy of those counts for *some* order of
+   a mapping with tile ``T``, so it bounds them for every mapping whose level-1 tile is
+   ``T``; per node, the least over the tiles at least the known one (the traffic table's
+   suffix minimum) bounds every completion, and it replaces the table's value where larger
+   (it is never smaller: argument 1 and argument 5 hold for every order). It is the
+   capacity-aware data-movement bound of Orojenesis (Huang et al., ISCA 2024: the least
+   backing-store traffic over the tilings that fit a buffer) with the loop order of the
+   backing store's loops enumerated and counted by the model's own rules rather than
+   relaxed. **14c.** At a node whose level-1 tile is known (``k = 1``: only level 0 open) the
+   cell of that tile itself (before the suffix minimum; every completion has that tile and
+   ``q``) bounds the same counts; arguments 8-10 may already charge extras to them there, so
+   it enters as a second bound: the MACs, every other term at its order-free value and the
+   cell (with 14b's tensors), taken as a maximum with the rest.
+   **14d. A tensor that bypasses level 1 into level 2, both levels' orders** (`_two_level_bypass`,
+   with 14c): at ``k <= 1`` every factor is known (level 0's are the open product where it is
+   one value, as in a perfect-factor space), so an input or weight kept at level 0, not at 1,
+   and next at 2 (a sliding input included: simple3's inputs that bypass a GLB keeping only
+   outputs) has its deliveries ``F_2`` into one instance of level 2 fixed by the orders of
+   levels 0 and 1 alone: eq. D and eq. G over level 1's loops (strides ``g_1 T_2``, innermost)
+   and level 0's (strides ``T_1``), as written out for 14 (equal to the model's fills on every
+   mapping of the test space). The least over both orders is a shortest path that places level
+   1's loops, then level 0's, with the innermost loop fixed per run (`_order_kernel.
+   two_level_least`; every pair of permutations checked equal). Its reads at level 0 are
+   ``F_2 prod_l distinct_l`` (eq. S; level 0 has no fanout, ``distinct_1`` at least its
+   sumset bound, argument 4) and level 2's fills ``inst_2 F_2``: each tensor at its own least
+   order (each term a lower bound of its own counts, whatever order the others take), added to
+   14c's second bound in place of the counts' order-free values.
+   **14b. A tensor that bypasses level 1** (`_unit_bypass`, `_dram_order_bypass_energy`): an
+   input or weight kept at level 0, not at level 1, next kept at ``c`` (``1 < c < L``), whose
+   every coordinate is one dim with coefficient 1 (a convolution's weights, a GEMM's
+   operands; eyeriss-like's weights, which go from DRAM to the weight scratchpads). Its
+   level-0 reads ``A_0 = F_c prod_{l<c} distinct_l`` (eq. S) are at least ``F_1`` of a
+   level-1 tile of it under the same level-0 order (`dram_order_deliveries` on ``T``). Proof:
+   with no sliding coordinate argument 1 is an equality, ``F_c = S_c prod_{j <= J*} n_j`` with
+   ``J*`` the innermost active loop over its dims among the levels ``0 .. c-1``, and ``F_1 =
+   S_1 prod_{j <= J*_0} q_j`` over level 0's loops. A coefficient-1 coordinate's distinct
+   offsets at level ``l`` are its dim's spatial factor, so ``S_c prod_l distinct_l`` is ``S_c``
+   times the spatial factors of its dims at levels ``1 .. c-1``. If no level ``1 .. c-1`` has an
+   active loop over its dims, its dims' extents grow from ``c`` to level 1 by those spatial
+   factors alone, that product is ``S_1``, ``J* = J*_0`` and ``A_0 = F_1``; otherwise ``J*`` lies
+   below level 0, every level-0 loop is outside it, and every active loop over its dims at
+   levels ``1 .. c-1`` is at or outside it (it is the innermost), so ``A_0 >= S_c prod_l
+   distinct_l prod_{those loops} n prod_d q_d = S_1 prod_d q_d >= F_1``. (With a coefficient
+   ``a > 1`` a tile's span ``a (T - 1) + 1`` is not additive over the spatial factors and the
+   claim fails: a strided 1x1 convolution's inputs, 0.6 of it on the test space; a sliding
+   coordinate fails it as well, 0.67.) Level c's fills ``X(c) = inst_c F_c`` are at least
+   ``A_0`` (``distinct_l <= used_l``). So the table with these tensors added at ``(e_r0 +
+   e_wc) F_1`` bounds the energy of the counts it covers; the other counts enter at their
+   order-free values (the extras of arguments 5b-13 may charge the bypassing tensor's counts
+   too, so the table is not added to them: this bound is the MACs, the other terms' order-free
+   values and the table, taken as a maximum with the rest). It charges the trade that
+   res3a_branch2b's frontier relaxed: the weights, re-read by every level-0 loop over ``P``
+   or ``Q`` outside their ``C``, against the inputs and outputs kept at the GLB.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -350,7 +427,7 @@ from accelmap.arch.spec import Arch
 from accelmap.costmodels._bounds_kernel import feasible_rows, tables_of
 from accelmap.workloads.problem import Problem
 
-__all__ = ["BoundModel", "TrafficTable", "partial_bounds", "traffic_table"]
+__all__ = ["BoundModel", "TrafficTable", "dram_order_deliveries", "dram_order_table", "partial_bounds", "traffic_table"]
 
 _USE_CAPACITY = True  # argument 11 (`_capacity_energy`); a switch for the tests and benchmarks that measure it
 _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
@@ -369,6 +446,12 @@ _USE_ORDER_PASS = True
 # the same values either way (tests/unit/search/test_exact.py)
 _SHARE = True
 _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (times k0), one row each
+# argument 14 (`dram_order_table`, `_dram_order_energy`): the traffic table's cells with the level-0
+# loop order's exact deliveries; a switch for the tests and benchmarks that measure it (read when
+# the table is built)
+_USE_DRAM_ORDER = True
+_DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
+_TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -594,6 +677,16 @@ class TrafficTable:
     tensors: IntArray  # tensors kept at levels 0 and 1: their level 0 -> 1 terms are bounded here
     vals: tuple[FloatArray, ...]  # per dim, the sorted tile extents level 1 can have
     least: FloatArray  # (|vals_0|, ..., |vals_D-1|) least energy over the tiles >= each cell
+    # argument 14: the same cells' least over the level-0 loop orders of the exact deliveries
+    # (`dram_order_table`); None where switched off (``_USE_DRAM_ORDER``)
+    order_least: FloatArray | None = None
+    # argument 14b: (tensor, next keeper c) of the tensors kept at level 0 that bypass level 1,
+    # every coordinate one dim with coefficient 1 (`_unit_bypass`), and the cells' least over
+    # the orders with their level 0 -> c counts added (None where there are none)
+    bypass: tuple[tuple[int, int], ...] = ()
+    bypass_least: FloatArray | None = None
+    # argument 14c: the same per cell before the suffix minimum (a node with level 1's tile known)
+    cell: FloatArray | None = None
 
 
 def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
@@ -647,10 +740,225 @@ def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
         val = sum(w * np.maximum(sz * (q_all if bm.jump[t, z] else own), lo)
                   for t, (w, sz, own, lo) in zip(tensors.tolist(), parts, strict=True))
         best = np.where(active[:, z], np.minimum(best, val), best)
-    best = np.where(need <= bm.capacity[1], best, np.inf).reshape(shape)
+    fit = need <= bm.capacity[1]
+    best = np.where(fit, best, np.inf).reshape(shape)
+    order = dram_order_table(bm, tiles, q, fit, tensors, bounds).reshape(shape) if _USE_DRAM_ORDER else None
+    bypass = _unit_bypass(bm) if _USE_DRAM_ORDER else ()
+    with_bypass = dram_order_table(bm, tiles, q, fit, tensors, bounds, bypass).reshape(shape) if bypass else None
+    cell = (with_bypass if with_bypass is not None else order).copy() if order is not None else None
     for ax in range(bm.D):  # least over the tiles >= each cell
         best = np.flip(np.minimum.accumulate(np.flip(best, axis=ax), axis=ax), axis=ax)
-    return TrafficTable(tensors=tensors, vals=tuple(vals), least=best)
+        if order is not None:
+            order = np.flip(np.minimum.accumulate(np.flip(order, axis=ax), axis=ax), axis=ax)
+        if with_bypass is not None:
+            with_bypass = np.flip(np.minimum.accumulate(np.flip(with_bypass, axis=ax), axis=ax), axis=ax)
+    return TrafficTable(tensors=tensors, vals=tuple(vals), least=best, order_least=order, bypass=bypass,
+                        bypass_least=with_bypass, cell=cell)
+
+
+def _unit_bypass(bm: BoundModel) -> tuple[tuple[int, int], ...]:
+    """Argument 14b: the (tensor, next keeper ``c``) of each input or weight kept at level 0,
+    not at level 1, next kept at a level ``1 < c < L``, whose every coordinate is one dim with
+    coefficient 1 (a convolution's weights, a GEMM's operands)."""
+    out = []
+    for t in range(bm.T):
+        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
+            continue
+        keepers = np.flatnonzero(bm.keep[2:, t])
+        if len(keepers) == 0:
+            continue
+        unit = all(int(bm.coef_fp[t, c].sum()) <= 1 for c in range(bm.coef_fp.shape[1]))
+        if unit:
+            out.append((t, int(keepers[0]) + 2))
+    return tuple(out)
+
+
+_ORDER_CACHE: dict[tuple[Any, ...], FloatArray] = {}
+
+
+def dram_order_table(bm: BoundModel, tiles: FloatArray, q: FloatArray, fit: BoolArray,
+                     tensors: IntArray, bounds: IntArray, bypass: tuple[tuple[int, int], ...] = ()) -> FloatArray:
+    """Argument 14 of the module doc: (cells,) per tile of level 1 that fits (``fit``), the
+    least over every order of level 0's loops of the energy of the deliveries from level 0
+    into level 1 of ``tensors`` (each kept at both), counted exactly as the model counts them
+    (eq. D, eq. G: `dram_order_deliveries`); inf where the tile does not fit.
+
+    Inputs and weights: ``(e_r0 + e_w1) F`` (level 0's reads, level 1's fills); the output:
+    level 0's updates ``F``, its reads and level 1's fills ``F - part`` with ``part`` the
+    output's (padded) words (every temporal loop of level 0 widens level 1's tile to the whole
+    tensor); each times the tensor's ``exist`` share, as the traffic table's terms. The least
+    over the orders is `_order_kernel.order_least` (a shortest path over the sets of dims
+    placed). With ``bypass`` (argument 14b: (tensor, next keeper ``c``) pairs of `_unit_bypass`)
+    each such tensor adds level 0's reads and level c's fills, ``(e_r0 + e_wc) F_1`` with
+    ``F_1`` its deliveries into a level-1 tile (both counts are at least that). Tables of keep
+    patterns that agree at levels 0 and 1 are equal: they are made once per process
+    (``_ORDER_CACHE``)."""
+    from accelmap.costmodels._order_kernel import order_least
+
+    ts = [int(t) for t in tensors] + [t for t, _ in bypass]
+    w = np.empty(len(ts))
+    keeper = dict(bypass)
+    const = 0.0
+    full = np.asarray(bounds, dtype=np.float64)
+    for i, t in enumerate(ts):
+        f = float(bm.exist[t])
+        if t == bm.output:
+            rest = bm.read_pj_word[0] + bm.write_pj_word[1]
+            w[i] = f * (bm.write_pj_word[0] + rest)
+            const -= f * rest * float(_footprint(bm, t, full[None])[0])
+        else:
+            w[i] = f * (bm.read_pj_word[0] + bm.write_pj_word[keeper.get(t, 1)])
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)[ts]
+    key = (tiles.tobytes(), fit.tobytes(), coef.tobytes(), w.tobytes(), const, bypass)
+    got = _ORDER_CACHE.get(key)
+    if got is None:
+        got = np.full(len(tiles), np.inf)
+        sel = np.flatnonzero(fit)
+        if len(sel):
+            got[sel] = order_least(tiles[sel], q[sel], coef, w) + const
+        if len(_ORDER_CACHE) >= 256:
+            _ORDER_CACHE.clear()
+        _ORDER_CACHE[key] = got
+    return got.copy()
+
+
+def dram_order_deliveries(coef_t: IntArray, tile: IntArray, q: IntArray, order: IntArray) -> int:
+    """Words delivered into level 1 from level 0 (one instance, no fanout above it) for one
+    tensor, one tile and one order of level 0's loops: the model's eq. D and eq. G written out
+    (`accelmap.costmodels.loopnest`, its scalar ``deliveries``), the readable reference of
+    argument 14's compiled least (`_order_kernel.order_least`).
+
+    Parameters
+    ----------
+    coef_t
+        (C, D) the tensor's coordinate coefficients.
+    tile, q
+        (D,) level 1's tile extents and level 0's loop bounds; a loop ``d``'s stride is
+        ``tile[d]``.
+    order
+        (D,) level 0's loop order, outermost first.
+    """
+    C, D = len(coef_t), len(tile)
+    spans = [1 + sum(int(coef_t[c][d]) * (int(tile[d]) - 1) for d in range(D)) for c in range(C)]
+    size = math.prod(spans)
+    above = [int(d) for d in order if q[d] >= 2]
+    kinds: list[tuple[tuple[str, int, int], list[int]]] = []
+    for j, d in enumerate(above):
+        move = [0] * D
+        move[d] += int(tile[d])
+        for d2 in above[j + 1:]:
+            move[d2] -= int(tile[d2])  # the inner loops return from iteration 1 to 0
+        shift = [sum(int(coef_t[c][dd]) * move[dd] for dd in range(D)) for c in range(C)]
+        moved = [c for c in range(C) if shift[c] != 0]
+        if not moved:
+            kind = ("still", -1, 0)
+        elif len(moved) == 1 and abs(shift[moved[0]]) < spans[moved[0]]:
+            kind = ("slide", moved[0], 1 if shift[moved[0]] > 0 else -1)
+        else:
+            kind = ("jump", -1, 0)
+        kinds.append((kind, shift))
+    innermost = kinds[-1][0] if kinds else ("still", -1, 0)
+    total, prefix = size, 1
+    for d, (kind, shift) in zip(above, kinds, strict=True):
+        if kind[0] == "still":
+            new = 0
+        elif kind[0] == "jump" or (innermost[0] == "slide" and kind != innermost):
+            new = size  # eq. G: a window that slid another way inside is fetched whole
+        else:
+            new = abs(shift[kind[1]]) * (size // spans[kind[1]])
+        total += prefix * (int(q[d]) - 1) * new
+        prefix *= int(q[d])
+    return total
+
+
+def _dram_order_bypass_energy(bm: BoundModel, tab: TrafficTable, idx: IntArray, over: BoolArray,
+                              terms: list[tuple[_X, float, float, FloatArray | float]],
+                              at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 14b at a node: the MACs, every term outside the table at its order-free value,
+    and the table with the unit tensors that bypass level 1 (``tab.bypass_least``) for the
+    terms it covers (levels 0 and 1 of the table's tensors, level 0's reads and level c's
+    fills of the bypassing ones); None where there is no such table."""
+    if tab.bypass_least is None:
+        return None
+    covered: set[int] = set()
+    for t in tab.tensors.tolist():
+        covered.update((at[("r", t, 1)], at[("f", t, 1)]))
+    for t, c in tab.bypass:
+        covered.update((at[("r", t, c)], at[("f", t, c)]))
+    out = np.where(over, np.inf, tab.bypass_least[tuple(idx.T)]) + bm.mac_energy_pj
+    for i, (x, e1, e2, part) in enumerate(terms):
+        if i not in covered:
+            out = out + _term_energy(x.fixed, e1, e2, part)
+    return out
+
+
+def _two_level_bypass(bm: BoundModel, tab: TrafficTable, tile: FloatArray, n1: FloatArray, g1: FloatArray,
+                      n0: FloatArray, dl: Any) -> list[tuple[int, FloatArray]]:
+    """Argument 14d: at a node with every factor known (``k <= 1``), for each input or weight kept
+    at level 0, not at level 1, next kept at level 2 and not among the table's (``tab.bypass``),
+    ``(t, e)``: ``e`` (n,) the least over the orders of levels 0 and 1 of its level-0 reads and
+    level-2 fills, ``(e_r0 distinct_1 + e_w2 inst_2) F_2`` with ``F_2`` the deliveries into one
+    instance of level 2 (`_order_kernel.two_level_least`), ``distinct_1`` at least ``dl(t, 1)``.
+    ``n1``, ``g1`` (n, D): level 1's temporal and spatial factors; ``n0`` level 0's temporal ones
+    (no fanout above level 1: the table's condition)."""
+    from accelmap.costmodels._order_kernel import two_level_least
+
+    done = {t for t, _ in tab.bypass}
+    out: list[tuple[int, FloatArray]] = []
+    if bm.L < 3:
+        return out
+    for t in range(bm.T):
+        if t == bm.output or t in done or not bm.keep[0, t] or bm.keep[1, t] or not bm.keep[2, t]:
+            continue
+        coef = np.asarray(bm.coef_fp[t], dtype=np.float64)
+        span = 1.0 + ((tile[:, 2][:, None, :] - 1.0) * coef[None]).sum(axis=2)  # (n, C)
+        s1 = g1 * tile[:, 2]
+        s0 = tile[:, 1]
+        f2 = two_level_least(span, coef, n1, s1, n0, s0)
+        f = float(bm.exist[t])
+        inst2 = _prod(g1, 1)
+        out.append((t, f * (bm.read_pj_word[0] * dl(t, 1) + bm.write_pj_word[2] * inst2) * f2))
+    return out
+
+
+def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
+                             terms: list[tuple[_X, float, float, FloatArray | float]],
+                             at: dict[tuple[str, int, int], int],
+                             two_level: list[tuple[int, FloatArray]] | None = None) -> FloatArray | None:
+    """Argument 14c: at a node whose level-1 tile ``tile1`` (n, D) is known (``k = 1``), the MACs,
+    every term outside the table at its order-free value and the table's own cell (the least
+    over level 0's orders for that tile, the bypassing unit tensors included); None where
+    there is no table or a tile is not one of its cells."""
+    if tab.cell is None:
+        return None
+    idx = np.empty(tile1.shape, dtype=np.int64)
+    for d in range(tile1.shape[1]):
+        v = tab.vals[d]
+        at_d = np.minimum(np.searchsorted(v, tile1[:, d] * (1.0 - 1e-12), side="left"), len(v) - 1)
+        if not np.all(v[at_d] == tile1[:, d]):
+            return None
+        idx[:, d] = at_d
+    covered: set[int] = set()
+    for t in tab.tensors.tolist():
+        covered.update((at[("r", t, 1)], at[("f", t, 1)]))
+    for t, c in tab.bypass:
+        covered.update((at[("r", t, c)], at[("f", t, c)]))
+    out = tab.cell[tuple(idx.T)] + bm.mac_energy_pj
+    for t, e in two_level or ():  # argument 14d
+        covered.update((at[("r", t, 2)], at[("f", t, 2)]))
+        out = out + e
+    for i, (x, e1, e2, part) in enumerate(terms):
+        if i not in covered:
+            out = out + _term_energy(x.fixed, e1, e2, part)
+    return out
+
+
+def _dram_order_energy(tab: TrafficTable, idx: IntArray, over: BoolArray) -> FloatArray | None:
+    """Argument 14 at a node: the least of `dram_order_table` over the level-1 tiles at least
+    the node's (``idx`` their first cell, ``over`` no such tile); None where not built."""
+    if tab.order_least is None:
+        return None
+    return np.where(over, np.inf, tab.order_least[tuple(idx.T)])
 
 
 def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
@@ -2134,6 +2442,13 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
         energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
+    if tab is not None and k <= 1 and _DRAM_ORDER_KNOWN:
+        # level 0's temporal factors: known at k = 0; at k = 1 the open product where it is one value
+        two = _two_level_bypass(bm, tab, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, dl_lb) \
+            if _TWO_LEVEL and (k == 0 or np.array_equal(omin, omax)) else None
+        alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at, two)  # arguments 14c, 14d
+        if alt is not None:
+            energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
         # levels 1 .. k-1 and the temporal factors chosen at level k-1
@@ -2149,6 +2464,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             over |= idx[:, d] >= len(tab.vals[d])
             np.minimum(idx[:, d], len(tab.vals[d]) - 1, out=idx[:, d])
         least = np.where(over, np.inf, tab.least[tuple(idx.T)])
+        exact_order = _dram_order_energy(tab, idx, over)  # argument 14
+        if exact_order is not None:
+            least = np.maximum(least, exact_order)
         # what the terms above charged for the same words (all fixed: level 1 < k)
         have = np.zeros(n)
         for t in tab.tensors.tolist():
@@ -2160,6 +2478,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             else:
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
+        alt = _dram_order_bypass_energy(bm, tab, idx, over, terms, at)  # argument 14b
+        if alt is not None:
+            energy = np.maximum(energy, alt)
     tally = bm.region_tally
     if sp_known and _USE_CAPACITY and (bm.region_trial <= 0 or tally[1] > 0 or tally[0] < bm.region_trial):
         # argument 11: the words a region of small buffers must take in to do its MACs

@@ -1,0 +1,335 @@
+"""Compiled least over the outermost level's loop orders of the words level 1 receives.
+
+Argument 14 of `accelmap.costmodels.loopnest_bounds`: for a tile ``T`` of level 1 (one
+instance, no fanout above it) the loops of level 0 are one per dim, ``q_d = E_d / T_d``
+iterations of stride ``T_d``, and the model's deliveries into level 1 (eq. D and eq. G of
+`accelmap.costmodels.loopnest`) follow from ``T`` and the order of those loops alone.
+`order_least` returns, per tile, the least over every order of the weighted sum of those
+deliveries over a set of tensors, by a shortest path over the sets of dims placed, innermost
+first: the term of loop ``j`` is ``(prod of the loops outside j) (q_j - 1) Delta_j`` and
+``Delta_j`` depends on ``j``, the set ``I`` of active loops inside it (each moved back by one
+stride, Timeloop's two-iteration extrapolation) and the innermost loop ``z`` (eq. G resets a
+window that slid another way), so for each ``z`` the least sum over the orders is a shortest
+path over the sets ``I`` containing ``z``. The readable reference is
+`loopnest_bounds.dram_order_deliveries` (one order, the model's rules written out) taken
+over every permutation; ``tests/unit/search/test_exact.py`` holds the two equal.
+
+Every value is an integer far below ``2**53`` (tile extents, loop bounds, spans and their
+products), so the float sums are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from accelmap._typing import FloatArray
+
+__all__ = ["order_least", "two_level_least"]
+
+_JIT: dict[str, Any] = {"cache": True}
+
+
+@njit(**_JIT)
+def _order_least(tiles: FloatArray, q: FloatArray, coef: FloatArray, w: FloatArray) -> FloatArray:  # pragma: no cover - compiled
+    n, D = tiles.shape
+    T, C, _ = coef.shape
+    out = np.empty(n)
+    act = np.empty(D, dtype=np.int64)
+    span = np.empty((T, C))
+    size = np.empty(T)
+    nm = 1 << D
+    back = np.zeros((T, nm, C))  # sum over the active loops of a set of their one-stride return
+    kind = np.empty((T, nm, D), dtype=np.int64)  # -2 still, -1 jump, else 2 coord + (move > 0)
+    new = np.empty((T, nm, D))
+    ikind = np.empty((T, D), dtype=np.int64)
+    dp = np.empty(nm)
+    for i in range(n):
+        na = 0
+        for d in range(D):
+            if q[i, d] >= 2.0:
+                act[na] = d
+                na += 1
+        for t in range(T):
+            s = 1.0
+            for c in range(C):
+                sp = 1.0
+                for d in range(D):
+                    sp += coef[t, c, d] * (tiles[i, d] - 1.0)
+                span[t, c] = sp
+                s *= sp
+            size[t] = s
+        if na == 0:
+            tot = 0.0
+            for t in range(T):
+                tot += w[t] * size[t]
+            out[i] = tot
+            continue
+        full = (1 << na) - 1
+        qall = 1.0
+        for b in range(na):
+            qall *= q[i, act[b]]
+        for t in range(T):
+            for c in range(C):
+                back[t, 0, c] = 0.0
+            for m in range(1, full + 1):
+                b = 0
+                while not (m >> b) & 1:
+                    b += 1
+                d = act[b]
+                for c in range(C):
+                    back[t, m, c] = back[t, m & (m - 1), c] + coef[t, c, d] * tiles[i, d]
+            for m in range(full + 1):
+                for jb in range(na):
+                    if (m >> jb) & 1:
+                        continue
+                    d = act[jb]
+                    moved = 0
+                    mc = -1
+                    mv = 0.0
+                    for c in range(C):
+                        sh = coef[t, c, d] * tiles[i, d] - back[t, m, c]
+                        if sh != 0.0:
+                            moved += 1
+                            mc = c
+                            mv = sh
+                    if moved == 0:
+                        kind[t, m, jb] = -2
+                        new[t, m, jb] = 0.0
+                    elif moved == 1 and abs(mv) < span[t, mc]:
+                        kind[t, m, jb] = 2 * mc + (1 if mv > 0.0 else 0)
+                        new[t, m, jb] = abs(mv) * (size[t] / span[t, mc])
+                    else:
+                        kind[t, m, jb] = -1
+                        new[t, m, jb] = size[t]
+            for zb in range(na):
+                ikind[t, zb] = kind[t, 0, zb]
+        best = np.inf
+        for zb in range(na):
+            for m in range(full + 1):
+                dp[m] = np.inf
+            z0 = 1 << zb
+            qz = q[i, act[zb]]
+            v = 0.0
+            for t in range(T):
+                v += w[t] * new[t, 0, zb]
+            dp[z0] = (qall / qz) * (qz - 1.0) * v
+            for m in range(z0, full + 1):
+                if not (m & z0) or dp[m] == np.inf:
+                    continue
+                inner = 1.0
+                for b in range(na):
+                    if (m >> b) & 1:
+                        inner *= q[i, act[b]]
+                for jb in range(na):
+                    if (m >> jb) & 1:
+                        continue
+                    qj = q[i, act[jb]]
+                    v = 0.0
+                    for t in range(T):
+                        k = kind[t, m, jb]
+                        ik = ikind[t, zb]
+                        if ik >= 0 and k >= 0 and k != ik:
+                            v += w[t] * size[t]  # eq. G: the window slid another way inside
+                        else:
+                            v += w[t] * new[t, m, jb]
+                    cost = dp[m] + (qall / (inner * qj)) * (qj - 1.0) * v
+                    m2 = m | (1 << jb)
+                    if cost < dp[m2]:
+                        dp[m2] = cost
+            if dp[full] < best:
+                best = dp[full]
+        tot = best
+        for t in range(T):
+            tot += w[t] * size[t]
+        out[i] = tot
+    return out
+
+
+def order_least(tiles: FloatArray, q: FloatArray, coef: FloatArray, w: FloatArray) -> FloatArray:
+    """(n,) the least over the orders of level 0's loops of ``sum_t w[t] F_t`` per tile.
+
+    Parameters
+    ----------
+    tiles, q
+        (n, D) level 1's tile extents and level 0's loop bounds (``E_d / T_d``).
+    coef
+        (T, C, D) the tensors' coordinate coefficients (`Problem.coefficients`).
+    w
+        (T,) energy per delivered word of each tensor (pJ).
+    """
+    return _order_least(np.ascontiguousarray(tiles, dtype=np.float64), np.ascontiguousarray(q, dtype=np.float64),
+                        np.ascontiguousarray(coef, dtype=np.float64), np.ascontiguousarray(w, dtype=np.float64))
+
+
+@njit(**_JIT)
+def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                     s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
+    n, D = n1.shape
+    C = coef.shape[0]
+    out = np.empty(n)
+    dims = np.empty(2 * D, dtype=np.int64)
+    nb = np.empty(2 * D)
+    st = np.empty(2 * D)
+    span = np.empty(C)
+    nm = 1 << D
+    back1 = np.zeros((nm, C))
+    back0 = np.zeros((nm, C))
+    dp = np.empty(nm)
+    sh = np.empty(C)
+    for i in range(n):
+        a1 = 0
+        for d in range(D):
+            if n1[i, d] >= 2.0:
+                dims[a1] = d
+                nb[a1] = n1[i, d]
+                st[a1] = s1[i, d]
+                a1 += 1
+        a0 = 0
+        for d in range(D):
+            if n0[i, d] >= 2.0:
+                dims[a1 + a0] = d
+                nb[a1 + a0] = n0[i, d]
+                st[a1 + a0] = s0[i, d]
+                a0 += 1
+        size = 1.0
+        for c in range(C):
+            span[c] = span0[i, c]
+            size *= span[c]
+        if a1 + a0 == 0:
+            out[i] = size
+            continue
+        full1 = (1 << a1) - 1
+        full0 = (1 << a0) - 1
+        p1 = 1.0
+        for b in range(a1):
+            p1 *= nb[b]
+        p0 = 1.0
+        for b in range(a0):
+            p0 *= nb[a1 + b]
+        for c in range(C):
+            back1[0, c] = 0.0
+            back0[0, c] = 0.0
+        for m in range(1, full1 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for c in range(C):
+                back1[m, c] = back1[m & (m - 1), c] + coef[c, dims[b]] * st[b]
+        for m in range(1, full0 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for c in range(C):
+                back0[m, c] = back0[m & (m - 1), c] + coef[c, dims[a1 + b]] * st[a1 + b]
+        best = np.inf
+        for zi in range(a1 + a0):
+            if a1 > 0 and zi >= a1:
+                break  # the innermost loop is one of level 1's when it has any
+            # the innermost loop's own step: its kind is the one eq. G compares with
+            ik = -2
+            for c in range(C):
+                sh[c] = coef[c, dims[zi]] * st[zi]
+            moved = 0
+            mc = -1
+            for c in range(C):
+                if sh[c] != 0.0:
+                    moved += 1
+                    mc = c
+            if moved == 1 and abs(sh[mc]) < span[mc]:
+                ik = 2 * mc + (1 if sh[mc] > 0.0 else 0)
+            level1 = zi < a1
+            z0 = 1 << (zi if level1 else zi - a1)
+            carry = 0.0
+            # phase 1 (level 1's loops, innermost first), then phase 2 (level 0's)
+            for phase in range(2):
+                if phase == 0 and not level1:
+                    continue
+                na = a1 if phase == 0 else a0
+                off = 0 if phase == 0 else a1
+                full = full1 if phase == 0 else full0
+                for m in range(full + 1):
+                    dp[m] = np.inf
+                if phase == 0 or not level1:
+                    start = z0
+                    # the innermost loop: nothing inside it
+                    v = 0.0
+                    for c in range(C):
+                        sh[c] = coef[c, dims[zi]] * st[zi]
+                    moved = 0
+                    mc = -1
+                    for c in range(C):
+                        if sh[c] != 0.0:
+                            moved += 1
+                            mc = c
+                    if moved == 0:
+                        v = 0.0
+                    elif moved == 1 and abs(sh[mc]) < span[mc]:
+                        v = abs(sh[mc]) * (size / span[mc])
+                    else:
+                        v = size
+                    dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v
+                else:
+                    start = 0
+                    dp[0] = carry
+                for m in range(start, full + 1):
+                    if dp[m] == np.inf or (m & start) != start:
+                        continue
+                    inner = 1.0
+                    for b in range(na):
+                        if (m >> b) & 1:
+                            inner *= nb[off + b]
+                    for jb in range(na):
+                        if (m >> jb) & 1:
+                            continue
+                        j = off + jb
+                        moved = 0
+                        mc = -1
+                        for c in range(C):
+                            bk = back1[m, c] if phase == 0 else back1[full1, c] + back0[m, c]
+                            sh[c] = coef[c, dims[j]] * st[j] - bk
+                            if sh[c] != 0.0:
+                                moved += 1
+                                mc = c
+                        if moved == 0:
+                            v = 0.0
+                        elif moved == 1 and abs(sh[mc]) < span[mc]:
+                            k = 2 * mc + (1 if sh[mc] > 0.0 else 0)
+                            if ik >= 0 and k != ik:
+                                v = size  # eq. G
+                            else:
+                                v = abs(sh[mc]) * (size / span[mc])
+                        else:
+                            v = size
+                        outside = (p1 / (inner * nb[j])) * p0 if phase == 0 else p0 / (inner * nb[j])
+                        cost = dp[m] + outside * (nb[j] - 1.0) * v
+                        m2 = m | (1 << jb)
+                        if cost < dp[m2]:
+                            dp[m2] = cost
+                carry = dp[full]
+            if carry < best:
+                best = carry
+        out[i] = best + size
+    return out
+
+
+def two_level_least(span: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                    s0: FloatArray) -> FloatArray:
+    """(n,) the least over the orders of levels 0 and 1 of one tensor's deliveries into level 2
+    (argument 14d of `loopnest_bounds`): eq. D and eq. G over level 1's loops (innermost) and
+    level 0's, a shortest path over the sets of each level's loops placed, level 1's first.
+
+    Parameters
+    ----------
+    span
+        (n, C) the spans of the tensor's coordinates over level 2's tile.
+    coef
+        (C, D) its coordinate coefficients.
+    n1, s1, n0, s0
+        (n, D) the bounds and strides of the loops of level 1 and of level 0.
+    """
+    f = np.ascontiguousarray
+    return _two_level_least(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(n1, dtype=np.float64),
+                            f(s1, dtype=np.float64), f(n0, dtype=np.float64), f(s0, dtype=np.float64))
