@@ -165,6 +165,24 @@ def order_least(tiles: FloatArray, q: FloatArray, coef: FloatArray, w: FloatArra
 
 
 @njit(**_JIT)
+def _step(sh: FloatArray, span: FloatArray, size: float) -> tuple[int, float]:  # pragma: no cover - compiled
+    """A loop's step ``sh`` (per coordinate, back-moves included) as eq. D reads it: its kind
+    (-2 nothing moved, -1 a jump, ``2 c + (sh_c > 0)`` a slide along coordinate ``c`` shorter
+    than the span) and the new words it brings (0, the whole tile, or the slid strip)."""
+    moved = 0
+    mc = -1
+    for c in range(sh.shape[0]):
+        if sh[c] != 0.0:
+            moved += 1
+            mc = c
+    if moved == 0:
+        return -2, 0.0
+    if moved == 1 and abs(sh[mc]) < span[mc]:
+        return 2 * mc + (1 if sh[mc] > 0.0 else 0), abs(sh[mc]) * (size / span[mc])
+    return -1, size
+
+
+@njit(**_JIT)
 def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
                      s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
     n, D = n1.shape
@@ -229,17 +247,11 @@ def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: Fl
             if a1 > 0 and zi >= a1:
                 break  # the innermost loop is one of level 1's when it has any
             # the innermost loop's own step: its kind is the one eq. G compares with
-            ik = -2
             for c in range(C):
                 sh[c] = coef[c, dims[zi]] * st[zi]
-            moved = 0
-            mc = -1
-            for c in range(C):
-                if sh[c] != 0.0:
-                    moved += 1
-                    mc = c
-            if moved == 1 and abs(sh[mc]) < span[mc]:
-                ik = 2 * mc + (1 if sh[mc] > 0.0 else 0)
+            ik, v = _step(sh, span, size)
+            if ik < 0:
+                ik = -2
             level1 = zi < a1
             z0 = 1 << (zi if level1 else zi - a1)
             carry = 0.0
@@ -255,21 +267,9 @@ def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: Fl
                 if phase == 0 or not level1:
                     start = z0
                     # the innermost loop: nothing inside it
-                    v = 0.0
                     for c in range(C):
                         sh[c] = coef[c, dims[zi]] * st[zi]
-                    moved = 0
-                    mc = -1
-                    for c in range(C):
-                        if sh[c] != 0.0:
-                            moved += 1
-                            mc = c
-                    if moved == 0:
-                        v = 0.0
-                    elif moved == 1 and abs(sh[mc]) < span[mc]:
-                        v = abs(sh[mc]) * (size / span[mc])
-                    else:
-                        v = size
+                    v = _step(sh, span, size)[1]
                     dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v
                 else:
                     start = 0
@@ -285,24 +285,12 @@ def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: Fl
                         if (m >> jb) & 1:
                             continue
                         j = off + jb
-                        moved = 0
-                        mc = -1
                         for c in range(C):
                             bk = back1[m, c] if phase == 0 else back1[full1, c] + back0[m, c]
                             sh[c] = coef[c, dims[j]] * st[j] - bk
-                            if sh[c] != 0.0:
-                                moved += 1
-                                mc = c
-                        if moved == 0:
-                            v = 0.0
-                        elif moved == 1 and abs(sh[mc]) < span[mc]:
-                            k = 2 * mc + (1 if sh[mc] > 0.0 else 0)
-                            if ik >= 0 and k != ik:
-                                v = size  # eq. G
-                            else:
-                                v = abs(sh[mc]) * (size / span[mc])
-                        else:
-                            v = size
+                        k, v = _step(sh, span, size)
+                        if k >= 0 and ik >= 0 and k != ik:
+                            v = size  # eq. G
                         outside = (p1 / (inner * nb[j])) * p0 if phase == 0 else p0 / (inner * nb[j])
                         cost = dp[m] + outside * (nb[j] - 1.0) * v
                         m2 = m | (1 << jb)
