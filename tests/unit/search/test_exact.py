@@ -65,6 +65,16 @@ def _value(space: MapSpace, batch, obj) -> float:
     return float(obj.scalar(m.energy_pj, m.cycles, m.valid & space.check(batch).valid)[0])
 
 
+def _random_ids(trees, depth: int, split: int, n: int, rng: np.random.Generator) -> np.ndarray:  # noqa: ANN001
+    """``n`` random nodes at ``depth`` (the dims before ``split`` one level deeper): per dim, an
+    index into its tree's nodes at that depth."""
+    ids = np.empty((n, len(trees)), dtype=np.int64)
+    for d, tr in enumerate(trees):
+        dd = depth + 1 if d < split else depth
+        ids[:, d] = rng.integers(0, len(tr.starts[dd]), n)
+    return ids
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("objective", OBJECTIVES)
 def test_exact_equals_exhaustive(case, objective) -> None:
@@ -634,10 +644,7 @@ def test_a_batch_with_infeasible_rows_bounds_each_feasible_row_as_alone(depth, s
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     bm = bound_model(space, space.sample_valid(1, np.random.default_rng(0)).keep[0])
     rng = np.random.default_rng(depth * 10 + split)
-    ids = np.empty((600, space._D), dtype=np.int64)
-    for d, tr in enumerate(trees):
-        dd = depth + 1 if d < split else depth
-        ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+    ids = _random_ids(trees, depth, split, 600, rng)
     e, c, ok = partial_bounds(bm, **node_inputs(trees, depth, split, ids))
     assert ok.any() and not ok.all()
     assert np.isinf(e[~ok]).all() and np.isinf(c[~ok]).all()
@@ -680,10 +687,7 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
         bm = bound_model(space, keep)
         for depth in range(L + 2):
             for split in ([0, 2, D - 1] if depth < L + 1 else [0]):
-                ids = np.empty((300, D), dtype=np.int64)
-                for d, tr in enumerate(trees):
-                    dd = depth + 1 if d < split else depth
-                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                ids = _random_ids(trees, depth, split, 300, rng)
                 ok = both(bm, **node_inputs(trees, depth, split, ids))
                 n_rows += len(ok)
                 n_feasible += int(ok.sum())
@@ -715,10 +719,7 @@ def test_children_tested_from_their_runs_are_bounded_as_before(layer, arch_name,
     for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
         for depth in range(P.leaf_depth + 1):
             for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
-                ids = np.empty((200, P.D), dtype=np.int64)
-                for d, tr in enumerate(P.trees):
-                    dd = depth + 1 if d < split else depth
-                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                ids = _random_ids(P.trees, depth, split, 200, rng)
                 monkeypatch.setattr(ex, "_NODE_TEST", False)
                 want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
                 monkeypatch.setattr(ex, "_NODE_TEST", True)
@@ -811,10 +812,7 @@ def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
     space = MapSpace(load_problem("resnet50/res4b_branch2a"), preset("eyeriss-like"))
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     rng = np.random.default_rng(depth + 7 * split)
-    ids = np.empty((300, space._D), dtype=np.int64)
-    for d, tr in enumerate(trees):
-        dd = depth + 1 if d < split else depth
-        ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+    ids = _random_ids(trees, depth, split, 300, rng)
     inputs = node_inputs(trees, depth, split, ids)
     got = inputs["fac"]
     k = inputs["k"]
@@ -1528,10 +1526,7 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
     for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
         for depth in range(P.leaf_depth + 1):
             for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
-                ids = np.empty((200, P.D), dtype=np.int64)
-                for d, tr in enumerate(P.trees):
-                    dd = depth + 1 if d < split else depth
-                    ids[:, d] = rng.integers(0, len(tr.starts[dd]), len(ids))
+                ids = _random_ids(P.trees, depth, split, 200, rng)
                 monkeypatch.setattr(lb, "_SHARE", False)
                 monkeypatch.setattr(ex, "_TRUST_TEST", False)
                 want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
