@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ from accelmap.costmodels._systolic_kernel import (
     _walked_lookup,
 )
 
-__all__ = ["structure", "driver"]
+__all__ = ["structure", "driver", "ready", "ready_known"]
 
 
 def _rules_digest() -> int:
@@ -269,3 +270,42 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 util[i] = ut if ok else 0.0
 
     return rows
+
+
+# Per structure, whether its driver was ready without a compile when this process first asked
+# (`ready`); kept so that the question costs one look at numba's cache index a process.
+_READY: dict[tuple, bool] = {}
+
+
+def ready_known(S: tuple) -> bool | None:
+    """`ready`'s answer for structure ``S`` if this process has asked already (True once the
+    driver has been compiled here since), else None."""
+    known = _READY.get(S)
+    if known is False and driver(S).overloads:
+        known = _READY[S] = True
+    return known
+
+
+def ready(S: tuple, args: tuple) -> bool:
+    """Whether the driver of structure ``S`` runs arguments of the types of ``args`` without a
+    compile: compiled in this process already, or its entry in numba's on-disk cache (the
+    index file of this module's ``rows``, keyed as numba keys it: the signature, the target
+    and the hashes of the bytecode and the closure's values; `numba.core.caching.Cache`),
+    which numba then loads on the first call (about 10 ms). The answer is kept per structure
+    for the process (`ready_known`); where numba's cache cannot be read that way (no cache,
+    another numba's layout) the answer is False and the driver starts by the row count."""
+    known = _READY.get(S)
+    if known is not None:
+        return known
+    disp = driver(S)
+    sig = tuple(disp.typeof_pyval(a) for a in args)
+    found = sig in disp.overloads
+    if not found:
+        try:
+            cache = disp._cache
+            key = cache._index_key(sig, disp.targetctx.codegen())
+            found = key in cache._cache_file._load_index()
+        except (AttributeError, OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+            found = False  # (numba internals not as expected: the row count decides)
+    _READY[S] = found
+    return found

@@ -910,21 +910,69 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, 
 # has evaluated this many rows of a (problem, arch) (`SystolicModel` counts them), so that
 # evaluating a few mappings of a new layer never waits for that compile.
 _SPECIALISE_AFTER_ROWS = 100_000
+# ... unless the specialised driver is ready without a compile (`_systolic_cpu.ready`: compiled
+# in this process already, or in numba's on-disk cache): then it serves from the first row.
+# Loading it from the cache costs about 10 ms; the 0.3-0.5 s of a process's first call is
+# numba's own start (its target context and registries), which the generic driver pays alike.
+_SPECIALISE_IF_READY = True
 
 # Below this many rows a batch runs on the calling thread.
 _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
+def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int], flat: tuple,
+               want_stats: bool, mode: int, out: tuple, scratch: tuple) -> tuple:
+    """The arguments of the specialised driver (`_systolic_cpu.driver`) in its order: ``flat``
+    the mapping arrays as rows (and the 3-D order), ``out`` the outputs, ``scratch`` its two
+    scratch rows."""
+    c = consts
+    rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+    wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
+    return flat, rt, wk, want_stats, mode, out, scratch
+
+
+def _flat(arrays: tuple) -> tuple:
+    """The mapping arrays as (n, L * D ...) rows (free reshapes of contiguous arrays: one stride
+    a row), and the 3-D order again for the generic helpers the specialised driver calls."""
+    n = arrays[0].shape[0]
+    return (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
+
+
+def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int],
+                arrays: tuple, want_stats: bool, mode: int, cells: int) -> bool:
+    """Whether the specialised driver of ``spec`` runs a call of these kinds without compiling
+    (`_systolic_cpu.ready`, asked with zero-row arrays of the call's types)."""
+    from accelmap.costmodels import _systolic_cpu
+
+    known = _systolic_cpu.ready_known(spec)
+    if known is not None:
+        return known
+    e, f8, i8 = np.empty, np.float64, np.int64
+    out = (e((0, _N_INT), i8), e((0, _N_FLT), f8), e(0, np.bool_), e(0, i8), e(0, i8), e(0, i8), *(e(0, f8),) * 4,
+           *(e((0, cells), f8),) * 4)
+    D = consts.bounds.shape[0]
+    args = _spec_args(consts, table, rule, _flat(tuple(x[:0] for x in arrays)), want_stats, mode, out,
+                      (e(D, i8), e(D + 1, i8)))
+    return _systolic_cpu.ready(spec, args)
+
+
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
-         objective: bool = False, buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
+         objective: bool = False, buffers: OutputBuffers | None = None,
+         compile_spec: bool = True) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
     that structure, `_systolic_cpu.driver`), by name. ``objective`` (``spec`` only): of the
     `Metrics` fields only cycles, energy, validity and reason. ``buffers``: the output arrays
-    come from there (`OutputBuffers`), else they are new."""
+    come from there (`OutputBuffers`), else they are new. ``compile_spec`` False: ``spec``
+    serves only where its driver is ready without a compile (`_spec_ready`), else the generic
+    driver does."""
     n = arrays[0].shape[0]
+    if spec is not None and not compile_spec:
+        mode = 0 if not want_metrics else (1 if objective else 2)
+        if not _spec_ready(spec, consts, table, rule, arrays, want_stats, mode, n_levels * n_tensors):
+            spec = None
     D = consts.bounds.shape[0]
     objective = objective and spec is not None and want_metrics
     m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
@@ -962,18 +1010,13 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         from accelmap.costmodels import _systolic_cpu
 
         rows = _systolic_cpu.driver(spec)
-        c = consts
-        rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
-        wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
         mode = 0 if not want_metrics else (1 if objective else 2)
-
-        # the mapping arrays as (n, L * D ...) rows (free reshapes of contiguous arrays: one
-        # stride a row), the 3-D order again for the generic helpers the driver calls
-        flat = (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
+        flat = _flat(arrays)
 
         def block(b: int, lo: int, hi: int) -> None:
             o = tuple(out[k][lo:hi] if len(out[k]) else out[k] for k in names)
-            rows(tuple(x[lo:hi] for x in flat), rt, wk, want_stats, mode, o, (scratch[2][b], scratch[3][b]))
+            rows(*_spec_args(consts, table, rule, tuple(x[lo:hi] for x in flat), want_stats, mode, o,
+                             (scratch[2][b], scratch[3][b])))
 
     if n_blocks > 1:  # blocks of rows on threads (`engines.run_blocks`)
         run_blocks(block, n, n_blocks, threads)
@@ -996,7 +1039,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   walk_far: int, walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
-                  buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
+                  buffers: OutputBuffers | None = None, compile_spec: bool = True) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -1008,16 +1051,18 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
     ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
-    second pass allocates its own)."""
+    second pass allocates its own). ``compile_spec`` False: ``spec`` serves only if its driver
+    is ready without a compile (`_run`)."""
     arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
                         np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap, walk_far)
-    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective, buffers)
+    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective, buffers,
+               compile_spec)
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
-    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec)
+    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -1027,7 +1072,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
-    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
+    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
+                 compile_spec=compile_spec)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

@@ -439,9 +439,11 @@ class SystolicModel:
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure
-        (`_systolic_cpu`): once this model has evaluated ``_systolic_kernel.
-        _SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch included, so that a
-        few evaluations of a new layer never wait for that driver's compile."""
+        (`_systolic_cpu`), compiling it if need be: once this model has evaluated
+        ``_systolic_kernel._SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch
+        included, so that a few evaluations of a new layer never wait for that driver's
+        compile. (Before, that driver serves where it is ready without a compile: compiled in
+        this process or in numba's on-disk cache; ``_systolic_kernel._SPECIALISE_IF_READY``.)"""
         from accelmap.costmodels import _systolic_kernel
 
         key = (id(problem), id(arch))
@@ -489,11 +491,12 @@ class SystolicModel:
 
         if self._buffers is None:
             self._buffers = _systolic_kernel.OutputBuffers()
+        past = self._specialise(problem, arch, len(batch))
         return _systolic_kernel.evaluate_rows(
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
-            n_tensors=problem.n_tensors, spec=hit[5] if self._specialise(problem, arch, len(batch)) else None,
-            objective=objective, buffers=self._buffers)
+            n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_kernel._SPECIALISE_IF_READY else None,
+            objective=objective, buffers=self._buffers, compile_spec=past)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
