@@ -107,7 +107,8 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     docstring), ``valid`` and ``missing`` (walked counts not in the table, as
     `_systolic_kernel._row`) always. Arguments come grouped (``mp`` the mapping arrays, ``rt``
     the run-time constants, ``wk`` the walk table and rule, ``out`` the outputs, ``sc`` the
-    scratch); the arrays of a mode not wanted may have no rows."""
+    scratch); the arrays of a mode not wanted may have no rows. Returns how many rows miss a
+    walked count (``missing`` nonzero)."""
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
@@ -122,6 +123,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
         fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
         macs = flts[3]
+        n_missing = 0
         for i in range(temporal.shape[0]):
             py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
@@ -210,6 +212,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
                                                         ints, flts)
             missing[i] = miss
+            n_missing += miss != 0
             if want_stats:
                 ri = out_i[i]
                 ri[0] = df
@@ -268,6 +271,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             if mode == 2:
                 comp[i] = c
                 util[i] = ut if ok else 0.0
+        return n_missing
 
     return rows
 

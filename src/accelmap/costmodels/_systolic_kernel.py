@@ -963,7 +963,8 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
          compile_spec: bool = True) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
-    that structure, `_systolic_cpu.driver`), by name. ``objective`` (``spec`` only): of the
+    that structure, `_systolic_cpu.driver`), by name, and how many rows miss a walked count
+    (None: not counted; ``missing`` tells). ``objective`` (``spec`` only): of the
     `Metrics` fields only cycles, energy, validity and reason. ``buffers``: the output arrays
     come from there (`OutputBuffers`), else they are new. ``compile_spec`` False: ``spec``
     serves only where its driver is ready without a compile (`_spec_ready`), else the generic
@@ -994,6 +995,18 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     names = list(out)
     threads = _threads()
     n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
+    if spec is not None and n_blocks == 1:
+        # One block on this thread, the case a search's batch and a benchmark's are: the
+        # arguments built with as few Python objects as can be (no slices, no closure). Every
+        # object touched here is cold in the caches after the previous call's rows, so each
+        # costs several times its warm time: the Python around a 10,000-row call came to
+        # 20-30 ns a row before (about 200 us a call), against about 5 once warm.
+        from accelmap.costmodels import _systolic_cpu
+
+        mode = 0 if not want_metrics else (1 if objective else 2)
+        n_missing = _systolic_cpu.driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
+                                                           tuple(out.values()), (e(D, i8), e(D + 1, i8))))
+        return out, int(n_missing)
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
     if spec is None:
         # the spatial factors and orders as rows too, and the terms flat (for the shared helpers)
@@ -1022,7 +1035,7 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         run_blocks(block, n, n_blocks, threads)
     elif n:
         block(0, 0, n)
-    return out
+    return out, None
 
 
 def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -1039,7 +1052,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   walk_far: int, walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
-                  buffers: OutputBuffers | None = None, compile_spec: bool = True) -> dict[str, np.ndarray]:
+                  buffers: OutputBuffers | None = None, compile_spec: bool = True,
+                  frozen: bool = False) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -1052,17 +1066,23 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
     ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
     second pass allocates its own). ``compile_spec`` False: ``spec`` serves only if its driver
-    is ready without a compile (`_run`)."""
-    arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-                        np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    is ready without a compile (`_run`). ``frozen``: the mapping arrays are C-contiguous,
+    read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are."""
+    arrays = (temporal, spatial, order, keep)
+    if not frozen:
+        arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
+                            np.ascontiguousarray(spatial, dtype=np.int64),
+                            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap, walk_far)
-    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective, buffers,
-               compile_spec)
+    out, n_missing = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
+                          buffers, compile_spec)
+    if n_missing == 0:
+        return out
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
-    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec)
+    rep, _ = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -1072,8 +1092,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
-    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
-                 compile_spec=compile_spec)
+    again, _ = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
+                    compile_spec=compile_spec)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

@@ -420,7 +420,8 @@ class SystolicModel:
         return (-1, 1.0, 0)
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
-        """(problem, arch, layout, kernel constants, walk table, structure) of the pair, kept
+        """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
+        tables fit the kernel (`_systolic_kernel.tables_fit`)) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
         from accelmap.costmodels import _systolic_cpu, _systolic_kernel
@@ -433,7 +434,8 @@ class SystolicModel:
             layout, _ = systolic_layout(problem, arch)
             consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
             spec = None if consts is None else _systolic_cpu.structure(consts, arch.n_levels, problem.n_tensors)
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec)
+            fits = consts is not None and _systolic_kernel.tables_fit(consts)
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits)
             self._consts[key] = hit
         return hit
 
@@ -474,7 +476,7 @@ class SystolicModel:
             return None
         from accelmap.costmodels import _systolic_kernel
 
-        if not _systolic_kernel.tables_fit(hit[3]):  # (tile tables too large for the kernel: `_tile_tables`)
+        if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
             return None
 
         rule = self._walk_rule()
@@ -496,7 +498,7 @@ class SystolicModel:
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
             n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_kernel._SPECIALISE_IF_READY else None,
-            objective=objective, buffers=self._buffers, compile_spec=past)
+            objective=objective, buffers=self._buffers, compile_spec=past, frozen=True)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
