@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit
 from numba.extending import register_jitable
@@ -993,8 +994,10 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     else:
         out.update(buffers.take(cell_shapes))
     names = list(out)
-    threads = _threads()
-    n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
+    # (numba on one thread: one block, without `_threads`' look at the environment, 2-5 us a
+    # call, which the cap of OMP_NUM_THREADS could only lower)
+    threads = 1 if n < _PARALLEL_MIN_ROWS or numba.get_num_threads() == 1 else _threads()
+    n_blocks = threads * 4 if threads > 1 else 1
     if spec is not None and n_blocks == 1:
         # One block on this thread, the case a search's batch and a benchmark's are: the
         # arguments built with as few Python objects as can be (no slices, no closure). Every
