@@ -285,7 +285,7 @@ def ready_known(S: tuple) -> bool | None:
     """`ready`'s answer for structure ``S`` if this process has asked already (True once the
     driver has been compiled here since), else None."""
     known = _READY.get(S)
-    if known is False and driver(S).overloads:
+    if known is False and getattr(driver(S), "overloads", None):
         known = _READY[S] = True
     return known
 
@@ -302,14 +302,14 @@ def ready(S: tuple, args: tuple) -> bool:
     if known is not None:
         return known
     disp = driver(S)
-    sig = tuple(disp.typeof_pyval(a) for a in args)
-    found = sig in disp.overloads
-    if not found:
-        try:
+    try:
+        sig = tuple(disp.typeof_pyval(a) for a in args)
+        found = sig in disp.overloads
+        if not found:
             cache = disp._cache
             key = cache._index_key(sig, disp.targetctx.codegen())
             found = key in cache._cache_file._load_index()
-        except (AttributeError, OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
-            found = False  # (numba internals not as expected: the row count decides)
+    except (AttributeError, OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+        found = False  # (no dispatcher, no cache, or numba's internals not as expected: the row count decides)
     _READY[S] = found
     return found
