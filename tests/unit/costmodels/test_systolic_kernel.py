@@ -225,6 +225,10 @@ def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> Non
     assert _systolic_cpu.ready_known(other) is False
     monkeypatch.setattr(_systolic_cpu, "_READY", {spec: False})  # (as if not found when first asked)
     assert _systolic_cpu.ready_known(spec) is True  # compiled in this process since: ready
+    # no numba dispatcher (as under NUMBA_DISABLE_JIT): not ready, no error
+    monkeypatch.setattr(_systolic_cpu, "_READY", {})
+    monkeypatch.setattr(_systolic_cpu, "driver", lambda S: (lambda *a: 0))
+    assert _systolic_cpu.ready(spec, ()) is False and _systolic_cpu.ready_known(spec) is False
 
 
 def test_structure_is_shared_by_layers_of_one_shape() -> None:
