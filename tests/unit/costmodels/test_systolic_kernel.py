@@ -142,7 +142,7 @@ def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
 
     def caps_at(limit: int) -> np.ndarray:
         return _walk_rows(st.valid, st.sram_reads[:, 0], st.row_folds * st.col_folds, fewest, lay.class_size[3],
-                          (limit, 1e9, 0), passes)
+                          (limit, 1e9, 0, 0), passes)
 
     # the limit that caps the most rows (the batch then has capped and whole rows)
     limit = max({int(x) for x in per[many] // passes[many] * SystolicModel.CAPPED_WALK_REPS},
