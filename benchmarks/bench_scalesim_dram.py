@@ -972,6 +972,80 @@ def sampled_shapes(ref: Path, budget: int, n_shapes: int = 60, seed: int = 0,
     return out
 
 
+def sampled_rows(ref: Path, budget: int, n_rows: int = 60, seed: int = 0,
+                 samples: tuple[int, ...] = (1 << 19, 1 << 20)) -> dict:
+    """The estimate and the walked samples against the walk on the rows of the default search
+    on CB2a_2 (the ws config's array, ``budget`` evaluations, seed ``seed``, recorded under
+    the estimate) that a sample would count (the default ``"auto"`` estimates them):
+    ``n_rows`` of them with distinct fold shapes and orders, drawn at random; the ifmap's
+    DRAM reads of each."""
+    from accelmap.costmodels import systolic as sy
+    from accelmap.search.api import search
+
+    class Recording(SystolicModel):
+        """The estimate, keeping every batch a search sends."""
+
+        def __init__(self) -> None:
+            super().__init__(dram_window="estimate")
+            self.batches: list[MappingBatch] = []
+
+        def evaluate(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate(problem, arch, mappings)
+
+        def evaluate_objective(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate_objective(problem, arch, mappings)
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    prob, arch = layer.problem, config_arch(cfg)
+    rec = Recording()
+    search(prob, arch, model=rec, budget=budget, seed=seed)
+    batch = MappingBatch.concat(rec.batches)
+    lay = sy.systolic_layout(prob, arch)[0]
+    e = SystolicModel(dram_window="estimate").stats(prob, arch, batch)
+    size = np.array(lay.class_size[:3])
+    fewest = -(-size[e.row_class] // lay.rows) * -(-size[e.col_class] // lay.cols)
+    passes = sy._passes(0, e.row_class, e.col_class, e.row_folds, e.col_folds)
+    rule = (SystolicModel.MAX_WALK_ENTRIES, SystolicModel.MAX_FOLD_RATIO, SystolicModel.MAX_FAR_WALK_ENTRIES, 1)
+    codes = sy._walk_rows(e.valid, e.sram_reads[:, 0], e.row_folds * e.col_folds, fewest, lay.class_size[3], rule,
+                          passes)
+    cand = np.flatnonzero(codes < 0)
+    key = np.concatenate([np.stack([e.row_class, e.col_class, e.rows_used, e.cols_used], axis=1),
+                          batch.order[:, lay.array_level]], axis=1)[cand]
+    _, first = np.unique(key, axis=0, return_index=True)
+    cand = cand[first]
+    pick = np.sort(np.random.default_rng(seed).choice(cand, min(n_rows, cand.size), replace=False))
+    sub = batch.take(pick)
+    window_fetches.cache_clear()
+    t0 = time.perf_counter()
+    want = SystolicModel(dram_window="exact").stats(prob, arch, sub).dram_reads[:, 0]
+    walk_s = time.perf_counter() - t0
+    got = {"estimate": e.dram_reads[pick, 0]}
+    times = {}
+    for b in samples:
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        got[f"sample {b}"] = SystolicModel(max_sample_entries=b).stats(prob, arch, sub).dram_reads[:, 0]
+        times[f"sample {b}"] = time.perf_counter() - t0
+    out: dict = {"rows_recorded": len(batch), "rows_sampled": int((codes < 0).sum()),
+                 "distinct_sampled_shapes": int(first.size), "measured": int(pick.size), "walk_s": walk_s,
+                 "sample_s": times, "by_count": {}}
+    for label, g in got.items():
+        err = g / want - 1
+        a = np.abs(err)
+        out["by_count"][label] = {"within_2pct": int((a <= 0.02).sum()), "median_abs_error": float(np.median(a)),
+                                  "worst_abs_error": float(a.max()),
+                                  "signed_error_quantiles_10_50_90": np.quantile(err, [0.1, 0.5, 0.9]).tolist()}
+        v = out["by_count"][label]
+        print(f"CB2a_2 rows counted from a sample, {label}: {v['within_2pct']}/{pick.size} within 2 %, median "
+              f"{100 * v['median_abs_error']:.1f} %, worst {100 * v['worst_abs_error']:.1f} %", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -1001,6 +1075,9 @@ def main() -> None:
                     help="only walked samples of long streams (FRONTIER9: accuracy and cost, the mid-size "
                     "layers' searches, CB2a_2's sampled streams against the walk), written to "
                     "bench_scalesim_dram_window9.json")
+    ap.add_argument("--sampled-rows-only", action="store_true",
+                    help="only the estimate and walked samples against the walk on CB2a_2's rows a sample "
+                    "counts, merged into bench_scalesim_dram_window9.json")
     ap.add_argument("--far-search-only", action="store_true",
                     help="only the search cost of walks beyond the fold ratio on random convolutions, merged into "
                     "bench_scalesim_dram_window8.json")
@@ -1014,6 +1091,13 @@ def main() -> None:
         results.write_text(json.dumps(old, indent=1) + "\n")
         print(f"wrote {results}")
 
+    if args.sampled_rows_only:
+        out9 = RESULTS.with_name("bench_scalesim_dram_window9.json")
+        old9 = json.loads(out9.read_text()) if out9.exists() else {}
+        old9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
+        out9.write_text(json.dumps(old9, indent=1) + "\n")
+        print(f"wrote {out9}")
+        return
     if args.window9_only:
         out9 = RESULTS.with_name("bench_scalesim_dram_window9.json")
         res9: dict = {}
@@ -1025,6 +1109,8 @@ def main() -> None:
         res9["far_search"] = far_search_cost(args.search_budget or 5000, kw=kw9, base="default")
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         res9["cb2a_2_shapes"] = sampled_shapes(args.reference, args.search_budget or 5000)
+        out9.write_text(json.dumps(res9, indent=1) + "\n")
+        res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
         return

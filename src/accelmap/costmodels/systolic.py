@@ -59,7 +59,11 @@ passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, 
 passes' work, as exact as the whole walk), the other mappings when their streams have at
 most 2^20 entries (``max_far_walk_entries``: a few milliseconds at most a fold shape), and
 estimates the rest: exact on every reference point and on every mapping it walks
-(docs/validation.md, SCALE-Sim). DRAM writes are the ofmap's words.
+(docs/validation.md, SCALE-Sim). ``max_sample_entries`` > 0 (default 0) counts the rest
+from a walked sample of that many entries instead (`_systolic_window.window_fetches_sampled`:
+closer than the estimate on the random convolutions measured, but neither exact nor within
+2 % on every stream, at a few to ten times the search time: docs/validation.md, "Beyond
+the far limit"). DRAM writes are the ofmap's words.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
