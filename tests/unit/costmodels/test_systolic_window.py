@@ -364,13 +364,15 @@ def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, 
                        cc: int, ur: int, uc: int, window: int, budget: int) -> int:
     """`window_fetches_sampled` as its docstring states it, on the stream written out fold by
     fold and replayed through a set (`_replay`'s): walk to the end of the first column fold
-    at or past ``budget`` entries (within the first column fold, of a row fold), then count
-    the rest at the rate of the second half of what was walked."""
+    at or past ``budget`` entries (within the first column fold, of a row fold; for
+    ``COLS_TIME``, entries of each column fold's first ``min(row folds, JUMP_MIN_REPS)`` row
+    folds, whole column folds only), then count the rest at the rate of the second half of
+    what was walked."""
     tc = 3 - rc - cc
     s_r, s_c, t_len = size[rc], size[cc], size[tc]
     f_r = -(-s_r // ur)
     seen: set[int] = set()
-    fetched = walked = 0
+    fetched = walked = cost = 0
     col_marks = [(0, 0)]
     half = None
     total = (-(-s_c // uc) * s_r * t_len if mode == sw.ROWS_TIME else
@@ -392,14 +394,15 @@ def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, 
                 fetched += 1
                 if len(seen) == window:
                     seen = set()
-            if fc == 0 and fr < f_r - 1:
+            if fc == 0 and fr < f_r - 1 and mode != sw.COLS_TIME:
                 if half is None and 2 * walked >= budget:
                     half = (walked, fetched)
                 if walked >= budget:
                     h = half if half[0] < walked else (0, 0)
                     return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
         col_marks.append((walked, fetched))
-        if walked >= budget and walked < total:
+        cost += min(f_r, sw.JUMP_MIN_REPS) * min(uc, s_c - y0) * t_len if mode == sw.COLS_TIME else 0
+        if (cost if mode == sw.COLS_TIME else walked) >= budget and walked < total:
             u = len(col_marks) - 1
             h = col_marks[u // 2] if u >= 2 else (half if half is not None and half[0] < walked else (0, 0))
             return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
