@@ -355,7 +355,7 @@ class SystolicModel:
     # Entries of the walked sample from which a stream over its limit (and not capped) is
     # counted (`window_fetches_sampled`); 0, the default: such a stream is estimated (a
     # sample of 2^20 entries gets every sub-space seed of the random convolutions within
-    # 2 % but costs 4 to 11 times the search time, and is not within 2 % on CB2a_2's
+    # 2 % but costs 4 to 10 times the search time, and is not within 2 % on CB2a_2's
     # streams: docs/validation.md, "Beyond the far limit").
     MAX_SAMPLE_ENTRIES: ClassVar[int] = 0
     # A longer stream of such a mapping read over more passes than this, this many of which
