@@ -62,7 +62,11 @@ columns, then channels). Where `_walk_rows` says so (``SystolicModel(dram_window
 "exact")`` every row, the default ``"auto"`` the mappings a search can end on and the
 streams of at most ``max_far_walk_entries`` entries of the others) such an
 operand is instead counted on its demand stream, word by word through the window
-(`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count.
+(`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count. With
+``SystolicModel(max_sample_entries=...)`` > 0 (default 0) the other rows ``"auto"`` would
+walk but whose streams are too long are counted from a walked sample of the stream
+(`_systolic_window.window_fetches_sampled`): an estimate, measured in ``docs/validation.md``
+("Beyond the far limit").
 
 Where it lives: `_dram_reads_batch` is the batched numpy path (the executable reference),
 `_dram_reads_one` the scalar path; the compiled twin is `accelmap.costmodels.
