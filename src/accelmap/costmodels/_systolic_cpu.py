@@ -115,7 +115,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL, _RULES = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
-        tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far = wk
+        tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample = wk
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
         ext, suff = sc
         R, C = ints[2], ints[3]
@@ -201,7 +201,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                     _folds_and_counts(df, rc, cc, py, px, ints)
                 # --- DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated ---
                 dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
-                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far,
+                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample,
                                                 order3, i, AL)
                 if dr0 < 0:
                     dr0 = _dram_words(0, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,

@@ -592,11 +592,11 @@ def _passes(o, rc, cc, f_r, f_c):
 
 
 @register_jitable
-def _walked(per, passes, walk_limit, walk_cap):
+def _walked(per, passes, walk_limit, walk_cap, walk_sample):
     """`systolic_dram._walk_rows` of a row under the limit ``walk_limit`` that its fold count
     gives it: its stream (``per`` entries a repetition of the GEMM) walked whole, or
-    ``walk_cap`` of its ``passes`` walked."""
-    if per <= walk_limit:
+    ``walk_cap`` of its ``passes`` walked, or (``walk_sample`` > 0) a sample of it walked."""
+    if per <= walk_limit or walk_sample > 0:
         return True
     return passes > walk_cap and (per // max(passes, 1)) * walk_cap <= walk_limit
 
@@ -695,7 +695,7 @@ def _folds_and_counts(df, rc, cc, py, px, ints):
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tvals, walk_limit, walk_ratio,
-                   walk_cap, walk_far, order3, i, al):
+                   walk_cap, walk_far, walk_sample, order3, i, al):
     """The walked DRAM words of the two read operands where `systolic_dram._walk_rows` says so
     (``fewest``: the fewest folds of the classes; a row within ``walk_ratio`` of them walks
     streams of up to ``walk_limit`` entries, one beyond up to ``walk_far``), looked up in the
@@ -705,13 +705,13 @@ def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tv
     limit = walk_limit if f_r * f_c <= walk_ratio * fewest else walk_far
     if walk_limit >= 0 and limit > 0:
         b1 = max(ints[10], 1)
-        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap):
+        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
             j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr0 = tvals[j]
             else:
                 missing |= 1
-        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap):
+        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
             j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr1 = tvals[j]
@@ -735,7 +735,7 @@ def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints,
 
 @register_jitable
 def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, ri, rf, ext, suff, spatial2, order2):
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff, spatial2, order2):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
     from the table (bit o: operand o; the row then holds the estimate). ``spatial2`` and
@@ -772,7 +772,7 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
         _folds_and_counts(df, rc, cc, py, px, ints)
     # DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, (-(-s_r // R)) * (-(-s_c // C)), acc0, acc1, ints,
-                                       tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, order, i, al)
+                                       tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, order, i, al)
     if dr0 < 0:
         dr0 = _dram_reads(0, i, order2, order, rc, cc, s_r, s_c, ur, uc, f_r, f_c, acc0, bounds, dim_class, full,
                           terms, ints, flts, pairs, ext, suff)
@@ -884,7 +884,7 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
 def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, fan_xy, dim_class, full, terms, ints, flts,
-               pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, want_stats, out_i, out_f, valid,
+               pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, want_stats, out_i, out_f, valid,
                missing, want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i,
                scratch_f, ext, suff):
     """Every row of the batch: its report into ``out_i`` / ``out_f`` (``want_stats``) and
@@ -894,7 +894,7 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, 
         ri = out_i[i] if want_stats else scratch_i
         rf = out_f[i] if want_stats else scratch_f
         missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
-                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, ri, rf, ext, suff,
+                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff,
                           spatial2, order2)
         ok = ri[_REASON] == 0
         valid[i] = ok
@@ -922,14 +922,14 @@ _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
-def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int], flat: tuple,
+def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], flat: tuple,
                want_stats: bool, mode: int, out: tuple, scratch: tuple) -> tuple:
     """The arguments of the specialised driver (`_systolic_cpu.driver`) in its order: ``flat``
     the mapping arrays as rows (and the 3-D order), ``out`` the outputs, ``scratch`` its two
     scratch rows."""
     c = consts
     rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
-    wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
+    wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]), np.int64(rule[4]))
     return flat, rt, wk, want_stats, mode, out, scratch
 
 
@@ -940,7 +940,7 @@ def _flat(arrays: tuple) -> tuple:
     return (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
 
 
-def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int],
+def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int],
                 arrays: tuple, want_stats: bool, mode: int, cells: int) -> bool:
     """Whether the specialised driver of ``spec`` runs a call of these kinds without compiling
     (`_systolic_cpu.ready`, asked with zero-row arrays of the call's types)."""
@@ -958,7 +958,7 @@ def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tup
     return _systolic_cpu.ready(spec, args)
 
 
-def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int], arrays: tuple,
+def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
          objective: bool = False, buffers: OutputBuffers | None = None,
          compile_spec: bool = True) -> dict[str, np.ndarray]:
@@ -1016,7 +1016,8 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         spatial2, order2 = (x.reshape(n, math.prod(x.shape[1:])) for x in arrays[1:3])
         c = consts
         tables = (c.bounds, c.holds, c.fan_xy, c.dim_class, c.full, c.terms.reshape(-1), c.ints, c.flts, c.pairs,
-                  c.levels, *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
+                  c.levels, *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]),
+                  np.int64(rule[4]))
 
         def block(b: int, lo: int, hi: int) -> None:
             o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
@@ -1056,7 +1057,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
                   buffers: OutputBuffers | None = None, compile_spec: bool = True,
-                  frozen: bool = False) -> dict[str, np.ndarray]:
+                  frozen: bool = False, walk_sample: int = 0) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -1064,7 +1065,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     (m, D) (`systolic_dram._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
     0: nothing is walked; else `systolic_dram._walk_rows`'s rule with ``walk_ratio``,
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`) and ``walk_far`` (the limit beyond the
-    ratio; 0: no such row walked). ``spec``: run the driver specialised
+    ratio; 0: no such row walked) and ``walk_sample`` (> 0: a row over its limit that is not
+    capped is counted from a walked sample, `window_fetches_sampled`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
     ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
@@ -1076,7 +1078,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
         arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
                             np.ascontiguousarray(spatial, dtype=np.int64),
                             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
-    rule = (walk_limit, walk_ratio, walk_cap, walk_far)
+    rule = (walk_limit, walk_ratio, walk_cap, walk_far, walk_sample)
     out, n_missing = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
                           buffers, compile_spec)
     if n_missing == 0:

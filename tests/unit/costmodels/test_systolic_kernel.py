@@ -142,7 +142,7 @@ def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
 
     def caps_at(limit: int) -> np.ndarray:
         return _walk_rows(st.valid, st.sram_reads[:, 0], st.row_folds * st.col_folds, fewest, lay.class_size[3],
-                          (limit, 1e9, 0), passes)
+                          (limit, 1e9, 0, 0), passes)
 
     # the limit that caps the most rows (the batch then has capped and whole rows)
     limit = max({int(x) for x in per[many] // passes[many] * SystolicModel.CAPPED_WALK_REPS},
@@ -220,7 +220,7 @@ def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> Non
     other = (*spec[:-1], spec[-1] ^ 1)
     hit = cpu._prepared(prob, arch)
     arrays = (batch.temporal, batch.spatial, batch.order, batch.keep)
-    assert not _systolic_kernel._spec_ready(other, hit[3], hit[4], (-1, 1.0, 0, 0), arrays, False, 2,
+    assert not _systolic_kernel._spec_ready(other, hit[3], hit[4], (-1, 1.0, 0, 0, 0), arrays, False, 2,
                                             arch.n_levels * prob.n_tensors)
     assert _systolic_cpu.ready_known(other) is False
     monkeypatch.setattr(_systolic_cpu, "_READY", {spec: False})  # (as if not found when first asked)
