@@ -245,7 +245,7 @@ def source(S: tuple) -> str:
                     n1, n2, aa, bb, xx, yy = (f"{x}{sfx}" for x in ("n1_", "n2_", "aa", "bb", "xx", "yy"))
                     v = f"q{sfx}"
                     w(f"{n1}, {n2} = g{lv}_{d1}, g{lv}_{d2}")
-                    w(f"if {n1} > 1 and {n2} > 1:")
+                    w(f"if ({n1} > 1) & ({n2} > 1):")
                     w(f"    {aa} = {a1} * {nxt1}")
                     w(f"    {bb} = {a2} * {nxt2}")
                     w(f"    {xx}, {yy} = {aa}, {bb}")
