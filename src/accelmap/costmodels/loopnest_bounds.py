@@ -451,6 +451,8 @@ _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (ti
 # the table is built)
 _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
+_USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
+_USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 
 
@@ -921,6 +923,57 @@ def _two_level_bypass(bm: BoundModel, tab: TrafficTable, tile: FloatArray, n1: F
     return out
 
 
+def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
+                         tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
+                         terms: list[tuple[_X, float, float, FloatArray | float]],
+                         at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 15b: at a node with every factor known (``k <= 1``), the MACs, every term at its
+    order-free value but the level-0 reads and keeper fills of the tensors that bypass level 1,
+    and those at their least over the orders of levels 0 and 1 *together*
+    (`_order_kernel.two_level_least_many`). A tensor ``t`` counts where it is an input or weight
+    kept at level 0, not at 1, next kept at ``c >= 2``, and (per row) the levels ``2 .. c-1`` have
+    no temporal or spatial factor over its dims; elsewhere its terms keep their order-free
+    values. ``tile`` (n, L+1, D) the known tiles; ``n1``, ``g1``, ``n0`` level 1's temporal and
+    spatial factors and level 0's temporal ones; ``tt``, ``g``, ``used`` (n, L, D) / (n, L) the
+    factors and spatial products; ``dl(t, l)`` a lower bound of distinct_l (argument 15: exact
+    here). None where fewer than two tensors bypass level 1 or level 0 has a fanout."""
+    from accelmap.costmodels._order_kernel import two_level_least_many
+
+    if bm.L < 3 or bm.fan[0] != 1:
+        return None
+    byp: list[tuple[int, int]] = []
+    for t in range(bm.T):
+        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
+            continue
+        keepers = np.flatnonzero(bm.keep[2:, t])
+        if len(keepers):
+            byp.append((t, int(keepers[0]) + 2))
+    if len(byp) < 2:
+        return None
+    n = len(tile)
+    C = bm.coef_fp.shape[1]
+    span = np.ones((n, len(byp), C))
+    w = np.zeros((n, len(byp)))
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)[[t for t, _ in byp]]
+    free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    out = bm.mac_energy_pj + np.sum(free, axis=0)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        ok = np.ones(n, dtype=bool)
+        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
+            ok &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    s1 = g1 * tile[:, 2]
+    s0 = tile[:, 1]
+    return out + two_level_least_many(span, coef, w, n1, s1, n0, s0)
+
+
 def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
                              terms: list[tuple[_X, float, float, FloatArray | float]],
                              at: dict[tuple[str, int, int], int],
@@ -959,6 +1012,36 @@ def _dram_order_energy(tab: TrafficTable, idx: IntArray, over: BoolArray) -> Flo
     if tab.order_least is None:
         return None
     return np.where(over, np.inf, tab.order_least[tuple(idx.T)])
+
+
+def _distinct_exact(bm: BoundModel, t: int, g_lv: FloatArray, stride: FloatArray) -> FloatArray:
+    """Argument 15: (n,) the distinct offset vectors of tensor ``t`` over the spatial factors
+    ``g_lv`` (n, D) of one level whose child tile ``stride`` (n, D) is known: eq. S of the model
+    counted as the model counts it (`_loopnest_numpy._distinct_level`: one unrolled dim its
+    factor; two dims with steps ``a``, ``b`` ``n1 n2 - max(0, n1 - b/gcd) max(0, n2 - a/gcd)``;
+    more dims enumerated). Every completion has these factors and this tile, so the count is
+    its distinct_l exactly, at least argument 4's sumset bound (a strided window's offsets
+    ``2 q + s`` over ``Q`` 7 and ``S`` 3 are 15, the sumset bound 9)."""
+    from accelmap.costmodels._loopnest_numpy import _distinct_sums
+
+    n = len(g_lv)
+    gi = np.rint(g_lv).astype(np.int64)
+    si = np.rint(stride).astype(np.int64)
+    out = np.ones(n)
+    for dims, a in bm.coords[t]:
+        if len(dims) == 1:
+            out = out * gi[:, dims[0]]
+        elif len(dims) == 2:
+            n1, n2 = gi[:, dims[0]], gi[:, dims[1]]
+            s1, s2 = int(a[0]) * si[:, dims[0]], int(a[1]) * si[:, dims[1]]
+            h = np.gcd(s1, s2)
+            out = out * (n1 * n2 - np.maximum(n1 - s2 // h, 0) * np.maximum(n2 - s1 // h, 0))
+        else:
+            coef_c = np.zeros(bm.D, dtype=np.int64)
+            coef_c[dims] = a
+            grid = int(np.prod(np.where(coef_c[None, :] > 0, gi, 1), axis=1).max())
+            out = out * _distinct_sums(coef_c, gi.T[None], si.T[None], max(grid, 1))[0]
+    return out
 
 
 def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
@@ -2087,8 +2170,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         out = np.ones(n)
         if lv < k and not sp_known:
             return out
-        for dims, _ in bm.coords[t]:
-            out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
+        if _USE_DISTINCT_EXACT and lv >= k - 1:  # argument 15: the strides are known, eq. S exactly
+            out = _distinct_exact(bm, t, g[:, lv], tile[:, lv + 1])
+        else:
+            for dims, _ in bm.coords[t]:
+                out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
         dl_cache[(t, lv)] = out
         return out
 
@@ -2447,6 +2533,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         two = _two_level_bypass(bm, tab, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, dl_lb) \
             if _TWO_LEVEL and (k == 0 or np.array_equal(omin, omax)) else None
         alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at, two)  # arguments 14c, 14d
+        if alt is not None:
+            energy = np.maximum(energy, alt)
+    if _USE_JOINT_BYPASS and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
+        # argument 15b: the tensors that bypass level 1 at their least over levels 0 and 1's orders together
+        alt = _joint_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
+                                   terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
