@@ -431,8 +431,8 @@ Why each bound holds, for every order of every loop:
    14d: a loop of a level between moves none of ``t``'s coordinates (its step is "still", it
    adds no term, and moving it back changes no step of an outer loop), the loops' strides are
    those of the iteration space (level 1's ``g_1 T_2``, level 0's ``T_1``) and ``t``'s tile
-   over its own dims is ``c_t``'s (equal to the model's fills on every mapping of the test
-   space). Its level-0 reads are ``F_t prod_{l<c_t} distinct_l`` and ``c_t``'s fills ``inst_c
+   over its own dims is ``c_t``'s (equal to the model's fills on the mappings of the test
+   space compared, every seventh). Its level-0 reads are ``F_t prod_{l<c_t} distinct_l`` and ``c_t``'s fills ``inst_c
    F_t`` (eq. S), so these terms cost at least ``W_t F_t`` with ``W_t = exist_t (e_r0 prod_l
    distinct_l + e_wc inst_c)``. Every mapping of the node has one pair of orders for all
    these tensors, so their summed energy is at least ``min over (order_0, order_1) of sum_t
