@@ -48,6 +48,10 @@ pass floors read through eq. S at an open parent); both are the compiled path.
 0's loop order counted exactly in the traffic table, ``_USE_DRAM_ORDER``); ``--versions dramknown-off
 dramknown-on`` its part 14c alone (``_DRAM_ORDER_KNOWN``), ``--versions twolevel-off twolevel-on``
 its part 14d alone (``_TWO_LEVEL``).
+``--versions arg15-off arg15-on`` compares the bound without and with argument 15 (eq. S's distinct
+offsets exactly where the strides are known, ``_USE_DISTINCT_EXACT``, and the tensors that bypass
+level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_BYPASS``);
+``distinct-off`` and ``joint-off`` leave out one part each.
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
 passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
@@ -109,7 +113,14 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
     # argument 14d alone (a tensor bypassing level 1 into level 2, both levels' orders), 14-14c on in both
     "twolevel-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": False},
-    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True}}
+    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True},
+    # argument 15 (eq. S's distinct offsets exactly where the strides are known, and the tensors
+    # that bypass level 1 at their least over levels 0 and 1's orders together), off and on
+    "arg15-off": {"loopnest_bounds._USE_DISTINCT_EXACT": False, "loopnest_bounds._USE_JOINT_BYPASS": False},
+    "arg15-on": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": True},
+    # its parts alone: 15a (the exact distinct offsets) and 15b (the joint orders) with the other on
+    "distinct-off": {"loopnest_bounds._USE_DISTINCT_EXACT": False, "loopnest_bounds._USE_JOINT_BYPASS": True},
+    "joint-off": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": False}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -27,7 +27,7 @@ from numba import njit
 
 from accelmap._typing import FloatArray
 
-__all__ = ["order_least", "two_level_least"]
+__all__ = ["order_least", "two_level_least", "two_level_least_many"]
 
 _JIT: dict[str, Any] = {"cache": True}
 
@@ -321,3 +321,161 @@ def two_level_least(span: FloatArray, coef: FloatArray, n1: FloatArray, s1: Floa
     f = np.ascontiguousarray
     return _two_level_least(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(n1, dtype=np.float64),
                             f(s1, dtype=np.float64), f(n0, dtype=np.float64), f(s0, dtype=np.float64))
+
+
+@njit(**_JIT)
+def _two_level_least_many(span0: FloatArray, coef: FloatArray, w: FloatArray, n1: FloatArray, s1: FloatArray,
+                          n0: FloatArray, s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
+    n, D = n1.shape
+    T, C, _ = coef.shape
+    out = np.empty(n)
+    dims = np.empty(2 * D, dtype=np.int64)
+    nb = np.empty(2 * D)
+    st = np.empty(2 * D)
+    span = np.empty((T, C))
+    size = np.empty(T)
+    ik = np.empty(T, dtype=np.int64)
+    nm = 1 << D
+    back1 = np.zeros((nm, T, C))
+    back0 = np.zeros((nm, T, C))
+    dp = np.empty(nm)
+    sh = np.empty(C)
+    for i in range(n):
+        a1 = 0
+        for d in range(D):
+            if n1[i, d] >= 2.0:
+                dims[a1] = d
+                nb[a1] = n1[i, d]
+                st[a1] = s1[i, d]
+                a1 += 1
+        a0 = 0
+        for d in range(D):
+            if n0[i, d] >= 2.0:
+                dims[a1 + a0] = d
+                nb[a1 + a0] = n0[i, d]
+                st[a1 + a0] = s0[i, d]
+                a0 += 1
+        first = 0.0
+        for t in range(T):
+            s = 1.0
+            for c in range(C):
+                span[t, c] = span0[i, t, c]
+                s *= span[t, c]
+            size[t] = s
+            first += w[i, t] * s
+        if a1 + a0 == 0:
+            out[i] = first
+            continue
+        full1 = (1 << a1) - 1
+        full0 = (1 << a0) - 1
+        p1 = 1.0
+        for b in range(a1):
+            p1 *= nb[b]
+        p0 = 1.0
+        for b in range(a0):
+            p0 *= nb[a1 + b]
+        for t in range(T):
+            for c in range(C):
+                back1[0, t, c] = 0.0
+                back0[0, t, c] = 0.0
+        for m in range(1, full1 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for t in range(T):
+                for c in range(C):
+                    back1[m, t, c] = back1[m & (m - 1), t, c] + coef[t, c, dims[b]] * st[b]
+        for m in range(1, full0 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for t in range(T):
+                for c in range(C):
+                    back0[m, t, c] = back0[m & (m - 1), t, c] + coef[t, c, dims[a1 + b]] * st[a1 + b]
+        best = np.inf
+        for zi in range(a1 + a0):
+            if a1 > 0 and zi >= a1:
+                break  # the innermost loop is one of level 1's when it has any
+            # the innermost loop's own step, per tensor: its kind is the one eq. G compares with,
+            # its new words the first term of the path
+            v0 = 0.0
+            for t in range(T):
+                for c in range(C):
+                    sh[c] = coef[t, c, dims[zi]] * st[zi]
+                k, v = _step(sh, span[t], size[t])
+                ik[t] = k if k >= 0 else -2
+                v0 += w[i, t] * v
+            level1 = zi < a1
+            z0 = 1 << (zi if level1 else zi - a1)
+            carry = 0.0
+            # phase 1 (level 1's loops, innermost first), then phase 2 (level 0's)
+            for phase in range(2):
+                if phase == 0 and not level1:
+                    continue
+                na = a1 if phase == 0 else a0
+                off = 0 if phase == 0 else a1
+                full = full1 if phase == 0 else full0
+                for m in range(full + 1):
+                    dp[m] = np.inf
+                if phase == 0 or not level1:
+                    start = z0
+                    dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
+                else:
+                    start = 0
+                    dp[0] = carry
+                for m in range(start, full + 1):
+                    if dp[m] == np.inf or (m & start) != start:
+                        continue
+                    inner = 1.0
+                    for b in range(na):
+                        if (m >> b) & 1:
+                            inner *= nb[off + b]
+                    for jb in range(na):
+                        if (m >> jb) & 1:
+                            continue
+                        j = off + jb
+                        vs = 0.0
+                        for t in range(T):
+                            for c in range(C):
+                                bk = back1[m, t, c] if phase == 0 else back1[full1, t, c] + back0[m, t, c]
+                                sh[c] = coef[t, c, dims[j]] * st[j] - bk
+                            k, v = _step(sh, span[t], size[t])
+                            if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                                v = size[t]  # eq. G
+                            vs += w[i, t] * v
+                        outside = (p1 / (inner * nb[j])) * p0 if phase == 0 else p0 / (inner * nb[j])
+                        cost = dp[m] + outside * (nb[j] - 1.0) * vs
+                        m2 = m | (1 << jb)
+                        if cost < dp[m2]:
+                            dp[m2] = cost
+                carry = dp[full]
+            if carry < best:
+                best = carry
+        out[i] = best + first
+    return out
+
+
+def two_level_least_many(span: FloatArray, coef: FloatArray, w: FloatArray, n1: FloatArray, s1: FloatArray,
+                         n0: FloatArray, s0: FloatArray) -> FloatArray:
+    """(n,) the least over the orders of levels 0 and 1 of ``sum_t w[:, t] F_t``, ``F_t`` tensor
+    ``t``'s deliveries into one instance of its next keeper below level 1 (argument 15 of
+    `loopnest_bounds`: the tensors that bypass level 1 share its loop order): the shortest
+    path of `two_level_least` with every tensor's terms summed at each step (each depends on
+    the loop, the set of loops inside it and the innermost loop only).
+
+    Parameters
+    ----------
+    span
+        (n, T, C) the spans of each tensor's coordinates over its keeper's tile.
+    coef
+        (T, C, D) their coordinate coefficients.
+    w
+        (n, T) energy per delivered word of each tensor (pJ; 0 leaves a tensor out).
+    n1, s1, n0, s0
+        (n, D) the bounds and strides of the loops of level 1 and of level 0 (common to every
+        tensor: strides of the iteration space).
+    """
+    f = np.ascontiguousarray
+    return _two_level_least_many(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(w, dtype=np.float64),
+                                 f(n1, dtype=np.float64), f(s1, dtype=np.float64), f(n0, dtype=np.float64),
+                                 f(s0, dtype=np.float64))

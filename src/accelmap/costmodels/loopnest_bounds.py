@@ -409,6 +409,42 @@ Why each bound holds, for every order of every loop:
    values and the table, taken as a maximum with the rest). It charges the trade that
    res3a_branch2b's frontier relaxed: the weights, re-read by every level-0 loop over ``P``
    or ``Q`` outside their ``C``, against the inputs and outputs kept at the GLB.
+15. **The distinct offsets exactly, and the tensors that bypass level 1 sharing its order.**
+   (a) *Eq. S counted* (`_distinct_exact`, ``_USE_DISTINCT_EXACT``). Argument 4 bounds a level's
+   distinct offsets of a coordinate by the sumset size ``1 + sum_d (g_d - 1)``, which ignores
+   the steps: a stride-2 window unrolled over ``Q`` 7 and ``S`` 3 has offsets ``2 q + s``, 15
+   of them, where the sumset bound says 9. Where the level's spatial factors and its child's
+   tile are known (the known levels ``l >= k``, and ``k-1`` once every spatial factor is fixed),
+   every completion has these offsets, and the model's own count (`_loopnest_numpy.
+   _distinct_level`: one unrolled dim its factor, two dims with steps ``a``, ``b`` ``n1 n2 -
+   max(0, n1 - b/gcd) max(0, n2 - a/gcd)``, more enumerated) is the value itself; it replaces
+   the sumset bound wherever ``distinct_l`` is read (the reads of an open parent, arguments
+   5b-5c, 11, 14d). Elsewhere the sumset bound stays: with the child tile open the count is not
+   monotone in it (``2 q + s`` over ``Q`` 7 and ``S`` 3: 15 with unit steps, 9 with ``S``'s step 2).
+   (b) *The orders of levels 0 and 1 together* (`_joint_bypass_energy`, ``_USE_JOINT_BYPASS``).
+   At a node with every factor known (``k = 0``, or ``k = 1`` with level 0's product one value,
+   no fanout above level 1), take every input or weight ``t`` kept at level 0, not at 1, next
+   kept at ``c_t >= 2``, whose dims have no temporal or spatial factor at the levels ``2 ..
+   c_t - 1`` (eyeriss-like's inputs into their scratchpad, ``c = 2``, and its weights into
+   theirs, ``c = 3``, below the input scratchpad's level). Its deliveries ``F_t`` into one
+   instance of ``c_t`` follow from the orders of levels 0 and 1 alone, by eq. D and eq. G as in
+   14d: a loop of a level between moves none of ``t``'s coordinates (its step is "still", it
+   adds no term, and moving it back changes no step of an outer loop), the loops' strides are
+   those of the iteration space (level 1's ``g_1 T_2``, level 0's ``T_1``) and ``t``'s tile
+   over its own dims is ``c_t``'s (equal to the model's fills on the mappings of the test
+   space compared, every seventh). Its level-0 reads are ``F_t prod_{l<c_t} distinct_l`` and ``c_t``'s fills ``inst_c
+   F_t`` (eq. S), so these terms cost at least ``W_t F_t`` with ``W_t = exist_t (e_r0 prod_l
+   distinct_l + e_wc inst_c)``. Every mapping of the node has one pair of orders for all
+   these tensors, so their summed energy is at least ``min over (order_0, order_1) of sum_t
+   W_t F_t``: the shortest path of 14d with every tensor's term summed at each step (each
+   term depends on its loop, the set of loops inside it and the innermost loop only;
+   `_order_kernel.two_level_least_many`, equal to every pair of permutations in the tests). With
+   the MACs and every other term at its order-free value this is a second bound, taken as a
+   maximum with the rest. It charges the trade 14b and 14d leave out: eyeriss-like's weights
+   want the GLB's ``P`` and ``Q`` loops inside their innermost ``K`` or ``C`` loop, the inputs
+   want ``K`` innermost, and each tensor alone reaches its least under an order the other pays
+   for (res3a_branch2b's lowest open leaves, keep pattern 15: 651.1 uJ before, 804.2 uJ with
+   15a and 15b, the leaf's least energy; `docs/performance.md`, "Argument 15").
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -451,6 +487,8 @@ _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (ti
 # the table is built)
 _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
+_USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
+_USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 
 
@@ -921,6 +959,64 @@ def _two_level_bypass(bm: BoundModel, tab: TrafficTable, tile: FloatArray, n1: F
     return out
 
 
+def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
+                         tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
+                         terms: list[tuple[_X, float, float, FloatArray | float]],
+                         at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 15b: at a node with every factor known (``k <= 1``), the MACs, every term at its
+    order-free value but the level-0 reads and keeper fills of the tensors that bypass level 1,
+    and those at their least over the orders of levels 0 and 1 *together*
+    (`_order_kernel.two_level_least_many`). A tensor ``t`` counts where it is an input or weight
+    kept at level 0, not at 1, next kept at ``c >= 2``, and (per row) the levels ``2 .. c-1`` have
+    no temporal or spatial factor over its dims; elsewhere its terms keep their order-free
+    values. ``tile`` (n, L+1, D) the known tiles; ``n1``, ``g1``, ``n0`` level 1's temporal and
+    spatial factors and level 0's temporal ones; ``tt``, ``g``, ``used`` (n, L, D) / (n, L) the
+    factors and spatial products; ``dl(t, l)`` a lower bound of distinct_l (argument 15: exact
+    here). None where fewer than two tensors bypass level 1 or level 0 has a fanout."""
+    from accelmap.costmodels._order_kernel import two_level_least_many
+
+    if bm.L < 3 or bm.fan[0] != 1:
+        return None
+    byp: list[tuple[int, int]] = []
+    for t in range(bm.T):
+        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
+            continue
+        keepers = np.flatnonzero(bm.keep[2:, t])
+        if len(keepers):
+            byp.append((t, int(keepers[0]) + 2))
+    if len(byp) < 2:
+        return None
+    n = len(tile)
+    C = bm.coef_fp.shape[1]
+    span = np.ones((n, len(byp), C))
+    w = np.zeros((n, len(byp)))
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)[[t for t, _ in byp]]
+    oks = np.ones((len(byp), n), dtype=bool)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
+            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    rows = np.flatnonzero(oks.sum(axis=0) >= 2)  # one tensor alone: argument 14d's own least
+    if not len(rows):
+        return None
+    free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    out = bm.mac_energy_pj + np.sum(free, axis=0)
+    for i, (t, c) in enumerate(byp):
+        ok = oks[i]
+        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    s1 = g1 * tile[:, 2]
+    s0 = tile[:, 1]
+    alt = np.zeros(n)  # rows with fewer than two such tensors: no second bound (0 under the maximum)
+    alt[rows] = out[rows] + two_level_least_many(span[rows], coef, w[rows], n1[rows], s1[rows], n0[rows], s0[rows])
+    return alt
+
+
 def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
                              terms: list[tuple[_X, float, float, FloatArray | float]],
                              at: dict[tuple[str, int, int], int],
@@ -959,6 +1055,41 @@ def _dram_order_energy(tab: TrafficTable, idx: IntArray, over: BoolArray) -> Flo
     if tab.order_least is None:
         return None
     return np.where(over, np.inf, tab.order_least[tuple(idx.T)])
+
+
+def _distinct_exact(bm: BoundModel, t: int, g_lv: FloatArray, stride: FloatArray) -> FloatArray:
+    """Argument 15: (n,) the distinct offset vectors of tensor ``t`` over the spatial factors
+    ``g_lv`` (n, D) of one level whose child tile ``stride`` (n, D) is known: eq. S of the model
+    counted as the model counts it (`_loopnest_numpy._distinct_level`: one unrolled dim its
+    factor; two dims with steps ``a``, ``b`` ``n1 n2 - max(0, n1 - b/gcd) max(0, n2 - a/gcd)``;
+    more dims enumerated). Every completion has these factors and this tile, so the count is
+    its distinct_l exactly, at least argument 4's sumset bound (a strided window's offsets
+    ``2 q + s`` over ``Q`` 7 and ``S`` 3 are 15, the sumset bound 9)."""
+    from accelmap.costmodels._loopnest_numpy import _distinct_sums
+
+    n = len(g_lv)
+    out = np.ones(n)
+    if all(len(dims) == 1 or not ((g_lv[:, dims] > 1.0).sum(axis=1) >= 2).any() for dims, _ in bm.coords[t]):
+        # no coordinate unrolled over two dims anywhere: the sumset bound is the count itself
+        for dims, _ in bm.coords[t]:
+            out = out * (1.0 + (g_lv[:, dims] - 1.0).sum(axis=1))
+        return out
+    gi = np.rint(g_lv).astype(np.int64)
+    si = np.rint(stride).astype(np.int64)
+    for dims, a in bm.coords[t]:
+        if len(dims) == 1:
+            out = out * gi[:, dims[0]]
+        elif len(dims) == 2:
+            n1, n2 = gi[:, dims[0]], gi[:, dims[1]]
+            s1, s2 = int(a[0]) * si[:, dims[0]], int(a[1]) * si[:, dims[1]]
+            h = np.gcd(s1, s2)
+            out = out * (n1 * n2 - np.maximum(n1 - s2 // h, 0) * np.maximum(n2 - s1 // h, 0))
+        else:
+            coef_c = np.zeros(bm.D, dtype=np.int64)
+            coef_c[dims] = a
+            grid = int(np.prod(np.where(coef_c[None, :] > 0, gi, 1), axis=1).max())
+            out = out * _distinct_sums(coef_c, gi.T[None], si.T[None], max(grid, 1))[0]
+    return out
 
 
 def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
@@ -2087,8 +2218,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         out = np.ones(n)
         if lv < k and not sp_known:
             return out
-        for dims, _ in bm.coords[t]:
-            out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
+        if _USE_DISTINCT_EXACT and lv >= k - 1:  # argument 15: the strides are known, eq. S exactly
+            out = _distinct_exact(bm, t, g[:, lv], tile[:, lv + 1])
+        else:
+            for dims, _ in bm.coords[t]:
+                out = out * (1.0 + (g[:, lv][:, dims] - 1.0).sum(axis=1))
         dl_cache[(t, lv)] = out
         return out
 
@@ -2447,6 +2581,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         two = _two_level_bypass(bm, tab, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, dl_lb) \
             if _TWO_LEVEL and (k == 0 or np.array_equal(omin, omax)) else None
         alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at, two)  # arguments 14c, 14d
+        if alt is not None:
+            energy = np.maximum(energy, alt)
+    if _USE_JOINT_BYPASS and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
+        # argument 15b: the tensors that bypass level 1 at their least over levels 0 and 1's orders together
+        alt = _joint_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
+                                   terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:

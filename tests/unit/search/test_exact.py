@@ -516,7 +516,8 @@ def _every_node_bound(space: MapSpace, term: str = "_coupled_open_energy") -> tu
     mapping, compares its energy bound with the least energy of the node's mappings (each
     factorization's best loop orders). Returns (violations, nodes the term lifts): ``term``
     names the function of `loopnest_bounds` whose lifts are counted (switched off, it returns
-    None), or is "order" for argument 10 (switched off by ``_USE_ORDER``).
+    None), or is "order" for argument 10 (switched off by ``_USE_ORDER``), or the name of
+    another switch (``_USE_...``, switched off by setting it False).
     A padded space is taken branch by branch, as the exact mapper searches it: the mappings
     whose factors multiply to one padded bound vector ``B'``, bounded in the `BranchSpace` of
     ``B'`` (the BoundModel of ``P'``)."""
@@ -562,7 +563,8 @@ def _every_node_bound_in(full: MapSpace, space, term: str = "_coupled_open_energ
     flat = keep.reshape(len(keep), -1)
     violations = lifted = 0
     leaf = trees[0].leaf_depth
-    coupled = None if term == "order" else getattr(lbm, term)
+    flag = "_USE_ORDER" if term == "order" else term if term.startswith("_USE_") else None
+    coupled = None if flag else getattr(lbm, term)
     for pk in np.unique(flat, axis=0):
         sel = np.flatnonzero((flat == pk).all(axis=1))
         bm = bound_model(space, pk.reshape(keep.shape[1:]))
@@ -576,17 +578,11 @@ def _every_node_bound_in(full: MapSpace, space, term: str = "_coupled_open_energ
                 e, _, ok = partial_bounds(bm, **inputs)
                 assert ok.all()
                 violations += int((e > emin[sel] * (1 + 1e-12)).sum())
-                if term == "order":
-                    lbm._USE_ORDER = False
-                else:
-                    setattr(lbm, term, lambda *a: None)
+                setattr(lbm, flag or term, False if flag else (lambda *a: None))
                 try:
                     e0, _, _ = partial_bounds(bm, **inputs)
                 finally:
-                    if term == "order":
-                        lbm._USE_ORDER = True
-                    else:
-                        setattr(lbm, term, coupled)
+                    setattr(lbm, flag or term, True if flag else coupled)
                 assert (e0 <= e * (1 + 1e-12)).all()  # the term only adds
                 lifted += int((e > e0 * (1 + 1e-9)).sum())
     return violations, lifted
@@ -837,14 +833,14 @@ def test_node_inputs_compiled_gather_equals_numpy(depth, split) -> None:
             assert inputs[key].dtype == np.int64 and np.array_equal(inputs[key][:, d], w)
 
 
-def bypass_glb_arch() -> Arch:
+def bypass_glb_arch(glb: int = 64, rf: int = 8) -> Arch:
     """simple3 in small: DRAM > GLB (outputs only, 2 PEs below) > an RF for inputs and
     weights, so the inputs come from DRAM on every pass of the loops above the RF."""
     return Arch(name="tiny-bypass", compute=Compute(energy_per_mac_pj=1.0), levels=(
         StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=200.0, write_energy_pj=200.0),
-        StorageLevel(name="GLB", capacity_words=64, read_energy_pj=6.0, write_energy_pj=6.0, fanout_x=2,
+        StorageLevel(name="GLB", capacity_words=glb, read_energy_pj=6.0, write_energy_pj=6.0, fanout_x=2,
                      holds=frozenset({"output"})),
-        StorageLevel(name="RF", capacity_words=8, read_energy_pj=1.0, write_energy_pj=1.0,
+        StorageLevel(name="RF", capacity_words=rf, read_energy_pj=1.0, write_energy_pj=1.0,
                      holds=frozenset({"input", "weight"})),
     ))
 
@@ -1978,4 +1974,176 @@ def test_two_level_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypa
     real = lbm._two_level_bypass
     monkeypatch.setattr(lbm, "_two_level_bypass", lambda *a: [(t, 1.05 * e) for t, e in real(*a)])
     violations, _ = _every_node_bound(MapSpace(_TWO_LEVEL_CASES[case](), bypass_glb_arch()), "_two_level_bypass")
+    assert violations > 0
+
+
+def test_distinct_offsets_exact_equal_the_enumerated_offsets() -> None:
+    """Argument 15 (`_distinct_exact`): eq. S's distinct offset vectors of each tensor over one
+    level's spatial factors, with the child tile's strides known, equal the offsets enumerated
+    (a stride-2 window's ``2 q + s``, a dilated one's ``p + 2 r``, a three-dim coordinate), and
+    are at least argument 4's sumset bound."""
+    import itertools
+
+    from accelmap.costmodels.loopnest_bounds import _distinct_exact
+
+    three = Problem(name="w3", dims=tuple(Dim(name=d, bound=b) for d, b in zip("ABC", (4, 3, 2), strict=True)),
+                    tensors=(Tensor(name="x", role=TensorRole.INPUT, projection=(
+                                 (Term(dim="A", coef=3), Term(dim="B", coef=2), Term(dim="C")),)),
+                             Tensor(name="y", role=TensorRole.OUTPUT,
+                                    projection=tuple((Term(dim=d),) for d in "ABC"))))
+    probs = [conv2d("c", n=1, k=2, c=2, p=4, q=4, r=3, s=3, stride=2),
+             conv2d("d", n=1, k=2, c=1, p=4, q=2, r=3, s=1, dilation=2), three]
+    rng = np.random.default_rng(7)
+    for prob in probs:
+        bm = BoundModel.build(prob, small_arch(), np.ones((3, prob.n_tensors), dtype=bool))
+        D = prob.n_dims
+        g = rng.integers(1, 4, size=(40, D)).astype(float)
+        stride = rng.integers(1, 5, size=(40, D)).astype(float)
+        for t in range(prob.n_tensors):
+            got = _distinct_exact(bm, t, g, stride)
+            for i in range(40):
+                want = 1
+                for dims, a in bm.coords[t]:
+                    offs = {sum(int(a[j]) * int(stride[i, d]) * x[j] for j, d in enumerate(dims))
+                            for x in itertools.product(*(range(int(g[i, d])) for d in dims))}
+                    want *= len(offs)
+                    assert len(offs) >= 1 + sum(int(g[i, d]) - 1 for d in dims)
+                assert got[i] == want
+
+
+_ARG15_CASES = {
+    # the inputs and weights bypass a GLB keeping outputs only, into one RF (simple3 in small)
+    "strided-3x1-small-glb": (lambda: conv2d("c", n=1, k=2, c=1, p=3, q=2, r=3, s=1, stride=2),
+                              lambda: bypass_glb_arch(glb=4)),
+    "strided-3x3": (lambda: conv2d("c", n=1, k=1, c=1, p=2, q=2, r=3, s=3, stride=2), lambda: bypass_glb_arch(rf=12)),
+    "strided-3x3-small-glb": (lambda: conv2d("c", n=1, k=1, c=1, p=2, q=2, r=3, s=3, stride=2),
+                              lambda: bypass_glb_arch(glb=2, rf=12)),
+}
+
+
+def io_bypass_arch() -> Arch:
+    """Eyeriss-like in small with the GLB keeping outputs only: the inputs go from DRAM to their
+    scratchpad (level 2) and the weights to theirs (level 3), through level 2's loops."""
+    return Arch(name="tiny-spads-o", compute=Compute(energy_per_mac_pj=1.0), levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=100.0, write_energy_pj=120.0, block_words=2),
+        StorageLevel(name="GLB", capacity_words=64, read_energy_pj=5.0, write_energy_pj=6.0, fanout_x=2,
+                     holds=frozenset({"output"})),
+        StorageLevel(name="ISPAD", capacity_words=4, read_energy_pj=0.3, write_energy_pj=0.3,
+                     holds=frozenset({"input"})),
+        StorageLevel(name="WSPAD", capacity_words=4, read_energy_pj=1.5, write_energy_pj=1.5,
+                     holds=frozenset({"weight"})),
+        StorageLevel(name="PSPAD", capacity_words=2, read_energy_pj=0.25, write_energy_pj=0.25,
+                     holds=frozenset({"output"}))))
+
+
+def test_joint_bypass_kernel_is_the_least_over_every_pair_of_orders() -> None:
+    """Argument 15b's count: the compiled least over the orders of levels 0 and 1 of the weighted
+    deliveries of several tensors (`_order_kernel.two_level_least_many`) equals every pair of
+    permutations enumerated, each tensor's deliveries written out (eq. D and eq. G), on random
+    three-level splits of a stride-2 3x3 layer's three tensors."""
+    import itertools
+
+    from accelmap.costmodels._order_kernel import two_level_least_many
+
+    big = conv2d("c", n=1, k=4, c=2, p=4, q=2, r=3, s=3, stride=2)
+    coef, bounds = big.coefficients, big.bounds
+    rng = np.random.default_rng(11)
+    for _ in range(15):
+        t2, n1, n0 = (np.ones(big.n_dims, dtype=np.int64) for _ in range(3))
+        for d, b in enumerate(bounds):
+            rest = int(b)
+            for arr in (t2, n1):
+                arr[d] = rng.choice([x for x in range(1, rest + 1) if rest % x == 0])
+                rest //= int(arr[d])
+            n0[d] = rest
+        w = rng.uniform(0.5, 2.0, size=len(coef))
+        span = np.array([[[1 + sum(int(coef[t][c][d]) * (int(t2[d]) - 1) for d in range(big.n_dims))
+                           for c in range(coef.shape[1])] for t in range(len(coef))]], dtype=float)
+        brute = min(sum(w[t] * _deliveries_through(coef[t], t2, [(d, int(n0[d]), int(t2[d] * n1[d])) for d in p0]
+                                                   + [(d, int(n1[d]), int(t2[d])) for d in p1])
+                        for t in range(len(coef)))
+                    for p0 in itertools.permutations(np.flatnonzero(n0 > 1).tolist())
+                    for p1 in itertools.permutations(np.flatnonzero(n1 > 1).tolist()))
+        got = two_level_least_many(span, coef, w[None], n1[None], t2[None], n0[None], (t2 * n1)[None])[0]
+        assert got == pytest.approx(brute, rel=1e-12)
+
+
+def test_weights_through_a_level_without_their_loops_are_two_levels_deliveries() -> None:
+    """Argument 15b's count for a tensor whose keeper is below level 2: where level 2 has no loop
+    over the weights' dims, the model's fills of the weight scratchpad (level 3, per instance)
+    equal eq. D and eq. G over the loops of levels 0 and 1 alone, on every such mapping of a
+    window's space under a GLB keeping outputs only."""
+    prob = conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1)
+    space = MapSpace(prob, io_bypass_arch())
+    t = prob.tensor_index("weight")
+    wdims = prob.coefficients[t].sum(axis=0) > 0
+    compared = 0
+    for b in space.enumerate(65536, max_points=10**6):
+        m = MODEL.evaluate(prob, space.arch, b)
+        for i in np.flatnonzero(m.valid & space.check(b).valid)[::7]:
+            if not (b.keep[i, 0, t] and not b.keep[i, 1, t] and b.keep[i, 3, t]):
+                continue
+            g = b.spatial[i].prod(axis=-1)
+            if (b.temporal[i, 2][wdims] > 1).any() or (g[2][wdims] > 1).any():
+                continue
+            t3 = (b.temporal[i, 3:] * g[3:]).prod(axis=0)
+            t2 = (b.temporal[i, 2:] * g[2:]).prod(axis=0)
+            t1 = t2 * b.temporal[i, 1] * g[1]
+            loops = [(int(d), int(b.temporal[i, 0, d]), int(t1[d])) for d in b.order[i, 0]] + \
+                    [(int(d), int(b.temporal[i, 1, d]), int(t2[d] * g[1, d])) for d in b.order[i, 1]]
+            assert m.fills[i, 3, t] == _deliveries_through(prob.coefficients[t], t3, loops) * g[:3].prod()
+            compared += 1
+    assert compared > 300
+
+
+@pytest.mark.parametrize("case", [*_ARG15_CASES, "io-window"])
+def test_joint_bypass_term_is_admissible_on_every_node_of_a_whole_space(case) -> None:
+    """Argument 15b (`_joint_bypass_energy`: the inputs and weights that bypass a GLB keeping
+    outputs only, at their least over the DRAM and GLB orders together): every node bound of
+    the whole space is at most the least energy of the node's mappings (a GLB that cannot hold
+    the outputs, a stride-2 3x3 window, the weights into a scratchpad below the inputs'), and
+    the term lifts some node rows (595, 1,376, 1,108 and 2,274)."""
+    if case == "io-window":
+        space = MapSpace(conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1), io_bypass_arch())
+    else:
+        prob, arch = _ARG15_CASES[case]
+        space = MapSpace(prob(), arch())
+    violations, lifted = _every_node_bound(space, "_USE_JOINT_BYPASS")
+    assert violations == 0
+    assert lifted > 0
+
+
+@pytest.mark.parametrize("case", list(_ARG15_CASES))
+def test_joint_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
+    """The test above can fail: with the joint least 1.05x larger, some node bound exceeds the
+    least energy of its mappings (1,024, 1,720 and 1,240 node rows)."""
+    import accelmap.costmodels._order_kernel as ok
+
+    real = ok.two_level_least_many
+    monkeypatch.setattr(ok, "two_level_least_many", lambda *a: 1.05 * real(*a))
+    prob, arch = _ARG15_CASES[case]
+    violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_USE_JOINT_BYPASS")
+    assert violations > 0
+
+
+def test_exact_distinct_offsets_are_admissible_on_every_node_of_a_whole_space() -> None:
+    """Argument 15 (`_distinct_exact`, eq. S counted exactly where a level's child tile is
+    known): on a stride-2 window unrolled over ``Q`` and ``S`` at once (offsets ``2 q + s``:
+    4 where the sumset bound says 3) every node bound of the whole space is at most the least
+    energy of the node's mappings, and the exact count lifts some node rows (1,536)."""
+    space = MapSpace(conv2d("c", n=1, k=2, c=1, p=1, q=2, r=1, s=2, stride=2), small_arch())
+    violations, lifted = _every_node_bound(space, "_USE_DISTINCT_EXACT")
+    assert violations == 0
+    assert lifted > 0
+
+
+def test_exact_distinct_offsets_made_stronger_exceed_some_mapping(monkeypatch) -> None:
+    """The test above can fail: with the exact distinct offsets 1.05x larger, some node bound
+    exceeds the least energy of its mappings."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    real = lbm._distinct_exact
+    monkeypatch.setattr(lbm, "_distinct_exact", lambda *a: 1.05 * real(*a))
+    space = MapSpace(conv2d("c", n=1, k=2, c=1, p=1, q=2, r=1, s=2, stride=2), small_arch())
+    violations, _ = _every_node_bound(space, "_USE_DISTINCT_EXACT")
     assert violations > 0
