@@ -48,6 +48,8 @@ pass floors read through eq. S at an open parent); both are the compiled path.
 0's loop order counted exactly in the traffic table, ``_USE_DRAM_ORDER``); ``--versions dramknown-off
 dramknown-on`` its part 14c alone (``_DRAM_ORDER_KNOWN``), ``--versions twolevel-off twolevel-on``
 its part 14d alone (``_TWO_LEVEL``).
+``--versions jstar-numpy jstar-cpu`` compares argument 10 in numpy (the reference) and compiled
+(``_JSTAR_ENGINE``, `accelmap.costmodels._jstar_kernel`); both bound every node to the same value.
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
 passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
@@ -71,7 +73,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool | int]] = {
+VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
     # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
@@ -109,7 +111,11 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
     # argument 14d alone (a tensor bypassing level 1 into level 2, both levels' orders), 14-14c on in both
     "twolevel-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": False},
-    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True}}
+    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True},
+    # argument 10 (`loopnest_bounds._jstar_order_energy`): its charges and shortest path in numpy
+    # (the reference) or compiled (`costmodels._jstar_kernel`); the same bounds bit for bit
+    "jstar-numpy": {"loopnest_bounds._JSTAR_ENGINE": "numpy"},
+    "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

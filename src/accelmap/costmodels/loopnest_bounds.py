@@ -452,6 +452,9 @@ _SEGMENTS = np.array([[1.0], [2.0], [4.0]])  # argument 11's segment costs b (ti
 _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
+# argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
+# "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
+_JSTAR_ENGINE = "cpu"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1385,7 +1388,15 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         return np.maximum(e, 0.0)
 
     # the innermost dim z: every tensor jumping over it has z as J*, every open loop outside
-    full_inc = [charge(i, full, None, True) for i in range(len(info))]
+    flat = None
+    if _JSTAR_ENGINE == "cpu":
+        from accelmap.costmodels import _jstar_kernel as jk
+
+        flat = jk.flatten(info, cd, n, D)
+        q_full = np.array([[i, full, 0, -1] for i in range(len(info))], dtype=np.int64).reshape(len(info), 4)
+        full_inc = list(jk.charges(np.arange(n), q_full, True, mt, cd, flat).T)
+    else:
+        full_inc = [charge(i, full, None, True) for i in range(len(info))]
     # and only on the rows where two tensors that can rise do not jump over some such z
     rising = [v > 0 for v in full_inc]
     two = np.zeros(n, dtype=bool)
@@ -1456,6 +1467,12 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         memo[(S, anc)] = best
         return best
 
+    if flat is not None:
+        program = jk.path_program(m, tuple(jmask for jmask, _, _ in info), ip, irr, jk.pass_masks(flat))
+        paths = jk.least_paths(rows, program, mt, cd, flat)
+        for zi, z in enumerate(cd):
+            out[rows, z] += paths[:, zi]
+        return out
     for z in cd:
         out[rows, z] += least(bit[z], (0, z) if ip >= 0 and irr & bit[z] else None)
     return out
