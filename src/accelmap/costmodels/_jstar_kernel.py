@@ -260,25 +260,32 @@ def _te(x: float, e1: float, e2: float, part: float) -> float:  # pragma: no cov
 
 
 @njit(**_JIT)
-def _charges(rows: IntArray, q_def: IntArray, with_opened: bool, full: int, mt: FloatArray, cd: IntArray,
-             cstart: IntArray, njmask: IntArray, free: FloatArray, fixed: FloatArray, opened: FloatArray,
-             part: FloatArray, e1: FloatArray, e2: FloatArray, cpu: IntArray, rest: FloatArray, u0: FloatArray,
-             st: FloatArray, jot: FloatArray, act: FloatArray, n_lo: FloatArray, rng0: FloatArray, span: FloatArray,
-             inc: FloatArray, cbit: IntArray, ncoord: IntArray, njd: IntArray) -> FloatArray:  # pragma: no cover
-    """(len(rows), Q): `loopnest_bounds._jstar_order_energy`'s ``charge`` of each definition
-    ``q_def[q] = (i, out, S_l, index of l in cd or -1)`` on each row: tensor ``i``, the dims
-    ``out`` (bits over ``cd``) outside J*, anchored at ``(S_l, l)`` where given.
+def _jstar_rows(rows: IntArray, q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntArray,
+                tr_child: IntArray, q_start: IntArray, q_list: IntArray, roots: IntArray, full: int, mt: FloatArray,
+                cd: IntArray, cstart: IntArray, njmask: IntArray, free: FloatArray, fixed: FloatArray,
+                opened: FloatArray, part: FloatArray, e1: FloatArray, e2: FloatArray, cpu: IntArray, rest: FloatArray,
+                u0: FloatArray, st: FloatArray, jot: FloatArray, act: FloatArray, n_lo: FloatArray, rng0: FloatArray,
+                span: FloatArray, inc: FloatArray, cbit: IntArray, ncoord: IntArray,
+                njd: IntArray) -> FloatArray:  # pragma: no cover - compiled
+    """Per row of ``rows``: `loopnest_bounds._jstar_order_energy`'s ``charge`` of each definition
+    ``q_def[q] = (i, out, S_l, index of l in cd or -1)`` (tensor ``i``, the dims ``out``, bits
+    over ``cd``, outside J*, anchored at ``(S_l, l)`` where given; with ``with_opened`` each count
+    at least its ``opened``), returned (len(rows), Q); or, with ``paths``, the shortest path of
+    the program (`path_program`) over those charges, its value at each root (len(rows), m).
 
     What many charges share is made once per row: the products of ``mt`` over every set of
-    candidate dims (``pm``, each in ``cd`` order, as the reference multiplies), a pass's union
-    inside J* (`_pass_lift`) per set of its dims inside, and its floor at an anchor
-    (`_pass_floor` with `_pass_first`) per such set and anchor dim, the last two when first
-    asked for. Written in one body: a call that passes arrays counts references each time."""
+    candidate dims (``pm``, each in ``cd`` order, as the reference multiplies), each count's
+    order-free energy, a pass's union inside J* (`_pass_lift`) per set of its dims inside, and
+    its floor at an anchor (`_pass_floor` with `_pass_first`) per such set and anchor dim, the
+    last two when first asked for. One body: a call that passes these arrays costs more than a
+    charge."""
     Q = q_def.shape[0]
     m = cd.shape[0]
     P = rest.shape[0]
     nm_all = 1 << m
-    res = np.empty((rows.shape[0], Q))
+    cv = np.empty(Q)
+    res = np.empty((rows.shape[0], roots.shape[0] if paths else Q))
+    val = np.empty(tr_start.shape[0] - 1 if paths else 0)
     pm = np.empty(nm_all)
     pmask = np.zeros(P, dtype=np.int64)  # the candidate dims of each pass's sliding coordinates
     for p in range(P):
@@ -359,21 +366,13 @@ def _charges(rows: IntArray, q_def: IntArray, with_opened: bool, full: int, mt: 
                 if with_opened:
                     x = _mx(x, opened[c, r])
                 e = e + _te(x, e1[c], e2[c], part[c, r]) - te_fx[c]
-            res[k, q] = _mx(e, 0.0)
-    return res
-
-
-@njit(**_JIT)
-def _least_paths(cv: FloatArray, tr_start: IntArray, tr_child: IntArray, q_start: IntArray, q_list: IntArray,
-                 roots: IntArray) -> FloatArray:  # pragma: no cover - compiled
-    """(rows, len(roots)): per row of the charges ``cv`` (rows, Q), the path's states in order
-    (each after its successors), every step its successor's value plus its charges, the least
-    step per state; a state without steps (every dim placed) 0."""
-    ns = tr_start.shape[0] - 1
-    out = np.empty((cv.shape[0], roots.shape[0]))
-    val = np.empty(ns)
-    for k in range(cv.shape[0]):
-        for s in range(ns):
+            cv[q] = _mx(e, 0.0)
+        if not paths:
+            res[k] = cv
+            continue
+        # the shortest path: the states in order (each after its successors), every step its
+        # successor's value plus its charges, the least step per state; 0 once every dim is placed
+        for s in range(val.shape[0]):
             if tr_start[s] == tr_start[s + 1]:
                 val[s] = 0.0
                 continue
@@ -381,12 +380,12 @@ def _least_paths(cv: FloatArray, tr_start: IntArray, tr_child: IntArray, q_start
             for t in range(tr_start[s], tr_start[s + 1]):
                 v = val[tr_child[t]]
                 for j in range(q_start[t], q_start[t + 1]):
-                    v = v + cv[k, q_list[j]]
+                    v = v + cv[q_list[j]]
                 best = v if t == tr_start[s] else _mn(best, v)
             val[s] = best
         for zi in range(roots.shape[0]):
-            out[k, zi] = val[roots[zi]]
-    return out
+            res[k, zi] = val[roots[zi]]
+    return res
 
 
 def charges(rows: IntArray, q_def: IntArray, with_opened: bool, mt: FloatArray, cd: list[int],
@@ -394,14 +393,16 @@ def charges(rows: IntArray, q_def: IntArray, with_opened: bool, mt: FloatArray, 
     """(len(rows), Q) the charges ``q_def`` (as `path_program`'s) on ``rows``; with
     ``with_opened``, each count at least its ``opened`` (argument 8)."""
     full = (1 << len(cd)) - 1
-    return _charges(np.ascontiguousarray(rows, dtype=np.int64), q_def, with_opened, full,
-                    np.ascontiguousarray(mt, dtype=np.float64), np.asarray(cd, dtype=np.int64), *arrays.args())
+    none = np.zeros(1, dtype=np.int64)
+    return _jstar_rows(np.ascontiguousarray(rows, dtype=np.int64), q_def, with_opened, False, none, none, none, none,
+                       np.zeros(0, dtype=np.int64), full, np.ascontiguousarray(mt, dtype=np.float64),
+                       np.asarray(cd, dtype=np.int64), *arrays.args())
 
 
 def least_paths(rows: IntArray, program: tuple[IntArray, ...], mt: FloatArray, cd: list[int],
                 arrays: JstarArrays) -> FloatArray:
     """(len(rows), len(cd)) the least charge of ordering the dims after each innermost dim ``z``
     (the reference's ``least(bit[z], ...)``) on ``rows``, by `path_program`'s ``program``."""
-    q_def, tr_start, tr_child, q_start, q_list, roots = program
-    cv = charges(rows, q_def, False, mt, cd, arrays)
-    return _least_paths(cv, tr_start, tr_child, q_start, q_list, roots)
+    full = (1 << len(cd)) - 1
+    return _jstar_rows(np.ascontiguousarray(rows, dtype=np.int64), program[0], False, True, *program[1:], full,
+                       np.ascontiguousarray(mt, dtype=np.float64), np.asarray(cd, dtype=np.int64), *arrays.args())
