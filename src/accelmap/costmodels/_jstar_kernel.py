@@ -14,9 +14,11 @@ states of the shortest path that the reference's recursion visits (a set ``S`` o
 and the anchor of argument 10b, ``(S_l, l)`` or none), in an order where each state's
 successors come first, each step's charges as indices into one list of charge definitions
 (tensor, dims outside J*, anchor). Per call, `flatten` stacks the counts' arrays (free,
-fixed, opened, part: (n_counts, n)) and the passes' (`_PassU`) into arrays; the kernels then
-run per row: `charges` (the charges of a list of definitions, for argument 8's full increase)
-and `least_paths` (every charge the program names, then the path's states in order).
+fixed, opened, part: (n_counts, n)) and the passes' (`_PassU`) into arrays; one kernel,
+`_jstar_block`, then runs over blocks of rows: `charges` (the charges of a list of definitions,
+for argument 8's full increase) and `least_paths` (every charge the program names, then the
+path's states in order). Charges equal on what they read (the dims outside J* that the tensor
+does not jump over, its passes' dims inside) are made once.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from accelmap._typing import FloatArray, IntArray
 __all__ = ["JstarArrays", "charges", "flatten", "least_paths", "pass_masks", "path_program"]
 
 _JIT: dict[str, Any] = {"cache": True}
+_BLOCK = 128  # rows taken together: each step of a charge or of the path runs over them in one loop
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,143 +263,202 @@ def _te(x: float, e1: float, e2: float, part: float) -> float:  # pragma: no cov
 
 
 @njit(**_JIT)
-def _jstar_rows(rows: IntArray, q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntArray,
-                tr_child: IntArray, q_start: IntArray, q_list: IntArray, roots: IntArray, full: int, mt: FloatArray,
-                cd: IntArray, cstart: IntArray, njmask: IntArray, free: FloatArray, fixed: FloatArray,
-                opened: FloatArray, part: FloatArray, e1: FloatArray, e2: FloatArray, cpu: IntArray, rest: FloatArray,
-                u0: FloatArray, st: FloatArray, jot: FloatArray, act: FloatArray, n_lo: FloatArray, rng0: FloatArray,
-                span: FloatArray, inc: FloatArray, cbit: IntArray, ncoord: IntArray,
-                njd: IntArray) -> FloatArray:  # pragma: no cover - compiled
-    """Per row of ``rows``: `loopnest_bounds._jstar_order_energy`'s ``charge`` of each definition
-    ``q_def[q] = (i, out, S_l, index of l in cd or -1)`` (tensor ``i``, the dims ``out``, bits
-    over ``cd``, outside J*, anchored at ``(S_l, l)`` where given; with ``with_opened`` each count
-    at least its ``opened``), returned (len(rows), Q); or, with ``paths``, the shortest path of
-    the program (`path_program`) over those charges, its value at each root (len(rows), m).
+def _jstar_block(q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntArray, tr_child: IntArray,
+                 q_start: IntArray, q_list: IntArray, roots: IntArray, full: int, mt: FloatArray, cd: IntArray,
+                 cstart: IntArray, njmask: IntArray, free: FloatArray, fixed: FloatArray, opened: FloatArray,
+                 part: FloatArray, e1: FloatArray, e2: FloatArray, cpu: IntArray, rest: FloatArray, u0: FloatArray,
+                 st: FloatArray, jot: FloatArray, act: FloatArray, n_lo: FloatArray, rng0: FloatArray,
+                 span: FloatArray, inc: FloatArray, cbit: IntArray, ncoord: IntArray,
+                 njd: IntArray) -> FloatArray:  # pragma: no cover - compiled
+    """`loopnest_bounds._jstar_order_energy`'s ``charge`` of each definition ``q_def[q] = (i, out,
+    S_l, index of l in cd or -1)`` on every row (tensor ``i``, the dims ``out``, bits over ``cd``,
+    outside J*, anchored at ``(S_l, l)`` where given; with ``with_opened`` each count at least its
+    ``opened``), returned (n, Q); or, with ``paths``, the shortest path of the program
+    (`path_program`) over those charges, its value at each root (n, m).
 
-    What many charges share is made once per row: the products of ``mt`` over every set of
-    candidate dims (``pm``, each in ``cd`` order, as the reference multiplies), each count's
-    order-free energy, a pass's union inside J* (`_pass_lift`) per set of its dims inside, and
-    its floor at an anchor (`_pass_floor` with `_pass_first`) per such set and anchor dim, the
-    last two when first asked for. One body: a call that passes these arrays costs more than a
-    charge."""
+    The rows go in blocks of `_BLOCK`, each step a loop over the block's rows (the reference's
+    operations, in its order, row by row). What many charges share is made once per block: the
+    products of ``mt`` over every set of candidate dims (``pm``, each in ``cd`` order, as the
+    reference multiplies), each count's order-free energy, and, when first asked for, a pass's
+    union inside J* (`_pass_lift`) per set of its dims inside and its floor at an anchor
+    (`_pass_floor` with `_pass_first`) per such set and anchor dim."""
+    n = mt.shape[0]
     Q = q_def.shape[0]
     m = cd.shape[0]
     P = rest.shape[0]
+    NC = fixed.shape[0]
+    B = _BLOCK
     nm_all = 1 << m
-    cv = np.empty(Q)
-    res = np.empty((rows.shape[0], roots.shape[0] if paths else Q))
-    val = np.empty(tr_start.shape[0] - 1 if paths else 0)
-    pm = np.empty(nm_all)
-    pmask = np.zeros(P, dtype=np.int64)  # the candidate dims of each pass's sliding coordinates
+    ns = tr_start.shape[0] - 1 if paths else 0
+    res = np.empty((n, roots.shape[0] if paths else Q))
+    pmask = np.zeros(P, dtype=np.int64)
     for p in range(P):
         for h in range(ncoord[p]):
             for j in range(njd[p, h]):
                 pmask[p] |= cbit[p, h, j]
-    lift_v = np.empty((P, nm_all))
-    lift_at = np.zeros((P, nm_all), dtype=np.int64)  # the row (k + 1) each value was made for
-    floor_v = np.empty((P, nm_all, m))
-    floor_at = np.zeros((P, nm_all, m), dtype=np.int64)
-    hbit = np.zeros(nm_all, dtype=np.int64)  # the highest dim of each set
+    hbit = np.zeros(nm_all, dtype=np.int64)
     for mask in range(2, nm_all):
         hbit[mask] = hbit[mask >> 1] + 1
-    NC = fixed.shape[0]
-    te_fx = np.empty(NC)
-    first = np.empty(P)
-    for k in range(rows.shape[0]):
-        r = rows[k]
-        stamp = k + 1
+    pm = np.empty((nm_all, B))
+    lift_v = np.empty((P, nm_all, B))
+    lift_ok = np.zeros((P, nm_all), dtype=np.bool_)
+    floor_v = np.empty((P, nm_all, m, B))
+    floor_ok = np.zeros((P, nm_all, m), dtype=np.bool_)
+    te_fx = np.empty((NC, B))
+    first = np.empty((P, B))
+    cv = np.empty((Q, B))
+    val = np.empty((ns, B))
+    e = np.empty(B)
+    tmp = np.empty(B)
+    U = np.empty(B)
+    back = np.empty(B)
+    rr = np.empty(B)
+    for b0 in range(0, n, B):
+        nb = min(B, n - b0)
         for c in range(NC):
-            te_fx[c] = _te(fixed[c, r], e1[c], e2[c], part[c, r])
+            a1 = e1[c]
+            a2 = e2[c]
+            for j in range(nb):
+                te_fx[c, j] = _te(fixed[c, b0 + j], a1, a2, part[c, b0 + j])
         for p in range(P):
-            first[p] = st[p, r] / (u0[p, r] * jot[p, r])
-        pm[0] = 1.0
+            for j in range(nb):
+                first[p, j] = st[p, b0 + j] / (u0[p, b0 + j] * jot[p, b0 + j])
+        for j in range(nb):
+            pm[0, j] = 1.0
         for mask in range(1, nm_all):
             hb = hbit[mask]
             low = mask ^ (1 << hb)
-            pm[mask] = pm[low] * mt[r, cd[hb]] if low else mt[r, cd[hb]]
+            d = cd[hb]
+            if low:
+                for j in range(nb):
+                    pm[mask, j] = pm[low, j] * mt[b0 + j, d]
+            else:
+                for j in range(nb):
+                    pm[mask, j] = mt[b0 + j, d]
+        lift_ok[:] = False
+        floor_ok[:] = False
         for q in range(Q):
             i = q_def[q, 0]
             out = q_def[q, 1]
             sl = q_def[q, 2]
             dli = q_def[q, 3]
             nm = njmask[i]
-            mult = pm[nm & out]
+            mi = nm & out
+            ml = nm & ~sl & ~(1 << dli) & full if dli >= 0 else 0
             inside = full & ~out
-            e = 0.0
+            for j in range(nb):
+                e[j] = 0.0
             for c in range(cstart[i], cstart[i + 1]):
-                fx = fixed[c, r]
                 p = cpu[c]
+                a1 = e1[c]
+                a2 = e2[c]
                 if p >= 0:
                     sub = inside & pmask[p]
-                    if lift_at[p, sub] != stamp:
-                        # `_pass_lift`: the union inside J*, over u0
-                        U = rest[p, r]
+                    if not lift_ok[p, sub]:
+                        for j in range(nb):
+                            U[j] = rest[p, b0 + j]
                         for h in range(ncoord[p]):
-                            rr = rng0[p, h, r]
-                            for j in range(njd[p, h]):
-                                if sub & cbit[p, h, j]:
-                                    rr = rr + inc[p, h, j, r]
-                            U = U * rr
-                        lift_v[p, sub] = U / u0[p, r]
-                        lift_at[p, sub] = stamp
-                    lift = mult * lift_v[p, sub]
+                            for j in range(nb):
+                                rr[j] = rng0[p, h, b0 + j]
+                            for jj in range(njd[p, h]):
+                                if sub & cbit[p, h, jj]:
+                                    for j in range(nb):
+                                        rr[j] = rr[j] + inc[p, h, jj, b0 + j]
+                            for j in range(nb):
+                                U[j] = U[j] * rr[j]
+                        for j in range(nb):
+                            lift_v[p, sub, j] = U[j] / u0[p, b0 + j]
+                        lift_ok[p, sub] = True
                     if dli >= 0:
                         subl = sl & pmask[p]
-                        if floor_at[p, subl, dli] != stamp:
-                            # `_pass_floor` at l's innermost open loop, and `_pass_first`
+                        if not floor_ok[p, subl, dli]:
                             d_l = cd[dli]
-                            U = rest[p, r]
-                            back = rest[p, r]
+                            for j in range(nb):
+                                U[j] = rest[p, b0 + j]
+                                back[j] = rest[p, b0 + j]
                             for h in range(ncoord[p]):
-                                rr = rng0[p, h, r]
-                                for j in range(njd[p, h]):
-                                    if subl & cbit[p, h, j]:
-                                        rr = rr + inc[p, h, j, r]
-                                U = U * rr
-                                back = back * _mx(2.0 * span[p, h, r] - rr, 0.0)
-                            s = st[p, r]
-                            ret = (1.0 - 1.0 / n_lo[p, r, d_l]) * _mx(s - back, 0.0)
-                            floor_v[p, subl, dli] = act[p, r, d_l] * (_mx(U - s, 0.0) + ret) / u0[p, r]
-                            floor_at[p, subl, dli] = stamp
-                        mult_l = pm[nm & ~sl & ~(1 << dli) & full]
-                        lift = _mx(lift, mult_l * floor_v[p, subl, dli] + first[p])
-                    x = _mx(free[c, r] * lift, fx)
+                                for j in range(nb):
+                                    rr[j] = rng0[p, h, b0 + j]
+                                for jj in range(njd[p, h]):
+                                    if subl & cbit[p, h, jj]:
+                                        for j in range(nb):
+                                            rr[j] = rr[j] + inc[p, h, jj, b0 + j]
+                                for j in range(nb):
+                                    U[j] = U[j] * rr[j]
+                                    back[j] = back[j] * _mx(2.0 * span[p, h, b0 + j] - rr[j], 0.0)
+                            for j in range(nb):
+                                s = st[p, b0 + j]
+                                ret = (1.0 - 1.0 / n_lo[p, b0 + j, d_l]) * _mx(s - back[j], 0.0)
+                                floor_v[p, subl, dli, j] = act[p, b0 + j, d_l] * (_mx(U[j] - s, 0.0) + ret) / u0[p, b0 + j]
+                            floor_ok[p, subl, dli] = True
+                        for j in range(nb):
+                            lift = _mx(pm[mi, j] * lift_v[p, sub, j], pm[ml, j] * floor_v[p, subl, dli, j] + first[p, j])
+                            x = _mx(free[c, b0 + j] * lift, fixed[c, b0 + j])
+                            if with_opened:
+                                x = _mx(x, opened[c, b0 + j])
+                            e[j] = e[j] + _te(x, a1, a2, part[c, b0 + j]) - te_fx[c, j]
+                    else:
+                        for j in range(nb):
+                            x = _mx(free[c, b0 + j] * (pm[mi, j] * lift_v[p, sub, j]), fixed[c, b0 + j])
+                            if with_opened:
+                                x = _mx(x, opened[c, b0 + j])
+                            e[j] = e[j] + _te(x, a1, a2, part[c, b0 + j]) - te_fx[c, j]
                 else:
-                    x = _mx(free[c, r] * mult, fx)
-                if with_opened:
-                    x = _mx(x, opened[c, r])
-                e = e + _te(x, e1[c], e2[c], part[c, r]) - te_fx[c]
-            cv[q] = _mx(e, 0.0)
+                    for j in range(nb):
+                        x = _mx(free[c, b0 + j] * pm[mi, j], fixed[c, b0 + j])
+                        if with_opened:
+                            x = _mx(x, opened[c, b0 + j])
+                        e[j] = e[j] + _te(x, a1, a2, part[c, b0 + j]) - te_fx[c, j]
+            for j in range(nb):
+                cv[q, j] = _mx(e[j], 0.0)
         if not paths:
-            res[k] = cv
+            for j in range(nb):
+                for q in range(Q):
+                    res[b0 + j, q] = cv[q, j]
             continue
-        # the shortest path: the states in order (each after its successors), every step its
-        # successor's value plus its charges, the least step per state; 0 once every dim is placed
-        for s in range(val.shape[0]):
+        for s in range(ns):
             if tr_start[s] == tr_start[s + 1]:
-                val[s] = 0.0
+                for j in range(nb):
+                    val[s, j] = 0.0
                 continue
-            best = 0.0
             for t in range(tr_start[s], tr_start[s + 1]):
-                v = val[tr_child[t]]
-                for j in range(q_start[t], q_start[t + 1]):
-                    v = v + cv[q_list[j]]
-                best = v if t == tr_start[s] else _mn(best, v)
-            val[s] = best
+                ch = tr_child[t]
+                for j in range(nb):
+                    tmp[j] = val[ch, j]
+                for k in range(q_start[t], q_start[t + 1]):
+                    qq = q_list[k]
+                    for j in range(nb):
+                        tmp[j] = tmp[j] + cv[qq, j]
+                if t == tr_start[s]:
+                    for j in range(nb):
+                        val[s, j] = tmp[j]
+                else:
+                    for j in range(nb):
+                        val[s, j] = _mn(val[s, j], tmp[j])
         for zi in range(roots.shape[0]):
-            res[k, zi] = val[roots[zi]]
+            r0 = roots[zi]
+            for j in range(nb):
+                res[b0 + j, zi] = val[r0, j]
     return res
 
 
-def charges(rows: IntArray, q_def: IntArray, with_opened: bool, mt: FloatArray, cd: list[int],
-            arrays: JstarArrays) -> FloatArray:
-    """(len(rows), Q) the charges ``q_def`` (as `path_program`'s) on ``rows``; with
-    ``with_opened``, each count at least its ``opened`` (argument 8)."""
+def _take(arrays: JstarArrays, rows: IntArray) -> JstarArrays:
+    """The rows ``rows`` of every per-row array of ``arrays``."""
+    a = arrays
+    return JstarArrays(cstart=a.cstart, njmask=a.njmask, free=a.free[:, rows], fixed=a.fixed[:, rows],
+                       opened=a.opened[:, rows], part=a.part[:, rows], e1=a.e1, e2=a.e2, cpu=a.cpu,
+                       rest=a.rest[:, rows], u0=a.u0[:, rows], st=a.st[:, rows], jot=a.jot[:, rows],
+                       act=a.act[:, rows], n_lo=a.n_lo[:, rows], rng0=a.rng0[:, :, rows], span=a.span[:, :, rows],
+                       inc=a.inc[..., rows], cbit=a.cbit, ncoord=a.ncoord, njd=a.njd)
+
+
+def charges(q_def: IntArray, with_opened: bool, mt: FloatArray, cd: list[int], arrays: JstarArrays) -> FloatArray:
+    """(n, Q) the charges ``q_def`` (as `path_program`'s) on every row; with ``with_opened``,
+    each count at least its ``opened`` (argument 8)."""
     full = (1 << len(cd)) - 1
     none = np.zeros(1, dtype=np.int64)
-    return _jstar_rows(np.ascontiguousarray(rows, dtype=np.int64), q_def, with_opened, False, none, none, none, none,
-                       np.zeros(0, dtype=np.int64), full, np.ascontiguousarray(mt, dtype=np.float64),
-                       np.asarray(cd, dtype=np.int64), *arrays.args())
+    return _jstar_block(q_def, with_opened, False, none, none, none, none, np.zeros(0, dtype=np.int64), full,
+                        np.ascontiguousarray(mt, dtype=np.float64), np.asarray(cd, dtype=np.int64), *arrays.args())
 
 
 def least_paths(rows: IntArray, program: tuple[IntArray, ...], mt: FloatArray, cd: list[int],
@@ -404,5 +466,7 @@ def least_paths(rows: IntArray, program: tuple[IntArray, ...], mt: FloatArray, c
     """(len(rows), len(cd)) the least charge of ordering the dims after each innermost dim ``z``
     (the reference's ``least(bit[z], ...)``) on ``rows``, by `path_program`'s ``program``."""
     full = (1 << len(cd)) - 1
-    return _jstar_rows(np.ascontiguousarray(rows, dtype=np.int64), program[0], False, True, *program[1:], full,
-                       np.ascontiguousarray(mt, dtype=np.float64), np.asarray(cd, dtype=np.int64), *arrays.args())
+    if len(rows) < mt.shape[0]:
+        arrays, mt = _take(arrays, rows), mt[rows]
+    return _jstar_block(program[0], False, True, *program[1:], full, np.ascontiguousarray(mt, dtype=np.float64),
+                        np.asarray(cd, dtype=np.int64), *arrays.args())

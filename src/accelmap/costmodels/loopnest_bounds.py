@@ -1394,7 +1394,7 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
 
         flat = jk.flatten(info, cd, n, D)
         q_full = np.array([[i, full, 0, -1] for i in range(len(info))], dtype=np.int64).reshape(len(info), 4)
-        full_inc = list(jk.charges(np.arange(n), q_full, True, mt, cd, flat).T)
+        full_inc = list(jk.charges(q_full, True, mt, cd, flat).T)
     else:
         full_inc = [charge(i, full, None, True) for i in range(len(info))]
     # and only on the rows where two tensors that can rise do not jump over some such z
