@@ -263,7 +263,7 @@ def _te(x: float, e1: float, e2: float, part: float) -> float:  # pragma: no cov
 
 
 @njit(**_JIT)
-def _jstar_block(q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntArray, tr_child: IntArray,
+def _jstar_block(B: int, q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntArray, tr_child: IntArray,
                  q_start: IntArray, q_list: IntArray, roots: IntArray, full: int, mt: FloatArray, cd: IntArray,
                  cstart: IntArray, njmask: IntArray, free: FloatArray, fixed: FloatArray, opened: FloatArray,
                  part: FloatArray, e1: FloatArray, e2: FloatArray, cpu: IntArray, rest: FloatArray, u0: FloatArray,
@@ -276,7 +276,7 @@ def _jstar_block(q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntA
     ``opened``), returned (n, Q); or, with ``paths``, the shortest path of the program
     (`path_program`) over those charges, its value at each root (n, m).
 
-    The rows go in blocks of `_BLOCK`, each step a loop over the block's rows (the reference's
+    The rows go in blocks of ``B`` (`_BLOCK`), each step a loop over the block's rows (the reference's
     operations, in its order, row by row). What many charges share is made once per block: the
     products of ``mt`` over every set of candidate dims (``pm``, each in ``cd`` order, as the
     reference multiplies), each count's order-free energy, and, when first asked for, a pass's
@@ -287,7 +287,6 @@ def _jstar_block(q_def: IntArray, with_opened: bool, paths: bool, tr_start: IntA
     m = cd.shape[0]
     P = rest.shape[0]
     NC = fixed.shape[0]
-    B = _BLOCK
     nm_all = 1 << m
     ns = tr_start.shape[0] - 1 if paths else 0
     res = np.empty((n, roots.shape[0] if paths else Q))
@@ -457,7 +456,7 @@ def charges(q_def: IntArray, with_opened: bool, mt: FloatArray, cd: list[int], a
     each count at least its ``opened`` (argument 8)."""
     full = (1 << len(cd)) - 1
     none = np.zeros(1, dtype=np.int64)
-    return _jstar_block(q_def, with_opened, False, none, none, none, none, np.zeros(0, dtype=np.int64), full,
+    return _jstar_block(_BLOCK, q_def, with_opened, False, none, none, none, none, np.zeros(0, dtype=np.int64), full,
                         np.ascontiguousarray(mt, dtype=np.float64), np.asarray(cd, dtype=np.int64), *arrays.args())
 
 
@@ -468,5 +467,5 @@ def least_paths(rows: IntArray, program: tuple[IntArray, ...], mt: FloatArray, c
     full = (1 << len(cd)) - 1
     if len(rows) < mt.shape[0]:
         arrays, mt = _take(arrays, rows), mt[rows]
-    return _jstar_block(program[0], False, True, *program[1:], full, np.ascontiguousarray(mt, dtype=np.float64),
+    return _jstar_block(_BLOCK, program[0], False, True, *program[1:], full, np.ascontiguousarray(mt, dtype=np.float64),
                         np.asarray(cd, dtype=np.int64), *arrays.args())
