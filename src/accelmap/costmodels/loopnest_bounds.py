@@ -1305,7 +1305,10 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     tensor's counts (``pass_``) also pay the union of the tiles inside J* (`_pass_lift`), and
     the path's state keeps, for one such tensor, the first dim it does not index placed
     before its J* with the dims inside that dim, so that its J* charge also takes argument 5b
-    at that dim's innermost open loop (`_pass_floor`, `_pass_first`)."""
+    at that dim's innermost open loop (`_pass_floor`, `_pass_first`). With ``_JSTAR_ENGINE =
+    "cpu"`` the charges and the path run compiled (`_jstar_kernel`: the same operations in the
+    same order, so the same values bit for bit); ``charge`` and ``least`` below are the
+    reference."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
