@@ -73,7 +73,7 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.costmodels._systolic_window import window_fetches
+from accelmap.costmodels._systolic_window import window_fetches, window_fetches_sampled
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel
 from accelmap.costmodels.systolic_variants import scalesim_mapping
@@ -763,10 +763,17 @@ FRONTIER = (("near only", 1.25, 1 << 22, 0), ("far 2^18", 1.25, 1 << 22, 1 << 18
             ("far 2^23", 1.25, 1 << 22, 1 << 23))
 # ... those whose cost `frontier` measures
 FRONTIER_COSTS = ("near only", "far 2^20", "far 2^21", "far 2^23")
+# ``--window9-only``: the default (far 2^20, no sample) against streams beyond the limits counted
+# from a walked sample (`window_fetches_sampled`): (label, ratio, limit, far, sample entries)
+FRONTIER9 = (("near only", 1.25, 1 << 22, 0, 0), ("default", 1.25, 1 << 22, 1 << 20, 0),
+             ("sample 2^18", 1.25, 1 << 22, 1 << 20, 1 << 18), ("sample 2^19", 1.25, 1 << 22, 1 << 20, 1 << 19),
+             ("sample 2^20", 1.25, 1 << 22, 1 << 20, 1 << 20), ("far 2^23", 1.25, 1 << 22, 1 << 23, 0))
+FRONTIER9_COSTS = ("default", "sample 2^19", "sample 2^20")
 
 
 def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
-             pool_rows: int = 5000, costs: bool = True) -> dict:
+             pool_rows: int = 5000, costs: bool = True, settings: tuple = FRONTIER,
+             cost_labels: tuple[str, ...] = FRONTIER_COSTS) -> dict:
     """What each setting of ``"auto"`` in `FRONTIER` buys and costs (`FRONTIER_COSTS`): on the seeds of every
     systolic sub-space of `variant_errors`' random convolutions the ifmap DRAM reads against
     the exact mode (mappings within 2 %, exact, worst error, per sub-space and over all);
@@ -774,7 +781,9 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
     cache cleared (every run pays its walks), the default search (``budget`` evaluations,
     ``seeds``) on CB2a_2 on the ws config's array and on the random convolution with the
     most seeds outside 2 % without walks beyond the fold ratio, and the first and second
-    evaluation of a random pool of ``pool_rows`` CB2a_2 mappings (`pool_cost`'s)."""
+    evaluation of a random pool of ``pool_rows`` CB2a_2 mappings (`pool_cost`'s). ``settings``
+    (`FRONTIER` or `FRONTIER9`, whose fifth entry is ``max_sample_entries``) and
+    ``cost_labels`` (those of them whose cost is measured) name the settings."""
     import sys
 
     from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
@@ -788,8 +797,8 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
 
     load0 = list(os.getloadavg())
     exact = SystolicModel(dram_window="exact")
-    kw = {label: {"max_fold_ratio": r, "max_walk_entries": lim, "max_far_walk_entries": far}
-          for label, r, lim, far in FRONTIER}
+    kw = {x[0]: {"max_fold_ratio": x[1], "max_walk_entries": x[2], "max_far_walk_entries": x[3],
+                 "max_sample_entries": x[4] if len(x) > 4 else 0} for x in settings}
     errs: dict[str, dict[str, list[float]]] = {label: {} for label in kw}
     worst_layer, worst_misses = None, -1
     for prob, arch in random_convolutions(np.random.default_rng(seed), n_layers):
@@ -804,7 +813,7 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
                     misses += int((np.abs(got / want - 1) > 0.02).sum())
         if misses > worst_misses:
             worst_layer, worst_misses = (prob, arch), misses
-    out: dict = {"settings": [list(x) for x in FRONTIER], "accuracy": {}, "search": {}, "pool": {}}
+    out: dict = {"settings": [list(x) for x in settings], "accuracy": {}, "search": {}, "pool": {}}
     for label, per in errs.items():
         acc = {}
         for sub, e in sorted(per.items()) + [("all", [x for v in per.values() for x in v])]:
@@ -823,7 +832,7 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
     assert worst_layer is not None
     cases = {"CB2a_2": (layer.problem, config_arch(cfg)), "random": worst_layer}
     out["random_layer"] = {"bounds": worst_layer[0].bounds.tolist(), "misses_near_only": worst_misses}
-    every = {"estimate": {"dram_window": "estimate"}} | {k: kw[k] for k in FRONTIER_COSTS}
+    every = {"estimate": {"dram_window": "estimate"}} | {k: kw[k] for k in cost_labels}
     for name, (prob, arch) in cases.items():
         for k in every.values():  # warm (compiled code)
             search(prob, arch, model=SystolicModel(**k), budget=300, seed=99)
@@ -834,7 +843,8 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
                 window_fetches.cache_clear()
                 t0 = time.perf_counter()
                 search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
-                row[label] = {"s": time.perf_counter() - t0, "walks": window_fetches.cache_info().misses}
+                row[label] = {"s": time.perf_counter() - t0, "walks": window_fetches.cache_info().misses,
+                              "samples": window_fetches_sampled.cache_info().misses}
             out["search"][name][sd] = row
             print(f"search {name} seed {sd}: " + ", ".join(f"{k} {v['s']:.2f} s ({v['walks']})" for k, v in row.items()),
                   flush=True)
@@ -852,7 +862,8 @@ def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: t
         m.evaluate(problem, pa, pool)
         warm = time.perf_counter() - t0
         out["pool"][label] = {"rows": pool_rows, "cold_s": cold, "warm_s": warm,
-                              "walks": window_fetches.cache_info().misses}
+                              "walks": window_fetches.cache_info().misses,
+                              "samples": window_fetches_sampled.cache_info().misses}
         print(f"pool {label:12}: cold {cold:.2f} s ({out['pool'][label]['walks']} walks), warm {warm * 1e3:.1f} ms",
               flush=True)
     out["load_average"] = [load0, list(os.getloadavg())]
@@ -864,16 +875,19 @@ def far_search_cost(budget: int, layers: tuple[tuple[int, ...], ...] = ((1, 64, 
                                                                        (1, 16, 64, 30, 30, 3, 3),
                                                                        (1, 32, 64, 34, 34, 5, 5),
                                                                        (1, 8, 16, 4, 4, 7, 7)),
-                    seeds: tuple[int, ...] = (0, 1, 2), n_layers: int = 40, seed: int = 0) -> dict:
+                    seeds: tuple[int, ...] = (0, 1, 2), n_layers: int = 40, seed: int = 0,
+                    kw: dict | None = None, base: str = "near only") -> dict:
     """The default search (``budget`` evaluations, ``seeds``) on some of `variant_errors`'
     random convolutions (by bounds: the mid-size layers whose seeds `"auto"` left outside
     2 %, and the small one of `frontier`) with the estimate, ``"auto"`` without walks beyond
     the fold ratio and the default ``"auto"``: interleaved, a new model and cleared walk
-    caches each run; median seconds and the walks of each run."""
+    caches each run; median seconds and the walks of each run. ``kw``: other settings by
+    label (the default's ratio to ``base``, one of them, is reported)."""
     from accelmap.search.api import search
 
     load0 = list(os.getloadavg())
-    kw = {"estimate": {"dram_window": "estimate"}, "near only": {"max_far_walk_entries": 0}, "default": {}}
+    if kw is None:
+        kw = {"estimate": {"dram_window": "estimate"}, "near only": {"max_far_walk_entries": 0}, "default": {}}
     out: dict = {"budget": budget, "layers": {}}
     for prob, arch in random_convolutions(np.random.default_rng(seed), n_layers):
         key = tuple(int(b) for b in prob.bounds)
@@ -887,15 +901,150 @@ def far_search_cost(budget: int, layers: tuple[tuple[int, ...], ...] = ((1, 64, 
                 window_fetches.cache_clear()
                 t0 = time.perf_counter()
                 search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
-                runs[label].append([time.perf_counter() - t0, window_fetches.cache_info().misses])
+                runs[label].append([time.perf_counter() - t0, window_fetches.cache_info().misses,
+                                    window_fetches_sampled.cache_info().misses])
         med = {label: statistics.median(r[0] for r in v) for label, v in runs.items()}
         out["layers"][str(key)] = {"arch": [arch.levels[0].name, *(lv.name for lv in arch.levels[1:])],
                                    "runs": runs, "median_s": med,
-                                   "default_over_near_only": med["default"] / med["near only"]}
-        print(f"{key}: " + ", ".join(f"{label} {m:.2f} s" for label, m in med.items())
-              + f" ({med['default'] / med['near only']:.2f}x)", flush=True)
+                                   "over_" + base.replace(" ", "_"): {k: m / med[base] for k, m in med.items()}}
+        print(f"{key}: " + ", ".join(f"{label} {m:.2f} s ({m / med[base]:.2f}x)" for label, m in med.items()),
+              flush=True)
     out["load_average"] = [load0, list(os.getloadavg())]
     return out
+
+def sampled_shapes(ref: Path, budget: int, n_shapes: int = 60, seed: int = 0,
+                   samples: tuple[int, ...] = (1 << 19, 1 << 20)) -> dict:
+    """The walked sample (`window_fetches_sampled`) against the walk on the streams the default
+    search on CB2a_2 (the ws config's array, ``budget`` evaluations, seed ``seed``) counts
+    from a sample: ``n_shapes`` of them drawn at random, per stream mode, each sample size's
+    error and time against the walk's (cold)."""
+    from accelmap.costmodels import systolic_dram as sd
+    from accelmap.search.api import search
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    calls: list[tuple] = []
+    real = sd.window_fetches_sampled
+
+    def record(*a):  # type: ignore[no-untyped-def]
+        calls.append(a[:-1])
+        return real(*a)
+
+    sd.window_fetches_sampled = record
+    try:
+        search(layer.problem, config_arch(cfg), model=SystolicModel(max_sample_entries=samples[0]), budget=budget,
+               seed=seed)
+    finally:
+        sd.window_fetches_sampled = real
+    shapes = sorted(set(calls), key=str)
+    pick = np.random.default_rng(seed).choice(len(shapes), min(n_shapes, len(shapes)), replace=False)
+    rows = []
+    for i in pick.tolist():
+        a = shapes[i]
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        want = window_fetches(*a)
+        row = {"mode": int(a[8]), "exact": int(want), "walk_s": time.perf_counter() - t0}
+        for b in samples:
+            t0 = time.perf_counter()
+            got = window_fetches_sampled(*a, b)
+            row[f"sample {b}"] = {"error": got / want - 1, "s": time.perf_counter() - t0}
+        rows.append(row)
+    out: dict = {"shapes_sampled_in_search": len(shapes), "measured": len(rows), "by_sample": {}}
+    for b in samples:
+        for mode in (None, 0, 1, 2):
+            sel = [r for r in rows if mode is None or r["mode"] == mode]
+            if not sel:
+                continue
+            e = np.abs([r[f"sample {b}"]["error"] for r in sel])
+            out["by_sample"][f"{b} mode {'all' if mode is None else mode}"] = {
+                "shapes": len(sel), "within_2pct": int((e <= 0.02).sum()), "worst_abs_error": float(e.max()),
+                "median_abs_error": float(np.median(e)),
+                "median_s": float(np.median([r[f"sample {b}"]["s"] for r in sel])),
+                "walk_median_s": float(np.median([r["walk_s"] for r in sel]))}
+            v = out["by_sample"][f"{b} mode {'all' if mode is None else mode}"]
+            print(f"sample {b} mode {mode}: {v['within_2pct']}/{v['shapes']} within 2 %, worst "
+                  f"{100 * v['worst_abs_error']:.1f} %, {1e3 * v['median_s']:.2f} ms (walk {1e3 * v['walk_median_s']:.2f} ms)",
+                  flush=True)
+    out["rows"] = rows
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
+def sampled_rows(ref: Path, budget: int, n_rows: int = 60, seed: int = 0,
+                 samples: tuple[int, ...] = (1 << 19, 1 << 20)) -> dict:
+    """The estimate and the walked samples against the walk on the rows of the default search
+    on CB2a_2 (the ws config's array, ``budget`` evaluations, seed ``seed``, recorded under
+    the estimate) that a sample would count (the default ``"auto"`` estimates them):
+    ``n_rows`` of them with distinct fold shapes and orders, drawn at random; the ifmap's
+    DRAM reads of each."""
+    from accelmap.costmodels import systolic as sy
+    from accelmap.search.api import search
+
+    class Recording(SystolicModel):
+        """The estimate, keeping every batch a search sends."""
+
+        def __init__(self) -> None:
+            super().__init__(dram_window="estimate")
+            self.batches: list[MappingBatch] = []
+
+        def evaluate(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate(problem, arch, mappings)
+
+        def evaluate_objective(self, problem, arch, mappings):  # type: ignore[no-untyped-def]
+            self.batches.append(mappings)
+            return super().evaluate_objective(problem, arch, mappings)
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    prob, arch = layer.problem, config_arch(cfg)
+    rec = Recording()
+    search(prob, arch, model=rec, budget=budget, seed=seed)
+    batch = MappingBatch.concat(rec.batches)
+    lay = sy.systolic_layout(prob, arch)[0]
+    e = SystolicModel(dram_window="estimate").stats(prob, arch, batch)
+    size = np.array(lay.class_size[:3])
+    fewest = -(-size[e.row_class] // lay.rows) * -(-size[e.col_class] // lay.cols)
+    passes = sy._passes(0, e.row_class, e.col_class, e.row_folds, e.col_folds)
+    rule = (SystolicModel.MAX_WALK_ENTRIES, SystolicModel.MAX_FOLD_RATIO, SystolicModel.MAX_FAR_WALK_ENTRIES, 1)
+    codes = sy._walk_rows(e.valid, e.sram_reads[:, 0], e.row_folds * e.col_folds, fewest, lay.class_size[3], rule,
+                          passes)
+    cand = np.flatnonzero(codes < 0)
+    key = np.concatenate([np.stack([e.row_class, e.col_class, e.rows_used, e.cols_used], axis=1),
+                          batch.order[:, lay.array_level]], axis=1)[cand]
+    _, first = np.unique(key, axis=0, return_index=True)
+    cand = cand[first]
+    pick = np.sort(np.random.default_rng(seed).choice(cand, min(n_rows, cand.size), replace=False))
+    sub = batch.take(pick)
+    window_fetches.cache_clear()
+    t0 = time.perf_counter()
+    want = SystolicModel(dram_window="exact").stats(prob, arch, sub).dram_reads[:, 0]
+    walk_s = time.perf_counter() - t0
+    got = {"estimate": e.dram_reads[pick, 0]}
+    times = {}
+    for b in samples:
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        got[f"sample {b}"] = SystolicModel(max_sample_entries=b).stats(prob, arch, sub).dram_reads[:, 0]
+        times[f"sample {b}"] = time.perf_counter() - t0
+    out: dict = {"rows_recorded": len(batch), "rows_sampled": int((codes < 0).sum()),
+                 "distinct_sampled_shapes": int(first.size), "measured": int(pick.size), "walk_s": walk_s,
+                 "sample_s": times, "by_count": {}}
+    for label, g in got.items():
+        err = g / want - 1
+        a = np.abs(err)
+        out["by_count"][label] = {"within_2pct": int((a <= 0.02).sum()), "median_abs_error": float(np.median(a)),
+                                  "worst_abs_error": float(a.max()),
+                                  "signed_error_quantiles_10_50_90": np.quantile(err, [0.1, 0.5, 0.9]).tolist()}
+        v = out["by_count"][label]
+        print(f"CB2a_2 rows counted from a sample, {label}: {v['within_2pct']}/{pick.size} within 2 %, median "
+              f"{100 * v['median_abs_error']:.1f} %, worst {100 * v['worst_abs_error']:.1f} %", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -922,6 +1071,13 @@ def main() -> None:
     ap.add_argument("--frontier-only", action="store_true",
                     help="only the accuracy and cost of auto's settings (FRONTIER), written to "
                     "bench_scalesim_dram_window8.json")
+    ap.add_argument("--window9-only", action="store_true",
+                    help="only walked samples of long streams (FRONTIER9: accuracy and cost, the mid-size "
+                    "layers' searches, CB2a_2's sampled streams against the walk), written to "
+                    "bench_scalesim_dram_window9.json")
+    ap.add_argument("--sampled-rows-only", action="store_true",
+                    help="only the estimate and walked samples against the walk on CB2a_2's rows a sample "
+                    "counts, merged into bench_scalesim_dram_window9.json")
     ap.add_argument("--far-search-only", action="store_true",
                     help="only the search cost of walks beyond the fold ratio on random convolutions, merged into "
                     "bench_scalesim_dram_window8.json")
@@ -935,6 +1091,29 @@ def main() -> None:
         results.write_text(json.dumps(old, indent=1) + "\n")
         print(f"wrote {results}")
 
+    if args.sampled_rows_only:
+        out9 = RESULTS.with_name("bench_scalesim_dram_window9.json")
+        old9 = json.loads(out9.read_text()) if out9.exists() else {}
+        old9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
+        out9.write_text(json.dumps(old9, indent=1) + "\n")
+        print(f"wrote {out9}")
+        return
+    if args.window9_only:
+        out9 = RESULTS.with_name("bench_scalesim_dram_window9.json")
+        res9: dict = {}
+        res9["frontier"] = frontier(args.reference, args.search_budget or 5000, settings=FRONTIER9,
+                                    cost_labels=FRONTIER9_COSTS)
+        out9.write_text(json.dumps(res9, indent=1) + "\n")
+        kw9 = {"estimate": {"dram_window": "estimate"}, "default": {},
+               "sample 2^19": {"max_sample_entries": 1 << 19}, "sample 2^20": {"max_sample_entries": 1 << 20}}
+        res9["far_search"] = far_search_cost(args.search_budget or 5000, kw=kw9, base="default")
+        out9.write_text(json.dumps(res9, indent=1) + "\n")
+        res9["cb2a_2_shapes"] = sampled_shapes(args.reference, args.search_budget or 5000)
+        out9.write_text(json.dumps(res9, indent=1) + "\n")
+        res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
+        out9.write_text(json.dumps(res9, indent=1) + "\n")
+        print(f"wrote {out9}")
+        return
     if args.far_search_only:
         out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")
         old8 = json.loads(out8.read_text()) if out8.exists() else {}

@@ -43,17 +43,19 @@ FIELDS = ("cycles", "energy_pj", "compute_energy_pj", "utilization", "valid", "r
 
 def _old_package(rev: str, where: Path) -> str:
     """``src/accelmap`` of ``rev`` as the package ``accelmap_old`` under ``where``."""
+    pkg = where / "accelmap_old"
+    sys.path.insert(0, str(where))
+    if pkg.exists():  # (kept from an earlier run with ``--old-dir``: its numba cache too)
+        return "accelmap_old"
     tar = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "src/accelmap"], check=True,
                          capture_output=True).stdout
     subprocess.run(["tar", "-x", "-C", str(where)], input=tar, check=True)
-    pkg = where / "accelmap_old"
     (where / "src" / "accelmap").rename(pkg)
     for f in pkg.rglob("*.py"):
         text = f.read_text()
         text = re.sub(r"\baccelmap\.", "accelmap_old.", text)
         text = re.sub(r"from accelmap import", "from accelmap_old import", text)
         f.write_text(text)
-    sys.path.insert(0, str(where))
     return "accelmap_old"
 
 
@@ -63,6 +65,9 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="*", type=int, default=[10000, 100000])
     ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--old-dir", type=Path, default=None,
+                    help="keep the old package in this folder (made if absent) so that its numba cache is kept "
+                         "between runs; default a temporary folder")
     args = ap.parse_args()
     import numba
 
@@ -74,7 +79,11 @@ def main() -> None:
     from accelmap.costmodels.systolic import SystolicModel
 
     with tempfile.TemporaryDirectory() as tmp:
-        old_name = _old_package(args.old, Path(tmp))
+        where = Path(tmp)
+        if args.old_dir is not None:
+            where = args.old_dir.resolve()
+            where.mkdir(parents=True, exist_ok=True)
+        old_name = _old_package(args.old, where)
         old_model = importlib.import_module(f"{old_name}.costmodels.systolic").SystolicModel
         models = {"old": old_model(engine="cpu"), "new": SystolicModel(engine="cpu")}
         out: dict = {"old": args.old, "new": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],

@@ -51,7 +51,10 @@ class OutputBuffers:
     def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
         """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
         refers to any more if one matches, else new arrays."""
-        key = tuple((k, s, np.dtype(t).str) for k, (s, t) in shapes.items())
+        # (the names, shapes and dtypes as given: one C-level tuple, no dtype objects made; a
+        # call site that names one dtype two ways only misses a reuse. Every object touched
+        # here is cold after a large call's rows, so each costs several times its warm time.)
+        key = tuple(shapes.items())
         with _BUFFERS_LOCK:
             for j, (k, arrays, base) in enumerate(self._sets):
                 if k == key and _refs(arrays) <= base:
@@ -80,4 +83,4 @@ _BUFFERS_LOCK = threading.Lock()
 def _refs(arrays: tuple[np.ndarray, ...]) -> int:
     """The most references to one of ``arrays`` (`OutputBuffers`: compared only with its own
     value when the set was made, so the references this expression holds cancel out)."""
-    return max((sys.getrefcount(a) for a in arrays), default=0)
+    return max(map(sys.getrefcount, arrays), default=0)

@@ -50,9 +50,7 @@ __all__ = ["source", "driver", "cache_dir"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 1
-# Options of the generator (measured variants; the defaults are the kept forms).
-OPTS: dict[str, bool] = {}
+_GENERATOR_VERSION = 2
 
 
 def cache_dir() -> Path:
@@ -84,13 +82,6 @@ def _prod(terms: list[str]) -> str:
     terms = [t for t in terms if t != "1"] or ["1"]
     while len(terms) > 1:
         terms = [f"({terms[k]} * {terms[k + 1]})" if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
-    return terms[0]
-
-
-def _minmax(fn: str, terms: list[str]) -> str:
-    while len(terms) > 1:
-        terms = [f"{fn}({terms[k]}, {terms[k + 1]})" if k + 1 < len(terms) else terms[k]
-                 for k in range(0, len(terms), 2)]
     return terms[0]
 
 
@@ -160,109 +151,8 @@ def source(S: tuple) -> str:
     w("for i in range(lo, hi):")
     w.ind = 2
     w("ci = i if full else 0")
-    # --- loads and FACTORS -----------------------------------------------------------------
-    nonfan = [lv for lv in range(L) if not FANL[lv]]
-
-    def tiles(ones: bool) -> None:
-        # `check`'s running product of each dim's factors, innermost level first, each factor
-        # loaded where it is first used (``ones``: every spatial factor of a level without a
-        # fanout is 1, so neither loaded nor multiplied)
-        mins = []
-        for d in range(D):
-            prev = "1"
-            for lv in range(L - 1, -1, -1):
-                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
-                if ones and not FANL[lv]:
-                    w(f"t{lv}_{d} = {prev} * a{lv}_{d}")
-                    mins += [f"a{lv}_{d}"]
-                else:
-                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
-                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
-                    w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
-                    mins += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
-                prev = f"t{lv}_{d}"
-        w(f"bad_f = {_minmax('min', mins)} < 1 or " + " or ".join(f"t0_{d} != bounds[{d}]" for d in range(D)))
-        for lv in range(L):  # FANOUT
-            if ones and not FANL[lv]:
-                w(f"bad_n{lv} = 1 > fan_xy[{lv}, 0] or 1 > fan_xy[{lv}, 1]")
-            else:
-                ux = _prod([f"x{lv}_{d}" for d in range(D)])
-                uy = _prod([f"y{lv}_{d}" for d in range(D)])
-                w(f"bad_n{lv} = {ux} > fan_xy[{lv}, 0] or {uy} > fan_xy[{lv}, 1]")
-
-    def loads_rest() -> None:
-        for lv in range(L):
-            for j in range(D):
-                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
-        for lv in range(L):
-            for t in range(T):
-                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
-
-    def legality(ones: bool) -> None:
-        tiles(ones)
-        # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
-        # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
-        # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
-        for lv in range(L):
-            for j in range(D):
-                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
-            seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
-            high = " | ".join(f"o{lv}_{j}" for j in range(D))
-            w(f"bad_o{lv} = ({seen}) != {(1 << D) - 1} or (({high}) >> 6) != 0")
-        # KEEP
-        for lv in range(L):
-            terms = []
-            for t in range(T):
-                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
-                if lv == 0:
-                    terms.append("True" if not HOLDS[0, t] else f"not k0_{t}")
-                elif not HOLDS[lv, t]:
-                    terms.append(f"k{lv}_{t}")
-            w(f"bad_k{lv} = " + (" or ".join(terms) if terms else "False"))
-        # CAPACITY (levels with a capacity; `check` sums the kept footprints, tensor by tensor)
-        for lv in range(L):
-            if not capf[lv]:
-                continue
-            need = "0"
-            for t in range(T):
-                if HOLDS[lv, t]:
-                    need = f"({need} + ({footprint(t, f't{lv}_')} if k{lv}_{t} else 0))"
-            w(f"bad_c{lv} = {need} > capacity[{lv}]")
-        chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
-        chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
-        w("why, where = 0, -1")
-        for k, (cond, code, lv) in enumerate(chain):
-            w(f"{'if' if k == 0 else 'elif'} {cond}:")
-            w(f"    why, where = {code}, {lv}")
-
-    if nonfan and OPTS.get("spfast", True):
-        # A level without a fanout takes spatial factors of 1 in every legal mapping: tested
-        # at once (an OR of XORs), the tiles and fanouts then need no products of them. A row
-        # that fails it is checked by the rule itself (`_loopnest_kernel.check_one`, compiled
-        # once for every structure), which leaves its tiles in ``tile``.
-        w("ones = 0")
-        for lv in nonfan:
-            for d in range(D):
-                w(f"ones |= (spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)")
-        w("if ones == 0:")
-        w.ind += 1
-        legality(True)
-        w.ind -= 1
-        w("else:")
-        w.ind += 1
-        w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
-          "capacity, tile, spans)")
-        for d in range(D):
-            for lv in range(L):
-                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
-                if FANL[lv]:
-                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
-                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
-                w(f"t{lv}_{d} = tile[{lv}, {d}]")
-        loads_rest()
-        w.ind -= 1
-    else:
-        legality(False)
+    # --- legality (`check`) -------------------------------------------------------------------
+    _legality(w, S, footprint)
     w("codes[i, 0] = why")
     w("codes[i, 1] = where")
     w("if why != 0:")
@@ -355,7 +245,7 @@ def source(S: tuple) -> str:
                     n1, n2, aa, bb, xx, yy = (f"{x}{sfx}" for x in ("n1_", "n2_", "aa", "bb", "xx", "yy"))
                     v = f"q{sfx}"
                     w(f"{n1}, {n2} = g{lv}_{d1}, g{lv}_{d2}")
-                    w(f"if {n1} > 1 and {n2} > 1:")
+                    w(f"if ({n1} > 1) & ({n2} > 1):")
                     w(f"    {aa} = {a1} * {nxt1}")
                     w(f"    {bb} = {a2} * {nxt2}")
                     w(f"    {xx}, {yy} = {aa}, {bb}")
@@ -371,6 +261,9 @@ def source(S: tuple) -> str:
                 expr = f"({expr} * {p_})"
             w(f"ds{t}_{lv} = {expr}")
     # --- per tensor: its keeping levels from the innermost out (`keeper_counts`) -----------------
+    # A row's counts are written once, at its end, in the order of ``cnt`` (count, level,
+    # tensor), each scaled there by its tensor's padding share (no ``if full`` block per
+    # level and tensor: fewer blocks for numba's passes to go over).
     rd_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
     wr_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
     for t in range(T):
@@ -384,9 +277,6 @@ def source(S: tuple) -> str:
                 grp, chn = f"grp{x_}", f"chn{x_}"
             if not HOLDS[p, t]:
                 w(f"e{x_} = 0.0")
-                w("if full:")
-                for q in range(6):
-                    w(f"    cnt[i, {q}, {p}, {t}] = 0.0")
                 continue
             kept = "True" if p == 0 else f"k{x_}"
             w(f"if {kept}:")
@@ -439,14 +329,7 @@ def source(S: tuple) -> str:
                 e += f" + {cb(f)} * write_pj[{p}]"
             w(f"e{x_} = ({e}) * ib{p}")
             w(f"rw{x_} = {f} + {u}")
-            w("if full:")
-            sl, zl = (5, 4) if is_out else (4, 5)
-            w(f"    cnt[ci, {sl}, {p}, {t}] = float(({fch} * {chn} - {ap}) * ib{p})")
-            w(f"    cnt[ci, {zl}, {p}, {t}] = 0.0")
-            w(f"    cnt[ci, 0, {p}, {t}] = float({r} * ib{p})")
-            w(f"    cnt[ci, 1, {p}, {t}] = float({f} * ib{p})")
-            w(f"    cnt[ci, 2, {p}, {t}] = float({u} * ib{p})")
-            w(f"    cnt[ci, 3, {p}, {t}] = e{x_}")
+            w(f"sp{x_} = {fch} * {chn} - {ap}")  # (the multicast or spatial-reduction count)
             rd_terms[p].append(r)
             wr_terms[p].append(f"rw{x_}")
             if p > 0:
@@ -458,9 +341,7 @@ def source(S: tuple) -> str:
                 w(f"    {r} = 0")
                 w(f"    rw{x_} = 0")
                 w(f"    fc{x_}, gb{x_}, cb{x_} = {fch}, {grp}, {chn}")
-                w("    if full:")
-                for q in range(6):
-                    w(f"        cnt[i, {q}, {p}, {t}] = 0.0")
+                w(f"    {f}, {u}, sp{x_} = 0, 0, 0")
                 fch, grp, chn = f"fc{x_}", f"gb{x_}", f"cb{x_}"
             else:
                 w.ind -= 1
@@ -485,20 +366,150 @@ def source(S: tuple) -> str:
         w(f"    before{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L)]))
         w(f"    after{t} = " + " + ".join(["0.0"] + [f"e{lv}_{t} * fr{t}" for lv in range(L)]))
         w(f"    energy{t + 1} = energy{t} + (after{t} - before{t})")
-        w("    if full:")
-        for lv in range(L):
-            w(f"        cnt[ci, 3, {lv}, {t}] = e{lv}_{t} * fr{t}")
-            w(f"        cnt[ci, 0, {lv}, {t}] *= fr{t}")
-            w(f"        cnt[ci, 1, {lv}, {t}] *= fr{t}")
-            w(f"        cnt[ci, 2, {lv}, {t}] *= fr{t}")
         w("else:")
         w(f"    energy{t + 1} = energy{t}")
+    # The counts, in the order of ``cnt``. The rule scales a padded tensor's reads, fills,
+    # updates and energies in place where its share is below 1; a count times 1.0 is itself,
+    # so here every such count is multiplied by the share or by 1.0 (the same values).
+    w("if full:")
+    for t in range(T):
+        w(f"    sc{t} = fr{t} if fr{t} < 1.0 else 1.0")
+    for q in range(6):
+        for lv in range(L):
+            for t in range(T):
+                x_ = f"{lv}_{t}"
+                if not HOLDS[lv, t] or (q == 4 and t == out) or (q == 5 and t != out):
+                    v = "0.0"
+                elif q == 3:
+                    v = f"e{x_} * sc{t}"
+                elif q in (4, 5):
+                    v = f"float(sp{x_} * ib{lv})"
+                else:
+                    v = f"float({('r', 'f', 'u')[q]}{x_} * ib{lv}) * sc{t}"
+                w(f"    cnt[ci, {q}, {lv}, {t}] = {v}")
     w("valid[i] = True")
     w("res[i, 0] = cf")
     w(f"res[i, 1] = energy{T}")
     w("res[i, 2] = macs * mac_pj")
     w("res[i, 3] = macs / (n_macs * cf)")
     return "\n".join(w.lines) + "\n"
+
+
+def _legality(w: _Src, S: tuple, footprint) -> None:  # noqa: ANN001
+    """Write the legality checks of `check` (FACTORS, ORDER, KEEP, FANOUT, CAPACITY: the first
+    failing one in that order, each computed for every level), leaving ``why, where`` and the
+    row's factors, tiles, order and keep flags in locals.
+
+    Written with few branches, since numba's passes (SSA reconstruction, lowering) cost about
+    the number of blocks times the number of variables: the tests combined with ``|`` of
+    booleans (a short-circuit ``or`` is a branch, so a block), a kept tensor's footprint
+    multiplied by its keep flag, the least factor's test as the sign of an OR, the first
+    failing check found from a mask of the tests (one branch for a legal row) instead of a
+    chain of ``elif``. Each value is loaded where it is first used, as before (loading every
+    value first made the rows 1.4x slower: register pressure). A level without a fanout takes
+    spatial factors of 1 in every legal mapping: tested at once (an OR of XORs), after which
+    its spatial factors take no part in the tiles or fanouts; a row that fails that test is
+    checked by the rule itself (`_loopnest_kernel.check_one`, compiled once for every
+    structure), which leaves its tiles in ``tile``."""
+    L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
+    HOLDS = np.array(holds, dtype=bool).reshape(L, T)
+    FANL = [bool(x) for x in fanl]
+    nonfan = [lv for lv in range(L) if not FANL[lv]]
+
+    def loads(tiles: bool) -> None:
+        for lv in range(L):
+            for d in range(D):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if FANL[lv]:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                if tiles:
+                    w(f"t{lv}_{d} = tile[{lv}, {d}]")
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+        for lv in range(L):
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+
+    if nonfan:
+        w("ones = " + " | ".join(f"(spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)"
+                                 for lv in nonfan for d in range(D)))
+    else:
+        w("ones = 0")
+    w("if ones == 0:")
+    w.ind += 1
+    terms = []
+    for d in range(D):
+        prev = "1"
+        for lv in range(L - 1, -1, -1):
+            w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+            if FANL[lv]:
+                w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                w(f"t{lv}_{d} = {prev} * a{lv}_{d} * x{lv}_{d} * y{lv}_{d}")
+                terms += [f"a{lv}_{d}", f"x{lv}_{d}", f"y{lv}_{d}"]
+            else:
+                w(f"t{lv}_{d} = {prev} * a{lv}_{d}")
+                terms += [f"a{lv}_{d}"]
+            prev = f"t{lv}_{d}"
+    # a factor below 1 (`check`'s least factor < 1): v | (v - 1) is negative exactly when v < 1
+    # (v <= 0 sets the sign bit of v or of v - 1; v >= 1 sets neither)
+    w("lo_f = " + " | ".join(f"{v} | ({v} - 1)" for v in terms))
+    w("bad_f = (lo_f < 0) | " + " | ".join(f"(t0_{d} != bounds[{d}])" for d in range(D)))
+    for lv in range(L):
+        if not FANL[lv]:
+            w(f"bad_n{lv} = (1 > fan_xy[{lv}, 0]) | (1 > fan_xy[{lv}, 1])")
+        else:
+            ux = _prod([f"x{lv}_{d}" for d in range(D)])
+            uy = _prod([f"y{lv}_{d}" for d in range(D)])
+            w(f"bad_n{lv} = ({ux} > fan_xy[{lv}, 0]) | ({uy} > fan_xy[{lv}, 1])")
+    # ORDER: the bits of a level's dims (mod 64) are all of 0..D-1 and no dim has a bit above
+    # 5 set (a negative one, or one >= 64); a dim in D..63 sets a bit above D-1. So the seen
+    # mask is all of 0..D-1 exactly when the order is a permutation (`check`'s test).
+    for lv in range(L):
+        for j in range(D):
+            w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+        seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
+        high = " | ".join(f"o{lv}_{j}" for j in range(D))
+        w(f"bad_o{lv} = (({seen}) != {(1 << D) - 1}) | ((({high}) >> 6) != 0)")
+    for lv in range(L):
+        ks = []
+        for t in range(T):
+            w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
+            if lv == 0:
+                if HOLDS[0, t]:
+                    ks.append(f"(not k0_{t})")
+                else:
+                    ks.append("True")
+            elif not HOLDS[lv, t]:
+                ks.append(f"k{lv}_{t}")
+        w(f"bad_k{lv} = " + (" | ".join(ks) if ks else "False"))
+    for lv in range(L):
+        if not capf[lv]:
+            continue
+        need = "0"
+        for t in range(T):
+            if HOLDS[lv, t]:
+                need = f"({need} + {footprint(t, f't{lv}_')} * k{lv}_{t})"
+        w(f"bad_c{lv} = {need} > capacity[{lv}]")
+    chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
+    chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
+    w("bad = " + " | ".join(f"({cond} * {1 << k})" for k, (cond, _, _) in enumerate(chain)))
+    w("if bad == 0:")
+    w("    why, where = 0, -1")
+    w("else:")
+    w("    first = 0")
+    w("    while not ((bad >> first) & 1):")
+    w("        first += 1")
+    w(f"    why, where = {tuple(c for _, c, _ in chain)!r}[first], {tuple(v for _, _, v in chain)!r}[first]")
+    w.ind -= 1
+    w("else:")
+    w.ind += 1
+    w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
+      "capacity, tile, spans)")
+    loads(True)
+    w.ind -= 1
 
 
 def supports(S: tuple) -> bool:

@@ -40,6 +40,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import math
+import pickle
 from pathlib import Path
 
 import numpy as np
@@ -62,7 +63,7 @@ from accelmap.costmodels._systolic_kernel import (
     _walked_lookup,
 )
 
-__all__ = ["structure", "driver"]
+__all__ = ["structure", "driver", "ready", "ready_known"]
 
 
 def _rules_digest() -> int:
@@ -106,14 +107,15 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     docstring), ``valid`` and ``missing`` (walked counts not in the table, as
     `_systolic_kernel._row`) always. Arguments come grouped (``mp`` the mapping arrays, ``rt``
     the run-time constants, ``wk`` the walk table and rule, ``out`` the outputs, ``sc`` the
-    scratch); the arrays of a mode not wanted may have no rows."""
+    scratch); the arrays of a mode not wanted may have no rows. Returns how many rows miss a
+    walked count (``missing`` nonzero)."""
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
         L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL, _RULES = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
-        tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far = wk
+        tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample = wk
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
         ext, suff = sc
         R, C = ints[2], ints[3]
@@ -121,6 +123,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         fewest_r = (-(-ints[7] // R), -(-ints[8] // R), -(-ints[9] // R))
         fewest_c = (-(-ints[7] // C), -(-ints[8] // C), -(-ints[9] // C))
         macs = flts[3]
+        n_missing = 0
         for i in range(temporal.shape[0]):
             py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
@@ -198,7 +201,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                     _folds_and_counts(df, rc, cc, py, px, ints)
                 # --- DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated ---
                 dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
-                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far,
+                                                ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample,
                                                 order3, i, AL)
                 if dr0 < 0:
                     dr0 = _dram_words(0, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
@@ -209,6 +212,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
                                                         ints, flts)
             missing[i] = miss
+            n_missing += miss != 0
             if want_stats:
                 ri = out_i[i]
                 ri[0] = df
@@ -267,5 +271,45 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             if mode == 2:
                 comp[i] = c
                 util[i] = ut if ok else 0.0
+        return n_missing
 
     return rows
+
+
+# Per structure, whether its driver was ready without a compile when this process first asked
+# (`ready`); kept so that the question costs one look at numba's cache index a process.
+_READY: dict[tuple, bool] = {}
+
+
+def ready_known(S: tuple) -> bool | None:
+    """`ready`'s answer for structure ``S`` if this process has asked already (True once the
+    driver has been compiled here since), else None."""
+    known = _READY.get(S)
+    if known is False and getattr(driver(S), "overloads", None):
+        known = _READY[S] = True
+    return known
+
+
+def ready(S: tuple, args: tuple) -> bool:
+    """Whether the driver of structure ``S`` runs arguments of the types of ``args`` without a
+    compile: compiled in this process already, or its entry in numba's on-disk cache (the
+    index file of this module's ``rows``, keyed as numba keys it: the signature, the target
+    and the hashes of the bytecode and the closure's values; `numba.core.caching.Cache`),
+    which numba then loads on the first call (about 10 ms). The answer is kept per structure
+    for the process (`ready_known`); where numba's cache cannot be read that way (no cache,
+    another numba's layout) the answer is False and the driver starts by the row count."""
+    known = _READY.get(S)
+    if known is not None:
+        return known
+    disp = driver(S)
+    try:
+        sig = tuple(disp.typeof_pyval(a) for a in args)
+        found = sig in disp.overloads
+        if not found:
+            cache = disp._cache
+            key = cache._index_key(sig, disp.targetctx.codegen())
+            found = key in cache._cache_file._load_index()
+    except (AttributeError, OSError, EOFError, pickle.UnpicklingError, ValueError, TypeError):
+        found = False  # (no dispatcher, no cache, or numba's internals not as expected: the row count decides)
+    _READY[S] = found
+    return found

@@ -16,6 +16,7 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numba
 import numpy as np
 from numba import njit
 from numba.extending import register_jitable
@@ -591,11 +592,11 @@ def _passes(o, rc, cc, f_r, f_c):
 
 
 @register_jitable
-def _walked(per, passes, walk_limit, walk_cap):
+def _walked(per, passes, walk_limit, walk_cap, walk_sample):
     """`systolic_dram._walk_rows` of a row under the limit ``walk_limit`` that its fold count
     gives it: its stream (``per`` entries a repetition of the GEMM) walked whole, or
-    ``walk_cap`` of its ``passes`` walked."""
-    if per <= walk_limit:
+    ``walk_cap`` of its ``passes`` walked, or (``walk_sample`` > 0) a sample of it walked."""
+    if per <= walk_limit or walk_sample > 0:
         return True
     return passes > walk_cap and (per // max(passes, 1)) * walk_cap <= walk_limit
 
@@ -694,7 +695,7 @@ def _folds_and_counts(df, rc, cc, py, px, ints):
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tvals, walk_limit, walk_ratio,
-                   walk_cap, walk_far, order3, i, al):
+                   walk_cap, walk_far, walk_sample, order3, i, al):
     """The walked DRAM words of the two read operands where `systolic_dram._walk_rows` says so
     (``fewest``: the fewest folds of the classes; a row within ``walk_ratio`` of them walks
     streams of up to ``walk_limit`` entries, one beyond up to ``walk_far``), looked up in the
@@ -704,13 +705,13 @@ def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tv
     limit = walk_limit if f_r * f_c <= walk_ratio * fewest else walk_far
     if walk_limit >= 0 and limit > 0:
         b1 = max(ints[10], 1)
-        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap):
+        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
             j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr0 = tvals[j]
             else:
                 missing |= 1
-        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap):
+        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
             j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr1 = tvals[j]
@@ -734,7 +735,7 @@ def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints,
 
 @register_jitable
 def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, ri, rf, ext, suff, spatial2, order2):
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff, spatial2, order2):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
     from the table (bit o: operand o; the row then holds the estimate). ``spatial2`` and
@@ -771,7 +772,7 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
         _folds_and_counts(df, rc, cc, py, px, ints)
     # DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, (-(-s_r // R)) * (-(-s_c // C)), acc0, acc1, ints,
-                                       tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, order, i, al)
+                                       tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, order, i, al)
     if dr0 < 0:
         dr0 = _dram_reads(0, i, order2, order, rc, cc, s_r, s_c, ur, uc, f_r, f_c, acc0, bounds, dim_class, full,
                           terms, ints, flts, pairs, ext, suff)
@@ -883,7 +884,7 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 
 @njit(cache=True, _nrt=False, nogil=True)  # type: ignore[call-overload]
 def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, fan_xy, dim_class, full, terms, ints, flts,
-               pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, want_stats, out_i, out_f, valid,
+               pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, want_stats, out_i, out_f, valid,
                missing, want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i,
                scratch_f, ext, suff):
     """Every row of the batch: its report into ``out_i`` / ``out_f`` (``want_stats``) and
@@ -893,7 +894,7 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, 
         ri = out_i[i] if want_stats else scratch_i
         rf = out_f[i] if want_stats else scratch_f
         missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
-                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, ri, rf, ext, suff,
+                          flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff,
                           spatial2, order2)
         ok = ri[_REASON] == 0
         valid[i] = ok
@@ -910,21 +911,70 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, 
 # has evaluated this many rows of a (problem, arch) (`SystolicModel` counts them), so that
 # evaluating a few mappings of a new layer never waits for that compile.
 _SPECIALISE_AFTER_ROWS = 100_000
+# ... unless the specialised driver is ready without a compile (`_systolic_cpu.ready`: compiled
+# in this process already, or in numba's on-disk cache): then it serves from the first row.
+# Loading it from the cache costs about 10 ms; the 0.3-0.5 s of a process's first call is
+# numba's own start (its target context and registries), which the generic driver pays alike.
+_SPECIALISE_IF_READY = True
 
 # Below this many rows a batch runs on the calling thread.
 _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
-def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int], arrays: tuple,
+def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], flat: tuple,
+               want_stats: bool, mode: int, out: tuple, scratch: tuple) -> tuple:
+    """The arguments of the specialised driver (`_systolic_cpu.driver`) in its order: ``flat``
+    the mapping arrays as rows (and the 3-D order), ``out`` the outputs, ``scratch`` its two
+    scratch rows."""
+    c = consts
+    rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+    wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]), np.int64(rule[4]))
+    return flat, rt, wk, want_stats, mode, out, scratch
+
+
+def _flat(arrays: tuple) -> tuple:
+    """The mapping arrays as (n, L * D ...) rows (free reshapes of contiguous arrays: one stride
+    a row), and the 3-D order again for the generic helpers the specialised driver calls."""
+    n = arrays[0].shape[0]
+    return (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
+
+
+def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int],
+                arrays: tuple, want_stats: bool, mode: int, cells: int) -> bool:
+    """Whether the specialised driver of ``spec`` runs a call of these kinds without compiling
+    (`_systolic_cpu.ready`, asked with zero-row arrays of the call's types)."""
+    from accelmap.costmodels import _systolic_cpu
+
+    known = _systolic_cpu.ready_known(spec)
+    if known is not None:
+        return known
+    e, f8, i8 = np.empty, np.float64, np.int64
+    out = (e((0, _N_INT), i8), e((0, _N_FLT), f8), e(0, np.bool_), e(0, i8), e(0, i8), e(0, i8), *(e(0, f8),) * 4,
+           *(e((0, cells), f8),) * 4)
+    D = consts.bounds.shape[0]
+    args = _spec_args(consts, table, rule, _flat(tuple(x[:0] for x in arrays)), want_stats, mode, out,
+                      (e(D, i8), e(D + 1, i8)))
+    return _systolic_cpu.ready(spec, args)
+
+
+def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
-         objective: bool = False, buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
+         objective: bool = False, buffers: OutputBuffers | None = None,
+         compile_spec: bool = True) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
-    that structure, `_systolic_cpu.driver`), by name. ``objective`` (``spec`` only): of the
+    that structure, `_systolic_cpu.driver`), by name, and how many rows miss a walked count
+    (None: not counted; ``missing`` tells). ``objective`` (``spec`` only): of the
     `Metrics` fields only cycles, energy, validity and reason. ``buffers``: the output arrays
-    come from there (`OutputBuffers`), else they are new."""
+    come from there (`OutputBuffers`), else they are new. ``compile_spec`` False: ``spec``
+    serves only where its driver is ready without a compile (`_spec_ready`), else the generic
+    driver does."""
     n = arrays[0].shape[0]
+    if spec is not None and not compile_spec:
+        mode = 0 if not want_metrics else (1 if objective else 2)
+        if not _spec_ready(spec, consts, table, rule, arrays, want_stats, mode, n_levels * n_tensors):
+            spec = None
     D = consts.bounds.shape[0]
     objective = objective and spec is not None and want_metrics
     m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
@@ -944,15 +994,30 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     else:
         out.update(buffers.take(cell_shapes))
     names = list(out)
-    threads = _threads()
-    n_blocks = threads * 4 if threads > 1 and n >= _PARALLEL_MIN_ROWS else 1
+    # (numba on one thread: one block, without `_threads`' look at the environment, 2-5 us a
+    # call, which the cap of OMP_NUM_THREADS could only lower)
+    threads = 1 if n < _PARALLEL_MIN_ROWS or numba.get_num_threads() == 1 else _threads()
+    n_blocks = threads * 4 if threads > 1 else 1
+    if spec is not None and n_blocks == 1:
+        # One block on this thread, the case a search's batch and a benchmark's are: the
+        # arguments built with as few Python objects as can be (no slices, no closure). Every
+        # object touched here is cold in the caches after the previous call's rows, so each
+        # costs several times its warm time: the Python around a 10,000-row call came to
+        # 20-30 ns a row before (about 200 us a call), against about 5 once warm.
+        from accelmap.costmodels import _systolic_cpu
+
+        mode = 0 if not want_metrics else (1 if objective else 2)
+        n_missing = _systolic_cpu.driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
+                                                           tuple(out.values()), (e(D, i8), e(D + 1, i8))))
+        return out, int(n_missing)
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
     if spec is None:
         # the spatial factors and orders as rows too, and the terms flat (for the shared helpers)
         spatial2, order2 = (x.reshape(n, math.prod(x.shape[1:])) for x in arrays[1:3])
         c = consts
         tables = (c.bounds, c.holds, c.fan_xy, c.dim_class, c.full, c.terms.reshape(-1), c.ints, c.flts, c.pairs,
-                  c.levels, *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
+                  c.levels, *table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]),
+                  np.int64(rule[4]))
 
         def block(b: int, lo: int, hi: int) -> None:
             o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
@@ -962,24 +1027,19 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         from accelmap.costmodels import _systolic_cpu
 
         rows = _systolic_cpu.driver(spec)
-        c = consts
-        rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
-        wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]))
         mode = 0 if not want_metrics else (1 if objective else 2)
-
-        # the mapping arrays as (n, L * D ...) rows (free reshapes of contiguous arrays: one
-        # stride a row), the 3-D order again for the generic helpers the driver calls
-        flat = (*(x.reshape(n, math.prod(x.shape[1:])) for x in arrays), arrays[2])
+        flat = _flat(arrays)
 
         def block(b: int, lo: int, hi: int) -> None:
             o = tuple(out[k][lo:hi] if len(out[k]) else out[k] for k in names)
-            rows(tuple(x[lo:hi] for x in flat), rt, wk, want_stats, mode, o, (scratch[2][b], scratch[3][b]))
+            rows(*_spec_args(consts, table, rule, tuple(x[lo:hi] for x in flat), want_stats, mode, o,
+                             (scratch[2][b], scratch[3][b])))
 
     if n_blocks > 1:  # blocks of rows on threads (`engines.run_blocks`)
         run_blocks(block, n, n_blocks, threads)
     elif n:
         block(0, 0, n)
-    return out
+    return out, None
 
 
 def _read_only(*arrays: np.ndarray) -> tuple[np.ndarray, ...]:
@@ -996,7 +1056,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   walk_far: int, walk: Callable[..., IntArray], temporal, spatial, order, keep,  # noqa: ANN001
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
-                  buffers: OutputBuffers | None = None) -> dict[str, np.ndarray]:
+                  buffers: OutputBuffers | None = None, compile_spec: bool = True,
+                  frozen: bool = False, walk_sample: int = 0) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -1004,20 +1065,29 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     (m, D) (`systolic_dram._walked_reads`); those rows are then evaluated again. ``walk_limit`` <
     0: nothing is walked; else `systolic_dram._walk_rows`'s rule with ``walk_ratio``,
     ``walk_cap`` (`SystolicModel.CAPPED_WALK_REPS`) and ``walk_far`` (the limit beyond the
-    ratio; 0: no such row walked). ``spec``: run the driver specialised
+    ratio; 0: no such row walked) and ``walk_sample`` (> 0: a row over its limit that is not
+    capped is counted from a walked sample, `window_fetches_sampled`). ``spec``: run the driver specialised
     for this structure (`_systolic_cpu.structure`) instead of the generic one; with it,
     ``objective`` writes only cycles, energy, validity and reason of the `Metrics` fields.
     ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
-    second pass allocates its own)."""
-    arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
-                        np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
-    rule = (walk_limit, walk_ratio, walk_cap, walk_far)
-    out = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective, buffers)
+    second pass allocates its own). ``compile_spec`` False: ``spec`` serves only if its driver
+    is ready without a compile (`_run`). ``frozen``: the mapping arrays are C-contiguous,
+    read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are."""
+    arrays = (temporal, spatial, order, keep)
+    if not frozen:
+        arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
+                            np.ascontiguousarray(spatial, dtype=np.int64),
+                            np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    rule = (walk_limit, walk_ratio, walk_cap, walk_far, walk_sample)
+    out, n_missing = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
+                          buffers, compile_spec)
+    if n_missing == 0:
+        return out
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
-    rep = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec)
+    rep, _ = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -1027,7 +1097,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             head = np.stack([np.full(rows.size, o), s[:, _RC], s[:, _CC], s[:, _UR], s[:, _UC]], axis=1)
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
-    again = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective)
+    again, _ = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
+                    compile_spec=compile_spec)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

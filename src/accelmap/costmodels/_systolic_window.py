@@ -79,7 +79,7 @@ from numba import njit
 
 from accelmap._typing import IntArray
 
-__all__ = ["window_fetches", "window_fetches_capped", "class_table"]
+__all__ = ["window_fetches", "window_fetches_capped", "window_fetches_sampled", "class_table"]
 
 _JIT = {"cache": True, "_nrt": False}
 
@@ -387,6 +387,71 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
     return state[2]
 
 
+@njit(**_JIT)  # type: ignore[call-overload]
+def _sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
+             t_len: int, window: int, budget: int, state: IntArray, marks: IntArray) -> None:
+    """The demand stream walked as `_walk` walks it (column folds outer, row folds inner),
+    without its shortcuts, until at least ``budget`` entries are walked: at the end of a
+    column fold, or, while the first column fold is not done, at the end of a row fold.
+
+    ``state`` (10 or more): `_fold`'s five (epoch, count, words fetched, entries walked, last
+    reset), the column folds walked whole, the stream's entries, 1 where the whole stream
+    was walked (``state[2]`` is then the exact count), and the entries walked and words
+    fetched at the first row fold's end in the first column fold at or past half of
+    ``budget`` (0, 0 if none). ``marks`` (2, column folds + 1): entries walked and words fetched at the
+    end of each column fold walked (column 0: the start)."""
+    state[:] = 0
+    state[0] = 1
+    marks[:, :] = 0
+    f_r = (s_r + ur - 1) // ur
+    f_c = (s_c + uc - 1) // uc
+    if mode == ROWS_TIME:
+        total = f_c * s_r * t_len
+    elif mode == COLS_TIME:
+        total = f_r * s_c * t_len
+    else:
+        total = s_r * s_c
+    state[6] = total
+    for fc in range(f_c):
+        y0 = fc * uc
+        ny = min(uc, s_c - y0)
+        for fr in range(f_r):
+            x0 = fr * ur
+            nx = min(ur, s_r - x0)
+            if mode == ROWS_TIME:
+                _fold(a_off, b_off, stamp, x0, nx, t_len, window, state)
+            elif mode == COLS_TIME:
+                _fold(a_off, b_off, stamp, y0, ny, t_len, window, state)
+            else:  # (a stationary fold: bottom row first, left to right, as `_stationary`)
+                epoch, count, got, pos = state[0], state[1], state[2], state[3]
+                for a in range(x0 + nx - 1, x0 - 1, -1):
+                    base = a_off[a]
+                    for b in range(y0, y0 + ny):
+                        pos += 1
+                        addr = base + b_off[b]
+                        seen = stamp[addr]
+                        if seen != epoch and seen >= 0:
+                            stamp[addr] = epoch
+                            got += 1
+                            count += 1
+                            if count == window:
+                                epoch += 1
+                                count = 0
+                state[0], state[1], state[2], state[3] = epoch, count, got, pos
+            if fc == 0 and fr < f_r - 1:
+                if state[8] == 0 and 2 * state[3] >= budget:
+                    state[8] = state[3]
+                    state[9] = state[2]
+                if state[3] >= budget:
+                    return
+        state[5] = fc + 1
+        marks[0, fc + 1] = state[3]
+        marks[1, fc + 1] = state[2]
+        if state[3] >= budget and fc < f_c - 1:
+            return
+    state[7] = 1
+
+
 def class_table(coef: IntArray, used: IntArray, dim_class: tuple[int, ...], bounds: tuple[int, ...],
                 order: tuple[int, ...], cls: int) -> IntArray:
     """(ranks, size) partial coordinates of every flattened index of class ``cls``.
@@ -499,6 +564,142 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
         return hit
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
     return _run_walk(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, max_reps, key)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _cols_sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s_c: int, ur: int, uc: int,
+                  t_len: int, window: int, budget: int, state: IntArray, seen: IntArray,
+                  unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], cnt: npt.NDArray[np.int32],
+                  jump_min: int, marks: IntArray) -> None:
+    """`_sampled` for a ``COLS_TIME`` operand, one column fold (a chunk read on every row fold)
+    at a time, as `_walk` counts it (a resident chunk's remaining row folds fetch nothing,
+    periods of the reset position are skipped, at least ``jump_min`` repetitions are counted
+    from reset to reset: exact), until the column folds walked cost at least ``budget``: a
+    column fold costs the entries of its first ``min(row folds, jump_min)`` row folds (about
+    what its walk reads: a resident chunk stops after one or two, a jump reads about three).
+    ``state`` (20,) and ``marks`` as `_sampled`'s (``state[3]``: the stream's entries up to
+    the last column fold walked; ``state[15:20]``: the walk's own); ``seen`` (3, row folds + 1), ``unit`` and ``fwd`` (a column
+    fold's entries, or 1 where no jump applies) and ``cnt`` (words, zeros): `_walk`'s scratch."""
+    state[:] = 0
+    state[0] = 1
+    marks[:, :] = 0
+    f_r = (s_r + ur - 1) // ur
+    f_c = (s_c + uc - 1) // uc
+    state[6] = f_r * s_c * t_len
+    fold = state[15:20]  # `_fold`'s and `_jump`'s state of the column fold being walked
+    cost = 0
+    pos = 0
+    for u in range(f_c):
+        ny = min(uc, s_c - u * uc)
+        fold[0], fold[1], fold[2] = state[0], state[1], state[2]
+        n_seen = 0
+        r = 0
+        walked = 0
+        while r < f_r:
+            if (f_r - r >= jump_min and unit.shape[0] >= ny * t_len and ny * t_len > 1 and window >= 1
+                    and (walked >= 1 or fold[1] == 0)):
+                n = _fill_unit(a_off, b_off, stamp, COLS_TIME, s_r, s_c, ur, uc, t_len, u, unit)
+                _reset_offsets(unit, n, window, cnt, fwd)
+                if walked >= 1:
+                    _jump(unit, n, fwd, fold[4], n * (1 + f_r - r), window, stamp, fold)
+                else:
+                    _jump(unit, n, fwd, 0, n * (f_r - r), window, stamp, fold)
+                break
+            fold[3] = 0
+            fold[4] = -1
+            _fold(a_off, b_off, stamp, u * uc, ny, t_len, window, fold)
+            r += 1
+            walked += 1
+            if fold[4] < 0:
+                break  # the chunk is resident: its remaining row folds fetch nothing
+            hit = -1
+            for i in range(n_seen):
+                if seen[0, i] == fold[4]:
+                    hit = i
+                    break
+            if hit >= 0:
+                period = r - seen[1, hit]
+                skip = (f_r - r) // period
+                fold[2] += skip * (fold[2] - seen[2, hit])
+                r += skip * period
+                n_seen = 0
+            else:
+                seen[0, n_seen] = fold[4]
+                seen[1, n_seen] = r
+                seen[2, n_seen] = fold[2]
+                n_seen += 1
+        state[0], state[1], state[2] = fold[0], fold[1], fold[2]
+        pos += f_r * ny * t_len
+        cost += min(f_r, jump_min) * ny * t_len
+        state[3] = pos
+        state[5] = u + 1
+        marks[0, u + 1] = pos
+        marks[1, u + 1] = state[2]
+        if cost >= budget and u < f_c - 1:
+            return
+    state[7] = 1
+
+
+@lru_cache(maxsize=4096)
+def window_fetches_sampled(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...], dim_class: tuple[int, ...],
+                           bounds: tuple[int, ...], lo: tuple[int, ...] | None, hi: tuple[int, ...] | None,
+                           order: tuple[int, ...], classes: tuple[int, int], mode: int, rc: int, cc: int,
+                           ur: int, uc: int, window: int, budget: int) -> int:
+    """`window_fetches` from a walked sample of about ``budget`` entries (an estimate where the
+    stream is longer, exact where it is not): the stream walked from its start (`_sampled`)
+    to the end of the first column fold at or past ``budget`` entries, and the rest counted
+    at the rate, in words fetched per entry, of the second half of the column folds walked
+    (the folds from the end of column fold ``u // 2`` to ``u``, ``u`` walked); where the first
+    column fold alone reaches ``budget`` (a ``ROWS_TIME`` pass over every row fold), the
+    walk stops at the first row fold's end at or past it (or at the column fold's end),
+    and the rate is that from the first row fold's end at or past half of ``budget``.
+
+    A column fold is the stream's unit of structure: ``ROWS_TIME`` reads one pass over the
+    row folds again on each, ``COLS_TIME`` one chunk on each row fold, ``STATIONARY`` every
+    row fold of one chunk; column folds of one chunk size are shifted copies of each
+    other up to where a chunk crosses the edge of a flattened dim, so whole column folds
+    give the rate of the stream, and dropping the first half leaves out the start from an
+    empty window. A ``COLS_TIME`` column fold is counted as `_walk` counts it (a resident
+    chunk's remaining row folds fetch nothing, repetitions jumped from reset to reset), so
+    its cost is about its first ``min(row folds, JUMP_MIN_REPS)`` row folds' entries, and
+    the sample ends at the first column fold's end where those costs reach ``budget``
+    (`_cols_sampled`; the rate is still per entry of the stream). Measured against the walk
+    in docs/validation.md (SCALE-Sim, "Beyond the far limit"): no proof bounds the error.
+    Cached like `window_fetches`."""
+    a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
+    tc = 3 - rc - cc
+    f_c = -(-size[cc] // uc)
+    state = np.zeros(20, dtype=np.int64)
+    marks = np.zeros((2, f_c + 1), dtype=np.int64)
+    if mode == COLS_TIME:
+        f_r = -(-size[rc] // ur)
+        n = min(uc, size[cc]) * size[tc]
+        jump = f_r >= JUMP_MIN_REPS and 1 < n <= JUMP_MAX_ENTRIES
+        _cols_sampled(a_off, b_off, stamp, size[rc], size[cc], ur, uc, size[tc], window, max(budget, 1), state,
+                      np.zeros((3, f_r + 1), dtype=np.int64), np.empty(n if jump else 1, dtype=np.int32),
+                      np.empty(n if jump else 1, dtype=np.int32),
+                      np.zeros(stamp.shape[0] if jump else 1, dtype=np.int32), JUMP_MIN_REPS, marks)
+    else:
+        _sampled(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window, max(budget, 1), state,
+                 marks)
+    return _extrapolated(state, marks)
+
+
+def _extrapolated(state: IntArray, marks: IntArray) -> int:
+    """`window_fetches_sampled`'s count from `_sampled`'s (or `_cols_sampled`'s) ``state`` and
+    ``marks``."""
+    got, walked, total = int(state[2]), int(state[3]), int(state[6])
+    if state[7] or walked >= total:
+        return got
+    u = int(state[5])
+    if u >= 2:
+        h_e, h_f = int(marks[0, u // 2]), int(marks[1, u // 2])
+    elif 0 < state[8] < walked:  # (within the first column fold, or at its end)
+        h_e, h_f = int(state[8]), int(state[9])
+    else:
+        h_e, h_f = 0, 0
+    rate = (got - h_f) / (walked - h_e)
+    return got + int(round(rate * (total - walked)))
 
 
 def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
@@ -617,6 +818,7 @@ def _clear_caches() -> None:
     unit tables and stream tables (a cold start)."""
     _lru_clear()
     _lru_clear_capped()
+    _lru_clear_sampled()
     _UNITS.clear()
     _stream_base.cache_clear()
 
@@ -624,5 +826,7 @@ def _clear_caches() -> None:
 # Clearing either walk cache drops the unit tables too, so a cold measurement stays cold.
 _lru_clear = window_fetches.cache_clear
 _lru_clear_capped = window_fetches_capped.cache_clear
+_lru_clear_sampled = window_fetches_sampled.cache_clear
 window_fetches.cache_clear = _clear_caches  # type: ignore[method-assign]
 window_fetches_capped.cache_clear = _clear_caches  # type: ignore[method-assign]
+window_fetches_sampled.cache_clear = _clear_caches  # type: ignore[method-assign]

@@ -59,7 +59,11 @@ passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, 
 passes' work, as exact as the whole walk), the other mappings when their streams have at
 most 2^20 entries (``max_far_walk_entries``: a few milliseconds at most a fold shape), and
 estimates the rest: exact on every reference point and on every mapping it walks
-(docs/validation.md, SCALE-Sim). DRAM writes are the ofmap's words.
+(docs/validation.md, SCALE-Sim). ``max_sample_entries`` > 0 (default 0) counts the rest
+from a walked sample of that many entries instead (`_systolic_window.window_fetches_sampled`:
+closer than the estimate on the random convolutions measured, but neither exact nor within
+2 % on every stream, at a few to ten times the search time: docs/validation.md, "Beyond
+the far limit"). DRAM writes are the ofmap's words.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -348,6 +352,12 @@ class SystolicModel:
     # Entries of a demand stream walked for a mapping beyond that ratio (a few milliseconds at most:
     # a search meets many such fold shapes; docs/validation.md, "Beyond the fold ratio").
     MAX_FAR_WALK_ENTRIES: ClassVar[int] = 1 << 20
+    # Entries of the walked sample from which a stream over its limit (and not capped) is
+    # counted (`window_fetches_sampled`); 0, the default: such a stream is estimated (a
+    # sample of 2^20 entries gets every sub-space seed of the random convolutions within
+    # 2 % but costs 4 to 10 times the search time, and is not within 2 % on CB2a_2's
+    # streams: docs/validation.md, "Beyond the far limit").
+    MAX_SAMPLE_ENTRIES: ClassVar[int] = 0
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
     # (`window_fetches_capped`); its passes are then counted from reset to reset
@@ -358,7 +368,8 @@ class SystolicModel:
 
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO,
-                 max_far_walk_entries: int = MAX_FAR_WALK_ENTRIES) -> None:
+                 max_far_walk_entries: int = MAX_FAR_WALK_ENTRIES,
+                 max_sample_entries: int = MAX_SAMPLE_ENTRIES) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -371,16 +382,18 @@ class SystolicModel:
         SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
         with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
         own mappings have the fewest), and those of at most ``max_far_walk_entries`` entries
-        (0: none) of the other mappings, and estimates the rest: exact on every SCALE-Sim
+        (0: none) of the other mappings, and estimates the rest (or, with
+        ``max_sample_entries`` > 0, counts them from a walked sample of that many entries,
+        `_systolic_window.window_fetches_sampled`: an estimate too): exact on every SCALE-Sim
         reference point, at milliseconds per distinct fold shape walked (cached). Every
         other count is exact and closed-form in every mode.
 
         Raises
         ------
         SpecError
-            ``dram_window`` is not one of the three, ``max_walk_entries`` or
-            ``max_far_walk_entries`` is not an int >= 0, ``max_fold_ratio`` is not a
-            number >= 1, or the engine is ``"cuda"``.
+            ``dram_window`` is not one of the three, ``max_walk_entries``,
+            ``max_far_walk_entries`` or ``max_sample_entries`` is not an int >= 0,
+            ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
 
@@ -394,6 +407,11 @@ class SystolicModel:
                 or max_far_walk_entries < 0):
             raise SpecError(f"systolic model: max_far_walk_entries = {max_far_walk_entries!r}; expected an int >= 0 "
                             "(entries of a demand stream walked beyond max_fold_ratio; 0 walks none)")
+        if (isinstance(max_sample_entries, bool) or not isinstance(max_sample_entries, int)
+                or max_sample_entries < 0):
+            raise SpecError(f"systolic model: max_sample_entries = {max_sample_entries!r}; expected an int >= 0 "
+                            "(entries of the walked sample a stream over its walk limit is counted from; "
+                            "0 estimates it)")
         if (isinstance(max_fold_ratio, bool) or not isinstance(max_fold_ratio, (int, float))
                 or not max_fold_ratio >= 1.0):
             raise SpecError(f"systolic model: max_fold_ratio = {max_fold_ratio!r}; expected a number >= 1 "
@@ -402,6 +420,7 @@ class SystolicModel:
         self.max_walk_entries = max_walk_entries
         self.max_fold_ratio = float(max_fold_ratio)
         self.max_far_walk_entries = max_far_walk_entries
+        self.max_sample_entries = max_sample_entries
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
@@ -409,18 +428,19 @@ class SystolicModel:
         self._rows_seen: dict[tuple[int, int], int] = {}
         self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
 
-    def _walk_rule(self) -> tuple[int, float, int] | None:
+    def _walk_rule(self) -> tuple[int, float, int, int] | None:
         """(longest demand stream walked in entries, most folds over the fewest, longest
-        stream walked beyond them): None = every row walked (``"exact"``); a negative first
-        length: none (``"estimate"``)."""
+        stream walked beyond them, entries of the sample a longer one is counted from): None
+        = every row walked (``"exact"``); a negative first length: none (``"estimate"``)."""
         if self.dram_window == "exact":
             return None
         if self.dram_window == "auto":
-            return (self.max_walk_entries, self.max_fold_ratio, self.max_far_walk_entries)
-        return (-1, 1.0, 0)
+            return (self.max_walk_entries, self.max_fold_ratio, self.max_far_walk_entries, self.max_sample_entries)
+        return (-1, 1.0, 0, 0)
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
-        """(problem, arch, layout, kernel constants, walk table, structure) of the pair, kept
+        """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
+        tables fit the kernel (`_systolic_kernel.tables_fit`)) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
         from accelmap.costmodels import _systolic_cpu, _systolic_kernel
@@ -433,15 +453,18 @@ class SystolicModel:
             layout, _ = systolic_layout(problem, arch)
             consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
             spec = None if consts is None else _systolic_cpu.structure(consts, arch.n_levels, problem.n_tensors)
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec)
+            fits = consts is not None and _systolic_kernel.tables_fit(consts)
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits)
             self._consts[key] = hit
         return hit
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure
-        (`_systolic_cpu`): once this model has evaluated ``_systolic_kernel.
-        _SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch included, so that a
-        few evaluations of a new layer never wait for that driver's compile."""
+        (`_systolic_cpu`), compiling it if need be: once this model has evaluated
+        ``_systolic_kernel._SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch
+        included, so that a few evaluations of a new layer never wait for that driver's
+        compile. (Before, that driver serves where it is ready without a compile: compiled in
+        this process or in numba's on-disk cache; ``_systolic_kernel._SPECIALISE_IF_READY``.)"""
         from accelmap.costmodels import _systolic_kernel
 
         key = (id(problem), id(arch))
@@ -472,11 +495,11 @@ class SystolicModel:
             return None
         from accelmap.costmodels import _systolic_kernel
 
-        if not _systolic_kernel.tables_fit(hit[3]):  # (tile tables too large for the kernel: `_tile_tables`)
+        if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
             return None
 
         rule = self._walk_rule()
-        limit, ratio, far = rule if rule is not None else (-1, 1.0, 0)
+        limit, ratio, far, sample = rule if rule is not None else (-1, 1.0, 0, 0)
 
         def walk(o: int, rc: IntArray, cc: IntArray, ur: IntArray, uc: IntArray, f_r: IntArray, f_c: IntArray,
                  reads: IntArray, order: IntArray) -> IntArray:
@@ -489,11 +512,13 @@ class SystolicModel:
 
         if self._buffers is None:
             self._buffers = _systolic_kernel.OutputBuffers()
+        past = self._specialise(problem, arch, len(batch))
         return _systolic_kernel.evaluate_rows(
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
-            n_tensors=problem.n_tensors, spec=hit[5] if self._specialise(problem, arch, len(batch)) else None,
-            objective=objective, buffers=self._buffers)
+            n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_kernel._SPECIALISE_IF_READY else None,
+            objective=objective, buffers=self._buffers, compile_spec=past, frozen=True,
+            walk_sample=sample)
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or

@@ -62,7 +62,11 @@ columns, then channels). Where `_walk_rows` says so (``SystolicModel(dram_window
 "exact")`` every row, the default ``"auto"`` the mappings a search can end on and the
 streams of at most ``max_far_walk_entries`` entries of the others) such an
 operand is instead counted on its demand stream, word by word through the window
-(`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count.
+(`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count. With
+``SystolicModel(max_sample_entries=...)`` > 0 (default 0) the other rows ``"auto"`` would
+walk but whose streams are too long are counted from a walked sample of the stream
+(`_systolic_window.window_fetches_sampled`): an estimate, measured in ``docs/validation.md``
+("Beyond the far limit").
 
 Where it lives: `_dram_reads_batch` is the batched numpy path (the executable reference),
 `_dram_reads_one` the scalar path; the compiled twin is `accelmap.costmodels.
@@ -89,6 +93,7 @@ from accelmap.costmodels._systolic_window import (
     STATIONARY,
     window_fetches,
     window_fetches_capped,
+    window_fetches_sampled,
 )
 from accelmap.workloads.problem import Problem
 
@@ -193,32 +198,35 @@ WALK_ALL = 1 << 62
 
 
 def _walk_rows(valid: BoolArray, reads: IntArray, folds: IntArray, fewest: IntArray, b_rep: int,
-               rule: tuple[int, float, int] | None, passes: IntArray) -> IntArray:
+               rule: tuple[int, float, int, int] | None, passes: IntArray) -> IntArray:
     """(n,) how each row's operand is counted on its demand stream: 0 not at all (the
-    estimate), `WALK_ALL` walked whole (exact), or the most repetitions of its pass over
+    estimate), `WALK_ALL` walked whole (exact), the most repetitions of its pass over
     the operand walked (`window_fetches_capped`: exact here, since such a row has more
-    passes than `_systolic_window.JUMP_MIN_REPS`, which are counted from reset to reset).
+    passes than `_systolic_window.JUMP_MIN_REPS`, which are counted from reset to reset),
+    or, negative, minus the entries of a walked sample (`window_fetches_sampled`).
 
     ``rule`` None (``"exact"``): every valid row whole; a negative first length
-    (``"estimate"``): none; else (``"auto"``) ``(limit, ratio, far)``: a row whose ``folds``
-    (per repetition of the GEMM) are at most ``ratio`` times the ``fewest`` the array allows
-    is walked within ``limit`` entries, any other within ``far`` (0: not at all): whole when
-    the stream has at most that many entries (one repetition's stream has the operand's
-    SRAM reads, ``reads`` over ``b_rep`` repetitions, as entries, which bounds the walk's
-    length), else `CAPPED_WALK_REPS` of its ``passes`` when they have at most that many
-    entries and there are more passes than that. Only an operand that needs the window
+    (``"estimate"``): none; else (``"auto"``) ``(limit, ratio, far, sample)``: a row whose
+    ``folds`` (per repetition of the GEMM) are at most ``ratio`` times the ``fewest`` the
+    array allows is walked within ``limit`` entries, any other within ``far`` (0: not at
+    all): whole when the stream has at most that many entries (one repetition's stream has
+    the operand's SRAM reads, ``reads`` over ``b_rep`` repetitions, as entries, which
+    bounds the walk's length), else `CAPPED_WALK_REPS` of its ``passes`` when they have at
+    most that many entries and there are more passes than that, else, when ``sample`` > 0,
+    from a sample of ``sample`` entries. Only an operand that needs the window
     (`_dram_reads_batch`) is walked, whatever this says."""
     if rule is None:
         out: IntArray = np.where(valid, WALK_ALL, 0).astype(np.int64)
         return out
-    limit, ratio, far = rule
+    limit, ratio, far, sample = rule
     cap = CAPPED_WALK_REPS
     per = reads // max(b_rep, 1)
     lim = np.where(folds <= ratio * fewest, limit, far)
     on = valid & (limit >= 0) & (lim > 0)
     whole = on & (per <= lim)
     capped = on & ~whole & (passes > cap) & ((per // np.maximum(passes, 1)) * cap <= lim)
-    out = np.where(whole, WALK_ALL, np.where(capped, cap, 0)).astype(np.int64)
+    sampled = on & ~whole & ~capped & (sample > 0)
+    out = np.where(whole, WALK_ALL, np.where(capped, cap, np.where(sampled, -sample, 0))).astype(np.int64)
     return out
 
 
@@ -240,9 +248,9 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
 
     ``order`` (n, D) is the array level's loop order: the flattening order (outermost first)
     of the dims of each class when they are cut into fold chunks. On the rows where
-    ``walk_reps`` (`_walk_rows`) is positive a sliding-window operand is counted on its
-    demand stream (`_window_exact`, once per distinct fold shape and order) instead of
-    estimated.
+    ``walk_reps`` (`_walk_rows`) is not zero a sliding-window operand is counted on its
+    demand stream (`_window_exact`, once per distinct fold shape and order: walked, or from
+    a walked sample where negative) instead of estimated.
     """
     n = rc.shape[0]
     w = layout.window_words[o]
@@ -292,7 +300,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
         out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
     walked = None
-    sel = np.flatnonzero(walk_reps > 0) if walk_reps is not None else np.zeros(0, dtype=np.int64)
+    sel = np.flatnonzero(walk_reps != 0) if walk_reps is not None else np.zeros(0, dtype=np.int64)
     if sel.size:
         assert walk_reps is not None
         walked = np.zeros(n, dtype=np.int64)
@@ -377,7 +385,7 @@ def _dram_reads_one(problem: Problem, layout: SystolicLayout, o: int, rc: int, c
         if case_c:
             return f_c * d_tot * b_rep
         return d_tot * b_rep
-    if walk_reps > 0:
+    if walk_reps != 0:
         return _window_exact(problem, layout, o, rc, cc, ur, uc, order, walk_reps=walk_reps)
     passes = f_c if case_c else 1
     reads_pass = reads // passes
@@ -686,7 +694,8 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
     (`accelmap.costmodels._systolic_window`), times the GEMM's repetitions. ``static``:
     `_walk_static` of the operand, when the caller has it. ``walk_reps`` below `WALK_ALL`:
     at most that many repetitions of the pass over the operand are walked and the rest
-    extrapolated (`window_fetches_capped`)."""
+    extrapolated (`window_fetches_capped`); negative: counted from a walked sample of
+    ``-walk_reps`` entries (`window_fetches_sampled`)."""
     tc = 3 - rc - cc
     mine = {0: (_M, _K), 1: (_N, _K)}[o]
     if rc in mine and cc in mine:
@@ -709,6 +718,9 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
         static = _walk_static(problem, layout, o)
     if walk_reps >= WALK_ALL:
         words = window_fetches(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]))
+    elif walk_reps < 0:
+        words = window_fetches_sampled(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]),
+                                       int(-walk_reps))
     else:
         words = window_fetches_capped(*static, rel, classes, mode, rc, cc, ur, uc, int(layout.window_words[o]),
                                       int(walk_reps))

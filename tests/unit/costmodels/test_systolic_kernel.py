@@ -142,7 +142,7 @@ def test_capped_walks_in_the_kernel_equal_the_numpy_path() -> None:
 
     def caps_at(limit: int) -> np.ndarray:
         return _walk_rows(st.valid, st.sram_reads[:, 0], st.row_folds * st.col_folds, fewest, lay.class_size[3],
-                          (limit, 1e9, 0), passes)
+                          (limit, 1e9, 0, 0), passes)
 
     # the limit that caps the most rows (the batch then has capped and whole rows)
     limit = max({int(x) for x in per[many] // passes[many] * SystolicModel.CAPPED_WALK_REPS},
@@ -173,6 +173,7 @@ def test_specialised_driver_serves_after_the_threshold(monkeypatch) -> None:
 
     monkeypatch.setattr(_systolic_cpu, "driver", counting)
     monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", len(batch) + 1)
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_IF_READY", False)
     cpu, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
     first = cpu.evaluate(prob, arch, batch)
     assert not used  # len(batch) rows seen: below the threshold
@@ -184,6 +185,50 @@ def test_specialised_driver_serves_after_the_threshold(monkeypatch) -> None:
     obj = cpu.evaluate_objective(prob, arch, batch)
     for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
         assert np.array_equal(getattr(obj, name), getattr(second, name)), name
+
+
+def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> None:
+    """Below the row count the specialised driver serves where it runs without a compile
+    (`_systolic_cpu.ready`: compiled in this process, or in numba's on-disk cache); a
+    structure never compiled is not ready, and the generic driver serves it."""
+    from accelmap.costmodels import _systolic_cpu
+
+    prob, arch, batch = _case()
+    want = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    warm = SystolicModel(engine="cpu")
+    warm.evaluate(prob, arch, batch)  # compiled here (or loaded from the cache)
+    spec = warm._prepared(prob, arch)[5]
+    assert _systolic_cpu.ready_known(spec) in (None, True)
+    used: list[tuple] = []
+    driver = _systolic_cpu.driver
+
+    def counting(S):  # noqa: ANN001, ANN202
+        used.append(S)
+        return driver(S)
+
+    monkeypatch.setattr(_systolic_cpu, "driver", counting)
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 1 << 62)
+    cpu = SystolicModel(engine="cpu")
+    got = cpu.evaluate(prob, arch, batch)
+    assert used and used[-1] == spec and _systolic_cpu.ready_known(spec) is True
+    assert_engines_agree(got, want, what="specialised driver, ready")
+    obj = cpu.evaluate_objective(prob, arch, batch)
+    for name in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(getattr(obj, name), getattr(got, name)), name
+    # a structure whose driver was never compiled (another digest of the rules): not ready
+    other = (*spec[:-1], spec[-1] ^ 1)
+    hit = cpu._prepared(prob, arch)
+    arrays = (batch.temporal, batch.spatial, batch.order, batch.keep)
+    assert not _systolic_kernel._spec_ready(other, hit[3], hit[4], (-1, 1.0, 0, 0, 0), arrays, False, 2,
+                                            arch.n_levels * prob.n_tensors)
+    assert _systolic_cpu.ready_known(other) is False
+    monkeypatch.setattr(_systolic_cpu, "_READY", {spec: False})  # (as if not found when first asked)
+    assert _systolic_cpu.ready_known(spec) is True  # compiled in this process since: ready
+    # no numba dispatcher (as under NUMBA_DISABLE_JIT): not ready, no error
+    monkeypatch.setattr(_systolic_cpu, "_READY", {})
+    monkeypatch.setattr(_systolic_cpu, "driver", lambda S: (lambda *a: 0))
+    assert _systolic_cpu.ready(spec, ()) is False and _systolic_cpu.ready_known(spec) is False
 
 
 def test_structure_is_shared_by_layers_of_one_shape() -> None:
@@ -304,6 +349,7 @@ def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
         # the generic driver, the one specialised per structure (`_systolic_cpu`), the numpy path
         monkeypatch.setattr(_systolic_kernel, "_TILE_ENTRIES", limit)
         monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", after)
+        monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_IF_READY", False)
         model = SystolicModel(engine="cpu")
         assert _systolic_kernel.tables_fit(model._prepared(prob, arch)[3]) == (limit > 10)
         got = model.stats(prob, arch, batch)

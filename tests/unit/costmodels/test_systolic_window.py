@@ -358,3 +358,74 @@ def test_closed_form_with_missing_words_equals_the_walk(seed):
                     checked += 1
                     varied += int(prob.tensors[lay.tensor[o]].padded)
     assert checked > 100 and varied > 50
+
+
+def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int,
+                       cc: int, ur: int, uc: int, window: int, budget: int) -> int:
+    """`window_fetches_sampled` as its docstring states it, on the stream written out fold by
+    fold and replayed through a set (`_replay`'s): walk to the end of the first column fold
+    at or past ``budget`` entries (within the first column fold, of a row fold; for
+    ``COLS_TIME``, entries of each column fold's first ``min(row folds, JUMP_MIN_REPS)`` row
+    folds, whole column folds only), then count the rest at the rate of the second half of
+    what was walked."""
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    f_r = -(-s_r // ur)
+    seen: set[int] = set()
+    fetched = walked = cost = 0
+    col_marks = [(0, 0)]
+    half = None
+    total = (-(-s_c // uc) * s_r * t_len if mode == sw.ROWS_TIME else
+             f_r * s_c * t_len if mode == sw.COLS_TIME else s_r * s_c)
+    for fc, y0 in enumerate(range(0, s_c, uc)):
+        for fr, x0 in enumerate(range(0, s_r, ur)):
+            nx, ny = min(ur, s_r - x0), min(uc, s_c - y0)
+            if mode == sw.STATIONARY:
+                fold = [a_off[a] + b_off[b] for a in range(x0 + nx - 1, x0 - 1, -1) for b in range(y0, y0 + ny)]
+            else:
+                base, n = (x0, nx) if mode == sw.ROWS_TIME else (y0, ny)
+                fold = [a_off[base + c] + b_off[d - c] for d in range(t_len + n - 1)
+                        for c in range(max(0, d - t_len + 1), min(d, n - 1) + 1)]
+            for a in fold:
+                walked += 1
+                if stamp[a] < 0 or a in seen:
+                    continue
+                seen.add(a)
+                fetched += 1
+                if len(seen) == window:
+                    seen = set()
+            if fc == 0 and fr < f_r - 1 and mode != sw.COLS_TIME:
+                if half is None and 2 * walked >= budget:
+                    half = (walked, fetched)
+                if walked >= budget:
+                    h = half if half[0] < walked else (0, 0)
+                    return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
+        col_marks.append((walked, fetched))
+        cost += min(f_r, sw.JUMP_MIN_REPS) * min(uc, s_c - y0) * t_len if mode == sw.COLS_TIME else 0
+        if (cost if mode == sw.COLS_TIME else walked) >= budget and walked < total:
+            u = len(col_marks) - 1
+            h = col_marks[u // 2] if u >= 2 else (half if half is not None and half[0] < walked else (0, 0))
+            return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
+    assert walked == total
+    return fetched
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.floats(0.0, 1.2))
+def test_sampled_count_follows_its_rule_and_is_exact_over_the_whole_stream(case, q):
+    """`window_fetches_sampled` (a walked sample, the rest at its second half's rate) equals
+    its rule replayed in Python (`_sampled_reference`) on every stream mode, padded and
+    strided layers and samples of a fraction ``q`` of the stream; a sample that covers the
+    stream gives the walk's count, exactly."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    tc = 3 - rc - cc
+    total = (-(-size[cc] // uc) * size[rc] * size[tc] if mode == sw.ROWS_TIME else
+             -(-size[rc] // ur) * size[cc] * size[tc] if mode == sw.COLS_TIME else size[rc] * size[cc])
+    budget = max(1, int(q * total))
+    got = sw.window_fetches_sampled(*args, mode, rc, cc, ur, uc, window, budget)
+    assert got == _sampled_reference(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, budget)
+    if budget >= total:
+        event("whole stream")
+        assert got == _count(args, mode, rc, cc, ur, uc, window, jump=True)
