@@ -52,6 +52,10 @@ its part 14d alone (``_TWO_LEVEL``).
 offsets exactly where the strides are known, ``_USE_DISTINCT_EXACT``, and the tensors that bypass
 level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_BYPASS``);
 ``distinct-off`` and ``joint-off`` leave out one part each.
+
+
+``--versions jstar-numpy jstar-cpu`` compares argument 10 in numpy (the reference) and compiled
+(``_JSTAR_ENGINE``, `accelmap.costmodels._jstar_kernel`); both bound every node to the same value.
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
 passes repeated inside J* (``_USE_ORDER_PASS``).
 Benchmarks are run by hand; nothing here is asserted.
@@ -75,7 +79,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
-VERSIONS: dict[str, dict[str, bool | int]] = {
+VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
     "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
     # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
@@ -120,7 +124,11 @@ VERSIONS: dict[str, dict[str, bool | int]] = {
     "arg15-on": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": True},
     # its parts alone: 15a (the exact distinct offsets) and 15b (the joint orders) with the other on
     "distinct-off": {"loopnest_bounds._USE_DISTINCT_EXACT": False, "loopnest_bounds._USE_JOINT_BYPASS": True},
-    "joint-off": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": False}}
+    "joint-off": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": False},
+    # argument 10 (`loopnest_bounds._jstar_order_energy`): its charges and shortest path in numpy
+    # (the reference) or compiled (`costmodels._jstar_kernel`); the same bounds bit for bit
+    "jstar-numpy": {"loopnest_bounds._JSTAR_ENGINE": "numpy"},
+    "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

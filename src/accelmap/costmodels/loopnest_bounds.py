@@ -490,6 +490,9 @@ _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known 
 _USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
 _USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
+# argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
+# "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
+_JSTAR_ENGINE = "cpu"
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -1433,7 +1436,10 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
     tensor's counts (``pass_``) also pay the union of the tiles inside J* (`_pass_lift`), and
     the path's state keeps, for one such tensor, the first dim it does not index placed
     before its J* with the dims inside that dim, so that its J* charge also takes argument 5b
-    at that dim's innermost open loop (`_pass_floor`, `_pass_first`)."""
+    at that dim's innermost open loop (`_pass_floor`, `_pass_first`). With ``_JSTAR_ENGINE =
+    "cpu"`` the charges and the path run compiled (`_jstar_kernel`: the same operations in the
+    same order, so the same values bit for bit); ``charge`` and ``least`` below are the
+    reference."""
     groups: dict[bytes, list[tuple[_X, float, float, FloatArray | float]]] = {}
     for x, e1, e2, part in terms:
         if x.free is None or x.opened is None or x.jr_open is None or x.level >= 0 or not x.jr_open.any():
@@ -1516,7 +1522,15 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         return np.maximum(e, 0.0)
 
     # the innermost dim z: every tensor jumping over it has z as J*, every open loop outside
-    full_inc = [charge(i, full, None, True) for i in range(len(info))]
+    flat = None
+    if _JSTAR_ENGINE == "cpu":
+        from accelmap.costmodels import _jstar_kernel as jk
+
+        flat = jk.flatten(info, cd, n, D)
+        q_full = np.array([[i, full, 0, -1] for i in range(len(info))], dtype=np.int64).reshape(len(info), 4)
+        full_inc = list(jk.charges(q_full, True, mt, cd, flat).T)
+    else:
+        full_inc = [charge(i, full, None, True) for i in range(len(info))]
     # and only on the rows where two tensors that can rise do not jump over some such z
     rising = [v > 0 for v in full_inc]
     two = np.zeros(n, dtype=bool)
@@ -1587,6 +1601,12 @@ def _jstar_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]]
         memo[(S, anc)] = best
         return best
 
+    if flat is not None:
+        program = jk.path_program(m, tuple(jmask for jmask, _, _ in info), ip, irr, jk.pass_masks(flat))
+        paths = jk.least_paths(rows, program, mt, cd, flat)
+        for zi, z in enumerate(cd):
+            out[rows, z] += paths[:, zi]
+        return out
     for z in cd:
         out[rows, z] += least(bit[z], (0, z) if ip >= 0 and irr & bit[z] else None)
     return out

@@ -1336,6 +1336,7 @@ def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(
     for name in ("_pass_floor", "_pass_lift"):
         real = getattr(lbm, name)
         with monkeypatch.context() as m:
+            m.setattr(lbm, "_JSTAR_ENGINE", "numpy")  # the reference calls the functions made stronger
             m.setattr(lbm, name, lambda *a, real=real: 1.05 * real(*a))
             stronger, _ = _every_node_bound(space, term="_pass_union")
         assert stronger > 0, name
@@ -2147,3 +2148,85 @@ def test_exact_distinct_offsets_made_stronger_exceed_some_mapping(monkeypatch) -
     space = MapSpace(conv2d("c", n=1, k=2, c=1, p=1, q=2, r=1, s=2, stride=2), small_arch())
     violations, _ = _every_node_bound(space, "_USE_DISTINCT_EXACT")
     assert violations > 0
+
+
+# --- argument 10 compiled (`costmodels._jstar_kernel`) -----------------------------------------
+_JSTAR_SPACES = {
+    "res3b_branch2b@eyeriss-like": lambda: ("resnet50/res3b_branch2b", preset("eyeriss-like")),
+    "res3b_branch2b@simba-like": lambda: ("resnet50/res3b_branch2b", preset("simba-like")),
+    "res3a_branch2b@eyeriss-like": lambda: ("resnet50/res3a_branch2b", preset("eyeriss-like")),
+    "conv@bypass-glb": lambda: (conv2d("c", n=1, k=2, c=2, p=3, q=2, r=2, s=1), bypass_glb_arch()),
+    "wred@bypass": lambda: (_weighted_reduction(), bypass_arch()),
+}
+
+
+@pytest.mark.parametrize("case", list(_JSTAR_SPACES))
+def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -> None:
+    """Argument 10 (`loopnest_bounds._jstar_order_energy`) with its charges and shortest path
+    compiled (``_JSTAR_ENGINE = "cpu"``, `costmodels._jstar_kernel`) against numpy (the
+    reference): on every call that random nodes of every depth and of four splits of up to
+    four keep patterns make, the same increases bit for bit (or None in both), and the same
+    node bounds; the path runs on some calls, with argument 10b's passes on the convolutions.
+    The small spaces take the rows in blocks of 5 (several blocks and a partial one per call)."""
+    import accelmap.costmodels._jstar_kernel as jk
+    import accelmap.costmodels.loopnest_bounds as lb
+    import accelmap.search.exact as ex
+    from accelmap.workloads.io import load_problem
+
+    if "@bypass" in case:
+        monkeypatch.setattr(jk, "_BLOCK", 5)
+
+    layer, arch = _JSTAR_SPACES[case]()
+    space = MapSpace(load_problem(layer) if isinstance(layer, str) else layer, arch)
+    P = ex._setup(space, MODEL, parse_objective("edp"))
+    real = lb._jstar_order_energy
+    tally = {"calls": 0, "paths": 0, "passes": 0}
+
+    def both(terms, mt, candidates, n):
+        monkeypatch.setattr(lb, "_JSTAR_ENGINE", "numpy")
+        want = real(terms, mt, candidates, n)
+        monkeypatch.setattr(lb, "_JSTAR_ENGINE", "cpu")
+        got = real(terms, mt, candidates, n)
+        assert (want is None) == (got is None)
+        if want is not None:
+            assert got.dtype == want.dtype and np.array_equal(got, want)
+        tally["calls"] += 1
+        tally["paths"] += want is not None
+        tally["passes"] += want is not None and any(x.pass_ is not None for x, *_ in terms)
+        return want
+
+    rng = np.random.default_rng(20)
+    for pi in sorted({0, len(P.bms) // 3, len(P.bms) // 2, len(P.bms) - 1}):
+        for depth in range(P.leaf_depth + 1):
+            for split in sorted({0, 1, 3, P.D - 1}) if depth < P.leaf_depth else [0]:
+                ids = _random_ids(P.trees, depth, split, 200, rng)
+                monkeypatch.setattr(lb, "_jstar_order_energy", real)
+                monkeypatch.setattr(lb, "_JSTAR_ENGINE", "numpy")
+                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(lb, "_jstar_order_energy", both)
+                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
+    assert tally["paths"] > 0
+    if case.startswith(("res3", "conv")):
+        assert tally["passes"] > 0
+
+
+def test_jstar_path_program_visits_the_reference_states() -> None:
+    """`_jstar_kernel.path_program`: every state is finished after its successors, the
+    innermost dims are its roots, and charges equal on the dims a charge reads are one."""
+    from accelmap.costmodels._jstar_kernel import path_program
+
+    # three tensors over four candidate dims (a convolution's inputs, weights, outputs in small)
+    q_def, tr_start, tr_child, q_start, q_list, roots = path_program(4, (0b0011, 0b1100, 0b0101), 0, 0b1000,
+                                                                     (0b0011, 0, 0))
+    ns = len(tr_start) - 1
+    assert len(roots) == 4 and (roots < ns).all()
+    for s in range(ns):
+        assert (tr_child[tr_start[s]:tr_start[s + 1]] < s).all()
+    assert (np.diff(tr_start) >= 0).all() and q_start[-1] == len(q_list)
+    assert set(q_list.tolist()) == set(range(len(q_def)))
+    keys = {(int(i), int(o) & (0b1111 & ~(0b0011, 0b1100, 0b0101)[i]), ~int(o) & 0b1111 & (0b0011, 0, 0)[i],
+             int(sl) & ((0b1111 & ~(0b0011, 0b1100, 0b0101)[i]) | (0b0011, 0, 0)[i]) if dl >= 0 else 0, int(dl))
+            for i, o, sl, dl in q_def}
+    assert len(keys) == len(q_def)
+    assert (q_def[:, 3] >= 0).any()  # the anchor of argument 10b
