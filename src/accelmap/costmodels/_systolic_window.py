@@ -285,6 +285,24 @@ def _jump(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], start
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
+def _skip_period(seen: IntArray, n_seen: int, r: int, reps: int, state: IntArray) -> tuple[int, int]:
+    """After repetition ``r`` of ``reps``: if the window's state key ``state[4]`` was seen
+    before (``seen``: key, repetition, count), the repetitions since then form a period, and
+    every whole period left is added at once to the count ``state[2]``; returns the
+    repetition reached and the number of keys kept (0 after a skip)."""
+    for i in range(n_seen):
+        if seen[0, i] == state[4]:
+            period = r - seen[1, i]
+            skip = (reps - r) // period
+            state[2] += skip * (state[2] - seen[2, i])
+            return r + skip * period, 0
+    seen[0, n_seen] = state[4]
+    seen[1, n_seen] = r
+    seen[2, n_seen] = state[2]
+    return r, n_seen + 1
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
           t_len: int, window: int, state: IntArray, seen: IntArray, max_reps: int, unit_words: int,
           last: IntArray, unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], cnt: npt.NDArray[np.int32],
@@ -368,22 +386,7 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
                 break
             if state[4] < 0:
                 break  # the whole unit is resident: the remaining repetitions fetch nothing
-            hit = -1
-            for i in range(n_seen):
-                if seen[0, i] == state[4]:
-                    hit = i
-                    break
-            if hit >= 0:
-                period = r - seen[1, hit]
-                skip = (reps - r) // period
-                state[2] += skip * (state[2] - seen[2, hit])
-                r += skip * period
-                n_seen = 0
-            else:
-                seen[0, n_seen] = state[4]
-                seen[1, n_seen] = r
-                seen[2, n_seen] = state[2]
-                n_seen += 1
+            r, n_seen = _skip_period(seen, n_seen, r, reps, state)
     return state[2]
 
 
@@ -612,22 +615,7 @@ def _cols_sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s
             walked += 1
             if fold[4] < 0:
                 break  # the chunk is resident: its remaining row folds fetch nothing
-            hit = -1
-            for i in range(n_seen):
-                if seen[0, i] == fold[4]:
-                    hit = i
-                    break
-            if hit >= 0:
-                period = r - seen[1, hit]
-                skip = (f_r - r) // period
-                fold[2] += skip * (fold[2] - seen[2, hit])
-                r += skip * period
-                n_seen = 0
-            else:
-                seen[0, n_seen] = fold[4]
-                seen[1, n_seen] = r
-                seen[2, n_seen] = fold[2]
-                n_seen += 1
+            r, n_seen = _skip_period(seen, n_seen, r, f_r, fold)
         state[0], state[1], state[2] = fold[0], fold[1], fold[2]
         pos += f_r * ny * t_len
         cost += min(f_r, jump_min) * ny * t_len
