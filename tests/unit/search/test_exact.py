@@ -2230,3 +2230,21 @@ def test_jstar_path_program_visits_the_reference_states() -> None:
             for i, o, sl, dl in q_def}
     assert len(keys) == len(q_def)
     assert (q_def[:, 3] >= 0).any()  # the anchor of argument 10b
+
+
+def test_two_level_least_many_with_one_tensor_is_two_level_least() -> None:
+    """`_order_kernel.two_level_least_many` with one tensor of weight 1 equals
+    `two_level_least` bit for bit (the two compiled paths of arguments 14d and 15b)."""
+    from accelmap.costmodels._order_kernel import two_level_least, two_level_least_many
+
+    rng = np.random.default_rng(11)
+    n, D, C = 300, 6, 3
+    span = rng.integers(1, 9, (n, C)).astype(float)
+    coef = rng.integers(0, 3, (C, D)).astype(float)
+    n1 = rng.integers(1, 5, (n, D)).astype(float)
+    s1 = rng.integers(1, 4, (n, D)).astype(float)
+    n0 = rng.integers(1, 5, (n, D)).astype(float)
+    one = two_level_least(span, coef, n1, s1, n0, s1 * n1)
+    many = two_level_least_many(span[:, None, :], coef[None], np.ones((n, 1)), n1, s1, n0, s1 * n1)
+    assert np.array_equal(one, many)
+    assert (one > span.prod(axis=1)).any()  # some rows pay more than the first tile
