@@ -196,6 +196,10 @@ class RayBackend:
         if workers is None:
             workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self.n_workers = workers
+        self._local = started_local
+        # Tasks left running when a `run` ended early on a local Ray this backend started:
+        # `close` (ray.shutdown) stops them, or the next `run` cancels them first.
+        self._abandoned: list[Any] = []
         # Tasks in flight: on a joined cluster `workers` is the user's cap on concurrency; on
         # a local Ray we started with num_cpus=workers, Ray itself caps concurrency, and one
         # queued task per worker hides the driver's round trip between tasks.
@@ -206,6 +210,8 @@ class RayBackend:
 
     def run(self, task_fn: TaskFn, tasks: Sequence[Any]) -> Generator[tuple[int, Outcome], None, None]:
         ray = self._ray
+        self._cancel(self._abandoned)
+        self._abandoned = []
         fn_ref = ray.put(task_fn)
         pending: dict[Any, int] = {}
         next_i = 0
@@ -230,11 +236,21 @@ class RayBackend:
                         }
                     yield i, outcome
         finally:
-            for ref in pending:
-                try:
-                    ray.cancel(ref, force=True)
-                except Exception:  # noqa: BLE001 - best effort on the way out
-                    logging.getLogger(__name__).debug("could not cancel %s", ref, exc_info=True)
+            if pending and self._local and self._owns:
+                # Not cancelled here: a cancel that races the task's own reply aborts the
+                # driver inside Ray ("Tried to complete task that was not pending",
+                # ray-project/ray#54846; still in Ray 2.60), and a Ctrl-C is exactly when
+                # replies are in flight. The ray.shutdown of `close` stops these workers.
+                self._abandoned = list(pending)
+            else:
+                self._cancel(list(pending))
+
+    def _cancel(self, refs: list[Any]) -> None:
+        for ref in refs:
+            try:
+                self._ray.cancel(ref, force=True)
+            except Exception:  # noqa: BLE001 - best effort on the way out
+                logging.getLogger(__name__).debug("could not cancel %s", ref, exc_info=True)
 
     def close(self) -> None:
         if self._owns and self._ray.is_initialized():
