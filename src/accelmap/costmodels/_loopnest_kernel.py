@@ -694,15 +694,34 @@ def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, update
         energy_pj += energy[:, :, t].sum(axis=1) - before
 
 
-def _counts_array(n: int, L: int, T: int, buffers) -> FloatArray:  # noqa: ANN001
+def _counts_array(n: int, L: int, T: int, buffers, mark: object = None) -> tuple[FloatArray, bool]:  # noqa: ANN001
     """The (n, 6, L, T) counts output, uninitialised (the drivers write every entry of every
-    row): from ``buffers`` (`_buffers.OutputBuffers`) when given. 720 bytes a row on a
-    5-level, 3-tensor problem: a fresh 72 MB array per 100,000-row call was mapped anew by the
-    allocator on every call (about 700 page faults, `evaluate` 1.4x the time of
-    `evaluate_objective` on res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""
+    row), and whether the entries that ``mark`` names hold 0.0 already: from ``buffers``
+    (`_buffers.OutputBuffers`) when given. 720 bytes a row on a 5-level, 3-tensor problem: a
+    fresh 72 MB array per 100,000-row call was mapped anew by the allocator on every call
+    (about 700 page faults, `evaluate` 1.4x the time of `evaluate_objective` on
+    res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""
     if buffers is None:
-        return np.empty((n, 6, L, T))
-    return buffers.take({"cnt": ((n, 6, L, T), np.float64)})["cnt"]
+        return np.empty((n, 6, L, T)), False
+    arrays, zeroed = buffers.take_marked({"cnt": ((n, 6, L, T), np.float64)}, mark)
+    return arrays["cnt"], zeroed
+
+
+def _zeros_mark(consts: KernelConsts) -> tuple:
+    """What the counts of every row of ``consts``' structure hold as 0.0, as an
+    `OutputBuffers` mark: the entries of a level that never holds a tensor, of the output's
+    multicast and of an operand's spatial reduction follow from which level may hold which
+    tensor and which tensor is the output alone."""
+    return ("loopnest zero counts", consts.holds.shape, consts.holds.tobytes(), int(consts.ints[0]))
+
+
+def _read_only_views(cnt: FloatArray) -> tuple[FloatArray, ...]:
+    """The six (n, L, T) fields of ``cnt``, read-only: a buffer whose zero entries are marked
+    (`_counts_array`) must not be written by the `Metrics` that holds it."""
+    views = tuple(cnt[:, q] for q in range(6))
+    for v in views:
+        v.flags.writeable = False
+    return views
 
 
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
@@ -717,7 +736,10 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
     `_loopnest_cpu`'s driver (else ``eval_rows``, serial). ``buffers``: an
     `OutputBuffers` of the caller, from which the (n, 6, L, T) counts array is taken (an
-    earlier call's, once nothing refers to it any more); None: a new array."""
+    earlier call's, once nothing refers to it any more); None: a new array. An array from
+    ``buffers`` is marked once filled (`_zeros_mark`): when a later call of the same structure
+    gets it again, the generated rows leave its zero entries as they are (``full == 2``,
+    `_loopnest_gen`); its count fields come back read-only, so nothing else writes into it."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
@@ -728,20 +750,23 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     grid = int(consts.ints[1])
     mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
           np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    mark = _zeros_mark(consts) if counts and buffers is not None else None
     if specialised:
         threads = _threads()
         use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
         n_blocks = threads * 4 if use_threads else 1
-        full = counts
-        cnt = _counts_array(n, L, T, buffers) if full else np.empty((n_blocks, 1, 6, L, T))
+        zeroed = False
+        if counts:
+            cnt, zeroed = _counts_array(n, L, T, buffers, mark)
+        else:
+            cnt = np.empty((n_blocks, 1, 6, L, T))
         fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
         from accelmap.costmodels import _loopnest_cpu
 
-        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, full, scratch(n_blocks, L, D, T, C, grid),
-                                    threads if use_threads else 1)
+        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, (2 if zeroed else 1) if counts else 0,
+                                    scratch(n_blocks, L, D, T, C, grid), threads if use_threads else 1)
     else:
-        full = True
-        cnt = _counts_array(n, L, T, buffers)
+        cnt = _counts_array(n, L, T, buffers, mark)[0]
         if n:
             eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
                       *(x[0] for x in scratch(1, L, D, T, C, grid)))
@@ -751,7 +776,10 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     out = {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1]}
     if counts:
-        out.update({"reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
-                    "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST],
-                    "spatial_reductions": cnt[:, _SRED]})
+        fields = _read_only_views(cnt) if mark is not None else tuple(cnt[:, q] for q in range(6))
+        out.update(zip(("reads", "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions"),
+                       (fields[_READS], fields[_FILLS], fields[_UPDATES], fields[_ENERGY], fields[_MCAST],
+                        fields[_SRED]), strict=True))
+        if mark is not None:
+            buffers.mark({"cnt": cnt}, mark)
     return out
