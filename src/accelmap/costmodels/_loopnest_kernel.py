@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import types
 from dataclasses import dataclass, replace
 
@@ -636,38 +637,54 @@ INLINED = _inlined_rules()
 _eval_range_inlined = INLINED["eval_range"]
 
 
-_SCRATCH_NAMES = ("tile", "g", "lp", "kcs", "spans", "shift", "deliv", "ext", "buf", "lvl")
-
-
-def _scratch_shapes(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> dict[str, tuple[tuple[int, ...], str]]:
-    """The shapes and dtypes of `scratch`'s arrays, by name, in its order."""
-    i8 = "<i8"
-    return {"tile": ((n_blocks, L + 1, D), i8), "g": ((n_blocks, L, D), i8), "lp": ((n_blocks, 9, L * D + 1), i8),
-            "kcs": ((n_blocks, L + 1), i8), "spans": ((n_blocks, C), i8), "shift": ((n_blocks, C), i8),
-            "deliv": ((n_blocks, L, T), i8), "ext": ((n_blocks, 1, D), i8), "buf": ((n_blocks, max(grid, 1)), i8),
-            "lvl": ((n_blocks, 5, L), i8)}
-
-
 def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[IntArray, ...]:
     """Per-block scratch of the drivers: tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl."""
-    return tuple(np.empty(shape, dtype) for shape, dtype in _scratch_shapes(n_blocks, L, D, T, C, grid).values())
+    e = np.empty
+    return (e((n_blocks, L + 1, D), np.int64), e((n_blocks, L, D), np.int64), e((n_blocks, 9, L * D + 1), np.int64),
+            e((n_blocks, L + 1), np.int64), e((n_blocks, C), np.int64), e((n_blocks, C), np.int64),
+            e((n_blocks, L, T), np.int64), e((n_blocks, 1, D), np.int64), e((n_blocks, max(grid, 1)), np.int64),
+            e((n_blocks, 5, L), np.int64))
 
 
-def _scratch_from(buffers, n_blocks: int, L: int, D: int, T: int, C: int, grid: int,  # noqa: ANN001
+class ThreadScratch:
+    """The drivers' scratch kept across calls, one set per thread (a call uses its thread's
+    set; the blocks of a call run on other threads on slices of it), per shape: what
+    `evaluate_batch` takes with ``scratch_buffers``. Scratch allocated anew on every call
+    made the generated rows 3-5 ns a row slower than the same rows on scratch kept across
+    calls (one process, interleaved, 10,000 and 100,000 rows; touching new scratch first did
+    not help), and handing it out through an `OutputBuffers` (reference counts under a lock)
+    cost about 40 us a call at 10,000 rows, 4 ns a row, on the Python objects the rows had
+    pushed out of the caches. A pickled one carries no arrays."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __reduce__(self) -> tuple:
+        return (ThreadScratch, ())
+
+    def get(self, key: tuple, make) -> tuple:  # noqa: ANN001
+        """The arrays of ``key`` of this thread (``make()`` the first time)."""
+        sets = getattr(self._local, "sets", None)
+        if sets is None:
+            sets = self._local.sets = {}
+        got = sets.get(key)
+        if got is None:
+            if len(sets) >= 8:
+                sets.clear()
+            got = sets[key] = make()
+        return got
+
+
+def _scratch_from(kept: ThreadScratch | None, n_blocks: int, L: int, D: int, T: int, C: int, grid: int,
                   objective: bool) -> tuple[tuple[IntArray, ...], FloatArray | None]:
-    """`scratch` (and, for an objective-only call, the per-block one-row counts scratch), from
-    ``buffers`` (`_buffers.OutputBuffers`) when given: the arrays of an earlier call that
-    nothing refers to any more, so that a call in progress never shares them. Scratch
-    allocated anew on every call made the generated rows 3-6 ns a row slower at 10,000 rows
-    than the same rows on one scratch kept across calls (one process, interleaved; the pages
-    were neither faulted nor cold: touching new scratch first did not help)."""
-    if buffers is None:
+    """`scratch` (and, for an objective-only call, the per-block one-row counts scratch): this
+    thread's kept set of ``kept`` when given, else new arrays."""
+    def make() -> tuple:
         return scratch(n_blocks, L, D, T, C, grid), np.empty((n_blocks, 1, 6, L, T)) if objective else None
-    shapes = _scratch_shapes(n_blocks, L, D, T, C, grid)
-    if objective:
-        shapes["cnt"] = ((n_blocks, 1, 6, L, T), "<f8")
-    got = buffers.take(shapes)
-    return tuple(got[name] for name in _SCRATCH_NAMES), got.get("cnt")
+
+    if kept is None:
+        return make()
+    return kept.get((n_blocks, L, D, T, C, grid, objective), make)
 
 
 # Below this many rows a batch runs on the calling thread (starting the pool costs more).
@@ -765,8 +782,8 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     ``buffers`` is marked once filled (`_zeros_mark`): when a later call of the same structure
     gets it again, the generated rows leave its zero entries as they are (``full == 2``,
     `_loopnest_gen`); its count fields come back read-only, so nothing else writes into it.
-    ``scratch_buffers``: an `OutputBuffers` of the caller for the drivers' scratch
-    (`_scratch_from`); None: new scratch."""
+    ``scratch_buffers``: a `ThreadScratch` of the caller for the drivers' scratch; None: new
+    scratch."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))

@@ -124,7 +124,7 @@ class LoopNestModel:
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
         self._buffers: object = None  # the cpu engine's counts arrays (`_buffers.OutputBuffers`)
-        self._scratch: object = None  # the cpu engine's scratch arrays (another `OutputBuffers`)
+        self._scratch: object = None  # the cpu engine's scratch arrays (`_loopnest_kernel.ThreadScratch`)
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -258,12 +258,12 @@ class LoopNestModel:
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
         return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
 
-    def _scratch_buffers(self):  # noqa: ANN202 (an `OutputBuffers`, imported lazily)
-        """The cpu engine's scratch arrays, kept across calls (`_loopnest_kernel._scratch_from`)."""
+    def _scratch_buffers(self):  # noqa: ANN202 (a `_loopnest_kernel.ThreadScratch`, imported lazily)
+        """The cpu engine's scratch arrays, kept across calls, one set per thread."""
         if self._scratch is None:
-            from accelmap.costmodels._buffers import OutputBuffers
+            from accelmap.costmodels._loopnest_kernel import ThreadScratch
 
-            self._scratch = OutputBuffers()
+            self._scratch = ThreadScratch()
         return self._scratch
 
     @staticmethod

@@ -263,3 +263,27 @@ def test_output_buffers_marks() -> None:
     del arrays
     assert id(buffers.take(shapes)["a"]) == a_id
     assert not buffers.take_marked(shapes, "m")[1]
+
+
+def test_thread_scratch_is_kept_per_thread() -> None:
+    """`_loopnest_kernel.ThreadScratch`: one set of arrays per thread and key, made once; other
+    threads get their own; a pickled one holds none."""
+    import pickle
+    import threading
+
+    kept = kernel.ThreadScratch()
+    made: list[int] = []
+
+    def make() -> tuple:
+        made.append(1)
+        return (np.empty(3),)
+
+    a = kept.get(("k",), make)
+    assert kept.get(("k",), make) is a and len(made) == 1
+    other: list = []
+    th = threading.Thread(target=lambda: other.append(kept.get(("k",), make)))
+    th.start()
+    th.join()
+    assert other[0] is not a and len(made) == 2
+    copy = pickle.loads(pickle.dumps(kept))
+    assert copy.get(("k",), make) is not a and len(made) == 3
