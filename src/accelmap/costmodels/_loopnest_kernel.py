@@ -675,16 +675,16 @@ class ThreadScratch:
         return got
 
 
-def _scratch_from(kept: ThreadScratch | None, n_blocks: int, L: int, D: int, T: int, C: int, grid: int,
-                  objective: bool) -> tuple[tuple[IntArray, ...], FloatArray | None]:
-    """`scratch` (and, for an objective-only call, the per-block one-row counts scratch): this
+def _scratch_from(kept: ThreadScratch | None, n_blocks: int, L: int, D: int, T: int, C: int,
+                  grid: int) -> tuple[tuple[IntArray, ...], FloatArray]:
+    """`scratch` and the per-block one-row counts scratch of an objective-only call: this
     thread's kept set of ``kept`` when given, else new arrays."""
-    def make() -> tuple:
-        return scratch(n_blocks, L, D, T, C, grid), np.empty((n_blocks, 1, 6, L, T)) if objective else None
+    def make() -> tuple[tuple[IntArray, ...], FloatArray]:
+        return scratch(n_blocks, L, D, T, C, grid), np.empty((n_blocks, 1, 6, L, T))
 
     if kept is None:
         return make()
-    return kept.get((n_blocks, L, D, T, C, grid, objective), make)
+    return kept.get((n_blocks, L, D, T, C, grid), make)
 
 
 # Below this many rows a batch runs on the calling thread (starting the pool costs more).
@@ -800,7 +800,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
         use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
         n_blocks = threads * 4 if use_threads else 1
         zeroed = False
-        sc, one_row = _scratch_from(scratch_buffers, n_blocks, L, D, T, C, grid, not counts)
+        sc, one_row = _scratch_from(scratch_buffers, n_blocks, L, D, T, C, grid)
         if counts:
             cnt, zeroed = _counts_array(n, L, T, buffers, mark)
         else:
@@ -814,7 +814,7 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
         cnt = _counts_array(n, L, T, buffers, mark)[0]
         if n:
             eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
-                      *(x[0] for x in _scratch_from(scratch_buffers, 1, L, D, T, C, grid, False)[0]))
+                      *(x[0] for x in _scratch_from(scratch_buffers, 1, L, D, T, C, grid)[0]))
         if frac is not None and (frac < 1.0).any():
             _scale_padded(np.asarray(frac), cnt[:, _READS], cnt[:, _FILLS], cnt[:, _UPDATES], cnt[:, _ENERGY],
                           res[:, _ENERGY_PJ])
