@@ -73,7 +73,12 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.costmodels._systolic_window import window_fetches, window_fetches_sampled
+from accelmap.costmodels._systolic_window import (
+    SAMPLE_MAX_WALK_FACTOR,
+    SAMPLE_MIN_WINDOWS,
+    window_fetches,
+    window_fetches_sampled,
+)
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel
 from accelmap.costmodels.systolic_variants import scalesim_mapping
@@ -769,6 +774,12 @@ FRONTIER9 = (("near only", 1.25, 1 << 22, 0, 0), ("default", 1.25, 1 << 22, 1 <<
              ("sample 2^18", 1.25, 1 << 22, 1 << 20, 1 << 18), ("sample 2^19", 1.25, 1 << 22, 1 << 20, 1 << 19),
              ("sample 2^20", 1.25, 1 << 22, 1 << 20, 1 << 20), ("far 2^23", 1.25, 1 << 22, 1 << 23, 0))
 FRONTIER9_COSTS = ("default", "sample 2^19", "sample 2^20")
+# ``--window10-only``: the same settings once the sample's rate is guarded (`window_fetches_sampled`:
+# a rate measured on fewer than `SAMPLE_MIN_WINDOWS` windows' worth of words gives way to the walk)
+FRONTIER10 = (("near only", 1.25, 1 << 22, 0, 0), ("default", 1.25, 1 << 22, 1 << 20, 0),
+              ("sample 2^18", 1.25, 1 << 22, 1 << 20, 1 << 18), ("sample 2^19", 1.25, 1 << 22, 1 << 20, 1 << 19),
+              ("sample 2^20", 1.25, 1 << 22, 1 << 20, 1 << 20))
+FRONTIER10_COSTS = ("default", "sample 2^19", "sample 2^20")
 
 
 def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
@@ -1075,6 +1086,10 @@ def main() -> None:
                     help="only walked samples of long streams (FRONTIER9: accuracy and cost, the mid-size "
                     "layers' searches, CB2a_2's sampled streams against the walk), written to "
                     "bench_scalesim_dram_window9.json")
+    ap.add_argument("--window10-only", action="store_true",
+                    help="the guarded sample (`window_fetches_sampled` walks a stream whose rate's stretch holds fewer "
+                    "than SAMPLE_MIN_WINDOWS windows' worth of words) on CB2a_2's sampled rows, the random-layer "
+                    "seeds, and its cost in the default search and on a cold pool: bench_scalesim_dram_window10.json")
     ap.add_argument("--sampled-rows-only", action="store_true",
                     help="only the estimate and walked samples against the walk on CB2a_2's rows a sample "
                     "counts, merged into bench_scalesim_dram_window9.json")
@@ -1113,6 +1128,21 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.window10_only:
+        out10 = RESULTS.with_name("bench_scalesim_dram_window10.json")
+        res10: dict = {"sample_min_windows": SAMPLE_MIN_WINDOWS, "sample_max_walk_factor": SAMPLE_MAX_WALK_FACTOR}
+        res10["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000,
+                                            samples=(1 << 18, 1 << 19, 1 << 20))
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        res10["frontier"] = frontier(args.reference, args.search_budget or 5000, settings=FRONTIER10,
+                                     cost_labels=FRONTIER10_COSTS)
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        kw10 = {"estimate": {"dram_window": "estimate"}, "default": {},
+                "sample 2^19": {"max_sample_entries": 1 << 19}, "sample 2^20": {"max_sample_entries": 1 << 20}}
+        res10["far_search"] = far_search_cost(args.search_budget or 5000, kw=kw10, base="default")
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        print(f"wrote {out10}")
         return
     if args.far_search_only:
         out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")
