@@ -535,3 +535,38 @@ def test_a_lead_in_interleaves_with_the_walk_and_counts_within_three_windows(cas
     if met is not None and met <= x:
         event("the lead-in met the walk")
         assert walk == lead
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.integers(1, 20), st.integers(0, 30))
+def test_fill_unit_writes_the_units_stream(case, chunk, u):
+    """`_fill_unit` (its straight line for one-entry diagonals, head triangle, full diagonals a
+    column at a time or a diagonal at a time, tail triangle, and the general loop) writes a
+    unit's entries in the stream's order, -1 for no word, whether the word lookup is skipped
+    (every address a word) or not: against the stream written out in Python (`_stream`),
+    chunks of 1 to 20 (diagonals shorter and longer than the 8 of the column-at-a-time path,
+    and than the time class)."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    if mode == sw.STATIONARY:
+        return
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    if mode == sw.ROWS_TIME:
+        ur, uc, u = min(chunk, s_r), s_c, 0
+        want = _stream(a_off, b_off, stamp, mode, size, rc, cc, ur, uc)
+    else:
+        ur, uc = s_r, min(chunk, s_c)
+        u = u % -(-s_c // uc)
+        want = _stream(a_off, b_off, stamp, mode, size, rc, cc, ur, uc)
+        start = sum(min(uc, s_c - v * uc) * t_len for v in range(u))
+        want = want[start:start + min(uc, s_c - u * uc) * t_len]
+    every = bool((stamp >= 0).all())
+    for skip in ((True, False) if every else (False,)):
+        out = np.full(len(want) + 3, -7, dtype=np.int32)
+        n = sw._fill_unit(a_off, b_off, stamp, mode, s_r, s_c, ur, uc, t_len, u, out, skip)
+        assert n == len(want)
+        assert out[:n].tolist() == want
+        assert (out[n:] == -7).all()
+    assert sw._all_words(stamp) == every
