@@ -23,8 +23,9 @@ walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_word
 `Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
 stage, so this driver's constants (array level, dims, classes, terms) fold into them where
 the generic driver passes run-time values. Written twice, in the form each driver needs, is
-the legality check (here one fused pass over the levels, a level without a fanout
-multiplying its temporal factors alone; ``_check_padded`` there): the same verdicts in the
+the legality check (here each dim's product formed in registers, a level without a fanout
+multiplying its temporal factors alone, then the fanouts and orders level by level, a
+damaged row's products in full; ``_check_padded`` there): the same verdicts in the
 same order. The integer and float operations are the same in both drivers, so that the
 results are identical; the property tests compare both with the numpy path bit for bit. A kernel is compiled once
 per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
@@ -127,23 +128,49 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         for i in range(temporal.shape[0]):
             py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
-            # One pass over the levels (each entry loaded once): the least factor, each dim's
-            # product (``ext``: scratch), each level's order and fanouts; the verdicts follow in
-            # `_check_padded`'s order. The array level's fanouts are its rows and columns used.
-            # A level without a fanout (``FANL``) whose spatial factors are all 1 (a legal row's)
-            # multiplies nothing: its products are its temporal factors alone, exactly.
+            # The verdicts follow in `_check_padded`'s order from the least factor, whether a
+            # dim's product falls short of its bound, the first level whose order is no
+            # permutation and the first whose fanout is exceeded. A level without a fanout
+            # (``FANL``) whose spatial factors are all 1 (``ones`` 0: a legal row's) multiplies
+            # nothing: then each dim's product is its temporal factors times the spatial ones
+            # of the levels with a fanout, formed dim by dim in registers (int64 products wrap
+            # alike in any order), and those levels' fanouts are their products alone. Else
+            # (a damaged row) every level multiplies in full, as `_check_padded` does.
             ones = 0
             for lv in range(L):
                 if not FANL[lv]:
                     for k in range(2 * lv * D, 2 * (lv + 1) * D):
                         ones |= spatial[i, k] ^ 1
-            for d in range(D):
-                ext[d] = 1
             least = np.int64(1)
+            short = False
             order_lv, fan_lv = -1, -1
-            for lv in range(L):
-                seen, ux, uy = 0, np.int64(1), np.int64(1)
-                if FANL[lv] or ones != 0:
+            if ones == 0:
+                for d in range(D):
+                    prod = np.int64(1)
+                    for lv in range(L):
+                        a = temporal[i, lv * D + d]
+                        least = min(least, a)
+                        prod *= a
+                        if FANL[lv]:
+                            x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
+                            least = min(least, x, y)
+                            prod *= x * y
+                    short |= prod < bounds[d]
+                for lv in range(L):
+                    ux, uy = np.int64(1), np.int64(1)
+                    if FANL[lv]:
+                        for d in range(D):
+                            ux *= spatial[i, 2 * (lv * D + d)]
+                            uy *= spatial[i, 2 * (lv * D + d) + 1]
+                    if lv == AL:
+                        px, py = ux, uy
+                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+                        fan_lv = lv
+            else:
+                for d in range(D):
+                    ext[d] = 1
+                for lv in range(L):
+                    ux, uy = np.int64(1), np.int64(1)
                     for d in range(D):
                         k = lv * D + d
                         a, x, y = temporal[i, k], spatial[i, 2 * k], spatial[i, 2 * k + 1]
@@ -151,23 +178,19 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                         ext[d] *= a * x * y
                         ux *= x
                         uy *= y
-                else:
-                    for d in range(D):
-                        a = temporal[i, lv * D + d]
-                        least = min(least, a)
-                        ext[d] *= a
+                    if lv == AL:
+                        px, py = ux, uy
+                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+                        fan_lv = lv
+                for d in range(D):
+                    short |= ext[d] < bounds[d]
+            for lv in range(L):
+                seen = 0
                 for d in range(D):
                     v = order[i, lv * D + d]
                     seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                if lv == AL:
-                    px, py = ux, uy
                 if order_lv < 0 and seen != (1 << D) - 1:
                     order_lv = lv
-                if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
-                    fan_lv = lv
-            short = False
-            for d in range(D):
-                short |= ext[d] < bounds[d]
             why, where = 0, -1
             if least < 1 or short:
                 why = _FACTORS
