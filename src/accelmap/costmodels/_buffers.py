@@ -48,19 +48,23 @@ class OutputBuffers:
     def __reduce__(self) -> tuple:
         return (OutputBuffers, (self.keep,))
 
-    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
+    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]], tag: Any = None) -> dict[str, np.ndarray]:
         """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
-        refers to any more if one matches, else new arrays."""
+        refers to any more if one matches, else new arrays. ``tag`` (hashable; None: the
+        plain sets above): a set of this tag is made of zeros and handed out only again
+        under the same tag, for writers that leave some elements as they found them (the
+        systolic driver's cells that hold 0.0 in every row: `_systolic_cpu.cell_tag`)."""
         # (the names, shapes and dtypes as given: one C-level tuple, no dtype objects made; a
         # call site that names one dtype two ways only misses a reuse. Every object touched
         # here is cold after a large call's rows, so each costs several times its warm time.)
-        key = tuple(shapes.items())
+        key = (tuple(shapes.items()), tag)
         with _BUFFERS_LOCK:
             for j, (k, arrays, base) in enumerate(self._sets):
                 if k == key and _refs(arrays) <= base:
                     self._sets.append(self._sets.pop(j))  # (most recently used last)
                     return dict(zip(shapes, arrays, strict=True))
-            arrays = tuple(np.empty(s, dtype=t) for s, t in shapes.values())
+            make = np.empty if tag is None else np.zeros
+            arrays = tuple(make(s, dtype=t) for s, t in shapes.values())
             self._sets.append((key, arrays, _refs(arrays)))
             del self._sets[:-self.keep]
             return dict(zip(shapes, arrays, strict=True))

@@ -988,11 +988,24 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     # the four (n, L * T) fields, the largest: from ``buffers`` where given (the others, an
     # eighth of the bytes, come fresh: the allocator hands back memory just freed, still in
     # cache, where arrays kept per mode would widen what a search touches)
+    # The specialised driver leaves the cells that hold 0.0 in every row unwritten
+    # (`_systolic_cpu.zero_cells_mask`): its arrays start as zeros, and those from ``buffers``
+    # are a set of zeros kept under the driver's `_systolic_cpu.cell_tag`, handed out
+    # read-only (`metrics_from`) so that no caller's write can leave a value there.
     cell_shapes = {k: ((m_f, cells), f8) for k in ("reads", "fills", "updates", "breakdown")}
     if buffers is None or m_f == 0:
-        out.update({k: e(sh, dtype=t) for k, (sh, t) in cell_shapes.items()})
+        make = e if spec is None else np.zeros
+        out.update({k: make(sh, dtype=t) for k, (sh, t) in cell_shapes.items()})
     else:
-        out.update(buffers.take(cell_shapes))
+        if spec is None:
+            taken = buffers.take(cell_shapes)
+        else:
+            from accelmap.costmodels._systolic_cpu import cell_tag
+
+            taken = buffers.take(cell_shapes, cell_tag(spec))
+        for a in taken.values():
+            a.flags.writeable = True  # (arrays of their own: `metrics_from` handed them out read-only)
+        out.update(taken)
     names = list(out)
     # (numba on one thread: one block, without `_threads`' look at the environment, 2-5 us a
     # call, which the cap of OMP_NUM_THREADS could only lower)
@@ -1126,7 +1139,8 @@ def stats_from(out: dict[str, np.ndarray]):  # noqa: ANN201
 def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # noqa: ANN201
                  buffers: OutputBuffers | None = None):
     """`Metrics` of `evaluate_rows`'s output (``want_metrics``). ``buffers``: the two zero
-    fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones."""
+    fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones, and the
+    four (n, L, T) fields (arrays of ``buffers``, `_run`) are handed out read-only."""
     from accelmap.costmodels.base import Metrics
 
     n = len(out["valid"])
@@ -1137,6 +1151,9 @@ def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # no
     # heap trimmed and grew again between calls of 100,000 rows; the outputs' arrays now come
     # from `OutputBuffers`, which takes the allocator out of the loop.)
     zeros = buffers.zeros(shape) if buffers is not None else np.zeros(shape)
+    if buffers is not None:  # (arrays kept for later calls, some cells never written: read-only)
+        for k in ("reads", "fills", "updates", "breakdown"):
+            out[k].flags.writeable = False
     return Metrics(
         cycles=out["cycles"], energy_pj=out["energy"], compute_energy_pj=out["comp"], utilization=out["util"],
         valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"].reshape(shape),
