@@ -25,6 +25,7 @@ from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels._buffers import OutputBuffers
 from accelmap.costmodels._loopnest_kernel import _threads
+from accelmap.costmodels.base import Metrics
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
@@ -922,6 +923,20 @@ _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
+_CPU: list = []
+
+
+def _cpu_module():  # noqa: ANN202
+    """`_systolic_cpu` (which imports this module: imported on first use, then kept, so that a
+    call's path runs no import statement; each costs an `importlib` lookup, several times
+    its warm time once the caches are cold after a large call)."""
+    if not _CPU:
+        from accelmap.costmodels import _systolic_cpu
+
+        _CPU.append(_systolic_cpu)
+    return _CPU[0]
+
+
 def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], flat: tuple,
                want_stats: bool, mode: int, out: tuple, scratch: tuple) -> tuple:
     """The arguments of the specialised driver (`_systolic_cpu.driver`) in its order: ``flat``
@@ -1000,11 +1015,9 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         if spec is None:
             taken = buffers.take(cell_shapes)
         else:
-            from accelmap.costmodels._systolic_cpu import cell_tag
-
-            taken = buffers.take(cell_shapes, cell_tag(spec))
+            taken = buffers.take(cell_shapes, _cpu_module().cell_tag(spec))
         for a in taken.values():
-            a.flags.writeable = True  # (arrays of their own: `metrics_from` handed them out read-only)
+            a.setflags(write=True)  # (arrays of their own: `metrics_from` handed them out read-only)
         out.update(taken)
     names = list(out)
     # (numba on one thread: one block, without `_threads`' look at the environment, 2-5 us a
@@ -1017,10 +1030,8 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         # object touched here is cold in the caches after the previous call's rows, so each
         # costs several times its warm time: the Python around a 10,000-row call came to
         # 20-30 ns a row before (about 200 us a call), against about 5 once warm.
-        from accelmap.costmodels import _systolic_cpu
-
         mode = 0 if not want_metrics else (1 if objective else 2)
-        n_missing = _systolic_cpu.driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
+        n_missing = _cpu_module().driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
                                                            tuple(out.values()), (e(D, i8), e(D + 1, i8))))
         return out, int(n_missing)
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
@@ -1141,8 +1152,6 @@ def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # no
     """`Metrics` of `evaluate_rows`'s output (``want_metrics``). ``buffers``: the two zero
     fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones, and the
     four (n, L, T) fields (arrays of ``buffers``, `_run`) are handed out read-only."""
-    from accelmap.costmodels.base import Metrics
-
     n = len(out["valid"])
     shape = (n, arch.n_levels, problem.n_tensors)
     # The model counts no multicast and no spatial reduction: both fields are zeros, with
@@ -1153,7 +1162,7 @@ def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # no
     zeros = buffers.zeros(shape) if buffers is not None else np.zeros(shape)
     if buffers is not None:  # (arrays kept for later calls, some cells never written: read-only)
         for k in ("reads", "fills", "updates", "breakdown"):
-            out[k].flags.writeable = False
+            out[k].setflags(write=False)
     return Metrics(
         cycles=out["cycles"], energy_pj=out["energy"], compute_energy_pj=out["comp"], utilization=out["util"],
         valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"].reshape(shape),

@@ -180,6 +180,20 @@ class SystolicLayout:
     window_words: tuple[float, float, float]
 
 
+_KERNEL: list = []
+
+
+def _kernel_module():  # noqa: ANN202
+    """`_systolic_kernel` (numba loads with it: imported on first use, then kept, so that a
+    call runs no import statement; each costs an `importlib` lookup, several times its warm
+    time once the caches are cold after a large call)."""
+    if not _KERNEL:
+        from accelmap.costmodels import _systolic_kernel
+
+        _KERNEL.append(_systolic_kernel)
+    return _KERNEL[0]
+
+
 def _kind_message(problem: Problem) -> str:
     takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
     return (f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
@@ -443,11 +457,11 @@ class SystolicModel:
         tables fit the kernel (`_systolic_kernel.tables_fit`)) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
-        from accelmap.costmodels import _systolic_cpu, _systolic_kernel
-
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
         if hit is None or hit[0] is not problem or hit[1] is not arch:
+            from accelmap.costmodels import _systolic_cpu, _systolic_kernel
+
             if len(self._consts) > 64:
                 self._consts.clear()
             layout, _ = systolic_layout(problem, arch)
@@ -465,8 +479,7 @@ class SystolicModel:
         included, so that a few evaluations of a new layer never wait for that driver's
         compile. (Before, that driver serves where it is ready without a compile: compiled in
         this process or in numba's on-disk cache; ``_systolic_kernel._SPECIALISE_IF_READY``.)"""
-        from accelmap.costmodels import _systolic_kernel
-
+        _systolic_kernel = _kernel_module()
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
@@ -493,8 +506,7 @@ class SystolicModel:
         if layout is None or (batch.n_levels, batch.n_dims, batch.n_tensors) != (arch.n_levels, problem.n_dims,
                                                                                  problem.n_tensors):
             return None
-        from accelmap.costmodels import _systolic_kernel
-
+        _systolic_kernel = _kernel_module()
         if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
             return None
 
@@ -535,9 +547,7 @@ class SystolicModel:
         """Metrics of every mapping (batched: compiled kernel or numpy; see ``engine``)."""
         out = self._kernel(problem, arch, mappings, want_stats=False)
         if out is not None:
-            from accelmap.costmodels import _systolic_kernel
-
-            return _systolic_kernel.metrics_from(out, problem, arch, self._buffers)
+            return _kernel_module().metrics_from(out, problem, arch, self._buffers)
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)
