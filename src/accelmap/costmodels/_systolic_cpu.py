@@ -111,7 +111,7 @@ def zero_cells_mask(consts, n_levels: int, n_tensors: int) -> int:  # noqa: ANN0
     0.0 in every row (a valid row's as an invalid one's), and the driver leaves it unwritten
     in mode 2: its callers hand it cell arrays whose such cells hold 0.0 already
     (`cell_tag`). (One int, not a tuple: the driver shifts it by the cell's index, where a
-    tuple indexed by a loop variable made its `Metrics` loop 1.2x the time.)"""
+    tuple indexed by the cell's index made mode 1 of CB2a_2 about 1.3x the time.)"""
     ints = consts.ints
     ti, tw, to, si, sw, so, pe = (int(ints[k]) for k in (4, 5, 6, 15, 16, 17, 1))
     mask = 0
