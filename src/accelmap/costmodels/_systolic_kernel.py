@@ -1148,12 +1148,15 @@ def stats_from(out: dict[str, np.ndarray]):  # noqa: ANN201
 
 
 def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # noqa: ANN201
-                 buffers: OutputBuffers | None = None):
+                 buffers: OutputBuffers | None = None, names: tuple | None = None):
     """`Metrics` of `evaluate_rows`'s output (``want_metrics``). ``buffers``: the two zero
     fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones, and the
-    four (n, L, T) fields (arrays of ``buffers``, `_run`) are handed out read-only."""
+    four (n, L, T) fields (arrays of ``buffers``, `_run`) are handed out read-only. ``names``:
+    (level names, tensor names, MACs) as the problem and arch give them, read once by the caller."""
     n = len(out["valid"])
-    shape = (n, arch.n_levels, problem.n_tensors)
+    level_names, tensor_names, macs = names if names is not None else (arch.level_names, problem.tensor_names,
+                                                                        problem.macs)
+    shape = (n, len(level_names), len(tensor_names))
     # The model counts no multicast and no spatial reduction: both fields are zeros, with
     # ``buffers`` one read-only array kept between calls (clearing two new ones cost 8-15 ns a
     # row at 10,000 rows). (Once dropped because, without these two large allocations, glibc's
@@ -1168,6 +1171,6 @@ def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # no
         valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"].reshape(shape),
         fills=out["fills"].reshape(shape), updates=out["updates"].reshape(shape),
         energy_breakdown_pj=out["breakdown"].reshape(shape), multicast=zeros,
-        spatial_reductions=zeros if buffers is not None else np.zeros(shape), macs=problem.macs,
-        level_names=arch.level_names, tensor_names=problem.tensor_names,
+        spatial_reductions=zeros if buffers is not None else np.zeros(shape), macs=macs,
+        level_names=level_names, tensor_names=tensor_names,
     )

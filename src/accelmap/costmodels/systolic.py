@@ -454,7 +454,8 @@ class SystolicModel:
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
         """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
-        tables fit the kernel (`_systolic_kernel.tables_fit`)) of the pair, kept
+        tables fit the kernel (`_systolic_kernel.tables_fit`), the (levels, dims) and tensors
+        a batch must have with the names and MACs of its `Metrics`) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
         key = (id(problem), id(arch))
@@ -468,7 +469,10 @@ class SystolicModel:
             consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
             spec = None if consts is None else _systolic_cpu.structure(consts, arch.n_levels, problem.n_tensors)
             fits = consts is not None and _systolic_kernel.tables_fit(consts)
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits)
+            # (the shapes a batch must have, and what `metrics_from` names: read once a pair)
+            shapes = ((arch.n_levels, problem.n_dims), problem.n_tensors,
+                      (arch.level_names, problem.tensor_names, problem.macs))
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits, shapes)
             self._consts[key] = hit
         return hit
 
@@ -503,8 +507,7 @@ class SystolicModel:
             return None
         hit = self._prepared(problem, arch)
         layout = hit[2]
-        if layout is None or (batch.n_levels, batch.n_dims, batch.n_tensors) != (arch.n_levels, problem.n_dims,
-                                                                                 problem.n_tensors):
+        if layout is None or batch.temporal.shape[1:] != hit[7][0] or batch.keep.shape[2] != hit[7][1]:
             return None
         _systolic_kernel = _kernel_module()
         if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
@@ -547,7 +550,9 @@ class SystolicModel:
         """Metrics of every mapping (batched: compiled kernel or numpy; see ``engine``)."""
         out = self._kernel(problem, arch, mappings, want_stats=False)
         if out is not None:
-            return _kernel_module().metrics_from(out, problem, arch, self._buffers)
+            hit = self._consts.get((id(problem), id(arch)))  # (the pair `_kernel` prepared)
+            names = hit[7][2] if hit is not None and hit[0] is problem and hit[1] is arch else None
+            return _kernel_module().metrics_from(out, problem, arch, self._buffers, names)
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)
