@@ -57,19 +57,22 @@ class OutputBuffers:
     def __reduce__(self) -> tuple:
         return (OutputBuffers, (self.keep,))
 
-    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]]) -> dict[str, np.ndarray]:
+    def take(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]], tag: Any = None) -> dict[str, np.ndarray]:
         """Arrays (uninitialised) of the given names, shapes and dtypes: a set that nothing
-        refers to any more if one matches, else new arrays."""
+        refers to any more if one matches, else new arrays. ``tag`` (hashable; None: the
+        plain sets above): a set of this tag is made of zeros and handed out only again
+        under the same tag, for writers that leave some elements as they found them (the
+        systolic driver's cells that hold 0.0 in every row: `_systolic_cpu.cell_tag`)."""
         # (the names, shapes and dtypes as given: one C-level tuple, no dtype objects made; a
         # call site that names one dtype two ways only misses a reuse. Every object touched
         # here is cold after a large call's rows, so each costs several times its warm time.)
-        return self.take_marked(shapes, None)[0]
+        return self.take_marked(shapes, None, tag)[0]
 
     def take_marked(self, shapes: Mapping[str, tuple[tuple[int, ...], Any]],
-                    mark: object) -> tuple[dict[str, np.ndarray], bool]:
+                    mark: object, tag: Any = None) -> tuple[dict[str, np.ndarray], bool]:
         """`take`, and whether the set handed out carried ``mark`` (set by `mark` after an
         earlier call filled it; a new set carries none). The set is unmarked now."""
-        key = tuple(shapes.items())
+        key = (tuple(shapes.items()), tag)
         with _BUFFERS_LOCK:
             for j, entry in enumerate(self._sets):
                 if entry[0] == key and _refs(entry[1]) <= entry[2]:
@@ -77,7 +80,8 @@ class OutputBuffers:
                     had = mark is not None and entry[3] == mark
                     entry[3] = None
                     return dict(zip(shapes, entry[1], strict=True)), had
-            arrays = tuple(np.empty(s, dtype=t) for s, t in shapes.values())
+            make = np.empty if tag is None else np.zeros
+            arrays = tuple(make(s, dtype=t) for s, t in shapes.values())
             self._sets.append([key, arrays, _refs(arrays), None])
             del self._sets[:-self.keep]
             return dict(zip(shapes, arrays, strict=True)), False
