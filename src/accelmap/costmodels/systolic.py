@@ -367,10 +367,12 @@ class SystolicModel:
     # a search meets many such fold shapes; docs/validation.md, "Beyond the fold ratio").
     MAX_FAR_WALK_ENTRIES: ClassVar[int] = 1 << 20
     # Entries of the walked sample from which a stream over its limit (and not capped) is
-    # counted (`window_fetches_sampled`); 0, the default: such a stream is estimated (a
-    # sample of 2^20 entries gets every sub-space seed of the random convolutions within
-    # 2 % but costs 4 to 10 times the search time, and is not within 2 % on CB2a_2's
-    # streams: docs/validation.md, "Beyond the far limit").
+    # counted (`window_fetches_sampled`, guarded: a sample whose stretch fetched under 150
+    # windows' worth of words is walked instead where that costs at most 16x the sample);
+    # 0, the default: such a stream is estimated (a guarded sample of 2^19 or 2^20 entries
+    # gets every sub-space seed of the random convolutions within 2 % and CB2a_2's measured
+    # rows exact, but costs 23 to 27 times the default search on CB2a_2, 5 to 7 times on
+    # mid-size layers: docs/validation.md, "A guarded sample").
     MAX_SAMPLE_ENTRIES: ClassVar[int] = 0
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
