@@ -453,7 +453,7 @@ that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -489,6 +489,7 @@ _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
 _USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
 _USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
+_USE_INSTANCE_WORDS = True  # argument 16 (`_instance_words_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1018,6 +1019,102 @@ def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: F
     alt = np.zeros(n)  # rows with fewer than two such tensors: no second bound (0 under the maximum)
     alt[rows] = out[rows] + two_level_least_many(span[rows], coef, w[rows], n1[rows], s1[rows], n0[rows], s0[rows])
     return alt
+
+
+def _coordinate_union(a: IntArray, cnt: IntArray, strd: IntArray, span: int) -> int:
+    """Argument 16's count for one coordinate, written plainly (the reference of
+    `_union_kernel`): the words of the union of the intervals ``[sum_j a_j x_j, + span)``, each
+    ``x_j`` over the mixed radix of ``cnt[j, s]`` iterations at stride ``strd[j, s]``."""
+    starts = np.zeros(1, dtype=np.int64)
+    for j in range(len(a)):
+        pos = np.zeros(1, dtype=np.int64)
+        for c, st in zip(cnt[j].tolist(), strd[j].tolist(), strict=True):
+            pos = (pos[:, None] + np.arange(c, dtype=np.int64)[None, :] * st).ravel()
+        starts = np.unique((starts[:, None] + int(a[j]) * pos[None, :]).ravel())
+    return int(span + np.minimum(np.diff(starts), span).sum())
+
+
+def _instance_words_floors(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray, g: FloatArray,
+                           used: FloatArray, omin: FloatArray, omax: FloatArray, otmin: FloatArray, gs: FloatArray,
+                           dl: Any, terms: list[tuple[_X, float, float, FloatArray | float]],
+                           at: dict[tuple[str, int, int], int]) -> list[tuple[_X, float, float, FloatArray | float]]:
+    """Argument 16: ``terms`` with the fills of each level
+    ``c >= 1`` keeping a tensor ``t`` (of disjoint coordinates) and the reads of its parent ``p``
+    serving it at least their values for deliveries ``F_c`` of one instance's union of tiles
+    (`_union_kernel.instance_unions`): ``X(c) = inst_c F_c`` and ``p``'s reads ``F_c prod_{l<p}
+    used_l prod_{l=p}^{c-1} distinct_l`` (eq. S). A known ``c`` (``c >= k``) has its tile and the
+    known levels' loops; an open one (``c < k``) its least over the tiles its capacity allows
+    (every factor of the open levels a divisor of the open product: the rows where that product
+    is one value), with ``distinct_{c-1}`` counted for each. ``dl(t, l)`` a lower bound of
+    distinct_l. Each floored count keeps its other bounds (``fixed``, ``opened`` and the floor
+    ``lo`` of an order-dependent count raised to at least the floor: every one a lower bound of
+    the count under its condition, and the floor one under every order). Level 1's counts of the
+    traffic table's tensors keep theirs (the table's charge at ``k >= 2`` subtracts them)."""
+    from accelmap.costmodels._union_kernel import instance_unions
+
+    n, L, D = tt.shape
+    s_out = _prod(gs[:, :k], 1)
+    o_lb = np.maximum(otmin, np.ceil(omin / s_out - 1e-9))
+    one_value = omin == omax
+    floors: dict[int, FloatArray] = {}
+    for t, p, c in bm.pairs:
+        if c >= L or not bm.disjoint[t] or not bm.coords[t]:
+            continue
+        if c == 1 and bm.traffic is not None and t in bm.traffic.tensors.tolist():
+            continue
+        if not bm.sliding[t] and all(bool((a == 1).all()) for _, a in bm.coords[t]):
+            continue  # one-dim unit coordinates: argument 1's order-free count is this union already
+        ptr = np.cumsum([0] + [len(dims) for dims, _ in bm.coords[t]]).astype(np.int64)
+        cdims = np.concatenate([dims for dims, _ in bm.coords[t]]).astype(np.int64)
+        ca = np.concatenate([a for _, a in bm.coords[t]]).astype(np.int64)
+        if c >= k:
+            tc0 = tile[:, c]
+            ostr0 = g[:, k - 1] * tile[:, k]
+            lone = (gs[:, : k - 1] <= 1.0).all(axis=1) if k > 1 else np.ones((n, D), dtype=bool)
+            o = o_lb
+            kcnt = np.ascontiguousarray(np.moveaxis(tt[:, k:c], 1, 2))
+            kstr = np.ascontiguousarray(np.moveaxis(g[:, k:c] * tile[:, k + 1:c + 1], 1, 2))
+            room = np.full(n, np.inf)
+        elif not np.isfinite(bm.capacity[c]) or np.prod(bm.fan[:c]) == 1:
+            continue  # one instance (its touched words are charged already), or every tile of c allowed
+        else:
+            tc0 = tile[:, k] * _prod(gs[:, c:k], 1)
+            ostr0 = gs[:, c - 1] * tc0
+            lone = (gs[:, : c - 1] <= 1.0).all(axis=1) if c > 1 else np.ones((n, D), dtype=bool)
+            o = np.rint(omin / s_out)
+            kcnt = kstr = np.ones((n, D, 0))
+            room = np.full(n, float(bm.capacity[c]))
+            for u in np.flatnonzero(bm.keep[c]).tolist():
+                if u != t:
+                    room = room - _footprint(bm, u, tc0)
+            room = np.where(one_value[:, cdims].all(axis=1), room, -1.0)  # (no floor where o is open)
+        fl, rd = instance_unions(ptr, cdims, ca, np.unique(cdims), np.rint(tc0).astype(np.int64),
+                                 np.rint(ostr0).astype(np.int64), np.rint(o).astype(np.int64), lone,
+                                 np.rint(kcnt).astype(np.int64), np.rint(kstr).astype(np.int64), room,
+                                 np.rint(gs[:, c - 1]).astype(np.int64), c < k)
+        above = _prod(used[:, :p], 1) if p > 0 else np.ones(n)
+        if c >= k:
+            rd = fl.copy()
+            for lv in range(p, c):
+                rd = rd * dl(t, lv)
+        else:
+            for lv in range(p, c - 1):
+                rd = rd * dl(t, lv)
+        i = at[("r", int(t), int(c))]
+        floors[i] = np.maximum(floors.get(i, 0.0), rd * above)
+        j = at.get(("f", int(t), int(c)))
+        if j is not None:
+            floors[j] = np.maximum(floors.get(j, 0.0), fl * _prod(used[:, :c], 1))
+    out = list(terms)
+    for i, fl in floors.items():
+        x, e1, e2, part = terms[i]
+        if not (fl > x.fixed).any():
+            continue
+        # the floor is on the count itself, after ``scale``: the inner floor keeps its value
+        out[i] = (replace(x, fixed=np.maximum(x.fixed, fl), lo=np.maximum(x.lo, fl),
+                          inner=x.lo if x.inner is None else x.inner,
+                          opened=None if x.opened is None else np.maximum(x.opened, fl)), e1, e2, part)
+    return out
 
 
 def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
@@ -2522,6 +2619,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 fills = deliveries(t, p)
                 terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
                 wr_words[p] += fills.fixed
+    if _USE_INSTANCE_WORDS and sp_known and k >= 1:
+        # argument 16: each instance of a level takes in at least the union of its own tiles
+        terms = _instance_words_floors(bm, k, tile, tt, g, used, omin, omax, otmin, gs, dl_lb, terms, at)
     order_e = _order_energy(terms, tt, t_all, k, L, D, n)
     pair_tally = bm.pair_tally.setdefault(k, [0, 0])
     if _USE_PAIRS and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
