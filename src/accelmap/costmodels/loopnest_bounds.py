@@ -445,6 +445,43 @@ Why each bound holds, for every order of every loop:
    want ``K`` innermost, and each tensor alone reaches its least under an order the other pays
    for (res3a_branch2b's lowest open leaves, keep pattern 15: 651.1 uJ before, 804.2 uJ with
    15a and 15b, the leaf's least energy; `docs/performance.md`, "Argument 15").
+16. **Each instance takes in at least the union of its own tiles** (`_instance_words_floors`,
+   compiled in `_union_kernel.instance_unions`; ``_USE_INSTANCE_WORDS``). Argument 5 floors a
+   count by the words *any* MAC touches, once. The model charges every instance of a level ``c``
+   the deliveries ``F_c`` of one instance (eq. D over the loops above ``c``, strides ``g_l
+   tile[l+1]``) and the parent's reads ``F_c prod_{l<p} used_l prod_{l=p}^{c-1} distinct_l``
+   (eq. S), so where neighbouring instances share words (a stride-2 window's columns across PEs)
+   each still pays for its own. By argument 5, ``F_c`` is at least the words of the union of the
+   tiles the instance visits; with coordinates of disjoint dims the tiles sit on a product grid,
+   so that union is the product over ``t``'s coordinates of the union of the intervals ``[sum_d
+   a_d x_d, + span)`` over the positions ``x_d`` (``span`` the tile's span of the coordinate).
+   With every spatial factor fixed (``k >= 1``) the positions of each dim are a mixed radix of the
+   temporal loops above ``c``: (i) ``c >= k``: the known levels ``k .. c-1`` give theirs, and the
+   open levels ``0 .. k-1``, where no level above ``k-1`` unrolls ``d``, one progression of
+   ``o_d`` iterations at stride ``g_{k-1} tile[k]_d`` (``o_d`` their temporal product, at least
+   ``max(otmin, omin / s_out)``; fewer iterations, or one where a level above ``k-1`` unrolls
+   ``d``, give a subset of the positions and a smaller union). (ii) ``c < k``, with a finite
+   capacity and a fanout above ``c``: ``tile[c] = tile[k] S m``, ``S`` the fixed spatial factors
+   of ``c .. k-1`` and ``m_d`` those levels' temporal product, a divisor of ``o_d`` (on the rows
+   where the open product is one value: a perfect-factor space or branch); the levels ``0 ..
+   c-1`` give one progression of ``o_d / m_d`` at stride ``g_{c-1} tile[c]_d`` (as in (i)).
+   Every completion has one such ``m`` whose footprint of ``t`` fits ``c``'s capacity less the
+   other kept tensors' smallest footprints (at ``m = 1``), so the least over those ``m`` of the
+   union bounds ``F_c``, and the least of the union times ``distinct_{c-1}`` (counted at child
+   tile ``tile[c]`` as argument 15 counts it) bounds ``F_c distinct_{c-1}``. So ``X(c) = inst_c
+   F_c >= inst_c U`` and the reads of ``p`` are at least ``U prod_{l<p} used_l prod_{l=p}^{c-1}
+   distinct_l`` (argument 4's or 15's lower bounds of ``distinct_l`` above ``c-1``). Each is a
+   lower bound of its count under every order, so the count's order-free value, its ``opened``
+   value and the floor of an order-dependent count are raised to it (the floor applies after
+   the count's ``scale``; the inner floor keeps its value), and every other argument charges as
+   before on these counts (each takes the larger of its own bound and the count's, or the
+   difference above the count's order-free value). Level 1's counts of the traffic table's
+   tensors keep their values (its charge at ``k >= 2`` subtracts them). A tensor whose
+   coordinates are one dim each with coefficient 1 is left out: argument 1's order-free count is
+   its instance's words already. This is the per-instance form of the data a processing element
+   must receive for its own MACs, as in the communication lower bounds of convolution
+   accelerators (Chen et al., HPCA 2019), with the sharing between instances the model allows
+   (eq. S's distinct offsets) counted rather than assumed perfect.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
