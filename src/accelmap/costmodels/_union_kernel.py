@@ -8,12 +8,12 @@ tests hold both equal (``tests/unit/search/test_exact.py``).
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numba import njit
 
-from typing import Any
-
-from accelmap._typing import FloatArray, IntArray
+from accelmap._typing import BoolArray, FloatArray, IntArray
 
 __all__ = ["instance_unions"]
 
@@ -92,7 +92,7 @@ def _coord_distinct(nd: int, a: IntArray, g: IntArray, tile: IntArray, mark: Any
 
 @njit(cache=True)
 def _instance_unions(ptr: IntArray, cdims: IntArray, ca: IntArray, tdims: IntArray, tc0: IntArray,
-                     ostr0: IntArray, o: IntArray, lone: IntArray, kcnt: IntArray, kstr: IntArray,
+                     ostr0: IntArray, o: IntArray, lone: BoolArray, kcnt: IntArray, kstr: IntArray,
                      room: FloatArray, gdist: IntArray, enum: bool, max_cand: int) -> tuple[FloatArray, FloatArray]:
     n, D = tc0.shape
     mk = kcnt.shape[2]
@@ -212,7 +212,7 @@ def _instance_unions(ptr: IntArray, cdims: IntArray, ca: IntArray, tdims: IntArr
 
 
 def instance_unions(ptr: IntArray, cdims: IntArray, ca: IntArray, tdims: IntArray, tc0: IntArray,
-                    ostr0: IntArray, o: IntArray, lone: IntArray, kcnt: IntArray, kstr: IntArray,
+                    ostr0: IntArray, o: IntArray, lone: BoolArray, kcnt: IntArray, kstr: IntArray,
                     room: FloatArray, gdist: IntArray, enum: bool,
                     max_cand: int = 4096) -> tuple[FloatArray, FloatArray]:
     """Per row, the least words of the union of the tiles one instance of level ``c`` visits, and

@@ -1107,7 +1107,8 @@ def _instance_words_floors(bm: BoundModel, k: int, tile: FloatArray, tt: FloatAr
         if c >= k:
             tc0 = tile[:, c]
             ostr0 = g[:, k - 1] * tile[:, k]
-            lone = (gs[:, : k - 1] <= 1.0).all(axis=1) if k > 1 else np.ones((n, D), dtype=bool)
+            lone: BoolArray = np.asarray((gs[:, : k - 1] <= 1.0).all(axis=1), dtype=bool) if k > 1 \
+                else np.ones((n, D), dtype=bool)
             o = o_lb
             kcnt = np.ascontiguousarray(np.moveaxis(tt[:, k:c], 1, 2))
             kstr = np.ascontiguousarray(np.moveaxis(g[:, k:c] * tile[:, k + 1:c + 1], 1, 2))
@@ -1117,7 +1118,8 @@ def _instance_words_floors(bm: BoundModel, k: int, tile: FloatArray, tt: FloatAr
         else:
             tc0 = tile[:, k] * _prod(gs[:, c:k], 1)
             ostr0 = gs[:, c - 1] * tc0
-            lone = (gs[:, : c - 1] <= 1.0).all(axis=1) if c > 1 else np.ones((n, D), dtype=bool)
+            lone = np.asarray((gs[:, : c - 1] <= 1.0).all(axis=1), dtype=bool) if c > 1 \
+                else np.ones((n, D), dtype=bool)
             o = np.rint(omin / s_out)
             kcnt = kstr = np.ones((n, D, 0))
             room = np.full(n, float(bm.capacity[c]))
