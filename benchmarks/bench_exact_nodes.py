@@ -54,6 +54,8 @@ level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_
 ``distinct-off`` and ``joint-off`` leave out one part each.
 
 
+``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
+known level takes in at least the union of the tiles it visits, ``_USE_INSTANCE_WORDS``).
 ``--versions jstar-numpy jstar-cpu`` compares argument 10 in numpy (the reference) and compiled
 (``_JSTAR_ENGINE``, `accelmap.costmodels._jstar_kernel`); both bound every node to the same value.
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
@@ -128,7 +130,10 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     # argument 10 (`loopnest_bounds._jstar_order_energy`): its charges and shortest path in numpy
     # (the reference) or compiled (`costmodels._jstar_kernel`); the same bounds bit for bit
     "jstar-numpy": {"loopnest_bounds._JSTAR_ENGINE": "numpy"},
-    "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"}}
+    "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"},
+    # argument 16 (each instance of a known level takes in at least the union of its own tiles), off and on
+    "arg16-off": {"loopnest_bounds._USE_INSTANCE_WORDS": False},
+    "arg16-on": {"loopnest_bounds._USE_INSTANCE_WORDS": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -445,6 +445,43 @@ Why each bound holds, for every order of every loop:
    want ``K`` innermost, and each tensor alone reaches its least under an order the other pays
    for (res3a_branch2b's lowest open leaves, keep pattern 15: 651.1 uJ before, 804.2 uJ with
    15a and 15b, the leaf's least energy; `docs/performance.md`, "Argument 15").
+16. **Each instance takes in at least the union of its own tiles** (`_instance_words_floors`,
+   compiled in `_union_kernel.instance_unions`; ``_USE_INSTANCE_WORDS``). Argument 5 floors a
+   count by the words *any* MAC touches, once. The model charges every instance of a level ``c``
+   the deliveries ``F_c`` of one instance (eq. D over the loops above ``c``, strides ``g_l
+   tile[l+1]``) and the parent's reads ``F_c prod_{l<p} used_l prod_{l=p}^{c-1} distinct_l``
+   (eq. S), so where neighbouring instances share words (a stride-2 window's columns across PEs)
+   each still pays for its own. By argument 5, ``F_c`` is at least the words of the union of the
+   tiles the instance visits; with coordinates of disjoint dims the tiles sit on a product grid,
+   so that union is the product over ``t``'s coordinates of the union of the intervals ``[sum_d
+   a_d x_d, + span)`` over the positions ``x_d`` (``span`` the tile's span of the coordinate).
+   With every spatial factor fixed (``k >= 1``) the positions of each dim are a mixed radix of the
+   temporal loops above ``c``: (i) ``c >= k``: the known levels ``k .. c-1`` give theirs, and the
+   open levels ``0 .. k-1``, where no level above ``k-1`` unrolls ``d``, one progression of
+   ``o_d`` iterations at stride ``g_{k-1} tile[k]_d`` (``o_d`` their temporal product, at least
+   ``max(otmin, omin / s_out)``; fewer iterations, or one where a level above ``k-1`` unrolls
+   ``d``, give a subset of the positions and a smaller union). (ii) ``c < k``, with a finite
+   capacity and a fanout above ``c``: ``tile[c] = tile[k] S m``, ``S`` the fixed spatial factors
+   of ``c .. k-1`` and ``m_d`` those levels' temporal product, a divisor of ``o_d`` (on the rows
+   where the open product is one value: a perfect-factor space or branch); the levels ``0 ..
+   c-1`` give one progression of ``o_d / m_d`` at stride ``g_{c-1} tile[c]_d`` (as in (i)).
+   Every completion has one such ``m`` whose footprint of ``t`` fits ``c``'s capacity less the
+   other kept tensors' smallest footprints (at ``m = 1``), so the least over those ``m`` of the
+   union bounds ``F_c``, and the least of the union times ``distinct_{c-1}`` (counted at child
+   tile ``tile[c]`` as argument 15 counts it) bounds ``F_c distinct_{c-1}``. So ``X(c) = inst_c
+   F_c >= inst_c U`` and the reads of ``p`` are at least ``U prod_{l<p} used_l prod_{l=p}^{c-1}
+   distinct_l`` (argument 4's or 15's lower bounds of ``distinct_l`` above ``c-1``). Each is a
+   lower bound of its count under every order, so the count's order-free value, its ``opened``
+   value and the floor of an order-dependent count are raised to it (the floor applies after
+   the count's ``scale``; the inner floor keeps its value), and every other argument charges as
+   before on these counts (each takes the larger of its own bound and the count's, or the
+   difference above the count's order-free value). Level 1's counts of the traffic table's
+   tensors keep their values (its charge at ``k >= 2`` subtracts them). A tensor whose
+   coordinates are one dim each with coefficient 1 is left out: argument 1's order-free count is
+   its instance's words already. This is the per-instance form of the data a processing element
+   must receive for its own MACs, as in the communication lower bounds of convolution
+   accelerators (Chen et al., HPCA 2019), with the sharing between instances the model allows
+   (eq. S's distinct offsets) counted rather than assumed perfect.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
@@ -453,7 +490,7 @@ that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -489,6 +526,7 @@ _USE_DRAM_ORDER = True
 _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known (k <= 1: the leaves included)
 _USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
 _USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
+_USE_INSTANCE_WORDS = True  # argument 16 (`_instance_words_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1018,6 +1056,104 @@ def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: F
     alt = np.zeros(n)  # rows with fewer than two such tensors: no second bound (0 under the maximum)
     alt[rows] = out[rows] + two_level_least_many(span[rows], coef, w[rows], n1[rows], s1[rows], n0[rows], s0[rows])
     return alt
+
+
+def _coordinate_union(a: IntArray, cnt: IntArray, strd: IntArray, span: int) -> int:
+    """Argument 16's count for one coordinate, written plainly (the reference of
+    `_union_kernel`): the words of the union of the intervals ``[sum_j a_j x_j, + span)``, each
+    ``x_j`` over the mixed radix of ``cnt[j, s]`` iterations at stride ``strd[j, s]``."""
+    starts = np.zeros(1, dtype=np.int64)
+    for j in range(len(a)):
+        pos = np.zeros(1, dtype=np.int64)
+        for c, st in zip(cnt[j].tolist(), strd[j].tolist(), strict=True):
+            pos = (pos[:, None] + np.arange(c, dtype=np.int64)[None, :] * st).ravel()
+        starts = np.unique((starts[:, None] + int(a[j]) * pos[None, :]).ravel())
+    return int(span + np.minimum(np.diff(starts), span).sum())
+
+
+def _instance_words_floors(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray, g: FloatArray,
+                           used: FloatArray, omin: FloatArray, omax: FloatArray, otmin: FloatArray, gs: FloatArray,
+                           dl: Any, terms: list[tuple[_X, float, float, FloatArray | float]],
+                           at: dict[tuple[str, int, int], int]) -> list[tuple[_X, float, float, FloatArray | float]]:
+    """Argument 16: ``terms`` with the fills of each level
+    ``c >= 1`` keeping a tensor ``t`` (of disjoint coordinates) and the reads of its parent ``p``
+    serving it at least their values for deliveries ``F_c`` of one instance's union of tiles
+    (`_union_kernel.instance_unions`): ``X(c) = inst_c F_c`` and ``p``'s reads ``F_c prod_{l<p}
+    used_l prod_{l=p}^{c-1} distinct_l`` (eq. S). A known ``c`` (``c >= k``) has its tile and the
+    known levels' loops; an open one (``c < k``) its least over the tiles its capacity allows
+    (every factor of the open levels a divisor of the open product: the rows where that product
+    is one value), with ``distinct_{c-1}`` counted for each. ``dl(t, l)`` a lower bound of
+    distinct_l. Each floored count keeps its other bounds (``fixed``, ``opened`` and the floor
+    ``lo`` of an order-dependent count raised to at least the floor: every one a lower bound of
+    the count under its condition, and the floor one under every order). Level 1's counts of the
+    traffic table's tensors keep theirs (the table's charge at ``k >= 2`` subtracts them)."""
+    from accelmap.costmodels._union_kernel import instance_unions
+
+    n, L, D = tt.shape
+    s_out = _prod(gs[:, :k], 1)
+    o_lb = np.maximum(otmin, np.ceil(omin / s_out - 1e-9))
+    one_value = omin == omax
+    floors: dict[int, FloatArray] = {}
+    for t, p, c in bm.pairs:
+        if c >= L or not bm.disjoint[t] or not bm.coords[t]:
+            continue
+        if c == 1 and bm.traffic is not None and t in bm.traffic.tensors.tolist():
+            continue
+        if not bm.sliding[t] and all(bool((a == 1).all()) for _, a in bm.coords[t]):
+            continue  # one-dim unit coordinates: argument 1's order-free count is this union already
+        ptr = np.cumsum([0] + [len(dims) for dims, _ in bm.coords[t]]).astype(np.int64)
+        cdims = np.concatenate([dims for dims, _ in bm.coords[t]]).astype(np.int64)
+        ca = np.concatenate([a for _, a in bm.coords[t]]).astype(np.int64)
+        if c >= k:
+            tc0 = tile[:, c]
+            ostr0 = g[:, k - 1] * tile[:, k]
+            lone: BoolArray = np.asarray((gs[:, : k - 1] <= 1.0).all(axis=1), dtype=bool) if k > 1 \
+                else np.ones((n, D), dtype=bool)
+            o = o_lb
+            kcnt = np.ascontiguousarray(np.moveaxis(tt[:, k:c], 1, 2))
+            kstr = np.ascontiguousarray(np.moveaxis(g[:, k:c] * tile[:, k + 1:c + 1], 1, 2))
+            room = np.full(n, np.inf)
+        elif not np.isfinite(bm.capacity[c]) or np.prod(bm.fan[:c]) == 1:
+            continue  # one instance (its touched words are charged already), or every tile of c allowed
+        else:
+            tc0 = tile[:, k] * _prod(gs[:, c:k], 1)
+            ostr0 = gs[:, c - 1] * tc0
+            lone = np.asarray((gs[:, : c - 1] <= 1.0).all(axis=1), dtype=bool) if c > 1 \
+                else np.ones((n, D), dtype=bool)
+            o = np.rint(omin / s_out)
+            kcnt = kstr = np.ones((n, D, 0))
+            room = np.full(n, float(bm.capacity[c]))
+            for u in np.flatnonzero(bm.keep[c]).tolist():
+                if u != t:
+                    room = room - _footprint(bm, u, tc0)
+            room = np.where(one_value[:, cdims].all(axis=1), room, -1.0)  # (no floor where o is open)
+        fl, rd = instance_unions(ptr, cdims, ca, np.unique(cdims), np.rint(tc0).astype(np.int64),
+                                 np.rint(ostr0).astype(np.int64), np.rint(o).astype(np.int64), lone,
+                                 np.rint(kcnt).astype(np.int64), np.rint(kstr).astype(np.int64), room,
+                                 np.rint(gs[:, c - 1]).astype(np.int64), c < k)
+        above = _prod(used[:, :p], 1) if p > 0 else np.ones(n)
+        if c >= k:
+            rd = fl.copy()
+            for lv in range(p, c):
+                rd = rd * dl(t, lv)
+        else:
+            for lv in range(p, c - 1):
+                rd = rd * dl(t, lv)
+        i = at[("r", int(t), int(c))]
+        floors[i] = np.maximum(floors.get(i, 0.0), rd * above)
+        j = at.get(("f", int(t), int(c)))
+        if j is not None:
+            floors[j] = np.maximum(floors.get(j, 0.0), fl * _prod(used[:, :c], 1))
+    out = list(terms)
+    for i, fl in floors.items():
+        x, e1, e2, part = terms[i]
+        if not (fl > x.fixed).any():
+            continue
+        # the floor is on the count itself, after ``scale``: the inner floor keeps its value
+        out[i] = (replace(x, fixed=np.maximum(x.fixed, fl), lo=np.maximum(x.lo, fl),
+                          inner=x.lo if x.inner is None else x.inner,
+                          opened=None if x.opened is None else np.maximum(x.opened, fl)), e1, e2, part)
+    return out
 
 
 def _dram_order_known_energy(bm: BoundModel, tab: TrafficTable, tile1: FloatArray,
@@ -2522,6 +2658,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 fills = deliveries(t, p)
                 terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
                 wr_words[p] += fills.fixed
+    if _USE_INSTANCE_WORDS and sp_known and k >= 1:
+        # argument 16: each instance of a level takes in at least the union of its own tiles
+        terms = _instance_words_floors(bm, k, tile, tt, g, used, omin, omax, otmin, gs, dl_lb, terms, at)
     order_e = _order_energy(terms, tt, t_all, k, L, D, n)
     pair_tally = bm.pair_tally.setdefault(k, [0, 0])
     if _USE_PAIRS and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):

@@ -2248,3 +2248,106 @@ def test_two_level_least_many_with_one_tensor_is_two_level_least() -> None:
     many = two_level_least_many(span[:, None, :], coef[None], np.ones((n, 1)), n1, s1, n0, s1 * n1)
     assert np.array_equal(one, many)
     assert (one > span.prod(axis=1)).any()  # some rows pay more than the first tile
+
+
+def _union_reference(coef_t, o, tc0, ostr0, lone, kcnt, kstr, room, gdist, enum):  # noqa: ANN001
+    """Argument 16's least union of one row, written out: every tile of ``c`` (divisors ``m`` of
+    the open product per dim where ``enum``) whose footprint fits ``room``, each coordinate's
+    union by `loopnest_bounds._coordinate_union`, eq. S's distinct offsets as a set."""
+    import itertools
+
+    from accelmap.costmodels.loopnest_bounds import _coordinate_union
+
+    D = len(o)
+    tdims = sorted({int(d) for d in np.flatnonzero(coef_t.sum(axis=0))})
+    choices = [[x for x in range(1, int(o[d]) + 1) if o[d] % x == 0] if enum else [1] for d in tdims]
+    best_f = best_r = math.inf
+    for pick in itertools.product(*choices):
+        m = np.ones(D, dtype=np.int64)
+        m[tdims] = pick
+        tl = tc0 * m
+        if math.prod(1 + int((row * (tl - 1)).sum()) for row in coef_t) > room * (1 + 1e-12):
+            continue
+        u = dist = 1
+        for row in coef_t:
+            dims = np.flatnonzero(row)
+            if not len(dims):
+                continue
+            a = row[dims]
+            cnt = np.stack([np.concatenate([[o[d] // m[d] if lone[d] else 1], kcnt[d]]) for d in dims]).astype(np.int64)
+            strd = np.stack([np.concatenate([[ostr0[d] * m[d]], kstr[d]]) for d in dims]).astype(np.int64)
+            u *= _coordinate_union(a, cnt, strd, 1 + int((a * (tl[dims] - 1)).sum()))
+            dist *= len({sum(int(a[j]) * int(tl[d]) * y[j] for j, d in enumerate(dims))
+                         for y in itertools.product(*(range(int(gdist[d])) for d in dims))}) if enum else 1
+        best_f, best_r = min(best_f, u), min(best_r, u * dist)
+    return (0.0, 0.0) if best_f == math.inf else (float(best_f), float(best_r))
+
+
+@pytest.mark.parametrize("enum", [False, True])
+def test_instance_union_kernel_equals_the_written_out_count(enum) -> None:
+    """Argument 16's compiled count (`_union_kernel.instance_unions`) equals, row by row, the least
+    over the allowed tiles of the product of each coordinate's union of intervals written out with
+    numpy (`loopnest_bounds._coordinate_union`) and eq. S's offsets as a set, on random rows of a
+    stride-2 3x3 window's three tensors (with a known level's loops between, or the tile open)."""
+    from accelmap.costmodels._union_kernel import instance_unions
+
+    prob = conv2d("c", n=1, k=4, c=2, p=4, q=4, r=3, s=3, stride=2)
+    coef = prob.coefficients
+    rng = np.random.default_rng(5)
+    D, n, mk = prob.n_dims, 12, 0 if enum else 2
+    for t in range(prob.n_tensors):
+        rows = [np.flatnonzero(r) for r in coef[t] if r.any()]
+        ptr = np.cumsum([0] + [len(r) for r in rows]).astype(np.int64)
+        cdims = np.concatenate(rows).astype(np.int64)
+        ca = np.concatenate([coef[t][ci][r] for ci, r in enumerate(
+            [np.flatnonzero(row) for row in coef[t]]) if len(r)]).astype(np.int64)
+        tc0 = rng.integers(1, 3, size=(n, D))
+        o = rng.choice([1, 2, 3, 4, 6], size=(n, D))
+        ostr0 = tc0 * rng.integers(1, 3, size=(n, D))
+        lone = rng.random((n, D)) < 0.8
+        kcnt = rng.integers(1, 3, size=(n, D, mk))
+        kstr = rng.integers(1, 4, size=(n, D, mk))
+        room = np.where(rng.random(n) < 0.5, np.inf, rng.uniform(4, 40, size=n))
+        gdist = rng.integers(1, 4, size=(n, D))
+        fills, reads = instance_unions(ptr, cdims, ca, np.unique(cdims), tc0, ostr0, o, lone, kcnt, kstr, room,
+                                       gdist, enum)
+        for i in range(n):
+            want = _union_reference(coef[t], o[i], tc0[i], ostr0[i], lone[i], kcnt[i], kstr[i], room[i],
+                                    gdist[i], enum)
+            assert (fills[i], reads[i]) == want
+
+
+_ARG16_CASES = {
+    # a GLB of two words that cannot hold the layer, the inputs and weights bypassing it (stride-2 3x3)
+    "strided-3x3-small-glb": (lambda: conv2d("c", n=1, k=1, c=1, p=2, q=2, r=3, s=3, stride=2),
+                              lambda: bypass_glb_arch(glb=2, rf=12)),
+    # the inputs from DRAM into their scratchpad past a GLB keeping outputs only (eyeriss-like in small)
+    "strided-window-io": (lambda: conv2d("c", n=1, k=2, c=1, p=2, q=1, r=3, s=1, stride=2), io_bypass_arch),
+    # scratchpads of a few words under 2 PEs: the open scratchpad's tile taken at its least
+    "strided-window-spads": (lambda: conv2d("c", n=1, k=1, c=1, p=2, q=1, r=3, s=1, stride=2),
+                             lambda: spad_arch(4, 3, 2)),
+}
+
+
+@pytest.mark.parametrize("case", list(_ARG16_CASES))
+def test_instance_words_term_is_admissible_on_every_node_of_a_whole_space(case) -> None:
+    """Argument 16 (`_instance_words_floors`: each instance of a level takes in at least the union
+    of the tiles it visits, read through eq. S at its parent): every node bound of the whole space
+    is at most the least energy of the node's mappings, and the floor lifts some node rows."""
+    prob, arch = _ARG16_CASES[case]
+    violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
+    assert violations == 0
+    assert lifted > 0
+
+
+@pytest.mark.parametrize("case", list(_ARG16_CASES))
+def test_instance_words_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
+    """The test above can fail: with the instance's union 1.05x larger, some node bound exceeds the
+    least energy of its mappings."""
+    import accelmap.costmodels._union_kernel as uk
+
+    real = uk.instance_unions
+    monkeypatch.setattr(uk, "instance_unions", lambda *a, **kw: tuple(1.05 * x for x in real(*a, **kw)))
+    prob, arch = _ARG16_CASES[case]
+    violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
+    assert violations > 0
