@@ -446,6 +446,47 @@ Why each bound holds, for every order of every loop:
    for (res3a_branch2b's lowest open leaves, keep pattern 15: 651.1 uJ before, 804.2 uJ with
    15a and 15b, the leaf's least energy; `docs/performance.md`, "Argument 15").
 
+17. **Argument 15b with level 1's factors open too** (`_joint_split_energy`, ``_USE_JOINT_SPLIT``).
+   At a node with level 2's tile and every spatial factor known and the temporal factors of
+   levels 0 and 1 open (``k = 2``; level 0 without fanout, each dim's outer product one value,
+   so its temporal product over levels 0 and 1 is one value ``o_d``), every completion splits
+   each ``o_d`` into level 1's factor ``n1_d`` (a divisor) and level 0's ``o_d / n1_d``, and
+   level 1's tile is ``s1 n1`` with ``s1`` its spatial factors times level 2's tile, which must
+   hold the tensors level 1 keeps. For a completion, 15b's count holds as written (the tensors
+   that bypass level 1 into ``c >= 2`` with no factor over their dims between, their deliveries
+   fixed by the orders of levels 0 and 1; ``W_t`` needs only the spatial factors and level 2's
+   tile, known here), so the energy of their level-0 reads and keeper fills is at least the
+   joint least at that completion's split, and so at least the least over every split whose
+   level-1 tile fits (`_order_kernel.two_level_split_least`: the splits enumerated, the
+   shortest path of `two_level_least_many` at each; the dims whose level-1 factor is chosen,
+   ``next_level``, have that one). The other terms' order-free values at the node bound their
+   counts in every completion, so with the MACs this is a second bound, taken as a maximum
+   with the rest. It follows 15b (the orders of levels 0 and 1 together) and argument 14's
+   capacity-aware tiles (Orojenesis' least backing-store traffic over the tilings that fit a
+   buffer, Huang et al., ISCA 2024). On simple3's res3a_2b_s2 (pattern 14, the GLB keeping
+   outputs only) it lifts the lowest open node of the profiled plateau from 501.2 uJ (every
+   count order-free, the inputs' DRAM reads the words touched) to 1,384.9 uJ, its sub-tree's
+   least energy (`docs/performance.md`, "Arguments 17 and 18"). Rows with more than
+   ``_JOINT_SPLIT_MAX`` splits, or a dim with more than 64 divisors, are not bounded by it; by
+   default (``_JOINT_SPLIT_CHOSEN``) neither are the rows where some dims' level-1 factors are
+   chosen (their parent had it).
+18. **The spatial factors still open share the fanouts the chosen ones leave** (`_spatial_most`,
+   ``_USE_SPATIAL_MOST``). At a node whose spatial factors are chosen for some dims only (depth
+   0), argument 7 bounds the instances by the fanouts' product and by the product over dims of
+   each dim's largest spatial product, each dim taken alone. In a completion every dim's
+   factors multiply to its bound (a perfect-factor space, or one padded branch ``B'``), so an
+   open dim's spatial factor at each (level, axis) is a divisor of its bound, their product
+   divides the bound and is at most the largest its table has (``spatial_room``), and at each
+   (level, axis) the open dims' factors multiply to at most ``floor(fanout / chosen)``, the
+   chosen dims' product there. So the instances of every completion are at most the chosen
+   product times the largest product of the open dims' factors under those caps: a table over
+   the room left per (level, axis) of the largest reachable product (the reachable products of
+   the open dims built dim by dim, then a running maximum along every axis), cached per open
+   dims and fanouts, read per row. The cycles are at least the padded MACs over the instances
+   (argument 7). On simple3's res3a_2b_s2 (16x16 PEs) a node with ``R`` 3 on X and ``M`` 2 and
+   ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
+   cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
+
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
 """
@@ -1255,10 +1296,43 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     if chosen.any():  # a chosen dim: its level-1 factor (one split)
         fixed1[:, chosen] = next_level[rows][:, chosen, 0]
     kcoef = np.asarray(bm.coef_fp, dtype=np.float64)[bm.keep[1]]
-    least = _split_least(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]))
+    least = _split_least_memo(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]))
     alt = np.zeros(n)
     alt[rows] = np.where(np.isfinite(least) & (least >= 0.0), base[rows] + least, 0.0)
     return alt
+
+
+_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 17's least per row, per (coefficients, capacity)
+_SPLIT_MEMO_ROWS = 1 << 20  # a table is emptied when it holds this many rows
+
+
+def _split_least_memo(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                      fixed1: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+    """`_split_least` with each row's value kept (``_SPLIT_MEMO``, keyed by the row's inputs
+    byte for byte): nodes of different keep patterns and branches often share level 2's tile,
+    the spatial factors and the open products (about 2 in 5 of the rows on simple3 L4 are
+    repeats). The same values as `_split_least`."""
+    n = len(o)
+    table = _SPLIT_MEMO.setdefault(coef.tobytes() + kcoef.tobytes() + np.float64(cap).tobytes(), {})
+    if len(table) > _SPLIT_MEMO_ROWS:
+        table.clear()
+    rows = np.ascontiguousarray(np.concatenate([span.reshape(n, -1), w, s1, o, fixed1], axis=1))
+    keys = [r.tobytes() for r in rows]
+    out = np.empty(n)
+    todo = []
+    for i, key in enumerate(keys):
+        v = table.get(key)
+        if v is None:
+            todo.append(i)
+        else:
+            out[i] = v
+    if todo:
+        sel = np.asarray(todo)
+        got = _split_least(span[sel], coef, w[sel], s1[sel], o[sel], fixed1[sel], kcoef, cap)
+        out[sel] = got
+        for i, v in zip(todo, got.tolist(), strict=True):
+            table[keys[i]] = v
+    return out
 
 
 def _split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,

@@ -2283,6 +2283,7 @@ def test_joint_split_term_made_stronger_exceeds_some_mapping(case, monkeypatch) 
 
     real = lbm._split_least
     monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})  # the stronger values are not kept for other tests
     monkeypatch.setattr(lbm, "_split_least", lambda *a: np.where(real(*a) >= 0, 1.05 * real(*a), -1.0))
     prob, arch = _ARG17_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_USE_JOINT_SPLIT")
