@@ -1181,15 +1181,15 @@ def _spatial_most_table(fans: tuple[int, ...], open_dims: tuple[tuple[int, int],
     caps = [fans[i] for i in slots]
     if not caps or math.prod(caps) > _SPATIAL_MOST_CELLS:
         return None
-    reach = {tuple(1 for _ in caps)}
+    reach: set[tuple[int, ...]] = {tuple(1 for _ in caps)}
     for bound, room in open_dims:
         divs = [x for x in range(1, bound + 1) if bound % x == 0]
-        opts = [()]
+        opts: list[tuple[int, ...]] = [()]
         for cap in caps:  # the dim's factor per slot: a divisor, the running product dividing its bound
             opts = [o + (x,) for o in opts for x in divs if x <= cap
                     and bound % (math.prod(o) * x) == 0 and math.prod(o) * x <= room]
-        reach = {tuple(a * b for a, b in zip(r, o, strict=True)) for r in reach for o in opts
-                 if all(a * b <= cap for a, b, cap in zip(r, o, caps, strict=True))}
+        reach = {tuple(a * x for a, x in zip(r, o, strict=True)) for r in reach for o in opts
+                 if all(a * x <= cap for a, x, cap in zip(r, o, caps, strict=True))}
     out = np.zeros(caps, dtype=np.int64)
     for r in reach:
         out[tuple(x - 1 for x in r)] = max(out[tuple(x - 1 for x in r)], math.prod(r))
@@ -1235,8 +1235,8 @@ def _spatial_most(bm: BoundModel, spatial: IntArray, spatial_room: IntArray, p_m
     return out
 
 
-def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray, omax: FloatArray,
-                        next_level: IntArray | None, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
+def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray,
+                        omax: FloatArray, next_level: IntArray | None, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
                         terms: list[tuple[_X, float, float, FloatArray | float]],
                         at: dict[tuple[str, int, int], int]) -> FloatArray | None:
     """Argument 17: at a node with level 2's tile and every spatial factor known and levels 0 and
@@ -1247,10 +1247,11 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     level 0, not at 1, next at ``c >= 2`` (no factor over their dims at the levels ``2 .. c-1``),
     and those at ``min over n1 of two_level_least_many``. Only the splits whose level-1 tile
     fits its capacity count (every completion's does); a dim whose level-1 factor is chosen
-    (``next_level``) has that one split. ``tile`` (n, L+1, D) the known tiles,
-    ``tt``, ``g`` (n, L, D) the temporal factors (known levels) and spatial ones (fixed at every level), ``omin``/``omax`` (n, D) the outer products,
-    ``used`` (n, L) the spatial products, ``dl(t, l)`` a lower bound of distinct_l. Returns
-    (n,) (0 on rows it does not bound) or None where no row qualifies."""
+    (``next_level``) has that one split. ``tile`` (n, L+1, D) the known tiles; ``tt``, ``g``
+    (n, L, D) the temporal factors (known levels) and the spatial ones (fixed at every level);
+    ``omin``/``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products;
+    ``dl(t, l)`` a lower bound of distinct_l. Returns (n,) (0 on rows it does not bound, and
+    where no split fits) or None where no row qualifies."""
     if bm.L < 3 or bm.fan[0] != 1:
         return None
     byp: list[tuple[int, int]] = []
@@ -1293,7 +1294,7 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
         base = base - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
     s1 = g[:, 1] * tile[:, 2]
     fixed1 = np.zeros((len(rows), D))
-    if chosen.any():  # a chosen dim: its level-1 factor (one split)
+    if chosen.any() and next_level is not None:  # a chosen dim: its level-1 factor (one split)
         fixed1[:, chosen] = next_level[rows][:, chosen, 0]
     kcoef = np.asarray(bm.coef_fp, dtype=np.float64)[bm.keep[1]]
     least = _split_least_memo(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]))
@@ -2923,7 +2924,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     room = _prod(spatial_room.astype(np.float64), 1) if spatial_room is not None and not sp_known else None
     if room is not None:
         spatial_max = np.minimum(spatial_max, room)
-        most = _spatial_most(bm, spatial, spatial_room, p_min, p_max) if _USE_SPATIAL_MOST else None
+        most = _spatial_most(bm, spatial, spatial_room, p_min, p_max) \
+            if _USE_SPATIAL_MOST and spatial is not None and spatial_room is not None else None
         if most is not None:  # argument 18: the spatial factors still open share the fanouts left
             spatial_max = np.minimum(spatial_max, most)
     cycles = np.maximum(steps, np.ceil(_prod(p_min, 1) / spatial_max))
