@@ -73,7 +73,12 @@ from pathlib import Path
 
 import numpy as np
 
-from accelmap.costmodels._systolic_window import window_fetches, window_fetches_sampled
+from accelmap.costmodels._systolic_window import (
+    SAMPLE_MAX_WALK_FACTOR,
+    SAMPLE_MIN_WINDOWS,
+    window_fetches,
+    window_fetches_sampled,
+)
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
 from accelmap.costmodels.systolic import SystolicModel
 from accelmap.costmodels.systolic_variants import scalesim_mapping
@@ -769,6 +774,12 @@ FRONTIER9 = (("near only", 1.25, 1 << 22, 0, 0), ("default", 1.25, 1 << 22, 1 <<
              ("sample 2^18", 1.25, 1 << 22, 1 << 20, 1 << 18), ("sample 2^19", 1.25, 1 << 22, 1 << 20, 1 << 19),
              ("sample 2^20", 1.25, 1 << 22, 1 << 20, 1 << 20), ("far 2^23", 1.25, 1 << 22, 1 << 23, 0))
 FRONTIER9_COSTS = ("default", "sample 2^19", "sample 2^20")
+# ``--window10-only``: the same settings once the sample's rate is guarded (`window_fetches_sampled`:
+# a rate measured on fewer than `SAMPLE_MIN_WINDOWS` windows' worth of words gives way to the walk)
+FRONTIER10 = (("near only", 1.25, 1 << 22, 0, 0), ("default", 1.25, 1 << 22, 1 << 20, 0),
+              ("sample 2^18", 1.25, 1 << 22, 1 << 20, 1 << 18), ("sample 2^19", 1.25, 1 << 22, 1 << 20, 1 << 19),
+              ("sample 2^20", 1.25, 1 << 22, 1 << 20, 1 << 20))
+FRONTIER10_COSTS = ("default", "sample 2^19", "sample 2^20")
 
 
 def frontier(ref: Path, budget: int, n_layers: int = 40, seed: int = 0, seeds: tuple[int, ...] = (0, 1, 2),
@@ -972,6 +983,101 @@ def sampled_shapes(ref: Path, budget: int, n_shapes: int = 60, seed: int = 0,
     return out
 
 
+def fill_cost(ref: Path, budget: int, n_shapes: int = 30, seed: int = 0, repeats: int = 7) -> dict:
+    """`_systolic_window._fill_unit` (a unit's addresses, the first step of a walk counted
+    from reset to reset) against the one loop over every diagonal it replaced (`_fill_plain`,
+    here), interleaved, min of ``repeats``, on the ``ROWS_TIME`` passes of the streams the
+    default search on CB2a_2 (ws config's array, ``budget`` evaluations, seed ``seed``) counts
+    from a sample: ``n_shapes`` distinct (row class, row chunk, order) drawn at random; the
+    same addresses asserted."""
+    from accelmap.costmodels import _systolic_window as sw
+    from accelmap.costmodels import systolic_dram as sd
+    from accelmap.search.api import search
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    calls: list[tuple] = []
+    real = sd.window_fetches_sampled
+
+    def record(*a):  # type: ignore[no-untyped-def]
+        calls.append(a[:-1])
+        return real(*a)
+
+    sd.window_fetches_sampled = record
+    try:
+        search(layer.problem, config_arch(cfg), model=SystolicModel(max_sample_entries=1 << 20),
+               budget=budget // 5, seed=seed)
+    finally:
+        sd.window_fetches_sampled = real
+    units = {}
+    for a in calls:
+        if a[8] == sw.ROWS_TIME:
+            units.setdefault((a[9], a[11], a[6]), a)
+    keys = sorted(units, key=str)
+    pick = np.random.default_rng(seed).choice(len(keys), min(n_shapes, len(keys)), replace=False)
+    rows = []
+    for i in pick.tolist():
+        a = units[keys[i]]
+        coef, used, dc, bounds, lo, hi, order, classes, mode, rc, cc, ur, uc, window = a
+        a_off, b_off, stamp, size = sw._stream_arrays(coef, used, dc, bounds, lo, hi, order, classes)
+        t_len = size[3 - rc - cc]
+        n = size[rc] * t_len
+        new, old = np.empty(n, dtype=np.int32), np.empty(n, dtype=np.int32)
+        every = bool((stamp >= 0).all())
+        t_new, t_old = [], []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            sw._fill_unit(a_off, b_off, stamp, sw.ROWS_TIME, size[rc], 1, ur, 1, t_len, 0, new, every)
+            t_new.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            _fill_plain(a_off, b_off, stamp, size[rc], ur, t_len, old)
+            t_old.append(time.perf_counter() - t0)
+        assert np.array_equal(new, old)
+        rows.append({"row_class": int(rc), "row_chunk": int(ur), "entries": int(n), "fill_s": min(t_new),
+                     "plain_s": min(t_old)})
+    ratio = [r["plain_s"] / r["fill_s"] for r in rows]
+    out = {"units": len(rows), "median_fill_ms": 1e3 * float(np.median([r["fill_s"] for r in rows])),
+           "median_plain_ms": 1e3 * float(np.median([r["plain_s"] for r in rows])),
+           "speedup_quantiles_0_50_100": np.quantile(ratio, [0, 0.5, 1]).tolist(), "rows": rows,
+           "load_average": [load0, list(os.getloadavg())]}
+    print(f"fill: {len(rows)} CB2a_2 passes, median {out['median_fill_ms']:.2f} ms against "
+          f"{out['median_plain_ms']:.2f} ms, {np.median(ratio):.1f}x (min {min(ratio):.1f}x, max {max(ratio):.1f}x)",
+          flush=True)
+    return out
+
+
+def _fill_plain(a_off, b_off, stamp, s_r: int, ur: int, t_len: int, out):  # type: ignore[no-untyped-def]
+    return _fill_plain_jit(a_off, b_off, stamp, s_r, ur, t_len, out)
+
+
+def _fill_plain_kernel(a_off, b_off, stamp, s_r, ur, t_len, out):  # type: ignore[no-untyped-def]
+    """`_systolic_window._fill_unit` for a ``ROWS_TIME`` pass as it was before window10: one
+    loop over every diagonal of every fold, each entry's word looked up."""
+    n = 0
+    for f in range((s_r + ur - 1) // ur):
+        x0 = f * ur
+        nx = min(ur, s_r - x0)
+        for d in range(t_len + nx - 1):
+            for c in range(max(0, d - t_len + 1), min(d, nx - 1) + 1):
+                addr = a_off[x0 + c] + b_off[d - c]
+                out[n] = addr if stamp[addr] >= 0 else -1
+                n += 1
+    return n
+
+
+def _fill_plain_jit(*a):  # type: ignore[no-untyped-def]
+    global _FILL_PLAIN
+    if _FILL_PLAIN is None:
+        from numba import njit
+
+        _FILL_PLAIN = njit(cache=False)(_fill_plain_kernel)
+    return _FILL_PLAIN(*a)
+
+
+_FILL_PLAIN = None
+
+
 def sampled_rows(ref: Path, budget: int, n_rows: int = 60, seed: int = 0,
                  samples: tuple[int, ...] = (1 << 19, 1 << 20)) -> dict:
     """The estimate and the walked samples against the walk on the rows of the default search
@@ -1075,6 +1181,13 @@ def main() -> None:
                     help="only walked samples of long streams (FRONTIER9: accuracy and cost, the mid-size "
                     "layers' searches, CB2a_2's sampled streams against the walk), written to "
                     "bench_scalesim_dram_window9.json")
+    ap.add_argument("--window10-only", action="store_true",
+                    help="the guarded sample (`window_fetches_sampled` walks a stream whose rate's stretch holds fewer "
+                    "than SAMPLE_MIN_WINDOWS windows' worth of words) on CB2a_2's sampled rows, the random-layer "
+                    "seeds, and its cost in the default search and on a cold pool: bench_scalesim_dram_window10.json")
+    ap.add_argument("--fill-only", action="store_true",
+                    help="only `fill`: _fill_unit against the loop it replaced on CB2a_2's passes, merged into "
+                    "bench_scalesim_dram_window10.json")
     ap.add_argument("--sampled-rows-only", action="store_true",
                     help="only the estimate and walked samples against the walk on CB2a_2's rows a sample "
                     "counts, merged into bench_scalesim_dram_window9.json")
@@ -1113,6 +1226,30 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.window10_only:
+        out10 = RESULTS.with_name("bench_scalesim_dram_window10.json")
+        res10: dict = {"sample_min_windows": SAMPLE_MIN_WINDOWS, "sample_max_walk_factor": SAMPLE_MAX_WALK_FACTOR}
+        res10["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000,
+                                            samples=(1 << 18, 1 << 19, 1 << 20))
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        res10["frontier"] = frontier(args.reference, args.search_budget or 5000, settings=FRONTIER10,
+                                     cost_labels=FRONTIER10_COSTS)
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        kw10 = {"estimate": {"dram_window": "estimate"}, "default": {},
+                "sample 2^19": {"max_sample_entries": 1 << 19}, "sample 2^20": {"max_sample_entries": 1 << 20}}
+        res10["far_search"] = far_search_cost(args.search_budget or 5000, kw=kw10, base="default")
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        res10["fill"] = fill_cost(args.reference, args.search_budget or 5000)
+        out10.write_text(json.dumps(res10, indent=1) + "\n")
+        print(f"wrote {out10}")
+        return
+    if args.fill_only:
+        out10 = RESULTS.with_name("bench_scalesim_dram_window10.json")
+        old10 = json.loads(out10.read_text()) if out10.exists() else {}
+        old10["fill"] = fill_cost(args.reference, args.search_budget or 5000)
+        out10.write_text(json.dumps(old10, indent=1) + "\n")
+        print(f"wrote {out10}")
         return
     if args.far_search_only:
         out8 = RESULTS.with_name("bench_scalesim_dram_window8.json")

@@ -251,12 +251,16 @@ def rows_driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
 
 def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,  # noqa: ANN001
                   frac: FloatArray, res: FloatArray, valid: BoolArray, codes: IntArray, cnt: FloatArray,
-                  full: bool, scratch: tuple, threads: int) -> None:
+                  full: int, scratch: tuple, threads: int) -> None:
     """Fill ``res``, ``valid``, ``codes`` (and ``cnt`` when ``full``) for every row, in
     ``len(scratch[0])`` blocks of rows (``scratch``: per-block arrays of
     `_loopnest_kernel.scratch`) spread over ``threads`` threads (1: the calling thread). Without
-    ``full``, ``cnt`` holds one (1, 6, L, T) scratch row per block."""
+    ``full``, ``cnt`` holds one (1, 6, L, T) scratch row per block. ``full``: 0 no counts, 1
+    the counts, 2 the counts where ``cnt``'s entries that are zero in every row of the
+    structure hold 0.0 already (the generated rows leave them; this module's `_driver` writes
+    them all the same). Always an int, so that each driver compiles once."""
     rows = rows_driver(consts.structure)
+    full = int(full)
     c = consts
     n = temporal.shape[0]
     mp = (temporal, spatial, order, keep)

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import math
 import os
+import threading
 import types
 from dataclasses import dataclass, replace
 
@@ -645,6 +646,47 @@ def scratch(n_blocks: int, L: int, D: int, T: int, C: int, grid: int) -> tuple[I
             e((n_blocks, 5, L), np.int64))
 
 
+class ThreadScratch:
+    """The drivers' scratch kept across calls, one set per thread (a call uses its thread's
+    set; the blocks of a call run on other threads on slices of it), per shape: what
+    `evaluate_batch` takes with ``scratch_buffers``. Scratch allocated anew on every call
+    made the generated rows 3-5 ns a row slower than the same rows on scratch kept across
+    calls (one process, interleaved, 10,000 and 100,000 rows; touching new scratch first did
+    not help), and handing it out through an `OutputBuffers` (reference counts under a lock)
+    cost about 40 us a call at 10,000 rows, 4 ns a row, on the Python objects the rows had
+    pushed out of the caches. A pickled one carries no arrays."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def __reduce__(self) -> tuple:
+        return (ThreadScratch, ())
+
+    def get(self, key: tuple, make) -> tuple:  # noqa: ANN001
+        """The arrays of ``key`` of this thread (``make()`` the first time)."""
+        sets = getattr(self._local, "sets", None)
+        if sets is None:
+            sets = self._local.sets = {}
+        got = sets.get(key)
+        if got is None:
+            if len(sets) >= 8:
+                sets.clear()
+            got = sets[key] = make()
+        return got
+
+
+def _scratch_from(kept: ThreadScratch | None, n_blocks: int, L: int, D: int, T: int, C: int,
+                  grid: int) -> tuple[tuple[IntArray, ...], FloatArray]:
+    """`scratch` and the per-block one-row counts scratch of an objective-only call: this
+    thread's kept set of ``kept`` when given, else new arrays."""
+    def make() -> tuple[tuple[IntArray, ...], FloatArray]:
+        return scratch(n_blocks, L, D, T, C, grid), np.empty((n_blocks, 1, 6, L, T))
+
+    if kept is None:
+        return make()
+    return kept.get((n_blocks, L, D, T, C, grid), make)
+
+
 # Below this many rows a batch runs on the calling thread (starting the pool costs more).
 _PARALLEL_MIN_ROWS = 4096
 
@@ -694,20 +736,39 @@ def _scale_padded(frac: FloatArray, reads: FloatArray, fills: FloatArray, update
         energy_pj += energy[:, :, t].sum(axis=1) - before
 
 
-def _counts_array(n: int, L: int, T: int, buffers) -> FloatArray:  # noqa: ANN001
+def _counts_array(n: int, L: int, T: int, buffers, mark: object = None) -> tuple[FloatArray, bool]:  # noqa: ANN001
     """The (n, 6, L, T) counts output, uninitialised (the drivers write every entry of every
-    row): from ``buffers`` (`_buffers.OutputBuffers`) when given. 720 bytes a row on a
-    5-level, 3-tensor problem: a fresh 72 MB array per 100,000-row call was mapped anew by the
-    allocator on every call (about 700 page faults, `evaluate` 1.4x the time of
-    `evaluate_objective` on res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""
+    row), and whether the entries that ``mark`` names hold 0.0 already: from ``buffers``
+    (`_buffers.OutputBuffers`) when given. 720 bytes a row on a 5-level, 3-tensor problem: a
+    fresh 72 MB array per 100,000-row call was mapped anew by the allocator on every call
+    (about 700 page faults, `evaluate` 1.4x the time of `evaluate_objective` on
+    res2a_branch2b / eyeriss-like, against 1.1x at 10,000 rows)."""
     if buffers is None:
-        return np.empty((n, 6, L, T))
-    return buffers.take({"cnt": ((n, 6, L, T), np.float64)})["cnt"]
+        return np.empty((n, 6, L, T)), False
+    arrays, zeroed = buffers.take_marked({"cnt": ((n, 6, L, T), np.float64)}, mark)
+    return arrays["cnt"], zeroed
+
+
+def _zeros_mark(consts: KernelConsts) -> tuple:
+    """What the counts of every row of ``consts``' structure hold as 0.0, as an
+    `OutputBuffers` mark: the entries of a level that never holds a tensor, of the output's
+    multicast and of an operand's spatial reduction follow from which level may hold which
+    tensor and which tensor is the output alone."""
+    return ("loopnest zero counts", consts.holds.shape, consts.holds.tobytes(), int(consts.ints[0]))
+
+
+def _read_only_views(cnt: FloatArray) -> tuple[FloatArray, ...]:
+    """The six (n, L, T) fields of ``cnt``, read-only: a buffer whose zero entries are marked
+    (`_counts_array`) must not be written by the `Metrics` that holds it."""
+    views = tuple(cnt[:, q] for q in range(6))
+    for v in views:
+        v.flags.writeable = False
+    return views
 
 
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
                    *, parallel: bool = True, frac: FloatArray | None = None, counts: bool = True,
-                   specialised: bool = True, buffers=None) -> dict[str, np.ndarray]:  # noqa: ANN001
+                   specialised: bool = True, buffers=None, scratch_buffers=None) -> dict[str, np.ndarray]:  # noqa: ANN001
     """Every row of a batch (shapes already matching the problem and arch): the arrays of
     `Metrics` (counts as (n, L, T) float64).
 
@@ -717,7 +778,12 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     reason_level), and the specialised driver writes no (n, L, T) arrays. ``specialised``:
     `_loopnest_cpu`'s driver (else ``eval_rows``, serial). ``buffers``: an
     `OutputBuffers` of the caller, from which the (n, 6, L, T) counts array is taken (an
-    earlier call's, once nothing refers to it any more); None: a new array."""
+    earlier call's, once nothing refers to it any more); None: a new array. An array from
+    ``buffers`` is marked once filled (`_zeros_mark`): when a later call of the same structure
+    gets it again, the generated rows leave its zero entries as they are (``full == 2``,
+    `_loopnest_gen`); its count fields come back read-only, so nothing else writes into it.
+    ``scratch_buffers``: a `ThreadScratch` of the caller for the drivers' scratch; None: new
+    scratch."""
     n, L, _ = temporal.shape
     T = keep.shape[2]
     res = np.empty((n, 4))
@@ -728,30 +794,37 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
     grid = int(consts.ints[1])
     mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
           np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+    mark = _zeros_mark(consts) if counts and buffers is not None else None
     if specialised:
         threads = _threads()
         use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
         n_blocks = threads * 4 if use_threads else 1
-        full = counts
-        cnt = _counts_array(n, L, T, buffers) if full else np.empty((n_blocks, 1, 6, L, T))
+        zeroed = False
+        sc, one_row = _scratch_from(scratch_buffers, n_blocks, L, D, T, C, grid)
+        if counts:
+            cnt, zeroed = _counts_array(n, L, T, buffers, mark)
+        else:
+            cnt = one_row
         fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
         from accelmap.costmodels import _loopnest_cpu
 
-        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, full, scratch(n_blocks, L, D, T, C, grid),
-                                    threads if use_threads else 1)
+        _loopnest_cpu.evaluate_rows(consts, *mp, fr, res, valid, codes, cnt, (2 if zeroed else 1) if counts else 0,
+                                    sc, threads if use_threads else 1)
     else:
-        full = True
-        cnt = _counts_array(n, L, T, buffers)
+        cnt = _counts_array(n, L, T, buffers, mark)[0]
         if n:
             eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt,
-                      *(x[0] for x in scratch(1, L, D, T, C, grid)))
+                      *(x[0] for x in _scratch_from(scratch_buffers, 1, L, D, T, C, grid)[0]))
         if frac is not None and (frac < 1.0).any():
             _scale_padded(np.asarray(frac), cnt[:, _READS], cnt[:, _FILLS], cnt[:, _UPDATES], cnt[:, _ENERGY],
                           res[:, _ENERGY_PJ])
     out = {"cycles": res[:, _CYCLES], "energy_pj": res[:, _ENERGY_PJ], "compute_energy_pj": res[:, _COMPUTE_PJ],
            "utilization": res[:, _UTIL], "valid": valid, "reason": codes[:, 0], "reason_level": codes[:, 1]}
     if counts:
-        out.update({"reads": cnt[:, _READS], "fills": cnt[:, _FILLS], "updates": cnt[:, _UPDATES],
-                    "energy_breakdown_pj": cnt[:, _ENERGY], "multicast": cnt[:, _MCAST],
-                    "spatial_reductions": cnt[:, _SRED]})
+        fields = _read_only_views(cnt) if mark is not None else tuple(cnt[:, q] for q in range(6))
+        out.update(zip(("reads", "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions"),
+                       (fields[_READS], fields[_FILLS], fields[_UPDATES], fields[_ENERGY], fields[_MCAST],
+                        fields[_SRED]), strict=True))
+        if mark is not None:
+            buffers.mark({"cnt": cnt}, mark)
     return out

@@ -23,14 +23,16 @@ walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_word
 `Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
 stage, so this driver's constants (array level, dims, classes, terms) fold into them where
 the generic driver passes run-time values. Written twice, in the form each driver needs, is
-the legality check (here one fused pass over the levels, a level without a fanout
-multiplying its temporal factors alone; ``_check_padded`` there): the same verdicts in the
+the legality check (here each dim's product formed in registers, a level without a fanout
+multiplying its temporal factors alone, then the fanouts and orders level by level, a
+damaged row's products in full; ``_check_padded`` there): the same verdicts in the
 same order. The integer and float operations are the same in both drivers, so that the
 results are identical; the property tests compare both with the numpy path bit for bit. A kernel is compiled once
 per structure and kept in numba's on-disk cache (``cache=True``: the closure's index key is
 the structure tuple).
 
-``mode`` 2 writes the whole `Metrics`; 1 (what a search reads, `SystolicModel.
+``mode`` 2 writes the whole `Metrics` (its (n, L, T) cells that hold 0.0 in every row left
+unwritten: the caller's cell arrays hold 0.0 there, `zero_cells_mask`); 1 (what a search reads, `SystolicModel.
 evaluate_objective`) only cycles, energy, validity and reason, the energy summed in the
 same order without writing the (n, L, T) arrays; 0 neither (the report alone).
 """
@@ -90,14 +92,43 @@ def structure(consts, n_levels: int, n_tensors: int) -> tuple:  # noqa: ANN001 (
     (D,), the holds mask (L * T, row-major), whether each level's block is one word (L,),
     whether every per-access energy is finite and >= 0, the most nonzero terms of a read
     operand M, the operands' terms (`SystolicConsts.terms`, (2, M, 3) flat), whether each
-    level has a fanout (L,) and the digest of the shared rules' source (`_rules_digest`)."""
+    level has a fanout (L,), which accesses each `Metrics` cell may count (`zero_cells_mask`)
+    and the digest of the shared rules' source (`_rules_digest`)."""
     ints = consts.ints
     return (n_levels, int(consts.bounds.shape[0]), n_tensors, int(ints[0]), int(ints[1]), int(ints[4]),
             int(ints[5]), int(ints[6]), int(ints[15]), int(ints[16]), int(ints[17]),
             tuple(int(c) for c in consts.dim_class), tuple(int(h) for h in np.asarray(consts.holds).ravel()),
             tuple(bool(b == 1.0) for b in consts.levels[:, 0]), bool(ints[22] != 0), int(consts.terms.shape[1]),
             tuple(int(x) for x in consts.terms.ravel()),
-            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()), _RULES_DIGEST)
+            tuple(bool(x * y > 1) for x, y in consts.fan_xy.tolist()), zero_cells_mask(consts, n_levels, n_tensors),
+            _RULES_DIGEST)
+
+
+def zero_cells_mask(consts, n_levels: int, n_tensors: int) -> int:  # noqa: ANN001
+    """Per `Metrics` cell k = level * T + tensor, which of its reads (bit 3 k), fills (bit
+    3 k + 1) and updates (bit 3 k + 2) the model may count: `_systolic_kernel._cell_accesses`
+    (the rule itself) asked with every access count nonzero. A cell whose bit is clear holds
+    0.0 in every row (a valid row's as an invalid one's), and the driver leaves it unwritten
+    in mode 2: its callers hand it cell arrays whose such cells hold 0.0 already
+    (`cell_tag`). (One int, not a tuple: the driver shifts it by the cell's index, where a
+    tuple indexed by the cell's index made mode 1 of CB2a_2 about 1.3x the time.)"""
+    ints = consts.ints
+    ti, tw, to, si, sw, so, pe = (int(ints[k]) for k in (4, 5, 6, 15, 16, 17, 1))
+    mask = 0
+    for lv in range(n_levels):
+        for t in range(n_tensors):
+            acc = _cell_accesses.py_func(lv, t, ti, tw, to, si, sw, so, pe, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0)
+            mask |= sum(1 << j for j, x in enumerate(acc) if x != 0.0) << (3 * (lv * n_tensors + t))
+    return mask
+
+
+def cell_tag(S: tuple) -> tuple[bool, int]:
+    """What a set of cell arrays written by the driver of structure ``S`` is kept under
+    (`OutputBuffers.take`'s ``tag``): its `zero_cells_mask` and whether it skips access-free
+    cells' energies (``SKIPZ``; else such a cell's energy is written, and need not be 0.0).
+    Every driver of the same tag leaves the same cells at 0.0, so a set zeroed once serves all
+    of them."""
+    return (S[14], S[18])
 
 
 @functools.lru_cache(maxsize=32)
@@ -110,9 +141,15 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     scratch); the arrays of a mode not wanted may have no rows. Returns how many rows miss a
     walked count (``missing`` nonzero)."""
 
+    # The per-level and per-cell flags as bits of one int each (a tuple indexed by a loop
+    # variable costs a lookup where the loop is not unrolled; a shift of a constant does not)
+    FANB = sum(1 << lv for lv, f in enumerate(S[17]) if f)  # levels with a fanout
+    BLKB = sum(1 << lv for lv, b in enumerate(S[13]) if b)  # levels whose block is one word
+    HOLDB = sum(1 << k for k, h in enumerate(S[12]) if h)  # (level, tensor) cells a level may hold
+
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(mp, rt, wk, want_stats, mode, out, sc):
-        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, HOLDS, BLK1, SKIPZ, MT, TERMS, FANL, _RULES = S
+        L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, _HOLDS, _BLK1, SKIPZ, MT, TERMS, _FANL, NZ, _RULES = S
         temporal, spatial, order, keep, order3 = mp
         bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample = wk
@@ -127,23 +164,49 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         for i in range(temporal.shape[0]):
             py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
-            # One pass over the levels (each entry loaded once): the least factor, each dim's
-            # product (``ext``: scratch), each level's order and fanouts; the verdicts follow in
-            # `_check_padded`'s order. The array level's fanouts are its rows and columns used.
-            # A level without a fanout (``FANL``) whose spatial factors are all 1 (a legal row's)
-            # multiplies nothing: its products are its temporal factors alone, exactly.
+            # The verdicts follow in `_check_padded`'s order from the least factor, whether a
+            # dim's product falls short of its bound, the first level whose order is no
+            # permutation and the first whose fanout is exceeded. A level without a fanout
+            # (``FANB``) whose spatial factors are all 1 (``ones`` 0: a legal row's) multiplies
+            # nothing: then each dim's product is its temporal factors times the spatial ones
+            # of the levels with a fanout, formed dim by dim in registers (int64 products wrap
+            # alike in any order), and those levels' fanouts are their products alone. Else
+            # (a damaged row) every level multiplies in full, as `_check_padded` does.
             ones = 0
             for lv in range(L):
-                if not FANL[lv]:
+                if not (FANB >> lv) & 1:
                     for k in range(2 * lv * D, 2 * (lv + 1) * D):
                         ones |= spatial[i, k] ^ 1
-            for d in range(D):
-                ext[d] = 1
             least = np.int64(1)
+            short = False
             order_lv, fan_lv = -1, -1
-            for lv in range(L):
-                seen, ux, uy = 0, np.int64(1), np.int64(1)
-                if FANL[lv] or ones != 0:
+            if ones == 0:
+                for d in range(D):
+                    prod = np.int64(1)
+                    for lv in range(L):
+                        a = temporal[i, lv * D + d]
+                        least = min(least, a)
+                        prod *= a
+                        if (FANB >> lv) & 1:
+                            x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
+                            least = min(least, x, y)
+                            prod *= x * y
+                    short |= prod < bounds[d]
+                for lv in range(L):
+                    ux, uy = np.int64(1), np.int64(1)
+                    if (FANB >> lv) & 1:
+                        for d in range(D):
+                            ux *= spatial[i, 2 * (lv * D + d)]
+                            uy *= spatial[i, 2 * (lv * D + d) + 1]
+                    if lv == AL:
+                        px, py = ux, uy
+                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+                        fan_lv = lv
+            else:
+                for d in range(D):
+                    ext[d] = 1
+                for lv in range(L):
+                    ux, uy = np.int64(1), np.int64(1)
                     for d in range(D):
                         k = lv * D + d
                         a, x, y = temporal[i, k], spatial[i, 2 * k], spatial[i, 2 * k + 1]
@@ -151,23 +214,19 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                         ext[d] *= a * x * y
                         ux *= x
                         uy *= y
-                else:
-                    for d in range(D):
-                        a = temporal[i, lv * D + d]
-                        least = min(least, a)
-                        ext[d] *= a
+                    if lv == AL:
+                        px, py = ux, uy
+                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
+                        fan_lv = lv
+                for d in range(D):
+                    short |= ext[d] < bounds[d]
+            for lv in range(L):
+                seen = 0
                 for d in range(D):
                     v = order[i, lv * D + d]
                     seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                if lv == AL:
-                    px, py = ux, uy
                 if order_lv < 0 and seen != (1 << D) - 1:
                     order_lv = lv
-                if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
-                    fan_lv = lv
-            short = False
-            for d in range(D):
-                short |= ext[d] < bounds[d]
             why, where = 0, -1
             if least < 1 or short:
                 why = _FACTORS
@@ -176,7 +235,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             else:
                 for lv in range(L):
                     for t in range(T):
-                        if (keep[i, lv * T + t] and not HOLDS[lv * T + t]) or (lv == 0 and not keep[i, t]):
+                        if (keep[i, lv * T + t] and not (HOLDB >> (lv * T + t)) & 1) or (lv == 0 and not keep[i, t]):
                             if why == 0:
                                 why, where = _KEEP, lv
                 if why == 0 and fan_lv >= 0:
@@ -251,17 +310,22 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                     if ok:  # (the level and tensor indices are constants here: the branches fold)
                         r, f, u = _cell_accesses(lv, t, TI, TW, TO, SI, SW, SO, PE, fdr0, fdr1, fdw, fsr0, fsr1, fsw,
                                                  macs)
+                    # (a cell whose ``NZ`` bits are clear holds 0.0 already: `zero_cells_mask`)
+                    nz = (NZ >> (3 * (lv * T + t))) & 7
                     if mode == 2:
-                        reads[i, lv * T + t] = r
-                        fills[i, lv * T + t] = f
-                        updates[i, lv * T + t] = u
+                        if nz & 1:
+                            reads[i, lv * T + t] = r
+                        if nz & 2:
+                            fills[i, lv * T + t] = f
+                        if nz & 4:
+                            updates[i, lv * T + t] = u
                     w = f + u
                     if SKIPZ and r == 0.0 and w == 0.0:
-                        if mode == 2:
+                        if mode == 2 and nz != 0:
                             brk[i, lv * T + t] = 0.0
                         continue
-                    e = _cell_energy(r, w, BLK1[lv], levels[lv, 0], levels[lv, 1], levels[lv, 2])
-                    if mode == 2:
+                    e = _cell_energy(r, w, (BLKB >> lv) & 1 != 0, levels[lv, 0], levels[lv, 1], levels[lv, 2])
+                    if mode == 2 and (nz != 0 or not SKIPZ):
                         brk[i, lv * T + t] = e
                     e_sum = e_sum + e
             c = flts[6] if ok else 0.0

@@ -25,6 +25,7 @@ from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
 from accelmap.costmodels._buffers import OutputBuffers
 from accelmap.costmodels._loopnest_kernel import _threads
+from accelmap.costmodels.base import Metrics
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
@@ -922,6 +923,20 @@ _PARALLEL_MIN_ROWS = 4096
 _N_INT, _N_FLT = 19, 3
 
 
+_CPU: list = []
+
+
+def _cpu_module():  # noqa: ANN202
+    """`_systolic_cpu` (which imports this module: imported on first use, then kept, so that a
+    call's path runs no import statement; each costs an `importlib` lookup, several times
+    its warm time once the caches are cold after a large call)."""
+    if not _CPU:
+        from accelmap.costmodels import _systolic_cpu
+
+        _CPU.append(_systolic_cpu)
+    return _CPU[0]
+
+
 def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], flat: tuple,
                want_stats: bool, mode: int, out: tuple, scratch: tuple) -> tuple:
     """The arguments of the specialised driver (`_systolic_cpu.driver`) in its order: ``flat``
@@ -988,11 +1003,22 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     # the four (n, L * T) fields, the largest: from ``buffers`` where given (the others, an
     # eighth of the bytes, come fresh: the allocator hands back memory just freed, still in
     # cache, where arrays kept per mode would widen what a search touches)
+    # The specialised driver leaves the cells that hold 0.0 in every row unwritten
+    # (`_systolic_cpu.zero_cells_mask`): its arrays start as zeros, and those from ``buffers``
+    # are a set of zeros kept under the driver's `_systolic_cpu.cell_tag`, handed out
+    # read-only (`metrics_from`) so that no caller's write can leave a value there.
     cell_shapes = {k: ((m_f, cells), f8) for k in ("reads", "fills", "updates", "breakdown")}
     if buffers is None or m_f == 0:
-        out.update({k: e(sh, dtype=t) for k, (sh, t) in cell_shapes.items()})
+        make = e if spec is None else np.zeros
+        out.update({k: make(sh, dtype=t) for k, (sh, t) in cell_shapes.items()})
     else:
-        out.update(buffers.take(cell_shapes))
+        if spec is None:
+            taken = buffers.take(cell_shapes)
+        else:
+            taken = buffers.take(cell_shapes, _cpu_module().cell_tag(spec))
+        for a in taken.values():
+            a.setflags(write=True)  # (arrays of their own: `metrics_from` handed them out read-only)
+        out.update(taken)
     names = list(out)
     # (numba on one thread: one block, without `_threads`' look at the environment, 2-5 us a
     # call, which the cap of OMP_NUM_THREADS could only lower)
@@ -1004,10 +1030,8 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         # object touched here is cold in the caches after the previous call's rows, so each
         # costs several times its warm time: the Python around a 10,000-row call came to
         # 20-30 ns a row before (about 200 us a call), against about 5 once warm.
-        from accelmap.costmodels import _systolic_cpu
-
         mode = 0 if not want_metrics else (1 if objective else 2)
-        n_missing = _systolic_cpu.driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
+        n_missing = _cpu_module().driver(spec)(*_spec_args(consts, table, rule, _flat(arrays), want_stats, mode,
                                                            tuple(out.values()), (e(D, i8), e(D + 1, i8))))
         return out, int(n_missing)
     scratch = (e((n_blocks, _N_INT), i8), e((n_blocks, _N_FLT), f8), e((n_blocks, D), i8), e((n_blocks, D + 1), i8))
@@ -1124,24 +1148,29 @@ def stats_from(out: dict[str, np.ndarray]):  # noqa: ANN201
 
 
 def metrics_from(out: dict[str, np.ndarray], problem: Problem, arch: Arch,  # noqa: ANN201
-                 buffers: OutputBuffers | None = None):
+                 buffers: OutputBuffers | None = None, names: tuple | None = None):
     """`Metrics` of `evaluate_rows`'s output (``want_metrics``). ``buffers``: the two zero
-    fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones."""
-    from accelmap.costmodels.base import Metrics
-
+    fields are one read-only array of it (`OutputBuffers.zeros`), else two new ones, and the
+    four (n, L, T) fields (arrays of ``buffers``, `_run`) are handed out read-only. ``names``:
+    (level names, tensor names, MACs) as the problem and arch give them, read once by the caller."""
     n = len(out["valid"])
-    shape = (n, arch.n_levels, problem.n_tensors)
+    level_names, tensor_names, macs = names if names is not None else (arch.level_names, problem.tensor_names,
+                                                                        problem.macs)
+    shape = (n, len(level_names), len(tensor_names))
     # The model counts no multicast and no spatial reduction: both fields are zeros, with
     # ``buffers`` one read-only array kept between calls (clearing two new ones cost 8-15 ns a
     # row at 10,000 rows). (Once dropped because, without these two large allocations, glibc's
     # heap trimmed and grew again between calls of 100,000 rows; the outputs' arrays now come
     # from `OutputBuffers`, which takes the allocator out of the loop.)
     zeros = buffers.zeros(shape) if buffers is not None else np.zeros(shape)
+    if buffers is not None:  # (arrays kept for later calls, some cells never written: read-only)
+        for k in ("reads", "fills", "updates", "breakdown"):
+            out[k].setflags(write=False)
     return Metrics(
         cycles=out["cycles"], energy_pj=out["energy"], compute_energy_pj=out["comp"], utilization=out["util"],
         valid=out["valid"], reason=out["reason"], reason_level=out["level"], reads=out["reads"].reshape(shape),
         fills=out["fills"].reshape(shape), updates=out["updates"].reshape(shape),
         energy_breakdown_pj=out["breakdown"].reshape(shape), multicast=zeros,
-        spatial_reductions=zeros if buffers is not None else np.zeros(shape), macs=problem.macs,
-        level_names=arch.level_names, tensor_names=problem.tensor_names,
+        spatial_reductions=zeros if buffers is not None else np.zeros(shape), macs=macs,
+        level_names=level_names, tensor_names=tensor_names,
     )

@@ -66,6 +66,27 @@ number of repetitions (the stream up to any repetition's end is a prefix of the 
 repeated without end, on which ``fwd`` is defined). The last few tables are
 kept (`UNIT_CACHE_BYTES`); clearing `window_fetches`'s cache drops them too, so a cold
 measurement stays cold.
+
+**Samples** (`window_fetches_sampled`). Let ``next(P)`` be where the epoch that starts at
+``P`` ends (the entry after its ``W``-th distinct word). It never moves back as ``P`` moves
+on (a stretch's distinct words can only drop when its start moves on), so the epoch starts
+``A_j`` of the window walked from an empty state at any entry ``a`` interleave with the
+walk's own ``T_k`` (from the stream's start): ``T_k <= a < T_{k+1}`` gives
+``T_{k+j} <= A_j <= T_{k+j+1}`` for every ``j``, by induction. The words fetched on a stretch
+are ``W`` per reset in it plus the count at its end minus the count at its start (each
+below ``W``), and the resets of the two walks in a stretch differ by one at most, so the
+two counts of any stretch differ by less than ``3 W``, whatever state the stretch starts
+from. That is also all a lead-in buys: the interleaved walks meet (and are one walk from
+there) only where the stream's reuse pulls their epoch ends together, which on the streams
+of docs/validation.md ("Beyond the far limit") did not happen in eight epochs of lead-in
+at any of the stretch starts tried (the phase of the resets persists), so a stretch started
+after a lead-in is not the walk's count, only within ``3 W`` of it. A rate measured on a
+stretch that fetched at least `SAMPLE_MIN_WINDOWS` (150) windows' worth of words is thus
+within 2 % of that stretch's rate on any reset phase; on fewer, where the resets fall
+decides it (a stream with seven windows a pass, as CB2a_2's, is off by up to 42 % from a
+2^18-entry sample), and the stream is walked instead (exact; `window_fetches_sampled`).
+What no argument bounds is how far the rest of the stream's rate is from the stretch's
+(a stream whose structure changes past the sample).
 """
 
 from __future__ import annotations
@@ -93,6 +114,16 @@ JUMP_MAX_ENTRIES = 1 << 23
 # column chunk (`_UnitTables`; 8 bytes an entry: the unit and its ``fwd``). CB2a_2's unit,
 # 1.68 million entries, takes 13.4 MB, so four of them fit.
 UNIT_CACHE_BYTES = 1 << 26
+
+# A sample's rate is used only when the stretch it is measured on fetched at least this many
+# windows' worth of words; else the stream is walked (`window_fetches_sampled`). Two reset
+# sequences of one stream interleave, so a stretch's count from any window state differs
+# from the walk's by less than three windows (module docstring, "Samples"): at 150 the
+# rate's share from where the resets fall is below 2 %.
+SAMPLE_MIN_WINDOWS = 150
+# ... when the walk costs at most this many times the sample's entries (`_walk_cost`); a
+# longer one keeps the sample's rate, unguarded (a walk is bounded in cost by the sample).
+SAMPLE_MAX_WALK_FACTOR = 16
 
 # Stream modes: how the operand's two classes meet the array.
 ROWS_TIME = 0  # streamed, indexed by the row class and the time class (skewed over rows)
@@ -196,12 +227,27 @@ def _min_gap(a_off: IntArray, b_off: IntArray, stamp: IntArray, last: IntArray, 
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
+def _all_words(stamp: IntArray) -> bool:
+    """Whether every address of the operand's span is a word (no padded halo: no negative
+    stamp; the walk's stamps of existing words are never negative)."""
+    for i in range(stamp.shape[0]):
+        if stamp[i] < 0:
+            return False
+    return True
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
 def _fill_unit(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int, s_c: int, ur: int, uc: int,
-               t_len: int, u: int, out: npt.NDArray[np.int32]) -> int:
+               t_len: int, u: int, out: npt.NDArray[np.int32], every: bool) -> int:
     """The addresses of one repetition of a streamed operand's unit (`_walk`: ``ROWS_TIME``
     the pass over the row folds, ``COLS_TIME`` column fold ``u``) in stream order (`_fold`'s:
     diagonal ``t + c``, ``c`` ascending) into ``out``, -1 where the projection reaches no
-    word; returns the unit's entries."""
+    word; returns the unit's entries. ``every``: `_all_words` of ``stamp`` (then no entry is
+    looked up: the addresses alone). A fold of at most ``t_len`` rows is written as its head
+    triangle, its full diagonals and its tail triangle, the full diagonals a column at a time
+    where they are short (8 entries or fewer): a CB2a_2 pass of 1.68 million entries in a
+    median 1.40 ms against 9.42 ms for one loop over every diagonal with every word looked up
+    (docs/performance.md, SCALE-Sim)."""
     n = 0
     if mode == ROWS_TIME:
         first, last, step, width = 0, (s_r + ur - 1) // ur, ur, s_r
@@ -210,11 +256,41 @@ def _fill_unit(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r
     for f in range(first, last):
         x0 = f * step
         nx = min(step, width - x0)
+        if nx == 1:  # one entry a diagonal: a straight line
+            a = a_off[x0]
+            for j in range(t_len):
+                out[n + j] = a + b_off[j]
+            n += t_len
+            continue
+        if nx <= t_len:  # the head triangle, the diagonals of nx entries, the tail triangle
+            for d in range(nx - 1):
+                for c in range(d + 1):
+                    out[n] = a_off[x0 + c] + b_off[d - c]
+                    n += 1
+            if nx <= 8:  # (few entries a diagonal: one column at a time, every nx-th entry)
+                for c in range(nx):
+                    a = a_off[x0 + c]
+                    for d in range(nx - 1, t_len):
+                        out[n + (d - nx + 1) * nx + c] = a + b_off[d - c]
+                n += (t_len - nx + 1) * nx
+            else:
+                for d in range(nx - 1, t_len):
+                    for c in range(nx):
+                        out[n + c] = a_off[x0 + c] + b_off[d - c]
+                    n += nx
+            for d in range(t_len, t_len + nx - 1):
+                for c in range(d - t_len + 1, nx):
+                    out[n] = a_off[x0 + c] + b_off[d - c]
+                    n += 1
+            continue
         for d in range(t_len + nx - 1):
             for c in range(max(0, d - t_len + 1), min(d, nx - 1) + 1):
-                addr = a_off[x0 + c] + b_off[d - c]
-                out[n] = addr if stamp[addr] >= 0 else -1
+                out[n] = a_off[x0 + c] + b_off[d - c]
                 n += 1
+    if not every:
+        for i in range(n):
+            if stamp[out[i]] < 0:
+                out[i] = -1
     return n
 
 
@@ -348,6 +424,7 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
     state[0] = 1
     n_units = 1 if mode == ROWS_TIME else f_c
     reps = f_c if mode == ROWS_TIME else f_r
+    every = -1  # `_all_words`, looked up at the first jump
     for u in range(n_units):
         n_seen = 0  # rows of `seen`: reset position, repetitions done, words fetched so far
         r = 0
@@ -358,7 +435,9 @@ def _walk(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: int
                 # Exact, in a few passes' work whatever the repetitions left (`_jump`): from the
                 # epoch that starts after the last reset of the repetition walked last, or from
                 # this repetition's start when the window is empty there.
-                n = _fill_unit(a_off, b_off, stamp, mode, s_r, s_c, ur, uc, t_len, u, unit)
+                if every < 0:
+                    every = 1 if _all_words(stamp) else 0
+                n = _fill_unit(a_off, b_off, stamp, mode, s_r, s_c, ur, uc, t_len, u, unit, every == 1)
                 _reset_offsets(unit, n, window, cnt, fwd)
                 if walked >= 1:
                     _jump(unit, n, fwd, state[4], n * (1 + reps - r), window, stamp, state)
@@ -590,6 +669,7 @@ def _cols_sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s
     f_c = (s_c + uc - 1) // uc
     state[6] = f_r * s_c * t_len
     fold = state[15:20]  # `_fold`'s and `_jump`'s state of the column fold being walked
+    every = -1  # `_all_words`, looked up at the first jump
     cost = 0
     pos = 0
     for u in range(f_c):
@@ -601,7 +681,9 @@ def _cols_sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, s_r: int, s
         while r < f_r:
             if (f_r - r >= jump_min and unit.shape[0] >= ny * t_len and ny * t_len > 1 and window >= 1
                     and (walked >= 1 or fold[1] == 0)):
-                n = _fill_unit(a_off, b_off, stamp, COLS_TIME, s_r, s_c, ur, uc, t_len, u, unit)
+                if every < 0:
+                    every = 1 if _all_words(stamp) else 0
+                n = _fill_unit(a_off, b_off, stamp, COLS_TIME, s_r, s_c, ur, uc, t_len, u, unit, every == 1)
                 _reset_offsets(unit, n, window, cnt, fwd)
                 if walked >= 1:
                     _jump(unit, n, fwd, fold[4], n * (1 + f_r - r), window, stamp, fold)
@@ -652,8 +734,21 @@ def window_fetches_sampled(coef_key: tuple[tuple[int, ...], ...], used: tuple[bo
     its cost is about its first ``min(row folds, JUMP_MIN_REPS)`` row folds' entries, and
     the sample ends at the first column fold's end where those costs reach ``budget``
     (`_cols_sampled`; the rate is still per entry of the stream). Measured against the walk
-    in docs/validation.md (SCALE-Sim, "Beyond the far limit"): no proof bounds the error.
-    Cached like `window_fetches`."""
+    in docs/validation.md (SCALE-Sim, "Beyond the far limit").
+
+    **The guard** (module docstring, "Samples"): the rate is used only when the stretch it is
+    measured on fetched at least `SAMPLE_MIN_WINDOWS` windows' worth of words, where the
+    position of the window's resets moves the rate by less than 2 %; else the stream is walked
+    (`window_fetches`, exact) when the walk costs at most `SAMPLE_MAX_WALK_FACTOR` times
+    ``budget`` (`_walk_cost`), and the rate is used as it is otherwise. For ``ROWS_TIME`` and
+    ``STATIONARY`` operands, where the rate's stretch is about half the sample, a sample
+    that cannot hold that many words (``budget < 2 SAMPLE_MIN_WINDOWS window``) is not
+    walked first. Cached like `window_fetches`."""
+    walk_args = (coef_key, used, dim_class, bounds, lo, hi, order, classes, mode, rc, cc, ur, uc, window)
+    budget = max(budget, 1)
+    walk_ok = _walk_cost(mode, dim_class, bounds, rc, cc, ur, uc) <= SAMPLE_MAX_WALK_FACTOR * budget
+    if walk_ok and mode != COLS_TIME and budget < 2 * SAMPLE_MIN_WINDOWS * window:
+        return int(window_fetches(*walk_args))
     a_off, b_off, stamp, size = _stream_arrays(coef_key, used, dim_class, bounds, lo, hi, order, classes)
     tc = 3 - rc - cc
     f_c = -(-size[cc] // uc)
@@ -663,22 +758,45 @@ def window_fetches_sampled(coef_key: tuple[tuple[int, ...], ...], used: tuple[bo
         f_r = -(-size[rc] // ur)
         n = min(uc, size[cc]) * size[tc]
         jump = f_r >= JUMP_MIN_REPS and 1 < n <= JUMP_MAX_ENTRIES
-        _cols_sampled(a_off, b_off, stamp, size[rc], size[cc], ur, uc, size[tc], window, max(budget, 1), state,
+        _cols_sampled(a_off, b_off, stamp, size[rc], size[cc], ur, uc, size[tc], window, budget, state,
                       np.zeros((3, f_r + 1), dtype=np.int64), np.empty(n if jump else 1, dtype=np.int32),
                       np.empty(n if jump else 1, dtype=np.int32),
                       np.zeros(stamp.shape[0] if jump else 1, dtype=np.int32), JUMP_MIN_REPS, marks)
     else:
-        _sampled(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window, max(budget, 1), state,
-                 marks)
-    return _extrapolated(state, marks)
+        _sampled(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window, budget, state, marks)
+    got, windows = _extrapolated(state, marks)
+    if walk_ok and windows < SAMPLE_MIN_WINDOWS * window:
+        return int(window_fetches(*walk_args))
+    return got
 
 
-def _extrapolated(state: IntArray, marks: IntArray) -> int:
+def _walk_cost(mode: int, dim_class: tuple[int, ...], bounds: tuple[int, ...], rc: int, cc: int, ur: int,
+               uc: int) -> int:
+    """About the entries `window_fetches` reads for a stream (the guard of
+    `window_fetches_sampled`): a ``ROWS_TIME`` pass once per column fold, or four passes'
+    work from reset to reset (`_jump`) where there are `JUMP_MIN_REPS` or more; a
+    ``COLS_TIME`` chunk on at most `JUMP_MIN_REPS` row folds per column fold (a resident
+    chunk stops sooner, a jump costs about that much); a ``STATIONARY`` operand once."""
+    size = [1, 1, 1]
+    for d, c in enumerate(dim_class):
+        if 0 <= c <= 2:
+            size[c] *= bounds[d]
+    t_len = size[3 - rc - cc]
+    f_r, f_c = -(-size[rc] // ur), -(-size[cc] // uc)
+    if mode == ROWS_TIME:
+        return size[rc] * t_len * (f_c if f_c < JUMP_MIN_REPS else JUMP_MIN_REPS)
+    if mode == COLS_TIME:
+        return size[cc] * t_len * min(f_r, JUMP_MIN_REPS)
+    return size[rc] * size[cc]
+
+
+def _extrapolated(state: IntArray, marks: IntArray) -> tuple[int, int]:
     """`window_fetches_sampled`'s count from `_sampled`'s (or `_cols_sampled`'s) ``state`` and
-    ``marks``."""
+    ``marks``, and the words fetched on the stretch its rate is measured on (a large number
+    where the sample covers the stream: the count is the walk's)."""
     got, walked, total = int(state[2]), int(state[3]), int(state[6])
     if state[7] or walked >= total:
-        return got
+        return got, 1 << 62
     u = int(state[5])
     if u >= 2:
         h_e, h_f = int(marks[0, u // 2]), int(marks[1, u // 2])
@@ -687,7 +805,7 @@ def _extrapolated(state: IntArray, marks: IntArray) -> int:
     else:
         h_e, h_f = 0, 0
     rate = (got - h_f) / (walked - h_e)
-    return got + int(round(rate * (total - walked)))
+    return got + int(round(rate * (total - walked))), got - h_f
 
 
 def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
@@ -749,7 +867,7 @@ class _UnitTables:
         n = s_r * t_len
         unit = np.empty(n, dtype=np.int32)
         fwd = np.empty(n, dtype=np.int32)
-        _fill_unit(a_off, b_off, stamp, ROWS_TIME, s_r, 1, ur, 1, t_len, 0, unit)
+        _fill_unit(a_off, b_off, stamp, ROWS_TIME, s_r, 1, ur, 1, t_len, 0, unit, bool((stamp >= 0).all()))
         _reset_offsets(unit, n, window, np.zeros(stamp.shape[0], dtype=np.int32), fwd)
         self._tables[key] = (unit, fwd, int(stamp.shape[0]))
         self._bytes += unit.nbytes + fwd.nbytes

@@ -124,6 +124,7 @@ class LoopNestModel:
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
         self._buffers: object = None  # the cpu engine's counts arrays (`_buffers.OutputBuffers`)
+        self._scratch: object = None  # the cpu engine's scratch arrays (`_loopnest_kernel.ThreadScratch`)
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -241,7 +242,8 @@ class LoopNestModel:
             out = _loopnest_kernel.evaluate_batch(consts, mappings.temporal, mappings.spatial, mappings.order,
                                                    mappings.keep, frac=self._existing_fraction(problem),
                                                    specialised=self._specialise(problem, arch, len(mappings))
-                                                   if specialised is None else specialised, buffers=self._buffers)
+                                                   if specialised is None else specialised, buffers=self._buffers,
+                                                   scratch_buffers=self._scratch_buffers())
         return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
@@ -255,6 +257,14 @@ class LoopNestModel:
             self._rows_seen.clear()
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
         return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
+
+    def _scratch_buffers(self):  # noqa: ANN202 (a `_loopnest_kernel.ThreadScratch`, imported lazily)
+        """The cpu engine's scratch arrays, kept across calls, one set per thread."""
+        if self._scratch is None:
+            from accelmap.costmodels._loopnest_kernel import ThreadScratch
+
+            self._scratch = ThreadScratch()
+        return self._scratch
 
     @staticmethod
     def _existing_fraction(problem: Problem) -> FloatArray | None:
@@ -310,7 +320,7 @@ class LoopNestModel:
                 pp = problem.padded_iteration(tuple(int(v) for v in keys[g]))
                 consts, frac = self._kernel_consts(pp, arch), pp.existing_fraction()
             out = _loopnest_kernel.evaluate_batch(consts, *(a[lo:hi] for a in arrays), frac=frac, counts=False,
-                                                   specialised=spec)
+                                                   specialised=spec, scratch_buffers=self._scratch_buffers())
             for name in names:
                 got[name][lo:hi] = out[name]
         for name in names:
@@ -325,7 +335,8 @@ class LoopNestModel:
                                                mappings.spatial, mappings.order, mappings.keep,
                                                frac=self._existing_fraction(problem), counts=False,
                                                specialised=self._specialise(problem, arch, len(mappings))
-                                               if specialised is None else specialised)
+                                               if specialised is None else specialised,
+                                               scratch_buffers=self._scratch_buffers())
         return ObjectiveMetrics(cycles=out["cycles"], energy_pj=out["energy_pj"], valid=out["valid"],
                                 reason=out["reason"], reason_level=out["reason_level"])
 

@@ -180,6 +180,20 @@ class SystolicLayout:
     window_words: tuple[float, float, float]
 
 
+_KERNEL: list = []
+
+
+def _kernel_module():  # noqa: ANN202
+    """`_systolic_kernel` (numba loads with it: imported on first use, then kept, so that a
+    call runs no import statement; each costs an `importlib` lookup, several times its warm
+    time once the caches are cold after a large call)."""
+    if not _KERNEL:
+        from accelmap.costmodels import _systolic_kernel
+
+        _KERNEL.append(_systolic_kernel)
+    return _KERNEL[0]
+
+
 def _kind_message(problem: Problem) -> str:
     takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
     return (f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
@@ -353,10 +367,12 @@ class SystolicModel:
     # a search meets many such fold shapes; docs/validation.md, "Beyond the fold ratio").
     MAX_FAR_WALK_ENTRIES: ClassVar[int] = 1 << 20
     # Entries of the walked sample from which a stream over its limit (and not capped) is
-    # counted (`window_fetches_sampled`); 0, the default: such a stream is estimated (a
-    # sample of 2^20 entries gets every sub-space seed of the random convolutions within
-    # 2 % but costs 4 to 10 times the search time, and is not within 2 % on CB2a_2's
-    # streams: docs/validation.md, "Beyond the far limit").
+    # counted (`window_fetches_sampled`, guarded: a sample whose stretch fetched under 150
+    # windows' worth of words is walked instead where that costs at most 16x the sample);
+    # 0, the default: such a stream is estimated (a guarded sample of 2^19 or 2^20 entries
+    # gets every sub-space seed of the random convolutions within 2 % and CB2a_2's measured
+    # rows exact, but costs 23 to 27 times the default search on CB2a_2, 5 to 7 times on
+    # mid-size layers: docs/validation.md, "A guarded sample").
     MAX_SAMPLE_ENTRIES: ClassVar[int] = 0
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
@@ -440,21 +456,25 @@ class SystolicModel:
 
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
         """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
-        tables fit the kernel (`_systolic_kernel.tables_fit`)) of the pair, kept
+        tables fit the kernel (`_systolic_kernel.tables_fit`), the (levels, dims) and tensors
+        a batch must have with the names and MACs of its `Metrics`) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
-        from accelmap.costmodels import _systolic_cpu, _systolic_kernel
-
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
         if hit is None or hit[0] is not problem or hit[1] is not arch:
+            from accelmap.costmodels import _systolic_cpu, _systolic_kernel
+
             if len(self._consts) > 64:
                 self._consts.clear()
             layout, _ = systolic_layout(problem, arch)
             consts = None if layout is None else _systolic_kernel.systolic_consts(problem, arch, layout)
             spec = None if consts is None else _systolic_cpu.structure(consts, arch.n_levels, problem.n_tensors)
             fits = consts is not None and _systolic_kernel.tables_fit(consts)
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits)
+            # (the shapes a batch must have, and what `metrics_from` names: read once a pair)
+            shapes = ((arch.n_levels, problem.n_dims), problem.n_tensors,
+                      (arch.level_names, problem.tensor_names, problem.macs))
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits, shapes)
             self._consts[key] = hit
         return hit
 
@@ -465,8 +485,7 @@ class SystolicModel:
         included, so that a few evaluations of a new layer never wait for that driver's
         compile. (Before, that driver serves where it is ready without a compile: compiled in
         this process or in numba's on-disk cache; ``_systolic_kernel._SPECIALISE_IF_READY``.)"""
-        from accelmap.costmodels import _systolic_kernel
-
+        _systolic_kernel = _kernel_module()
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
@@ -490,11 +509,9 @@ class SystolicModel:
             return None
         hit = self._prepared(problem, arch)
         layout = hit[2]
-        if layout is None or (batch.n_levels, batch.n_dims, batch.n_tensors) != (arch.n_levels, problem.n_dims,
-                                                                                 problem.n_tensors):
+        if layout is None or batch.temporal.shape[1:] != hit[7][0] or batch.keep.shape[2] != hit[7][1]:
             return None
-        from accelmap.costmodels import _systolic_kernel
-
+        _systolic_kernel = _kernel_module()
         if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
             return None
 
@@ -535,9 +552,9 @@ class SystolicModel:
         """Metrics of every mapping (batched: compiled kernel or numpy; see ``engine``)."""
         out = self._kernel(problem, arch, mappings, want_stats=False)
         if out is not None:
-            from accelmap.costmodels import _systolic_kernel
-
-            return _systolic_kernel.metrics_from(out, problem, arch, self._buffers)
+            hit = self._consts.get((id(problem), id(arch)))  # (the pair `_kernel` prepared)
+            names = hit[7][2] if hit is not None and hit[0] is problem and hit[1] is arch else None
+            return _kernel_module().metrics_from(out, problem, arch, self._buffers, names)
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)

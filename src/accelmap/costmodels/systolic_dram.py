@@ -65,8 +65,10 @@ operand is instead counted on its demand stream, word by word through the window
 (`_window_exact`, `accelmap.costmodels._systolic_window`): SCALE-Sim's own count. With
 ``SystolicModel(max_sample_entries=...)`` > 0 (default 0) the other rows ``"auto"`` would
 walk but whose streams are too long are counted from a walked sample of the stream
-(`_systolic_window.window_fetches_sampled`): an estimate, measured in ``docs/validation.md``
-("Beyond the far limit").
+(`_systolic_window.window_fetches_sampled`): an estimate where the sample's rate was measured
+over at least 150 windows' worth of fetched words (then where the window resets moves it by
+less than 2 %), else the walk (exact) unless that costs more than 16 times the sample;
+measured in ``docs/validation.md`` ("Beyond the far limit").
 
 Where it lives: `_dram_reads_batch` is the batched numpy path (the executable reference),
 `_dram_reads_one` the scalar path; the compiled twin is `accelmap.costmodels.

@@ -189,3 +189,101 @@ def test_counts_arrays_are_reused_only_once_nothing_refers_to_them() -> None:
     copy = pickle.loads(pickle.dumps(model))
     assert not copy._buffers._sets
     assert same(copy.evaluate(problem, arch, batch), want)
+
+
+def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monkeypatch) -> None:  # noqa: ANN001
+    """A counts array the specialised rows filled before is marked (`_loopnest_kernel._zeros_mark`):
+    when it is handed out again for the same structure the generated rows leave the entries
+    zero in every row of it (``full == 2``). The results stay those of the numpy path; the
+    count fields come back read-only; an array that anything else took in between is not
+    marked any more, so its rows write every entry again."""
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    space = MapSpace(problem, arch)
+    batch = space.sample(300, np.random.default_rng(11))
+    want = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+    monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    model = LoopNestModel(engine="cpu")
+    calls: list[int] = []
+    rows_of = cpu.rows_driver
+
+    def spy(S):  # noqa: ANN001, ANN202 (records the ``full`` of every call of the rows)
+        rows = rows_of(S)
+
+        def call(lo, hi, full, *rest):  # noqa: ANN001, ANN202
+            calls.append(full)
+            return rows(lo, hi, full, *rest)
+        return call
+
+    monkeypatch.setattr(cpu, "rows_driver", spy)
+
+    def same(got) -> bool:  # noqa: ANN001
+        return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in (
+            "cycles", "energy_pj", "valid", "reason", "reads", "fills", "updates", "energy_breakdown_pj",
+            "multicast", "spatial_reductions"))
+
+    first = model.evaluate(problem, arch, batch)
+    assert same(first) and calls == [1]
+    assert not any(getattr(first, f).flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
+                                                               "multicast", "spatial_reductions"))
+    base = id(first.reads.base)
+    del first
+    again = model.evaluate(problem, arch, batch)  # the same array, its zero entries left
+    assert id(again.reads.base) == base and calls == [1, 2] and same(again)
+    del again
+    shapes = {"cnt": ((len(batch), 6, arch.n_levels, problem.n_tensors), np.float64)}
+    model._buffers.take(shapes)["cnt"][:] = np.nan  # taken (and written) by something else: unmarked
+    third = model.evaluate(problem, arch, batch)
+    assert id(third.reads.base) == base and calls == [1, 2, 1] and same(third)
+    assert model.evaluate_objective(problem, arch, batch).cycles.tolist() == want.cycles.tolist()
+    assert calls[-1] == 0
+
+
+def test_output_buffers_marks() -> None:
+    """`OutputBuffers.take_marked`: a set is reported marked only with the mark its writer gave
+    it after the last hand-out; handing it out (by `take` or `take_marked`) unmarks it."""
+    from accelmap.costmodels._buffers import OutputBuffers
+
+    buffers = OutputBuffers(keep=2)
+    shapes = {"a": ((4, 3), np.float64)}
+    arrays, marked = buffers.take_marked(shapes, "m")
+    assert not marked
+    buffers.mark(arrays, "m")
+    a_id = id(arrays["a"])
+    del arrays
+    arrays, marked = buffers.take_marked(shapes, "other")
+    assert id(arrays["a"]) == a_id and not marked  # another mark: not this one's
+    buffers.mark(arrays, "m")
+    del arrays
+    arrays, marked = buffers.take_marked(shapes, "m")
+    assert marked
+    del arrays
+    arrays, marked = buffers.take_marked(shapes, "m")  # (the last hand-out left no mark)
+    assert not marked
+    buffers.mark(arrays, "m")
+    del arrays
+    assert id(buffers.take(shapes)["a"]) == a_id
+    assert not buffers.take_marked(shapes, "m")[1]
+
+
+def test_thread_scratch_is_kept_per_thread() -> None:
+    """`_loopnest_kernel.ThreadScratch`: one set of arrays per thread and key, made once; other
+    threads get their own; a pickled one holds none."""
+    import pickle
+    import threading
+
+    kept = kernel.ThreadScratch()
+    made: list[int] = []
+
+    def make() -> tuple:
+        made.append(1)
+        return (np.empty(3),)
+
+    a = kept.get(("k",), make)
+    assert kept.get(("k",), make) is a and len(made) == 1
+    other: list = []
+    th = threading.Thread(target=lambda: other.append(kept.get(("k",), make)))
+    th.start()
+    th.join()
+    assert other[0] is not a and len(made) == 2
+    copy = pickle.loads(pickle.dumps(kept))
+    assert copy.get(("k",), make) is not a and len(made) == 3

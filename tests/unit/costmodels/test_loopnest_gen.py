@@ -17,17 +17,19 @@ from accelmap.mapper.space import MapSpace
 from accelmap.workloads.builders import conv2d, matmul
 
 
-def _run(rows, consts, batch: MappingBatch, frac: np.ndarray, full: bool) -> tuple[np.ndarray, ...]:  # noqa: ANN001
+def _run(rows, consts, batch: MappingBatch, frac: np.ndarray, full: int,  # noqa: ANN001
+         cnt: np.ndarray | None = None) -> tuple[np.ndarray, ...]:
     n, L, D = batch.temporal.shape
     T = batch.keep.shape[2]
     C = consts.coef.shape[1]
     res, valid, codes = np.full((n, 4), -7.0), np.zeros(n, dtype=np.bool_), np.full((n, 2), -7, dtype=np.int64)
-    cnt = np.full((n, 6, L, T), -7.0) if full else np.full((1, 6, L, T), -7.0)
+    if cnt is None:
+        cnt = np.full((n, 6, L, T), -7.0) if full else np.full((1, 6, L, T), -7.0)
     mp = tuple(np.ascontiguousarray(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
     c = consts
     rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size, c.scal, frac)
     sc = tuple(x[0] for x in kernel.scratch(1, L, D, T, C, int(c.ints[1])))
-    rows(0, n, full, mp, rt, (res, valid, codes, cnt), sc)
+    rows(0, n, int(full), mp, rt, (res, valid, codes, cnt), sc)
     return (res, valid, codes, cnt) if full else (res, valid, codes)
 
 
@@ -86,6 +88,31 @@ def test_generated_rows_equal_the_specialised_driver(case: int) -> None:
     # every reason code occurs, and legal rows
     codes = _run(gen.driver(S), consts, batch, fracs[0], False)[2][:, 0]
     assert {0, 2, 3, 4}.issubset(set(codes.tolist()))
+    # full == 2: the entries zero in every row of the structure are left as they are (here a
+    # sentinel), every other one written as with full == 1
+    want = _run(gen.driver(S), consts, batch, fracs[1], 1)
+    zero = _structural_zeros(consts)
+    assert zero.any() and not want[3][:, zero].any()
+    sentinel = np.full_like(want[3], -7.0)
+    got = _run(gen.driver(S), consts, batch, fracs[1], 2, cnt=sentinel)
+    for g, w_ in zip(got[:3], want[:3], strict=True):
+        np.testing.assert_array_equal(g, w_)
+    legal_rows = got[1]
+    assert (got[3][legal_rows][:, zero] == -7.0).all()
+    np.testing.assert_array_equal(got[3][:, ~zero], want[3][:, ~zero])
+    np.testing.assert_array_equal(got[3][~legal_rows], want[3][~legal_rows])  # (illegal rows: all zeros)
+
+
+def _structural_zeros(consts) -> np.ndarray:  # noqa: ANN001
+    """(6, L, T) the count entries that are zero in every row of ``consts``' structure: a level
+    that may not hold the tensor, the output's multicast, an operand's spatial reduction."""
+    L, T = consts.holds.shape
+    out = int(consts.ints[0])
+    zero = np.zeros((6, L, T), dtype=bool)
+    zero[:] = ~consts.holds[None]
+    zero[4, :, out] = True
+    zero[5, :, [t for t in range(T) if t != out]] = True
+    return zero
 
 
 def test_source_is_deterministic_and_cached_by_its_digest(tmp_path, monkeypatch) -> None:  # noqa: ANN001

@@ -11,7 +11,7 @@ from accelmap.costmodels.systolic import SystolicModel
 from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.testing.costmodel_checks import assert_engines_agree
-from accelmap.workloads.builders import conv2d
+from accelmap.workloads.builders import conv2d, matmul
 
 
 def _case():  # noqa: ANN202
@@ -321,6 +321,41 @@ def test_output_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     shapes = {"a": ((4, 3), np.float64)}
     sets = [buffers.take(shapes)["a"] for _ in range(3)]  # each kept: three new arrays, two remembered
     assert len({id(a) for a in sets}) == 3 and len(buffers._sets) == 2
+
+
+def test_cells_left_unwritten_hold_zero_across_structures(monkeypatch) -> None:
+    """The specialised driver leaves the `Metrics` cells that hold 0.0 in every row unwritten
+    (`_systolic_cpu.zero_cells_mask`), so its arrays start as zeros and a kept set is handed
+    out again only under the same mask (`_systolic_cpu.cell_tag`), read-only. A convolution
+    and a matmul on one arch (the same shapes, their tensors at other places: other masks),
+    evaluated in turn by one model with each result dropped so that sets are handed out
+    again, equal the numpy path every time; a write into a handed-out field is refused."""
+    import pytest
+
+    from accelmap.costmodels import _systolic_cpu
+    from accelmap.costmodels.systolic import systolic_layout
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    conv, arch, conv_batch = _case()
+    mm = matmul("m", m=24, n=8, k=16, word_bits=8)
+    mm_batch = MappingBatch.concat([variant_seeds(mm, arch, v, n_best=6) for v in systolic_variants(mm, arch)])
+    n = min(len(conv_batch), len(mm_batch))
+    cases = [(conv, conv_batch.take(np.arange(n))), (mm, mm_batch.take(np.arange(n)))]
+    tags = []
+    for prob, _ in cases:
+        consts = _systolic_kernel.systolic_consts(prob, arch, systolic_layout(prob, arch)[0])
+        tags.append(_systolic_cpu.cell_tag(_systolic_cpu.structure(consts, arch.n_levels, prob.n_tensors)))
+    assert tags[0] != tags[1] and all(any((tag[1] >> 3 * k) & 7 == 0 for k in range(15)) for tag in tags)
+    model, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
+    for _ in range(3):
+        for prob, batch in cases:
+            got = model.evaluate(prob, arch, batch)
+            assert not got.reads.flags.writeable and not got.energy_breakdown_pj.flags.writeable
+            with pytest.raises(ValueError):
+                got.fills[0, 0, 0] = 1.0
+            assert_engines_agree(got, ref.evaluate(prob, arch, batch), what=prob.name)
+            del got
+    assert len(model._buffers._sets) == 2
 
 
 def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:

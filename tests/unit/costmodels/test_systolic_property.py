@@ -295,7 +295,10 @@ def test_auto_window_counts_long_streams_from_a_sample():
     capped) is counted from a walked sample (`window_fetches_sampled`), on both engines and
     the scalar path alike, row by row; on the seeds of every sub-space of a 3x3 convolution
     with both limits at one entry, a sample of 2,000 entries gives counts that are neither
-    the estimate's nor the walk's on some rows, and the walk's where it covers the stream."""
+    the estimate's nor the walk's on some rows (those whose walk costs more than
+    `SAMPLE_MAX_WALK_FACTOR` times the sample: the guard walks the others, whose 2,000
+    entries cannot hold `SAMPLE_MIN_WINDOWS` 500-word windows), and the walk's where it
+    covers the stream."""
     from accelmap.costmodels import systolic as sy
     from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 

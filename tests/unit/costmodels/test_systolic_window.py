@@ -360,14 +360,15 @@ def test_closed_form_with_missing_words_equals_the_walk(seed):
     assert checked > 100 and varied > 50
 
 
-def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int,
-                       cc: int, ur: int, uc: int, window: int, budget: int) -> int:
+def _sampled_rule(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int,
+                  cc: int, ur: int, uc: int, window: int, budget: int) -> tuple[int, int]:
     """`window_fetches_sampled` as its docstring states it, on the stream written out fold by
     fold and replayed through a set (`_replay`'s): walk to the end of the first column fold
     at or past ``budget`` entries (within the first column fold, of a row fold; for
     ``COLS_TIME``, entries of each column fold's first ``min(row folds, JUMP_MIN_REPS)`` row
     folds, whole column folds only), then count the rest at the rate of the second half of
-    what was walked."""
+    what was walked; returns the count and the words fetched on the stretch the rate is
+    measured on (``inf`` where the sample covers the stream)."""
     tc = 3 - rc - cc
     s_r, s_c, t_len = size[rc], size[cc], size[tc]
     f_r = -(-s_r // ur)
@@ -399,24 +400,46 @@ def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, 
                     half = (walked, fetched)
                 if walked >= budget:
                     h = half if half[0] < walked else (0, 0)
-                    return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
+                    return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked)), fetched - h[1]
         col_marks.append((walked, fetched))
         cost += min(f_r, sw.JUMP_MIN_REPS) * min(uc, s_c - y0) * t_len if mode == sw.COLS_TIME else 0
         if (cost if mode == sw.COLS_TIME else walked) >= budget and walked < total:
             u = len(col_marks) - 1
             h = col_marks[u // 2] if u >= 2 else (half if half is not None and half[0] < walked else (0, 0))
-            return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked))
+            return fetched + round((fetched - h[1]) / (walked - h[0]) * (total - walked)), fetched - h[1]
     assert walked == total
-    return fetched
+    return fetched, 1 << 62
+
+
+def _sampled_reference(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int,
+                       cc: int, ur: int, uc: int, window: int, budget: int, min_windows: int, walked: int) -> int:
+    """`window_fetches_sampled` with its guard: the walk's count (``walked``) where the walk
+    costs at most `SAMPLE_MAX_WALK_FACTOR` times ``budget`` (the operand's entries, a
+    ``ROWS_TIME`` pass per column fold up to four, a ``COLS_TIME`` chunk on up to four row
+    folds per column fold) and either the sample cannot hold ``min_windows`` windows
+    (``ROWS_TIME`` and ``STATIONARY``, ``budget < 2 min_windows window``) or its rate's
+    stretch fetched fewer than ``min_windows * window`` words; else `_sampled_rule`'s count."""
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    f_r, f_c = -(-s_r // ur), -(-s_c // uc)
+    cost = (s_r * t_len * min(f_c, 4) if mode == sw.ROWS_TIME else s_c * t_len * min(f_r, 4)
+            if mode == sw.COLS_TIME else s_r * s_c)
+    ok = cost <= sw.SAMPLE_MAX_WALK_FACTOR * budget
+    if ok and mode != sw.COLS_TIME and budget < 2 * min_windows * window:
+        return walked
+    got, words = _sampled_rule(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, budget)
+    return walked if ok and words < min_windows * window else got
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(streams(), st.floats(0.0, 1.2))
-def test_sampled_count_follows_its_rule_and_is_exact_over_the_whole_stream(case, q):
-    """`window_fetches_sampled` (a walked sample, the rest at its second half's rate) equals
-    its rule replayed in Python (`_sampled_reference`) on every stream mode, padded and
-    strided layers and samples of a fraction ``q`` of the stream; a sample that covers the
-    stream gives the walk's count, exactly."""
+@given(streams(), st.floats(0.0, 1.2), st.sampled_from([0, 1, 3, None]))
+def test_sampled_count_follows_its_rule_and_is_exact_over_the_whole_stream(case, q, min_windows):
+    """`window_fetches_sampled` (a walked sample, the rest at its second half's rate, unless
+    the rate's stretch holds too few windows' worth of words: then the walk) equals its rule
+    replayed in Python (`_sampled_reference`) on every stream mode, padded and strided
+    layers, samples of a fraction ``q`` of the stream and guards of 0 (none), 1, 3 and
+    `SAMPLE_MIN_WINDOWS` (None) windows; a sample that covers the stream gives the walk's
+    count, exactly."""
     prob, lay, rc, cc, ur, uc, order, window = case
     mode, args = _arrays(prob, lay, rc, cc, order)
     a_off, b_off, stamp, size = sw._stream_arrays(*args)
@@ -424,8 +447,126 @@ def test_sampled_count_follows_its_rule_and_is_exact_over_the_whole_stream(case,
     total = (-(-size[cc] // uc) * size[rc] * size[tc] if mode == sw.ROWS_TIME else
              -(-size[rc] // ur) * size[cc] * size[tc] if mode == sw.COLS_TIME else size[rc] * size[cc])
     budget = max(1, int(q * total))
-    got = sw.window_fetches_sampled(*args, mode, rc, cc, ur, uc, window, budget)
-    assert got == _sampled_reference(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, budget)
+    walked = _count(args, mode, rc, cc, ur, uc, window, jump=True)
+    old = sw.SAMPLE_MIN_WINDOWS
+    sw.SAMPLE_MIN_WINDOWS = old if min_windows is None else min_windows
+    sw.window_fetches_sampled.cache_clear()
+    try:
+        got = sw.window_fetches_sampled(*args, mode, rc, cc, ur, uc, window, budget)
+        want = _sampled_reference(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window, budget,
+                                  sw.SAMPLE_MIN_WINDOWS, walked)
+    finally:
+        sw.SAMPLE_MIN_WINDOWS = old
+        sw.window_fetches_sampled.cache_clear()
+    assert got == want
+    event("walked" if got == walked else "sampled")
     if budget >= total:
         event("whole stream")
-        assert got == _count(args, mode, rc, cc, ur, uc, window, jump=True)
+        assert got == walked
+
+
+def _stream(a_off: np.ndarray, b_off: np.ndarray, stamp: np.ndarray, mode: int, size: list[int], rc: int, cc: int,
+            ur: int, uc: int) -> list[int]:
+    """The demand stream written out entry by entry (`_replay`'s order), -1 for no word."""
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    out: list[int] = []
+    for y0 in range(0, s_c, uc):
+        for x0 in range(0, s_r, ur):
+            nx, ny = min(ur, s_r - x0), min(uc, s_c - y0)
+            if mode == sw.STATIONARY:
+                out += [a_off[a] + b_off[b] for a in range(x0 + nx - 1, x0 - 1, -1) for b in range(y0, y0 + ny)]
+                continue
+            base, n = (x0, nx) if mode == sw.ROWS_TIME else (y0, ny)
+            out += [a_off[base + c] + b_off[d - c] for d in range(t_len + n - 1)
+                    for c in range(max(0, d - t_len + 1), min(d, n - 1) + 1)]
+    return [a if stamp[a] >= 0 else -1 for a in out]
+
+
+def _epochs(stream: list[int], start: int, window: int) -> tuple[list[int], list[int]]:
+    """The window walked from an empty state at entry ``start``: where each epoch starts
+    (``start`` first), and the words fetched before each entry from ``start`` on (one more
+    entry: the total at the end)."""
+    starts, fetched = [start], [0]
+    seen: set[int] = set()
+    for i in range(start, len(stream)):
+        a = stream[i]
+        n = fetched[-1]
+        if a >= 0 and a not in seen:
+            seen.add(a)
+            n += 1
+            if len(seen) == window:
+                seen = set()
+                starts.append(i + 1)
+        fetched.append(n)
+    return starts, fetched
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.floats(0.0, 1.0), st.floats(0.0, 1.0), st.floats(0.0, 1.0))
+def test_a_lead_in_interleaves_with_the_walk_and_counts_within_three_windows(case, qa, qx, qy):
+    """The guard of `window_fetches_sampled` (module docstring, "Samples"): the window walked
+    from an empty state at any entry ``a`` (a lead-in) resets in step with the walk from the
+    stream's start, one reset apart at most (epoch starts ``T_{k+j} <= A_j <= T_{k+j+1}``,
+    ``T_k <= a < T_{k+1}``: where an epoch ends never moves back as its start moves on); so
+    on any stretch ``[x, y)`` after ``a`` the two count within three windows of each other,
+    and once an epoch of the lead-in starts where one of the walk's does, the two are the
+    same walk from there (same window state at every later entry, same count)."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    stream = _stream(a_off, b_off, stamp, mode, size, rc, cc, ur, uc)
+    n = len(stream)
+    a = int(qa * (n - 1))
+    x = a + int(qx * (n - a))
+    y = x + int(qy * (n - x))
+    t_starts, t_fetched = _epochs(stream, 0, window)
+    l_starts, l_fetched = _epochs(stream, a, window)
+    assert t_fetched[-1] == _replay(a_off, b_off, stamp, mode, size, rc, cc, ur, uc, window)
+    k = max(i for i, p in enumerate(t_starts) if p <= a)
+    for j, p in enumerate(l_starts):
+        assert t_starts[k + j] <= p, (j, p)
+        if k + j + 1 < len(t_starts):
+            assert p <= t_starts[k + j + 1], (j, p)
+    walk = t_fetched[y] - t_fetched[x]
+    lead = l_fetched[y - a] - l_fetched[x - a]
+    assert abs(walk - lead) < 3 * max(window, 1), (walk, lead)
+    met = next((p for p in l_starts if p in set(t_starts)), None)
+    if met is not None and met <= x:
+        event("the lead-in met the walk")
+        assert walk == lead
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.integers(1, 20), st.integers(0, 30))
+def test_fill_unit_writes_the_units_stream(case, chunk, u):
+    """`_fill_unit` (its straight line for one-entry diagonals, head triangle, full diagonals a
+    column at a time or a diagonal at a time, tail triangle, and the general loop) writes a
+    unit's entries in the stream's order, -1 for no word, whether the word lookup is skipped
+    (every address a word) or not: against the stream written out in Python (`_stream`),
+    chunks of 1 to 20 (diagonals shorter and longer than the 8 of the column-at-a-time path,
+    and than the time class)."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    if mode == sw.STATIONARY:
+        return
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    tc = 3 - rc - cc
+    s_r, s_c, t_len = size[rc], size[cc], size[tc]
+    if mode == sw.ROWS_TIME:
+        ur, uc, u = min(chunk, s_r), s_c, 0
+        want = _stream(a_off, b_off, stamp, mode, size, rc, cc, ur, uc)
+    else:
+        ur, uc = s_r, min(chunk, s_c)
+        u = u % -(-s_c // uc)
+        want = _stream(a_off, b_off, stamp, mode, size, rc, cc, ur, uc)
+        start = sum(min(uc, s_c - v * uc) * t_len for v in range(u))
+        want = want[start:start + min(uc, s_c - u * uc) * t_len]
+    every = bool((stamp >= 0).all())
+    for skip in ((True, False) if every else (False,)):
+        out = np.full(len(want) + 3, -7, dtype=np.int32)
+        n = sw._fill_unit(a_off, b_off, stamp, mode, s_r, s_c, ur, uc, t_len, u, out, skip)
+        assert n == len(want)
+        assert out[:n].tolist() == want
+        assert (out[n:] == -7).all()
+    assert sw._all_words(stamp) == every
