@@ -52,6 +52,10 @@ its part 14d alone (``_TWO_LEVEL``).
 offsets exactly where the strides are known, ``_USE_DISTINCT_EXACT``, and the tensors that bypass
 level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_BYPASS``);
 ``distinct-off`` and ``joint-off`` leave out one part each.
+``--versions arg1718-off arg1718-on`` compares the bound without and with arguments 17 (argument
+15b at its least over the splits of the open products between levels 1 and 0, ``_USE_JOINT_SPLIT``)
+and 18 (the most instances the open spatial factors can reach, ``_USE_SPATIAL_MOST``);
+``split-off`` and ``most-off`` leave out one part each.
 
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
@@ -133,7 +137,20 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"},
     # argument 16 (each instance of a known level takes in at least the union of its own tiles), off and on
     "arg16-off": {"loopnest_bounds._USE_INSTANCE_WORDS": False},
-    "arg16-on": {"loopnest_bounds._USE_INSTANCE_WORDS": True}}
+    "arg16-on": {"loopnest_bounds._USE_INSTANCE_WORDS": True},
+
+
+    # argument 17 (argument 15b over the level-1/level-0 splits of the open products too) and
+    # argument 18 (the most instances the spatial factors still open can reach), off and on
+    "arg1718-off": {"loopnest_bounds._USE_JOINT_SPLIT": False, "loopnest_bounds._USE_SPATIAL_MOST": False},
+    "arg1718-on": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
+                   "loopnest_bounds._JOINT_SPLIT_CHOSEN": False},
+    # their parts alone, the other on
+    "split-off": {"loopnest_bounds._USE_JOINT_SPLIT": False, "loopnest_bounds._USE_SPATIAL_MOST": True},
+    "most-off": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": False},
+    # argument 17 also where some dims' level-1 factors are chosen (both on)
+    "split-chosen": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
+                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -27,7 +27,7 @@ from numba import njit
 
 from accelmap._typing import FloatArray
 
-__all__ = ["order_least", "two_level_least", "two_level_least_many"]
+__all__ = ["order_least", "two_level_least", "two_level_least_many", "two_level_split_least"]
 
 _JIT: dict[str, Any] = {"cache": True}
 
@@ -482,3 +482,94 @@ def two_level_least_many(span: FloatArray, coef: FloatArray, w: FloatArray, n1: 
     return _two_level_least_many(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(w, dtype=np.float64),
                                  f(n1, dtype=np.float64), f(s1, dtype=np.float64), f(n0, dtype=np.float64),
                                  f(s0, dtype=np.float64))
+
+
+@njit(**_JIT)
+def _two_level_split_least(span0: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                           fixed1: FloatArray, kcoef: FloatArray, cap: float,
+                           most: int) -> FloatArray:  # pragma: no cover - compiled
+    n, D = o.shape
+    K, C, _ = kcoef.shape
+    out = np.full(n, np.inf)
+    divs = np.ones((D, 64))
+    nd = np.ones(D, dtype=np.int64)
+    at = np.zeros(D, dtype=np.int64)
+    n1 = np.ones((1, D))
+    n0 = np.ones((1, D))
+    t1 = np.ones((1, D))
+    for i in range(n):
+        count = 1
+        for d in range(D):
+            if fixed1[i, d] > 0.0:
+                divs[d, 0] = fixed1[i, d]
+                nd[d] = 1
+            else:
+                v = int(o[i, d])
+                m = 0
+                for x in range(1, v + 1):
+                    if v % x == 0:
+                        if m < 64:
+                            divs[d, m] = x
+                        m += 1
+                nd[d] = m
+            count *= nd[d]
+        if count > most or nd.max() > 64:
+            out[i] = -1.0  # too many splits: no bound here
+            continue
+        for d in range(D):
+            at[d] = 0
+        for _ in range(count):
+            for d in range(D):
+                n1[0, d] = divs[d, at[d]]
+                n0[0, d] = o[i, d] / n1[0, d]
+                t1[0, d] = s1[i, d] * n1[0, d]
+            need = 0.0
+            for t in range(K):
+                fp = 1.0
+                for c in range(C):
+                    sp = 1.0
+                    for d in range(D):
+                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
+                    fp *= sp
+                need += fp
+            if need <= cap:
+                v = _two_level_least_many(span0[i:i + 1], coef, w[i:i + 1], n1, s1[i:i + 1], n0, t1)[0]
+                if v < out[i]:
+                    out[i] = v
+            d = 0
+            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
+                at[d] += 1
+                if at[d] < nd[d]:
+                    break
+                at[d] = 0
+                d += 1
+    return out
+
+
+def two_level_split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                          fixed1: FloatArray, kcoef: FloatArray, cap: float, most: int) -> FloatArray:
+    """(n,) argument 17 of `loopnest_bounds`: the least of `two_level_least_many` over the
+    splits of each dim's temporal product ``o`` over levels 0 and 1 into level 1's factor
+    ``n1`` (a divisor of ``o``, or ``fixed1`` where that is > 0) and level 0's ``o / n1``, with
+    level 1's tile ``s1 n1`` (the strides of level 0's loops) holding the tensors of ``kcoef``
+    in ``cap`` words; inf where no split fits, -1 where a row has more than ``most`` splits
+    (not bounded).
+
+    Parameters
+    ----------
+    span, coef, w
+        As `two_level_least_many`: (n, T, C) spans over the keepers' tiles, (T, C, D)
+        coefficients, (n, T) energies per delivered word.
+    s1
+        (n, D) the strides of level 1's loops (its spatial factors times level 2's tile).
+    o, fixed1
+        (n, D) each dim's temporal product over levels 0 and 1, and its level-1 factor where
+        already chosen (0 where open).
+    kcoef, cap
+        (K, C, D) the coordinate coefficients of the tensors level 1 keeps, and its capacity
+        in words (inf: unbounded).
+    """
+    f = np.ascontiguousarray
+    return _two_level_split_least(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(w, dtype=np.float64),
+                                  f(s1, dtype=np.float64), f(o, dtype=np.float64), f(fixed1, dtype=np.float64),
+                                  f(kcoef, dtype=np.float64), float(cap), int(most))

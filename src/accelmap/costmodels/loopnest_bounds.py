@@ -483,12 +483,55 @@ Why each bound holds, for every order of every loop:
    accelerators (Chen et al., HPCA 2019), with the sharing between instances the model allows
    (eq. S's distinct offsets) counted rather than assumed perfect.
 
+17. **Argument 15b with level 1's factors open too** (`_joint_split_energy`, ``_USE_JOINT_SPLIT``).
+   At a node with level 2's tile and every spatial factor known and the temporal factors of
+   levels 0 and 1 open (``k = 2``; level 0 without fanout, each dim's outer product one value,
+   so its temporal product over levels 0 and 1 is one value ``o_d``), every completion splits
+   each ``o_d`` into level 1's factor ``n1_d`` (a divisor) and level 0's ``o_d / n1_d``, and
+   level 1's tile is ``s1 n1`` with ``s1`` its spatial factors times level 2's tile, which must
+   hold the tensors level 1 keeps. For a completion, 15b's count holds as written (the tensors
+   that bypass level 1 into ``c >= 2`` with no factor over their dims between, their deliveries
+   fixed by the orders of levels 0 and 1; ``W_t`` needs only the spatial factors and level 2's
+   tile, known here), so the energy of their level-0 reads and keeper fills is at least the
+   joint least at that completion's split, and so at least the least over every split whose
+   level-1 tile fits (`_order_kernel.two_level_split_least`: the splits enumerated, the
+   shortest path of `two_level_least_many` at each; the dims whose level-1 factor is chosen,
+   ``next_level``, have that one). The other terms' order-free values at the node bound their
+   counts in every completion, so with the MACs this is a second bound, taken as a maximum
+   with the rest. It follows 15b (the orders of levels 0 and 1 together) and argument 14's
+   capacity-aware tiles (Orojenesis' least backing-store traffic over the tilings that fit a
+   buffer, Huang et al., ISCA 2024). On simple3's res3a_2b_s2 (pattern 14, the GLB keeping
+   outputs only) it lifts the lowest open node of the profiled plateau from 501.2 uJ (every
+   count order-free, the inputs' DRAM reads the words touched) to 1,384.9 uJ, its sub-tree's
+   least energy (`docs/performance.md`, "Arguments 17 and 18"). Rows with more than
+   ``_JOINT_SPLIT_MAX`` splits, or a dim with more than 64 divisors, are not bounded by it; by
+   default (``_JOINT_SPLIT_CHOSEN``) neither are the rows where some dims' level-1 factors are
+   chosen (their parent had it).
+18. **The spatial factors still open share the fanouts the chosen ones leave** (`_spatial_most`,
+   ``_USE_SPATIAL_MOST``). At a node whose spatial factors are chosen for some dims only (depth
+   0), argument 7 bounds the instances by the fanouts' product and by the product over dims of
+   each dim's largest spatial product, each dim taken alone. In a completion every dim's
+   factors multiply to its bound (a perfect-factor space, or one padded branch ``B'``), so an
+   open dim's spatial factor at each (level, axis) is a divisor of its bound, their product
+   divides the bound and is at most the largest its table has (``spatial_room``), and at each
+   (level, axis) the open dims' factors multiply to at most ``floor(fanout / chosen)``, the
+   chosen dims' product there. So the instances of every completion are at most the chosen
+   product times the largest product of the open dims' factors under those caps: a table over
+   the room left per (level, axis) of the largest reachable product (the reachable products of
+   the open dims built dim by dim, then a running maximum along every axis), cached per open
+   dims and fanouts, read per row. The cycles are at least the padded MACs over the instances
+   (argument 7). On simple3's res3a_2b_s2 (16x16 PEs) a node with ``R`` 3 on X and ``M`` 2 and
+   ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
+   cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
+
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
 """
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -527,6 +570,18 @@ _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known 
 _USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
 _USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
 _USE_INSTANCE_WORDS = True  # argument 16 (`_instance_words_energy`); a switch for the tests and benchmarks that measure it
+
+
+_USE_SPATIAL_MOST = True  # argument 18 (`_spatial_most`); a switch for the tests and benchmarks that measure it
+_SPATIAL_MOST_CELLS = 1 << 16  # argument 18's table over the room left per fanout is built up to this many cells
+_USE_JOINT_SPLIT = True  # argument 17 (`_joint_split_energy`); a switch for the tests and benchmarks that measure it
+# argument 17 also at the nodes where some dims' level-1 factors are chosen (about 3 in 4 of its rows on
+# simple3 L4; off: only where none is, `docs/performance.md`, "Arguments 17 and 18")
+_JOINT_SPLIT_CHOSEN = False
+_JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number at most this many
+# argument 17's least over the splits: "cpu" compiled (`_order_kernel.two_level_split_least`), "numpy" the
+# reference; the same values (tests/unit/search/test_exact.py)
+_JOINT_SPLIT_ENGINE = "cpu"
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1244,6 +1299,211 @@ def _distinct_full(dims: IntArray, a: IntArray, bounds: IntArray) -> int:
         o = 1 - u
         return min(int(a[o]) * (e[o] - 1) + e[u], e[o] * e[u])
     return 1 + sum(x - 1 for x in e)
+
+
+def _spatial_slots(bm: BoundModel) -> tuple[int, ...]:
+    """The fanouts a spatial factor can use, one per (level, axis) with more than one instance
+    (level-major, X before Y): ``fan_x[l]`` at ``2 l``, ``fan_y[l]`` at ``2 l + 1``."""
+    return tuple(int(f) for lv in range(bm.L) for f in (bm.fan_x[lv], bm.fan_y[lv]))
+
+
+@functools.lru_cache(maxsize=64)
+def _spatial_most_table(fans: tuple[int, ...], open_dims: tuple[tuple[int, int], ...]) -> IntArray | None:
+    """Argument 18's table: for the dims ``open_dims`` ((bound, room) each, spatial factors all
+    open), ``out[c]`` (an array over every vector ``c`` of room left per slot with fanout > 1,
+    ``1 <= c_i <= fans_i``) the largest product of their spatial factors over every choice
+    that fits: each dim takes at each slot a divisor of its bound, their product (over the
+    slots) dividing its bound and at most its room, and the dims' factors at each slot
+    multiply to at most ``c_i``. None where the table would be too large."""
+    slots = [i for i, f in enumerate(fans) if f > 1]
+    caps = [fans[i] for i in slots]
+    if not caps or math.prod(caps) > _SPATIAL_MOST_CELLS:
+        return None
+    reach: set[tuple[int, ...]] = {tuple(1 for _ in caps)}
+    for bound, room in open_dims:
+        divs = [x for x in range(1, bound + 1) if bound % x == 0]
+        opts: list[tuple[int, ...]] = [()]
+        for cap in caps:  # the dim's factor per slot: a divisor, the running product dividing its bound
+            opts = [o + (x,) for o in opts for x in divs if x <= cap
+                    and bound % (math.prod(o) * x) == 0 and math.prod(o) * x <= room]
+        reach = {tuple(a * x for a, x in zip(r, o, strict=True)) for r in reach for o in opts
+                 if all(a * x <= cap for a, x, cap in zip(r, o, caps, strict=True))}
+    out = np.zeros(caps, dtype=np.int64)
+    for r in reach:
+        out[tuple(x - 1 for x in r)] = max(out[tuple(x - 1 for x in r)], math.prod(r))
+    for ax in range(len(caps)):  # the most over every vector at most c: a running maximum per axis
+        np.maximum.accumulate(out, axis=ax, out=out)
+    return out
+
+
+def _spatial_most(bm: BoundModel, spatial: IntArray, spatial_room: IntArray, p_min: FloatArray,
+                  p_max: FloatArray) -> FloatArray | None:
+    """Argument 18: (n,) the most spatial instances (the product of every level's X and Y
+    factors over every dim) of any completion of nodes whose spatial factors are partly chosen.
+    ``spatial`` (n, L, D, 2) the fixed factors (ones where open), ``spatial_room`` (n, D) each
+    dim's largest spatial product (its fixed one where chosen), ``p_min``, ``p_max`` (n, D) each
+    dim's smallest and largest full product (its bound where they agree). A dim whose factors
+    are all ones is taken as open (a chosen one of all ones has room 1: no choice but ones).
+    Rows where a bound is not one value, or the table is too large, get inf (no bound)."""
+    fans = _spatial_slots(bm)
+    slots = [i for i, f in enumerate(fans) if f > 1]
+    n, L, D, _ = spatial.shape
+    out = np.full(n, np.inf)
+    if not slots:
+        return None
+    fixed = np.ones((n, len(slots)), dtype=np.int64)  # the chosen dims' product per slot
+    for j, i in enumerate(slots):
+        fixed[:, j] = spatial[:, i // 2, :, i % 2].prod(axis=1)
+    is_open = (spatial == 1).all(axis=(1, 3))  # (n, D)
+    bound = np.rint(p_min).astype(np.int64)
+    one = (p_min == p_max).all(axis=1)
+    key = np.where(is_open & (spatial_room > 1) & (bound > 1), bound * (1 << 32) + spatial_room, 0)
+    uk, inv = np.unique(key, axis=0, return_inverse=True)
+    inv = inv.ravel()
+    caps = np.array([fans[i] for i in slots], dtype=np.int64)
+    left = caps[None, :] // fixed  # room left per slot
+    base = fixed.prod(axis=1).astype(np.float64)
+    for u in range(len(uk)):
+        dims = tuple((int(v >> 32), int(v & 0xFFFFFFFF)) for v in uk[u].tolist() if v)
+        tab = _spatial_most_table(fans, dims)
+        if tab is None:
+            continue
+        sel = np.flatnonzero((inv == u) & one & (left >= 1).all(axis=1))
+        out[sel] = base[sel] * tab[tuple((left[sel] - 1).T)]
+    return out
+
+
+def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray,
+                        omax: FloatArray, next_level: IntArray | None, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
+                        terms: list[tuple[_X, float, float, FloatArray | float]],
+                        at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 17: at a node with level 2's tile and every spatial factor known and levels 0 and
+    1's temporal factors open (``k = 2``), argument 15b's bound taken at its least over the
+    splits of each dim's open temporal product ``o_d`` between level 1 (``n1_d``) and level 0
+    (``o_d / n1_d``) as well as over both levels' orders: the MACs, every term at its
+    order-free value but the level-0 reads and keeper fills of the inputs and weights kept at
+    level 0, not at 1, next at ``c >= 2`` (no factor over their dims at the levels ``2 .. c-1``),
+    and those at ``min over n1 of two_level_least_many``. Only the splits whose level-1 tile
+    fits its capacity count (every completion's does); a dim whose level-1 factor is chosen
+    (``next_level``) has that one split. ``tile`` (n, L+1, D) the known tiles; ``tt``, ``g``
+    (n, L, D) the temporal factors (known levels) and the spatial ones (fixed at every level);
+    ``omin``/``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products;
+    ``dl(t, l)`` a lower bound of distinct_l. Returns (n,) (0 on rows it does not bound, and
+    where no split fits) or None where no row qualifies."""
+    if bm.L < 3 or bm.fan[0] != 1:
+        return None
+    byp: list[tuple[int, int]] = []
+    for t in range(bm.T):
+        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
+            continue
+        keepers = np.flatnonzero(bm.keep[2:, t])
+        if len(keepers):
+            byp.append((t, int(keepers[0]) + 2))
+    if not byp:
+        return None
+    n, D = omin.shape
+    oks = np.ones((len(byp), n), dtype=bool)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        for lv in range(2, c):
+            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    o = omin / (g[:, 0] * g[:, 1])  # each dim's temporal product over levels 0 and 1
+    rows_ok = oks.any(axis=0) & (omin == omax).all(axis=1) & (o == np.rint(o)).all(axis=1)
+    rows = np.flatnonzero(rows_ok)
+    if not len(rows):
+        return None
+    chosen = np.zeros(D, dtype=bool) if next_level is None or next_chosen is None else np.asarray(next_chosen)
+    if chosen.any() and not _JOINT_SPLIT_CHOSEN:
+        return None
+    free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    base = bm.mac_energy_pj + np.sum(free, axis=0)
+    C = bm.coef_fp.shape[1]
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)[[t for t, _ in byp]]
+    w = np.zeros((n, len(byp)))
+    span = np.ones((n, len(byp), C))
+    for i, (t, c) in enumerate(byp):
+        ok = oks[i]
+        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        base = base - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    s1 = g[:, 1] * tile[:, 2]
+    fixed1 = np.zeros((len(rows), D))
+    if chosen.any() and next_level is not None:  # a chosen dim: its level-1 factor (one split)
+        fixed1[:, chosen] = next_level[rows][:, chosen, 0]
+    kcoef = np.asarray(bm.coef_fp, dtype=np.float64)[bm.keep[1]]
+    least = _split_least_memo(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]))
+    alt = np.zeros(n)
+    alt[rows] = np.where(np.isfinite(least) & (least >= 0.0), base[rows] + least, 0.0)
+    return alt
+
+
+_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 17's least per row, per (coefficients, capacity)
+_SPLIT_MEMO_ROWS = 1 << 20  # a table is emptied when it holds this many rows
+
+
+def _split_least_memo(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                      fixed1: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+    """`_split_least` with each row's value kept (``_SPLIT_MEMO``, keyed by the row's inputs
+    byte for byte): nodes of different keep patterns and branches often share level 2's tile,
+    the spatial factors and the open products (on simple3 L4, 27,963 distinct ones among 69,126
+    rows in 8 CPU s). The same values as `_split_least`."""
+    n = len(o)
+    table = _SPLIT_MEMO.setdefault(coef.tobytes() + kcoef.tobytes() + np.float64(cap).tobytes(), {})
+    if len(table) > _SPLIT_MEMO_ROWS:
+        table.clear()
+    rows = np.ascontiguousarray(np.concatenate([span.reshape(n, -1), w, s1, o, fixed1], axis=1))
+    keys = [r.tobytes() for r in rows]
+    out = np.empty(n)
+    todo = []
+    for i, key in enumerate(keys):
+        v = table.get(key)
+        if v is None:
+            todo.append(i)
+        else:
+            out[i] = v
+    if todo:
+        sel = np.asarray(todo)
+        got = _split_least(span[sel], coef, w[sel], s1[sel], o[sel], fixed1[sel], kcoef, cap)
+        out[sel] = got
+        for i, v in zip(todo, got.tolist(), strict=True):
+            table[keys[i]] = v
+    return out
+
+
+def _split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                 fixed1: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+    """Argument 17's least (`_order_kernel.two_level_split_least`, ``_JOINT_SPLIT_ENGINE =
+    "cpu"``) or its readable reference (``"numpy"``): every split of each dim's product ``o``
+    into a level-1 factor ``n1`` (a divisor; ``fixed1`` where > 0) and level 0's ``o / n1``
+    enumerated, those whose level-1 tile ``s1 n1`` holds the tensors of ``kcoef`` in ``cap``
+    words kept, `two_level_least_many` at each; inf where none fits, -1 where a row has more
+    than ``_JOINT_SPLIT_MAX`` splits (not bounded)."""
+    from accelmap.costmodels._order_kernel import two_level_least_many, two_level_split_least
+
+    if _JOINT_SPLIT_ENGINE == "cpu":
+        return two_level_split_least(span, coef, w, s1, o, fixed1, kcoef, cap, _JOINT_SPLIT_MAX)
+    n, D = o.shape
+    out = np.full(n, np.inf)
+    for i in range(n):
+        choices = [[float(fixed1[i, d])] if fixed1[i, d] > 0 else
+                   [float(x) for x in range(1, int(o[i, d]) + 1) if int(o[i, d]) % x == 0] for d in range(D)]
+        if math.prod(len(ch) for ch in choices) > _JOINT_SPLIT_MAX or max(len(ch) for ch in choices) > 64:
+            out[i] = -1.0
+            continue
+        n1 = np.array(list(itertools.product(*choices)), dtype=np.float64).reshape(-1, D)
+        t1 = s1[i][None, :] * n1
+        need = np.zeros(len(n1))
+        for kc in kcoef:
+            need += np.prod(1.0 + ((t1[:, None, :] - 1.0) * kc[None]).sum(axis=2), axis=1)
+        fit = need <= cap
+        if fit.any():
+            r = np.zeros(int(fit.sum()), dtype=np.int64) + i
+            out[i] = two_level_least_many(span[r], coef, w[r], n1[fit], s1[r], o[r] / n1[fit], t1[fit]).min()
+    return out
 
 
 def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
@@ -2748,6 +3008,11 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                                    terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
+    if _USE_JOINT_SPLIT and k == 2 and sp_known:
+        # argument 17: argument 15b at its least over the level-1/level-0 splits of the open products too
+        alt = _joint_split_energy(bm, tile, tt, g, omin, omax, next_level, next_chosen, used, dl_lb, terms, at)
+        if alt is not None:
+            energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
         # level 1's tile is open: at least the known tile times the fixed spatial factors of
         # levels 1 .. k-1 and the temporal factors chosen at level k-1
@@ -2800,6 +3065,10 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     room = _prod(spatial_room.astype(np.float64), 1) if spatial_room is not None and not sp_known else None
     if room is not None:
         spatial_max = np.minimum(spatial_max, room)
+        most = _spatial_most(bm, spatial, spatial_room, p_min, p_max) \
+            if _USE_SPATIAL_MOST and spatial is not None and spatial_room is not None else None
+        if most is not None:  # argument 18: the spatial factors still open share the fanouts left
+            spatial_max = np.minimum(spatial_max, most)
     cycles = np.maximum(steps, np.ceil(_prod(p_min, 1) / spatial_max))
     # bandwidth: the model's cycles are at least one instance's reads (writes) of a level over
     # its read (write) bandwidth, and one instance does 1/inst[p] of the level's words;
