@@ -481,7 +481,9 @@ Why each bound holds, for every order of every loop:
    its instance's words already. This is the per-instance form of the data a processing element
    must receive for its own MACs, as in the communication lower bounds of convolution
    accelerators (Chen et al., HPCA 2019), with the sharing between instances the model allows
-   (eq. S's distinct offsets) counted rather than assumed perfect.
+   (eq. S's distinct offsets) counted rather than assumed perfect. Case (ii) runs only where
+   ``c``'s capacity is at most ``_INSTANCE_WORDS_MAX_ROOM`` words (leaving a floor out only
+   weakens the bound): a large buffer's tiles are many to enumerate on every row.
 
 17. **Argument 15b with level 1's factors open too** (`_joint_split_energy`, ``_USE_JOINT_SPLIT``).
    At a node with level 2's tile and every spatial factor known and the temporal factors of
@@ -570,6 +572,11 @@ _DRAM_ORDER_KNOWN = True  # argument 14c at the nodes with level 1's tile known 
 _USE_DISTINCT_EXACT = True  # argument 15 (`_distinct_exact`); a switch for the tests and benchmarks that measure it
 _USE_JOINT_BYPASS = True  # argument 15b (`_joint_bypass_energy`); a switch for the tests and benchmarks that measure it
 _USE_INSTANCE_WORDS = True  # argument 16 (`_instance_words_energy`); a switch for the tests and benchmarks that measure it
+# argument 16 at an open level only where its capacity is at most this many words: the tiles of a
+# larger buffer are many to enumerate per row (simba-like's 8,192- and 32,768-word PE buffers made
+# conv1's proof 4.8x slower and left block2_2_dw open) and a loose floor there lifts little;
+# skipping a floor only weakens the bound (docs/performance.md, "End of the round of arguments 16-18")
+_INSTANCE_WORDS_MAX_ROOM = 1024
 
 
 _USE_SPATIAL_MOST = True  # argument 18 (`_spatial_most`); a switch for the tests and benchmarks that measure it
@@ -1170,6 +1177,8 @@ def _instance_words_floors(bm: BoundModel, k: int, tile: FloatArray, tt: FloatAr
             room = np.full(n, np.inf)
         elif not np.isfinite(bm.capacity[c]) or np.prod(bm.fan[:c]) == 1:
             continue  # one instance (its touched words are charged already), or every tile of c allowed
+        elif bm.capacity[c] > _INSTANCE_WORDS_MAX_ROOM:
+            continue  # a large buffer: its tiles cost much to enumerate and lift little (a weaker bound)
         else:
             tc0 = tile[:, k] * _prod(gs[:, c:k], 1)
             ostr0 = gs[:, c - 1] * tc0
