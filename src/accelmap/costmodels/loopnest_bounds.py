@@ -1062,6 +1062,22 @@ def _two_level_bypass(bm: BoundModel, tab: TrafficTable, tile: FloatArray, n1: F
     return out
 
 
+def _level1_bypassers(bm: BoundModel) -> list[tuple[int, int]]:
+    """(tensor, its next keeper below level 1) for every input kept at level 0, not at level 1
+    and kept again below (arguments 15b and 17); none where the arch has fewer than three levels
+    or level 0 fans out."""
+    if bm.L < 3 or bm.fan[0] != 1:
+        return []
+    byp: list[tuple[int, int]] = []
+    for t in range(bm.T):
+        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
+            continue
+        keepers = np.flatnonzero(bm.keep[2:, t])
+        if len(keepers):
+            byp.append((t, int(keepers[0]) + 2))
+    return byp
+
+
 def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
                          tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
                          terms: list[tuple[_X, float, float, FloatArray | float]],
@@ -1078,15 +1094,7 @@ def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: F
     here). None where fewer than two tensors bypass level 1 or level 0 has a fanout."""
     from accelmap.costmodels._order_kernel import two_level_least_many
 
-    if bm.L < 3 or bm.fan[0] != 1:
-        return None
-    byp: list[tuple[int, int]] = []
-    for t in range(bm.T):
-        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
-            continue
-        keepers = np.flatnonzero(bm.keep[2:, t])
-        if len(keepers):
-            byp.append((t, int(keepers[0]) + 2))
+    byp = _level1_bypassers(bm)
     if len(byp) < 2:
         return None
     n = len(tile)
@@ -1399,15 +1407,7 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     ``omin``/``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products;
     ``dl(t, l)`` a lower bound of distinct_l. Returns (n,) (0 on rows it does not bound, and
     where no split fits) or None where no row qualifies."""
-    if bm.L < 3 or bm.fan[0] != 1:
-        return None
-    byp: list[tuple[int, int]] = []
-    for t in range(bm.T):
-        if t == bm.output or not bm.keep[0, t] or bm.keep[1, t]:
-            continue
-        keepers = np.flatnonzero(bm.keep[2:, t])
-        if len(keepers):
-            byp.append((t, int(keepers[0]) + 2))
+    byp = _level1_bypassers(bm)
     if not byp:
         return None
     n, D = omin.shape
