@@ -2353,6 +2353,22 @@ def test_instance_words_term_made_stronger_exceeds_some_mapping(case, monkeypatc
     assert violations > 0
 
 
+@pytest.mark.parametrize("case", list(_ARG16_CASES))
+def test_instance_words_room_guard_only_leaves_floors_out(case, monkeypatch) -> None:
+    """`_INSTANCE_WORDS_MAX_ROOM` skips argument 16's open-level case at larger buffers: with it at
+    0 (every buffer over it) the bound stays admissible on the whole space, and the term lifts
+    fewer node rows than with the default guard (every buffer of these cases is under 1,024
+    words), so the guard is what decides whether the case runs."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    prob, arch = _ARG16_CASES[case]
+    _, lifted = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
+    monkeypatch.setattr(lbm, "_INSTANCE_WORDS_MAX_ROOM", 0)
+    violations, lifted_guarded = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
+    assert violations == 0
+    assert lifted_guarded < lifted
+
+
 _ARG17_CASES = {
     "strided-3x3": _ARG15_CASES["strided-3x3"],
     "strided-3x3-small-glb": _ARG15_CASES["strided-3x3-small-glb"],
