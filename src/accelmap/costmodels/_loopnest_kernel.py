@@ -796,8 +796,8 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
           np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     mark = _zeros_mark(consts) if counts and buffers is not None else None
     if specialised:
-        threads = _threads()
-        use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
+        threads = _threads() if parallel and n >= _PARALLEL_MIN_ROWS else 1
+        use_threads = threads > 1
         n_blocks = threads * 4 if use_threads else 1
         zeroed = False
         sc, one_row = _scratch_from(scratch_buffers, n_blocks, L, D, T, C, grid)

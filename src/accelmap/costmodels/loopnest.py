@@ -125,6 +125,8 @@ class LoopNestModel:
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
         self._buffers: object = None  # the cpu engine's counts arrays (`_buffers.OutputBuffers`)
         self._scratch: object = None  # the cpu engine's scratch arrays (`_loopnest_kernel.ThreadScratch`)
+        self._fracs: dict[int, tuple[Problem, FloatArray | None]] = {}  # `_existing_fraction` per problem
+        self._labels: dict[tuple[int, int], tuple[Problem, Arch, tuple]] = {}  # `_names` per (problem, arch)
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -177,7 +179,7 @@ class LoopNestModel:
                                 "(imperfect factorization): use engine cpu or numpy for them")
         spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
         m = self._evaluate_exact(problem, arch, mappings, spec)
-        padded = self._padded(problem, mappings, m.reason) if shapes_ok else None
+        padded = self._padded(problem, mappings, m.reason, m.valid) if shapes_ok else None
         if padded is None:
             return m
         # imperfect factorizations: each group on its padded iteration space
@@ -204,13 +206,19 @@ class LoopNestModel:
         return self._evaluate_numpy(problem, arch, mappings)
 
     @staticmethod
-    def _padded(problem: Problem, mappings: MappingBatch, reason: IntArray) -> tuple[IntArray, IntArray] | None:
-        """The rows of a batch evaluated on ``problem`` (``reason``: their reason codes) that
-        are counted on a padded iteration space instead, and their factor products (m, D); None
-        when there are none. Only rows that ``problem`` marks ``FACTORS`` can be padded (their
-        factor products differ from its bounds), so the products are formed for those rows
-        alone: formed for every row of a batch (``prod(axis=(1, 3))``), they cost more than
-        the compiled rows themselves (about 0.7 us a row, res2a_branch2b on eyeriss-like)."""
+    def _padded(problem: Problem, mappings: MappingBatch, reason: IntArray,
+                valid: BoolArray) -> tuple[IntArray, IntArray] | None:
+        """The rows of a batch evaluated on ``problem`` (``reason``, ``valid``: their reason
+        codes and validity) that are counted on a padded iteration space instead, and their
+        factor products (m, D); None when there are none. Only rows that ``problem`` marks
+        ``FACTORS`` can be padded (their factor products differ from its bounds), so the
+        products are formed for those rows alone: formed for every row of a batch
+        (``prod(axis=(1, 3))``), they cost more than the compiled rows themselves (about 0.7 us
+        a row, res2a_branch2b on eyeriss-like). A batch of legal rows only is answered from
+        ``valid`` (contiguous booleans: about 1 us at 10,000 rows, against 25-40 us for the
+        scan of the strided reason codes)."""
+        if valid.all():
+            return None
         cand = np.flatnonzero(reason == int(Reason.FACTORS))
         if not cand.size:
             return None
@@ -244,7 +252,21 @@ class LoopNestModel:
                                                    specialised=self._specialise(problem, arch, len(mappings))
                                                    if specialised is None else specialised, buffers=self._buffers,
                                                    scratch_buffers=self._scratch_buffers())
-        return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
+        macs, level_names, tensor_names = self._names(problem, arch)
+        return Metrics(**out, macs=macs, level_names=level_names, tensor_names=tensor_names)
+
+    def _names(self, problem: Problem, arch: Arch) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+        """The MACs, level names and tensor names a `Metrics` of (problem, arch) carries, kept
+        per pair (each a property that builds its value anew: about 3 us a call)."""
+        key = (id(problem), id(arch))
+        hit = self._labels.get(key)
+        if hit is not None and hit[0] is problem and hit[1] is arch:
+            return hit[2]
+        got = (problem.macs, arch.level_names, problem.tensor_names)
+        if len(self._labels) > 1024:
+            self._labels.clear()
+        self._labels[key] = (problem, arch, got)
+        return got
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure:
@@ -266,9 +288,21 @@ class LoopNestModel:
             self._scratch = ThreadScratch()
         return self._scratch
 
-    @staticmethod
-    def _existing_fraction(problem: Problem) -> FloatArray | None:
-        return problem.existing_fraction() if problem.has_padding else None
+    def _existing_fraction(self, problem: Problem) -> FloatArray | None:
+        """`Problem.existing_fraction` (None without padding), read-only, kept per problem: a
+        call of the problem's own costs about 15 us (it hashes the problem for its cache and
+        copies), 1.5 ns a row of a 10,000-row batch."""
+        hit = self._fracs.get(id(problem))
+        if hit is not None and hit[0] is problem:
+            return hit[1]
+        frac = problem.existing_fraction() if problem.has_padding else None
+        if frac is not None:
+            frac = np.ascontiguousarray(frac, dtype=np.float64)
+            frac.setflags(write=False)
+        if len(self._fracs) > 1024:
+            self._fracs.clear()
+        self._fracs[id(problem)] = (problem, frac)
+        return frac
 
     def evaluate_objective(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> ObjectiveMetrics:
         """Cycles, energy, validity and reason of every mapping, without the per-level counts.
@@ -282,7 +316,7 @@ class LoopNestModel:
         if self.engine == "cpu" and shapes_ok:
             spec = self._specialise(problem, arch, len(mappings))
             res = self._objective_exact(problem, arch, mappings, spec)
-            padded = self._padded(problem, mappings, res.reason)
+            padded = self._padded(problem, mappings, res.reason, res.valid)
             if padded is not None:
                 self._objective_padded(problem, arch, mappings, *padded, spec, res)
             return res
