@@ -68,6 +68,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+import threading
 from typing import ClassVar
 
 import numpy as np
@@ -127,6 +128,12 @@ class LoopNestModel:
         self._scratch: object = None  # the cpu engine's scratch arrays (`_loopnest_kernel.ThreadScratch`)
         self._fracs: dict[int, tuple[Problem, FloatArray | None]] = {}  # `_existing_fraction` per problem
         self._labels: dict[tuple[int, int], tuple[Problem, Arch, tuple]] = {}  # `_names` per (problem, arch)
+        self._plan: tuple | None = None  # (problem, arch, `_loopnest_kernel.SerialPlan`) of the last serial call
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_plan"] = None  # (compiled rows and this thread's scratch: made again where it is used)
+        return state
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -178,7 +185,9 @@ class LoopNestModel:
                                 f"every bound exactly; {n_padded} of {len(mappings)} rows are padded "
                                 "(imperfect factorization): use engine cpu or numpy for them")
         spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
-        m = self._evaluate_exact(problem, arch, mappings, spec)
+        m = self._serial(problem, arch, mappings, True) if spec and shapes_ok else None
+        if m is None:
+            m = self._evaluate_exact(problem, arch, mappings, spec)
         padded = self._padded(problem, mappings, m.reason, m.valid) if shapes_ok else None
         if padded is None:
             return m
@@ -255,6 +264,37 @@ class LoopNestModel:
         macs, level_names, tensor_names = self._names(problem, arch)
         return Metrics(**out, macs=macs, level_names=level_names, tensor_names=tensor_names)
 
+    def _serial(self, problem: Problem, arch: Arch, mappings: MappingBatch,
+                counts: bool) -> Metrics | ObjectiveMetrics | None:
+        """Every row on ``problem`` itself on the specialised driver, when the batch runs on
+        this thread alone (`_loopnest_kernel.serial`), through the `SerialPlan` of (problem,
+        arch) kept from the last such call: `_evaluate_kernel` (``counts``) or
+        `_objective_exact` in fewer Python steps, the same rows on the same arrays. None where
+        it does not apply (a batch that runs threaded)."""
+        from accelmap.costmodels import _loopnest_kernel as lk
+
+        if not lk.serial(mappings.temporal.shape[0]):
+            return None
+        plan = self._plan
+        if plan is None or plan[0] is not problem or plan[1] is not arch or plan[2].ident != threading.get_ident():
+            plan = self._plan = (problem, arch, lk.SerialPlan(self._kernel_consts(problem, arch),
+                                                              self._existing_fraction(problem),
+                                                              self._scratch_buffers()))
+        if counts and self._buffers is None:
+            from accelmap.costmodels._buffers import OutputBuffers
+
+            self._buffers = OutputBuffers()
+        res, valid, codes, f = plan[2].run(mappings.temporal, mappings.spatial, mappings.order, mappings.keep, counts,
+                                           self._buffers)
+        if not counts:
+            return ObjectiveMetrics(cycles=res[:, 0], energy_pj=res[:, 1], valid=valid, reason=codes[:, 0],
+                                    reason_level=codes[:, 1])
+        macs, level_names, tensor_names = self._names(problem, arch)
+        return Metrics(cycles=res[:, 0], energy_pj=res[:, 1], compute_energy_pj=res[:, 2], utilization=res[:, 3],
+                       valid=valid, reason=codes[:, 0], reason_level=codes[:, 1], reads=f[0], fills=f[1],
+                       updates=f[2], energy_breakdown_pj=f[3], multicast=f[4], spatial_reductions=f[5], macs=macs,
+                       level_names=level_names, tensor_names=tensor_names)
+
     def _names(self, problem: Problem, arch: Arch) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
         """The MACs, level names and tensor names a `Metrics` of (problem, arch) carries, kept
         per pair (each a property that builds its value anew: about 3 us a call)."""
@@ -315,7 +355,9 @@ class LoopNestModel:
                                                                                   problem.n_tensors)
         if self.engine == "cpu" and shapes_ok:
             spec = self._specialise(problem, arch, len(mappings))
-            res = self._objective_exact(problem, arch, mappings, spec)
+            res = self._serial(problem, arch, mappings, False) if spec else None
+            if res is None:
+                res = self._objective_exact(problem, arch, mappings, spec)
             padded = self._padded(problem, mappings, res.reason, res.valid)
             if padded is not None:
                 self._objective_padded(problem, arch, mappings, *padded, spec, res)
