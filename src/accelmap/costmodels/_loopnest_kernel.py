@@ -695,6 +695,8 @@ def _threads() -> int:
     """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs, so
     that workers sharing a machine do not oversubscribe it)."""
     n = numba.get_num_threads()
+    if n <= 1:  # (no cap can raise it: the environment is not read, 7 us a call with cold caches)
+        return n
     cap = os.environ.get("OMP_NUM_THREADS", "").strip()
     return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
 
@@ -760,10 +762,9 @@ def _zeros_mark(consts: KernelConsts) -> tuple:
 def _read_only_views(cnt: FloatArray) -> tuple[FloatArray, ...]:
     """The six (n, L, T) fields of ``cnt``, read-only: a buffer whose zero entries are marked
     (`_counts_array`) must not be written by the `Metrics` that holds it."""
-    views = tuple(cnt[:, q] for q in range(6))
-    for v in views:
-        v.flags.writeable = False
-    return views
+    ro = cnt.view()
+    ro.flags.writeable = False  # (a view of a read-only view is read-only: one flag set, not six)
+    return tuple(ro[:, q] for q in range(6))
 
 
 class SerialPlan:

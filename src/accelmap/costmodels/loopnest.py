@@ -271,8 +271,7 @@ class LoopNestModel:
         arch) kept from the last such call: `_evaluate_kernel` (``counts``) or
         `_objective_exact` in fewer Python steps, the same rows on the same arrays. None where
         it does not apply (a batch that runs threaded)."""
-        from accelmap.costmodels import _loopnest_kernel as lk
-
+        lk = _kernel_module()
         if not lk.serial(mappings.temporal.shape[0]):
             return None
         plan = self._plan
@@ -312,13 +311,11 @@ class LoopNestModel:
         """Whether the cpu engine runs this batch on its driver specialised per structure:
         once this model has evaluated ``_loopnest_kernel._SPECIALISE_AFTER_ROWS`` rows of the
         (problem, arch), this batch included (see there for why)."""
-        from accelmap.costmodels import _loopnest_kernel
-
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
-        return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
+        return seen >= _kernel_module()._SPECIALISE_AFTER_ROWS
 
     def _scratch_buffers(self):  # noqa: ANN202 (a `_loopnest_kernel.ThreadScratch`, imported lazily)
         """The cpu engine's scratch arrays, kept across calls, one set per thread."""
@@ -471,6 +468,19 @@ class LoopNestModel:
             spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
+
+
+_KERNEL_MODULE: list = []  # `_loopnest_kernel`, once imported (it imports numba: not at this module's import)
+
+
+def _kernel_module():  # noqa: ANN202 (the module)
+    """`accelmap.costmodels._loopnest_kernel`, imported on first use; later calls skip the
+    import machinery (a ``from ... import`` of a loaded module cost ~3 us with cold caches)."""
+    if not _KERNEL_MODULE:
+        from accelmap.costmodels import _loopnest_kernel
+
+        _KERNEL_MODULE.append(_loopnest_kernel)
+    return _KERNEL_MODULE[0]
 
 
 # A padded iteration space of more points than float64 counts exactly is not evaluated: its
