@@ -779,7 +779,7 @@ class SerialPlan:
     steps of `evaluate_batch` took 150-270 us a call, 15-27 ns a row of a 10,000-row batch.
     A plan serves the thread that made it only (``ident``)."""
 
-    __slots__ = ("consts", "ident", "rows", "rt", "mark", "sc", "one_row", "cnt_dims")
+    __slots__ = ("consts", "ident", "rows", "rt", "mark", "sc", "one_row", "cnt_dims", "shape_ld", "shape_t")
 
     def __init__(self, consts: KernelConsts, frac: FloatArray | None, scratch_buffers: ThreadScratch) -> None:
         from accelmap.costmodels import _loopnest_cpu
@@ -798,6 +798,7 @@ class SerialPlan:
         self.sc = tuple(x[0] for x in sc)
         self.one_row = one_row[0]
         self.cnt_dims = (6, L, T)
+        self.shape_ld, self.shape_t = (L, D), (T,)  # a batch's (levels, dims) and (tensors)
 
     def run(self, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray, counts: bool,
             buffers) -> tuple:  # noqa: ANN001

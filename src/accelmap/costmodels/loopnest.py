@@ -176,16 +176,16 @@ class LoopNestModel:
         and zero counts. The count arrays are (n, L, T) views of level-major storage
         (``metrics.reads[:, level, tensor]`` is contiguous).
         """
-        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
-                                                                                  problem.n_tensors)
+        spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
+        m = self._serial(problem, arch, mappings, True) if spec else None  # (None unless the shapes match)
+        shapes_ok = m is not None or (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
+            arch.n_levels, problem.n_dims, problem.n_tensors)
         if self.engine == "cuda" and shapes_ok and len(mappings):  # refused before any device work
             n_padded = int(_padded_rows(problem, _factor_products(mappings)).sum())
             if n_padded:
                 raise SpecError("the loopnest model's cuda engine evaluates mappings whose factors multiply out to "
                                 f"every bound exactly; {n_padded} of {len(mappings)} rows are padded "
                                 "(imperfect factorization): use engine cpu or numpy for them")
-        spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
-        m = self._serial(problem, arch, mappings, True) if spec and shapes_ok else None
         if m is None:
             m = self._evaluate_exact(problem, arch, mappings, spec)
         padded = self._padded(problem, mappings, m.reason, m.valid) if shapes_ok else None
@@ -270,21 +270,24 @@ class LoopNestModel:
         this thread alone (`_loopnest_kernel.serial`), through the `SerialPlan` of (problem,
         arch) kept from the last such call: `_evaluate_kernel` (``counts``) or
         `_objective_exact` in fewer Python steps, the same rows on the same arrays. None where
-        it does not apply (a batch that runs threaded)."""
+        it does not apply (a batch that runs threaded, or whose shapes are not those of
+        (problem, arch))."""
         lk = _kernel_module()
-        if not lk.serial(mappings.temporal.shape[0]):
+        temporal, keep = mappings.temporal, mappings.keep
+        if not lk.serial(temporal.shape[0]):
             return None
         plan = self._plan
         if plan is None or plan[0] is not problem or plan[1] is not arch or plan[2].ident != threading.get_ident():
             plan = self._plan = (problem, arch, lk.SerialPlan(self._kernel_consts(problem, arch),
                                                               self._existing_fraction(problem),
                                                               self._scratch_buffers()))
+        if temporal.shape[1:] != plan[2].shape_ld or keep.shape[2:] != plan[2].shape_t:
+            return None
         if counts and self._buffers is None:
             from accelmap.costmodels._buffers import OutputBuffers
 
             self._buffers = OutputBuffers()
-        res, valid, codes, f = plan[2].run(mappings.temporal, mappings.spatial, mappings.order, mappings.keep, counts,
-                                           self._buffers)
+        res, valid, codes, f = plan[2].run(temporal, mappings.spatial, mappings.order, keep, counts, self._buffers)
         if not counts:
             return ObjectiveMetrics(cycles=res[:, 0], energy_pj=res[:, 1], valid=valid, reason=codes[:, 0],
                                     reason_level=codes[:, 1])
@@ -348,9 +351,8 @@ class LoopNestModel:
         skips writing the (n, L, T) count arrays (720 bytes per mapping on a 5-level,
         3-tensor problem), the other engines take the fields of `evaluate`.
         """
-        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
-                                                                                  problem.n_tensors)
-        if self.engine == "cpu" and shapes_ok:
+        if self.engine == "cpu" and (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
+                arch.n_levels, problem.n_dims, problem.n_tensors):
             spec = self._specialise(problem, arch, len(mappings))
             res = self._serial(problem, arch, mappings, False) if spec else None
             if res is None:
