@@ -510,11 +510,26 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     spatial factors of 1 in every legal mapping: tested at once (an OR of XORs), after which
     its spatial factors take no part in the tiles or fanouts; a row that fails that test is
     checked by the rule itself (`_loopnest_kernel.check_one`, compiled once for every
-    structure), and is illegal whatever it holds, so it ends there (see below)."""
+    structure), and is illegal short of int64 wraparound, so it ends there (see below)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
     HOLDS = np.array(holds, dtype=bool).reshape(L, T)
     FANL = [bool(x) for x in fanl]
     nonfan = [lv for lv in range(L) if not FANL[lv]]
+
+    def loads() -> None:
+        for lv in range(L):
+            for d in range(D):
+                w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
+                if FANL[lv]:
+                    w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
+                    w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
+                w(f"t{lv}_{d} = tile[{lv}, {d}]")
+        for lv in range(L):
+            for j in range(D):
+                w(f"o{lv}_{j} = order[i, {lv}, {j}]")
+        for lv in range(L):
+            for t in range(T):
+                w(f"k{lv}_{t} = keep[i, {lv}, {t}]")
 
     if nonfan:
         w("ones = " + " | ".join(f"(spatial[i, {lv}, {d}, 0] ^ 1) | (spatial[i, {lv}, {d}, 1] ^ 1)"
@@ -592,15 +607,19 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     w.ind += 1
     w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
       "capacity, tile, spans)")
-    # Such a row is illegal whatever the rest holds: a spatial factor below 1 fails FACTORS;
+    # Such a row is illegal short of int64 wraparound: a spatial factor below 1 fails FACTORS;
     # otherwise some factor x >= 2 of a level whose fanout X * Y <= 1 makes that level's used
     # X (or Y) instances at least 2, more than its X (Y) fanout unless that is >= 2, and then
-    # the other is <= 0, below the at least 1 used (FANOUT). So ``why != 0``: the row ends
-    # here, and the row's values need not be defined on this path (defining them, as loads
-    # of the tiles ``check_one`` left, joined ~130 values of two paths before the counts).
+    # the other is <= 0, below the at least 1 used (FANOUT). So it ends here (``why != 0``);
+    # only a row whose products wrap around can pass, and it takes the row's values from the
+    # arrays and the tiles ``check_one`` left.
+    w("if why != 0:")
+    w.ind += 1
     w("codes[i, 0] = why")
     w("codes[i, 1] = where")
     _invalid_row(w, L, T)
+    w.ind -= 1
+    loads()
     w.ind -= 1
 
 
