@@ -8,8 +8,8 @@ for one structure (`source`): every loop over levels, dims, tensors and coordina
 by the generator, every value that does not depend on the mapping's loop order a local
 variable (so LLVM keeps it in a register), every structural test decided while generating.
 Only what the loop order indexes at run time stays in scratch arrays: the active temporal
-loops (``lp``, as `_loopnest_kernel.row_tables` lays them out), the strides they read, the
-tiles that eq. D's slide walk (`_loopnest_kernel.deliveries`, inlined unchanged) reads.
+loops (``lp``, as `_loopnest_kernel.row_tables` lays them out) and the strides eq. D's slide
+walk reads.
 
 What is counted is the rules' (`_loopnest_kernel`; the scalar reference
 `loopnest._scalar_counts` defines it): the generated row performs their integer and float
@@ -21,6 +21,9 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
 * ``row_tables``: the active loops and their running products in ``lp``; the used and
   utilized instances and the MACs per unit as locals;
 * ``closed_deliveries``: the same walk back from a level's innermost active loop;
+* ``deliveries`` (eq. D's slide walk): the same class of each active loop and the same words
+  per step, in one walk from the innermost loop out, the total by Horner's rule (the same
+  int64 value: `_open_deliveries`);
 * ``distinct``: a coordinate of one term multiplies by its factor, of two terms the gcd form
   (a coordinate of more terms calls the rule);
 * ``keeper_counts``: per tensor, its keeping levels from the innermost out, the child's
