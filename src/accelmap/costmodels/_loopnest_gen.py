@@ -128,7 +128,6 @@ def source(S: tuple) -> str:
     CLOSED = np.array(closed, dtype=bool)
     REL = np.array(rel, dtype=bool).reshape(T, D)
     FANL = [bool(x) for x in fanl]
-    any_open = not CLOSED.all()
 
     def spans_of(t: int, ext: str) -> list[str]:
         """Each coordinate's span ``1 + sum_k a_k (ext_d - 1)`` of tensor t over the extents
@@ -454,8 +453,8 @@ def _open_deliveries(w: _Src, x_: str, fp: str, t: int, c: int, spans: list[str]
     products, so the same int64 value; a step's words depend on the innermost loop's own
     class alone, which the walk from the inside out meets first. No scratch table is
     written (the rule keeps each loop's class in ``lp[5..8]`` for its second loop)."""
-    for k, cc in enumerate(spans):
-        w(f"s{x_}_{k} = {cc}")
+    for k, span in enumerate(spans):
+        w(f"s{x_}_{k} = {span}")
     size = "1"
     for k in range(len(spans)):
         size = f"({size} * s{x_}_{k})"

@@ -69,7 +69,7 @@ import dataclasses
 import itertools
 import math
 import threading
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -177,7 +177,7 @@ class LoopNestModel:
         (``metrics.reads[:, level, tensor]`` is contiguous).
         """
         spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
-        m = self._serial(problem, arch, mappings, True) if spec else None  # (None unless the shapes match)
+        m = cast("Metrics | None", self._serial(problem, arch, mappings, True) if spec else None)  # (None unless the shapes match)
         shapes_ok = m is not None or (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
             arch.n_levels, problem.n_dims, problem.n_tensors)
         if self.engine == "cuda" and shapes_ok and len(mappings):  # refused before any device work
@@ -354,7 +354,7 @@ class LoopNestModel:
         if self.engine == "cpu" and (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
                 arch.n_levels, problem.n_dims, problem.n_tensors):
             spec = self._specialise(problem, arch, len(mappings))
-            res = self._serial(problem, arch, mappings, False) if spec else None
+            res = cast("ObjectiveMetrics | None", self._serial(problem, arch, mappings, False) if spec else None)
             if res is None:
                 res = self._objective_exact(problem, arch, mappings, spec)
             padded = self._padded(problem, mappings, res.reason, res.valid)
