@@ -241,12 +241,25 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
     return rows
 
 
+# The row drivers by the identity of their structure tuple (the one a `KernelConsts` carries):
+# the caches of `_loopnest_gen.driver` and `_driver` key by the tuple's value, and hashing it
+# (a few hundred small ints) cost about 10 us a call, 1 ns a row of a 10,000-row batch.
+_BY_ID: dict[int, tuple[tuple, object]] = {}
+
+
 def rows_driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     """The row driver of structure ``S``: the generated one (`_loopnest_gen`: the row written
     out per structure) where it supports the structure, else `_driver`."""
+    hit = _BY_ID.get(id(S))
+    if hit is not None and hit[0] is S:
+        return hit[1]
     from accelmap.costmodels import _loopnest_gen
 
-    return _loopnest_gen.driver(S) if _loopnest_gen.supports(S) else _driver(S)
+    rows = _loopnest_gen.driver(S) if _loopnest_gen.supports(S) else _driver(S)
+    if len(_BY_ID) >= 64:
+        _BY_ID.clear()
+    _BY_ID[id(S)] = (S, rows)
+    return rows
 
 
 def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,  # noqa: ANN001

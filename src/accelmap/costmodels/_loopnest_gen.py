@@ -8,8 +8,8 @@ for one structure (`source`): every loop over levels, dims, tensors and coordina
 by the generator, every value that does not depend on the mapping's loop order a local
 variable (so LLVM keeps it in a register), every structural test decided while generating.
 Only what the loop order indexes at run time stays in scratch arrays: the active temporal
-loops (``lp``, as `_loopnest_kernel.row_tables` lays them out), the strides they read, the
-tiles that eq. D's slide walk (`_loopnest_kernel.deliveries`, inlined unchanged) reads.
+loops (``lp``, as `_loopnest_kernel.row_tables` lays them out) and the strides eq. D's slide
+walk reads.
 
 What is counted is the rules' (`_loopnest_kernel`; the scalar reference
 `loopnest._scalar_counts` defines it): the generated row performs their integer and float
@@ -21,6 +21,9 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
 * ``row_tables``: the active loops and their running products in ``lp``; the used and
   utilized instances and the MACs per unit as locals;
 * ``closed_deliveries``: the same walk back from a level's innermost active loop;
+* ``deliveries`` (eq. D's slide walk): the same class of each active loop and the same words
+  per step, in one walk from the innermost loop out, the total by Horner's rule (the same
+  int64 value: `_open_deliveries`);
 * ``distinct``: a coordinate of one term multiplies by its factor, of two terms the gcd form
   (a coordinate of more terms calls the rule);
 * ``keeper_counts``: per tensor, its keeping levels from the innermost out, the child's
@@ -55,7 +58,7 @@ __all__ = ["source", "driver", "cache_dir"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 3
+_GENERATOR_VERSION = 4
 
 
 def cache_dir() -> Path:
@@ -125,7 +128,6 @@ def source(S: tuple) -> str:
     CLOSED = np.array(closed, dtype=bool)
     REL = np.array(rel, dtype=bool).reshape(T, D)
     FANL = [bool(x) for x in fanl]
-    any_open = not CLOSED.all()
 
     def spans_of(t: int, ext: str) -> list[str]:
         """Each coordinate's span ``1 + sum_k a_k (ext_d - 1)`` of tensor t over the extents
@@ -154,9 +156,6 @@ def source(S: tuple) -> str:
     w("import numpy as np")
     w("from numba import njit")
     w("from accelmap.costmodels._loopnest_kernel import check_one")
-    if any_open:  # eq. D's slide walk, the rule itself
-        w("from accelmap.costmodels._loopnest_kernel import INLINED")
-        w("deliveries = INLINED['deliveries']")
     w(f"S = {S!r}")
     w("COEF = np.array(S[8], dtype=np.int64).reshape(S[2], S[3], S[1])")
     w("NTERM = np.array(S[5], dtype=np.int64).reshape(S[2], S[3])")
@@ -184,17 +183,9 @@ def source(S: tuple) -> str:
     w("codes[i, 0] = why")
     w("codes[i, 1] = where")
     w("if why != 0:")
-    w("    valid[i] = False")
-    w("    res[i, 0] = np.inf")
-    w("    res[i, 1] = np.inf")
-    w("    res[i, 2] = np.inf")
-    w("    res[i, 3] = 0.0")
-    w("    if full:")
-    w("        for q in range(6):")
-    w(f"            for lv in range({L}):")
-    w(f"                for t in range({T}):")
-    w("                    cnt[i, q, lv, t] = 0.0")
-    w("    continue")
+    w.ind += 1
+    _invalid_row(w, L, T)
+    w.ind -= 1
     # --- the row's tables (`row_tables`) ------------------------------------------------------
     for lv in range(L):
         if FANL[lv]:
@@ -210,10 +201,6 @@ def source(S: tuple) -> str:
     n_dim = deepest(list(range(T)))  # loops of levels < n_dim are listed
     n_open = deepest([t for t in range(T) if not CLOSED[t]])
     n_closed = deepest([t for t in range(T) if CLOSED[t]])
-    if any_open:  # eq. D's slide walk reads the tile of a level through `footprint`
-        for lv in sorted({c for t in range(T) if not CLOSED[t] for c in range(1, L) if HOLDS[c, t]}):
-            for d in range(D):
-                w(f"tile[{lv}, {d}] = t{lv}_{d}")
     for lv in range(n_open):  # the strides of the loops eq. D's slide walk reads
         for d in range(D):
             nxt = f"t{lv + 1}_{d}" if lv + 1 < L else "1"
@@ -319,7 +306,8 @@ def source(S: tuple) -> str:
                     w(f"    j{x_} -= 1")
                     w(f"{fp} = {footprint(t, f't{p}_')} * lp[3, j{x_}]")
                 else:
-                    w(f"{fp} = deliveries(COEF, NTERM, TDIM, TCOEF, {t}, {p}, tile, lp, kc{p}, spans, shift)")
+                    _open_deliveries(w, x_, fp, t, p, spans_of(t, f"t{p}_"), [
+                        cc for cc in range(C) if any(int(v) for v in np.array(coef).reshape(T, C, D)[t, cc])])
             else:
                 w(f"{fp} = {rc('tensor_size', t)}")
             ap, r, f, u = f"ap{x_}", f"r{x_}", f"f{x_}", f"u{x_}"
@@ -438,6 +426,77 @@ def source(S: tuple) -> str:
     return "\n".join(w.lines) + "\n"
 
 
+def _invalid_row(w: _Src, L: int, T: int) -> None:
+    """The outputs of an illegal row (``why != 0``), and on to the next row."""
+    w("valid[i] = False")
+    w("res[i, 0] = np.inf")
+    w("res[i, 1] = np.inf")
+    w("res[i, 2] = np.inf")
+    w("res[i, 3] = 0.0")
+    w("if full:")
+    w("    for q in range(6):")
+    w(f"        for lv in range({L}):")
+    w(f"            for t in range({T}):")
+    w("                cnt[i, q, lv, t] = 0.0")
+    w("continue")
+
+
+def _open_deliveries(w: _Src, x_: str, fp: str, t: int, c: int, spans: list[str], moving: list[int]) -> None:
+    """Eq. D's slide walk (`_loopnest_kernel.deliveries`) of tensor ``t`` into level ``c``
+    written out, its result in ``fp``: the same classification of each active loop above ``c``
+    (still, jump, or slide along one coordinate, forward or back) and the same words per step,
+    with the coordinates' running shifts and spans in locals (``moving``: the coordinates
+    some dim moves; the shift of any other stays 0, so it never moves). One loop, from the
+    innermost active loop out, instead of the rule's two: the rule's total ``size + sum_j
+    prefix_j (b_j - 1) new_j`` (``prefix_j`` the product of the bounds outside loop j) is
+    formed by Horner's rule, ``R = (b_j - 1) new_j + b_j R``, an identity of integer sums and
+    products, so the same int64 value; a step's words depend on the innermost loop's own
+    class alone, which the walk from the inside out meets first. No scratch table is
+    written (the rule keeps each loop's class in ``lp[5..8]`` for its second loop)."""
+    for k, span in enumerate(spans):
+        w(f"s{x_}_{k} = {span}")
+    size = "1"
+    for k in range(len(spans)):
+        size = f"({size} * s{x_}_{k})"
+    sz, R, j = f"sz{x_}", f"R{x_}", f"j{x_}"
+    w(f"{sz} = {size}")
+    w(f"{R} = 0")
+    w(f"ik{x_}, iw{x_}, idr{x_} = 0, -1, 0")
+    for cc in moving:
+        w(f"h{x_}_{cc} = 0")
+    w(f"{j} = kc{c} - 1")
+    w(f"while {j} >= 0:")
+    w.ind += 1
+    w(f"dd{x_}, st{x_}, bj{x_} = lp[0, {j}], lp[2, {j}], lp[1, {j}]")
+    w(f"mv{x_}, wh{x_}, am{x_}, spw{x_} = 0, -1, 0, 1")
+    for cc in moving:
+        a, sv, h = f"a{x_}_{cc}", f"sv{x_}_{cc}", f"h{x_}_{cc}"
+        w(f"{a} = COEF[{t}, {cc}, dd{x_}] * st{x_}")
+        w(f"{sv} = {a} - {h}")
+        w(f"{h} += {a}")
+        w(f"if {sv} != 0:")
+        w(f"    mv{x_}, wh{x_}, am{x_}, spw{x_} = mv{x_} + 1, {cc}, {sv}, s{x_}_{cc}")
+    w(f"if mv{x_} == 0:")
+    w(f"    kd{x_} = 0")
+    w(f"elif mv{x_} == 1 and abs(am{x_}) < spw{x_}:")
+    w(f"    kd{x_} = 2")
+    w("else:")
+    w(f"    kd{x_} = 1")
+    w(f"dr{x_} = 1 if am{x_} > 0 else -1")
+    w(f"if {j} == kc{c} - 1:")
+    w(f"    ik{x_}, iw{x_}, idr{x_} = kd{x_}, wh{x_}, dr{x_}")
+    w(f"if kd{x_} == 0:")
+    w(f"    nw{x_} = 0")
+    w(f"elif kd{x_} == 1 or (ik{x_} == 2 and (wh{x_} != iw{x_} or dr{x_} != idr{x_})):")
+    w(f"    nw{x_} = {sz}")
+    w("else:")
+    w(f"    nw{x_} = abs(am{x_}) * ({sz} // spw{x_})")
+    w(f"{R} = (bj{x_} - 1) * nw{x_} + bj{x_} * {R}")
+    w(f"{j} -= 1")
+    w.ind -= 1
+    w(f"{fp} = {sz} + {R}")
+
+
 def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: ANN001
     """Write the legality checks of `check` (FACTORS, ORDER, KEEP, FANOUT, CAPACITY: the first
     failing one in that order, each computed for every level), leaving ``why, where`` and the
@@ -453,21 +512,20 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     spatial factors of 1 in every legal mapping: tested at once (an OR of XORs), after which
     its spatial factors take no part in the tiles or fanouts; a row that fails that test is
     checked by the rule itself (`_loopnest_kernel.check_one`, compiled once for every
-    structure), which leaves its tiles in ``tile``."""
+    structure), and is illegal short of int64 wraparound, so it ends there (see below)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
     HOLDS = np.array(holds, dtype=bool).reshape(L, T)
     FANL = [bool(x) for x in fanl]
     nonfan = [lv for lv in range(L) if not FANL[lv]]
 
-    def loads(tiles: bool) -> None:
+    def loads() -> None:
         for lv in range(L):
             for d in range(D):
                 w(f"a{lv}_{d} = temporal[i, {lv}, {d}]")
                 if FANL[lv]:
                     w(f"x{lv}_{d} = spatial[i, {lv}, {d}, 0]")
                     w(f"y{lv}_{d} = spatial[i, {lv}, {d}, 1]")
-                if tiles:
-                    w(f"t{lv}_{d} = tile[{lv}, {d}]")
+                w(f"t{lv}_{d} = tile[{lv}, {d}]")
         for lv in range(L):
             for j in range(D):
                 w(f"o{lv}_{j} = order[i, {lv}, {j}]")
@@ -551,7 +609,19 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     w.ind += 1
     w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
       "capacity, tile, spans)")
-    loads(True)
+    # Such a row is illegal short of int64 wraparound: a spatial factor below 1 fails FACTORS;
+    # otherwise some factor x >= 2 of a level whose fanout X * Y <= 1 makes that level's used
+    # X (or Y) instances at least 2, more than its X (Y) fanout unless that is >= 2, and then
+    # the other is <= 0, below the at least 1 used (FANOUT). So it ends here (``why != 0``);
+    # only a row whose products wrap around can pass, and it takes the row's values from the
+    # arrays and the tiles ``check_one`` left.
+    w("if why != 0:")
+    w.ind += 1
+    w("codes[i, 0] = why")
+    w("codes[i, 1] = where")
+    _invalid_row(w, L, T)
+    w.ind -= 1
+    loads()
     w.ind -= 1
 
 

@@ -695,6 +695,8 @@ def _threads() -> int:
     """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs, so
     that workers sharing a machine do not oversubscribe it)."""
     n = numba.get_num_threads()
+    if n <= 1:  # (no cap can raise it: the environment is not read, 7 us a call with cold caches)
+        return n
     cap = os.environ.get("OMP_NUM_THREADS", "").strip()
     return min(n, int(cap)) if cap.isdigit() and int(cap) > 0 else n
 
@@ -760,10 +762,69 @@ def _zeros_mark(consts: KernelConsts) -> tuple:
 def _read_only_views(cnt: FloatArray) -> tuple[FloatArray, ...]:
     """The six (n, L, T) fields of ``cnt``, read-only: a buffer whose zero entries are marked
     (`_counts_array`) must not be written by the `Metrics` that holds it."""
-    views = tuple(cnt[:, q] for q in range(6))
-    for v in views:
-        v.flags.writeable = False
-    return views
+    ro = cnt.view()
+    ro.flags.writeable = False  # (a view of a read-only view is read-only: one flag set, not six)
+    return tuple(ro[:, q] for q in range(6))
+
+
+class SerialPlan:
+    """What a serial call of the specialised driver on one (problem, arch) needs besides the
+    batch, gathered once: the generated rows (`_loopnest_cpu.rows_driver`), the run-time
+    constants as the rows take them, the zero mark of the counts (`_zeros_mark`), and the
+    calling thread's scratch of one block with the objective's one-row counts
+    (`ThreadScratch`). `run` is `evaluate_batch` with ``specialised=True`` on one thread, the
+    same rows on the same arrays, in fewer Python steps: after a batch's rows have streamed
+    its inputs and counts through the caches, every Python step between two calls runs
+    several times slower than warm (a scratch look-up 0.6 us warm, 9-50 us there), and the
+    steps of `evaluate_batch` took 150-270 us a call, 15-27 ns a row of a 10,000-row batch.
+    A plan serves the thread that made it only (``ident``)."""
+
+    __slots__ = ("consts", "ident", "rows", "rt", "mark", "sc", "one_row", "cnt_dims", "shape_ld", "shape_t")
+
+    def __init__(self, consts: KernelConsts, frac: FloatArray | None, scratch_buffers: ThreadScratch) -> None:
+        from accelmap.costmodels import _loopnest_cpu
+
+        c = consts
+        L, T = c.holds.shape
+        D, C = c.bounds.shape[0], c.coef.shape[1]
+        fr = np.ones(T) if frac is None else np.ascontiguousarray(frac, dtype=np.float64)
+        sc, one_row = _scratch_from(scratch_buffers, 1, L, D, T, C, int(c.ints[1]))
+        self.consts = consts
+        self.ident = threading.get_ident()
+        self.rows = _loopnest_cpu.rows_driver(c.structure)
+        self.rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size,
+                   c.scal, fr)
+        self.mark = _zeros_mark(consts)
+        self.sc = tuple(x[0] for x in sc)
+        self.one_row = one_row[0]
+        self.cnt_dims = (6, L, T)
+        self.shape_ld, self.shape_t = (L, D), (T,)  # a batch's (levels, dims) and (tensors)
+
+    def run(self, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray, counts: bool,
+            buffers) -> tuple:  # noqa: ANN001
+        """(res, valid, codes, count fields or None) of every row, as `evaluate_batch` forms
+        them (the count fields read-only views of an array of ``buffers``, marked once
+        filled)."""
+        n = temporal.shape[0]
+        res = np.empty((n, 4))
+        valid = np.empty(n, dtype=np.bool_)
+        codes = np.empty((n, 2), dtype=np.int64)
+        mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
+              np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
+        if not counts:
+            self.rows(0, n, 0, mp, self.rt, (res, valid, codes, self.one_row), self.sc)
+            return res, valid, codes, None
+        arrays, zeroed = buffers.take_marked({"cnt": ((n, *self.cnt_dims), np.float64)}, self.mark)
+        cnt = arrays["cnt"]
+        self.rows(0, n, 2 if zeroed else 1, mp, self.rt, (res, valid, codes, cnt), self.sc)
+        fields = _read_only_views(cnt)
+        buffers.mark(arrays, self.mark)
+        return res, valid, codes, fields
+
+
+def serial(n: int) -> bool:
+    """Whether `evaluate_batch` runs a batch of ``n`` rows on the calling thread alone."""
+    return n < _PARALLEL_MIN_ROWS or _threads() <= 1
 
 
 def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
@@ -796,8 +857,8 @@ def evaluate_batch(consts: KernelConsts, temporal: IntArray, spatial: IntArray, 
           np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     mark = _zeros_mark(consts) if counts and buffers is not None else None
     if specialised:
-        threads = _threads()
-        use_threads = parallel and threads > 1 and n >= _PARALLEL_MIN_ROWS
+        threads = _threads() if parallel and n >= _PARALLEL_MIN_ROWS else 1
+        use_threads = threads > 1
         n_blocks = threads * 4 if use_threads else 1
         zeroed = False
         sc, one_row = _scratch_from(scratch_buffers, n_blocks, L, D, T, C, grid)

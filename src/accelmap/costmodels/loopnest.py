@@ -68,7 +68,8 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from typing import ClassVar
+import threading
+from typing import ClassVar, cast
 
 import numpy as np
 
@@ -125,6 +126,14 @@ class LoopNestModel:
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)
         self._buffers: object = None  # the cpu engine's counts arrays (`_buffers.OutputBuffers`)
         self._scratch: object = None  # the cpu engine's scratch arrays (`_loopnest_kernel.ThreadScratch`)
+        self._fracs: dict[int, tuple[Problem, FloatArray | None]] = {}  # `_existing_fraction` per problem
+        self._labels: dict[tuple[int, int], tuple[Problem, Arch, tuple]] = {}  # `_names` per (problem, arch)
+        self._plan: tuple | None = None  # (problem, arch, `_loopnest_kernel.SerialPlan`) of the last serial call
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["_plan"] = None  # (compiled rows and this thread's scratch: made again where it is used)
+        return state
 
     def _kernel_consts(self, problem: Problem, arch: Arch, like: Problem | None = None):  # noqa: ANN202 (lazy import)
         """The kernel constants of (problem, arch), cached; ``like``: a problem that differs
@@ -167,17 +176,19 @@ class LoopNestModel:
         and zero counts. The count arrays are (n, L, T) views of level-major storage
         (``metrics.reads[:, level, tensor]`` is contiguous).
         """
-        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
-                                                                                  problem.n_tensors)
+        spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
+        m = cast("Metrics | None", self._serial(problem, arch, mappings, True) if spec else None)  # (None unless the shapes match)
+        shapes_ok = m is not None or (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
+            arch.n_levels, problem.n_dims, problem.n_tensors)
         if self.engine == "cuda" and shapes_ok and len(mappings):  # refused before any device work
             n_padded = int(_padded_rows(problem, _factor_products(mappings)).sum())
             if n_padded:
                 raise SpecError("the loopnest model's cuda engine evaluates mappings whose factors multiply out to "
                                 f"every bound exactly; {n_padded} of {len(mappings)} rows are padded "
                                 "(imperfect factorization): use engine cpu or numpy for them")
-        spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
-        m = self._evaluate_exact(problem, arch, mappings, spec)
-        padded = self._padded(problem, mappings, m.reason) if shapes_ok else None
+        if m is None:
+            m = self._evaluate_exact(problem, arch, mappings, spec)
+        padded = self._padded(problem, mappings, m.reason, m.valid) if shapes_ok else None
         if padded is None:
             return m
         # imperfect factorizations: each group on its padded iteration space
@@ -204,13 +215,19 @@ class LoopNestModel:
         return self._evaluate_numpy(problem, arch, mappings)
 
     @staticmethod
-    def _padded(problem: Problem, mappings: MappingBatch, reason: IntArray) -> tuple[IntArray, IntArray] | None:
-        """The rows of a batch evaluated on ``problem`` (``reason``: their reason codes) that
-        are counted on a padded iteration space instead, and their factor products (m, D); None
-        when there are none. Only rows that ``problem`` marks ``FACTORS`` can be padded (their
-        factor products differ from its bounds), so the products are formed for those rows
-        alone: formed for every row of a batch (``prod(axis=(1, 3))``), they cost more than
-        the compiled rows themselves (about 0.7 us a row, res2a_branch2b on eyeriss-like)."""
+    def _padded(problem: Problem, mappings: MappingBatch, reason: IntArray,
+                valid: BoolArray) -> tuple[IntArray, IntArray] | None:
+        """The rows of a batch evaluated on ``problem`` (``reason``, ``valid``: their reason
+        codes and validity) that are counted on a padded iteration space instead, and their
+        factor products (m, D); None when there are none. Only rows that ``problem`` marks
+        ``FACTORS`` can be padded (their factor products differ from its bounds), so the
+        products are formed for those rows alone: formed for every row of a batch
+        (``prod(axis=(1, 3))``), they cost more than the compiled rows themselves (about 0.7 us
+        a row, res2a_branch2b on eyeriss-like). A batch of legal rows only is answered from
+        ``valid`` (contiguous booleans: about 1 us at 10,000 rows, against 25-40 us for the
+        scan of the strided reason codes)."""
+        if valid.all():
+            return None
         cand = np.flatnonzero(reason == int(Reason.FACTORS))
         if not cand.size:
             return None
@@ -244,19 +261,64 @@ class LoopNestModel:
                                                    specialised=self._specialise(problem, arch, len(mappings))
                                                    if specialised is None else specialised, buffers=self._buffers,
                                                    scratch_buffers=self._scratch_buffers())
-        return Metrics(**out, macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names)
+        macs, level_names, tensor_names = self._names(problem, arch)
+        return Metrics(**out, macs=macs, level_names=level_names, tensor_names=tensor_names)
+
+    def _serial(self, problem: Problem, arch: Arch, mappings: MappingBatch,
+                counts: bool) -> Metrics | ObjectiveMetrics | None:
+        """Every row on ``problem`` itself on the specialised driver, when the batch runs on
+        this thread alone (`_loopnest_kernel.serial`), through the `SerialPlan` of (problem,
+        arch) kept from the last such call: `_evaluate_kernel` (``counts``) or
+        `_objective_exact` in fewer Python steps, the same rows on the same arrays. None where
+        it does not apply (a batch that runs threaded, or whose shapes are not those of
+        (problem, arch))."""
+        lk = _kernel_module()
+        temporal, keep = mappings.temporal, mappings.keep
+        if not lk.serial(temporal.shape[0]):
+            return None
+        plan = self._plan
+        if plan is None or plan[0] is not problem or plan[1] is not arch or plan[2].ident != threading.get_ident():
+            plan = self._plan = (problem, arch, lk.SerialPlan(self._kernel_consts(problem, arch),
+                                                              self._existing_fraction(problem),
+                                                              self._scratch_buffers()))
+        if temporal.shape[1:] != plan[2].shape_ld or keep.shape[2:] != plan[2].shape_t:
+            return None
+        if counts and self._buffers is None:
+            from accelmap.costmodels._buffers import OutputBuffers
+
+            self._buffers = OutputBuffers()
+        res, valid, codes, f = plan[2].run(temporal, mappings.spatial, mappings.order, keep, counts, self._buffers)
+        if not counts:
+            return ObjectiveMetrics(cycles=res[:, 0], energy_pj=res[:, 1], valid=valid, reason=codes[:, 0],
+                                    reason_level=codes[:, 1])
+        macs, level_names, tensor_names = self._names(problem, arch)
+        return Metrics(cycles=res[:, 0], energy_pj=res[:, 1], compute_energy_pj=res[:, 2], utilization=res[:, 3],
+                       valid=valid, reason=codes[:, 0], reason_level=codes[:, 1], reads=f[0], fills=f[1],
+                       updates=f[2], energy_breakdown_pj=f[3], multicast=f[4], spatial_reductions=f[5], macs=macs,
+                       level_names=level_names, tensor_names=tensor_names)
+
+    def _names(self, problem: Problem, arch: Arch) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
+        """The MACs, level names and tensor names a `Metrics` of (problem, arch) carries, kept
+        per pair (each a property that builds its value anew: about 3 us a call)."""
+        key = (id(problem), id(arch))
+        hit = self._labels.get(key)
+        if hit is not None and hit[0] is problem and hit[1] is arch:
+            return hit[2]
+        got = (problem.macs, arch.level_names, problem.tensor_names)
+        if len(self._labels) > 1024:
+            self._labels.clear()
+        self._labels[key] = (problem, arch, got)
+        return got
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure:
         once this model has evaluated ``_loopnest_kernel._SPECIALISE_AFTER_ROWS`` rows of the
         (problem, arch), this batch included (see there for why)."""
-        from accelmap.costmodels import _loopnest_kernel
-
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
-        return seen >= _loopnest_kernel._SPECIALISE_AFTER_ROWS
+        return seen >= _kernel_module()._SPECIALISE_AFTER_ROWS
 
     def _scratch_buffers(self):  # noqa: ANN202 (a `_loopnest_kernel.ThreadScratch`, imported lazily)
         """The cpu engine's scratch arrays, kept across calls, one set per thread."""
@@ -266,9 +328,21 @@ class LoopNestModel:
             self._scratch = ThreadScratch()
         return self._scratch
 
-    @staticmethod
-    def _existing_fraction(problem: Problem) -> FloatArray | None:
-        return problem.existing_fraction() if problem.has_padding else None
+    def _existing_fraction(self, problem: Problem) -> FloatArray | None:
+        """`Problem.existing_fraction` (None without padding), read-only, kept per problem: a
+        call of the problem's own costs about 15 us (it hashes the problem for its cache and
+        copies), 1.5 ns a row of a 10,000-row batch."""
+        hit = self._fracs.get(id(problem))
+        if hit is not None and hit[0] is problem:
+            return hit[1]
+        frac = problem.existing_fraction() if problem.has_padding else None
+        if frac is not None:
+            frac = np.ascontiguousarray(frac, dtype=np.float64)
+            frac.setflags(write=False)
+        if len(self._fracs) > 1024:
+            self._fracs.clear()
+        self._fracs[id(problem)] = (problem, frac)
+        return frac
 
     def evaluate_objective(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> ObjectiveMetrics:
         """Cycles, energy, validity and reason of every mapping, without the per-level counts.
@@ -277,12 +351,13 @@ class LoopNestModel:
         skips writing the (n, L, T) count arrays (720 bytes per mapping on a 5-level,
         3-tensor problem), the other engines take the fields of `evaluate`.
         """
-        shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
-                                                                                  problem.n_tensors)
-        if self.engine == "cpu" and shapes_ok:
+        if self.engine == "cpu" and (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
+                arch.n_levels, problem.n_dims, problem.n_tensors):
             spec = self._specialise(problem, arch, len(mappings))
-            res = self._objective_exact(problem, arch, mappings, spec)
-            padded = self._padded(problem, mappings, res.reason)
+            res = cast("ObjectiveMetrics | None", self._serial(problem, arch, mappings, False) if spec else None)
+            if res is None:
+                res = self._objective_exact(problem, arch, mappings, spec)
+            padded = self._padded(problem, mappings, res.reason, res.valid)
             if padded is not None:
                 self._objective_padded(problem, arch, mappings, *padded, spec, res)
             return res
@@ -395,6 +470,19 @@ class LoopNestModel:
             spatial_reductions=np.array([res["reductions"]], dtype=np.float64),
             macs=problem.macs, level_names=arch.level_names, tensor_names=problem.tensor_names,
         )
+
+
+_KERNEL_MODULE: list = []  # `_loopnest_kernel`, once imported (it imports numba: not at this module's import)
+
+
+def _kernel_module():  # noqa: ANN202 (the module)
+    """`accelmap.costmodels._loopnest_kernel`, imported on first use; later calls skip the
+    import machinery (a ``from ... import`` of a loaded module cost ~3 us with cold caches)."""
+    if not _KERNEL_MODULE:
+        from accelmap.costmodels import _loopnest_kernel
+
+        _KERNEL_MODULE.append(_loopnest_kernel)
+    return _KERNEL_MODULE[0]
 
 
 # A padded iteration space of more points than float64 counts exactly is not evaluated: its

@@ -112,8 +112,17 @@ def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> Non
     problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
     monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 250)
     calls = []
-    real = cpu.evaluate_rows
-    monkeypatch.setattr(cpu, "evaluate_rows", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    rows_of = cpu.rows_driver
+
+    def spy(S):  # noqa: ANN001, ANN202 (records the rows of every call of the specialised rows)
+        rows = rows_of(S)
+
+        def call(lo, hi, *rest):  # noqa: ANN001, ANN202
+            calls.append(hi - lo)
+            return rows(lo, hi, *rest)
+        return call
+
+    monkeypatch.setattr(cpu, "rows_driver", spy)
     batch = MapSpace(problem, arch).sample(100, np.random.default_rng(5))
     model = LoopNestModel(engine="cpu")
     first = model.evaluate(problem, arch, batch)
