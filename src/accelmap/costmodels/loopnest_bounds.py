@@ -526,6 +526,20 @@ Why each bound holds, for every order of every loop:
    ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
    cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
 
+*Staged bounds* (`BoundCut`, `partial_bounds`' ``cutoff``, ``_STAGED``; how the bound is made
+cheap, not an argument). A search cuts a node once its objective bound reaches the incumbent's,
+so the arguments that cost most per row (10, 11, 13, 14c-d, 15b, 16 and 17) are wasted on the
+rows the others already cut. Given the cut-off, every row is bounded first without them (the
+same cycles bound: none of them enters it), and only the rows still below the cut-off are bounded
+again with them; argument 17's least is computed only up to the energy at which each row is cut
+(``min(least, limit)``: below it the same value, at it a value that still cuts the row). Each
+stage's value is a bound, and a row below the cut-off gets exactly its full bound (argument 10's
+candidate dims are then taken from the whole batch, ``open_dims``), so the search cuts the same
+nodes, and the order and certificate read the same bounds of the nodes it keeps
+(``tests/unit/search/test_exact_staged.py``), but for the exact searcher's trials of arguments
+11-13 (``region_trial``, ``pair_trial``), which now see only the rows below the cut-off: they may
+drop a region count or pair term at another call than without the stages.
+
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
 """
@@ -600,6 +614,13 @@ _STAGED = True
 # argument 17 under a cut-off gives up on a row at its first split below the cut (the row is not cut
 # by it, and keeps the bound of the other arguments); off: its least is computed wherever it is below
 _SPLIT_STOP = False
+# the staging is kept at a k where its first stage leaves at most this share of the rows below the
+# cut-off (after ``_STAGE_TRIAL_ROWS`` rows; else the second stage repeats most of the first), and
+# where argument 17 runs (its limit needs the first stage's cycles); elsewhere one call in
+# ``_STAGE_PROBE`` is staged, to follow the share as the search goes on
+_STAGE_LIVE_MAX = 0.5
+_STAGE_TRIAL_ROWS = 4096
+_STAGE_PROBE = 16
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -650,6 +671,9 @@ class BoundModel:
     # have lifted no row above argument 2's relaxation; ``pair_tally[k]`` = [calls, calls that lifted]
     pair_trial: int = 0
     pair_tally: dict[int, list[int]] = field(default_factory=dict)
+    # staged bounds (a speed rule, as the trials above): ``stage_tally[k]`` = [rows staged, rows the
+    # first stage left below the cut-off (both halved as they grow), calls not staged since]
+    stage_tally: dict[int, list[float]] = field(default_factory=dict)
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -2523,6 +2547,26 @@ class BoundCut:
         return np.where(np.isnan(need), 0.0, need)
 
 
+def _stage_now(bm: BoundModel, k: int, sp_known: bool) -> bool:
+    """Whether a call of `partial_bounds` at ``k`` with a cut-off is staged (`_staged_bounds`):
+    where argument 17 can run, always; elsewhere while the first stage has left at most
+    ``_STAGE_LIVE_MAX`` of the rows below the cut-off (``stage_tally``; the first
+    ``_STAGE_TRIAL_ROWS`` rows are staged), and one call in ``_STAGE_PROBE`` otherwise. On
+    res3a_branch2b (eyeriss-like) the first stage costs 4-6 us a row and leaves 69% and 89% of
+    the rows at k = 2 and 4 to the second (7-10 us a row): staged, those calls cost more than
+    the full bound (`docs/performance.md`, "Staged bounds")."""
+    if _USE_JOINT_SPLIT and k == 2 and sp_known and _level1_bypassers(bm):
+        return True
+    t = bm.stage_tally.setdefault(k, [0.0, 0.0, 0.0])
+    if t[0] < _STAGE_TRIAL_ROWS or t[1] <= _STAGE_LIVE_MAX * t[0]:
+        return True
+    t[2] += 1
+    if t[2] >= _STAGE_PROBE:
+        t[2] = 0
+        return True
+    return False
+
+
 def _staged_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
                    outer_max: IntArray, order_pos: IntArray | None, order_fixed: BoolArray | None,
                    next_level: IntArray | None, spatial: IntArray | None, spatial_complete: bool,
@@ -2541,6 +2585,12 @@ def _staged_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     if cutoff.energy_exp <= 0.0:
         return e, c, ok
     live = np.flatnonzero(ok & (cutoff.of(e, c) < cutoff.value))
+    t = bm.stage_tally.setdefault(k, [0.0, 0.0, 0.0])
+    t[0] += float(ok.sum())
+    t[1] += float(len(live))
+    if t[0] > 1 << 16:  # (the recent calls count most)
+        t[0] /= 2.0
+        t[1] /= 2.0
     if len(live) and k > 0:
         # argument 10's candidate dims over every feasible row, as the whole batch has them
         # (`partial_bounds`' ``z_possible``: a dim's open temporal product can reach 2)
@@ -2639,7 +2689,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     """
     L, D = bm.L, bm.D
     n = len(fac)
-    if cutoff is not None and _STAGED and costly and n:
+    if cutoff is not None and _STAGED and costly and n and _stage_now(bm, k, spatial is not None and spatial_complete):
         return _staged_bounds(bm, k, fac, outer_min, outer_tmin, outer_max, order_pos, order_fixed, next_level,
                               spatial, spatial_complete, spatial_room, next_chosen, rows_feasible, cutoff)
     checked = rows_feasible  # every row passed the compiled feasibility test: the numpy one is skipped

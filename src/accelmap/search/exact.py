@@ -762,8 +762,8 @@ def _solve_orders(P: _Problem, pattern: int, fac: IntArray) -> None:
         fixed[: lv + 1] = True
         facs = np.broadcast_to(fac, (m,) + fac.shape)
         e, c, _ = partial_bounds(bm, 0, facs, np.repeat(ones, m, 0), np.repeat(ones, m, 0), np.repeat(ones, m, 0),
-                                 order_pos=pos, order_fixed=fixed)
-        b = P.objective_bound(e, c)
+                                 order_pos=pos, order_fixed=fixed, cutoff=P.cutoff())
+        b = P.objective_bound(e, c)  # (staged: the incumbent only falls, so a row cut now stays cut)
         P.cert.nodes += m
         for i in np.argsort(b, kind="stable"):
             if _cut_test(b[i], P.best_value):

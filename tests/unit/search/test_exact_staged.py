@@ -139,6 +139,7 @@ def test_staged_bound_equals_the_full_one_below_the_cutoff_and_bounds_every_mapp
     import accelmap.costmodels.loopnest_bounds as lbm
 
     monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)  # argument 17 on more rows
+    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)  # every call staged
     monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
     monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
     prob, arch = CASES[case]
@@ -155,6 +156,7 @@ def test_staged_bound_check_fails_with_a_wrong_stage(monkeypatch) -> None:
     import accelmap.costmodels.loopnest_bounds as lbm
 
     monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)
     monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
     monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
     monkeypatch.setattr(lbm, "_staged_bounds",
@@ -173,6 +175,7 @@ def test_staged_bound_check_fails_with_argument_17_cut_too_early(monkeypatch) ->
 
     real = ok_.two_level_split_least_below
     monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)
     monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
     monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
     monkeypatch.setattr(ok_, "two_level_split_least_below",
@@ -226,16 +229,18 @@ def test_split_least_below_a_limit_is_the_least_clipped(engine, monkeypatch) -> 
 
 @pytest.mark.parametrize("objective", ["edp", "energy", "cycles", "energy^2*cycles^1"])
 def test_staged_search_proves_the_same_optimum_with_the_same_tree(objective, monkeypatch) -> None:
-    """`solve` with the staged bound and without: the same optimum, proven, after the same
-    nodes, cuts and leaves (the staging cuts exactly the rows the full bound cuts)."""
+    """`solve` with the staged bound and without (and with the staging kept at every k, or
+    dropped after its trial rows): the same optimum, proven, after the same nodes, cuts and
+    leaves (the staging cuts exactly the rows the full bound cuts)."""
     import accelmap.costmodels.loopnest_bounds as lbm
 
     space = MapSpace(matmul("g", m=4, n=4, k=2), spads_arch())
     obj = parse_objective(objective)
     got = {}
-    for staged in (False, True):
+    for staged, live_max in ((False, 0.5), (True, 0.5), (True, 1.0), (True, 0.0)):
         monkeypatch.setattr(lbm, "_STAGED", staged)
+        monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", live_max)  # as configured, always, after the trial rows never
         _, value, cert = solve(space, MODEL, obj, workers=1, dive_share=0.0)
-        got[staged] = (value, cert.proven_optimal, cert.nodes, cert.cut, cert.leaves)
-    assert got[True] == got[False]
-    assert got[True][1]
+        got[(staged, live_max)] = (value, cert.proven_optimal, cert.nodes, cert.cut, cert.leaves)
+    assert len(set(got.values())) == 1, got
+    assert got[(True, 0.5)][1]
