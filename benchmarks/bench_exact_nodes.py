@@ -60,6 +60,11 @@ and 18 (the most instances the open spatial factors can reach, ``_USE_SPATIAL_MO
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
 known level takes in at least the union of the tiles it visits, ``_USE_INSTANCE_WORDS``).
+``--versions staged-off staged-on`` compares the bound with every argument on every row and the
+staged bound (the costly arguments only on the rows still below the incumbent's cut-off, argument 17
+only up to it; ``staged-stop``: argument 17 gives up on a row at its first split below the cut-off).
+Every run starts with argument 17's kept values emptied (``_SPLIT_MEMO``), so no version reads
+another's.
 ``--versions jstar-numpy jstar-cpu`` compares argument 10 in numpy (the reference) and compiled
 (``_JSTAR_ENGINE``, `accelmap.costmodels._jstar_kernel`); both bound every node to the same value.
 ``--versions orderpass-off orderpass-on`` compares the bound without and with argument 10's
@@ -150,7 +155,13 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "most-off": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": False},
     # argument 17 also where some dims' level-1 factors are chosen (both on)
     "split-chosen": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
-                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True}}
+                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True},
+    # staged bounds: the costly arguments only on the rows the others leave below the incumbent's
+    # cut-off, argument 17 up to it (`loopnest_bounds.BoundCut`); off: every argument on every row;
+    # "staged-stop": argument 17 also gives up on a row at its first split below the cut-off
+    "staged-off": {"loopnest_bounds._STAGED": False, "loopnest_bounds._SPLIT_STOP": False},
+    "staged-on": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": False},
+    "staged-stop": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": True}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -189,6 +200,9 @@ def _set(version: str) -> None:
         module, attr = name.split(".")
         if hasattr(modules[module], attr):  # (a checkout without the switch: its one version)
             setattr(modules[module], attr, value)
+    for memo in ("_SPLIT_MEMO", "_SPLIT_FLOORS"):  # argument 17's values kept: every run starts without them
+        if hasattr(lb, memo):
+            getattr(lb, memo).clear()
 
 
 def main() -> None:

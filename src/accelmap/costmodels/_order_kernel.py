@@ -27,7 +27,8 @@ from numba import njit
 
 from accelmap._typing import FloatArray
 
-__all__ = ["order_least", "two_level_least", "two_level_least_many", "two_level_split_least"]
+__all__ = ["order_least", "two_level_least", "two_level_least_many", "two_level_split_least",
+           "two_level_split_least_below"]
 
 _JIT: dict[str, Any] = {"cache": True}
 
@@ -573,3 +574,227 @@ def two_level_split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1:
     return _two_level_split_least(f(span, dtype=np.float64), f(coef, dtype=np.float64), f(w, dtype=np.float64),
                                   f(s1, dtype=np.float64), f(o, dtype=np.float64), f(fixed1, dtype=np.float64),
                                   f(kcoef, dtype=np.float64), float(cap), int(most))
+
+
+@njit(**_JIT)
+def _two_level_least_below(span0: FloatArray, coef: FloatArray, w: FloatArray, n1: FloatArray, s1: FloatArray,
+                           n0: FloatArray, s0: FloatArray, bound: float) -> float:  # pragma: no cover - compiled
+    """``min(two_level_least_many(...)[0], bound)`` of one row ((1, ...) arrays): the same
+    shortest paths, with every partial path that already reaches ``bound`` dropped. Each step
+    adds ``outside (n_j - 1) sum_t w_t v_t >= 0``, so a dropped path ends at ``>= bound``, and
+    the paths kept are summed in the same order as `_two_level_least_many`'s: below ``bound``
+    the value is the same bit for bit."""
+    D = n1.shape[1]
+    T, C, _ = coef.shape
+    dims = np.empty(2 * D, dtype=np.int64)
+    nb = np.empty(2 * D)
+    st = np.empty(2 * D)
+    span = np.empty((T, C))
+    size = np.empty(T)
+    ik = np.empty(T, dtype=np.int64)
+    sh = np.empty(C)
+    a1 = 0
+    for d in range(D):
+        if n1[0, d] >= 2.0:
+            dims[a1] = d
+            nb[a1] = n1[0, d]
+            st[a1] = s1[0, d]
+            a1 += 1
+    a0 = 0
+    for d in range(D):
+        if n0[0, d] >= 2.0:
+            dims[a1 + a0] = d
+            nb[a1 + a0] = n0[0, d]
+            st[a1 + a0] = s0[0, d]
+            a0 += 1
+    first = 0.0
+    for t in range(T):
+        s = 1.0
+        for c in range(C):
+            span[t, c] = span0[0, t, c]
+            s *= span[t, c]
+        size[t] = s
+        first += w[0, t] * s
+    if a1 + a0 == 0:
+        return min(first, bound)
+    lim = bound - first  # a path of at least this much ends at or above the bound
+    if lim <= 0.0:
+        return bound
+    full1 = (1 << a1) - 1
+    full0 = (1 << a0) - 1
+    nm = 1 << max(a1, a0)
+    back1 = np.zeros((full1 + 1, T, C))
+    back0 = np.zeros((full0 + 1, T, C))
+    dp = np.empty(nm)
+    p1 = 1.0
+    for b in range(a1):
+        p1 *= nb[b]
+    p0 = 1.0
+    for b in range(a0):
+        p0 *= nb[a1 + b]
+    for m in range(1, full1 + 1):
+        b = 0
+        while not (m >> b) & 1:
+            b += 1
+        for t in range(T):
+            for c in range(C):
+                back1[m, t, c] = back1[m & (m - 1), t, c] + coef[t, c, dims[b]] * st[b]
+    for m in range(1, full0 + 1):
+        b = 0
+        while not (m >> b) & 1:
+            b += 1
+        for t in range(T):
+            for c in range(C):
+                back0[m, t, c] = back0[m & (m - 1), t, c] + coef[t, c, dims[a1 + b]] * st[a1 + b]
+    best = lim
+    for zi in range(a1 + a0):
+        if a1 > 0 and zi >= a1:
+            break  # the innermost loop is one of level 1's when it has any
+        v0 = 0.0
+        for t in range(T):
+            for c in range(C):
+                sh[c] = coef[t, c, dims[zi]] * st[zi]
+            k, v = _step(sh, span[t], size[t])
+            ik[t] = k if k >= 0 else -2
+            v0 += w[0, t] * v
+        level1 = zi < a1
+        z0 = 1 << (zi if level1 else zi - a1)
+        carry = 0.0
+        for phase in range(2):
+            if phase == 0 and not level1:
+                continue
+            na = a1 if phase == 0 else a0
+            off = 0 if phase == 0 else a1
+            full = full1 if phase == 0 else full0
+            for m in range(full + 1):
+                dp[m] = np.inf
+            if phase == 0 or not level1:
+                start = z0
+                dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
+            else:
+                start = 0
+                dp[0] = carry
+            for m in range(start, full + 1):
+                if dp[m] >= best or (m & start) != start:
+                    continue
+                inner = 1.0
+                for b in range(na):
+                    if (m >> b) & 1:
+                        inner *= nb[off + b]
+                for jb in range(na):
+                    if (m >> jb) & 1:
+                        continue
+                    j = off + jb
+                    vs = 0.0
+                    for t in range(T):
+                        for c in range(C):
+                            bk = back1[m, t, c] if phase == 0 else back1[full1, t, c] + back0[m, t, c]
+                            sh[c] = coef[t, c, dims[j]] * st[j] - bk
+                        k, v = _step(sh, span[t], size[t])
+                        if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                            v = size[t]  # eq. G
+                        vs += w[0, t] * v
+                    outside = (p1 / (inner * nb[j])) * p0 if phase == 0 else p0 / (inner * nb[j])
+                    cost = dp[m] + outside * (nb[j] - 1.0) * vs
+                    m2 = m | (1 << jb)
+                    if cost < dp[m2]:
+                        dp[m2] = cost
+            carry = dp[full]
+        if carry < best:
+            best = carry
+    return best + first if best < lim else bound
+
+
+@njit(**_JIT)
+def _two_level_split_least_below(span0: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray,
+                                 o: FloatArray, fixed1: FloatArray, kcoef: FloatArray, cap: float, most: int,
+                                 limit: FloatArray, stop: bool) -> FloatArray:  # pragma: no cover - compiled
+    n, D = o.shape
+    K, C, _ = kcoef.shape
+    out = np.full(n, np.inf)
+    divs = np.ones((D, 64))
+    nd = np.ones(D, dtype=np.int64)
+    at = np.zeros(D, dtype=np.int64)
+    n1 = np.ones((1, D))
+    n0 = np.ones((1, D))
+    t1 = np.ones((1, D))
+    for i in range(n):
+        count = 1
+        for d in range(D):
+            if fixed1[i, d] > 0.0:
+                divs[d, 0] = fixed1[i, d]
+                nd[d] = 1
+            else:
+                v = int(o[i, d])
+                m = 0
+                for x in range(1, v + 1):
+                    if v % x == 0:
+                        if m < 64:
+                            divs[d, m] = x
+                        m += 1
+                nd[d] = m
+            count *= nd[d]
+        if count > most or nd.max() > 64:
+            out[i] = -1.0  # too many splits: no bound here
+            continue
+        for d in range(D):
+            at[d] = 0
+        for _ in range(count):
+            for d in range(D):
+                n1[0, d] = divs[d, at[d]]
+                n0[0, d] = o[i, d] / n1[0, d]
+                t1[0, d] = s1[i, d] * n1[0, d]
+            need = 0.0
+            for t in range(K):
+                fp = 1.0
+                for c in range(C):
+                    sp = 1.0
+                    for d in range(D):
+                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
+                    fp *= sp
+                need += fp
+            if need <= cap:
+                v = _two_level_least_below(span0[i:i + 1], coef, w[i:i + 1], n1, s1[i:i + 1], n0, t1,
+                                           min(out[i], limit[i]))
+                if v < out[i]:
+                    out[i] = v
+                if stop and out[i] < limit[i]:
+                    out[i] = -1.0  # a split under the limit: the row is not cut here, not bounded
+                    break
+            d = 0
+            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
+                at[d] += 1
+                if at[d] < nd[d]:
+                    break
+                at[d] = 0
+                d += 1
+    return out
+
+
+def two_level_split_least_below(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                                fixed1: FloatArray, kcoef: FloatArray, cap: float, most: int, limit: FloatArray,
+                                stop: bool = False) -> FloatArray:
+    """(n,) `two_level_split_least` computed only up to a limit per row: ``min(least, limit)``,
+    the least over the splits where it is below ``limit`` (the same value bit for bit) and
+    ``limit`` where every split fitting level 1 reaches it (a lower bound of the least: the
+    row is cut by it all the same). The splits are a branch and bound of their own: each
+    split's shortest path (`_two_level_least_below`) drops the partial paths that reach the
+    least so far or the limit. inf where no split fits and -1 where there are more than
+    ``most``, as `two_level_split_least`; with ``stop``, also -1 (not bounded) on a row as soon as
+    one split is under its limit (the row is not cut by argument 17, whose least is then not
+    computed: a weaker bound, still a bound, for the search's order and certificate).
+
+    Parameters
+    ----------
+    span, coef, w, s1, o, fixed1, kcoef, cap, most
+        As `two_level_split_least`.
+    limit
+        (n,) the value of the least at which each row is cut (inf: no limit, the least itself).
+    stop
+        Give up on a row at its first split under ``limit``.
+    """
+    f = np.ascontiguousarray
+    return _two_level_split_least_below(f(span, dtype=np.float64), f(coef, dtype=np.float64),
+                                        f(w, dtype=np.float64), f(s1, dtype=np.float64), f(o, dtype=np.float64),
+                                        f(fixed1, dtype=np.float64), f(kcoef, dtype=np.float64), float(cap),
+                                        int(most), f(limit, dtype=np.float64), bool(stop))

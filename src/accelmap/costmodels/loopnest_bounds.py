@@ -526,6 +526,20 @@ Why each bound holds, for every order of every loop:
    ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
    cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
 
+*Staged bounds* (`BoundCut`, `partial_bounds`' ``cutoff``, ``_STAGED``; how the bound is made
+cheap, not an argument). A search cuts a node once its objective bound reaches the incumbent's,
+so the arguments that cost most per row (10, 11, 13, 14c-d, 15b, 16 and 17) are wasted on the
+rows the others already cut. Given the cut-off, every row is bounded first without them (the
+same cycles bound: none of them enters it), and only the rows still below the cut-off are bounded
+again with them; argument 17's least is computed only up to the energy at which each row is cut
+(``min(least, limit)``: below it the same value, at it a value that still cuts the row). Each
+stage's value is a bound, and a row below the cut-off gets exactly its full bound (argument 10's
+candidate dims are then taken from the whole batch, ``open_dims``), so the search cuts the same
+nodes, and the order and certificate read the same bounds of the nodes it keeps
+(``tests/unit/search/test_exact_staged.py``), but for the exact searcher's trials of arguments
+11-13 (``region_trial``, ``pair_trial``), which now see only the rows below the cut-off: they may
+drop a region count or pair term at another call than without the stages.
+
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
 """
@@ -545,7 +559,7 @@ from accelmap.arch.spec import Arch
 from accelmap.costmodels._bounds_kernel import feasible_rows, tables_of
 from accelmap.workloads.problem import Problem
 
-__all__ = ["BoundModel", "TrafficTable", "dram_order_deliveries", "dram_order_table", "partial_bounds", "traffic_table"]
+__all__ = ["BoundCut", "BoundModel", "TrafficTable", "dram_order_deliveries", "dram_order_table", "partial_bounds", "traffic_table"]
 
 _USE_CAPACITY = True  # argument 11 (`_capacity_energy`); a switch for the tests and benchmarks that measure it
 _USE_ORDER = True  # argument 10 (`_jstar_order_energy`); a switch for the tests and benchmarks that measure it
@@ -593,6 +607,20 @@ _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests 
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
 _JSTAR_ENGINE = "cpu"
+# staged bounds: where the caller passes its cut-off (`BoundCut`), the costly arguments (10, 11 and
+# 13-17) run only on the rows that the others leave below it, and argument 17 computes its least
+# only up to the cut (`_order_kernel.two_level_split_least_below`); off: every argument on every row
+_STAGED = True
+# argument 17 under a cut-off gives up on a row at its first split below the cut (the row is not cut
+# by it, and keeps the bound of the other arguments); off: its least is computed wherever it is below
+_SPLIT_STOP = False
+# the staging is kept at a k where its first stage leaves at most this share of the rows below the
+# cut-off (after ``_STAGE_TRIAL_ROWS`` rows; else the second stage repeats most of the first), and
+# where argument 17 runs (its limit needs the first stage's cycles); elsewhere one call in
+# ``_STAGE_PROBE`` is staged, to follow the share as the search goes on
+_STAGE_LIVE_MAX = 0.5
+_STAGE_TRIAL_ROWS = 4096
+_STAGE_PROBE = 16
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -643,6 +671,9 @@ class BoundModel:
     # have lifted no row above argument 2's relaxation; ``pair_tally[k]`` = [calls, calls that lifted]
     pair_trial: int = 0
     pair_tally: dict[int, list[int]] = field(default_factory=dict)
+    # staged bounds (a speed rule, as the trials above): ``stage_tally[k]`` = [rows staged, rows the
+    # first stage left below the cut-off (both halved as they grow), calls not staged since]
+    stage_tally: dict[int, list[float]] = field(default_factory=dict)
 
     @staticmethod
     def build(problem: Problem, arch: Arch, keep: BoolArray) -> BoundModel:
@@ -1393,7 +1424,7 @@ def _spatial_most(bm: BoundModel, spatial: IntArray, spatial_room: IntArray, p_m
 def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray,
                         omax: FloatArray, next_level: IntArray | None, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
                         terms: list[tuple[_X, float, float, FloatArray | float]],
-                        at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+                        at: dict[tuple[str, int, int], int], energy_cut: FloatArray | None = None) -> FloatArray | None:
     """Argument 17: at a node with level 2's tile and every spatial factor known and levels 0 and
     1's temporal factors open (``k = 2``), argument 15b's bound taken at its least over the
     splits of each dim's open temporal product ``o_d`` between level 1 (``n1_d``) and level 0
@@ -1405,8 +1436,11 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     (``next_level``) has that one split. ``tile`` (n, L+1, D) the known tiles; ``tt``, ``g``
     (n, L, D) the temporal factors (known levels) and the spatial ones (fixed at every level);
     ``omin``/``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products;
-    ``dl(t, l)`` a lower bound of distinct_l. Returns (n,) (0 on rows it does not bound, and
-    where no split fits) or None where no row qualifies."""
+    ``dl(t, l)`` a lower bound of distinct_l. ``energy_cut`` (n,), where given, the energy at
+    which each row is cut: the least is computed up to it (`_split_least_memo`), so a row
+    whose least reaches it gets at least that energy (and is cut) and every other row its
+    least. Returns (n,) (0 on rows it does not bound, and where no split fits) or None where
+    no row qualifies."""
     byp = _level1_bypassers(bm)
     if not byp:
         return None
@@ -1444,7 +1478,11 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     if chosen.any() and next_level is not None:  # a chosen dim: its level-1 factor (one split)
         fixed1[:, chosen] = next_level[rows][:, chosen, 0]
     kcoef = np.asarray(bm.coef_fp, dtype=np.float64)[bm.keep[1]]
-    least = _split_least_memo(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]))
+    limit = None
+    if energy_cut is not None:  # (the margin: base + limit lands at or above the cut in float64 sums)
+        limit = np.maximum(energy_cut[rows] * (1.0 + 1e-9) - base[rows], 0.0)
+    least = _split_least_memo(span[rows], coef, w[rows], s1[rows], o[rows], fixed1, kcoef, float(bm.capacity[1]),
+                              limit)
     alt = np.zeros(n)
     alt[rows] = np.where(np.isfinite(least) & (least >= 0.0), base[rows] + least, 0.0)
     return alt
@@ -1452,34 +1490,78 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
 
 _SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 17's least per row, per (coefficients, capacity)
 _SPLIT_MEMO_ROWS = 1 << 20  # a table is emptied when it holds this many rows
+# argument 17 under a limit (`_split_least_below`): per row, a value the least is known to reach
+_SPLIT_FLOORS: dict[bytes, dict[bytes, float]] = {}
 
 
 def _split_least_memo(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
-                      fixed1: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+                      fixed1: FloatArray, kcoef: FloatArray, cap: float,
+                      limit: FloatArray | None = None) -> FloatArray:
     """`_split_least` with each row's value kept (``_SPLIT_MEMO``, keyed by the row's inputs
     byte for byte): nodes of different keep patterns and branches often share level 2's tile,
     the spatial factors and the open products (on simple3 L4, 27,963 distinct ones among 69,126
-    rows in 8 CPU s). The same values as `_split_least`."""
+    rows in 8 CPU s). The same values as `_split_least`; with ``limit`` (n,) those of
+    `_split_least_below`: a least known is taken as it is (below the limit it is the value
+    asked for; at or above it, it is at least the limit and cuts the row all the same), a
+    floor from an earlier limit where it reaches this one, and the rest computed up to their
+    limits (their leasts kept where below it, their floors where not)."""
     n = len(o)
-    table = _SPLIT_MEMO.setdefault(coef.tobytes() + kcoef.tobytes() + np.float64(cap).tobytes(), {})
+    key0 = coef.tobytes() + kcoef.tobytes() + np.float64(cap).tobytes()
+    table = _SPLIT_MEMO.setdefault(key0, {})
+    floors = _SPLIT_FLOORS.setdefault(key0, {})
     if len(table) > _SPLIT_MEMO_ROWS:
         table.clear()
+    if len(floors) > _SPLIT_MEMO_ROWS:
+        floors.clear()
     rows = np.ascontiguousarray(np.concatenate([span.reshape(n, -1), w, s1, o, fixed1], axis=1))
     keys = [r.tobytes() for r in rows]
     out = np.empty(n)
     todo = []
     for i, key in enumerate(keys):
         v = table.get(key)
+        if v is None and limit is not None:
+            fl = floors.get(key)
+            if fl is not None and fl >= limit[i]:
+                v = fl
         if v is None:
             todo.append(i)
         else:
             out[i] = v
     if todo:
         sel = np.asarray(todo)
-        got = _split_least(span[sel], coef, w[sel], s1[sel], o[sel], fixed1[sel], kcoef, cap)
+        if limit is None:
+            got = _split_least(span[sel], coef, w[sel], s1[sel], o[sel], fixed1[sel], kcoef, cap)
+            for i, v in zip(todo, got.tolist(), strict=True):
+                table[keys[i]] = v
+        else:
+            lim = limit[sel]
+            got = _split_least_below(span[sel], coef, w[sel], s1[sel], o[sel], fixed1[sel], kcoef, cap, lim)
+            for i, v, li in zip(todo, got.tolist(), lim.tolist(), strict=True):
+                if v == math.inf or (v < li and (v >= 0.0 or not _SPLIT_STOP)):
+                    table[keys[i]] = v  # the least itself (inf: no split fits; -1: too many splits)
+                elif v >= li:
+                    floors[keys[i]] = v  # every split reaches the limit
         out[sel] = got
-        for i, v in zip(todo, got.tolist(), strict=True):
-            table[keys[i]] = v
+    return out
+
+
+def _split_least_below(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
+                       fixed1: FloatArray, kcoef: FloatArray, cap: float, limit: FloatArray) -> FloatArray:
+    """`_split_least` computed up to ``limit`` (n,): ``min(least, limit)`` where some split fits
+    (inf where none does, -1 where there are too many, as `_split_least`); with
+    ``_SPLIT_STOP`` also -1 (not bounded) where the least is below the limit. Compiled
+    (`_order_kernel.two_level_split_least_below`, a branch and bound over the splits and
+    each split's shortest path) or, with ``_JOINT_SPLIT_ENGINE = "numpy"``, `_split_least`'s
+    reference clipped: the same values."""
+    from accelmap.costmodels._order_kernel import two_level_split_least_below
+
+    if _JOINT_SPLIT_ENGINE == "cpu":
+        return two_level_split_least_below(span, coef, w, s1, o, fixed1, kcoef, cap, _JOINT_SPLIT_MAX, limit,
+                                           _SPLIT_STOP)
+    least = _split_least(span, coef, w, s1, o, fixed1, kcoef, cap)
+    out = np.where(np.isinf(least) | (least < 0.0), least, np.minimum(least, limit))
+    if _SPLIT_STOP:
+        out = np.where((least >= 0.0) & (least < limit), -1.0, out)
     return out
 
 
@@ -2432,6 +2514,102 @@ def _pair_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]],
     return total
 
 
+@dataclass(frozen=True, slots=True)
+class BoundCut:
+    """The cut-off of a branch and bound, for a staged bound (`partial_bounds`' ``cutoff``): the
+    search cuts every row whose objective bound ``objective(energy_lb, cycles_lb)`` is at least
+    ``value`` (the incumbent's objective less the cut tolerance). The objective is
+    ``energy^a cycles^b`` (``a, b >= 0``: EDP 1 and 1, energy 1 and 0, cycles 0 and 1), so it
+    grows with each bound, and with a row's cycles bound ``c`` the row is cut once its energy
+    bound reaches ``(value / c^b)^(1/a)`` (`energy_needed`). ``objective`` is the search's own
+    (None: ``energy^a cycles^b`` here), so the stages cut exactly the rows the search cuts."""
+
+    value: float
+    energy_exp: float = 1.0
+    cycles_exp: float = 1.0
+    objective: Any = None  # (energy (n,), cycles (n,)) -> (n,) objective bound, as the search forms it
+
+    def of(self, energy: FloatArray, cycles: FloatArray) -> FloatArray:
+        """(n,) the objective bound of energy and cycles bounds (inf where either is)."""
+        if self.objective is not None:
+            return np.asarray(self.objective(energy, cycles), dtype=np.float64)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.power(energy, self.energy_exp) * np.power(cycles, self.cycles_exp)
+        return np.where(np.isfinite(energy) & np.isfinite(cycles), out, np.inf)
+
+    def energy_needed(self, cycles: FloatArray) -> FloatArray:
+        """(n,) the energy bound at which a row with cycles bound ``cycles`` is cut (inf where
+        energy does not enter the objective, 0 where the cycles alone cut it)."""
+        if self.energy_exp <= 0.0:
+            return np.full(len(cycles), np.inf)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            need = np.power(self.value / np.power(cycles, self.cycles_exp), 1.0 / self.energy_exp)
+        return np.where(np.isnan(need), 0.0, need)
+
+
+def _stage_now(bm: BoundModel, k: int, sp_known: bool) -> bool:
+    """Whether a call of `partial_bounds` at ``k`` with a cut-off is staged (`_staged_bounds`):
+    where argument 17 can run, always; elsewhere while the first stage has left at most
+    ``_STAGE_LIVE_MAX`` of the rows below the cut-off (``stage_tally``; the first
+    ``_STAGE_TRIAL_ROWS`` rows are staged), and one call in ``_STAGE_PROBE`` otherwise. On
+    res3a_branch2b (eyeriss-like) the first stage costs 4-6 us a row and leaves 69% and 89% of
+    the rows at k = 2 and 4 to the second (7-10 us a row): staged, those calls cost more than
+    the full bound (`docs/performance.md`, "Staged bounds")."""
+    if _USE_JOINT_SPLIT and k == 2 and sp_known and _level1_bypassers(bm):
+        return True
+    t = bm.stage_tally.setdefault(k, [0.0, 0.0, 0.0])
+    if t[0] < _STAGE_TRIAL_ROWS or t[1] <= _STAGE_LIVE_MAX * t[0]:
+        return True
+    t[2] += 1
+    if t[2] >= _STAGE_PROBE:
+        t[2] = 0
+        return True
+    return False
+
+
+def _staged_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, outer_tmin: IntArray,
+                   outer_max: IntArray, order_pos: IntArray | None, order_fixed: BoolArray | None,
+                   next_level: IntArray | None, spatial: IntArray | None, spatial_complete: bool,
+                   spatial_room: IntArray | None, next_chosen: BoolArray | None, rows_feasible: bool,
+                   cutoff: BoundCut) -> tuple[FloatArray, FloatArray, BoolArray]:
+    """`partial_bounds` in two stages (its ``cutoff``): every row without the costly arguments
+    (``costly=False``: the same cycles bound, a weaker energy bound, each a valid bound), then
+    the rows whose objective bound is still below ``cutoff.value`` with every argument and
+    their energy cut (argument 17 stops there). The rows cut by the first stage keep its
+    bound; where energy does not enter the objective the first stage is the bound. On the
+    plateau of simple3 L4 (30 CPU s from the default incumbent) the first stage costs 0.13-0.43x
+    the full bound per row and cuts 96% of the rows at k = 1, 71% at k = 3, 10% at k = 2
+    (`docs/performance.md`, "Staged bounds")."""
+    e, c, ok = partial_bounds(bm, k, fac, outer_min, outer_tmin, outer_max, order_pos, order_fixed, next_level,
+                              spatial, spatial_complete, spatial_room, next_chosen, rows_feasible, costly=False)
+    if cutoff.energy_exp <= 0.0:
+        return e, c, ok
+    live = np.flatnonzero(ok & (cutoff.of(e, c) < cutoff.value))
+    t = bm.stage_tally.setdefault(k, [0.0, 0.0, 0.0])
+    t[0] += float(ok.sum())
+    t[1] += float(len(live))
+    if t[0] > 1 << 16:  # (the recent calls count most)
+        t[0] /= 2.0
+        t[1] /= 2.0
+    if len(live) and k > 0:
+        # argument 10's candidate dims over every feasible row, as the whole batch has them
+        # (`partial_bounds`' ``z_possible``: a dim's open temporal product can reach 2)
+        s_open = np.ones((len(fac), bm.D)) if spatial is None else \
+            _prod((spatial[:, :k, :, 0] * spatial[:, :k, :, 1]).astype(np.float64), 1)
+        open_dims = np.asarray((outer_max[ok].astype(np.float64) / s_open[ok] >= 2.0).any(axis=0), dtype=bool)
+    else:
+        open_dims = None
+    if len(live):
+        def sub(x: Any) -> Any:
+            return None if x is None else x[live]
+
+        e[live], _, _ = partial_bounds(bm, k, fac[live], outer_min[live], outer_tmin[live], outer_max[live],
+                                       sub(order_pos), order_fixed, sub(next_level), sub(spatial), spatial_complete,
+                                       sub(spatial_room), next_chosen, rows_feasible=True,
+                                       energy_cut=cutoff.energy_needed(c[live]), open_dims=open_dims)
+    return e, c, ok
+
+
 def _b3(a: Any, rows: IntArray) -> Any:
     """A per-row array (n,) at ``rows`` as (r, 1, 1), to meet the (r, j, z) arrays of
     `_pair_order_energy`; a scalar as it is."""
@@ -2445,7 +2623,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                    spatial_complete: bool = False,
                    spatial_room: IntArray | None = None,
                    next_chosen: BoolArray | None = None,
-                   rows_feasible: bool = False) -> tuple[FloatArray, FloatArray, BoolArray]:
+                   rows_feasible: bool = False, cutoff: BoundCut | None = None, costly: bool = True,
+                   energy_cut: FloatArray | None = None,
+                   open_dims: BoolArray | None = None) -> tuple[FloatArray, FloatArray, BoolArray]:
     """Lower bounds of energy (pJ) and cycles over every completion of partial mappings.
 
     Parameters
@@ -2484,6 +2664,23 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         Every row is known to pass the feasibility test below (the caller ran the same
         compiled test, `accelmap.costmodels._bounds_kernel.row_feasible`, as the exact
         mapper's `_feasible_nodes` does): it is not run again. Same values either way.
+    cutoff
+        Optional `BoundCut`: the search cuts every row whose objective bound reaches it. The
+        bound is then staged (``_STAGED``): every row is bounded without the costly
+        arguments first (``costly=False``), and only the rows still below the cut-off are
+        bounded again with them (and ``energy_cut``). A row cut by the first stage keeps its
+        first bound: a valid bound, at or above the cut-off, so the search cuts the same rows.
+    costly
+        False: arguments 10, 11, 13, 14c-d, 15b, 16 and 17 are left out (a weaker bound, the
+        same cycles).
+    energy_cut
+        Optional (n,) the energy at which each row is cut (`BoundCut.energy_needed` of its
+        cycles bound): argument 17 computes its least only up to it.
+    open_dims
+        Optional (D,) the dims whose open temporal product can reach 2 on some row of the
+        batch (argument 10's candidates for the innermost open loop; by default those of
+        these rows): the second stage of a staged bound takes the whole batch's, so that its
+        rows get the bound they get in the whole batch.
 
     Returns
     -------
@@ -2492,6 +2689,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     """
     L, D = bm.L, bm.D
     n = len(fac)
+    if cutoff is not None and _STAGED and costly and n and _stage_now(bm, k, spatial is not None and spatial_complete):
+        return _staged_bounds(bm, k, fac, outer_min, outer_tmin, outer_max, order_pos, order_fixed, next_level,
+                              spatial, spatial_complete, spatial_room, next_chosen, rows_feasible, cutoff)
     checked = rows_feasible  # every row passed the compiled feasibility test: the numpy one is skipped
     if _USE_KERNEL and n and not rows_feasible:
         ok = feasible_rows(fac, k, spatial, next_level if k > 0 else None, bm.fan_x, bm.fan_y, bm.capacity,
@@ -2505,7 +2705,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
 
                 energy_all[sel], cycles_all[sel], _ = partial_bounds(
                     bm, k, fac[sel], outer_min[sel], outer_tmin[sel], outer_max[sel], cut(order_pos), order_fixed,
-                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room), next_chosen)
+                    cut(next_level), cut(spatial), spatial_complete, cut(spatial_room), next_chosen,
+                    costly=costly, energy_cut=cut(energy_cut), open_dims=open_dims)
             return energy_all, cycles_all, ok
         checked = True
     f = fac.astype(np.float64)
@@ -2576,6 +2777,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             spatial, gs, tile_sp = spatial[rows], gs[rows], tile_sp[rows]
         if spatial_room is not None:
             spatial_room = spatial_room[rows]
+        if energy_cut is not None:
+            energy_cut = energy_cut[rows]
     # spatial products of the outer levels: fixed, or at most their fanouts
     sp_known = spatial is not None and spatial_complete
     if sp_known:
@@ -2622,7 +2825,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
     # argument 9 needs every level's spatial factors (its counts into open levels and their
     # multicast) and a level between the outermost and the known ones
     use_room = sp_known and k >= 2 and bool(bm.room_rules)
-    use_order = _USE_ORDER
+    use_order = _USE_ORDER and costly
     p_min = tile_k * omin  # (n, D) smallest full product of each dim
     p_max = tile_k * omax
     energy = np.full(n, bm.mac_energy_pj)
@@ -2927,12 +3130,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 fills = deliveries(t, p)
                 terms.append((fills, f * bm.write_pj_word[p], 0.0, 0.0))
                 wr_words[p] += fills.fixed
-    if _USE_INSTANCE_WORDS and sp_known and k >= 1:
+    if _USE_INSTANCE_WORDS and costly and sp_known and k >= 1:
         # argument 16: each instance of a level takes in at least the union of its own tiles
         terms = _instance_words_floors(bm, k, tile, tt, g, used, omin, omax, otmin, gs, dl_lb, terms, at)
     order_e = _order_energy(terms, tt, t_all, k, L, D, n)
     pair_tally = bm.pair_tally.setdefault(k, [0, 0])
-    if _USE_PAIRS and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
+    if _USE_PAIRS and costly and k < L and (_PAIR_MAX_K < 0 or k <= _PAIR_MAX_K) and (bm.pair_trial <= 0 or pair_tally[1] > 0 or pair_tally[0] < bm.pair_trial):
         # argument 13: each known level's outermost and innermost active loops chosen jointly
         # for every tensor (arguments 1, 2 and 5b charged at the same pair)
         passes: dict[int, tuple[list[tuple[int, FloatArray, FloatArray]], FloatArray | float, float, FloatArray]] = {}
@@ -3000,26 +3203,28 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         final = None
         if use_order:
             mt = np.maximum(otmin, omin / (s_out * f_rem[:, None]))
-            final = _jstar_order_energy(terms, mt, np.asarray(z_possible.any(axis=0), dtype=bool), n)
+            final = _jstar_order_energy(terms, mt, np.asarray(z_possible.any(axis=0), dtype=bool)
+                                        if open_dims is None else open_dims, n)
         coupled = _coupled_open_energy(terms, allowed_of, none_active, k, n, final) if use_room else None
         energy = energy + (coupled if coupled is not None else _open_energy(terms, z_possible, none_active, n, final))
     tab = bm.traffic
-    if tab is not None and k <= 1 and _DRAM_ORDER_KNOWN:
+    if tab is not None and k <= 1 and _DRAM_ORDER_KNOWN and costly:
         # level 0's temporal factors: known at k = 0; at k = 1 the open product where it is one value
         two = _two_level_bypass(bm, tab, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, dl_lb) \
             if _TWO_LEVEL and (k == 0 or np.array_equal(omin, omax)) else None
         alt = _dram_order_known_energy(bm, tab, tile[:, 1], terms, at, two)  # arguments 14c, 14d
         if alt is not None:
             energy = np.maximum(energy, alt)
-    if _USE_JOINT_BYPASS and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
+    if _USE_JOINT_BYPASS and costly and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
         # argument 15b: the tensors that bypass level 1 at their least over levels 0 and 1's orders together
         alt = _joint_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
                                    terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
-    if _USE_JOINT_SPLIT and k == 2 and sp_known:
+    if _USE_JOINT_SPLIT and costly and k == 2 and sp_known:
         # argument 17: argument 15b at its least over the level-1/level-0 splits of the open products too
-        alt = _joint_split_energy(bm, tile, tt, g, omin, omax, next_level, next_chosen, used, dl_lb, terms, at)
+        alt = _joint_split_energy(bm, tile, tt, g, omin, omax, next_level, next_chosen, used, dl_lb, terms, at,
+                                  energy_cut)
         if alt is not None:
             energy = np.maximum(energy, alt)
     if tab is not None and k >= 2:
@@ -3055,7 +3260,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         if alt is not None:
             energy = np.maximum(energy, alt)
     tally = bm.region_tally
-    if sp_known and _USE_CAPACITY and (bm.region_trial <= 0 or tally[1] > 0 or tally[0] < bm.region_trial):
+    if sp_known and _USE_CAPACITY and costly and (bm.region_trial <= 0 or tally[1] > 0 or tally[0] < bm.region_trial):
         # argument 11: the words a region of small buffers must take in to do its MACs
         def share(t: int, p: int, c: int) -> FloatArray:
             out = np.ones(n)

@@ -63,12 +63,12 @@ import numpy as np
 
 from accelmap._typing import IntArray
 from accelmap.costmodels._bounds_kernel import tables_of
-from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds, traffic_table
+from accelmap.costmodels.loopnest_bounds import BoundCut, BoundModel, partial_bounds, traffic_table
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.search._exact_kernel import fanout_ok, feasible_nodes, gather_dim
 from accelmap.search.base import Cap
-from accelmap.search.objectives import ObjectiveSpec
+from accelmap.search.objectives import Objective, ObjectiveSpec
 
 __all__ = ["ExactSearcher", "BranchSpace", "Certificate", "DimTree", "PaddedBranches", "bound_model",
            "default_workers", "k_of", "node_inputs", "root_bound", "solve"]
@@ -307,6 +307,18 @@ class _Problem:
     def objective_bound(self, e: Any, c: Any) -> Any:
         return self.objective.scalar(e, c, np.ones(len(e), dtype=bool))
 
+    def cutoff(self) -> BoundCut | None:
+        """The incumbent's cut-off for a staged bound (`partial_bounds`' ``cutoff``): the
+        rows `_cut_test` cuts, as `objective_bound` forms their objective (None while there
+        is no incumbent; `loopnest_bounds._STAGED` switches the staging off)."""
+        if not math.isfinite(self.best_value):
+            return None
+        o = self.objective
+        a, b = {Objective.ENERGY: (1.0, 0.0), Objective.CYCLES: (0.0, 1.0),
+                Objective.WEIGHTED: (o.energy_exp, o.cycles_exp)}.get(o.kind, (1.0, 1.0))
+        return BoundCut(value=self.best_value * (1.0 - _EPS), energy_exp=a, cycles_exp=b,
+                        objective=self.objective_bound)
+
 
 def _patterns(space: Any) -> list[Any]:
     state = space._keep_state  # (L, T): -1 free, 0 bypass, 1 keep
@@ -433,19 +445,24 @@ class PaddedBranches:
         return BranchSpace(self.space, b, rows, trees)
 
 
-def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray) -> tuple[Any, Any]:
+def _bound_nodes(P: _Problem, pattern: int, depth: int, split: int, ids: IntArray,
+                 cutoff: BoundCut | None = None) -> tuple[Any, Any]:
+    """(n,) objective bounds of nodes and (n,) whether they are feasible. With ``cutoff``
+    (`_Problem.cutoff`, for children the caller cuts by it at once) the bound is staged: a
+    node it cuts may get a weaker bound, still at or above the cut-off."""
     bm = P.bms[pattern]
     ok = _feasible_nodes(P, bm, depth, split, ids) if _NODE_TEST else None
     if ok is None:
-        e, c, ok = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids))
+        e, c, ok = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids), cutoff=cutoff)
     elif ok.all():  # (the same test `partial_bounds` makes first: not made again)
-        e, c, _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids), rows_feasible=_TRUST_TEST)
+        e, c, _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids), rows_feasible=_TRUST_TEST,
+                                 cutoff=cutoff)
     else:  # the inputs of the feasible nodes alone (`partial_bounds` bounds each row by itself)
         e, c = np.full(len(ids), np.inf), np.full(len(ids), np.inf)
         sel = np.flatnonzero(ok)
         if len(sel):
             e[sel], c[sel], _ = partial_bounds(bm, **node_inputs(P.trees, depth, split, ids[sel]),
-                                               rows_feasible=_TRUST_TEST)
+                                               rows_feasible=_TRUST_TEST, cutoff=cutoff)
     return P.objective_bound(e, c), ok
 
 
@@ -586,7 +603,7 @@ def _expand(P: _Problem, f: _Frame, nodes: IntArray) -> tuple[_Frame | None, boo
     def flush() -> None:
         nonlocal n_inf, n_cut
         ch = np.concatenate(buf)
-        b, ok = _bound_nodes(P, f.pattern, new_depth, new_split, ch)
+        b, ok = _bound_nodes(P, f.pattern, new_depth, new_split, ch, P.cutoff())
         n_inf += int((~ok).sum())
         live = ok & ~_cut_test(b, P.best_value)
         n_cut += int((ok & ~live).sum())
@@ -745,8 +762,8 @@ def _solve_orders(P: _Problem, pattern: int, fac: IntArray) -> None:
         fixed[: lv + 1] = True
         facs = np.broadcast_to(fac, (m,) + fac.shape)
         e, c, _ = partial_bounds(bm, 0, facs, np.repeat(ones, m, 0), np.repeat(ones, m, 0), np.repeat(ones, m, 0),
-                                 order_pos=pos, order_fixed=fixed)
-        b = P.objective_bound(e, c)
+                                 order_pos=pos, order_fixed=fixed, cutoff=P.cutoff())
+        b = P.objective_bound(e, c)  # (staged: the incumbent only falls, so a row cut now stays cut)
         P.cert.nodes += m
         for i in np.argsort(b, kind="stable"):
             if _cut_test(b[i], P.best_value):
@@ -857,7 +874,7 @@ def _dive(P: _Problem, pattern: int, depth: int, split: int, node: IntArray) -> 
         keep_ids, keep_b = [], []
         for start in range(0, len(kids), _CHUNK):
             ch = kids[start: start + _CHUNK]
-            b, ok = _bound_nodes(P, pattern, new_depth, new_split, ch)
+            b, ok = _bound_nodes(P, pattern, new_depth, new_split, ch, P.cutoff())
             live = ok & ~_cut_test(b, P.best_value)
             keep_ids.append(ch[live])
             keep_b.append(b[live])
