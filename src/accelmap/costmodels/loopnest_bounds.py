@@ -589,6 +589,7 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 # argument 17's least over the splits: "cpu" compiled (`_order_kernel.two_level_split_least`), "numpy" the
 # reference; the same values (tests/unit/search/test_exact.py)
 _JOINT_SPLIT_ENGINE = "cpu"
+_USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1513,6 +1514,73 @@ def _split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArr
             r = np.zeros(int(fit.sum()), dtype=np.int64) + i
             out[i] = two_level_least_many(span[r], coef, w[r], n1[fit], s1[r], o[r] / n1[fit], t1[fit]).min()
     return out
+
+
+def _kept_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
+                        tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
+                        terms: list[tuple[_X, float, float, FloatArray | float]],
+                        at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 19: at a node with every factor known (``k <= 1``, level 0's product one value,
+    no fanout above level 1), the MACs, every term at its order-free value but (i) the level-0
+    reads and keeper fills of the tensors that bypass level 1 (as 15b: inputs and weights kept
+    at level 0, not at 1, next at ``c >= 2``, no factor over their dims at the levels ``2 ..
+    c-1``; per row) and (ii) level 0's reads and level 1's fills of the tensors kept at both
+    levels (argument 14c's terms, the output's updates with them), and those together at their
+    least over the orders of levels 0 and 1 (`_kept_kernel.kept_bypass_least`). Arguments
+    14c, 14d and 15b take (ii) and (i) each at its own least order; every mapping has one
+    order per level for both. ``tile`` (n, L+1, D) the known tiles; ``n1``, ``g1``, ``n0``
+    level 1's temporal and spatial factors and level 0's temporal ones; ``tt``, ``g``,
+    ``used`` the factors and spatial products; ``dl(t, l)`` a lower bound of distinct_l.
+    Returns (n,) (0 on rows with no bypassing tensor counted) or None where no row qualifies
+    (no tensor bypasses level 1, none is kept at levels 0 and 1, or level 0 fans out)."""
+    from accelmap.costmodels._kept_kernel import kept_bypass_least
+
+    byp = _level1_bypassers(bm)
+    kept = np.flatnonzero(bm.keep[0] & bm.keep[1]).tolist()
+    if not byp or not kept:
+        return None
+    n = len(tile)
+    oks = np.ones((len(byp), n), dtype=bool)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
+            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    rows = np.flatnonzero(oks.any(axis=0))
+    if not len(rows):
+        return None
+    free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    out = bm.mac_energy_pj + np.sum(free, axis=0)
+    C = bm.coef_fp.shape[1]
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)
+    span_b = np.ones((n, len(byp), C))
+    w_b = np.zeros((n, len(byp)))
+    for i, (t, c) in enumerate(byp):
+        ok = oks[i]
+        span_b[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[t][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w_b[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    tile1 = tile[:, 1]
+    span_k = np.ones((n, len(kept), C))
+    w_k = np.zeros((n, len(kept)))
+    for i, t in enumerate(kept):  # argument 14's weights: (e_r0 + e_w1) F_1; the output's F_1 - part
+        span_k[:, i] = 1.0 + ((tile1[:, None, :] - 1.0) * coef[t][None]).sum(axis=2)
+        f = float(bm.exist[t])
+        if t == bm.output:
+            rest = bm.read_pj_word[0] + bm.write_pj_word[1]
+            w_k[:, i] = f * (bm.write_pj_word[0] + rest)
+            out = out - f * rest * _footprint(bm, t, tile1 * n0)
+        else:
+            w_k[:, i] = f * (bm.read_pj_word[0] + bm.write_pj_word[1])
+        out = out - free[at[("r", t, 1)]] - free[at[("f", t, 1)]]
+    least = kept_bypass_least(span_b[rows], coef[[t for t, _ in byp]], w_b[rows], span_k[rows], coef[kept],
+                              w_k[rows], n1[rows], g1[rows] * tile[rows, 2], n0[rows], tile1[rows])
+    alt = np.zeros(n)
+    alt[rows] = out[rows] + least
+    return alt
 
 
 def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
@@ -3015,6 +3083,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         # argument 15b: the tensors that bypass level 1 at their least over levels 0 and 1's orders together
         alt = _joint_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
                                    terms, at)
+        if alt is not None:
+            energy = np.maximum(energy, alt)
+    if _USE_KEPT_BYPASS and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
+        # argument 19: 15b's tensors and level 1's kept ones at their least over both orders together
+        alt = _kept_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
+                                  terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
     if _USE_JOINT_SPLIT and k == 2 and sp_known:

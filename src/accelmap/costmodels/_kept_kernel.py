@@ -1,0 +1,240 @@
+"""Compiled least over the orders of levels 0 and 1 of the words that cross them, the tensors
+that bypass level 1 and those it keeps together.
+
+Argument 19 of `accelmap.costmodels.loopnest_bounds`. With no fanout above level 1 and every
+factor known, two kinds of deliveries follow from the loop orders of levels 0 and 1 alone
+(eq. D and eq. G of `accelmap.costmodels.loopnest`):
+
+* a tensor that bypasses level 1 (kept at level 0 and next at ``c >= 2``, no loop over its dims
+  between): its deliveries ``F_t`` into one instance of ``c``, over the loops of both levels
+  (level 1's strides ``s1``, level 0's ``s0``), as `_order_kernel.two_level_least_many` counts
+  them;
+* a tensor kept at levels 0 and 1: its deliveries ``F_1`` into level 1, over level 0's loops
+  alone (strides ``s0``, the level-1 tile), as `_order_kernel.order_least` counts them.
+
+Every mapping has one order per level for all of them, so the least over both orders of the
+weighted sum bounds their energy together, where the two kernels above take each kind at its
+own least order. The least is a shortest path as in `two_level_least_many`: level 1's loops
+placed innermost first, then level 0's, each step's term depending on its loop, the set of
+loops inside it and the innermost loop (of both levels for the bypassing tensors, eq. G; of
+level 0 for the kept ones, so level 0's innermost loop is enumerated too). The readable
+reference is every pair of permutations with each tensor's deliveries written out
+(``tests/unit/search/test_exact.py``).
+
+Every value is an integer far below ``2**53``, so the float sums are exact.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numba import njit
+
+from accelmap._typing import FloatArray
+from accelmap.costmodels._order_kernel import _step
+
+__all__ = ["kept_bypass_least"]
+
+_JIT: dict[str, Any] = {"cache": True}
+
+
+@njit(**_JIT)
+def _kept_bypass_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: FloatArray,
+                       coef_k: FloatArray, w_k: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                       s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
+    n, D = n1.shape
+    TB, C, _ = coef_b.shape
+    TK = coef_k.shape[0]
+    out = np.empty(n)
+    dims = np.empty(2 * D, dtype=np.int64)
+    nb = np.empty(2 * D)
+    st = np.empty(2 * D)
+    size_b = np.empty(TB)
+    size_k = np.empty(TK)
+    ik = np.empty(TB, dtype=np.int64)
+    ikk = np.empty(TK, dtype=np.int64)
+    nm = 1 << D
+    back1 = np.zeros((nm, TB, C))
+    back0 = np.zeros((nm, TB, C))
+    backk = np.zeros((nm, TK, C))
+    dp = np.empty(nm)
+    dp0 = np.empty(nm)
+    sh = np.empty(C)
+    for i in range(n):
+        a1 = 0
+        for d in range(D):
+            if n1[i, d] >= 2.0:
+                dims[a1] = d
+                nb[a1] = n1[i, d]
+                st[a1] = s1[i, d]
+                a1 += 1
+        a0 = 0
+        for d in range(D):
+            if n0[i, d] >= 2.0:
+                dims[a1 + a0] = d
+                nb[a1 + a0] = n0[i, d]
+                st[a1 + a0] = s0[i, d]
+                a0 += 1
+        first = 0.0
+        for t in range(TB):
+            s = 1.0
+            for c in range(C):
+                s *= span_b[i, t, c]
+            size_b[t] = s
+            first += w_b[i, t] * s
+        for t in range(TK):
+            s = 1.0
+            for c in range(C):
+                s *= span_k[i, t, c]
+            size_k[t] = s
+            first += w_k[i, t] * s
+        if a1 + a0 == 0:
+            out[i] = first
+            continue
+        full1 = (1 << a1) - 1
+        full0 = (1 << a0) - 1
+        p1 = 1.0
+        for b in range(a1):
+            p1 *= nb[b]
+        p0 = 1.0
+        for b in range(a0):
+            p0 *= nb[a1 + b]
+        for m in range(1, full1 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for t in range(TB):
+                for c in range(C):
+                    back1[m, t, c] = back1[m & (m - 1), t, c] + coef_b[t, c, dims[b]] * st[b]
+        for m in range(1, full0 + 1):
+            b = 0
+            while not (m >> b) & 1:
+                b += 1
+            for t in range(TB):
+                for c in range(C):
+                    back0[m, t, c] = back0[m & (m - 1), t, c] + coef_b[t, c, dims[a1 + b]] * st[a1 + b]
+            for t in range(TK):
+                for c in range(C):
+                    backk[m, t, c] = backk[m & (m - 1), t, c] + coef_k[t, c, dims[a1 + b]] * st[a1 + b]
+        best = np.inf
+        # the innermost loop of both levels: one of level 1's when it has any (else level 0's
+        # innermost, chosen below)
+        for zi in range(a1 if a1 > 0 else 1):
+            carry = 0.0
+            if a1 > 0:
+                v0 = 0.0
+                for t in range(TB):
+                    for c in range(C):
+                        sh[c] = coef_b[t, c, dims[zi]] * st[zi]
+                    k, v = _step(sh, span_b[i, t], size_b[t])
+                    ik[t] = k if k >= 0 else -2
+                    v0 += w_b[i, t] * v
+                for m in range(full1 + 1):
+                    dp[m] = np.inf
+                start = 1 << zi
+                dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
+                for m in range(start, full1 + 1):
+                    if dp[m] == np.inf or (m & start) != start:
+                        continue
+                    inner = 1.0
+                    for b in range(a1):
+                        if (m >> b) & 1:
+                            inner *= nb[b]
+                    for jb in range(a1):
+                        if (m >> jb) & 1:
+                            continue
+                        vs = 0.0
+                        for t in range(TB):
+                            for c in range(C):
+                                sh[c] = coef_b[t, c, dims[jb]] * st[jb] - back1[m, t, c]
+                            k, v = _step(sh, span_b[i, t], size_b[t])
+                            if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                                v = size_b[t]  # eq. G
+                            vs += w_b[i, t] * v
+                        cost = dp[m] + (p1 / (inner * nb[jb])) * p0 * (nb[jb] - 1.0) * vs
+                        m2 = m | (1 << jb)
+                        if cost < dp[m2]:
+                            dp[m2] = cost
+                carry = dp[full1]
+            if a0 == 0:
+                if carry < best:
+                    best = carry
+                continue
+            for zb in range(a0):  # level 0's innermost loop: the kept tensors' eq. G compares with it
+                j0 = a1 + zb
+                for t in range(TK):
+                    for c in range(C):
+                        sh[c] = coef_k[t, c, dims[j0]] * st[j0]
+                    k, v = _step(sh, span_k[i, t], size_k[t])
+                    ikk[t] = k if k >= 0 else -2
+                if a1 == 0:  # then it is the innermost of both levels
+                    for t in range(TB):
+                        for c in range(C):
+                            sh[c] = coef_b[t, c, dims[j0]] * st[j0]
+                        k, v = _step(sh, span_b[i, t], size_b[t])
+                        ik[t] = k if k >= 0 else -2
+                for m in range(full0 + 1):
+                    dp0[m] = np.inf
+                start = 1 << zb
+                for m in range(full0 + 1):
+                    if m != 0 and (dp0[m] == np.inf or (m & start) != start):
+                        continue
+                    base = carry if m == 0 else dp0[m]
+                    inner = 1.0
+                    for b in range(a0):
+                        if (m >> b) & 1:
+                            inner *= nb[a1 + b]
+                    for jb in range(a0):
+                        if (m >> jb) & 1 or (m == 0 and jb != zb):
+                            continue
+                        j = a1 + jb
+                        vs = 0.0
+                        for t in range(TB):
+                            for c in range(C):
+                                sh[c] = coef_b[t, c, dims[j]] * st[j] - back1[full1, t, c] - back0[m, t, c]
+                            k, v = _step(sh, span_b[i, t], size_b[t])
+                            if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                                v = size_b[t]  # eq. G
+                            vs += w_b[i, t] * v
+                        for t in range(TK):
+                            for c in range(C):
+                                sh[c] = coef_k[t, c, dims[j]] * st[j] - backk[m, t, c]
+                            k, v = _step(sh, span_k[i, t], size_k[t])
+                            if k >= 0 and ikk[t] >= 0 and k != ikk[t]:
+                                v = size_k[t]  # eq. G, against level 0's innermost loop
+                            vs += w_k[i, t] * v
+                        cost = base + (p0 / (inner * nb[j])) * (nb[j] - 1.0) * vs
+                        m2 = m | (1 << jb)
+                        if cost < dp0[m2]:
+                            dp0[m2] = cost
+                if dp0[full0] < best:
+                    best = dp0[full0]
+        out[i] = best + first
+    return out
+
+
+def kept_bypass_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: FloatArray,
+                      coef_k: FloatArray, w_k: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
+                      s0: FloatArray) -> FloatArray:
+    """(n,) the least over the orders of levels 0 and 1 of ``sum_b w_b F_b + sum_k w_k F1_k``:
+    ``F_b`` a bypassing tensor's deliveries into one instance of its keeper below level 1 (over
+    both levels' loops), ``F1_k`` a kept tensor's deliveries into level 1 (over level 0's).
+
+    Parameters
+    ----------
+    span_b, coef_b, w_b
+        (n, TB, C) spans of the bypassing tensors' coordinates over their keepers' tiles,
+        (TB, C, D) their coefficients, (n, TB) energy per delivered word (pJ; 0 leaves one out).
+    span_k, coef_k, w_k
+        (n, TK, C) spans of the kept tensors' coordinates over level 1's tile, (TK, C, D) their
+        coefficients, (n, TK) energy per delivered word.
+    n1, s1, n0, s0
+        (n, D) the bounds and strides of the loops of level 1 and of level 0 (``s0`` is level
+        1's tile).
+    """
+    f = np.ascontiguousarray
+    return _kept_bypass_least(f(span_b, dtype=np.float64), f(coef_b, dtype=np.float64), f(w_b, dtype=np.float64),
+                              f(span_k, dtype=np.float64), f(coef_k, dtype=np.float64), f(w_k, dtype=np.float64),
+                              f(n1, dtype=np.float64), f(s1, dtype=np.float64), f(n0, dtype=np.float64),
+                              f(s0, dtype=np.float64))
