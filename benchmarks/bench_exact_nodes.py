@@ -56,6 +56,10 @@ level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_
 15b at its least over the splits of the open products between levels 1 and 0, ``_USE_JOINT_SPLIT``)
 and 18 (the most instances the open spatial factors can reach, ``_USE_SPATIAL_MOST``);
 ``split-off`` and ``most-off`` leave out one part each.
+``--versions arg19-off arg19-on`` compares the bound without and with argument 19 (the tensors that
+bypass level 1 and those level 1 keeps at their least over the orders of levels 0 and 1 together,
+``_USE_KEPT_BYPASS``); ``arg19-known`` runs it at the nodes with every factor known only, ``arg19-512``
+also at ``k = 2`` on the nodes of at most 512 level-1 splits (``arg19-on``: 4,096, ``_KEPT_SPLIT_MAX``).
 
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
@@ -150,7 +154,13 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "most-off": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": False},
     # argument 17 also where some dims' level-1 factors are chosen (both on)
     "split-chosen": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
-                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True}}
+                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True},
+    # argument 19 (the tensors that bypass level 1 and those it keeps, both orders together), off and on
+    "arg19-off": {"loopnest_bounds._USE_KEPT_BYPASS": False},
+    "arg19-on": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096},
+    # argument 19 at k <= 1 only, and at k = 2 on the nodes of at most 512 splits (argument 17's limit)
+    "arg19-known": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 0},
+    "arg19-512": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

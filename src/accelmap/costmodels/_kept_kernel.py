@@ -34,7 +34,7 @@ from numba import njit
 from accelmap._typing import FloatArray
 from accelmap.costmodels._order_kernel import _step
 
-__all__ = ["kept_bypass_least"]
+__all__ = ["kept_bypass_least", "kept_split_least"]
 
 _JIT: dict[str, Any] = {"cache": True}
 
@@ -238,3 +238,103 @@ def kept_bypass_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, s
                               f(span_k, dtype=np.float64), f(coef_k, dtype=np.float64), f(w_k, dtype=np.float64),
                               f(n1, dtype=np.float64), f(s1, dtype=np.float64), f(n0, dtype=np.float64),
                               f(s0, dtype=np.float64))
+
+
+@njit(**_JIT)
+def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, coef_k: FloatArray, w_k: FloatArray,
+                      s1: FloatArray, o: FloatArray, fixed1: FloatArray, kcoef: FloatArray, cap: float,
+                      most: int) -> FloatArray:  # pragma: no cover - compiled
+    n, D = o.shape
+    K, C, _ = kcoef.shape
+    TK = coef_k.shape[0]
+    out = np.full(n, np.inf)
+    divs = np.ones((D, 64))
+    nd = np.ones(D, dtype=np.int64)
+    at = np.zeros(D, dtype=np.int64)
+    n1 = np.ones((1, D))
+    n0 = np.ones((1, D))
+    t1 = np.ones((1, D))
+    span_k = np.ones((1, TK, C))
+    for i in range(n):
+        count = 1
+        for d in range(D):
+            if fixed1[i, d] > 0.0:
+                divs[d, 0] = fixed1[i, d]
+                nd[d] = 1
+            else:
+                v = int(o[i, d])
+                m = 0
+                for x in range(1, v + 1):
+                    if v % x == 0:
+                        if m < 64:
+                            divs[d, m] = x
+                        m += 1
+                nd[d] = m
+            count *= nd[d]
+        if count > most or nd.max() > 64:
+            out[i] = -1.0  # too many splits: no bound here
+            continue
+        for d in range(D):
+            at[d] = 0
+        for _ in range(count):
+            for d in range(D):
+                n1[0, d] = divs[d, at[d]]
+                n0[0, d] = o[i, d] / n1[0, d]
+                t1[0, d] = s1[i, d] * n1[0, d]
+            need = 0.0
+            for t in range(K):
+                fp = 1.0
+                for c in range(C):
+                    sp = 1.0
+                    for d in range(D):
+                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
+                    fp *= sp
+                need += fp
+            if need <= cap:
+                for t in range(TK):
+                    for c in range(C):
+                        sp = 1.0
+                        for d in range(D):
+                            sp += coef_k[t, c, d] * (t1[0, d] - 1.0)
+                        span_k[0, t, c] = sp
+                v = _kept_bypass_least(span_b[i:i + 1], coef_b, w_b[i:i + 1], span_k, coef_k, w_k[i:i + 1], n1,
+                                       s1[i:i + 1], n0, t1)[0]
+                if v < out[i]:
+                    out[i] = v
+            d = 0
+            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
+                at[d] += 1
+                if at[d] < nd[d]:
+                    break
+                at[d] = 0
+                d += 1
+    return out
+
+
+def kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, coef_k: FloatArray, w_k: FloatArray,
+                     s1: FloatArray, o: FloatArray, fixed1: FloatArray, kcoef: FloatArray, cap: float,
+                     most: int) -> FloatArray:
+    """(n,) argument 19 with level 1's factors open (as argument 17 of `loopnest_bounds`): the
+    least of `kept_bypass_least` over the splits of each dim's temporal product ``o`` over
+    levels 0 and 1 into level 1's factor ``n1`` (a divisor of ``o``, or ``fixed1`` where that is
+    > 0) and level 0's ``o / n1``, with level 1's tile ``s1 n1`` holding the tensors of
+    ``kcoef`` in ``cap`` words; the kept tensors' spans are taken over that tile. inf where no
+    split fits, -1 where a row has more than ``most`` splits (not bounded).
+
+    Parameters
+    ----------
+    span_b, coef_b, w_b
+        As `kept_bypass_least`: the bypassing tensors.
+    coef_k, w_k
+        (TK, C, D) the kept tensors' coefficients, (n, TK) their energy per delivered word.
+    s1, o, fixed1
+        (n, D) the strides of level 1's loops, each dim's temporal product over levels 0 and 1,
+        and its level-1 factor where chosen (0 where open).
+    kcoef, cap
+        (K, C, D) the coefficients of the tensors level 1 keeps, and its capacity in words.
+    """
+    f = np.ascontiguousarray
+    return _kept_split_least(f(span_b, dtype=np.float64), f(coef_b, dtype=np.float64), f(w_b, dtype=np.float64),
+                             f(coef_k, dtype=np.float64), f(w_k, dtype=np.float64), f(s1, dtype=np.float64),
+                             f(o, dtype=np.float64), f(fixed1, dtype=np.float64), f(kcoef, dtype=np.float64),
+                             float(cap), int(most))

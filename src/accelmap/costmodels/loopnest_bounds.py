@@ -590,6 +590,7 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 # reference; the same values (tests/unit/search/test_exact.py)
 _JOINT_SPLIT_ENGINE = "cpu"
 _USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
+_KEPT_SPLIT_MAX = 4096  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1516,28 +1517,31 @@ def _split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArr
     return out
 
 
-def _kept_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
-                        tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
+def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray,
+                        omax: FloatArray, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
                         terms: list[tuple[_X, float, float, FloatArray | float]],
                         at: dict[tuple[str, int, int], int]) -> FloatArray | None:
-    """Argument 19: at a node with every factor known (``k <= 1``, level 0's product one value,
-    no fanout above level 1), the MACs, every term at its order-free value but (i) the level-0
-    reads and keeper fills of the tensors that bypass level 1 (as 15b: inputs and weights kept
-    at level 0, not at 1, next at ``c >= 2``, no factor over their dims at the levels ``2 ..
-    c-1``; per row) and (ii) level 0's reads and level 1's fills of the tensors kept at both
-    levels (argument 14c's terms, the output's updates with them), and those together at their
-    least over the orders of levels 0 and 1 (`_kept_kernel.kept_bypass_least`). Arguments
-    14c, 14d and 15b take (ii) and (i) each at its own least order; every mapping has one
-    order per level for both. ``tile`` (n, L+1, D) the known tiles; ``n1``, ``g1``, ``n0``
-    level 1's temporal and spatial factors and level 0's temporal ones; ``tt``, ``g``,
-    ``used`` the factors and spatial products; ``dl(t, l)`` a lower bound of distinct_l.
-    Returns (n,) (0 on rows with no bypassing tensor counted) or None where no row qualifies
-    (no tensor bypasses level 1, none is kept at levels 0 and 1, or level 0 fans out)."""
+    """Argument 19: the MACs, every term at its order-free value but (i) the level-0 reads and
+    keeper fills of the tensors that bypass level 1 (as 15b: inputs and weights kept at level 0,
+    not at 1, next at ``c >= 2``, no factor over their dims at the levels ``2 .. c-1``; per row)
+    and (ii) level 0's reads and level 1's fills of the tensors kept at both levels (argument
+    14c's terms, the output's updates with them), and those together at their least over the
+    orders of levels 0 and 1: at ``k <= 1`` (every factor known, level 0's product one value)
+    `_kept_kernel.kept_bypass_least`; at ``k = 2`` (level 2's tile and every spatial factor
+    known, no dim's level-1 factor chosen) its least over the splits of the open products
+    between levels 1 and 0 whose level-1 tile fits (`_kept_kernel.kept_split_least`, as
+    argument 17). Arguments 14c, 14d, 15b and 17 take (ii) and (i) each at its own least order;
+    every mapping has one order per level for both. ``tile`` (n, L+1, D) the known tiles;
+    ``tt``, ``g`` (n, L, D) the temporal factors (known levels) and spatial ones; ``omin`` /
+    ``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products; ``dl(t, l)`` a
+    lower bound of distinct_l. Returns (n,) (0 on rows it does not bound) or None where no row
+    qualifies (no tensor bypasses level 1, none is kept at levels 0 and 1, or level 0 fans
+    out)."""
     from accelmap.costmodels._kept_kernel import kept_bypass_least
 
     byp = _level1_bypassers(bm)
     kept = np.flatnonzero(bm.keep[0] & bm.keep[1]).tolist()
-    if not byp or not kept:
+    if not byp or not kept or k > 2 or (k == 2 and _KEPT_SPLIT_MAX <= 0):
         return None
     n = len(tile)
     oks = np.ones((len(byp), n), dtype=bool)
@@ -1545,7 +1549,18 @@ def _kept_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: Fl
         dims = bm.coef_fp[t].sum(axis=0) > 0
         for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
             oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
-    rows = np.flatnonzero(oks.any(axis=0))
+    ok_rows = oks.any(axis=0)
+    s1 = g[:, 1] * tile[:, 2]
+    if k == 2:  # each dim's temporal product over levels 0 and 1, one value
+        if next_chosen is not None and np.asarray(next_chosen).any():
+            return None
+        o = omin / (g[:, 0] * g[:, 1])
+        ok_rows &= (omin == omax).all(axis=1) & (o == np.rint(o)).all(axis=1)
+        whole = s1 * o  # level 0's tile: the (padded) extents
+    else:
+        n0 = tt[:, 0] if k == 0 else omin
+        whole = tile[:, 1] * n0
+    rows = np.flatnonzero(ok_rows)
     if not len(rows):
         return None
     free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
@@ -1563,24 +1578,65 @@ def _kept_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: Fl
         f = float(bm.exist[t])
         w_b[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
         out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
-    tile1 = tile[:, 1]
-    span_k = np.ones((n, len(kept), C))
     w_k = np.zeros((n, len(kept)))
     for i, t in enumerate(kept):  # argument 14's weights: (e_r0 + e_w1) F_1; the output's F_1 - part
-        span_k[:, i] = 1.0 + ((tile1[:, None, :] - 1.0) * coef[t][None]).sum(axis=2)
         f = float(bm.exist[t])
         if t == bm.output:
             rest = bm.read_pj_word[0] + bm.write_pj_word[1]
             w_k[:, i] = f * (bm.write_pj_word[0] + rest)
-            out = out - f * rest * _footprint(bm, t, tile1 * n0)
+            out = out - f * rest * _footprint(bm, t, whole)
         else:
             w_k[:, i] = f * (bm.read_pj_word[0] + bm.write_pj_word[1])
         out = out - free[at[("r", t, 1)]] - free[at[("f", t, 1)]]
-    least = kept_bypass_least(span_b[rows], coef[[t for t, _ in byp]], w_b[rows], span_k[rows], coef[kept],
-                              w_k[rows], n1[rows], g1[rows] * tile[rows, 2], n0[rows], tile1[rows])
+    coef_b, coef_k = coef[[t for t, _ in byp]], coef[kept]
     alt = np.zeros(n)
-    alt[rows] = out[rows] + least
+    if k <= 1:
+        tile1 = tile[:, 1]
+        span_k = 1.0 + ((tile1[:, None, None, :] - 1.0) * coef_k[None]).sum(axis=3)
+        least = kept_bypass_least(span_b[rows], coef_b, w_b[rows], span_k[rows], coef_k, w_k[rows], tt[rows, 1],
+                                  s1[rows], n0[rows], tile1[rows])
+        alt[rows] = out[rows] + least
+        return alt
+    kcoef = coef[bm.keep[1]]
+    least = _kept_split_memo(span_b[rows], coef_b, w_b[rows], coef_k, w_k[rows], s1[rows], o[rows], kcoef,
+                             float(bm.capacity[1]))
+    alt[rows] = np.where(np.isfinite(least) & (least >= 0.0), out[rows] + least, 0.0)
     return alt
+
+
+_KEPT_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 19's least per row at k = 2, per tensors and capacity
+
+
+def _kept_split_memo(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, coef_k: FloatArray, w_k: FloatArray,
+                     s1: FloatArray, o: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+    """`_kept_kernel.kept_split_least` (no level-1 factor chosen, at most ``_KEPT_SPLIT_MAX``
+    splits) with each row's value kept, keyed by the row's inputs byte for byte (as
+    `_split_least_memo`: rows of different nodes often share level 2's tile, the spatial factors
+    and the open products). The same values as the kernel."""
+    from accelmap.costmodels._kept_kernel import kept_split_least
+
+    n = len(o)
+    table = _KEPT_SPLIT_MEMO.setdefault(coef_b.tobytes() + coef_k.tobytes() + kcoef.tobytes()
+                                        + np.float64(cap).tobytes(), {})
+    if len(table) > _SPLIT_MEMO_ROWS:
+        table.clear()
+    keys = [r.tobytes() for r in np.ascontiguousarray(np.concatenate([span_b.reshape(n, -1), w_b, w_k, s1, o], axis=1))]
+    out = np.empty(n)
+    todo = []
+    for i, key in enumerate(keys):
+        v = table.get(key)
+        if v is None:
+            todo.append(i)
+        else:
+            out[i] = v
+    if todo:
+        sel = np.asarray(todo)
+        got = kept_split_least(span_b[sel], coef_b, w_b[sel], coef_k, w_k[sel], s1[sel], o[sel],
+                               np.zeros((len(sel), o.shape[1])), kcoef, cap, _KEPT_SPLIT_MAX)
+        out[sel] = got
+        for i, v in zip(todo, got.tolist(), strict=True):
+            table[keys[i]] = v
+    return out
 
 
 def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
@@ -3085,12 +3141,6 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                                    terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
-    if _USE_KEPT_BYPASS and k <= 1 and (k == 0 or np.array_equal(omin, omax)):
-        # argument 19: 15b's tensors and level 1's kept ones at their least over both orders together
-        alt = _kept_bypass_energy(bm, tile, tt[:, 1], g[:, 1], tt[:, 0] if k == 0 else omin, tt, g, used, dl_lb,
-                                  terms, at)
-        if alt is not None:
-            energy = np.maximum(energy, alt)
     if _USE_JOINT_SPLIT and k == 2 and sp_known:
         # argument 17: argument 15b at its least over the level-1/level-0 splits of the open products too
         alt = _joint_split_energy(bm, tile, tt, g, omin, omax, next_level, next_chosen, used, dl_lb, terms, at)
@@ -3126,6 +3176,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
         alt = _dram_order_bypass_energy(bm, tab, idx, over, terms, at)  # argument 14b
+        if alt is not None:
+            energy = np.maximum(energy, alt)
+    if _USE_KEPT_BYPASS and (k <= 1 and (k == 0 or np.array_equal(omin, omax)) or k == 2 and sp_known):
+        # argument 19: 15b's (17's) tensors and level 1's kept ones at their least over both orders together (after
+        # the traffic table's charge at k >= 2, which adds to the kept tensors' order-free terms)
+        alt = _kept_bypass_energy(bm, k, tile, tt, g, omin, omax, next_chosen, used, dl_lb, terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
     tally = bm.region_tally
