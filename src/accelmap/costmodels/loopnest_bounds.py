@@ -525,6 +525,35 @@ Why each bound holds, for every order of every loop:
    (argument 7). On simple3's res3a_2b_s2 (16x16 PEs) a node with ``R`` 3 on X and ``M`` 2 and
    ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
    cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
+19. **The tensors that bypass level 1 and those it keeps share levels 0 and 1's orders**
+   (`_kept_bypass_energy`, compiled in `_kept_kernel`; ``_USE_KEPT_BYPASS``). With no fanout above
+   level 1, take (i) 15b's tensors (inputs and weights kept at level 0, not at 1, next at ``c_t >=
+   2``, no factor over their dims at the levels ``2 .. c_t - 1``), whose level-0 reads and
+   ``c_t``'s fills cost at least ``W_t F_t`` with ``F_t`` fixed by the orders of levels 0 and 1
+   (15b), and (ii) the tensors kept at levels 0 and 1, whose level-0 reads and level-1 fills
+   (the output's updates, reads and fills) cost at least 14c's ``w_u F_1 + const`` with ``F_1``
+   their deliveries into level 1, fixed by level 1's tile and level 0's order alone (argument
+   14). 14c, 14d and 15b charge (ii) at its least over level 0's orders and (i) at its least over
+   both levels' orders, each apart; every mapping has one order per level for both, so at a
+   node with every factor known (``k <= 1``, level 0's product one value) the least over both
+   orders of the summed terms bounds them together: a shortest path as 15b's (level 1's loops
+   placed innermost first, then level 0's) with the kept tensors' terms added at each step of
+   level 0's loops (each depends on its loop, the set of level-0 loops inside it and level 0's
+   innermost loop, eq. G, which the path enumerates; `_kept_kernel.kept_bypass_least`, equal to
+   every pair of permutations in the tests). At ``k = 2`` (level 2's tile and every spatial factor
+   known, no dim's level-1 factor chosen) every completion splits each dim's open temporal product
+   between levels 1 and 0 with a level-1 tile that holds what level 1 keeps (argument 17), and at
+   that split the count above holds, so the least over the splits that fit bounds every completion
+   (`_kept_kernel.kept_split_least`; rows of more than ``_KEPT_SPLIT_MAX`` splits are left out).
+   With the MACs and every other term at its order-free value this is a second bound, taken as a
+   maximum after the traffic table's charge (which at ``k >= 2`` adds to the kept tensors'
+   order-free terms: before it, that charge would count their traffic twice). It charges the trade
+   that simple3's res3a_2b_s2 leaves open under keep pattern 46 (the GLB keeping weights and
+   outputs, the inputs from DRAM): the inputs want the weights' ``M`` innermost at DRAM, the
+   weights want it outermost; the lowest open node of that pattern at ``k = 1`` goes from 501.4 uJ
+   to 1,894.1 uJ, its sub-tree's least (`docs/performance.md`, "Argument 19"). As 15b and 17, it
+   follows the capacity-aware data-movement bounds of Orojenesis (Huang et al., ISCA 2024) with
+   the backing store's and the buffer's loop orders counted by the model's own rules.
 
 The bounds are property-tested against the model on sampled mappings, and the exact mapper
 that uses them against exhaustive enumeration (``tests/unit/search/test_exact.py``).
