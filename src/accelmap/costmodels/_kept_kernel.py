@@ -40,177 +40,219 @@ _JIT: dict[str, Any] = {"cache": True}
 
 
 @njit(**_JIT)
+def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: FloatArray, coef_k: FloatArray,
+              w_k: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray, s0: FloatArray, dims: Any, nb: FloatArray,
+              st: FloatArray, size_b: FloatArray, size_k: FloatArray, ik: Any, ikk: Any, back1: FloatArray,
+              back0: FloatArray, backk: FloatArray, dp: FloatArray, dp0: FloatArray, sh: FloatArray, seen: Any,
+              seen_v: FloatArray) -> float:  # pragma: no cover - compiled
+    """One row of `kept_bypass_least` (its arguments the row's, and work arrays)."""
+    D = n1.shape[0]
+    TB, C, _ = coef_b.shape
+    TK = coef_k.shape[0]
+    a1 = 0
+    for d in range(D):
+        if n1[d] >= 2.0:
+            dims[a1] = d
+            nb[a1] = n1[d]
+            st[a1] = s1[d]
+            a1 += 1
+    a0 = 0
+    for d in range(D):
+        if n0[d] >= 2.0:
+            dims[a1 + a0] = d
+            nb[a1 + a0] = n0[d]
+            st[a1 + a0] = s0[d]
+            a0 += 1
+    first = 0.0
+    for t in range(TB):
+        s = 1.0
+        for c in range(C):
+            s *= span_b[t, c]
+        size_b[t] = s
+        first += w_b[t] * s
+    for t in range(TK):
+        s = 1.0
+        for c in range(C):
+            s *= span_k[t, c]
+        size_k[t] = s
+        first += w_k[t] * s
+    if a1 + a0 == 0:
+        return first
+    full1 = (1 << a1) - 1
+    full0 = (1 << a0) - 1
+    p1 = 1.0
+    for b in range(a1):
+        p1 *= nb[b]
+    p0 = 1.0
+    for b in range(a0):
+        p0 *= nb[a1 + b]
+    for t in range(TB):
+        for c in range(C):
+            back1[0, t, c] = 0.0
+            back0[0, t, c] = 0.0
+    for t in range(TK):
+        for c in range(C):
+            backk[0, t, c] = 0.0
+    for m in range(1, full1 + 1):
+        b = 0
+        while not (m >> b) & 1:
+            b += 1
+        for t in range(TB):
+            for c in range(C):
+                back1[m, t, c] = back1[m & (m - 1), t, c] + coef_b[t, c, dims[b]] * st[b]
+    for m in range(1, full0 + 1):
+        b = 0
+        while not (m >> b) & 1:
+            b += 1
+        for t in range(TB):
+            for c in range(C):
+                back0[m, t, c] = back0[m & (m - 1), t, c] + coef_b[t, c, dims[a1 + b]] * st[a1 + b]
+        for t in range(TK):
+            for c in range(C):
+                backk[m, t, c] = backk[m & (m - 1), t, c] + coef_k[t, c, dims[a1 + b]] * st[a1 + b]
+    best = np.inf
+    n_seen = 0
+    # the innermost loop of both levels: one of level 1's when it has any (else level 0's
+    # innermost, chosen below)
+    for zi in range(a1 if a1 > 0 else 1):
+        carry = 0.0
+        if a1 > 0:
+            v0 = 0.0
+            for t in range(TB):
+                for c in range(C):
+                    sh[c] = coef_b[t, c, dims[zi]] * st[zi]
+                k, v = _step(sh, span_b[t], size_b[t])
+                ik[t] = k if k >= 0 else -2
+                v0 += w_b[t] * v
+            for m in range(full1 + 1):
+                dp[m] = np.inf
+            start = 1 << zi
+            dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
+            for m in range(start, full1 + 1):
+                if dp[m] == np.inf or (m & start) != start:
+                    continue
+                inner = 1.0
+                for b in range(a1):
+                    if (m >> b) & 1:
+                        inner *= nb[b]
+                for jb in range(a1):
+                    if (m >> jb) & 1:
+                        continue
+                    vs = 0.0
+                    for t in range(TB):
+                        for c in range(C):
+                            sh[c] = coef_b[t, c, dims[jb]] * st[jb] - back1[m, t, c]
+                        k, v = _step(sh, span_b[t], size_b[t])
+                        if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                            v = size_b[t]  # eq. G
+                        vs += w_b[t] * v
+                    cost = dp[m] + (p1 / (inner * nb[jb])) * p0 * (nb[jb] - 1.0) * vs
+                    m2 = m | (1 << jb)
+                    if cost < dp[m2]:
+                        dp[m2] = cost
+            carry = dp[full1]
+            if carry >= best:
+                continue  # level 0's loops add terms >= 0
+        if a0 == 0:
+            if carry < best:
+                best = carry
+            continue
+        if a1 > 0:  # level 0's part depends on this innermost loop only through the kinds ik
+            hit = -1
+            for u in range(n_seen):
+                same = True
+                for t in range(TB):
+                    if seen[u, t] != ik[t]:
+                        same = False
+                        break
+                if same:
+                    hit = u
+                    break
+            if hit >= 0:
+                if carry + seen_v[hit] < best:
+                    best = carry + seen_v[hit]
+                continue
+        part = np.inf
+        for zb in range(a0):  # level 0's innermost loop: the kept tensors' eq. G compares with it
+            j0 = a1 + zb
+            for t in range(TK):
+                for c in range(C):
+                    sh[c] = coef_k[t, c, dims[j0]] * st[j0]
+                k, v = _step(sh, span_k[t], size_k[t])
+                ikk[t] = k if k >= 0 else -2
+            if a1 == 0:  # then it is the innermost of both levels
+                for t in range(TB):
+                    for c in range(C):
+                        sh[c] = coef_b[t, c, dims[j0]] * st[j0]
+                    k, v = _step(sh, span_b[t], size_b[t])
+                    ik[t] = k if k >= 0 else -2
+            for m in range(full0 + 1):
+                dp0[m] = np.inf
+            start = 1 << zb
+            for m in range(full0 + 1):
+                if m != 0 and (dp0[m] == np.inf or (m & start) != start):
+                    continue
+                base = 0.0 if m == 0 else dp0[m]
+                inner = 1.0
+                for b in range(a0):
+                    if (m >> b) & 1:
+                        inner *= nb[a1 + b]
+                for jb in range(a0):
+                    if (m >> jb) & 1 or (m == 0 and jb != zb):
+                        continue
+                    j = a1 + jb
+                    vs = 0.0
+                    for t in range(TB):
+                        for c in range(C):
+                            sh[c] = coef_b[t, c, dims[j]] * st[j] - back1[full1, t, c] - back0[m, t, c]
+                        k, v = _step(sh, span_b[t], size_b[t])
+                        if k >= 0 and ik[t] >= 0 and k != ik[t]:
+                            v = size_b[t]  # eq. G
+                        vs += w_b[t] * v
+                    for t in range(TK):
+                        for c in range(C):
+                            sh[c] = coef_k[t, c, dims[j]] * st[j] - backk[m, t, c]
+                        k, v = _step(sh, span_k[t], size_k[t])
+                        if k >= 0 and ikk[t] >= 0 and k != ikk[t]:
+                            v = size_k[t]  # eq. G, against level 0's innermost loop
+                        vs += w_k[t] * v
+                    cost = base + (p0 / (inner * nb[j])) * (nb[j] - 1.0) * vs
+                    m2 = m | (1 << jb)
+                    if cost < dp0[m2]:
+                        dp0[m2] = cost
+            if dp0[full0] < part:
+                part = dp0[full0]
+        if a1 > 0:
+            for t in range(TB):
+                seen[n_seen, t] = ik[t]
+            seen_v[n_seen] = part
+            n_seen += 1
+        if carry + part < best:
+            best = carry + part
+    return best + first
+
+
+@njit(**_JIT)
+def _work(D: int, TB: int, TK: int, C: int) -> Any:  # pragma: no cover - compiled
+    nm = 1 << D
+    return (np.empty(2 * D, dtype=np.int64), np.empty(2 * D), np.empty(2 * D), np.empty(TB), np.empty(TK),
+            np.empty(TB, dtype=np.int64), np.empty(TK, dtype=np.int64), np.zeros((nm, TB, C)), np.zeros((nm, TB, C)),
+            np.zeros((nm, TK, C)), np.empty(nm), np.empty(nm), np.empty(C), np.empty((2 * D, TB), dtype=np.int64),
+            np.empty(2 * D))
+
+
+@njit(**_JIT)
 def _kept_bypass_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: FloatArray,
                        coef_k: FloatArray, w_k: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
                        s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
     n, D = n1.shape
     TB, C, _ = coef_b.shape
-    TK = coef_k.shape[0]
+    dims, nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v = \
+        _work(D, TB, coef_k.shape[0], C)
     out = np.empty(n)
-    dims = np.empty(2 * D, dtype=np.int64)
-    nb = np.empty(2 * D)
-    st = np.empty(2 * D)
-    size_b = np.empty(TB)
-    size_k = np.empty(TK)
-    ik = np.empty(TB, dtype=np.int64)
-    ikk = np.empty(TK, dtype=np.int64)
-    nm = 1 << D
-    back1 = np.zeros((nm, TB, C))
-    back0 = np.zeros((nm, TB, C))
-    backk = np.zeros((nm, TK, C))
-    dp = np.empty(nm)
-    dp0 = np.empty(nm)
-    sh = np.empty(C)
     for i in range(n):
-        a1 = 0
-        for d in range(D):
-            if n1[i, d] >= 2.0:
-                dims[a1] = d
-                nb[a1] = n1[i, d]
-                st[a1] = s1[i, d]
-                a1 += 1
-        a0 = 0
-        for d in range(D):
-            if n0[i, d] >= 2.0:
-                dims[a1 + a0] = d
-                nb[a1 + a0] = n0[i, d]
-                st[a1 + a0] = s0[i, d]
-                a0 += 1
-        first = 0.0
-        for t in range(TB):
-            s = 1.0
-            for c in range(C):
-                s *= span_b[i, t, c]
-            size_b[t] = s
-            first += w_b[i, t] * s
-        for t in range(TK):
-            s = 1.0
-            for c in range(C):
-                s *= span_k[i, t, c]
-            size_k[t] = s
-            first += w_k[i, t] * s
-        if a1 + a0 == 0:
-            out[i] = first
-            continue
-        full1 = (1 << a1) - 1
-        full0 = (1 << a0) - 1
-        p1 = 1.0
-        for b in range(a1):
-            p1 *= nb[b]
-        p0 = 1.0
-        for b in range(a0):
-            p0 *= nb[a1 + b]
-        for m in range(1, full1 + 1):
-            b = 0
-            while not (m >> b) & 1:
-                b += 1
-            for t in range(TB):
-                for c in range(C):
-                    back1[m, t, c] = back1[m & (m - 1), t, c] + coef_b[t, c, dims[b]] * st[b]
-        for m in range(1, full0 + 1):
-            b = 0
-            while not (m >> b) & 1:
-                b += 1
-            for t in range(TB):
-                for c in range(C):
-                    back0[m, t, c] = back0[m & (m - 1), t, c] + coef_b[t, c, dims[a1 + b]] * st[a1 + b]
-            for t in range(TK):
-                for c in range(C):
-                    backk[m, t, c] = backk[m & (m - 1), t, c] + coef_k[t, c, dims[a1 + b]] * st[a1 + b]
-        best = np.inf
-        # the innermost loop of both levels: one of level 1's when it has any (else level 0's
-        # innermost, chosen below)
-        for zi in range(a1 if a1 > 0 else 1):
-            carry = 0.0
-            if a1 > 0:
-                v0 = 0.0
-                for t in range(TB):
-                    for c in range(C):
-                        sh[c] = coef_b[t, c, dims[zi]] * st[zi]
-                    k, v = _step(sh, span_b[i, t], size_b[t])
-                    ik[t] = k if k >= 0 else -2
-                    v0 += w_b[i, t] * v
-                for m in range(full1 + 1):
-                    dp[m] = np.inf
-                start = 1 << zi
-                dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
-                for m in range(start, full1 + 1):
-                    if dp[m] == np.inf or (m & start) != start:
-                        continue
-                    inner = 1.0
-                    for b in range(a1):
-                        if (m >> b) & 1:
-                            inner *= nb[b]
-                    for jb in range(a1):
-                        if (m >> jb) & 1:
-                            continue
-                        vs = 0.0
-                        for t in range(TB):
-                            for c in range(C):
-                                sh[c] = coef_b[t, c, dims[jb]] * st[jb] - back1[m, t, c]
-                            k, v = _step(sh, span_b[i, t], size_b[t])
-                            if k >= 0 and ik[t] >= 0 and k != ik[t]:
-                                v = size_b[t]  # eq. G
-                            vs += w_b[i, t] * v
-                        cost = dp[m] + (p1 / (inner * nb[jb])) * p0 * (nb[jb] - 1.0) * vs
-                        m2 = m | (1 << jb)
-                        if cost < dp[m2]:
-                            dp[m2] = cost
-                carry = dp[full1]
-            if a0 == 0:
-                if carry < best:
-                    best = carry
-                continue
-            for zb in range(a0):  # level 0's innermost loop: the kept tensors' eq. G compares with it
-                j0 = a1 + zb
-                for t in range(TK):
-                    for c in range(C):
-                        sh[c] = coef_k[t, c, dims[j0]] * st[j0]
-                    k, v = _step(sh, span_k[i, t], size_k[t])
-                    ikk[t] = k if k >= 0 else -2
-                if a1 == 0:  # then it is the innermost of both levels
-                    for t in range(TB):
-                        for c in range(C):
-                            sh[c] = coef_b[t, c, dims[j0]] * st[j0]
-                        k, v = _step(sh, span_b[i, t], size_b[t])
-                        ik[t] = k if k >= 0 else -2
-                for m in range(full0 + 1):
-                    dp0[m] = np.inf
-                start = 1 << zb
-                for m in range(full0 + 1):
-                    if m != 0 and (dp0[m] == np.inf or (m & start) != start):
-                        continue
-                    base = carry if m == 0 else dp0[m]
-                    inner = 1.0
-                    for b in range(a0):
-                        if (m >> b) & 1:
-                            inner *= nb[a1 + b]
-                    for jb in range(a0):
-                        if (m >> jb) & 1 or (m == 0 and jb != zb):
-                            continue
-                        j = a1 + jb
-                        vs = 0.0
-                        for t in range(TB):
-                            for c in range(C):
-                                sh[c] = coef_b[t, c, dims[j]] * st[j] - back1[full1, t, c] - back0[m, t, c]
-                            k, v = _step(sh, span_b[i, t], size_b[t])
-                            if k >= 0 and ik[t] >= 0 and k != ik[t]:
-                                v = size_b[t]  # eq. G
-                            vs += w_b[i, t] * v
-                        for t in range(TK):
-                            for c in range(C):
-                                sh[c] = coef_k[t, c, dims[j]] * st[j] - backk[m, t, c]
-                            k, v = _step(sh, span_k[i, t], size_k[t])
-                            if k >= 0 and ikk[t] >= 0 and k != ikk[t]:
-                                v = size_k[t]  # eq. G, against level 0's innermost loop
-                            vs += w_k[i, t] * v
-                        cost = base + (p0 / (inner * nb[j])) * (nb[j] - 1.0) * vs
-                        m2 = m | (1 << jb)
-                        if cost < dp0[m2]:
-                            dp0[m2] = cost
-                if dp0[full0] < best:
-                    best = dp0[full0]
-        out[i] = best + first
+        out[i] = _kept_one(span_b[i], coef_b, w_b[i], span_k[i], coef_k, w_k[i], n1[i], s1[i], n0[i], s0[i], dims, nb,
+                           st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v)
     return out
 
 
@@ -255,6 +297,8 @@ def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, c
     n0 = np.ones((1, D))
     t1 = np.ones((1, D))
     span_k = np.ones((1, TK, C))
+    dims, nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v = \
+        _work(D, coef_b.shape[0], TK, C)
     for i in range(n):
         count = 1
         for d in range(D):
@@ -297,8 +341,8 @@ def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, c
                         for d in range(D):
                             sp += coef_k[t, c, d] * (t1[0, d] - 1.0)
                         span_k[0, t, c] = sp
-                v = _kept_bypass_least(span_b[i:i + 1], coef_b, w_b[i:i + 1], span_k, coef_k, w_k[i:i + 1], n1,
-                                       s1[i:i + 1], n0, t1)[0]
+                v = _kept_one(span_b[i], coef_b, w_b[i], span_k[0], coef_k, w_k[i], n1[0], s1[i], n0[0], t1[0], dims,
+                              nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v)
                 if v < out[i]:
                     out[i] = v
             d = 0

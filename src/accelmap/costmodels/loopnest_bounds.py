@@ -619,7 +619,8 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 # reference; the same values (tests/unit/search/test_exact.py)
 _JOINT_SPLIT_ENGINE = "cpu"
 _USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
-_KEPT_SPLIT_MAX = 4096  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
+_KEPT_SPLIT_MAX = 512  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
+_KEPT_KNOWN = True  # argument 19 also at the nodes with every factor known (k <= 1)
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
@@ -1570,7 +1571,7 @@ def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray
 
     byp = _level1_bypassers(bm)
     kept = np.flatnonzero(bm.keep[0] & bm.keep[1]).tolist()
-    if not byp or not kept or k > 2 or (k == 2 and _KEPT_SPLIT_MAX <= 0):
+    if not byp or not kept or k > 2 or (k == 2 and _KEPT_SPLIT_MAX <= 0) or (k <= 1 and not _KEPT_KNOWN):
         return None
     n = len(tile)
     oks = np.ones((len(byp), n), dtype=bool)
@@ -1633,7 +1634,7 @@ def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray
     return alt
 
 
-_KEPT_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 19's least per row at k = 2, per tensors and capacity
+_KEPT_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 19's least per row at k = 2, per tensors, capacity, limit
 
 
 def _kept_split_memo(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, coef_k: FloatArray, w_k: FloatArray,
@@ -1646,7 +1647,7 @@ def _kept_split_memo(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, co
 
     n = len(o)
     table = _KEPT_SPLIT_MEMO.setdefault(coef_b.tobytes() + coef_k.tobytes() + kcoef.tobytes()
-                                        + np.float64(cap).tobytes(), {})
+                                        + np.float64(cap).tobytes() + np.int64(_KEPT_SPLIT_MAX).tobytes(), {})
     if len(table) > _SPLIT_MEMO_ROWS:
         table.clear()
     keys = [r.tobytes() for r in np.ascontiguousarray(np.concatenate([span_b.reshape(n, -1), w_b, w_k, s1, o], axis=1))]
