@@ -44,8 +44,9 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
               w_k: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray, s0: FloatArray, dims: Any, nb: FloatArray,
               st: FloatArray, size_b: FloatArray, size_k: FloatArray, ik: Any, ikk: Any, back1: FloatArray,
               back0: FloatArray, backk: FloatArray, dp: FloatArray, dp0: FloatArray, sh: FloatArray, seen: Any,
-              seen_v: FloatArray) -> float:  # pragma: no cover - compiled
-    """One row of `kept_bypass_least` (its arguments the row's, and work arrays)."""
+              seen_v: FloatArray, cap_v: float) -> float:  # pragma: no cover - compiled
+    """One row of `kept_bypass_least` (its arguments the row's, and work arrays); inf where the
+    least is not below ``cap_v`` (every term is >= 0, so a partial path at or above it is dropped)."""
     D = n1.shape[0]
     TB, C, _ = coef_b.shape
     TK = coef_k.shape[0]
@@ -76,6 +77,8 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
             s *= span_k[t, c]
         size_k[t] = s
         first += w_k[t] * s
+    if first >= cap_v:
+        return np.inf
     if a1 + a0 == 0:
         return first
     full1 = (1 << a1) - 1
@@ -110,7 +113,16 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
         for t in range(TK):
             for c in range(C):
                 backk[m, t, c] = backk[m & (m - 1), t, c] + coef_k[t, c, dims[a1 + b]] * st[a1 + b]
-    best = np.inf
+    best = cap_v - first  # the paths to beat (inf: every path)
+    slide_k = False
+    for t in range(TK):
+        for c in range(C):
+            nd = 0
+            for d in range(D):
+                if coef_k[t, c, d] != 0.0:
+                    nd += 1
+            if nd > 1:
+                slide_k = True
     n_seen = 0
     # the innermost loop of both levels: one of level 1's when it has any (else level 0's
     # innermost, chosen below)
@@ -129,7 +141,7 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
             start = 1 << zi
             dp[start] = (p1 * p0 / nb[zi]) * (nb[zi] - 1.0) * v0
             for m in range(start, full1 + 1):
-                if dp[m] == np.inf or (m & start) != start:
+                if dp[m] >= best or (m & start) != start:
                     continue
                 inner = 1.0
                 for b in range(a1):
@@ -173,9 +185,16 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
                     best = carry + seen_v[hit]
                 continue
         part = np.inf
-        for zb in range(a0):  # level 0's innermost loop: the kept tensors' eq. G compares with it
+        # level 0's innermost loop: the kept tensors' eq. G compares with it; where none of them
+        # has a coordinate over two dims none of their steps is a slide (a one-dim coordinate's
+        # step is a whole span or more), eq. G never applies and one pass places every loop
+        one_pass = a1 > 0 and not slide_k
+        for zb in range(1 if one_pass else a0):
             j0 = a1 + zb
             for t in range(TK):
+                if one_pass:
+                    ikk[t] = -2
+                    continue
                 for c in range(C):
                     sh[c] = coef_k[t, c, dims[j0]] * st[j0]
                 k, v = _step(sh, span_k[t], size_k[t])
@@ -189,8 +208,11 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
             for m in range(full0 + 1):
                 dp0[m] = np.inf
             start = 1 << zb
+            lim = best - carry if part == np.inf else min(best - carry, part)
+            if one_pass:
+                start = 0
             for m in range(full0 + 1):
-                if m != 0 and (dp0[m] == np.inf or (m & start) != start):
+                if m != 0 and (dp0[m] >= lim or (m & start) != start):
                     continue
                 base = 0.0 if m == 0 else dp0[m]
                 inner = 1.0
@@ -198,7 +220,7 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
                     if (m >> b) & 1:
                         inner *= nb[a1 + b]
                 for jb in range(a0):
-                    if (m >> jb) & 1 or (m == 0 and jb != zb):
+                    if (m >> jb) & 1 or (m == 0 and jb != zb and not one_pass):
                         continue
                     j = a1 + jb
                     vs = 0.0
@@ -222,13 +244,15 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
                         dp0[m2] = cost
             if dp0[full0] < part:
                 part = dp0[full0]
-        if a1 > 0:
+        if a1 > 0 and carry + part < best:  # exact only below the limit: kept only then
             for t in range(TB):
                 seen[n_seen, t] = ik[t]
             seen_v[n_seen] = part
             n_seen += 1
         if carry + part < best:
             best = carry + part
+    if best >= cap_v - first:
+        return np.inf
     return best + first
 
 
@@ -252,7 +276,7 @@ def _kept_bypass_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, 
     out = np.empty(n)
     for i in range(n):
         out[i] = _kept_one(span_b[i], coef_b, w_b[i], span_k[i], coef_k, w_k[i], n1[i], s1[i], n0[i], s0[i], dims, nb,
-                           st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v)
+                           st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v, np.inf)
     return out
 
 
@@ -342,7 +366,7 @@ def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, c
                             sp += coef_k[t, c, d] * (t1[0, d] - 1.0)
                         span_k[0, t, c] = sp
                 v = _kept_one(span_b[i], coef_b, w_b[i], span_k[0], coef_k, w_k[i], n1[0], s1[i], n0[0], t1[0], dims,
-                              nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v)
+                              nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v, out[i])
                 if v < out[i]:
                     out[i] = v
             d = 0
