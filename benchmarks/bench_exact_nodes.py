@@ -60,7 +60,7 @@ and 18 (the most instances the open spatial factors can reach, ``_USE_SPATIAL_MO
 bypass level 1 and those level 1 keeps at their least over the orders of levels 0 and 1 together,
 ``_USE_KEPT_BYPASS``); ``arg19-known`` runs it at the nodes with every factor known only, ``arg19-512``
 also at ``k = 2`` on the nodes of at most 512 level-1 splits (``arg19-on``: 4,096, ``_KEPT_SPLIT_MAX``),
-``arg19-split`` at ``k = 2`` only (``_KEPT_KNOWN``).
+``arg19-split`` at ``k = 2`` only (``_KEPT_KNOWN``), ``arg19-split4096`` with 4,096 splits.
 
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
@@ -167,7 +167,9 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
                   "loopnest_bounds._KEPT_KNOWN": True},
     # argument 19 at k = 2 only (at most 512 splits), not at the nodes with every factor known
     "arg19-split": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
-                    "loopnest_bounds._KEPT_KNOWN": False}}
+                    "loopnest_bounds._KEPT_KNOWN": False},
+    "arg19-split4096": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
+                        "loopnest_bounds._KEPT_KNOWN": False}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

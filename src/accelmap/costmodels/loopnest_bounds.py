@@ -620,7 +620,9 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 _JOINT_SPLIT_ENGINE = "cpu"
 _USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
 _KEPT_SPLIT_MAX = 512  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
-_KEPT_KNOWN = True  # argument 19 also at the nodes with every factor known (k <= 1)
+# argument 19 also at the nodes with every factor known (k <= 1): off, as on simple3 L4 it cut no node
+# there (938,982 nodes to the proof either way) and cost 148 against 124 CPU s
+_KEPT_KNOWN = False
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)

@@ -2616,11 +2616,14 @@ _ARG19_CASES = {
 
 
 @pytest.mark.parametrize("case", list(_ARG19_CASES))
-def test_kept_bypass_term_is_admissible_on_every_node_of_a_whole_space(case) -> None:
+def test_kept_bypass_term_is_admissible_on_every_node_of_a_whole_space(case, monkeypatch) -> None:
     """Argument 19 (`_kept_bypass_energy`: the tensors that bypass the GLB and those it keeps at
     their least over the DRAM and GLB orders together): every node bound of the whole space is
     at most the least energy of the node's mappings, and the term lifts some node rows (1,584,
     708 and 1,456, at ``k <= 1`` and at ``k = 2`` over the level-1 splits)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)  # its part at k <= 1 too (off by default)
     violations, lifted = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
     assert violations == 0
     assert lifted > 0
@@ -2637,5 +2640,6 @@ def test_kept_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypatch) 
     monkeypatch.setattr(kk, "kept_bypass_least", lambda *a: 1.05 * real(*a))
     monkeypatch.setattr(kk, "kept_split_least", lambda *a: 1.05 * real_split(*a))
     monkeypatch.setattr(lbm, "_KEPT_SPLIT_MEMO", {})
+    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)
     violations, _ = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
     assert violations > 0
