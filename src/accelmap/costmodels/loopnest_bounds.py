@@ -544,14 +544,19 @@ Why each bound holds, for every order of every loop:
    known, no dim's level-1 factor chosen) every completion splits each dim's open temporal product
    between levels 1 and 0 with a level-1 tile that holds what level 1 keeps (argument 17), and at
    that split the count above holds, so the least over the splits that fit bounds every completion
-   (`_kept_kernel.kept_split_least`; rows of more than ``_KEPT_SPLIT_MAX`` splits are left out).
+   (`_kept_kernel.kept_split_least`, the splits pruned by the least found so far since every term
+   is >= 0; rows of more than ``_KEPT_SPLIT_MAX`` splits are left out). By default
+   (``_KEPT_KNOWN``) only the part at ``k = 2`` runs: on simple3 L4 the part at ``k <= 1`` cut no
+   node once the part at ``k = 2`` cut their parents.
    With the MACs and every other term at its order-free value this is a second bound, taken as a
    maximum after the traffic table's charge (which at ``k >= 2`` adds to the kept tensors'
    order-free terms: before it, that charge would count their traffic twice). It charges the trade
    that simple3's res3a_2b_s2 leaves open under keep pattern 46 (the GLB keeping weights and
    outputs, the inputs from DRAM): the inputs want the weights' ``M`` innermost at DRAM, the
    weights want it outermost; the lowest open node of that pattern at ``k = 1`` goes from 501.4 uJ
-   to 1,894.1 uJ, its sub-tree's least (`docs/performance.md`, "Argument 19"). As 15b and 17, it
+   to 1,894.1 uJ, its sub-tree's least, and at ``k = 2`` from 504.2 to 685.1 uJ (pattern 30, the
+   weights from DRAM under a GLB keeping inputs and outputs: 496.7 to 684.6 uJ), above the
+   incumbent's 588.0 uJ (`docs/performance.md`, "Argument 19"). As 15b and 17, it
    follows the capacity-aware data-movement bounds of Orojenesis (Huang et al., ISCA 2024) with
    the backing store's and the buffer's loop orders counted by the model's own rules.
 
