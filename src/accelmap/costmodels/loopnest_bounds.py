@@ -624,7 +624,7 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 # reference; the same values (tests/unit/search/test_exact.py)
 _JOINT_SPLIT_ENGINE = "cpu"
 _USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
-_KEPT_SPLIT_MAX = 512  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
+_KEPT_SPLIT_MAX = 4096  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
 # argument 19 also at the nodes with every factor known (k <= 1): off, as on simple3 L4 it cut no node
 # there (938,982 nodes to the proof either way) and cost 148 against 124 CPU s
 _KEPT_KNOWN = False
