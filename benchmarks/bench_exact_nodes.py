@@ -61,7 +61,7 @@ bypass level 1 and those level 1 keeps at their least over the orders of levels 
 ``_USE_KEPT_BYPASS``; ``arg19-on`` is the default: at ``k = 2`` on the nodes of at most 4,096 level-1
 splits, ``_KEPT_SPLIT_MAX``, not at ``k <= 1``, ``_KEPT_KNOWN``); ``arg19-all`` also at ``k <= 1``,
 ``arg19-known`` at ``k <= 1`` only, ``arg19-512`` at both with 512 splits, ``arg19-split`` at ``k = 2``
-with 512 splits, ``arg19-split4096`` the same as ``arg19-on``.
+with 512 splits, ``arg19-split4096`` the same as ``arg19-on``, ``arg19-split16384`` with 16,384 splits.
 
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
@@ -172,7 +172,9 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "arg19-split": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
                     "loopnest_bounds._KEPT_KNOWN": False},
     "arg19-split4096": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
-                        "loopnest_bounds._KEPT_KNOWN": False}}
+                        "loopnest_bounds._KEPT_KNOWN": False},
+    "arg19-split16384": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 16384,
+                         "loopnest_bounds._KEPT_KNOWN": False}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
