@@ -56,6 +56,12 @@ level 1 at their least over the orders of levels 0 and 1 together, ``_USE_JOINT_
 15b at its least over the splits of the open products between levels 1 and 0, ``_USE_JOINT_SPLIT``)
 and 18 (the most instances the open spatial factors can reach, ``_USE_SPATIAL_MOST``);
 ``split-off`` and ``most-off`` leave out one part each.
+``--versions arg19-off arg19-on`` compares the bound without and with argument 19 (the tensors that
+bypass level 1 and those level 1 keeps at their least over the orders of levels 0 and 1 together,
+``_USE_KEPT_BYPASS``; ``arg19-on`` is the default: at ``k = 2`` on the nodes of at most 4,096 level-1
+splits, ``_KEPT_SPLIT_MAX``, not at ``k <= 1``, ``_KEPT_KNOWN``); ``arg19-all`` also at ``k <= 1``,
+``arg19-known`` at ``k <= 1`` only, ``arg19-512`` at both with 512 splits, ``arg19-split`` at ``k = 2``
+with 512 splits, ``arg19-split4096`` the same as ``arg19-on``, ``arg19-split16384`` with 16,384 splits.
 
 
 ``--versions arg16-off arg16-on`` compares the bound without and with argument 16 (each instance of a
@@ -161,7 +167,25 @@ VERSIONS: dict[str, dict[str, bool | int | str]] = {
     # "staged-stop": argument 17 also gives up on a row at its first split below the cut-off
     "staged-off": {"loopnest_bounds._STAGED": False, "loopnest_bounds._SPLIT_STOP": False},
     "staged-on": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": False},
-    "staged-stop": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": True}}
+    "staged-stop": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": True},
+    # argument 19 (the tensors that bypass level 1 and those it keeps, both orders together), off and on
+    "arg19-off": {"loopnest_bounds._USE_KEPT_BYPASS": False},
+    "arg19-on": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
+                 "loopnest_bounds._KEPT_KNOWN": False},
+    "arg19-all": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
+                  "loopnest_bounds._KEPT_KNOWN": True},
+    # argument 19 at k <= 1 only, and at k = 2 on the nodes of at most 512 splits (argument 17's limit)
+    "arg19-known": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 0,
+                    "loopnest_bounds._KEPT_KNOWN": True},
+    "arg19-512": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
+                  "loopnest_bounds._KEPT_KNOWN": True},
+    # argument 19 at k = 2 only (at most 512 splits), not at the nodes with every factor known
+    "arg19-split": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
+                    "loopnest_bounds._KEPT_KNOWN": False},
+    "arg19-split4096": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
+                        "loopnest_bounds._KEPT_KNOWN": False},
+    "arg19-split16384": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 16384,
+                         "loopnest_bounds._KEPT_KNOWN": False}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:

@@ -525,6 +525,40 @@ Why each bound holds, for every order of every loop:
    (argument 7). On simple3's res3a_2b_s2 (16x16 PEs) a node with ``R`` 3 on X and ``M`` 2 and
    ``S`` 3 on Y leaves ``P`` and ``Q`` (28 each) at most 4 on X and 2 on Y: 144 PEs, 802,816
    cycles, where argument 7 said 256 and 451,584 (the sub-tree's least cycles are 802,816).
+19. **The tensors that bypass level 1 and those it keeps share levels 0 and 1's orders**
+   (`_kept_bypass_energy`, compiled in `_kept_kernel`; ``_USE_KEPT_BYPASS``). With no fanout above
+   level 1, take (i) 15b's tensors (inputs and weights kept at level 0, not at 1, next at ``c_t >=
+   2``, no factor over their dims at the levels ``2 .. c_t - 1``), whose level-0 reads and
+   ``c_t``'s fills cost at least ``W_t F_t`` with ``F_t`` fixed by the orders of levels 0 and 1
+   (15b), and (ii) the tensors kept at levels 0 and 1, whose level-0 reads and level-1 fills
+   (the output's updates, reads and fills) cost at least 14c's ``w_u F_1 + const`` with ``F_1``
+   their deliveries into level 1, fixed by level 1's tile and level 0's order alone (argument
+   14). 14c, 14d and 15b charge (ii) at its least over level 0's orders and (i) at its least over
+   both levels' orders, each apart; every mapping has one order per level for both, so at a
+   node with every factor known (``k <= 1``, level 0's product one value) the least over both
+   orders of the summed terms bounds them together: a shortest path as 15b's (level 1's loops
+   placed innermost first, then level 0's) with the kept tensors' terms added at each step of
+   level 0's loops (each depends on its loop, the set of level-0 loops inside it and level 0's
+   innermost loop, eq. G, which the path enumerates; `_kept_kernel.kept_bypass_least`, equal to
+   every pair of permutations in the tests). At ``k = 2`` (level 2's tile and every spatial factor
+   known, no dim's level-1 factor chosen) every completion splits each dim's open temporal product
+   between levels 1 and 0 with a level-1 tile that holds what level 1 keeps (argument 17), and at
+   that split the count above holds, so the least over the splits that fit bounds every completion
+   (`_kept_kernel.kept_split_least`, the splits pruned by the least found so far since every term
+   is >= 0; rows of more than ``_KEPT_SPLIT_MAX`` splits are left out). By default
+   (``_KEPT_KNOWN``) only the part at ``k = 2`` runs: on simple3 L4 the part at ``k <= 1`` cut no
+   node once the part at ``k = 2`` cut their parents.
+   With the MACs and every other term at its order-free value this is a second bound, taken as a
+   maximum after the traffic table's charge (which at ``k >= 2`` adds to the kept tensors'
+   order-free terms: before it, that charge would count their traffic twice). It charges the trade
+   that simple3's res3a_2b_s2 leaves open under keep pattern 46 (the GLB keeping weights and
+   outputs, the inputs from DRAM): the inputs want the weights' ``M`` innermost at DRAM, the
+   weights want it outermost; the lowest open node of that pattern at ``k = 1`` goes from 501.4 uJ
+   to 1,894.1 uJ, its sub-tree's least, and at ``k = 2`` from 504.2 to 685.1 uJ (pattern 30, the
+   weights from DRAM under a GLB keeping inputs and outputs: 496.7 to 684.6 uJ), above the
+   incumbent's 588.0 uJ (`docs/performance.md`, "Argument 19"). As 15b and 17, it
+   follows the capacity-aware data-movement bounds of Orojenesis (Huang et al., ISCA 2024) with
+   the backing store's and the buffer's loop orders counted by the model's own rules.
 
 *Staged bounds* (`BoundCut`, `partial_bounds`' ``cutoff``, ``_STAGED``; how the bound is made
 cheap, not an argument). A search cuts a node once its objective bound reaches the incumbent's,
@@ -603,12 +637,17 @@ _JOINT_SPLIT_MAX = 512  # argument 17 on the nodes whose level-1 splits number a
 # argument 17's least over the splits: "cpu" compiled (`_order_kernel.two_level_split_least`), "numpy" the
 # reference; the same values (tests/unit/search/test_exact.py)
 _JOINT_SPLIT_ENGINE = "cpu"
+_USE_KEPT_BYPASS = True  # argument 19 (`_kept_bypass_energy`); a switch for the tests and benchmarks that measure it
+_KEPT_SPLIT_MAX = 4096  # argument 19 at k = 2 on the nodes whose level-1 splits number at most this many (0: not at k = 2)
+# argument 19 also at the nodes with every factor known (k <= 1): off, as on simple3 L4 it cut no node
+# there (938,982 nodes to the proof either way) and cost 148 against 124 CPU s
+_KEPT_KNOWN = False
 _TWO_LEVEL = True  # argument 14d (`_two_level_bypass`); a switch for the tests and benchmarks that measure it
 # argument 10's charges and shortest path (`_jstar_order_energy`): "cpu" compiled (`_jstar_kernel`),
 # "numpy" the reference; the same values bit for bit (tests/unit/costmodels/test_jstar_kernel.py)
 _JSTAR_ENGINE = "cpu"
-# staged bounds: where the caller passes its cut-off (`BoundCut`), the costly arguments (10, 11 and
-# 13-17) run only on the rows that the others leave below it, and argument 17 computes its least
+# staged bounds: where the caller passes its cut-off (`BoundCut`), the costly arguments (10, 11,
+# 13-17 and 19) run only on the rows that the others leave below it, and argument 17 computes its least
 # only up to the cut (`_order_kernel.two_level_split_least_below`); off: every argument on every row
 _STAGED = True
 # argument 17 under a cut-off gives up on a row at its first split below the cut (the row is not cut
@@ -1597,6 +1636,128 @@ def _split_least(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArr
     return out
 
 
+def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray, g: FloatArray, omin: FloatArray,
+                        omax: FloatArray, next_chosen: BoolArray | None, used: FloatArray, dl: Any,
+                        terms: list[tuple[_X, float, float, FloatArray | float]],
+                        at: dict[tuple[str, int, int], int]) -> FloatArray | None:
+    """Argument 19: the MACs, every term at its order-free value but (i) the level-0 reads and
+    keeper fills of the tensors that bypass level 1 (as 15b: inputs and weights kept at level 0,
+    not at 1, next at ``c >= 2``, no factor over their dims at the levels ``2 .. c-1``; per row)
+    and (ii) level 0's reads and level 1's fills of the tensors kept at both levels (argument
+    14c's terms, the output's updates with them), and those together at their least over the
+    orders of levels 0 and 1: at ``k <= 1`` (every factor known, level 0's product one value)
+    `_kept_kernel.kept_bypass_least`; at ``k = 2`` (level 2's tile and every spatial factor
+    known, no dim's level-1 factor chosen) its least over the splits of the open products
+    between levels 1 and 0 whose level-1 tile fits (`_kept_kernel.kept_split_least`, as
+    argument 17). Arguments 14c, 14d, 15b and 17 take (ii) and (i) each at its own least order;
+    every mapping has one order per level for both. ``tile`` (n, L+1, D) the known tiles;
+    ``tt``, ``g`` (n, L, D) the temporal factors (known levels) and spatial ones; ``omin`` /
+    ``omax`` (n, D) the outer products; ``used`` (n, L) the spatial products; ``dl(t, l)`` a
+    lower bound of distinct_l. Returns (n,) (0 on rows it does not bound) or None where no row
+    qualifies (no tensor bypasses level 1, none is kept at levels 0 and 1, or level 0 fans
+    out)."""
+    from accelmap.costmodels._kept_kernel import kept_bypass_least
+
+    byp = _level1_bypassers(bm)
+    kept = np.flatnonzero(bm.keep[0] & bm.keep[1]).tolist()
+    if not byp or not kept or k > 2 or (k == 2 and _KEPT_SPLIT_MAX <= 0) or (k <= 1 and not _KEPT_KNOWN):
+        return None
+    n = len(tile)
+    oks = np.ones((len(byp), n), dtype=bool)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
+            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    ok_rows = oks.any(axis=0)
+    s1 = g[:, 1] * tile[:, 2]
+    if k == 2:  # each dim's temporal product over levels 0 and 1, one value
+        if next_chosen is not None and np.asarray(next_chosen).any():
+            return None
+        o = omin / (g[:, 0] * g[:, 1])
+        ok_rows &= (omin == omax).all(axis=1) & (o == np.rint(o)).all(axis=1)
+        whole = s1 * o  # level 0's tile: the (padded) extents
+    else:
+        n0 = tt[:, 0] if k == 0 else omin
+        whole = tile[:, 1] * n0
+    rows = np.flatnonzero(ok_rows)
+    if not len(rows):
+        return None
+    free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
+    out = bm.mac_energy_pj + np.sum(free, axis=0)
+    C = bm.coef_fp.shape[1]
+    coef = np.asarray(bm.coef_fp, dtype=np.float64)
+    span_b = np.ones((n, len(byp), C))
+    w_b = np.zeros((n, len(byp)))
+    for i, (t, c) in enumerate(byp):
+        ok = oks[i]
+        span_b[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[t][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w_b[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    w_k = np.zeros((n, len(kept)))
+    for i, t in enumerate(kept):  # argument 14's weights: (e_r0 + e_w1) F_1; the output's F_1 - part
+        f = float(bm.exist[t])
+        if t == bm.output:
+            rest = bm.read_pj_word[0] + bm.write_pj_word[1]
+            w_k[:, i] = f * (bm.write_pj_word[0] + rest)
+            out = out - f * rest * _footprint(bm, t, whole)
+        else:
+            w_k[:, i] = f * (bm.read_pj_word[0] + bm.write_pj_word[1])
+        out = out - free[at[("r", t, 1)]] - free[at[("f", t, 1)]]
+    coef_b, coef_k = coef[[t for t, _ in byp]], coef[kept]
+    alt = np.zeros(n)
+    if k <= 1:
+        tile1 = tile[:, 1]
+        span_k = 1.0 + ((tile1[:, None, None, :] - 1.0) * coef_k[None]).sum(axis=3)
+        least = kept_bypass_least(span_b[rows], coef_b, w_b[rows], span_k[rows], coef_k, w_k[rows], tt[rows, 1],
+                                  s1[rows], n0[rows], tile1[rows])
+        alt[rows] = out[rows] + least
+        return alt
+    kcoef = coef[bm.keep[1]]
+    least = _kept_split_memo(span_b[rows], coef_b, w_b[rows], coef_k, w_k[rows], s1[rows], o[rows], kcoef,
+                             float(bm.capacity[1]))
+    alt[rows] = np.where(np.isfinite(least) & (least >= 0.0), out[rows] + least, 0.0)
+    return alt
+
+
+_KEPT_SPLIT_MEMO: dict[bytes, dict[bytes, float]] = {}  # argument 19's least per row at k = 2, per tensors, capacity, limit
+
+
+def _kept_split_memo(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, coef_k: FloatArray, w_k: FloatArray,
+                     s1: FloatArray, o: FloatArray, kcoef: FloatArray, cap: float) -> FloatArray:
+    """`_kept_kernel.kept_split_least` (no level-1 factor chosen, at most ``_KEPT_SPLIT_MAX``
+    splits) with each row's value kept, keyed by the row's inputs byte for byte (as
+    `_split_least_memo`: rows of different nodes often share level 2's tile, the spatial factors
+    and the open products). The same values as the kernel."""
+    from accelmap.costmodels._kept_kernel import kept_split_least
+
+    n = len(o)
+    table = _KEPT_SPLIT_MEMO.setdefault(coef_b.tobytes() + coef_k.tobytes() + kcoef.tobytes()
+                                        + np.float64(cap).tobytes() + np.int64(_KEPT_SPLIT_MAX).tobytes(), {})
+    if len(table) > _SPLIT_MEMO_ROWS:
+        table.clear()
+    keys = [r.tobytes() for r in np.ascontiguousarray(np.concatenate([span_b.reshape(n, -1), w_b, w_k, s1, o], axis=1))]
+    out = np.empty(n)
+    todo = []
+    for i, key in enumerate(keys):
+        v = table.get(key)
+        if v is None:
+            todo.append(i)
+        else:
+            out[i] = v
+    if todo:
+        sel = np.asarray(todo)
+        got = kept_split_least(span_b[sel], coef_b, w_b[sel], coef_k, w_k[sel], s1[sel], o[sel],
+                               np.zeros((len(sel), o.shape[1])), kcoef, cap, _KEPT_SPLIT_MAX)
+        out[sel] = got
+        for i, v in zip(todo, got.tolist(), strict=True):
+            table[keys[i]] = v
+    return out
+
+
 def _footprint(bm: BoundModel, t: int, tile: FloatArray) -> FloatArray:
     """(n,) words of tensor t over tiles (n, D) (`Problem.footprint`, in float64)."""
     out = np.ones(len(tile))
@@ -2549,13 +2710,13 @@ class BoundCut:
 
 def _stage_now(bm: BoundModel, k: int, sp_known: bool) -> bool:
     """Whether a call of `partial_bounds` at ``k`` with a cut-off is staged (`_staged_bounds`):
-    where argument 17 can run, always; elsewhere while the first stage has left at most
+    where argument 17 or 19 can run, always; elsewhere while the first stage has left at most
     ``_STAGE_LIVE_MAX`` of the rows below the cut-off (``stage_tally``; the first
     ``_STAGE_TRIAL_ROWS`` rows are staged), and one call in ``_STAGE_PROBE`` otherwise. On
     res3a_branch2b (eyeriss-like) the first stage costs 4-6 us a row and leaves 69% and 89% of
     the rows at k = 2 and 4 to the second (7-10 us a row): staged, those calls cost more than
     the full bound (`docs/performance.md`, "Staged bounds")."""
-    if _USE_JOINT_SPLIT and k == 2 and sp_known and _level1_bypassers(bm):
+    if (_USE_JOINT_SPLIT or _USE_KEPT_BYPASS) and k == 2 and sp_known and _level1_bypassers(bm):
         return True
     t = bm.stage_tally.setdefault(k, [0.0, 0.0, 0.0])
     if t[0] < _STAGE_TRIAL_ROWS or t[1] <= _STAGE_LIVE_MAX * t[0]:
@@ -3257,6 +3418,12 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                 have += f * (bm.read_pj_word[0] + bm.write_pj_word[1]) * x
         energy = energy + np.maximum(least - have, 0.0)
         alt = _dram_order_bypass_energy(bm, tab, idx, over, terms, at)  # argument 14b
+        if alt is not None:
+            energy = np.maximum(energy, alt)
+    if _USE_KEPT_BYPASS and costly and (k <= 1 and (k == 0 or np.array_equal(omin, omax)) or k == 2 and sp_known):
+        # argument 19: 15b's (17's) tensors and level 1's kept ones at their least over both orders together (after
+        # the traffic table's charge at k >= 2, which adds to the kept tensors' order-free terms)
+        alt = _kept_bypass_energy(bm, k, tile, tt, g, omin, omax, next_chosen, used, dl_lb, terms, at)
         if alt is not None:
             energy = np.maximum(energy, alt)
     tally = bm.region_tally

@@ -2518,3 +2518,144 @@ def test_spatial_most_made_smaller_misses_some_completion() -> None:
     """The test above can fail: 0.95x of the most instances is below some node's completion."""
     violations, _ = _depth0_cycles(MapSpace(matmul("g", m=4, n=2, k=3), fan_arch()), most_scale=0.95)
     assert violations > 0
+
+
+def kept_glb_arch(glb: int = 64, glb_holds: tuple[str, ...] = ("output", "weight")) -> Arch:
+    """simple3 in small with a GLB that may keep the weights as well as the outputs (2 PEs
+    below), over an RF for inputs and weights: keep patterns where only the inputs bypass the
+    GLB (simple3's pattern 46)."""
+    return Arch(name="tiny-kept", compute=Compute(energy_per_mac_pj=1.0), levels=(
+        StorageLevel(name="DRAM", capacity_words=None, read_energy_pj=200.0, write_energy_pj=200.0),
+        StorageLevel(name="GLB", capacity_words=glb, read_energy_pj=6.0, write_energy_pj=6.0, fanout_x=2,
+                     holds=frozenset(glb_holds)),
+        StorageLevel(name="RF", capacity_words=12, read_energy_pj=1.0, write_energy_pj=1.0,
+                     holds=frozenset({"input", "weight"}))))
+
+
+def test_kept_bypass_kernel_is_the_least_over_every_pair_of_orders() -> None:
+    """Argument 19's count: the compiled least over the orders of levels 0 and 1 of the weighted
+    deliveries of the tensors that bypass level 1 (over both levels' loops) and of those level 1
+    keeps (over level 0's loops, into level 1's tile) (`_kept_kernel.kept_bypass_least`) equals
+    every pair of permutations enumerated, each tensor's deliveries written out (eq. D and eq.
+    G), on random three-level splits of a stride-2 3x3 layer, its tensors dealt at random
+    between the two kinds."""
+    import itertools
+
+    from accelmap.costmodels._kept_kernel import kept_bypass_least
+
+    big = conv2d("c", n=1, k=4, c=2, p=4, q=2, r=3, s=3, stride=2)
+    coef, bounds = big.coefficients, big.bounds
+
+    def span(t: int, tile: np.ndarray) -> list[int]:
+        return [1 + sum(int(coef[t][c][d]) * (int(tile[d]) - 1) for d in range(big.n_dims))
+                for c in range(coef.shape[1])]
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        t2, n1, n0 = (np.ones(big.n_dims, dtype=np.int64) for _ in range(3))
+        for d, b in enumerate(bounds):
+            rest = int(b)
+            for arr in (t2, n1):
+                arr[d] = rng.choice([x for x in range(1, rest + 1) if rest % x == 0])
+                rest //= int(arr[d])
+            n0[d] = rest
+        t1 = t2 * n1
+        perm = rng.permutation(len(coef)).tolist()
+        cut = int(rng.integers(1, len(coef)))
+        byp, kept = perm[:cut], perm[cut:]
+        wb, wk = rng.uniform(0.5, 2.0, size=len(byp)), rng.uniform(0.5, 2.0, size=len(kept))
+        brute = min(sum(wb[i] * _deliveries_through(coef[t], t2, [(d, int(n0[d]), int(t1[d])) for d in p0]
+                                                    + [(d, int(n1[d]), int(t2[d])) for d in p1])
+                        for i, t in enumerate(byp))
+                    + sum(wk[i] * _deliveries_through(coef[t], t1, [(d, int(n0[d]), int(t1[d])) for d in p0])
+                          for i, t in enumerate(kept))
+                    for p0 in itertools.permutations(np.flatnonzero(n0 > 1).tolist())
+                    for p1 in itertools.permutations(np.flatnonzero(n1 > 1).tolist()))
+        got = kept_bypass_least(np.array([[span(t, t2) for t in byp]], dtype=float), coef[byp], wb[None],
+                                np.array([[span(t, t1) for t in kept]], dtype=float), coef[kept], wk[None],
+                                n1[None], t2[None], n0[None], t1[None])[0]
+        assert got == pytest.approx(brute, rel=1e-12)
+
+
+def test_kept_split_kernel_is_the_least_over_the_splits_that_fit() -> None:
+    """Argument 19 at ``k = 2``: `_kept_kernel.kept_split_least` equals `kept_bypass_least` taken
+    at every split of each dim's product between levels 1 and 0 whose level-1 tile holds the
+    tensors level 1 keeps, the least of those (inf where none fits), on random rows of a stride-2
+    3x3 layer (the inputs bypassing, the weights and outputs kept) under capacities from tight to
+    loose."""
+    import itertools
+
+    from accelmap.costmodels._kept_kernel import kept_bypass_least, kept_split_least
+
+    big = conv2d("c", n=1, k=4, c=2, p=4, q=2, r=3, s=3, stride=2)
+    coef, bounds = big.coefficients, big.bounds
+    byp, kept = [big.tensor_index("input")], [big.tensor_index("weight"), big.tensor_index("output")]
+    rng = np.random.default_rng(19)
+    checked = 0
+    for cap in (8.0, 40.0, 400.0):
+        for _ in range(8):
+            t2 = np.ones(big.n_dims, dtype=np.int64)
+            for d, b in enumerate(bounds):
+                t2[d] = rng.choice([x for x in range(1, int(b) + 1) if int(b) % x == 0])
+            o = np.asarray(bounds) // t2
+            span_b = 1.0 + ((t2[None, None, :] - 1.0) * coef[byp][:, :, :]).sum(axis=2)
+            wb, wk = rng.uniform(0.5, 2.0, size=(1, 1)), rng.uniform(0.5, 2.0, size=(1, 2))
+            want = np.inf
+            for n1 in itertools.product(*([x for x in range(1, int(v) + 1) if int(v) % x == 0] for v in o)):
+                t1 = t2 * np.asarray(n1)
+                need = sum(np.prod(1.0 + ((t1[None, :] - 1.0) * coef[t]).sum(axis=1)) for t in kept)
+                if need > cap:
+                    continue
+                span_k = 1.0 + ((t1[None, None, :] - 1.0) * coef[kept]).sum(axis=2)
+                v = kept_bypass_least(span_b[None], coef[byp], wb, span_k[None], coef[kept], wk,
+                                      np.asarray(n1, dtype=float)[None], t2[None].astype(float),
+                                      (o / np.asarray(n1))[None], t1[None].astype(float))[0]
+                want = min(want, v)
+            got = kept_split_least(span_b[None], coef[byp], wb, coef[kept], wk, t2[None].astype(float),
+                                   o[None].astype(float), np.zeros((1, big.n_dims)), coef[kept], cap, 4096)[0]
+            assert got == pytest.approx(want, rel=1e-12) if np.isfinite(want) else got == np.inf
+            checked += int(np.isfinite(want))
+    assert checked > 5
+
+
+_ARG19_CASES = {
+    # only the inputs bypass a GLB that may keep weights and outputs (simple3's pattern 46 in small)
+    "strided-3x3-small-glb": lambda: MapSpace(conv2d("c", n=1, k=2, c=1, p=2, q=2, r=3, s=3, stride=2),
+                                              kept_glb_arch(glb=6)),
+    # a GLB that may keep every tensor, over a window
+    "window-any-glb": lambda: MapSpace(conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1),
+                                       kept_glb_arch(glb=8, glb_holds=("input", "output", "weight"))),
+    # a padded stride-2 window (imperfect factors)
+    "strided-padded": lambda: MapSpace(conv2d("c", n=1, k=2, c=1, p=3, q=1, r=3, s=1, stride=2),
+                                       kept_glb_arch(glb=6), allow_padding=True),
+}
+
+
+@pytest.mark.parametrize("case", list(_ARG19_CASES))
+def test_kept_bypass_term_is_admissible_on_every_node_of_a_whole_space(case, monkeypatch) -> None:
+    """Argument 19 (`_kept_bypass_energy`: the tensors that bypass the GLB and those it keeps at
+    their least over the DRAM and GLB orders together): every node bound of the whole space is
+    at most the least energy of the node's mappings, and the term lifts some node rows (1,584,
+    708 and 1,456, at ``k <= 1`` and at ``k = 2`` over the level-1 splits)."""
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)  # its part at k <= 1 too (off by default)
+    violations, lifted = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
+    assert violations == 0
+    assert lifted > 0
+
+
+@pytest.mark.parametrize("case", list(_ARG19_CASES))
+def test_kept_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
+    """The test above can fail: with the joint least 1.05x larger, some node bound exceeds the
+    least energy of its mappings (12,768, 12,023 and 10,093 node rows; at ``k = 2`` too)."""
+    import accelmap.costmodels._kept_kernel as kk
+    import accelmap.costmodels.loopnest_bounds as lbm
+
+    real, real_split = kk.kept_bypass_least, kk.kept_split_least
+    monkeypatch.setattr(kk, "kept_bypass_least", lambda *a: 1.05 * real(*a))
+    monkeypatch.setattr(kk, "kept_split_least", lambda *a: 1.05 * real_split(*a))
+    monkeypatch.setattr(lbm, "_KEPT_SPLIT_MEMO", {})
+    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)
+    violations, _ = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
+    assert violations > 0
