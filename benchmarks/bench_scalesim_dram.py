@@ -1152,6 +1152,62 @@ def sampled_rows(ref: Path, budget: int, n_rows: int = 60, seed: int = 0,
     return out
 
 
+def window11_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), pool_rows: int = 5000) -> dict:
+    """What the guarded sample (``max_sample_entries=2^19``, which walks CB2a_2's far streams)
+    costs against the default (no sample), with the code on the path: the default search
+    (``budget`` evaluations, ``seeds``) on CB2a_2 on the ws config's array, interleaved, a new
+    model and cleared caches each run (seconds, walks, the best objective found), a cold pool
+    of ``pool_rows`` CB2a_2 mappings on the ``systolic`` preset, and the mid-size random
+    convolutions' searches (`far_search_cost`). Run once per version of the walk
+    (``--window11-only --label``), alternating, to compare versions on one load."""
+    import sys
+
+    from accelmap.search.api import search
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.workloads.builders import conv2d
+
+    load0 = list(os.getloadavg())
+    kw = {"estimate": {"dram_window": "estimate"}, "default": {}, "sample 2^19": {"max_sample_entries": 1 << 19}}
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    prob, arch = layer.problem, config_arch(cfg)
+    for k in kw.values():  # warm (compiled code)
+        search(prob, arch, model=SystolicModel(**k), budget=300, seed=99)
+    out: dict = {"budget": budget, "search": {}, "pool": {}}
+    for sd in seeds:
+        row = {}
+        for label, k in kw.items():
+            window_fetches.cache_clear()
+            t0 = time.perf_counter()
+            res = search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
+            row[label] = {"s": time.perf_counter() - t0, "walks": window_fetches.cache_info().misses,
+                          "best": float(res.best_objective)}
+        row["sample_over_default"] = row["sample 2^19"]["s"] / row["default"]["s"]
+        out["search"][sd] = row
+        print(f"search CB2a_2 seed {sd}: " + ", ".join(f"{k} {v['s']:.2f} s ({v['walks']})" for k, v in row.items()
+                                                        if isinstance(v, dict))
+              + f"; sample / default {row['sample_over_default']:.1f}x", flush=True)
+    pa = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, pa, pool_rows, np.random.default_rng(0))
+    SystolicModel(dram_window="estimate").evaluate(problem, pa, pool)
+    for label, k in kw.items():
+        m = SystolicModel(**k)
+        window_fetches.cache_clear()
+        t0 = time.perf_counter()
+        m.evaluate(problem, pa, pool)
+        out["pool"][label] = {"rows": pool_rows, "cold_s": time.perf_counter() - t0,
+                              "walks": window_fetches.cache_info().misses}
+        print(f"pool {label:12}: cold {out['pool'][label]['cold_s']:.2f} s", flush=True)
+    out["far_search"] = far_search_cost(budget, kw=kw, base="default")
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -1194,6 +1250,10 @@ def main() -> None:
     ap.add_argument("--far-search-only", action="store_true",
                     help="only the search cost of walks beyond the fold ratio on random convolutions, merged into "
                     "bench_scalesim_dram_window8.json")
+    ap.add_argument("--window11-only", action="store_true",
+                    help="only the guarded sample's cost against the default with the walk on the path (CB2a_2 "
+                    "search, cold pool, mid-size layers), appended under --label to bench_scalesim_dram_window11.json")
+    ap.add_argument("--label", default="window11", help="the version's name in bench_scalesim_dram_window11.json")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -1226,6 +1286,13 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.window11_only:
+        out11 = RESULTS.with_name("bench_scalesim_dram_window11.json")
+        old11 = json.loads(out11.read_text()) if out11.exists() else {}
+        old11.setdefault(args.label, []).append(window11_cost(args.reference, args.search_budget or 5000))
+        out11.write_text(json.dumps(old11, indent=1) + "\n")
+        print(f"wrote {out11}")
         return
     if args.window10_only:
         out10 = RESULTS.with_name("bench_scalesim_dram_window10.json")

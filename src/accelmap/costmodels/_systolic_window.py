@@ -91,6 +91,7 @@ What no argument bounds is how far the rest of the stream's rate is from the str
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -100,7 +101,7 @@ from numba import njit
 
 from accelmap._typing import IntArray
 
-__all__ = ["window_fetches", "window_fetches_capped", "window_fetches_sampled", "class_table"]
+__all__ = ["window_fetches", "window_fetches_capped", "window_fetches_sampled", "class_table", "canonical_order"]
 
 _JIT = {"cache": True, "_nrt": False}
 
@@ -110,10 +111,14 @@ JUMP_MIN_REPS = 4
 # ... when one repetition has at most this many entries (8 bytes an entry of scratch).
 JUMP_MAX_ENTRIES = 1 << 23
 
-# Bytes of ``ROWS_TIME`` unit tables kept for reuse by fold shapes that differ only in the
-# column chunk (`_UnitTables`; 8 bytes an entry: the unit and its ``fwd``). CB2a_2's unit,
-# 1.68 million entries, takes 13.4 MB, so four of them fit.
+# Bytes of ``ROWS_TIME`` unit counts kept for reuse by fold shapes that differ only in the
+# column chunk (`_UnitTables`: 8 bytes per number of repetitions, one count for each up to
+# the most column folds the operand can have; CB2a_2's 64 filters: 512 bytes a unit).
 UNIT_CACHE_BYTES = 1 << 26
+# `_unit_counts` follows the resets of a unit's repetitions beyond the ones asked for (to
+# count every number of repetitions the unit can have) while its steps stay within this
+# many times the unit's entries (the table's own cost is about three).
+UNIT_COUNT_STEPS = 4
 
 # A sample's rate is used only when the stretch it is measured on fetched at least this many
 # windows' worth of words; else the stream is walked (`window_fetches_sampled`). Two reset
@@ -305,9 +310,17 @@ def _reset_offsets(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.ND
     advances (a stretch's distinct words can only drop when its start moves on), so the
     whole table costs at most ``3 n`` steps; ``cnt`` (words,): zeros on entry and on exit.
     """
+    _reset_offsets_from(unit, n, window, cnt, fwd, 0, n)
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _reset_offsets_from(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.NDArray[np.int32],
+                        fwd: npt.NDArray[np.int32], start: int, stop: int) -> None:
+    """`_reset_offsets` for the starts ``start <= p < stop`` only (two pointers from
+    ``start``); ``cnt`` zeros on entry and on exit."""
     distinct = 0
-    q = 0  # the stretch is [p, q) of the doubled unit
-    for p in range(n):
+    q = start  # the stretch is [p, q) of the doubled unit
+    for p in range(start, stop):
         while distinct < window and q < p + n:
             a = unit[q - n] if q >= n else unit[q]
             if a >= 0:
@@ -323,9 +336,64 @@ def _reset_offsets(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.ND
             cnt[a] -= 1
             if cnt[a] == 0:
                 distinct -= 1
-    for i in range(n, q):  # what is left counted: the stretch [n, q), entries q - n of the unit
-        if unit[i - n] >= 0:
-            cnt[unit[i - n]] = 0
+    for i in range(stop, q):  # what is left counted: the stretch [stop, q) of the doubled unit
+        a = unit[i - n] if i >= n else unit[i]
+        if a >= 0:
+            cnt[a] = 0
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _row_period(a_off: IntArray, s_r: int) -> int:
+    """The fewest rows ``P`` such that ``a_off[x + P] - a_off[x]`` is one number for every row
+    ``x`` of ``0 .. s_r - P - 1`` (rows ``P`` apart are one word offset apart), or ``s_r``."""
+    for period in range(1, s_r):
+        d = a_off[period] - a_off[0]
+        ok = True
+        for x in range(1, s_r - period):
+            if a_off[x + period] - a_off[x] != d:
+                ok = False
+                break
+        if ok:
+            return period
+    return s_r
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _reset_offsets_shifted(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.NDArray[np.int32],
+                           fwd: npt.NDArray[np.int32], shift: int, full_end: int) -> None:
+    """`_reset_offsets` of a ``ROWS_TIME`` unit whose entries ``shift`` apart are one word
+    offset apart up to ``full_end`` (``unit[p] = unit[p - shift] + delta`` for
+    ``shift <= p < full_end``, every entry a word: `_unit_shift`). The stream from such a
+    ``p`` is then the stream from ``p - shift`` moved by ``delta`` for as long as it stays
+    below ``full_end``, so it holds the same number of distinct words at every length there,
+    and ``fwd[p] = fwd[p - shift]`` wherever ``p + fwd[p - shift] < full_end``: two pointers
+    over the starts below ``shift`` and over those from the first start where that fails
+    (the ends ``p + fwd[p - shift]`` never move back as ``p`` moves on, so every later start
+    fails too), the rest copied. Same table; ``cnt`` zeros on entry and on exit."""
+    _reset_offsets_from(unit, n, window, cnt, fwd, 0, shift)
+    if fwd[0] < 0:  # fewer than `window` words in the whole unit: no start ever resets
+        for p in range(shift, n):
+            fwd[p] = -1
+        return
+    # Copied, ``fwd[p] = fwd[p mod shift]``, without a check where no epoch from the starts
+    # below ``shift`` can reach ``full_end`` (whole copies of the first ``shift`` starts), then
+    # start by start until the first that fails.
+    longest = 0
+    for p in range(shift):
+        longest = max(longest, fwd[p])
+    safe = full_end - longest - 1  # every start below this ends below full_end
+    p = shift
+    while p + shift <= safe:
+        for i in range(shift):
+            fwd[p + i] = fwd[i]
+        p += shift
+    while p < full_end:
+        j = fwd[p - shift]
+        if p + j >= full_end:
+            break
+        fwd[p] = j
+        p += 1
+    _reset_offsets_from(unit, n, window, cnt, fwd, p, n)
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -358,6 +426,53 @@ def _jump(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], start
     state[0] = epoch
     state[1] = count
     state[2] = base + resets * window + count
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _unit_counts(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], window: int, r_need: int,
+                 r_max: int, max_steps: int, seen: npt.NDArray[np.int32], queries: IntArray,
+                 counts: IntArray) -> int:
+    """``counts[r - 1]``: the words fetched over ``r`` repetitions of the unit from an empty
+    window, for ``r`` = 1 up to ``r_max`` (at least ``r_need``, more while the resets
+    followed stay within ``max_steps``); returns how many were counted. One chain of resets
+    from the unit's start (`_jump`'s, which stops at ``r n`` for ``r`` repetitions: the chain
+    up to any repetition's end is a prefix of the chain to the last one), ``W`` per reset,
+    plus the last epoch's words, the distinct words of the unit's suffix from that epoch's
+    start (or of the whole unit), read off one backward pass. ``fwd`` (`_reset_offsets`) is
+    overwritten by that pass (the suffixes' distinct words); ``seen`` (words,): zeros;
+    ``queries`` and ``counts`` (``r_max``,): scratch and the result."""
+    pos = 0  # the current epoch's start, entries from the stream's start
+    resets = 0
+    steps = 0
+    done = 0
+    lo = n
+    for r in range(1, r_max + 1):
+        if r > r_need and steps > max_steps:
+            break
+        end = r * n
+        while True:
+            j = fwd[pos % n]
+            if j < 0 or pos + j >= end:
+                break
+            resets += 1
+            steps += 1
+            pos += j + 1
+        counts[r - 1] = resets * window
+        q = max(n - (end - pos), 0)  # the last epoch: the unit's entries q .. n - 1 (all of them when 0)
+        queries[r - 1] = q
+        lo = min(lo, q)
+        done = r
+    d = 0
+    for i in range(n - 1, lo - 1, -1):  # the distinct words of each suffix, over fwd (no longer read)
+        a = unit[i]
+        if a >= 0 and seen[a] == 0:
+            seen[a] = 1
+            d += 1
+        fwd[i] = d
+    for r in range(done):
+        if queries[r] < n:
+            counts[r] += fwd[queries[r]]
+    return done
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -534,6 +649,18 @@ def _sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: 
     state[7] = 1
 
 
+def canonical_order(dim_class: tuple[int, ...], bounds: tuple[int, ...], order: tuple[int, ...],
+                    classes: tuple[int, int]) -> tuple[int, ...]:
+    """The flattening order of an operand's demand stream as the walk reads it: the dims of
+    bound > 1 of ``classes[0]``, then of ``classes[1]``, each class's in ``order``.
+
+    The stream's tables read the order of each class's own dims alone (`_stream_arrays`,
+    `class_table`), so every ``order`` that gives the two classes' dims the same order gives
+    one stream: fold shapes keyed on this are walked once (`test_orders_of_one_stream_share_its_walk`).
+    """
+    return tuple(d for c in classes for d in order if dim_class[d] == c and bounds[d] > 1)
+
+
 def class_table(coef: IntArray, used: IntArray, dim_class: tuple[int, ...], bounds: tuple[int, ...],
                 order: tuple[int, ...], cls: int) -> IntArray:
     """(ranks, size) partial coordinates of every flattened index of class ``cls``.
@@ -614,7 +741,8 @@ def window_fetches(coef_key: tuple[tuple[int, ...], ...], used: tuple[bool, ...]
     coordinates that exist per rank (``None``: every projected value). Cached: a search
     meets the same (dataflow, row class, chunk sizes, order) many times.
     """
-    key = (coef_key, used, dim_class, bounds, lo, hi, order, classes, rc, ur, window)
+    key = (coef_key, used, dim_class, bounds, lo, hi, canonical_order(dim_class, bounds, order, classes), classes,
+           rc, ur, window)
     hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
     if hit is not None:
         return hit
@@ -640,7 +768,8 @@ def window_fetches_capped(coef_key: tuple[tuple[int, ...], ...], used: tuple[boo
     on every row `SystolicModel`'s ``"auto"`` caps (more passes than its
     ``CAPPED_WALK_REPS``). Cached like it.
     """
-    key = (coef_key, used, dim_class, bounds, lo, hi, order, classes, rc, ur, window)
+    key = (coef_key, used, dim_class, bounds, lo, hi, canonical_order(dim_class, bounds, order, classes), classes,
+           rc, ur, window)
     hit = _rows_time_jump(key, mode, bounds, dim_class, rc, cc, uc)
     if hit is not None:
         return hit
@@ -812,13 +941,13 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
               cc: int, ur: int, uc: int, window: int, max_reps: int | None, unit_key: tuple | None = None) -> int:
     """`_walk` with its scratch (``max_reps`` None: every repetition). A ``ROWS_TIME``
     operand counted from reset to reset from its start (`_UnitTables`) builds its unit's
-    table once, kept under ``unit_key``, and jumps over its repetitions."""
+    table once and keeps, under ``unit_key``, its counts for every number of repetitions."""
     tc = 3 - rc - cc
     f_c = -(-size[cc] // uc)
     if (unit_key is not None and mode == ROWS_TIME and f_c >= JUMP_MIN_REPS and window >= 1
             and 1 < size[rc] * size[tc] <= JUMP_MAX_ENTRIES):
-        unit, fwd = _UNITS.build(unit_key, a_off, b_off, stamp, size[rc], ur, size[tc], window)
-        return _jump_from_start(unit, fwd, f_c, window, stamp.shape[0])
+        # (the counts for every column chunk: the most column folds are one per index)
+        return int(_UNITS.build(unit_key, a_off, b_off, stamp, size[rc], ur, size[tc], window, f_c, size[cc])[f_c - 1])
     reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
     every = bool((stamp >= 0).all())
     unit_words = size[rc] * size[tc] if mode == ROWS_TIME and every else -1
@@ -836,48 +965,104 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
                      unit, fwd, cnt, JUMP_MIN_REPS))
 
 
+# `_unit_shift` copies the table (`_reset_offsets_shifted`) only where the rows that repeat
+# shifted leave at least this share of the unit's full folds to copy
+SHIFT_MIN_SHARE = 0.25
+
+
+def _unit_shift(a_off: IntArray, s_r: int, ur: int, t_len: int) -> tuple[int, int]:
+    """(shift, full_end) in entries of a ``ROWS_TIME`` unit (row folds of ``ur`` rows, each
+    ``t_len`` long in time): folds ``lcm(P, ur) / ur`` apart (``P`` = `_row_period`) are
+    the same fold moved by one word offset, up to the end of the last fold of ``ur`` rows
+    (``full_end``), so entries ``shift`` apart are one offset apart there; (0, 0) where no
+    such shift leaves `SHIFT_MIN_SHARE` of the full folds to copy."""
+    full = (s_r // ur) * ur  # rows in full folds
+    period = int(_row_period(a_off, s_r))
+    rows = period * ur // math.gcd(period, ur)
+    if rows >= full or full - rows < SHIFT_MIN_SHARE * full:
+        return 0, 0
+    return rows * t_len, full * t_len
+
+
+@njit(**_JIT)  # type: ignore[call-overload]
+def _copy_shifted(unit: npt.NDArray[np.int32], shift: int, full_end: int, delta: int) -> None:
+    """``unit[p] = unit[p - shift] + delta`` for ``shift <= p < full_end`` (`_fill_rows_unit`)."""
+    for p in range(shift, full_end):
+        unit[p] = unit[p - shift] + delta
+
+
+def _fill_rows_unit(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], s_r: int, ur: int, t_len: int,
+                    unit: npt.NDArray[np.int32], every: bool, shift: int, full_end: int) -> None:
+    """`_fill_unit` of a ``ROWS_TIME`` unit; with a `_unit_shift` (``shift`` > 0, every entry
+    a word) only the folds below ``shift`` and the last, short fold are written from the
+    address tables, and the rest copied ``shift`` entries back and moved by the one word
+    offset between rows that far apart (about a third of the time on CB2a_2's wider folds)."""
+    if shift <= 0:
+        _fill_unit(a_off, b_off, stamp, ROWS_TIME, s_r, 1, ur, 1, t_len, 0, unit, every)
+        return
+    rows, full = shift // t_len, full_end // t_len
+    _fill_unit(a_off[:rows], b_off, stamp, ROWS_TIME, rows, 1, ur, 1, t_len, 0, unit[:shift], True)
+    _copy_shifted(unit, shift, full_end, int(a_off[rows] - a_off[0]))
+    if full < s_r:
+        _fill_unit(a_off[full:], b_off, stamp, ROWS_TIME, s_r - full, 1, ur, 1, t_len, 0, unit[full_end:], True)
+
+
 class _UnitTables:
-    """The ``ROWS_TIME`` units and their `_reset_offsets` tables met last, by unit key
-    (projection, flattening order, classes, row class and chunk, window: what `_fill_unit`
-    and `_reset_offsets` read), at most `UNIT_CACHE_BYTES` of them (0: none kept, every
-    shape builds its own, as the walk does); the least recently used goes first."""
+    """The counts of the ``ROWS_TIME`` units met last, by unit key (projection, each class's
+    flattening order, classes, row class and chunk, window: what `_fill_unit` and
+    `_reset_offsets` read): for every number of repetitions from 1 to the most column folds
+    the operand can have (`_unit_counts`, from the unit's table, which is not kept), at most
+    `UNIT_CACHE_BYTES` of them (0: none kept, every shape builds its own table, as the walk
+    does); the least recently used goes first."""
 
     def __init__(self) -> None:
-        self._tables: OrderedDict[tuple, tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int]] = OrderedDict()
+        self._counts: OrderedDict[tuple, IntArray] = OrderedDict()
         self._bytes = 0
         self.hits = 0
         self.misses = 0
 
-    def get(self, key: tuple) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32], int] | None:
-        """(unit, fwd, words of the tensor's stamp) under ``key``, or None."""
-        hit = self._tables.get(key)
+    def get(self, key: tuple) -> IntArray | None:
+        """The counts under ``key`` (``counts[r - 1]``: ``r`` repetitions), or None."""
+        hit = self._counts.get(key)
         if hit is not None:
-            self._tables.move_to_end(key)
+            self._counts.move_to_end(key)
         return hit
 
     def build(self, key: tuple, a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], s_r: int, ur: int,
-              t_len: int, window: int) -> tuple[npt.NDArray[np.int32], npt.NDArray[np.int32]]:
-        """The unit (`_fill_unit`) and its table (`_reset_offsets`) under ``key``, built and
-        kept when not there; ``stamp`` must be fresh (0 where a word exists, -1 elsewhere)."""
-        hit = self.get(key)
-        if hit is not None:
-            self.hits += 1
-            return hit[0], hit[1]
+              t_len: int, window: int, reps: int, r_max: int) -> IntArray:
+        """The unit's counts for 1 to ``r_max`` repetitions (at least ``reps`` of them), from
+        its table (`_fill_unit`, `_reset_offsets`, `_unit_counts`), kept under ``key``;
+        ``stamp`` must be fresh (0 where a word exists, -1 elsewhere)."""
         self.misses += 1
         n = s_r * t_len
         unit = np.empty(n, dtype=np.int32)
         fwd = np.empty(n, dtype=np.int32)
-        _fill_unit(a_off, b_off, stamp, ROWS_TIME, s_r, 1, ur, 1, t_len, 0, unit, bool((stamp >= 0).all()))
-        _reset_offsets(unit, n, window, np.zeros(stamp.shape[0], dtype=np.int32), fwd)
-        self._tables[key] = (unit, fwd, int(stamp.shape[0]))
-        self._bytes += unit.nbytes + fwd.nbytes
-        while self._bytes > UNIT_CACHE_BYTES and self._tables:
-            _, (u, f, _w) = self._tables.popitem(last=False)
-            self._bytes -= u.nbytes + f.nbytes
-        return unit, fwd
+        words = stamp.shape[0]
+        every = _all_words(stamp)
+        shift, full_end = _unit_shift(a_off, s_r, ur, t_len) if every else (0, 0)
+        _fill_rows_unit(a_off, b_off, stamp, s_r, ur, t_len, unit, every, shift, full_end)
+        scratch = np.zeros(words, dtype=np.int32)
+        if shift > 0:
+            _reset_offsets_shifted(unit, n, window, scratch, fwd, shift, full_end)
+        else:
+            _reset_offsets(unit, n, window, scratch, fwd)  # (scratch zero again on exit)
+        r_max = max(r_max, reps)
+        queries = np.empty(r_max, dtype=np.int64)
+        counts = np.empty(r_max, dtype=np.int64)
+        done = _unit_counts(unit, n, fwd, window, reps, r_max, UNIT_COUNT_STEPS * n, scratch, queries, counts)
+        counts = counts[:done].copy()
+        old = self._counts.pop(key, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+        self._counts[key] = counts
+        self._bytes += counts.nbytes
+        while self._bytes > UNIT_CACHE_BYTES and self._counts:
+            _, c = self._counts.popitem(last=False)
+            self._bytes -= c.nbytes
+        return counts
 
     def clear(self) -> None:
-        self._tables.clear()
+        self._counts.clear()
         self._bytes = 0
         self.hits = 0
         self.misses = 0
@@ -890,7 +1075,8 @@ def _jump_from_start(unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], re
                      words: int) -> int:
     """Words fetched over ``reps`` repetitions of ``unit`` from an empty window: `_jump` from
     the unit's start, as `_walk` does for a ``ROWS_TIME`` unit of at least `JUMP_MIN_REPS`
-    repetitions (its first step), with a fresh stamp for the last epoch's words."""
+    repetitions (its first step), with a fresh stamp for the last epoch's words (the readable
+    form of one entry of `_unit_counts`)."""
     state = np.zeros(5, dtype=np.int64)
     state[0] = 1
     n = unit.shape[0]
@@ -900,11 +1086,10 @@ def _jump_from_start(unit: npt.NDArray[np.int32], fwd: npt.NDArray[np.int32], re
 
 def _rows_time_jump(key: tuple, mode: int, bounds: tuple[int, ...], dim_class: tuple[int, ...], rc: int, cc: int,
                     uc: int) -> int | None:
-    """The count of a ``ROWS_TIME`` operand whose unit table is kept (`_UnitTables`),
-    counted from reset to reset over its repetitions, or None (walk it). Any number of
-    repetitions: a table is built only for `JUMP_MIN_REPS` or more, where it pays for
-    itself, but once kept a jump over one to three repetitions is exact too (the stream is
-    the unit repeated from an empty window) and cheaper than walking them."""
+    """The count of a ``ROWS_TIME`` operand whose unit's counts are kept (`_UnitTables`), or
+    None (walk it). Any number of repetitions: a table is built only for `JUMP_MIN_REPS` or
+    more, where it pays for itself, but its counts hold one to three repetitions too (the
+    stream is the unit repeated from an empty window, `_jump` exact from one on)."""
     if mode != ROWS_TIME:
         return None
     hit = _UNITS.get(key)
@@ -914,9 +1099,11 @@ def _rows_time_jump(key: tuple, mode: int, bounds: tuple[int, ...], dim_class: t
     for d, c in enumerate(dim_class):
         if c == cc:
             size_c *= bounds[d]
+    f_c = -(-size_c // uc)
+    if f_c > hit.shape[0]:
+        return None
     _UNITS.hits += 1
-    f_c = -(-size_c // uc)  # (any number of repetitions: `_jump` is exact from one on)
-    return _jump_from_start(hit[0], hit[1], f_c, key[-1], hit[2])
+    return int(hit[f_c - 1])
 
 
 def _clear_caches() -> None:

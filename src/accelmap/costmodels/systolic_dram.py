@@ -93,6 +93,7 @@ from accelmap.costmodels._systolic_window import (
     COLS_TIME,
     ROWS_TIME,
     STATIONARY,
+    canonical_order,
     window_fetches,
     window_fetches_capped,
     window_fetches_sampled,
@@ -707,8 +708,11 @@ def _window_exact(problem: Problem, layout: SystolicLayout, o: int, rc: int, cc:
     else:
         mode, classes = COLS_TIME, (cc, tc)
     dim_class = layout.dim_class
-    # only the order of these dims matters (a dim of bound 1 flattens to nothing)
-    rel = tuple(d for d in order if dim_class[d] in classes and int(problem.bounds[d]) > 1)
+    # only the order of these dims matters (a dim of bound 1 flattens to nothing), and only
+    # each class's own: the stream's tables read the order of each class's dims alone
+    # (`_systolic_window._stream_arrays`), so orders that interleave the two classes'
+    # dims differently give one stream, walked once (`canonical_order`)
+    rel = canonical_order(dim_class, tuple(int(b) for b in problem.bounds), order, classes)
     # The chunk of the class the operand does not index matters only through its fold
     # count: key the walk on the smallest chunk with that count (more cache hits).
     size = layout.class_size

@@ -570,3 +570,112 @@ def test_fill_unit_writes_the_units_stream(case, chunk, u):
         assert out[:n].tolist() == want
         assert (out[n:] == -7).all()
     assert sw._all_words(stamp) == every
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_unit_counts_are_the_jump_for_every_repetition_count(seed):
+    """`_unit_counts` (one chain of resets from the unit's start, the last epoch's words off
+    one backward pass) gives, for every number of repetitions it counts, `_jump` from the
+    unit's start and the replay of the unit repeated that many times; at least ``r_need``
+    of them, and no more than ``r_max``."""
+    rng = np.random.default_rng(seed)
+    for _ in range(30):
+        n = int(rng.integers(1, 40))
+        words = int(rng.integers(1, 30))
+        unit = rng.integers(-1, words, size=n).astype(np.int32)
+        window = int(rng.integers(1, 12))
+        r_max = int(rng.integers(1, 9))
+        r_need = int(rng.integers(1, r_max + 1))
+        fwd = np.empty(n, dtype=np.int32)
+        sw._reset_offsets(unit, n, window, np.zeros(words, dtype=np.int32), fwd)
+        want = [sw._jump_from_start(unit, fwd, r, window, words) for r in range(1, r_max + 1)]
+        steps = int(rng.choice([0, 3, 1 << 30]))
+        counts = np.empty(r_max, dtype=np.int64)
+        done = sw._unit_counts(unit, n, fwd.copy(), window, r_need, r_max, steps, np.zeros(words, dtype=np.int32),
+                               np.empty(r_max, dtype=np.int64), counts)
+        assert r_need <= done <= r_max
+        if steps == 1 << 30:
+            assert done == r_max
+        assert counts[:done].tolist() == want[:done]
+        for r in range(1, done + 1):  # the replay of the unit repeated r times through the window
+            seen: set[int] = set()
+            fetched = 0
+            for a in np.tile(unit, r).tolist():
+                if a >= 0 and a not in seen:
+                    seen.add(a)
+                    fetched += 1
+                    if len(seen) == window:
+                        seen = set()
+            assert counts[r - 1] == fetched
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.randoms(use_true_random=False), st.lists(st.integers(1, 9), min_size=1, max_size=3))
+def test_orders_of_one_stream_share_its_walk(case, rnd, chunks):
+    """Orders that keep each class's dims in the same order (the two classes' dims interleaved
+    otherwise) have one `canonical_order`, and the walk of each (cache cleared between) is the
+    same count, the replay's: so `systolic_dram._window_exact`, which keys the walk on the
+    canonical order, counts every such order's stream exactly; and a ``ROWS_TIME`` unit's
+    counts, kept under its canonical order, serve the other order's shapes."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    rel, classes = args[-2], args[-1]
+    dim_class, bounds = args[2], args[3]
+    by_class = [[d for d in rel if dim_class[d] == c] for c in classes]
+    mixed = by_class[0] + by_class[1]
+    for d in by_class[1]:  # the second class's dims moved to random places, its own order kept
+        mixed.remove(d)
+    slots = sorted(rnd.randint(0, len(by_class[0])) for _ in by_class[1])
+    for i, d in zip(reversed(slots), reversed(by_class[1]), strict=True):
+        mixed.insert(i, d)
+    mixed_t = tuple(mixed)
+    canon = sw.canonical_order(dim_class, bounds, rel, classes)
+    assert sw.canonical_order(dim_class, bounds, mixed_t, classes) == canon
+    assert canon == tuple(by_class[0] + by_class[1])
+    size = lay.class_size
+    sw.window_fetches.cache_clear()
+    for c in chunks:
+        uc_c = min(c, size[cc])
+        a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
+        want = _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc_c, window)
+        assert sw.window_fetches(*args[:-2], mixed_t, classes, mode, rc, cc, ur, uc_c, window) == want
+        assert sw.window_fetches(*args[:-2], canon, classes, mode, rc, cc, ur, uc_c, window) == want
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.integers(1, 12))
+def test_shifted_reset_offsets_equal_the_two_pointers(case, chunk):
+    """`_reset_offsets_shifted` (the starts of the rows that repeat shifted copied from one
+    `_unit_shift` earlier, the rest by two pointers) is `_reset_offsets`' table on every
+    ``ROWS_TIME`` unit whose entries are all words, and the shift it uses holds: entries that
+    far apart below ``full_end`` are one word offset apart, and the unit written from its
+    first folds and moved (`_fill_rows_unit`) is `_fill_unit`'s."""
+    prob, lay, rc, cc, _ur, _uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    if mode != sw.ROWS_TIME:
+        return
+    a_off, b_off, stamp, size = sw._stream_arrays(*args)
+    if not sw._all_words(stamp):
+        return
+    tc = 3 - rc - cc
+    s_r, t_len = size[rc], size[tc]
+    ur = min(chunk, s_r)
+    n = s_r * t_len
+    unit = np.empty(n, dtype=np.int32)
+    sw._fill_unit(a_off, b_off, stamp, mode, s_r, 1, ur, 1, t_len, 0, unit, True)
+    want = np.empty(n, dtype=np.int32)
+    cnt = np.zeros(stamp.shape[0], dtype=np.int32)
+    sw._reset_offsets(unit, n, window, cnt, want)
+    shift, full_end = sw._unit_shift(a_off, s_r, ur, t_len)
+    if shift == 0:
+        return
+    event("shifted")
+    d = unit[shift:full_end] - unit[:full_end - shift]
+    assert (d == d[0]).all()
+    copied = np.full(n, -7, dtype=np.int32)  # the unit written from its first folds, moved
+    sw._fill_rows_unit(a_off, b_off, stamp, s_r, ur, t_len, copied, True, shift, full_end)
+    assert copied.tolist() == unit.tolist()
+    got = np.full(n, -7, dtype=np.int32)
+    sw._reset_offsets_shifted(unit, n, window, cnt, got, shift, full_end)
+    assert not cnt.any()
+    assert got.tolist() == want.tolist()
