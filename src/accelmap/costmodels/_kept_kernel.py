@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from accelmap._typing import FloatArray
-from accelmap.costmodels._order_kernel import _step
+from accelmap.costmodels._order_kernel import _next_split, _split_at, _split_divisors, _step, _tile_words
 
 __all__ = ["kept_bypass_least", "kept_split_least"]
 
@@ -324,41 +324,14 @@ def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, c
     dims, nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v = \
         _work(D, coef_b.shape[0], TK, C)
     for i in range(n):
-        count = 1
-        for d in range(D):
-            if fixed1[i, d] > 0.0:
-                divs[d, 0] = fixed1[i, d]
-                nd[d] = 1
-            else:
-                v = int(o[i, d])
-                m = 0
-                for x in range(1, v + 1):
-                    if v % x == 0:
-                        if m < 64:
-                            divs[d, m] = x
-                        m += 1
-                nd[d] = m
-            count *= nd[d]
+        count = _split_divisors(o[i], fixed1[i], divs, nd)
         if count > most or nd.max() > 64:
             out[i] = -1.0  # too many splits: no bound here
             continue
-        for d in range(D):
-            at[d] = 0
+        at[:] = 0
         for _ in range(count):
-            for d in range(D):
-                n1[0, d] = divs[d, at[d]]
-                n0[0, d] = o[i, d] / n1[0, d]
-                t1[0, d] = s1[i, d] * n1[0, d]
-            need = 0.0
-            for t in range(K):
-                fp = 1.0
-                for c in range(C):
-                    sp = 1.0
-                    for d in range(D):
-                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
-                    fp *= sp
-                need += fp
-            if need <= cap:
+            _split_at(at, divs, o[i], s1[i], n1[0], n0[0], t1[0])
+            if _tile_words(kcoef, t1[0]) <= cap:
                 for t in range(TK):
                     for c in range(C):
                         sp = 1.0
@@ -369,13 +342,7 @@ def _kept_split_least(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, c
                               nb, st, size_b, size_k, ik, ikk, back1, back0, backk, dp, dp0, sh, seen, seen_v, out[i])
                 if v < out[i]:
                     out[i] = v
-            d = 0
-            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
-                at[d] += 1
-                if at[d] < nd[d]:
-                    break
-                at[d] = 0
-                d += 1
+            _next_split(at, nd)
     return out
 
 

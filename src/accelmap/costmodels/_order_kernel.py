@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from accelmap._typing import FloatArray
+from accelmap._typing import FloatArray, IntArray
 
 __all__ = ["order_least", "two_level_least", "two_level_least_many", "two_level_split_least",
            "two_level_split_least_below"]
@@ -486,6 +486,67 @@ def two_level_least_many(span: FloatArray, coef: FloatArray, w: FloatArray, n1: 
 
 
 @njit(**_JIT)
+def _split_divisors(o: FloatArray, fixed1: FloatArray, divs: FloatArray, nd: IntArray) -> int:  # pragma: no cover
+    """The level-1 factors each dim can take (``fixed1`` where > 0, else every divisor of ``o``,
+    at most 64 kept in ``divs``; their count in ``nd``); returns the number of splits."""
+    count = 1
+    for d in range(len(o)):
+        if fixed1[d] > 0.0:
+            divs[d, 0] = fixed1[d]
+            nd[d] = 1
+        else:
+            v = int(o[d])
+            m = 0
+            for x in range(1, v + 1):
+                if v % x == 0:
+                    if m < 64:
+                        divs[d, m] = x
+                    m += 1
+            nd[d] = m
+        count *= nd[d]
+    return count
+
+
+@njit(**_JIT)
+def _split_at(at: IntArray, divs: FloatArray, o: FloatArray, s1: FloatArray, n1: FloatArray, n0: FloatArray,
+              t1: FloatArray) -> None:  # pragma: no cover - compiled
+    """The split ``at`` (an index into each dim's divisors): level 1's factors ``n1``, level 0's
+    ``o / n1`` and level 1's tile ``s1 n1``."""
+    for d in range(len(o)):
+        n1[d] = divs[d, at[d]]
+        n0[d] = o[d] / n1[d]
+        t1[d] = s1[d] * n1[d]
+
+
+@njit(**_JIT)
+def _tile_words(kcoef: FloatArray, t1: FloatArray) -> float:  # pragma: no cover - compiled
+    """The words of the tensors of ``kcoef`` in a tile ``t1`` (each coordinate's span multiplied)."""
+    K, C, D = kcoef.shape
+    need = 0.0
+    for t in range(K):
+        fp = 1.0
+        for c in range(C):
+            sp = 1.0
+            for d in range(D):
+                sp += kcoef[t, c, d] * (t1[d] - 1.0)
+            fp *= sp
+        need += fp
+    return need
+
+
+@njit(**_JIT)
+def _next_split(at: IntArray, nd: IntArray) -> None:  # pragma: no cover - compiled
+    """The next split: a mixed-radix counter over the dims' divisors."""
+    d = 0
+    while d < len(at):
+        at[d] += 1
+        if at[d] < nd[d]:
+            break
+        at[d] = 0
+        d += 1
+
+
+@njit(**_JIT)
 def _two_level_split_least(span0: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
                            fixed1: FloatArray, kcoef: FloatArray, cap: float,
                            most: int) -> FloatArray:  # pragma: no cover - compiled
@@ -499,51 +560,18 @@ def _two_level_split_least(span0: FloatArray, coef: FloatArray, w: FloatArray, s
     n0 = np.ones((1, D))
     t1 = np.ones((1, D))
     for i in range(n):
-        count = 1
-        for d in range(D):
-            if fixed1[i, d] > 0.0:
-                divs[d, 0] = fixed1[i, d]
-                nd[d] = 1
-            else:
-                v = int(o[i, d])
-                m = 0
-                for x in range(1, v + 1):
-                    if v % x == 0:
-                        if m < 64:
-                            divs[d, m] = x
-                        m += 1
-                nd[d] = m
-            count *= nd[d]
+        count = _split_divisors(o[i], fixed1[i], divs, nd)
         if count > most or nd.max() > 64:
             out[i] = -1.0  # too many splits: no bound here
             continue
-        for d in range(D):
-            at[d] = 0
+        at[:] = 0
         for _ in range(count):
-            for d in range(D):
-                n1[0, d] = divs[d, at[d]]
-                n0[0, d] = o[i, d] / n1[0, d]
-                t1[0, d] = s1[i, d] * n1[0, d]
-            need = 0.0
-            for t in range(K):
-                fp = 1.0
-                for c in range(C):
-                    sp = 1.0
-                    for d in range(D):
-                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
-                    fp *= sp
-                need += fp
-            if need <= cap:
+            _split_at(at, divs, o[i], s1[i], n1[0], n0[0], t1[0])
+            if _tile_words(kcoef, t1[0]) <= cap:
                 v = _two_level_least_many(span0[i:i + 1], coef, w[i:i + 1], n1, s1[i:i + 1], n0, t1)[0]
                 if v < out[i]:
                     out[i] = v
-            d = 0
-            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
-                at[d] += 1
-                if at[d] < nd[d]:
-                    break
-                at[d] = 0
-                d += 1
+            _next_split(at, nd)
     return out
 
 
@@ -719,41 +747,14 @@ def _two_level_split_least_below(span0: FloatArray, coef: FloatArray, w: FloatAr
     n0 = np.ones((1, D))
     t1 = np.ones((1, D))
     for i in range(n):
-        count = 1
-        for d in range(D):
-            if fixed1[i, d] > 0.0:
-                divs[d, 0] = fixed1[i, d]
-                nd[d] = 1
-            else:
-                v = int(o[i, d])
-                m = 0
-                for x in range(1, v + 1):
-                    if v % x == 0:
-                        if m < 64:
-                            divs[d, m] = x
-                        m += 1
-                nd[d] = m
-            count *= nd[d]
+        count = _split_divisors(o[i], fixed1[i], divs, nd)
         if count > most or nd.max() > 64:
             out[i] = -1.0  # too many splits: no bound here
             continue
-        for d in range(D):
-            at[d] = 0
+        at[:] = 0
         for _ in range(count):
-            for d in range(D):
-                n1[0, d] = divs[d, at[d]]
-                n0[0, d] = o[i, d] / n1[0, d]
-                t1[0, d] = s1[i, d] * n1[0, d]
-            need = 0.0
-            for t in range(K):
-                fp = 1.0
-                for c in range(C):
-                    sp = 1.0
-                    for d in range(D):
-                        sp += kcoef[t, c, d] * (t1[0, d] - 1.0)
-                    fp *= sp
-                need += fp
-            if need <= cap:
+            _split_at(at, divs, o[i], s1[i], n1[0], n0[0], t1[0])
+            if _tile_words(kcoef, t1[0]) <= cap:
                 v = _two_level_least_below(span0[i:i + 1], coef, w[i:i + 1], n1, s1[i:i + 1], n0, t1,
                                            min(out[i], limit[i]))
                 if v < out[i]:
@@ -761,13 +762,7 @@ def _two_level_split_least_below(span0: FloatArray, coef: FloatArray, w: FloatAr
                 if stop and out[i] < limit[i]:
                     out[i] = -1.0  # a split under the limit: the row is not cut here, not bounded
                     break
-            d = 0
-            while d < D:  # the next split: a mixed-radix counter over the dims' divisors
-                at[d] += 1
-                if at[d] < nd[d]:
-                    break
-                at[d] = 0
-                d += 1
+            _next_split(at, nd)
     return out
 
 
