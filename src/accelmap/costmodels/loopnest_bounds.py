@@ -1148,6 +1148,38 @@ def _level1_bypassers(bm: BoundModel) -> list[tuple[int, int]]:
     return byp
 
 
+def _bypass_rows_ok(bm: BoundModel, byp: list[tuple[int, int]], tt: FloatArray, g: FloatArray,
+                    n: int) -> BoolArray:
+    """(len(byp), n): the rows where no loop of the levels between level 1 and a bypassing
+    tensor's parent moves the tensor (its deliveries are then two levels'; arguments 15b, 17, 19)."""
+    oks = np.ones((len(byp), n), dtype=bool)
+    for i, (t, c) in enumerate(byp):
+        dims = bm.coef_fp[t].sum(axis=0) > 0
+        for lv in range(2, c):
+            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    return oks
+
+
+def _bypass_charges(bm: BoundModel, byp: list[tuple[int, int]], oks: BoolArray, coef: FloatArray,
+                    tile: FloatArray, dl: Any, used: FloatArray, free: list[FloatArray],
+                    at: dict[Any, int], span: FloatArray, w: FloatArray, base: FloatArray) -> FloatArray:
+    """Fills each bypassing tensor's spans of its parent's tile (``span``, (n, len(byp), C)) and
+    its energy a word of level 0 (``w``: DRAM reads over the distinct counts ``dl`` plus the
+    parent's writes), 0 where ``oks`` is False; returns ``base`` less the order-free charges of
+    those tensors' terms that the joint least replaces (arguments 15b and 17)."""
+    n = len(tile)
+    for i, (t, c) in enumerate(byp):
+        ok = oks[i]
+        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
+        reads = np.ones(n)
+        for lv in range(1, c):
+            reads = reads * dl(t, lv)
+        f = float(bm.exist[t])
+        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
+        base = base - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    return base
+
+
 def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: FloatArray, n0: FloatArray,
                          tt: FloatArray, g: FloatArray, used: FloatArray, dl: Any,
                          terms: list[tuple[_X, float, float, FloatArray | float]],
@@ -1172,25 +1204,13 @@ def _joint_bypass_energy(bm: BoundModel, tile: FloatArray, n1: FloatArray, g1: F
     span = np.ones((n, len(byp), C))
     w = np.zeros((n, len(byp)))
     coef = np.asarray(bm.coef_fp, dtype=np.float64)[[t for t, _ in byp]]
-    oks = np.ones((len(byp), n), dtype=bool)
-    for i, (t, c) in enumerate(byp):
-        dims = bm.coef_fp[t].sum(axis=0) > 0
-        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
-            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    oks = _bypass_rows_ok(bm, byp, tt, g, n)
     rows = np.flatnonzero(oks.sum(axis=0) >= 2)  # one tensor alone: argument 14d's own least
     if not len(rows):
         return None
     free = [_term_energy(x.fixed, e1, e2, part) for x, e1, e2, part in terms]
     out = bm.mac_energy_pj + np.sum(free, axis=0)
-    for i, (t, c) in enumerate(byp):
-        ok = oks[i]
-        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
-        reads = np.ones(n)
-        for lv in range(1, c):
-            reads = reads * dl(t, lv)
-        f = float(bm.exist[t])
-        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
-        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    out = _bypass_charges(bm, byp, oks, coef, tile, dl, used, free, at, span, w, out)
     s1 = g1 * tile[:, 2]
     s0 = tile[:, 1]
     alt = np.zeros(n)  # rows with fewer than two such tensors: no second bound (0 under the maximum)
@@ -1484,11 +1504,7 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     if not byp:
         return None
     n, D = omin.shape
-    oks = np.ones((len(byp), n), dtype=bool)
-    for i, (t, c) in enumerate(byp):
-        dims = bm.coef_fp[t].sum(axis=0) > 0
-        for lv in range(2, c):
-            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    oks = _bypass_rows_ok(bm, byp, tt, g, n)
     o = omin / (g[:, 0] * g[:, 1])  # each dim's temporal product over levels 0 and 1
     rows_ok = oks.any(axis=0) & (omin == omax).all(axis=1) & (o == np.rint(o)).all(axis=1)
     rows = np.flatnonzero(rows_ok)
@@ -1503,15 +1519,7 @@ def _joint_split_energy(bm: BoundModel, tile: FloatArray, tt: FloatArray, g: Flo
     coef = np.asarray(bm.coef_fp, dtype=np.float64)[[t for t, _ in byp]]
     w = np.zeros((n, len(byp)))
     span = np.ones((n, len(byp), C))
-    for i, (t, c) in enumerate(byp):
-        ok = oks[i]
-        span[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[i][None]).sum(axis=2)
-        reads = np.ones(n)
-        for lv in range(1, c):
-            reads = reads * dl(t, lv)
-        f = float(bm.exist[t])
-        w[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
-        base = base - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    base = _bypass_charges(bm, byp, oks, coef, tile, dl, used, free, at, span, w, base)
     s1 = g[:, 1] * tile[:, 2]
     fixed1 = np.zeros((len(rows), D))
     if chosen.any() and next_level is not None:  # a chosen dim: its level-1 factor (one split)
@@ -1663,11 +1671,7 @@ def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray
     if not byp or not kept or k > 2 or (k == 2 and _KEPT_SPLIT_MAX <= 0) or (k <= 1 and not _KEPT_KNOWN):
         return None
     n = len(tile)
-    oks = np.ones((len(byp), n), dtype=bool)
-    for i, (t, c) in enumerate(byp):
-        dims = bm.coef_fp[t].sum(axis=0) > 0
-        for lv in range(2, c):  # no loop of the levels between moves t: its deliveries are two levels'
-            oks[i] &= (tt[:, lv][:, dims] <= 1.0).all(axis=1) & (g[:, lv][:, dims] <= 1.0).all(axis=1)
+    oks = _bypass_rows_ok(bm, byp, tt, g, n)
     ok_rows = oks.any(axis=0)
     s1 = g[:, 1] * tile[:, 2]
     if k == 2:  # each dim's temporal product over levels 0 and 1, one value
