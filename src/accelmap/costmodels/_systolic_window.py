@@ -92,6 +92,7 @@ What no argument bounds is how far the rest of the stream's rate is from the str
 from __future__ import annotations
 
 import math
+import threading
 from collections import OrderedDict
 from functools import lru_cache
 
@@ -888,9 +889,9 @@ def window_fetches_sampled(coef_key: tuple[tuple[int, ...], ...], used: tuple[bo
         n = min(uc, size[cc]) * size[tc]
         jump = f_r >= JUMP_MIN_REPS and 1 < n <= JUMP_MAX_ENTRIES
         _cols_sampled(a_off, b_off, stamp, size[rc], size[cc], ur, uc, size[tc], window, budget, state,
-                      np.zeros((3, f_r + 1), dtype=np.int64), np.empty(n if jump else 1, dtype=np.int32),
-                      np.empty(n if jump else 1, dtype=np.int32),
-                      np.zeros(stamp.shape[0] if jump else 1, dtype=np.int32), JUMP_MIN_REPS, marks)
+                      np.zeros((3, f_r + 1), dtype=np.int64), _SCRATCH.get("unit", n if jump else 1, np.int32),
+                      _SCRATCH.get("fwd", n if jump else 1, np.int32),
+                      _SCRATCH.get("cnt", stamp.shape[0] if jump else 1, np.int32, zero=True), JUMP_MIN_REPS, marks)
     else:
         _sampled(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window, budget, state, marks)
     got, windows = _extrapolated(state, marks)
@@ -937,6 +938,43 @@ def _extrapolated(state: IntArray, marks: IntArray) -> tuple[int, int]:
     return got + int(round(rate * (total - walked))), got - h_f
 
 
+# The largest scratch array (entries) `_scratch` keeps for the next walk; a larger one is
+# allocated per walk and dropped.
+SCRATCH_KEEP_ENTRIES = 1 << 22
+
+
+class _ScratchPool(threading.local):
+    """Scratch arrays of the walks kept from one walk to the next, per thread and per role
+    (``"unit"``, ``"fwd"``, ``"cnt"``, ``"last"``). A walk's unit and reset table of a
+    CB2a_2 pass are 6.7 MB each; allocated afresh they are faulted in page by page on their
+    first write, which took about as long as the reset table itself (docs/performance.md,
+    SCALE-Sim, window12). Only the values a walk writes before it reads are taken from
+    them (`_fill_unit` writes every entry of a unit before `_reset_offsets` reads it, which
+    writes every entry of ``fwd`` it reads), and ``zero=True`` hands out zeros."""
+
+    def __init__(self) -> None:
+        self.arrays: dict[str, np.ndarray] = {}
+
+    def get(self, role: str, n: int, dtype: type, zero: bool = False) -> np.ndarray:
+        n = max(int(n), 1)
+        if n > SCRATCH_KEEP_ENTRIES:
+            return np.zeros(n, dtype=dtype) if zero else np.empty(n, dtype=dtype)
+        buf = self.arrays.get(role)
+        if buf is None or buf.dtype != dtype or buf.shape[0] < n:
+            buf = np.empty(max(n, 0 if buf is None else buf.shape[0]), dtype=dtype)
+            self.arrays[role] = buf
+        out = buf[:n]
+        if zero:
+            out[:] = 0
+        return out
+
+    def clear(self) -> None:
+        self.arrays.clear()
+
+
+_SCRATCH = _ScratchPool()
+
+
 def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mode: int, size: list[int], rc: int,
               cc: int, ur: int, uc: int, window: int, max_reps: int | None, unit_key: tuple | None = None) -> int:
     """`_walk` with its scratch (``max_reps`` None: every repetition). A ``ROWS_TIME``
@@ -951,14 +989,14 @@ def _run_walk(a_off: IntArray, b_off: IntArray, stamp: npt.NDArray[np.int32], mo
     reps = max(-(-size[rc] // ur), -(-size[cc] // uc))
     every = bool((stamp >= 0).all())
     unit_words = size[rc] * size[tc] if mode == ROWS_TIME and every else -1
-    last = np.empty(stamp.shape[0] if unit_words > 0 and reps >= 4 else 1, dtype=np.int64)
+    last = _SCRATCH.get("last", stamp.shape[0] if unit_words > 0 and reps >= 4 else 1, np.int64)
     # scratch of `_jump`: a unit's entries (ROWS_TIME: every row fold; COLS_TIME: one column fold)
     unit_len = size[rc] * size[tc] if mode == ROWS_TIME else min(uc, size[cc]) * size[tc]
     unit_reps = -(-size[cc] // uc) if mode == ROWS_TIME else -(-size[rc] // ur)
     jump = mode != STATIONARY and unit_reps >= JUMP_MIN_REPS and 1 < unit_len <= JUMP_MAX_ENTRIES
-    unit = np.empty(unit_len if jump else 1, dtype=np.int32)
-    fwd = np.empty(unit_len if jump else 1, dtype=np.int32)
-    cnt = np.zeros(stamp.shape[0] if jump else 1, dtype=np.int32)
+    unit = _SCRATCH.get("unit", unit_len if jump else 1, np.int32)
+    fwd = _SCRATCH.get("fwd", unit_len if jump else 1, np.int32)
+    cnt = _SCRATCH.get("cnt", stamp.shape[0] if jump else 1, np.int32, zero=True)
     return int(_walk(a_off, b_off, stamp, mode, size[rc], size[cc], ur, uc, size[tc], window,
                      np.zeros(5, dtype=np.int64), np.zeros((3, reps + 1), dtype=np.int64),
                      reps + 1 if max_reps is None else max_reps, unit_words if last.shape[0] > 1 else -1, last,
@@ -1035,13 +1073,13 @@ class _UnitTables:
         ``stamp`` must be fresh (0 where a word exists, -1 elsewhere)."""
         self.misses += 1
         n = s_r * t_len
-        unit = np.empty(n, dtype=np.int32)
-        fwd = np.empty(n, dtype=np.int32)
+        unit = _SCRATCH.get("unit", n, np.int32)
+        fwd = _SCRATCH.get("fwd", n, np.int32)
         words = stamp.shape[0]
         every = _all_words(stamp)
         shift, full_end = _unit_shift(a_off, s_r, ur, t_len) if every else (0, 0)
         _fill_rows_unit(a_off, b_off, stamp, s_r, ur, t_len, unit, every, shift, full_end)
-        scratch = np.zeros(words, dtype=np.int32)
+        scratch = _SCRATCH.get("cnt", words, np.int32, zero=True)
         if shift > 0:
             _reset_offsets_shifted(unit, n, window, scratch, fwd, shift, full_end)
         else:
