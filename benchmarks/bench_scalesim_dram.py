@@ -1152,6 +1152,43 @@ def sampled_rows(ref: Path, budget: int, n_rows: int = 60, seed: int = 0,
     return out
 
 
+def scratch_ab(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), rounds: int = 3) -> dict:
+    """The guarded sample's (``max_sample_entries=2^19``) default CB2a_2 search (``budget``
+    evaluations) with the walks' scratch kept between walks (`_systolic_window._ScratchPool`)
+    and allocated per walk (``SCRATCH_KEEP_ENTRIES = 0``, as before), alternated in one
+    process, a new model and cleared walk caches each run: seconds per run and medians."""
+    from accelmap.costmodels import _systolic_window as sw
+    from accelmap.search.api import search
+
+    load0 = list(os.getloadavg())
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    prob, arch = layer.problem, config_arch(cfg)
+    search(prob, arch, model=SystolicModel(max_sample_entries=1 << 19), budget=300, seed=99)  # (compiled code)
+    keep = sw.SCRATCH_KEEP_ENTRIES
+    runs: dict = {"kept": {sd: [] for sd in seeds}, "per walk": {sd: [] for sd in seeds}}
+    try:
+        for _ in range(rounds):
+            for sd in seeds:
+                for label, k in (("per walk", 0), ("kept", keep)):
+                    sw.SCRATCH_KEEP_ENTRIES = k
+                    sw._SCRATCH.clear()
+                    window_fetches.cache_clear()
+                    t0 = time.perf_counter()
+                    search(prob, arch, model=SystolicModel(max_sample_entries=1 << 19), budget=budget, seed=sd)
+                    runs[label][sd].append(time.perf_counter() - t0)
+    finally:
+        sw.SCRATCH_KEEP_ENTRIES = keep
+    out: dict = {"budget": budget, "runs": runs, "median_s": {}, "ratio_per_walk_over_kept": {}}
+    for sd in seeds:
+        a, b = float(np.median(runs["per walk"][sd])), float(np.median(runs["kept"][sd]))
+        out["median_s"][sd] = {"per walk": a, "kept": b}
+        out["ratio_per_walk_over_kept"][sd] = a / b
+        print(f"CB2a_2 seed {sd}, sample 2^19: scratch per walk {a:.2f} s, kept {b:.2f} s ({a / b:.2f}x)", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
 def window11_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), pool_rows: int = 5000) -> dict:
     """What the guarded sample (``max_sample_entries=2^19``, which walks CB2a_2's far streams)
     costs against the default (no sample), with the code on the path: the default search
@@ -1254,6 +1291,10 @@ def main() -> None:
                     help="only the guarded sample's cost against the default with the walk on the path (CB2a_2 "
                     "search, cold pool, mid-size layers), appended under --label to bench_scalesim_dram_window11.json")
     ap.add_argument("--label", default="window11", help="the version's name in bench_scalesim_dram_window11.json")
+    ap.add_argument("--window12-only", action="store_true",
+                    help="the guarded sample's cost as --window11-only measures it (scratch arrays kept between "
+                    "walks), appended under --label to bench_scalesim_dram_window12.json; --label scratch_ab: "
+                    "the CB2a_2 search with the scratch kept and per walk alternated in one process")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -1286,6 +1327,16 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.window12_only:
+        out12 = RESULTS.with_name("bench_scalesim_dram_window12.json")
+        old12 = json.loads(out12.read_text()) if out12.exists() else {}
+        if args.label == "scratch_ab":
+            old12.setdefault("scratch_ab", []).append(scratch_ab(args.reference, args.search_budget or 5000))
+        else:
+            old12.setdefault(args.label, []).append(window11_cost(args.reference, args.search_budget or 5000))
+        out12.write_text(json.dumps(old12, indent=1) + "\n")
+        print(f"wrote {out12}")
         return
     if args.window11_only:
         out11 = RESULTS.with_name("bench_scalesim_dram_window11.json")

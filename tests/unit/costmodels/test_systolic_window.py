@@ -679,3 +679,34 @@ def test_shifted_reset_offsets_equal_the_two_pointers(case, chunk):
     sw._reset_offsets_shifted(unit, n, window, cnt, got, shift, full_end)
     assert not cnt.any()
     assert got.tolist() == want.tolist()
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(streams(), st.integers(-3, 1 << 20), st.lists(st.integers(1, 9), min_size=1, max_size=3))
+def test_kept_scratch_leaves_every_walk_exact(case, junk, chunks):
+    """The walks' scratch is kept between walks (`_ScratchPool`): whatever an earlier walk
+    left in it (here every kept array filled with junk, larger than this stream needs), each
+    walk (whole through the unit tables, by `_walk`, or a sample that covers the stream)
+    counts what the replay counts, and the pool hands
+    out zeros where asked and the length asked."""
+    prob, lay, rc, cc, ur, uc, order, window = case
+    mode, args = _arrays(prob, lay, rc, cc, order)
+    size = lay.class_size
+    for role, dtype in (("unit", np.int32), ("fwd", np.int32), ("cnt", np.int32), ("last", np.int64)):
+        sw._SCRATCH.arrays[role] = np.full(4096, junk, dtype=dtype)
+    z = sw._SCRATCH.get("cnt", 100, np.int32, zero=True)
+    assert z.shape == (100,) and not z.any()
+    sw._SCRATCH.arrays["cnt"][:] = junk
+    for c in chunks:
+        uc_c = min(c, size[cc])
+        a_off, b_off, stamp, sizes = sw._stream_arrays(*args)
+        want = _replay(a_off, b_off, stamp, mode, sizes, rc, cc, ur, uc_c, window)
+        sw.window_fetches.cache_clear()
+        assert sw.window_fetches(*args, mode, rc, cc, ur, uc_c, window) == want
+        for role in ("unit", "fwd", "cnt"):
+            sw._SCRATCH.arrays[role][:] = junk
+        assert _count(args, mode, rc, cc, ur, uc_c, window, jump=True) == want
+        for role in ("unit", "fwd", "cnt"):
+            sw._SCRATCH.arrays[role][:] = junk
+        whole = size[0] * size[1] * size[2] + 1  # (a sample of the whole stream: its walk)
+        assert sw.window_fetches_sampled(*args, mode, rc, cc, ur, uc_c, window, whole) == want
