@@ -6,10 +6,10 @@ arguments this follows).
 tensors' coordinates and footprint coefficients) and the region forms of argument 12;
 `TrafficTable` is argument 14's table (built by `_bypass_bounds.traffic_table`). ``_X`` is one
 count of deliveries (a tensor's fills of a child level, or reads of a parent) with its
-order-free value and what the order arguments need of it (``_Prefix``: the J* prefixes of
-argument 10, ``_PassU``: the passes of 10b); `_term_energy` is its energy at a given value.
-`_footprint`, `_span` and `_prod` are the footprint of a tile (eq. F of the model), a
-coordinate's span, and a product that stays exact in floats.
+order-free value and what the order arguments need of it (``_Prefix``: the loops up to J* at
+the known levels, arguments 1-2; ``_PassU``: the passes of argument 10b); `_term_energy` is
+its energy at a given value. `_footprint`, `_span` and `_prod` are the footprint of a tile
+(`Problem.footprint`), a coordinate's span, and a product that stays exact in floats.
 
 12. **A window, and any problem, in argument 11's region count** (`_region_forms`, used by
    `_capacity_energy`). Argument 11 needs ``|V|`` bounded by the word sets ``A_t`` of *any*

@@ -518,7 +518,7 @@ def _bypass_charges(bm: BoundModel, byp: list[tuple[int, int]], oks: BoolArray, 
     """Fills each bypassing tensor's spans of its parent's tile (``span``, (n, len(byp), C)) and
     its energy a word of level 0 (``w``: DRAM reads over the distinct counts ``dl`` plus the
     parent's writes), 0 where ``oks`` is False; returns ``base`` less the order-free charges of
-    those tensors' terms that the joint least replaces (arguments 15b and 17)."""
+    those tensors' terms that the joint least replaces (arguments 15b, 17 and 19)."""
     n = len(tile)
     for i, (t, c) in enumerate(byp):
         ok = oks[i]
@@ -1027,17 +1027,10 @@ def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray
     out = bm.mac_energy_pj + np.sum(free, axis=0)
     C = bm.coef_fp.shape[1]
     coef = np.asarray(bm.coef_fp, dtype=np.float64)
+    coef_b = coef[[t for t, _ in byp]]
     span_b = np.ones((n, len(byp), C))
     w_b = np.zeros((n, len(byp)))
-    for i, (t, c) in enumerate(byp):
-        ok = oks[i]
-        span_b[:, i] = 1.0 + ((tile[:, c][:, None, :] - 1.0) * coef[t][None]).sum(axis=2)
-        reads = np.ones(n)
-        for lv in range(1, c):
-            reads = reads * dl(t, lv)
-        f = float(bm.exist[t])
-        w_b[:, i] = np.where(ok, f * (bm.read_pj_word[0] * reads + bm.write_pj_word[c] * _prod(used[:, :c], 1)), 0.0)
-        out = out - np.where(ok, free[at[("r", t, c)]] + free[at[("f", t, c)]], 0.0)
+    out = _bypass_charges(bm, byp, oks, coef_b, tile, dl, used, free, at, span_b, w_b, out)
     w_k = np.zeros((n, len(kept)))
     for i, t in enumerate(kept):  # argument 14's weights: (e_r0 + e_w1) F_1; the output's F_1 - part
         f = float(bm.exist[t])
@@ -1048,7 +1041,7 @@ def _kept_bypass_energy(bm: BoundModel, k: int, tile: FloatArray, tt: FloatArray
         else:
             w_k[:, i] = f * (bm.read_pj_word[0] + bm.write_pj_word[1])
         out = out - free[at[("r", t, 1)]] - free[at[("f", t, 1)]]
-    coef_b, coef_k = coef[[t for t, _ in byp]], coef[kept]
+    coef_k = coef[kept]
     alt = np.zeros(n)
     if k <= 1:
         tile1 = tile[:, 1]
