@@ -40,6 +40,7 @@ CASES = ["resnet50/res3b_branch2b@eyeriss-like", "resnet50/res3b_branch2b@simba-
 
 
 def _case(spec: str, n_nodes: int, repeats: int, budget: int, term: str = "order") -> list[dict[str, Any]]:
+    import accelmap.costmodels._bound_switches as sw
     import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.arch.presets import preset
     from accelmap.mapper.space import MapSpace
@@ -73,13 +74,13 @@ def _case(spec: str, n_nodes: int, repeats: int, budget: int, term: str = "order
         try:
             for _ in range(repeats):
                 for on in (True, False):
-                    setattr(lbm, switch, on)
+                    setattr(sw, switch, on)
                     t0 = time.perf_counter()
                     e, _, _ = lbm.partial_bounds(bm, **inputs)
                     times[on].append(time.perf_counter() - t0)
                     energy[on] = e
         finally:
-            setattr(lbm, switch, True)
+            setattr(sw, switch, True)
         lift = energy[True] / energy[False]
         row = {"case": spec, "depth": depth, "nodes": len(ids),
                "ms_on": round(float(np.median(times[True])) * 1e3, 2),

@@ -45,7 +45,7 @@ def _cpu() -> float:
 
 
 def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) -> list[dict[str, Any]]:
-    import accelmap.costmodels.loopnest_bounds as lbm
+    import accelmap.costmodels._bound_switches as sw
     from accelmap.arch.presets import preset
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.mapper.space import MapSpace
@@ -63,7 +63,7 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
     try:
         for on in (True, False):
             for switch in switches:
-                setattr(lbm, switch, on)
+                setattr(sw, switch, on)
             c0, t0, load0 = _cpu(), time.perf_counter(), os.getloadavg()[0]
             _, value, cert = solve(space, LoopNestModel(), parse_objective("edp"), time_limit_s=time_s,
                                    incumbent=incumbent)
@@ -76,7 +76,7 @@ def _layer(layer: str, arch_name: str, time_s: float, budget: int, term: str) ->
             rows.append(row)
     finally:
         for switch in switches:
-            setattr(lbm, switch, True)
+            setattr(sw, switch, True)
     return rows
 
 

@@ -5,7 +5,7 @@ For each case the default search (``anneal``, ``--warm-budget`` evaluations, see
 one incumbent; then `accelmap.search.exact.solve` runs from it on one process, once per
 version and repeat, the versions alternating (so each pair sees the same load). A version
 is a setting of the module switches that choose the numpy reference or the compiled path
-(``before``: ``loopnest_bounds._USE_KERNEL = False``, ``_MEMO = False`` and
+(``before``: ``_bound_switches._USE_KERNEL = False``, ``_MEMO = False`` and
 ``exact._NODE_TEST = False``: the numpy feasibility test on every row, every count made
 each time it is asked for, every child's bound inputs built; ``after``: the compiled test,
 `accelmap.costmodels._bounds_kernel`, each count made once per call, and the children
@@ -97,95 +97,95 @@ CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_r
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
 VERSIONS: dict[str, dict[str, bool | int | str]] = {
-    "before": {"loopnest_bounds._USE_KERNEL": False, "loopnest_bounds._MEMO": False, "exact._NODE_TEST": False},
-    "after": {"loopnest_bounds._USE_KERNEL": True, "loopnest_bounds._MEMO": True, "exact._NODE_TEST": True},
-    # arguments 5c and the pass floor read at an open parent (`loopnest_bounds._next_level_pass`)
-    "pass-off": {"loopnest_bounds._USE_NEXT_PASS": False, "loopnest_bounds._USE_PASS_READS": False},
-    "pass-on": {"loopnest_bounds._USE_NEXT_PASS": True, "loopnest_bounds._USE_PASS_READS": True},
+    "before": {"switches._USE_KERNEL": False, "switches._MEMO": False, "exact._NODE_TEST": False},
+    "after": {"switches._USE_KERNEL": True, "switches._MEMO": True, "exact._NODE_TEST": True},
+    # arguments 5c and the pass floor read at an open parent (`_order_bounds._next_level_pass`)
+    "pass-off": {"switches._USE_NEXT_PASS": False, "switches._USE_PASS_READS": False},
+    "pass-on": {"switches._USE_NEXT_PASS": True, "switches._USE_PASS_READS": True},
     # the region count (arguments 11-12) always computed, or dropped per keep pattern once it
     # has lifted no node in its first calls (`exact._REGION_TRIAL`)
     "trial-off": {"exact._REGION_TRIAL": 0}, "trial-on": {"exact._REGION_TRIAL": 256},
-    # argument 10 with the passes repeated inside J* (`loopnest_bounds._pass_floor`)
-    "orderpass-off": {"loopnest_bounds._USE_ORDER_PASS": False},
-    "orderpass-on": {"loopnest_bounds._USE_ORDER_PASS": True},
+    # argument 10 with the passes repeated inside J* (`_order_bounds._pass_floor`)
+    "orderpass-off": {"switches._USE_ORDER_PASS": False},
+    "orderpass-on": {"switches._USE_ORDER_PASS": True},
     # argument 13: each known level's outermost and innermost loops chosen jointly (`_USE_PAIRS`)
     # (on trial: dropped per keep pattern and depth of levels once it has lifted no row in its
     # first calls, `exact._PAIR_TRIAL`; always: computed on every call)
-    "pairs-off": {"loopnest_bounds._USE_PAIRS": False, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
-    "pairs-on": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": -1},
-    "pairs-always": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 0},
+    "pairs-off": {"switches._USE_PAIRS": False, "exact._PAIR_TRIAL": 64, "switches._PAIR_MAX_K": -1},
+    "pairs-on": {"switches._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "switches._PAIR_MAX_K": -1},
+    "pairs-always": {"switches._USE_PAIRS": True, "exact._PAIR_TRIAL": 0},
     # at the leaves and the order search only (``_PAIR_MAX_K = 0``)
-    "pairs-leaves": {"loopnest_bounds._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "loopnest_bounds._PAIR_MAX_K": 0},
+    "pairs-leaves": {"switches._USE_PAIRS": True, "exact._PAIR_TRIAL": 64, "switches._PAIR_MAX_K": 0},
     # the node handling of one more round (the same bounds): children that passed `_feasible_nodes`
     # not tested again, the distinct-offset bounds and the region count's parts made once per call
-    # and its segments in one pass (`loopnest_bounds._SHARE`), leaf order sets made once and leaf
+    # and its segments in one pass (`_bound_switches._SHARE`), leaf order sets made once and leaf
     # legality tested once per factorization (`exact._LEAF_MEMO`), the spatial children's fanout
     # test compiled (`exact._FANOUT_KERNEL`); "share-off" is the code before
-    "share-off": {"loopnest_bounds._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False,
+    "share-off": {"switches._SHARE": False, "exact._TRUST_TEST": False, "exact._LEAF_MEMO": False,
                   "exact._FANOUT_KERNEL": False},
-    "share-on": {"loopnest_bounds._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True,
+    "share-on": {"switches._SHARE": True, "exact._TRUST_TEST": True, "exact._LEAF_MEMO": True,
                  "exact._FANOUT_KERNEL": True},
     # argument 14: the traffic table's cells with level 0's loop order counted exactly
     # (`loopnest_bounds.dram_order_table`; read when the keep patterns' tables are built)
-    "dramorder-off": {"loopnest_bounds._USE_DRAM_ORDER": False},
-    "dramorder-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
+    "dramorder-off": {"switches._USE_DRAM_ORDER": False},
+    "dramorder-on": {"switches._USE_DRAM_ORDER": True, "switches._DRAM_ORDER_KNOWN": True},
     # argument 14c alone (the cell of a known level-1 tile at k <= 1), 14 and 14b on in both
-    "dramknown-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": False},
-    "dramknown-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._DRAM_ORDER_KNOWN": True},
+    "dramknown-off": {"switches._USE_DRAM_ORDER": True, "switches._DRAM_ORDER_KNOWN": False},
+    "dramknown-on": {"switches._USE_DRAM_ORDER": True, "switches._DRAM_ORDER_KNOWN": True},
     # argument 14d alone (a tensor bypassing level 1 into level 2, both levels' orders), 14-14c on in both
-    "twolevel-off": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": False},
-    "twolevel-on": {"loopnest_bounds._USE_DRAM_ORDER": True, "loopnest_bounds._TWO_LEVEL": True},
+    "twolevel-off": {"switches._USE_DRAM_ORDER": True, "switches._TWO_LEVEL": False},
+    "twolevel-on": {"switches._USE_DRAM_ORDER": True, "switches._TWO_LEVEL": True},
     # argument 15 (eq. S's distinct offsets exactly where the strides are known, and the tensors
     # that bypass level 1 at their least over levels 0 and 1's orders together), off and on
-    "arg15-off": {"loopnest_bounds._USE_DISTINCT_EXACT": False, "loopnest_bounds._USE_JOINT_BYPASS": False},
-    "arg15-on": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": True},
+    "arg15-off": {"switches._USE_DISTINCT_EXACT": False, "switches._USE_JOINT_BYPASS": False},
+    "arg15-on": {"switches._USE_DISTINCT_EXACT": True, "switches._USE_JOINT_BYPASS": True},
     # its parts alone: 15a (the exact distinct offsets) and 15b (the joint orders) with the other on
-    "distinct-off": {"loopnest_bounds._USE_DISTINCT_EXACT": False, "loopnest_bounds._USE_JOINT_BYPASS": True},
-    "joint-off": {"loopnest_bounds._USE_DISTINCT_EXACT": True, "loopnest_bounds._USE_JOINT_BYPASS": False},
-    # argument 10 (`loopnest_bounds._jstar_order_energy`): its charges and shortest path in numpy
+    "distinct-off": {"switches._USE_DISTINCT_EXACT": False, "switches._USE_JOINT_BYPASS": True},
+    "joint-off": {"switches._USE_DISTINCT_EXACT": True, "switches._USE_JOINT_BYPASS": False},
+    # argument 10 (`_order_bounds._jstar_order_energy`): its charges and shortest path in numpy
     # (the reference) or compiled (`costmodels._jstar_kernel`); the same bounds bit for bit
-    "jstar-numpy": {"loopnest_bounds._JSTAR_ENGINE": "numpy"},
-    "jstar-cpu": {"loopnest_bounds._JSTAR_ENGINE": "cpu"},
+    "jstar-numpy": {"switches._JSTAR_ENGINE": "numpy"},
+    "jstar-cpu": {"switches._JSTAR_ENGINE": "cpu"},
     # argument 16 (each instance of a known level takes in at least the union of its own tiles), off and on
-    "arg16-off": {"loopnest_bounds._USE_INSTANCE_WORDS": False},
-    "arg16-on": {"loopnest_bounds._USE_INSTANCE_WORDS": True},
+    "arg16-off": {"switches._USE_INSTANCE_WORDS": False},
+    "arg16-on": {"switches._USE_INSTANCE_WORDS": True},
 
 
     # argument 17 (argument 15b over the level-1/level-0 splits of the open products too) and
     # argument 18 (the most instances the spatial factors still open can reach), off and on
-    "arg1718-off": {"loopnest_bounds._USE_JOINT_SPLIT": False, "loopnest_bounds._USE_SPATIAL_MOST": False},
-    "arg1718-on": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
-                   "loopnest_bounds._JOINT_SPLIT_CHOSEN": False},
+    "arg1718-off": {"switches._USE_JOINT_SPLIT": False, "switches._USE_SPATIAL_MOST": False},
+    "arg1718-on": {"switches._USE_JOINT_SPLIT": True, "switches._USE_SPATIAL_MOST": True,
+                   "switches._JOINT_SPLIT_CHOSEN": False},
     # their parts alone, the other on
-    "split-off": {"loopnest_bounds._USE_JOINT_SPLIT": False, "loopnest_bounds._USE_SPATIAL_MOST": True},
-    "most-off": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": False},
+    "split-off": {"switches._USE_JOINT_SPLIT": False, "switches._USE_SPATIAL_MOST": True},
+    "most-off": {"switches._USE_JOINT_SPLIT": True, "switches._USE_SPATIAL_MOST": False},
     # argument 17 also where some dims' level-1 factors are chosen (both on)
-    "split-chosen": {"loopnest_bounds._USE_JOINT_SPLIT": True, "loopnest_bounds._USE_SPATIAL_MOST": True,
-                     "loopnest_bounds._JOINT_SPLIT_CHOSEN": True},
+    "split-chosen": {"switches._USE_JOINT_SPLIT": True, "switches._USE_SPATIAL_MOST": True,
+                     "switches._JOINT_SPLIT_CHOSEN": True},
     # staged bounds: the costly arguments only on the rows the others leave below the incumbent's
     # cut-off, argument 17 up to it (`loopnest_bounds.BoundCut`); off: every argument on every row;
     # "staged-stop": argument 17 also gives up on a row at its first split below the cut-off
-    "staged-off": {"loopnest_bounds._STAGED": False, "loopnest_bounds._SPLIT_STOP": False},
-    "staged-on": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": False},
-    "staged-stop": {"loopnest_bounds._STAGED": True, "loopnest_bounds._SPLIT_STOP": True},
+    "staged-off": {"switches._STAGED": False, "switches._SPLIT_STOP": False},
+    "staged-on": {"switches._STAGED": True, "switches._SPLIT_STOP": False},
+    "staged-stop": {"switches._STAGED": True, "switches._SPLIT_STOP": True},
     # argument 19 (the tensors that bypass level 1 and those it keeps, both orders together), off and on
-    "arg19-off": {"loopnest_bounds._USE_KEPT_BYPASS": False},
-    "arg19-on": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
-                 "loopnest_bounds._KEPT_KNOWN": False},
-    "arg19-all": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
-                  "loopnest_bounds._KEPT_KNOWN": True},
+    "arg19-off": {"switches._USE_KEPT_BYPASS": False},
+    "arg19-on": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 4096,
+                 "switches._KEPT_KNOWN": False},
+    "arg19-all": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 4096,
+                  "switches._KEPT_KNOWN": True},
     # argument 19 at k <= 1 only, and at k = 2 on the nodes of at most 512 splits (argument 17's limit)
-    "arg19-known": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 0,
-                    "loopnest_bounds._KEPT_KNOWN": True},
-    "arg19-512": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
-                  "loopnest_bounds._KEPT_KNOWN": True},
+    "arg19-known": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 0,
+                    "switches._KEPT_KNOWN": True},
+    "arg19-512": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 512,
+                  "switches._KEPT_KNOWN": True},
     # argument 19 at k = 2 only (at most 512 splits), not at the nodes with every factor known
-    "arg19-split": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 512,
-                    "loopnest_bounds._KEPT_KNOWN": False},
-    "arg19-split4096": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 4096,
-                        "loopnest_bounds._KEPT_KNOWN": False},
-    "arg19-split16384": {"loopnest_bounds._USE_KEPT_BYPASS": True, "loopnest_bounds._KEPT_SPLIT_MAX": 16384,
-                         "loopnest_bounds._KEPT_KNOWN": False}}
+    "arg19-split": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 512,
+                    "switches._KEPT_KNOWN": False},
+    "arg19-split4096": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 4096,
+                        "switches._KEPT_KNOWN": False},
+    "arg19-split16384": {"switches._USE_KEPT_BYPASS": True, "switches._KEPT_SPLIT_MAX": 16384,
+                         "switches._KEPT_KNOWN": False}}
 
 
 def _load(case: str) -> tuple[Any, Any, Any]:
@@ -216,17 +216,24 @@ class _CpuClock:
 
 
 def _set(version: str) -> None:
+    import importlib
+
     import accelmap.costmodels.loopnest_bounds as lb
     import accelmap.search.exact as exact
 
-    modules = {"loopnest_bounds": lb, "exact": exact}
+    try:  # the bounds' switches (`_bound_switches`; a checkout before it kept them in `loopnest_bounds`)
+        switches = importlib.import_module("accelmap.costmodels._bound_switches")
+        memos = importlib.import_module("accelmap.costmodels._bypass_bounds")
+    except ImportError:
+        switches = memos = lb
+    modules = {"switches": switches, "exact": exact}
     for name, value in VERSIONS[version].items():
         module, attr = name.split(".")
         if hasattr(modules[module], attr):  # (a checkout without the switch: its one version)
             setattr(modules[module], attr, value)
     for memo in ("_SPLIT_MEMO", "_SPLIT_FLOORS"):  # argument 17's values kept: every run starts without them
-        if hasattr(lb, memo):
-            getattr(lb, memo).clear()
+        if hasattr(memos, memo):
+            getattr(memos, memo).clear()
 
 
 def main() -> None:

@@ -11,7 +11,7 @@ arrays on the feasible rows alone.
 Every value the test forms is an integer far below ``2**53`` (factors, tile extents and
 footprints, products and sums of them), so each float product and sum is exact and the
 answer is the numpy form's, whatever the order of the operations; the numpy form stays the
-executable reference (``loopnest_bounds._USE_KERNEL = False``), and
+executable reference (``_bound_switches._USE_KERNEL = False``), and
 ``tests/unit/search/test_exact.py`` holds both equal on sampled nodes of several spaces.
 """
 

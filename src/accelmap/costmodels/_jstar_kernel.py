@@ -1,7 +1,7 @@
 """Compiled argument 10 of `accelmap.costmodels.loopnest_bounds`: the order of the dims'
-innermost open loops, one for every tensor (`loopnest_bounds._jstar_order_energy`).
+innermost open loops, one for every tensor (`_order_bounds._jstar_order_energy`).
 
-The readable reference is `loopnest_bounds._jstar_order_energy` in numpy: per tensor a
+The readable reference is `_order_bounds._jstar_order_energy` in numpy: per tensor a
 ``charge`` (the increase of its counts into known levels with a set of dims outside its J*,
 argument 1 with argument 10b's passes, `_pass_lift`, `_pass_floor` and `_pass_first`) and a
 shortest path ``least`` over the sets of dims placed, innermost first. Both are written here
@@ -95,7 +95,7 @@ def pass_masks(arrays: JstarArrays) -> tuple[int, ...]:
 
 def flatten(info: list[tuple[int, list[int], list[tuple[Any, ...]]]], cd: list[int], n: int,
             D: int) -> JstarArrays:
-    """Stack argument 10's per-tensor counts (``info`` of `loopnest_bounds._jstar_order_energy`:
+    """Stack argument 10's per-tensor counts (``info`` of `_order_bounds._jstar_order_energy`:
     per tensor its jump mask, the dims it does not jump over, and its counts ``(free, fixed,
     opened, e1, e2, part, pass)``) into `JstarArrays`; ``cd`` the candidate dims, ``n`` rows,
     ``D`` dims."""
@@ -168,7 +168,7 @@ def path_program(m: int, jmasks: tuple[int, ...], ip: int, irr: int,
     dims, each tensor's jump dims ``jmasks`` (bits over them), the sliding tensor ``ip`` of
     argument 10b (-1: none), the dims it does not index ``irr``, and per tensor the candidate
     dims of its passes' sliding coordinates ``pmasks`` (0: no pass). The states are those the
-    reference's recursion (`loopnest_bounds._jstar_order_energy`'s ``least``) visits, in the
+    reference's recursion (`_order_bounds._jstar_order_energy`'s ``least``) visits, in the
     order it finishes them (successors first), and its steps in its order (dims in ``cd`` order,
     tensors in ``info`` order), so that the sums and minima run as the reference's do.
 
@@ -256,7 +256,7 @@ def _mn(a: float, b: float) -> float:  # pragma: no cover - compiled
 
 @njit(**_JIT)
 def _te(x: float, e1: float, e2: float, part: float) -> float:  # pragma: no cover - compiled
-    out = e1 * x  # `loopnest_bounds._term_energy`
+    out = e1 * x  # `_bound_model._term_energy`
     if e2 != 0.0:
         out = out + e2 * _mx(x - part, 0.0)
     return out
@@ -270,7 +270,7 @@ def _jstar_block(B: int, q_def: IntArray, with_opened: bool, paths: bool, tr_sta
                  st: FloatArray, jot: FloatArray, act: FloatArray, n_lo: FloatArray, rng0: FloatArray,
                  span: FloatArray, inc: FloatArray, cbit: IntArray, ncoord: IntArray,
                  njd: IntArray) -> FloatArray:  # pragma: no cover - compiled
-    """`loopnest_bounds._jstar_order_energy`'s ``charge`` of each definition ``q_def[q] = (i, out,
+    """`_order_bounds._jstar_order_energy`'s ``charge`` of each definition ``q_def[q] = (i, out,
     S_l, index of l in cd or -1)`` on every row (tensor ``i``, the dims ``out``, bits over ``cd``,
     outside J*, anchored at ``(S_l, l)`` where given; with ``with_opened`` each count at least its
     ``opened``), returned (n, Q); or, with ``paths``, the shortest path of the program

@@ -32,7 +32,17 @@ import numpy as np
 from numba import njit
 
 from accelmap._typing import FloatArray
-from accelmap.costmodels._order_kernel import _next_split, _split_at, _split_divisors, _step, _tile_words
+from accelmap.costmodels._order_kernel import (
+    _active_loops,
+    _back_table,
+    _first_tiles,
+    _loop_products,
+    _next_split,
+    _split_at,
+    _split_divisors,
+    _step,
+    _tile_words,
+)
 
 __all__ = ["kept_bypass_least", "kept_split_least"]
 
@@ -50,69 +60,19 @@ def _kept_one(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, span_k: F
     D = n1.shape[0]
     TB, C, _ = coef_b.shape
     TK = coef_k.shape[0]
-    a1 = 0
-    for d in range(D):
-        if n1[d] >= 2.0:
-            dims[a1] = d
-            nb[a1] = n1[d]
-            st[a1] = s1[d]
-            a1 += 1
-    a0 = 0
-    for d in range(D):
-        if n0[d] >= 2.0:
-            dims[a1 + a0] = d
-            nb[a1 + a0] = n0[d]
-            st[a1 + a0] = s0[d]
-            a0 += 1
-    first = 0.0
-    for t in range(TB):
-        s = 1.0
-        for c in range(C):
-            s *= span_b[t, c]
-        size_b[t] = s
-        first += w_b[t] * s
-    for t in range(TK):
-        s = 1.0
-        for c in range(C):
-            s *= span_k[t, c]
-        size_k[t] = s
-        first += w_k[t] * s
+    a1, a0 = _active_loops(n1, s1, n0, s0, dims, nb, st)
+    first = _first_tiles(span_b, w_b, span_b, size_b, 0.0)
+    first = _first_tiles(span_k, w_k, span_k, size_k, first)
     if first >= cap_v:
         return np.inf
     if a1 + a0 == 0:
         return first
     full1 = (1 << a1) - 1
     full0 = (1 << a0) - 1
-    p1 = 1.0
-    for b in range(a1):
-        p1 *= nb[b]
-    p0 = 1.0
-    for b in range(a0):
-        p0 *= nb[a1 + b]
-    for t in range(TB):
-        for c in range(C):
-            back1[0, t, c] = 0.0
-            back0[0, t, c] = 0.0
-    for t in range(TK):
-        for c in range(C):
-            backk[0, t, c] = 0.0
-    for m in range(1, full1 + 1):
-        b = 0
-        while not (m >> b) & 1:
-            b += 1
-        for t in range(TB):
-            for c in range(C):
-                back1[m, t, c] = back1[m & (m - 1), t, c] + coef_b[t, c, dims[b]] * st[b]
-    for m in range(1, full0 + 1):
-        b = 0
-        while not (m >> b) & 1:
-            b += 1
-        for t in range(TB):
-            for c in range(C):
-                back0[m, t, c] = back0[m & (m - 1), t, c] + coef_b[t, c, dims[a1 + b]] * st[a1 + b]
-        for t in range(TK):
-            for c in range(C):
-                backk[m, t, c] = backk[m & (m - 1), t, c] + coef_k[t, c, dims[a1 + b]] * st[a1 + b]
+    p1, p0 = _loop_products(nb, a1, a0)
+    _back_table(coef_b, dims, st, 0, a1, back1)
+    _back_table(coef_b, dims, st, a1, a0, back0)
+    _back_table(coef_k, dims, st, a1, a0, backk)
     best = cap_v - first  # the paths to beat (inf: every path)
     slide_k = False
     for t in range(TK):

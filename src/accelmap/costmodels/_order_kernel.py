@@ -184,6 +184,79 @@ def _step(sh: FloatArray, span: FloatArray, size: float) -> tuple[int, float]:  
 
 
 @njit(**_JIT)
+def _active_loops(n1: FloatArray, s1: FloatArray, n0: FloatArray, s0: FloatArray, dims: IntArray, nb: FloatArray,
+                  st: FloatArray) -> tuple[int, int]:  # pragma: no cover - compiled
+    """The active loops (bound >= 2) of level 1, then of level 0, of one row ((D,) bounds and
+    strides per level): their dims, bounds and strides written to the front of ``dims``,
+    ``nb`` and ``st``, level 1's first; returns how many each level has, ``(a1, a0)``."""
+    D = n1.shape[0]
+    a1 = 0
+    for d in range(D):
+        if n1[d] >= 2.0:
+            dims[a1] = d
+            nb[a1] = n1[d]
+            st[a1] = s1[d]
+            a1 += 1
+    a0 = 0
+    for d in range(D):
+        if n0[d] >= 2.0:
+            dims[a1 + a0] = d
+            nb[a1 + a0] = n0[d]
+            st[a1 + a0] = s0[d]
+            a0 += 1
+    return a1, a0
+
+
+@njit(**_JIT)
+def _loop_products(nb: FloatArray, a1: int, a0: int) -> tuple[float, float]:  # pragma: no cover - compiled
+    """The products of level 1's and of level 0's active loop bounds (`_active_loops`' ``nb``)."""
+    p1 = 1.0
+    for b in range(a1):
+        p1 *= nb[b]
+    p0 = 1.0
+    for b in range(a0):
+        p0 *= nb[a1 + b]
+    return p1, p0
+
+
+@njit(**_JIT)
+def _first_tiles(span0: FloatArray, w: FloatArray, span: FloatArray, size: FloatArray,
+                 first: float) -> float:  # pragma: no cover - compiled
+    """Each tensor's tile: its coordinates' spans ``span0`` (T, C) copied to ``span`` (which may
+    be ``span0`` itself) and their product, its words, to ``size``; returns ``first`` plus the
+    tiles' words weighted by ``w``, added tensor by tensor (the path's first term)."""
+    T, C = span0.shape
+    for t in range(T):
+        s = 1.0
+        for c in range(C):
+            span[t, c] = span0[t, c]
+            s *= span[t, c]
+        size[t] = s
+        first += w[t] * s
+    return first
+
+
+@njit(**_JIT)
+def _back_table(coef: FloatArray, dims: IntArray, st: FloatArray, off: int, a: int,
+                back: FloatArray) -> None:  # pragma: no cover - compiled
+    """``back[m, t, c]`` for every set ``m`` (a bit per loop) of one level's ``a`` active loops,
+    which start at ``off`` in ``dims`` and ``st``: how far the loops of ``m`` have moved tensor
+    ``t``'s coordinate ``c`` when they return (the sum of their strides times its coefficients),
+    each set from the set without its lowest loop."""
+    T, C, _ = coef.shape
+    for t in range(T):
+        for c in range(C):
+            back[0, t, c] = 0.0
+    for m in range(1, (1 << a)):
+        b = 0
+        while not (m >> b) & 1:
+            b += 1
+        for t in range(T):
+            for c in range(C):
+                back[m, t, c] = back[m & (m - 1), t, c] + coef[t, c, dims[off + b]] * st[off + b]
+
+
+@njit(**_JIT)
 def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: FloatArray, n0: FloatArray,
                      s0: FloatArray) -> FloatArray:  # pragma: no cover - compiled
     n, D = n1.shape
@@ -199,20 +272,7 @@ def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: Fl
     dp = np.empty(nm)
     sh = np.empty(C)
     for i in range(n):
-        a1 = 0
-        for d in range(D):
-            if n1[i, d] >= 2.0:
-                dims[a1] = d
-                nb[a1] = n1[i, d]
-                st[a1] = s1[i, d]
-                a1 += 1
-        a0 = 0
-        for d in range(D):
-            if n0[i, d] >= 2.0:
-                dims[a1 + a0] = d
-                nb[a1 + a0] = n0[i, d]
-                st[a1 + a0] = s0[i, d]
-                a0 += 1
+        a1, a0 = _active_loops(n1[i], s1[i], n0[i], s0[i], dims, nb, st)
         size = 1.0
         for c in range(C):
             span[c] = span0[i, c]
@@ -222,12 +282,7 @@ def _two_level_least(span0: FloatArray, coef: FloatArray, n1: FloatArray, s1: Fl
             continue
         full1 = (1 << a1) - 1
         full0 = (1 << a0) - 1
-        p1 = 1.0
-        for b in range(a1):
-            p1 *= nb[b]
-        p0 = 1.0
-        for b in range(a0):
-            p0 *= nb[a1 + b]
+        p1, p0 = _loop_products(nb, a1, a0)
         for c in range(C):
             back1[0, c] = 0.0
             back0[0, c] = 0.0
@@ -342,57 +397,16 @@ def _two_level_least_many(span0: FloatArray, coef: FloatArray, w: FloatArray, n1
     dp = np.empty(nm)
     sh = np.empty(C)
     for i in range(n):
-        a1 = 0
-        for d in range(D):
-            if n1[i, d] >= 2.0:
-                dims[a1] = d
-                nb[a1] = n1[i, d]
-                st[a1] = s1[i, d]
-                a1 += 1
-        a0 = 0
-        for d in range(D):
-            if n0[i, d] >= 2.0:
-                dims[a1 + a0] = d
-                nb[a1 + a0] = n0[i, d]
-                st[a1 + a0] = s0[i, d]
-                a0 += 1
-        first = 0.0
-        for t in range(T):
-            s = 1.0
-            for c in range(C):
-                span[t, c] = span0[i, t, c]
-                s *= span[t, c]
-            size[t] = s
-            first += w[i, t] * s
+        a1, a0 = _active_loops(n1[i], s1[i], n0[i], s0[i], dims, nb, st)
+        first = _first_tiles(span0[i], w[i], span, size, 0.0)
         if a1 + a0 == 0:
             out[i] = first
             continue
         full1 = (1 << a1) - 1
         full0 = (1 << a0) - 1
-        p1 = 1.0
-        for b in range(a1):
-            p1 *= nb[b]
-        p0 = 1.0
-        for b in range(a0):
-            p0 *= nb[a1 + b]
-        for t in range(T):
-            for c in range(C):
-                back1[0, t, c] = 0.0
-                back0[0, t, c] = 0.0
-        for m in range(1, full1 + 1):
-            b = 0
-            while not (m >> b) & 1:
-                b += 1
-            for t in range(T):
-                for c in range(C):
-                    back1[m, t, c] = back1[m & (m - 1), t, c] + coef[t, c, dims[b]] * st[b]
-        for m in range(1, full0 + 1):
-            b = 0
-            while not (m >> b) & 1:
-                b += 1
-            for t in range(T):
-                for c in range(C):
-                    back0[m, t, c] = back0[m & (m - 1), t, c] + coef[t, c, dims[a1 + b]] * st[a1 + b]
+        p1, p0 = _loop_products(nb, a1, a0)
+        _back_table(coef, dims, st, 0, a1, back1)
+        _back_table(coef, dims, st, a1, a0, back0)
         best = np.inf
         for zi in range(a1 + a0):
             if a1 > 0 and zi >= a1:
@@ -621,28 +635,8 @@ def _two_level_least_below(span0: FloatArray, coef: FloatArray, w: FloatArray, n
     size = np.empty(T)
     ik = np.empty(T, dtype=np.int64)
     sh = np.empty(C)
-    a1 = 0
-    for d in range(D):
-        if n1[0, d] >= 2.0:
-            dims[a1] = d
-            nb[a1] = n1[0, d]
-            st[a1] = s1[0, d]
-            a1 += 1
-    a0 = 0
-    for d in range(D):
-        if n0[0, d] >= 2.0:
-            dims[a1 + a0] = d
-            nb[a1 + a0] = n0[0, d]
-            st[a1 + a0] = s0[0, d]
-            a0 += 1
-    first = 0.0
-    for t in range(T):
-        s = 1.0
-        for c in range(C):
-            span[t, c] = span0[0, t, c]
-            s *= span[t, c]
-        size[t] = s
-        first += w[0, t] * s
+    a1, a0 = _active_loops(n1[0], s1[0], n0[0], s0[0], dims, nb, st)
+    first = _first_tiles(span0[0], w[0], span, size, 0.0)
     if a1 + a0 == 0:
         return min(first, bound)
     lim = bound - first  # a path of at least this much ends at or above the bound
@@ -654,26 +648,9 @@ def _two_level_least_below(span0: FloatArray, coef: FloatArray, w: FloatArray, n
     back1 = np.zeros((full1 + 1, T, C))
     back0 = np.zeros((full0 + 1, T, C))
     dp = np.empty(nm)
-    p1 = 1.0
-    for b in range(a1):
-        p1 *= nb[b]
-    p0 = 1.0
-    for b in range(a0):
-        p0 *= nb[a1 + b]
-    for m in range(1, full1 + 1):
-        b = 0
-        while not (m >> b) & 1:
-            b += 1
-        for t in range(T):
-            for c in range(C):
-                back1[m, t, c] = back1[m & (m - 1), t, c] + coef[t, c, dims[b]] * st[b]
-    for m in range(1, full0 + 1):
-        b = 0
-        while not (m >> b) & 1:
-            b += 1
-        for t in range(T):
-            for c in range(C):
-                back0[m, t, c] = back0[m & (m - 1), t, c] + coef[t, c, dims[a1 + b]] * st[a1 + b]
+    p1, p0 = _loop_products(nb, a1, a0)
+    _back_table(coef, dims, st, 0, a1, back1)
+    _back_table(coef, dims, st, a1, a0, back0)
     best = lim
     for zi in range(a1 + a0):
         if a1 > 0 and zi >= a1:

@@ -2,7 +2,7 @@
 tiles that one instance of a level visits, per row of a batch of nodes, and its least over the
 tiles that the level's capacity allows where that tile is still open.
 
-`loopnest_bounds._coordinate_union` is the reference (numpy, one coordinate of one row); the
+`_bypass_bounds._coordinate_union` is the reference (numpy, one coordinate of one row); the
 tests hold both equal (``tests/unit/search/test_exact.py``).
 """
 

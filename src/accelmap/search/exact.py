@@ -310,7 +310,7 @@ class _Problem:
     def cutoff(self) -> BoundCut | None:
         """The incumbent's cut-off for a staged bound (`partial_bounds`' ``cutoff``): the
         rows `_cut_test` cuts, as `objective_bound` forms their objective (None while there
-        is no incumbent; `loopnest_bounds._STAGED` switches the staging off)."""
+        is no incumbent; `_bound_switches._STAGED` switches the staging off)."""
         if not math.isfinite(self.best_value):
             return None
         o = self.objective

@@ -12,6 +12,9 @@ import numpy as np
 import pytest
 
 import accelmap
+import accelmap.costmodels._bound_switches as sw
+import accelmap.costmodels._bypass_bounds as bypass_bounds
+import accelmap.costmodels._order_bounds as order_bounds
 from accelmap.arch.presets import preset
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.loopnest import LoopNestModel
@@ -20,6 +23,7 @@ from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
 from accelmap.search.exact import DimTree, PaddedBranches, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
+from accelmap.testing.exact_nodes import whole_space_nodes
 from accelmap.workloads.builders import conv2d, matmul
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
@@ -389,18 +393,17 @@ def test_open_levels_innermost_loop_lifts_node_bounds_and_stays_admissible(layer
     """On eyeriss-like (weights bypass the GLB; the GLB's own keep bits are free) the joint
     choice of the open levels' innermost loop raises the bound of some node on the path of
     sampled mappings, and no bound on any path exceeds the mapping's cost."""
-    import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.workloads.io import load_problem
 
     # argument 14 off: on these paths its table bounds the same counts and hides argument 8's lift
-    monkeypatch.setattr(lbm, "_USE_DRAM_ORDER", False)
+    monkeypatch.setattr(sw, "_USE_DRAM_ORDER", False)
     problem, arch = load_problem(layer), preset("eyeriss-like")
     space = MapSpace(problem, arch)
     batch = space.sample_valid(16, np.random.default_rng(7))
     m = MODEL.evaluate(problem, arch, batch)
     assert m.valid.all()
     with_term = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
-    monkeypatch.setattr(lbm, "_open_energy", lambda terms, z, none, n, final=None: np.zeros(n))
+    monkeypatch.setattr(order_bounds, "_open_energy", lambda terms, z, none, n, final=None: np.zeros(n))
     without = [_node_bounds_of(space, batch.take(np.array([i])), batch.keep[i]) for i in range(len(batch))]
     lifted = 0
     for i in range(len(batch)):
@@ -511,11 +514,16 @@ def spad_arch(icap: int = 2, wcap: int = 2, ocap: int = 2) -> Arch:
     ))
 
 
+def _home(name: str):
+    """The module of the bounds that defines ``name`` (where a test switches it off)."""
+    return order_bounds if hasattr(order_bounds, name) else bypass_bounds
+
+
 def _every_node_bound(space: MapSpace, term: str = "_coupled_open_energy") -> tuple[int, int]:
     """Enumerates the whole space; for every node of every depth and split on the path of a
     mapping, compares its energy bound with the least energy of the node's mappings (each
     factorization's best loop orders). Returns (violations, nodes the term lifts): ``term``
-    names the function of `loopnest_bounds` whose lifts are counted (switched off, it returns
+    names the function of the bounds (`_order_bounds` or `_bypass_bounds`) whose lifts are counted (switched off, it returns
     None), or is "order" for argument 10 (switched off by ``_USE_ORDER``), or the name of
     another switch (``_USE_...``, switched off by setting it False).
     A padded space is taken branch by branch, as the exact mapper searches it: the mappings
@@ -534,57 +542,21 @@ def _every_node_bound(space: MapSpace, term: str = "_coupled_open_energy") -> tu
 def _every_node_bound_in(full: MapSpace, space, term: str = "_coupled_open_energy") -> tuple[int, int]:
     """`_every_node_bound` over the mappings of ``full`` that lie in ``space`` (``full`` itself
     or one `BranchSpace` of it)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
-
-    trees = [DimTree(space._tables[d]) for d in range(space._D)]
-    D = space._D
-    want = np.asarray(full.problem.bounds if space is full else space.bounds)
-    facs, keeps, energy = [], [], []
-    for b in full.enumerate(65536, max_points=10**7):
-        m = MODEL.evaluate(full.problem, full.arch, b)
-        prod = b.temporal.prod(axis=1) * b.spatial.prod(axis=(1, 3))
-        ok = full.check(b).valid & m.valid & (prod == want).all(axis=1)
-        facs.append(np.stack([b.temporal, b.spatial[..., 0], b.spatial[..., 1]], axis=-1)[ok])
-        keeps.append(b.keep[ok])
-        energy.append(m.energy_pj[ok])
-    fac, keep, en = np.concatenate(facs), np.concatenate(keeps), np.concatenate(energy)
-    key = np.concatenate([fac.reshape(len(fac), -1), keep.reshape(len(keep), -1)], axis=1)
-    uk, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    emin = np.full(len(uk), np.inf)
-    np.minimum.at(emin, inv, en)
-    first = np.empty(len(uk), dtype=np.int64)
-    first[inv[::-1]] = np.arange(len(inv))[::-1]
-    fac, keep = fac[first], keep[first]
-    rows = np.empty((len(fac), D), dtype=np.int64)
-    for d, tr in enumerate(trees):
-        lut = {tuple(r.ravel()): i for i, r in enumerate(tr.rows)}
-        rows[:, d] = [lut[tuple(f.ravel())] for f in fac[:, :, d, :]]
-    flat = keep.reshape(len(keep), -1)
     violations = lifted = 0
-    leaf = trees[0].leaf_depth
     flag = "_USE_ORDER" if term == "order" else term if term.startswith("_USE_") else None
-    coupled = None if flag else getattr(lbm, term)
-    for pk in np.unique(flat, axis=0):
-        sel = np.flatnonzero((flat == pk).all(axis=1))
-        bm = bound_model(space, pk.reshape(keep.shape[1:]))
-        for depth in range(1, leaf + 1):
-            for split in range(D if depth < leaf else 1):
-                ids = np.empty((len(sel), D), dtype=np.int64)
-                for d, tr in enumerate(trees):
-                    ids[:, d] = np.searchsorted(tr.starts[depth + 1 if d < split else depth], rows[sel, d],
-                                                side="right") - 1
-                inputs = node_inputs(trees, depth, split, ids)
-                e, _, ok = partial_bounds(bm, **inputs)
-                assert ok.all()
-                violations += int((e > emin[sel] * (1 + 1e-12)).sum())
-                setattr(lbm, flag or term, False if flag else (lambda *a: None))
-                try:
-                    e0, _, _ = partial_bounds(bm, **inputs)
-                finally:
-                    setattr(lbm, flag or term, True if flag else coupled)
-                assert (e0 <= e * (1 + 1e-12)).all()  # the term only adds
-                lifted += int((e > e0 * (1 + 1e-9)).sum())
+    home = sw if flag else _home(term)
+    coupled = None if flag else getattr(home, term)
+    for bm, inputs, least in whole_space_nodes(full, space, MODEL):
+        e, _, ok = partial_bounds(bm, **inputs)
+        assert ok.all()
+        violations += int((e > least * (1 + 1e-12)).sum())
+        setattr(home, flag or term, False if flag else (lambda *a: None))
+        try:
+            e0, _, _ = partial_bounds(bm, **inputs)
+        finally:
+            setattr(home, flag or term, True if flag else coupled)
+        assert (e0 <= e * (1 + 1e-12)).all()  # the term only adds
+        lifted += int((e > e0 * (1 + 1e-9)).sum())
     return violations, lifted
 
 
@@ -620,7 +592,7 @@ def test_exact_equals_exhaustive_with_coupled_scratchpads(objective) -> None:
 
 
 def test_short_axis_products_equal_numpy_prod() -> None:
-    from accelmap.costmodels.loopnest_bounds import _prod
+    from accelmap.costmodels._bound_model import _prod
 
     rng = np.random.default_rng(3)
     for dtype in (np.int64, np.float64):
@@ -657,7 +629,6 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
     when asked for (the reference): the same feasible rows and the same energy and cycles
     bounds, bit for bit, on sampled nodes of every depth and of three splits, three keep
     patterns each, and on the order search's calls (outer levels' orders fixed)."""
-    import accelmap.costmodels.loopnest_bounds as lb
     from accelmap.search.exact import _patterns
     from accelmap.workloads.io import load_problem
 
@@ -669,11 +640,11 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
     n_rows = n_feasible = 0
 
     def both(bm, **kw):
-        monkeypatch.setattr(lb, "_USE_KERNEL", False)
-        monkeypatch.setattr(lb, "_MEMO", False)
+        monkeypatch.setattr(sw, "_USE_KERNEL", False)
+        monkeypatch.setattr(sw, "_MEMO", False)
         want = partial_bounds(bm, **kw)
-        monkeypatch.setattr(lb, "_USE_KERNEL", True)
-        monkeypatch.setattr(lb, "_MEMO", True)
+        monkeypatch.setattr(sw, "_USE_KERNEL", True)
+        monkeypatch.setattr(sw, "_MEMO", True)
         got = partial_bounds(bm, **kw)
         for w, g in zip(want, got, strict=True):
             assert w.dtype == g.dtype and np.array_equal(w, g)
@@ -997,7 +968,6 @@ def _check_region_term_on_sampled_sub_trees(space: MapSpace, P) -> None:
     count (arguments 11-12): never below the bound without it, and up to 4 lifted nodes per
     depth and pattern solved exactly on their sub-trees, none above its least energy; some
     node is lifted."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     rng = np.random.default_rng(0)
     lifted = 0
@@ -1008,11 +978,11 @@ def _check_region_term_on_sampled_sub_trees(space: MapSpace, P) -> None:
             ids = np.stack([rng.integers(0, len(tr.starts[depth]), 2000) for tr in P.trees], axis=1)
             inputs = node_inputs(P.trees, depth, 0, ids)
             e_on, _, ok = partial_bounds(bm, **inputs)
-            lbm._USE_CAPACITY = False
+            sw._USE_CAPACITY = False
             try:
                 e_off, _, _ = partial_bounds(bm, **inputs)
             finally:
-                lbm._USE_CAPACITY = True
+                sw._USE_CAPACITY = True
             assert (e_on[ok] >= e_off[ok] * (1 - 1e-12)).all()  # a maximum with the other bound
             for i in np.flatnonzero(ok & (e_on > e_off * (1 + 1e-9)))[:4]:
                 least = _least_energy_under(space, pi, depth, ids[i])
@@ -1027,17 +997,16 @@ def _least_energy_under(space: MapSpace, pattern: int, depth: int, ids) -> float
     """The least energy of the mappings under one node, by the branch and bound of the exact
     mapper restricted to the node's sub-tree, with argument 11 switched off (so that the
     bound under test cuts nothing here)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.search import exact as ex
 
-    lbm._USE_CAPACITY = False
+    sw._USE_CAPACITY = False
     try:
         P = ex._setup(space, MODEL, parse_objective("energy"))
         open_ = ex._Open()
         open_.push(ex._Frame(pattern, depth, 0, np.asarray(ids)[None], np.zeros(1)))
         assert ex._loop(P, open_, None, 0.0) == ""
     finally:
-        lbm._USE_CAPACITY = True
+        sw._USE_CAPACITY = True
     return P.best_value
 
 
@@ -1081,7 +1050,7 @@ def _words_of(prob: Problem, macs: np.ndarray) -> list[int]:
 
 
 def _form_bound(prob: Problem, words: list[int]) -> float:
-    from accelmap.costmodels.loopnest_bounds import _region_forms
+    from accelmap.costmodels._bound_model import _region_forms
 
     forms = _region_forms(tuple(_coords(prob)), prob.bounds)
     assert forms is not None
@@ -1125,7 +1094,8 @@ def test_region_forms_of_the_problems_projections() -> None:
     weights whatever its stride and dilation, a depthwise layer ``C R S`` (its channel dim
     indexes all three tensors), and a reduction dim that only the weights index is a slice
     of the weights, the inputs and outputs no longer fixing a MAC."""
-    from accelmap.costmodels.loopnest_bounds import _loomis_whitney_ok, _region_forms
+    from accelmap.costmodels._bound_model import _region_forms
+    from accelmap.costmodels._order_bounds import _loomis_whitney_ok
 
     probs = _window_problems()
     want = {"gemm": (1.0, -1), "conv-1x1": (1.0, -1), "conv-r3": (3.0, 0), "conv-3x3-pad": (9.0, 0),
@@ -1151,7 +1121,7 @@ def test_region_forms_are_tight_on_some_set_of_macs(form) -> None:
     prob = {"slices": conv2d("c", c=1, k=1, p=64, q=1, r=3, s=1), "pair-01": conv2d("c", c=1, k=1, p=64, q=1, r=3, s=1),
             "pair-02": conv2d("c", c=3, k=1, p=4, q=2, r=3, s=3),
             "pair-12": conv2d("c", c=2, k=3, p=1, q=1, r=3, s=3)}[form]
-    from accelmap.costmodels.loopnest_bounds import _region_forms
+    from accelmap.costmodels._bound_model import _region_forms
 
     forms = _region_forms(tuple(_coords(prob)), prob.bounds)
     assert forms is not None and forms.slices is not None
@@ -1274,7 +1244,6 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     where it lifts, and a model without the trial computes it on every call."""
     import dataclasses
 
-    from accelmap.costmodels import loopnest_bounds as LB
     from accelmap.search import exact as X
     from accelmap.workloads.io import load_problem
 
@@ -1284,7 +1253,7 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     keep = batch.keep[0]
     one = batch.take(np.array([0]))
     calls: list[int] = []
-    real = LB._capacity_energy
+    real = order_bounds._capacity_energy
 
     def counted(lift: bool):
         def f(bm, terms, at, used, macs, share, k, n, tile=None):
@@ -1296,7 +1265,7 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
 
     def run(lift: bool, trial: int) -> tuple[int, list[int]]:
         calls.clear()
-        monkeypatch.setattr(LB, "_capacity_energy", counted(lift))
+        monkeypatch.setattr(order_bounds, "_capacity_energy", counted(lift))
         bm = dataclasses.replace(bound_model(space, keep), region_trial=trial, region_tally=[0, 0])
         monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
         try:
@@ -1325,7 +1294,6 @@ def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(
     the node's mappings, and the term lifts some node rows (3,108 and 11,736); made 1.05x
     stronger (the anchored floor: 112 and 140 violations; the union inside J*: 4,322 and
     15,022), it exceeds the energy of some mappings."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     prob = {"conv-k3": lambda: conv2d("c", n=1, k=3, c=2, p=2, q=1, r=2, s=1),
             "conv-2d": lambda: conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1)}[layer]()
@@ -1334,10 +1302,10 @@ def test_order_pass_term_is_admissible_and_tight_on_every_node_of_a_whole_space(
     assert violations == 0
     assert lifted > 0
     for name in ("_pass_floor", "_pass_lift"):
-        real = getattr(lbm, name)
+        real = getattr(order_bounds, name)
         with monkeypatch.context() as m:
-            m.setattr(lbm, "_JSTAR_ENGINE", "numpy")  # the reference calls the functions made stronger
-            m.setattr(lbm, name, lambda *a, real=real: 1.05 * real(*a))
+            m.setattr(sw, "_JSTAR_ENGINE", "numpy")  # the reference calls the functions made stronger
+            m.setattr(order_bounds, name, lambda *a, real=real: 1.05 * real(*a))
             stronger, _ = _every_node_bound(space, term="_pass_union")
         assert stronger > 0, name
 
@@ -1356,9 +1324,8 @@ def test_pair_order_term_is_admissible_on_every_node_of_a_whole_space(case, monk
     uses it at the leaves only, ``_PAIR_MAX_K``): every node bound on the path of every mapping
     of the space (leaves with their orders open included) is at most the least energy of the
     node's mappings, and the term lifts some nodes (289, 555 and 20 node rows)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
+    monkeypatch.setattr(sw, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES[case]
     violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
     assert violations == 0
@@ -1370,9 +1337,8 @@ def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
     """The test above can fail: with argument 13's increase over argument 2's per-level
     relaxation (`_order_energy`) made 1.05x larger, some node bound exceeds the least energy of
     its mappings (6, 12 and 20 node rows)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    pair, order = lbm._pair_order_energy, lbm._order_energy
+    pair, order = order_bounds._pair_order_energy, order_bounds._order_energy
     last: dict[str, np.ndarray] = {}
 
     def order_seen(*a):
@@ -1383,9 +1349,9 @@ def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
         got = pair(*a)
         return None if got is None else last["order"] + 1.05 * np.maximum(got - last["order"], 0.0)
 
-    monkeypatch.setattr(lbm, "_order_energy", order_seen)
-    monkeypatch.setattr(lbm, "_pair_order_energy", stronger)
-    monkeypatch.setattr(lbm, "_PAIR_MAX_K", -1)
+    monkeypatch.setattr(order_bounds, "_order_energy", order_seen)
+    monkeypatch.setattr(order_bounds, "_pair_order_energy", stronger)
+    monkeypatch.setattr(sw, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_pair_order_energy")
     assert violations > 0
@@ -1397,7 +1363,6 @@ def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
     orders of the levels ``< lv`` fixed: there argument 13 takes each fixed level's own pair.
     Over every mapping of the space, that bound is at most the least energy of the mappings
     with the same factors, keep bits and fixed orders, and the term lifts some of them."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     prob, arch = _PAIR_CASES[case]
     space = MapSpace(prob(), arch())
@@ -1431,12 +1396,12 @@ def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
                                       order_fixed=fixed)
             assert ok.all()
             assert (e <= emin[inv[sel]] * (1 + 1e-12)).all()
-            lbm._USE_PAIRS = False
+            sw._USE_PAIRS = False
             try:
                 e0, _, _ = partial_bounds(bm, 0, fac[sel], ones[sel], ones[sel], ones[sel], order_pos=pos[sel],
                                           order_fixed=fixed)
             finally:
-                lbm._USE_PAIRS = True
+                sw._USE_PAIRS = True
             lifted += int((e > e0 * (1 + 1e-9)).sum())
     assert lifted > 0
 
@@ -1448,10 +1413,9 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
     import collections
     import dataclasses
 
-    from accelmap.costmodels import loopnest_bounds as LB
     from accelmap.search import exact as X
 
-    monkeypatch.setattr(LB, "_PAIR_MAX_K", -1)
+    monkeypatch.setattr(sw, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
     space = MapSpace(prob(), arch())
     batch = space.sample_valid(4, np.random.default_rng(0))
@@ -1467,7 +1431,7 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
 
     def run(lift: bool, trial: int) -> dict[int, list[int]]:
         calls.clear()
-        monkeypatch.setattr(LB, "_pair_order_energy", counted(lift))
+        monkeypatch.setattr(order_bounds, "_pair_order_energy", counted(lift))
         bm = dataclasses.replace(bound_model(space, keep), pair_trial=trial, pair_tally={})
         monkeypatch.setitem(globals(), "bound_model", lambda sp, kp: bm)
         try:
@@ -1496,20 +1460,19 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
                                                                                  monkeypatch) -> None:
     """`exact._bound_nodes` with the children's feasibility tested once (``_TRUST_TEST``:
     `partial_bounds`' ``rows_feasible``) and the distinct-offset bounds and the region count's
-    parts made once per call, its three segments in one pass (``loopnest_bounds._SHARE``),
+    parts made once per call, its three segments in one pass (``_bound_switches._SHARE``),
     against both off (the reference): the same feasible rows and objective bounds, bit for
     bit, on sampled nodes of every depth and of four splits of three keep patterns; the
     region count runs on some of them (always, not on trial, so both see the same terms)."""
     import dataclasses
 
-    import accelmap.costmodels.loopnest_bounds as lb
     import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     space = MapSpace(load_problem(layer), preset(arch_name))
     P = ex._setup(space, MODEL, parse_objective("edp"))
     P.bms = [dataclasses.replace(bm, region_trial=0) for bm in P.bms]
-    real = lb._capacity_energy
+    real = order_bounds._capacity_energy
     region = [0]
 
     def counted(*args, **kw):
@@ -1517,17 +1480,17 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
         region[0] += out is not None
         return out
 
-    monkeypatch.setattr(lb, "_capacity_energy", counted)
+    monkeypatch.setattr(order_bounds, "_capacity_energy", counted)
     rng = np.random.default_rng(16)
     n_rows = n_feasible = 0
     for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
         for depth in range(P.leaf_depth + 1):
             for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
                 ids = _random_ids(P.trees, depth, split, 200, rng)
-                monkeypatch.setattr(lb, "_SHARE", False)
+                monkeypatch.setattr(sw, "_SHARE", False)
                 monkeypatch.setattr(ex, "_TRUST_TEST", False)
                 want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
-                monkeypatch.setattr(lb, "_SHARE", True)
+                monkeypatch.setattr(sw, "_SHARE", True)
                 monkeypatch.setattr(ex, "_TRUST_TEST", True)
                 got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
                 assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
@@ -1541,11 +1504,10 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
 def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchanged(case, monkeypatch) -> None:
     """The whole branch and bound with the node handling switches of `exact` on and off
     (``_LEAF_MEMO``: leaf order sets made once per set of active loops, leaf legality tested
-    once per factorization; ``_TRUST_TEST``; ``_FANOUT_KERNEL``; ``loopnest_bounds._SHARE``): the same
+    once per factorization; ``_TRUST_TEST``; ``_FANOUT_KERNEL``; ``_bound_switches._SHARE``): the same
     certificate, node for node and leaf for leaf, and the same best mapping. One process, no
     dives (they run by time); the real layer is stopped by a leaf budget, the small ones
     are proven."""
-    import accelmap.costmodels.loopnest_bounds as lb
     import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
@@ -1559,7 +1521,7 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
     obj = parse_objective("edp")
     runs = []
     for on in (False, True):
-        monkeypatch.setattr(lb, "_SHARE", on)
+        monkeypatch.setattr(sw, "_SHARE", on)
         monkeypatch.setattr(ex, "_TRUST_TEST", on)
         monkeypatch.setattr(ex, "_LEAF_MEMO", on)
         monkeypatch.setattr(ex, "_FANOUT_KERNEL", on)
@@ -1742,9 +1704,8 @@ def test_dram_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
     """The test above can fail: with argument 14's increase over the traffic table made 1.05x
     larger, some node bound exceeds the least energy of its mappings (666, 69 and 252 node
     rows)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._dram_order_energy
+    real = bypass_bounds._dram_order_energy
 
     def stronger(tab, idx, over):
         got = real(tab, idx, over)
@@ -1753,7 +1714,7 @@ def test_dram_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
         base = np.where(over, np.inf, tab.least[tuple(idx.T)])
         return np.where(over, np.inf, base + 1.05 * np.maximum(got - base, 0.0))
 
-    monkeypatch.setattr(lbm, "_dram_order_energy", stronger)
+    monkeypatch.setattr(bypass_bounds, "_dram_order_energy", stronger)
     prob, arch, kw = _DRAM_ORDER_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch(), **kw), "_dram_order_energy")
     assert violations > 0
@@ -1765,7 +1726,8 @@ def test_unit_bypass_reads_are_at_least_a_level_one_tile_s_deliveries(case) -> N
     one dim with coefficient 1, is read from level 0 at least as often as a level-1 tile of it
     would be delivered (`dram_order_deliveries` over the mapping's level-1 tile and level-0
     order), on every mapping of the space (equal where no inner level loops over its dims)."""
-    from accelmap.costmodels.loopnest_bounds import BoundModel, _unit_bypass, dram_order_deliveries
+    from accelmap.costmodels._bypass_bounds import _unit_bypass
+    from accelmap.costmodels.loopnest_bounds import BoundModel, dram_order_deliveries
 
     prob, arch = {"bypass-weights-conv": (lambda: conv2d("c", n=1, k=2, c=2, p=3, q=1, r=2, s=1), bypass_arch),
                   "bypass-weights-3x3-s2": (lambda: conv2d("c", n=1, k=2, c=1, p=2, q=2, r=3, s=3, stride=2),
@@ -1812,9 +1774,8 @@ def test_dram_order_bypass_term_made_stronger_exceeds_some_mapping(case, monkeyp
     """The test above can fail: with the bypassing tensors' share of the table made 1.05x
     larger, some node bound exceeds the least energy of its mappings (8,810 and 7,174 node
     rows)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._dram_order_bypass_energy
+    real = bypass_bounds._dram_order_bypass_energy
 
     def stronger(bm, tab, idx, over, terms, at):
         got = real(bm, tab, idx, over, terms, at)
@@ -1823,7 +1784,7 @@ def test_dram_order_bypass_term_made_stronger_exceeds_some_mapping(case, monkeyp
         share = np.where(over, 0.0, tab.bypass_least[tuple(idx.T)] - tab.order_least[tuple(idx.T)])
         return got + 0.05 * np.maximum(share, 0.0)
 
-    monkeypatch.setattr(lbm, "_dram_order_bypass_energy", stronger)
+    monkeypatch.setattr(bypass_bounds, "_dram_order_bypass_energy", stronger)
     prob, arch, kw = _BYPASS_ORDER_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch(), **kw), "_dram_order_bypass_energy")
     assert violations > 0
@@ -1851,15 +1812,14 @@ def test_dram_order_known_tile_term_made_stronger_exceeds_some_mapping(case, mon
     the least energy of its mappings."""
     import dataclasses
 
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._dram_order_known_energy
+    real = bypass_bounds._dram_order_known_energy
 
     def stronger(bm, tab, tile1, terms, at, two_level=None):
         return real(bm, dataclasses.replace(tab, cell=None if tab.cell is None else 1.05 * tab.cell), tile1, terms, at,
                     two_level)
 
-    monkeypatch.setattr(lbm, "_dram_order_known_energy", stronger)
+    monkeypatch.setattr(bypass_bounds, "_dram_order_known_energy", stronger)
     prob, arch, kw = _KNOWN_TILE_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch(), **kw), "_dram_order_known_energy")
     assert violations > 0
@@ -1970,10 +1930,9 @@ def test_two_level_bypass_term_is_admissible_on_every_node_of_a_whole_space(case
 def test_two_level_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
     """The test above can fail: with the bypassing inputs' energy 1.05x larger, some node bound
     exceeds the least energy of its mappings (1,736 and 1,272 node rows)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._two_level_bypass
-    monkeypatch.setattr(lbm, "_two_level_bypass", lambda *a: [(t, 1.05 * e) for t, e in real(*a)])
+    real = bypass_bounds._two_level_bypass
+    monkeypatch.setattr(bypass_bounds, "_two_level_bypass", lambda *a: [(t, 1.05 * e) for t, e in real(*a)])
     violations, _ = _every_node_bound(MapSpace(_TWO_LEVEL_CASES[case](), bypass_glb_arch()), "_two_level_bypass")
     assert violations > 0
 
@@ -1985,7 +1944,7 @@ def test_distinct_offsets_exact_equal_the_enumerated_offsets() -> None:
     are at least argument 4's sumset bound."""
     import itertools
 
-    from accelmap.costmodels.loopnest_bounds import _distinct_exact
+    from accelmap.costmodels._bypass_bounds import _distinct_exact
 
     three = Problem(name="w3", dims=tuple(Dim(name=d, bound=b) for d, b in zip("ABC", (4, 3, 2), strict=True)),
                     tensors=(Tensor(name="x", role=TensorRole.INPUT, projection=(
@@ -2141,10 +2100,9 @@ def test_exact_distinct_offsets_are_admissible_on_every_node_of_a_whole_space() 
 def test_exact_distinct_offsets_made_stronger_exceed_some_mapping(monkeypatch) -> None:
     """The test above can fail: with the exact distinct offsets 1.05x larger, some node bound
     exceeds the least energy of its mappings."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._distinct_exact
-    monkeypatch.setattr(lbm, "_distinct_exact", lambda *a: 1.05 * real(*a))
+    real = bypass_bounds._distinct_exact
+    monkeypatch.setattr(bypass_bounds, "_distinct_exact", lambda *a: 1.05 * real(*a))
     space = MapSpace(conv2d("c", n=1, k=2, c=1, p=1, q=2, r=1, s=2, stride=2), small_arch())
     violations, _ = _every_node_bound(space, "_USE_DISTINCT_EXACT")
     assert violations > 0
@@ -2162,14 +2120,13 @@ _JSTAR_SPACES = {
 
 @pytest.mark.parametrize("case", list(_JSTAR_SPACES))
 def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -> None:
-    """Argument 10 (`loopnest_bounds._jstar_order_energy`) with its charges and shortest path
+    """Argument 10 (`_order_bounds._jstar_order_energy`) with its charges and shortest path
     compiled (``_JSTAR_ENGINE = "cpu"``, `costmodels._jstar_kernel`) against numpy (the
     reference): on every call that random nodes of every depth and of four splits of up to
     four keep patterns make, the same increases bit for bit (or None in both), and the same
     node bounds; the path runs on some calls, with argument 10b's passes on the convolutions.
     The small spaces take the rows in blocks of 5 (several blocks and a partial one per call)."""
     import accelmap.costmodels._jstar_kernel as jk
-    import accelmap.costmodels.loopnest_bounds as lb
     import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
@@ -2179,13 +2136,13 @@ def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -
     layer, arch = _JSTAR_SPACES[case]()
     space = MapSpace(load_problem(layer) if isinstance(layer, str) else layer, arch)
     P = ex._setup(space, MODEL, parse_objective("edp"))
-    real = lb._jstar_order_energy
+    real = order_bounds._jstar_order_energy
     tally = {"calls": 0, "paths": 0, "passes": 0}
 
     def both(terms, mt, candidates, n):
-        monkeypatch.setattr(lb, "_JSTAR_ENGINE", "numpy")
+        monkeypatch.setattr(sw, "_JSTAR_ENGINE", "numpy")
         want = real(terms, mt, candidates, n)
-        monkeypatch.setattr(lb, "_JSTAR_ENGINE", "cpu")
+        monkeypatch.setattr(sw, "_JSTAR_ENGINE", "cpu")
         got = real(terms, mt, candidates, n)
         assert (want is None) == (got is None)
         if want is not None:
@@ -2200,10 +2157,10 @@ def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -
         for depth in range(P.leaf_depth + 1):
             for split in sorted({0, 1, 3, P.D - 1}) if depth < P.leaf_depth else [0]:
                 ids = _random_ids(P.trees, depth, split, 200, rng)
-                monkeypatch.setattr(lb, "_jstar_order_energy", real)
-                monkeypatch.setattr(lb, "_JSTAR_ENGINE", "numpy")
+                monkeypatch.setattr(order_bounds, "_jstar_order_energy", real)
+                monkeypatch.setattr(sw, "_JSTAR_ENGINE", "numpy")
                 want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
-                monkeypatch.setattr(lb, "_jstar_order_energy", both)
+                monkeypatch.setattr(order_bounds, "_jstar_order_energy", both)
                 got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
                 assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
     assert tally["paths"] > 0
@@ -2253,10 +2210,10 @@ def test_two_level_least_many_with_one_tensor_is_two_level_least() -> None:
 def _union_reference(coef_t, o, tc0, ostr0, lone, kcnt, kstr, room, gdist, enum):  # noqa: ANN001
     """Argument 16's least union of one row, written out: every tile of ``c`` (divisors ``m`` of
     the open product per dim where ``enum``) whose footprint fits ``room``, each coordinate's
-    union by `loopnest_bounds._coordinate_union`, eq. S's distinct offsets as a set."""
+    union by `_bypass_bounds._coordinate_union`, eq. S's distinct offsets as a set."""
     import itertools
 
-    from accelmap.costmodels.loopnest_bounds import _coordinate_union
+    from accelmap.costmodels._bypass_bounds import _coordinate_union
 
     D = len(o)
     tdims = sorted({int(d) for d in np.flatnonzero(coef_t.sum(axis=0))})
@@ -2287,7 +2244,7 @@ def _union_reference(coef_t, o, tc0, ostr0, lone, kcnt, kstr, room, gdist, enum)
 def test_instance_union_kernel_equals_the_written_out_count(enum) -> None:
     """Argument 16's compiled count (`_union_kernel.instance_unions`) equals, row by row, the least
     over the allowed tiles of the product of each coordinate's union of intervals written out with
-    numpy (`loopnest_bounds._coordinate_union`) and eq. S's offsets as a set, on random rows of a
+    numpy (`_bypass_bounds._coordinate_union`) and eq. S's offsets as a set, on random rows of a
     stride-2 3x3 window's three tensors (with a known level's loops between, or the tile open)."""
     from accelmap.costmodels._union_kernel import instance_unions
 
@@ -2359,11 +2316,10 @@ def test_instance_words_room_guard_only_leaves_floors_out(case, monkeypatch) -> 
     0 (every buffer over it) the bound stays admissible on the whole space, and the term lifts
     fewer node rows than with the default guard (every buffer of these cases is under 1,024
     words), so the guard is what decides whether the case runs."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     prob, arch = _ARG16_CASES[case]
     _, lifted = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
-    monkeypatch.setattr(lbm, "_INSTANCE_WORDS_MAX_ROOM", 0)
+    monkeypatch.setattr(sw, "_INSTANCE_WORDS_MAX_ROOM", 0)
     violations, lifted_guarded = _every_node_bound(MapSpace(prob(), arch()), "_USE_INSTANCE_WORDS")
     assert violations == 0
     assert lifted_guarded < lifted
@@ -2385,9 +2341,8 @@ def test_joint_split_term_is_admissible_on_every_node_of_a_whole_space(case, mon
     bound of the whole space is at most the least energy of the node's mappings (a stride-2
     3x3 window, GLBs that cannot hold the outputs, a GEMM), and the term lifts some node rows
     (3,922, 2,921, 1,779 and 450), also where some dims' level-1 factors are chosen."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_CHOSEN", True)
     prob, arch = _ARG17_CASES[case]
     violations, lifted = _every_node_bound(MapSpace(prob(), arch()), "_USE_JOINT_SPLIT")
     assert violations == 0
@@ -2398,12 +2353,11 @@ def test_joint_split_term_is_admissible_on_every_node_of_a_whole_space(case, mon
 def test_joint_split_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -> None:
     """The test above can fail: with the least over the splits 1.05x larger, some node bound
     exceeds the least energy of its mappings."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    real = lbm._split_least
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
-    monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})  # the stronger values are not kept for other tests
-    monkeypatch.setattr(lbm, "_split_least", lambda *a: np.where(real(*a) >= 0, 1.05 * real(*a), -1.0))
+    real = bypass_bounds._split_least
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_MEMO", {})  # the stronger values are not kept for other tests
+    monkeypatch.setattr(bypass_bounds, "_split_least", lambda *a: np.where(real(*a) >= 0, 1.05 * real(*a), -1.0))
     prob, arch = _ARG17_CASES[case]
     violations, _ = _every_node_bound(MapSpace(prob(), arch()), "_USE_JOINT_SPLIT")
     assert violations > 0
@@ -2414,7 +2368,6 @@ def test_joint_split_kernel_equals_the_numpy_reference(monkeypatch) -> None:
     and in numpy (every split enumerated, `two_level_least_many` at each), on random rows of a
     stride-2 3x3 layer's inputs and weights: some dims' level-1 factors chosen, a capacity
     that rejects some splits (and every split of some rows), and rows with too many splits."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     prob = conv2d("c", n=1, k=4, c=2, p=4, q=6, r=3, s=3, stride=2)
     coef = prob.coefficients[[prob.tensor_index("weight"), prob.tensor_index("input")]].astype(float)
@@ -2430,8 +2383,8 @@ def test_joint_split_kernel_equals_the_numpy_reference(monkeypatch) -> None:
     w = rng.uniform(0.5, 3.0, (n, 2))
     got = {}
     for engine in ("cpu", "numpy"):
-        monkeypatch.setattr(lbm, "_JOINT_SPLIT_ENGINE", engine)
-        got[engine] = lbm._split_least(span, coef, w, s1, o, fixed1, kcoef, 40.0)
+        monkeypatch.setattr(sw, "_JOINT_SPLIT_ENGINE", engine)
+        got[engine] = bypass_bounds._split_least(span, coef, w, s1, o, fixed1, kcoef, 40.0)
     assert np.array_equal(got["cpu"], got["numpy"])
     assert (got["cpu"] == np.inf).any() and (got["cpu"] == -1.0).any() and np.isfinite(got["cpu"]).sum() > 10
 
@@ -2452,7 +2405,6 @@ def _depth0_cycles(space: MapSpace, most_scale: float = 1.0) -> tuple[int, int]:
     not depend on them) or `_spatial_most` (times ``most_scale``) below their most instances."""
     import itertools
 
-    import accelmap.costmodels.loopnest_bounds as lbm
     from accelmap.mapper.mapping import MappingBatch
     from accelmap.search.exact import _patterns
 
@@ -2488,14 +2440,14 @@ def _depth0_cycles(space: MapSpace, most_scale: float = 1.0) -> tuple[int, int]:
             _, c, _ = partial_bounds(bm, **inputs)
             violations += int((c > least * (1 + 1e-12)).sum())
             if inputs["spatial_room"] is not None:
-                got = lbm._spatial_most(bm, inputs["spatial"], inputs["spatial_room"],
+                got = bypass_bounds._spatial_most(bm, inputs["spatial"], inputs["spatial_room"],
                                         inputs["outer_min"].astype(float), inputs["outer_max"].astype(float))
                 violations += int((got * most_scale < most - 1e-9).sum())
-            lbm._USE_SPATIAL_MOST = False
+            sw._USE_SPATIAL_MOST = False
             try:
                 _, c0, _ = partial_bounds(bm, **inputs)
             finally:
-                lbm._USE_SPATIAL_MOST = True
+                sw._USE_SPATIAL_MOST = True
             assert (c0 <= c).all()
             lifted += int((c > c0 * (1 + 1e-9)).sum())
     return violations, lifted
@@ -2637,9 +2589,8 @@ def test_kept_bypass_term_is_admissible_on_every_node_of_a_whole_space(case, mon
     their least over the DRAM and GLB orders together): every node bound of the whole space is
     at most the least energy of the node's mappings, and the term lifts some node rows (1,584,
     708 and 1,456, at ``k <= 1`` and at ``k = 2`` over the level-1 splits)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)  # its part at k <= 1 too (off by default)
+    monkeypatch.setattr(sw, "_KEPT_KNOWN", True)  # its part at k <= 1 too (off by default)
     violations, lifted = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
     assert violations == 0
     assert lifted > 0
@@ -2650,12 +2601,11 @@ def test_kept_bypass_term_made_stronger_exceeds_some_mapping(case, monkeypatch) 
     """The test above can fail: with the joint least 1.05x larger, some node bound exceeds the
     least energy of its mappings (12,768, 12,023 and 10,093 node rows; at ``k = 2`` too)."""
     import accelmap.costmodels._kept_kernel as kk
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     real, real_split = kk.kept_bypass_least, kk.kept_split_least
     monkeypatch.setattr(kk, "kept_bypass_least", lambda *a: 1.05 * real(*a))
     monkeypatch.setattr(kk, "kept_split_least", lambda *a: 1.05 * real_split(*a))
-    monkeypatch.setattr(lbm, "_KEPT_SPLIT_MEMO", {})
-    monkeypatch.setattr(lbm, "_KEPT_KNOWN", True)
+    monkeypatch.setattr(bypass_bounds, "_KEPT_SPLIT_MEMO", {})
+    monkeypatch.setattr(sw, "_KEPT_KNOWN", True)
     violations, _ = _every_node_bound(_ARG19_CASES[case](), "_USE_KEPT_BYPASS")
     assert violations > 0

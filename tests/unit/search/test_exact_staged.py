@@ -8,12 +8,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import accelmap.costmodels._bound_switches as sw
+import accelmap.costmodels._bypass_bounds as bypass_bounds
 from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.costmodels.loopnest_bounds import BoundCut, partial_bounds
 from accelmap.mapper.space import MapSpace
-from accelmap.search.exact import DimTree, bound_model, node_inputs, solve
+from accelmap.search.exact import solve
 from accelmap.search.objectives import parse_objective
+from accelmap.testing.exact_nodes import whole_space_nodes
 from accelmap.workloads.builders import conv2d, matmul
 
 MODEL = LoopNestModel()
@@ -56,69 +59,34 @@ def _staged_check(space: MapSpace, objective: str) -> dict[str, int]:
     the full one; ``cut`` rows that one of the two cuts and the other not; ``cycles`` rows whose
     cycles bounds differ; ``over`` staged energy bounds above the least energy of the node's
     mappings; ``weaker`` rows the staging left with a weaker (first-stage) bound."""
-    import accelmap.costmodels.loopnest_bounds as lbm
-
     obj = parse_objective(objective)
-    trees = [DimTree(space._tables[d]) for d in range(space._D)]
-    D = space._D
-    facs, keeps, energy = [], [], []
-    for b in space.enumerate(65536, max_points=10**7):
-        m = MODEL.evaluate(space.problem, space.arch, b)
-        ok = space.check(b).valid & m.valid
-        facs.append(np.stack([b.temporal, b.spatial[..., 0], b.spatial[..., 1]], axis=-1)[ok])
-        keeps.append(b.keep[ok])
-        energy.append(m.energy_pj[ok])
-    fac, keep, en = np.concatenate(facs), np.concatenate(keeps), np.concatenate(energy)
-    key = np.concatenate([fac.reshape(len(fac), -1), keep.reshape(len(keep), -1)], axis=1)
-    uk, inv = np.unique(key, axis=0, return_inverse=True)
-    inv = inv.ravel()
-    emin = np.full(len(uk), np.inf)
-    np.minimum.at(emin, inv, en)
-    first = np.empty(len(uk), dtype=np.int64)
-    first[inv[::-1]] = np.arange(len(inv))[::-1]
-    fac, keep = fac[first], keep[first]
-    rows = np.empty((len(fac), D), dtype=np.int64)
-    for d, tr in enumerate(trees):
-        lut = {tuple(r.ravel()): i for i, r in enumerate(tr.rows)}
-        rows[:, d] = [lut[tuple(f.ravel())] for f in fac[:, :, d, :]]
-    flat = keep.reshape(len(keep), -1)
     out = {"rows": 0, "below": 0, "cut": 0, "cycles": 0, "over": 0, "weaker": 0}
-    leaf = trees[0].leaf_depth
 
     def of(e: np.ndarray, c: np.ndarray) -> np.ndarray:
         return obj.scalar(e, c, np.ones(len(e), dtype=bool))
 
     a, b_ = {"energy": (1.0, 0.0), "cycles": (0.0, 1.0), "edp": (1.0, 1.0)}.get(objective, (2.0, 1.0))
-    for pk in np.unique(flat, axis=0):
-        sel = np.flatnonzero((flat == pk).all(axis=1))
-        bm = bound_model(space, pk.reshape(keep.shape[1:]))
-        for depth in range(1, leaf + 1):
-            for split in range(D if depth < leaf else 1):
-                ids = np.empty((len(sel), D), dtype=np.int64)
-                for d, tr in enumerate(trees):
-                    ids[:, d] = np.searchsorted(tr.starts[depth + 1 if d < split else depth], rows[sel, d],
-                                                side="right") - 1
-                inputs = node_inputs(trees, depth, split, ids)
-                e, c, ok = partial_bounds(bm, **inputs)
-                full = of(e, c)
-                fin = full[np.isfinite(full)]
-                if not len(fin):
-                    continue
-                for q in (0.25, 0.5, 0.75):
-                    value = float(np.quantile(fin, q))
-                    lbm._SPLIT_MEMO.clear()  # (each cut-off computes argument 17 up to it afresh)
-                    lbm._SPLIT_FLOORS.clear()
-                    e2, c2, ok2 = partial_bounds(bm, **inputs, cutoff=BoundCut(value, a, b_, of))
-                    assert (ok2 == ok).all()
-                    staged = of(e2, c2)
-                    out["rows"] += len(e)
-                    out["below"] += int(((staged < value) & (e2 != e)).sum())
-                    # (a full bound within rounding of the cut-off may fall on either side of it)
-                    clear = np.abs(full - value) > 1e-9 * value
-                    out["cut"] += int((clear & ((staged >= value) != (full >= value))).sum())
-                    out["cycles"] += int((c2 != c).sum())
-                    out["over"] += int((e2 > emin[sel] * (1 + 1e-12)).sum())
-                    out["weaker"] += int((e2 < e * (1 - 1e-9)).sum())
+    for bm, inputs, least in whole_space_nodes(space, model=MODEL):
+        e, c, ok = partial_bounds(bm, **inputs)
+        full = of(e, c)
+        fin = full[np.isfinite(full)]
+        if not len(fin):
+            continue
+        for q in (0.25, 0.5, 0.75):
+            value = float(np.quantile(fin, q))
+            bypass_bounds._SPLIT_MEMO.clear()  # (each cut-off computes argument 17 up to it afresh)
+            bypass_bounds._SPLIT_FLOORS.clear()
+            e2, c2, ok2 = partial_bounds(bm, **inputs, cutoff=BoundCut(value, a, b_, of))
+            assert (ok2 == ok).all()
+            staged = of(e2, c2)
+            out["rows"] += len(e)
+            out["below"] += int(((staged < value) & (e2 != e)).sum())
+            # (a full bound within rounding of the cut-off may fall on either side of it)
+            clear = np.abs(full - value) > 1e-9 * value
+            out["cut"] += int((clear & ((staged >= value) != (full >= value))).sum())
+            out["cycles"] += int((c2 != c).sum())
+            out["over"] += int((e2 > least * (1 + 1e-12)).sum())
+            out["weaker"] += int((e2 < e * (1 - 1e-9)).sum())
     return out
 
 
@@ -136,12 +104,11 @@ def test_staged_bound_equals_the_full_one_below_the_cutoff_and_bounds_every_mapp
     which dims can carry an open loop on some row of the batch: the second stage takes the
     whole batch's (``open_dims``); with its own rows' instead, 1,330 rows of conv-spads under
     the energy objective were weaker than in the whole batch (valid bounds, but not equal)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)  # argument 17 on more rows
-    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)  # every call staged
-    monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
-    monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_CHOSEN", True)  # argument 17 on more rows
+    monkeypatch.setattr(sw, "_STAGE_LIVE_MAX", 1.0)  # every call staged
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_MEMO", {})
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_FLOORS", {})
     prob, arch = CASES[case]
     got = _staged_check(MapSpace(prob(), arch()), objective)
     assert got["rows"] > 0
@@ -155,10 +122,10 @@ def test_staged_bound_check_fails_with_a_wrong_stage(monkeypatch) -> None:
     rows the full bound cuts and the staged one does not."""
     import accelmap.costmodels.loopnest_bounds as lbm
 
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
-    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)
-    monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
-    monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(sw, "_STAGE_LIVE_MAX", 1.0)
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_MEMO", {})
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_FLOORS", {})
     monkeypatch.setattr(lbm, "_staged_bounds",
                         lambda bm, k, fac, omin, otmin, omax, *rest: lbm.partial_bounds(
                             bm, k, fac, omin, otmin, omax, *rest[:-1], costly=False))
@@ -171,13 +138,12 @@ def test_staged_bound_check_fails_with_argument_17_cut_too_early(monkeypatch) ->
     """... and taking argument 17's limit as its least on every row (as if every split reached
     the cut) shows as bounds above the least energy of some node's mappings."""
     import accelmap.costmodels._order_kernel as ok_
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     real = ok_.two_level_split_least_below
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_CHOSEN", True)
-    monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", 1.0)
-    monkeypatch.setattr(lbm, "_SPLIT_MEMO", {})
-    monkeypatch.setattr(lbm, "_SPLIT_FLOORS", {})
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_CHOSEN", True)
+    monkeypatch.setattr(sw, "_STAGE_LIVE_MAX", 1.0)
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_MEMO", {})
+    monkeypatch.setattr(bypass_bounds, "_SPLIT_FLOORS", {})
     monkeypatch.setattr(ok_, "two_level_split_least_below",
                         lambda *a: np.where(np.isfinite(real(*a)) & (real(*a) >= 0) & np.isfinite(a[-2]), a[-2],
                                             real(*a)))
@@ -210,20 +176,19 @@ def test_split_least_below_a_limit_is_the_least_clipped(engine, monkeypatch) -> 
     and bound over the splits and each split's shortest path; and the numpy reference clipped):
     ``min(least, limit)`` bit for bit where some split fits, inf where none does, -1 where there
     are too many; with ``_SPLIT_STOP`` -1 also where the least is below the limit."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     span, coef, w, s1, o, fixed1, kcoef, rng = _split_rows()
-    monkeypatch.setattr(lbm, "_JOINT_SPLIT_ENGINE", engine)
-    least = lbm._split_least(span, coef, w, s1, o, fixed1, kcoef, 40.0)
+    monkeypatch.setattr(sw, "_JOINT_SPLIT_ENGINE", engine)
+    least = bypass_bounds._split_least(span, coef, w, s1, o, fixed1, kcoef, 40.0)
     fin = np.isfinite(least) & (least >= 0)
     limit = np.where(rng.random(len(o)) < 0.5, least * rng.uniform(0.5, 1.5, len(o)), np.inf)
     limit[fin & (rng.random(len(o)) < 0.2)] = 0.0
-    got = lbm._split_least_below(span, coef, w, s1, o, fixed1, kcoef, 40.0, limit)
+    got = bypass_bounds._split_least_below(span, coef, w, s1, o, fixed1, kcoef, 40.0, limit)
     want = np.where(fin, np.minimum(least, limit), least)
     assert np.array_equal(got, want)
     assert (fin & (limit < least)).sum() > 3 and (fin & (limit > least)).sum() > 3
-    monkeypatch.setattr(lbm, "_SPLIT_STOP", True)
-    got = lbm._split_least_below(span, coef, w, s1, o, fixed1, kcoef, 40.0, limit)
+    monkeypatch.setattr(sw, "_SPLIT_STOP", True)
+    got = bypass_bounds._split_least_below(span, coef, w, s1, o, fixed1, kcoef, 40.0, limit)
     assert np.array_equal(got, np.where(fin & (least < limit), -1.0, want))
 
 
@@ -232,14 +197,13 @@ def test_staged_search_proves_the_same_optimum_with_the_same_tree(objective, mon
     """`solve` with the staged bound and without (and with the staging kept at every k, or
     dropped after its trial rows): the same optimum, proven, after the same nodes, cuts and
     leaves (the staging cuts exactly the rows the full bound cuts)."""
-    import accelmap.costmodels.loopnest_bounds as lbm
 
     space = MapSpace(matmul("g", m=4, n=4, k=2), spads_arch())
     obj = parse_objective(objective)
     got = {}
     for staged, live_max in ((False, 0.5), (True, 0.5), (True, 1.0), (True, 0.0)):
-        monkeypatch.setattr(lbm, "_STAGED", staged)
-        monkeypatch.setattr(lbm, "_STAGE_LIVE_MAX", live_max)  # as configured, always, after the trial rows never
+        monkeypatch.setattr(sw, "_STAGED", staged)
+        monkeypatch.setattr(sw, "_STAGE_LIVE_MAX", live_max)  # as configured, always, after the trial rows never
         _, value, cert = solve(space, MODEL, obj, workers=1, dive_share=0.0)
         got[(staged, live_max)] = (value, cert.proven_optimal, cert.nodes, cert.cut, cert.leaves)
     assert len(set(got.values())) == 1, got
