@@ -200,12 +200,13 @@ def test_counts_arrays_are_reused_only_once_nothing_refers_to_them() -> None:
     assert same(copy.evaluate(problem, arch, batch), want)
 
 
-def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monkeypatch) -> None:  # noqa: ANN001
-    """A counts array the specialised rows filled before is marked (`_loopnest_kernel._zeros_mark`):
-    when it is handed out again for the same structure the generated rows leave the entries
-    zero in every row of it (``full == 2``). The results stay those of the numpy path; the
-    count fields come back read-only; an array that anything else took in between is not
-    marked any more, so its rows write every entry again."""
+def test_serial_outputs_are_refilled_only_once_nothing_refers_to_them(monkeypatch) -> None:  # noqa: ANN001
+    """A serial call of the specialised rows (`_loopnest_kernel.SerialPlan`) refills the
+    outputs of an earlier call only once nothing outside the plan refers to them (the result,
+    a field, or a view of a field): then its counts array holds the structure's zero entries
+    from its own earlier rows, and the generated rows leave them (``full == 2``). A kept
+    result or view is never overwritten; every result equals the numpy path's; the count
+    fields are read-only; the rows report the number of illegal rows."""
     problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
     space = MapSpace(problem, arch)
     batch = space.sample(300, np.random.default_rng(11))
@@ -213,38 +214,61 @@ def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monke
     monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 0)
     model = LoopNestModel(engine="cpu")
     calls: list[int] = []
+    bad: list[int] = []
     rows_of = cpu.rows_driver
 
-    def spy(S):  # noqa: ANN001, ANN202 (records the ``full`` of every call of the rows)
+    def spy(S):  # noqa: ANN001, ANN202 (records the ``full`` and the illegal count of every call of the rows)
         rows = rows_of(S)
 
         def call(lo, hi, full, *rest):  # noqa: ANN001, ANN202
             calls.append(full)
-            return rows(lo, hi, full, *rest)
+            bad.append(rows(lo, hi, full, *rest))
+            return bad[-1]
         return call
 
     monkeypatch.setattr(cpu, "rows_driver", spy)
+    fields = ("cycles", "energy_pj", "compute_energy_pj", "utilization", "valid", "reason", "reason_level", "reads",
+              "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions")
 
-    def same(got) -> bool:  # noqa: ANN001
-        return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in (
-            "cycles", "energy_pj", "valid", "reason", "reads", "fills", "updates", "energy_breakdown_pj",
-            "multicast", "spatial_reductions"))
+    def same(got, exp=want) -> bool:  # noqa: ANN001
+        return all(np.array_equal(getattr(got, f), getattr(exp, f)) for f in fields)
 
     first = model.evaluate(problem, arch, batch)
     assert same(first) and calls == [1]
+    assert 0 < bad[0] == int((~want.valid).sum()) < len(batch)
     assert not any(getattr(first, f).flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
                                                                "multicast", "spatial_reductions"))
     base = id(first.reads.base)
     del first
-    again = model.evaluate(problem, arch, batch)  # the same array, its zero entries left
+    again = model.evaluate(problem, arch, batch)  # the same arrays, the zero entries left
     assert id(again.reads.base) == base and calls == [1, 2] and same(again)
+    kept = again.take(np.arange(len(batch)))  # (a copy, for the comparisons below)
+    other = batch.take(np.arange(len(batch))[::-1])
+    fresh = model.evaluate(problem, arch, other)  # ``again`` is kept: new arrays, every entry written
+    assert id(fresh.reads.base) != base and calls == [1, 2, 1]
+    assert same(again, kept) and same(fresh, LoopNestModel(engine="numpy").evaluate(problem, arch, other))
     del again
-    shapes = {"cnt": ((len(batch), 6, arch.n_levels, problem.n_tensors), np.float64)}
-    model._buffers.take(shapes)["cnt"][:] = np.nan  # taken (and written) by something else: unmarked
+    view = fresh.energy_breakdown_pj[:, 1]  # only a view of a field of the newest set kept
+    view_before = view.copy()
+    base2 = id(fresh.reads.base)
+    del fresh
     third = model.evaluate(problem, arch, batch)
-    assert id(third.reads.base) == base and calls == [1, 2, 1] and same(third)
-    assert model.evaluate_objective(problem, arch, batch).cycles.tolist() == want.cycles.tolist()
-    assert calls[-1] == 0
+    assert id(third.reads.base) != base2 and calls == [1, 2, 1, 1] and same(third)
+    assert np.array_equal(view, view_before)
+    del view, third
+    fourth = model.evaluate(problem, arch, batch)  # nothing refers to the newest set: refilled
+    assert calls[-1] == 2 and same(fourth)
+    obj = model.evaluate_objective(problem, arch, batch)
+    assert calls[-1] == 0 and obj.cycles.tolist() == want.cycles.tolist()
+    cyc = id(obj.cycles.base)
+    del obj
+    obj = model.evaluate_objective(problem, arch, other)  # (refilled: the same arrays)
+    assert id(obj.cycles.base) == cyc and np.array_equal(obj.energy_pj, fresh_energy(problem, arch, other))
+
+
+def fresh_energy(problem, arch, batch):  # noqa: ANN001, ANN201
+    """The numpy path's energies of a batch."""
+    return LoopNestModel(engine="numpy").evaluate(problem, arch, batch).energy_pj
 
 
 def test_output_buffers_marks() -> None:
