@@ -271,6 +271,58 @@ def fresh_energy(problem, arch, batch):  # noqa: ANN001, ANN201
     return LoopNestModel(engine="numpy").evaluate(problem, arch, batch).energy_pj
 
 
+def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monkeypatch) -> None:  # noqa: ANN001
+    """`_loopnest_kernel.evaluate_batch` with an `OutputBuffers` (the path of threaded and
+    non-serial calls): a counts array the specialised rows filled before is marked
+    (`_loopnest_kernel._zeros_mark`), and when it is handed out again for the same structure
+    the generated rows leave the entries zero in every row of it (``full == 2``). The results
+    stay those of the numpy path; the count fields come back read-only; an array that
+    anything else took in between is not marked any more, so its rows write every entry."""
+    from accelmap.costmodels._buffers import OutputBuffers
+
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    batch = MapSpace(problem, arch).sample(300, np.random.default_rng(11))
+    want = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+    model = LoopNestModel(engine="cpu")
+    consts, frac = model._kernel_consts(problem, arch), model._existing_fraction(problem)
+    buffers = OutputBuffers()
+    calls: list[int] = []
+    rows_of = cpu.rows_driver
+
+    def spy(S):  # noqa: ANN001, ANN202 (records the ``full`` of every call of the rows)
+        rows = rows_of(S)
+
+        def call(lo, hi, full, *rest):  # noqa: ANN001, ANN202
+            calls.append(full)
+            return rows(lo, hi, full, *rest)
+        return call
+
+    monkeypatch.setattr(cpu, "rows_driver", spy)
+
+    def run() -> dict:
+        return kernel.evaluate_batch(consts, batch.temporal, batch.spatial, batch.order, batch.keep, parallel=False,
+                                     frac=frac, buffers=buffers)
+
+    def same(got: dict) -> bool:
+        return all(np.array_equal(got[f], getattr(want, f)) for f in (
+            "cycles", "energy_pj", "valid", "reason", "reads", "fills", "updates", "energy_breakdown_pj",
+            "multicast", "spatial_reductions"))
+
+    first = run()
+    assert same(first) and calls == [1]
+    assert not any(first[f].flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
+                                                      "multicast", "spatial_reductions"))
+    base = id(first["reads"].base)
+    del first
+    again = run()  # the same array, its zero entries left
+    assert id(again["reads"].base) == base and calls == [1, 2] and same(again)
+    del again
+    shapes = {"cnt": ((len(batch), 6, arch.n_levels, problem.n_tensors), np.float64)}
+    buffers.take(shapes)["cnt"][:] = np.nan  # taken (and written) by something else: unmarked
+    third = run()
+    assert id(third["reads"].base) == base and calls == [1, 2, 1] and same(third)
+
+
 def test_output_buffers_marks() -> None:
     """`OutputBuffers.take_marked`: a set is reported marked only with the mark its writer gave
     it after the last hand-out; handing it out (by `take` or `take_marked`) unmarks it."""
