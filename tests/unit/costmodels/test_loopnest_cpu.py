@@ -372,3 +372,29 @@ def test_thread_scratch_is_kept_per_thread() -> None:
     assert other[0] is not a and len(made) == 2
     copy = pickle.loads(pickle.dumps(kept))
     assert copy.get(("k",), make) is not a and len(made) == 3
+
+
+def test_numba_threads_reads_what_get_num_threads_reads() -> None:
+    """`_loopnest_kernel._numba_threads` (numba's thread count read without the start-up
+    locks) equals ``numba.get_num_threads()`` on this thread after a change, and on another
+    thread, which keeps its own count."""
+    import threading
+
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        for n in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(n)
+            assert kernel._numba_threads() == numba.get_num_threads() == n
+            got: list[int] = []
+
+            def read(out: list[int] = got) -> None:
+                out.append(kernel._numba_threads() - numba.get_num_threads())
+
+            worker = threading.Thread(target=read)
+            worker.start()
+            worker.join()
+            assert got == [0]
+    finally:
+        numba.set_num_threads(before)
