@@ -882,7 +882,7 @@ class _Outputs:
                                   spatial_reductions=f[_SRED], macs=macs, level_names=level_names,
                                   tensor_names=tensor_names)
         self.held: tuple = ()
-        self.counts: tuple[int, ...] = ()
+        self.counts: list[int] = []
 
     def _objects(self) -> tuple:
         r = self.result
@@ -893,12 +893,12 @@ class _Outputs:
     def seal(self) -> None:
         """Take the reference counts of the set as the plan alone holds it (once, when new)."""
         self.held = self._objects()
-        self.counts = tuple(sys.getrefcount(x) for x in self.held)
+        self.counts = list(map(sys.getrefcount, self.held))
 
     def free(self) -> bool:
         """Whether nothing outside the plan refers to the set (`seal`'s counts unchanged)."""
         held = self.held
-        return bool(held) and tuple(sys.getrefcount(x) for x in held) == self.counts
+        return bool(held) and list(map(sys.getrefcount, held)) == self.counts
 
 
 def serial(n: int) -> bool:
