@@ -133,7 +133,8 @@ def _tables(S: tuple) -> tuple:
 @functools.lru_cache(maxsize=32)
 def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
     """The driver of one structure: rows lo..hi-1, legality (``check``), then the counts of
-    the legal ones (the other rules), in the order of ``eval_range``. numba compiles it on
+    the legal ones (the other rules), in the order of ``eval_range``; it returns the number
+    of illegal rows. numba compiles it on
     its first call, or loads it from the on-disk cache. Its closure holds ``S`` and the
     tables made from it (`_tables`), so the cache's index key is the structure itself. It
     releases the GIL, so that blocks of one batch can run on several threads. The arrays
@@ -159,6 +160,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
         bounds, fan_xy, capacity, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, frac = rt
         res, valid, codes, cnt = out
         tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc
+        nbad = 0
         for i in range(lo, hi):
             ci = i if full else 0
             why, where = check(i, D, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy,
@@ -166,6 +168,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
             codes[i, 0] = why
             codes[i, 1] = where
             if why != 0:
+                nbad += 1
                 valid[i] = False
                 res[i, _CYCLES] = np.inf
                 res[i, _ENERGY_PJ] = np.inf
@@ -237,6 +240,7 @@ def _driver(S: tuple):  # noqa: ANN202 (a numba dispatcher)
             res[i, _ENERGY_PJ] = energy
             res[i, _COMPUTE_PJ] = macs * mac_pj
             res[i, _UTIL] = macs / (n_macs * cf)
+        return nbad
 
     return rows
 

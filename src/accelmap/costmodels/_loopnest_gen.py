@@ -58,7 +58,7 @@ __all__ = ["source", "driver", "cache_dir"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 4
+_GENERATOR_VERSION = 5
 
 
 def cache_dir() -> Path:
@@ -114,8 +114,8 @@ def _prod(terms: list[str]) -> str:
 
 def source(S: tuple) -> str:
     """The Python source of the driver of structure ``S`` (`_loopnest_cpu.structure`): a
-    module defining ``rows(lo, hi, full, mp, rt, out, sc)`` with `_loopnest_cpu`'s arguments
-    and outputs (``sc``: the scratch of `_loopnest_kernel.scratch`; ``full``: 0 without the
+    module defining ``rows(lo, hi, full, mp, rt, out, sc)`` with `_loopnest_cpu`'s arguments,
+    outputs and return value (the number of illegal rows; ``sc``: the scratch of `_loopnest_kernel.scratch`; ``full``: 0 without the
     counts, 1 with them, 2 with them where the entries that are zero in every row of the
     structure hold 0.0 already and are left as they are)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
@@ -175,6 +175,7 @@ def source(S: tuple) -> str:
     w("tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl = sc")
     w("macs, n_macs, mac_pj = scal[0], scal[1], scal[2]")
     w("mac_e = macs * mac_pj")
+    w("nbad = 0")
     w("for i in range(lo, hi):")
     w.ind = 2
     w("ci = i if full else 0")
@@ -420,6 +421,8 @@ def source(S: tuple) -> str:
     w(f"res[i, 1] = energy{T}")
     w("res[i, 2] = mac_e")
     w("res[i, 3] = macs / (n_macs * cf)")
+    w.ind = 1
+    w("return nbad")
     # the run-time constants the row reads, loaded once before the loop (`_RunConsts`)
     at = w.lines.index("    for i in range(lo, hi):")
     w.lines[at:at] = rc.lines
@@ -428,6 +431,7 @@ def source(S: tuple) -> str:
 
 def _invalid_row(w: _Src, L: int, T: int) -> None:
     """The outputs of an illegal row (``why != 0``), and on to the next row."""
+    w("nbad += 1")
     w("valid[i] = False")
     w("res[i, 0] = np.inf")
     w("res[i, 1] = np.inf")

@@ -38,18 +38,24 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import threading
 import types
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 from numba import njit
 from numba.extending import register_jitable
+from numba.np.ufunc import parallel as _numba_parallel
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.arch.spec import Arch
 from accelmap.workloads.problem import Problem
+
+if TYPE_CHECKING:
+    from accelmap.costmodels.base import Metrics, ObjectiveMetrics
 
 __all__ = ["KernelConsts", "kernel_consts", "evaluate_batch"]
 
@@ -691,10 +697,22 @@ def _scratch_from(kept: ThreadScratch | None, n_blocks: int, L: int, D: int, T: 
 _PARALLEL_MIN_ROWS = 4096
 
 
+def _numba_threads() -> int:
+    """``numba.get_num_threads()``, the calling thread's number of numba threads. Once numba's
+    threading layer is up, its own reader is called directly: ``get_num_threads`` first takes
+    two locks to see whether the layer must be started (2.3 us a call warm, against 0.4 us,
+    and several times that with the caches cold after a batch's rows)."""
+    if getattr(_numba_parallel, "_is_initialized", False):
+        n = int(_numba_parallel._get_num_threads())
+        if n > 0:
+            return n
+    return numba.get_num_threads()
+
+
 def _threads() -> int:
     """numba's threads, capped by ``OMP_NUM_THREADS`` when set (Ray sets it to a task's CPUs, so
     that workers sharing a machine do not oversubscribe it)."""
-    n = numba.get_num_threads()
+    n = _numba_threads()
     if n <= 1:  # (no cap can raise it: the environment is not read, 7 us a call with cold caches)
         return n
     cap = os.environ.get("OMP_NUM_THREADS", "").strip()
@@ -770,18 +788,20 @@ def _read_only_views(cnt: FloatArray) -> tuple[FloatArray, ...]:
 class SerialPlan:
     """What a serial call of the specialised driver on one (problem, arch) needs besides the
     batch, gathered once: the generated rows (`_loopnest_cpu.rows_driver`), the run-time
-    constants as the rows take them, the zero mark of the counts (`_zeros_mark`), and the
-    calling thread's scratch of one block with the objective's one-row counts
-    (`ThreadScratch`). `run` is `evaluate_batch` with ``specialised=True`` on one thread, the
-    same rows on the same arrays, in fewer Python steps: after a batch's rows have streamed
-    its inputs and counts through the caches, every Python step between two calls runs
-    several times slower than warm (a scratch look-up 0.6 us warm, 9-50 us there), and the
-    steps of `evaluate_batch` took 150-270 us a call, 15-27 ns a row of a 10,000-row batch.
+    constants as the rows take them, the calling thread's scratch of one block with the
+    objective's one-row counts (`ThreadScratch`), and the output sets it hands out (`_Outputs`).
+    `run` is `evaluate_batch` with ``specialised=True`` on one thread, the same rows on the
+    same arrays, in fewer Python steps: after a batch's rows have streamed its inputs and
+    counts through the caches, every Python step between two calls runs several times slower
+    than warm (a scratch look-up 0.6 us warm, 9-50 us there), and the steps of
+    `evaluate_batch` took 150-270 us a call, 15-27 ns a row of a 10,000-row batch.
     A plan serves the thread that made it only (``ident``)."""
 
-    __slots__ = ("consts", "ident", "rows", "rt", "mark", "sc", "one_row", "cnt_dims", "shape_ld", "shape_t")
+    __slots__ = ("consts", "ident", "rows", "rt", "sc", "one_row", "cnt_dims", "shape_ld", "shape_t", "names",
+                 "outputs")
 
-    def __init__(self, consts: KernelConsts, frac: FloatArray | None, scratch_buffers: ThreadScratch) -> None:
+    def __init__(self, consts: KernelConsts, frac: FloatArray | None, scratch_buffers: ThreadScratch,
+                 names: tuple[int, tuple[str, ...], tuple[str, ...]]) -> None:
         from accelmap.costmodels import _loopnest_cpu
 
         c = consts
@@ -794,32 +814,91 @@ class SerialPlan:
         self.rows = _loopnest_cpu.rows_driver(c.structure)
         self.rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size,
                    c.scal, fr)
-        self.mark = _zeros_mark(consts)
         self.sc = tuple(x[0] for x in sc)
         self.one_row = one_row[0]
         self.cnt_dims = (6, L, T)
         self.shape_ld, self.shape_t = (L, D), (T,)  # a batch's (levels, dims) and (tensors)
+        self.names = names  # (macs, level names, tensor names) of the `Metrics`
+        self.outputs: dict[tuple[int, bool], _Outputs] = {}  # by (rows, counts)
 
-    def run(self, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray, counts: bool,
-            buffers) -> tuple:  # noqa: ANN001
-        """(res, valid, codes, count fields or None) of every row, as `evaluate_batch` forms
-        them (the count fields read-only views of an array of ``buffers``, marked once
-        filled)."""
+    def run(self, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray,
+            counts: bool) -> tuple[Metrics | ObjectiveMetrics, int]:
+        """The `Metrics` of every row (``counts``; else its `ObjectiveMetrics`), as
+        `evaluate_batch` forms its fields (the count fields read-only views of one (n, 6, L, T)
+        array), and the number of illegal rows. The result may be one this plan returned
+        before, refilled: only one that nothing outside the plan refers to any more, neither
+        it nor any of its arrays nor a view of them (`_Outputs.free`)."""
         n = temporal.shape[0]
-        res = np.empty((n, 4))
-        valid = np.empty(n, dtype=np.bool_)
-        codes = np.empty((n, 2), dtype=np.int64)
+        key = (n, counts)
+        o = self.outputs.get(key)
+        reuse = o is not None and o.free()
+        if not reuse:
+            if len(self.outputs) >= 4:
+                self.outputs.clear()
+            o = self.outputs[key] = _Outputs(n, self.cnt_dims if counts else None, self.names)
         mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
               np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
-        if not counts:
-            self.rows(0, n, 0, mp, self.rt, (res, valid, codes, self.one_row), self.sc)
-            return res, valid, codes, None
-        arrays, zeroed = buffers.take_marked({"cnt": ((n, *self.cnt_dims), np.float64)}, self.mark)
-        cnt = arrays["cnt"]
-        self.rows(0, n, 2 if zeroed else 1, mp, self.rt, (res, valid, codes, cnt), self.sc)
-        fields = _read_only_views(cnt)
-        buffers.mark(arrays, self.mark)
-        return res, valid, codes, fields
+        if counts:  # (a counts array this plan's rows filled before holds the structure's zeros: ``full == 2``)
+            bad = self.rows(0, n, 2 if reuse else 1, mp, self.rt, (o.res, o.valid, o.codes, o.cnt), self.sc)
+        else:
+            bad = self.rows(0, n, 0, mp, self.rt, (o.res, o.valid, o.codes, self.one_row), self.sc)
+        if not reuse:
+            o.seal()
+        return o.result, bad
+
+
+class _Outputs:
+    """One set of a `SerialPlan`'s outputs: the arrays the rows fill (``res``, ``valid``,
+    ``codes`` and, with counts, ``cnt``), the `Metrics` (or `ObjectiveMetrics`) made of views
+    of them, and the reference counts of all of these once the plan alone holds them
+    (``seal``). A later call of the same size refills the set in place when every count is
+    still that (`free`): nothing outside holds the result, one of its arrays, or a view of
+    one (a numpy view refers to the array that owns the memory). That saves what the rows
+    leave slow after they have flushed the caches: three allocations, a search of
+    `OutputBuffers`, 13 views and a `Metrics` (about 100 us a call, 10 ns a row at 10,000
+    rows)."""
+
+    __slots__ = ("res", "valid", "codes", "cnt", "result", "held", "counts")
+
+    def __init__(self, n: int, cnt_dims: tuple[int, int, int] | None,
+                 names: tuple[int, tuple[str, ...], tuple[str, ...]]) -> None:
+        from accelmap.costmodels.base import Metrics, ObjectiveMetrics
+
+        res = self.res = np.empty((n, 4))
+        valid = self.valid = np.empty(n, dtype=np.bool_)
+        codes = self.codes = np.empty((n, 2), dtype=np.int64)
+        if cnt_dims is None:
+            self.cnt = None
+            self.result: Metrics | ObjectiveMetrics = ObjectiveMetrics(
+                cycles=res[:, 0], energy_pj=res[:, 1], valid=valid, reason=codes[:, 0], reason_level=codes[:, 1])
+        else:
+            cnt = self.cnt = np.empty((n, *cnt_dims))
+            f = _read_only_views(cnt)
+            macs, level_names, tensor_names = names
+            self.result = Metrics(cycles=res[:, 0], energy_pj=res[:, 1], compute_energy_pj=res[:, 2],
+                                  utilization=res[:, 3], valid=valid, reason=codes[:, 0], reason_level=codes[:, 1],
+                                  reads=f[_READS], fills=f[_FILLS], updates=f[_UPDATES],
+                                  energy_breakdown_pj=f[_ENERGY], multicast=f[_MCAST],
+                                  spatial_reductions=f[_SRED], macs=macs, level_names=level_names,
+                                  tensor_names=tensor_names)
+        self.held: tuple = ()
+        self.counts: list[int] = []
+
+    def _objects(self) -> tuple:
+        r = self.result
+        arrays = tuple(getattr(r, name) for name in r.__slots__ if isinstance(getattr(r, name), np.ndarray))
+        own = (self.res, self.valid, self.codes) if self.cnt is None else (self.res, self.valid, self.codes, self.cnt)
+        return (r, *own, *arrays)
+
+    def seal(self) -> None:
+        """Take the reference counts of the set as the plan alone holds it (once, when new)."""
+        self.held = self._objects()
+        self.counts = list(map(sys.getrefcount, self.held))
+
+    def free(self) -> bool:
+        """Whether nothing outside the plan refers to the set (`seal`'s counts unchanged)."""
+        held = self.held
+        return bool(held) and list(map(sys.getrefcount, held)) == self.counts
 
 
 def serial(n: int) -> bool:

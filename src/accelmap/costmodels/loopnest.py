@@ -177,7 +177,10 @@ class LoopNestModel:
         (``metrics.reads[:, level, tensor]`` is contiguous).
         """
         spec = self.engine == "cpu" and self._specialise(problem, arch, len(mappings))
-        m = cast("Metrics | None", self._serial(problem, arch, mappings, True) if spec else None)  # (None unless the shapes match)
+        got = self._serial(problem, arch, mappings, True) if spec else None  # (None unless the shapes match)
+        if got is not None and not got[1]:  # every row legal: none padded
+            return cast("Metrics", got[0])
+        m = cast("Metrics | None", got[0] if got is not None else None)
         shapes_ok = m is not None or (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
             arch.n_levels, problem.n_dims, problem.n_tensors)
         if self.engine == "cuda" and shapes_ok and len(mappings):  # refused before any device work
@@ -265,12 +268,13 @@ class LoopNestModel:
         return Metrics(**out, macs=macs, level_names=level_names, tensor_names=tensor_names)
 
     def _serial(self, problem: Problem, arch: Arch, mappings: MappingBatch,
-                counts: bool) -> Metrics | ObjectiveMetrics | None:
+                counts: bool) -> tuple[Metrics | ObjectiveMetrics, int] | None:
         """Every row on ``problem`` itself on the specialised driver, when the batch runs on
         this thread alone (`_loopnest_kernel.serial`), through the `SerialPlan` of (problem,
         arch) kept from the last such call: `_evaluate_kernel` (``counts``) or
-        `_objective_exact` in fewer Python steps, the same rows on the same arrays. None where
-        it does not apply (a batch that runs threaded, or whose shapes are not those of
+        `_objective_exact` in fewer Python steps, the same rows on the same arrays, and the
+        number of illegal rows (none: no row can be padded, `_padded` need not look). None
+        where it does not apply (a batch that runs threaded, or whose shapes are not those of
         (problem, arch))."""
         lk = _kernel_module()
         temporal, keep = mappings.temporal, mappings.keep
@@ -280,22 +284,10 @@ class LoopNestModel:
         if plan is None or plan[0] is not problem or plan[1] is not arch or plan[2].ident != threading.get_ident():
             plan = self._plan = (problem, arch, lk.SerialPlan(self._kernel_consts(problem, arch),
                                                               self._existing_fraction(problem),
-                                                              self._scratch_buffers()))
+                                                              self._scratch_buffers(), self._names(problem, arch)))
         if temporal.shape[1:] != plan[2].shape_ld or keep.shape[2:] != plan[2].shape_t:
             return None
-        if counts and self._buffers is None:
-            from accelmap.costmodels._buffers import OutputBuffers
-
-            self._buffers = OutputBuffers()
-        res, valid, codes, f = plan[2].run(temporal, mappings.spatial, mappings.order, keep, counts, self._buffers)
-        if not counts:
-            return ObjectiveMetrics(cycles=res[:, 0], energy_pj=res[:, 1], valid=valid, reason=codes[:, 0],
-                                    reason_level=codes[:, 1])
-        macs, level_names, tensor_names = self._names(problem, arch)
-        return Metrics(cycles=res[:, 0], energy_pj=res[:, 1], compute_energy_pj=res[:, 2], utilization=res[:, 3],
-                       valid=valid, reason=codes[:, 0], reason_level=codes[:, 1], reads=f[0], fills=f[1],
-                       updates=f[2], energy_breakdown_pj=f[3], multicast=f[4], spatial_reductions=f[5], macs=macs,
-                       level_names=level_names, tensor_names=tensor_names)
+        return plan[2].run(temporal, mappings.spatial, mappings.order, keep, counts)
 
     def _names(self, problem: Problem, arch: Arch) -> tuple[int, tuple[str, ...], tuple[str, ...]]:
         """The MACs, level names and tensor names a `Metrics` of (problem, arch) carries, kept
@@ -354,9 +346,11 @@ class LoopNestModel:
         if self.engine == "cpu" and (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (
                 arch.n_levels, problem.n_dims, problem.n_tensors):
             spec = self._specialise(problem, arch, len(mappings))
-            res = cast("ObjectiveMetrics | None", self._serial(problem, arch, mappings, False) if spec else None)
-            if res is None:
-                res = self._objective_exact(problem, arch, mappings, spec)
+            got = self._serial(problem, arch, mappings, False) if spec else None
+            if got is not None and not got[1]:  # every row legal: none padded
+                return cast("ObjectiveMetrics", got[0])
+            res = cast("ObjectiveMetrics", got[0]) if got is not None else self._objective_exact(problem, arch,
+                                                                                                 mappings, spec)
             padded = self._padded(problem, mappings, res.reason, res.valid)
             if padded is not None:
                 self._objective_padded(problem, arch, mappings, *padded, spec, res)

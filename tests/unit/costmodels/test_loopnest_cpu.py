@@ -200,18 +200,92 @@ def test_counts_arrays_are_reused_only_once_nothing_refers_to_them() -> None:
     assert same(copy.evaluate(problem, arch, batch), want)
 
 
-def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monkeypatch) -> None:  # noqa: ANN001
-    """A counts array the specialised rows filled before is marked (`_loopnest_kernel._zeros_mark`):
-    when it is handed out again for the same structure the generated rows leave the entries
-    zero in every row of it (``full == 2``). The results stay those of the numpy path; the
-    count fields come back read-only; an array that anything else took in between is not
-    marked any more, so its rows write every entry again."""
+def test_serial_outputs_are_refilled_only_once_nothing_refers_to_them(monkeypatch) -> None:  # noqa: ANN001
+    """A serial call of the specialised rows (`_loopnest_kernel.SerialPlan`) refills the
+    outputs of an earlier call only once nothing outside the plan refers to them (the result,
+    a field, or a view of a field): then its counts array holds the structure's zero entries
+    from its own earlier rows, and the generated rows leave them (``full == 2``). A kept
+    result or view is never overwritten; every result equals the numpy path's; the count
+    fields are read-only; the rows report the number of illegal rows."""
     problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
     space = MapSpace(problem, arch)
     batch = space.sample(300, np.random.default_rng(11))
     want = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
     monkeypatch.setattr(kernel, "_SPECIALISE_AFTER_ROWS", 0)
     model = LoopNestModel(engine="cpu")
+    calls: list[int] = []
+    bad: list[int] = []
+    rows_of = cpu.rows_driver
+
+    def spy(S):  # noqa: ANN001, ANN202 (records the ``full`` and the illegal count of every call of the rows)
+        rows = rows_of(S)
+
+        def call(lo, hi, full, *rest):  # noqa: ANN001, ANN202
+            calls.append(full)
+            bad.append(rows(lo, hi, full, *rest))
+            return bad[-1]
+        return call
+
+    monkeypatch.setattr(cpu, "rows_driver", spy)
+    fields = ("cycles", "energy_pj", "compute_energy_pj", "utilization", "valid", "reason", "reason_level", "reads",
+              "fills", "updates", "energy_breakdown_pj", "multicast", "spatial_reductions")
+
+    def same(got, exp=want) -> bool:  # noqa: ANN001
+        return all(np.array_equal(getattr(got, f), getattr(exp, f)) for f in fields)
+
+    first = model.evaluate(problem, arch, batch)
+    assert same(first) and calls == [1]
+    assert 0 < bad[0] == int((~want.valid).sum()) < len(batch)
+    assert not any(getattr(first, f).flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
+                                                               "multicast", "spatial_reductions"))
+    base = id(first.reads.base)
+    del first
+    again = model.evaluate(problem, arch, batch)  # the same arrays, the zero entries left
+    assert id(again.reads.base) == base and calls == [1, 2] and same(again)
+    kept = again.take(np.arange(len(batch)))  # (a copy, for the comparisons below)
+    other = batch.take(np.arange(len(batch))[::-1])
+    fresh = model.evaluate(problem, arch, other)  # ``again`` is kept: new arrays, every entry written
+    assert id(fresh.reads.base) != base and calls == [1, 2, 1]
+    assert same(again, kept) and same(fresh, LoopNestModel(engine="numpy").evaluate(problem, arch, other))
+    del again
+    view = fresh.energy_breakdown_pj[:, 1]  # only a view of a field of the newest set kept
+    view_before = view.copy()
+    base2 = id(fresh.reads.base)
+    del fresh
+    third = model.evaluate(problem, arch, batch)
+    assert id(third.reads.base) != base2 and calls == [1, 2, 1, 1] and same(third)
+    assert np.array_equal(view, view_before)
+    del view, third
+    fourth = model.evaluate(problem, arch, batch)  # nothing refers to the newest set: refilled
+    assert calls[-1] == 2 and same(fourth)
+    obj = model.evaluate_objective(problem, arch, batch)
+    assert calls[-1] == 0 and obj.cycles.tolist() == want.cycles.tolist()
+    cyc = id(obj.cycles.base)
+    del obj
+    obj = model.evaluate_objective(problem, arch, other)  # (refilled: the same arrays)
+    assert id(obj.cycles.base) == cyc and np.array_equal(obj.energy_pj, fresh_energy(problem, arch, other))
+
+
+def fresh_energy(problem, arch, batch):  # noqa: ANN001, ANN201
+    """The numpy path's energies of a batch."""
+    return LoopNestModel(engine="numpy").evaluate(problem, arch, batch).energy_pj
+
+
+def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monkeypatch) -> None:  # noqa: ANN001
+    """`_loopnest_kernel.evaluate_batch` with an `OutputBuffers` (the path of threaded and
+    non-serial calls): a counts array the specialised rows filled before is marked
+    (`_loopnest_kernel._zeros_mark`), and when it is handed out again for the same structure
+    the generated rows leave the entries zero in every row of it (``full == 2``). The results
+    stay those of the numpy path; the count fields come back read-only; an array that
+    anything else took in between is not marked any more, so its rows write every entry."""
+    from accelmap.costmodels._buffers import OutputBuffers
+
+    problem, arch = conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")
+    batch = MapSpace(problem, arch).sample(300, np.random.default_rng(11))
+    want = LoopNestModel(engine="numpy").evaluate(problem, arch, batch)
+    model = LoopNestModel(engine="cpu")
+    consts, frac = model._kernel_consts(problem, arch), model._existing_fraction(problem)
+    buffers = OutputBuffers()
     calls: list[int] = []
     rows_of = cpu.rows_driver
 
@@ -225,26 +299,28 @@ def test_marked_counts_buffers_leave_their_zero_entries_and_stay_read_only(monke
 
     monkeypatch.setattr(cpu, "rows_driver", spy)
 
-    def same(got) -> bool:  # noqa: ANN001
-        return all(np.array_equal(getattr(got, f), getattr(want, f)) for f in (
+    def run() -> dict:
+        return kernel.evaluate_batch(consts, batch.temporal, batch.spatial, batch.order, batch.keep, parallel=False,
+                                     frac=frac, buffers=buffers)
+
+    def same(got: dict) -> bool:
+        return all(np.array_equal(got[f], getattr(want, f)) for f in (
             "cycles", "energy_pj", "valid", "reason", "reads", "fills", "updates", "energy_breakdown_pj",
             "multicast", "spatial_reductions"))
 
-    first = model.evaluate(problem, arch, batch)
+    first = run()
     assert same(first) and calls == [1]
-    assert not any(getattr(first, f).flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
-                                                               "multicast", "spatial_reductions"))
-    base = id(first.reads.base)
+    assert not any(first[f].flags.writeable for f in ("reads", "fills", "updates", "energy_breakdown_pj",
+                                                      "multicast", "spatial_reductions"))
+    base = id(first["reads"].base)
     del first
-    again = model.evaluate(problem, arch, batch)  # the same array, its zero entries left
-    assert id(again.reads.base) == base and calls == [1, 2] and same(again)
+    again = run()  # the same array, its zero entries left
+    assert id(again["reads"].base) == base and calls == [1, 2] and same(again)
     del again
     shapes = {"cnt": ((len(batch), 6, arch.n_levels, problem.n_tensors), np.float64)}
-    model._buffers.take(shapes)["cnt"][:] = np.nan  # taken (and written) by something else: unmarked
-    third = model.evaluate(problem, arch, batch)
-    assert id(third.reads.base) == base and calls == [1, 2, 1] and same(third)
-    assert model.evaluate_objective(problem, arch, batch).cycles.tolist() == want.cycles.tolist()
-    assert calls[-1] == 0
+    buffers.take(shapes)["cnt"][:] = np.nan  # taken (and written) by something else: unmarked
+    third = run()
+    assert id(third["reads"].base) == base and calls == [1, 2, 1] and same(third)
 
 
 def test_output_buffers_marks() -> None:
@@ -296,3 +372,29 @@ def test_thread_scratch_is_kept_per_thread() -> None:
     assert other[0] is not a and len(made) == 2
     copy = pickle.loads(pickle.dumps(kept))
     assert copy.get(("k",), make) is not a and len(made) == 3
+
+
+def test_numba_threads_reads_what_get_num_threads_reads() -> None:
+    """`_loopnest_kernel._numba_threads` (numba's thread count read without the start-up
+    locks) equals ``numba.get_num_threads()`` on this thread after a change, and on another
+    thread, which keeps its own count."""
+    import threading
+
+    import numba
+
+    before = numba.get_num_threads()
+    try:
+        for n in sorted({1, numba.config.NUMBA_NUM_THREADS}):
+            numba.set_num_threads(n)
+            assert kernel._numba_threads() == numba.get_num_threads() == n
+            got: list[int] = []
+
+            def read(out: list[int] = got) -> None:
+                out.append(kernel._numba_threads() - numba.get_num_threads())
+
+            worker = threading.Thread(target=read)
+            worker.start()
+            worker.join()
+            assert got == [0]
+    finally:
+        numba.set_num_threads(before)
