@@ -60,6 +60,12 @@ def test_pareto_objective_prints_a_front(tmp_path):
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--budget", "0"], "--budget"),
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--storage", "sqlite:///x.db"], "--searcher optuna"),
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher-option", "bogus=1"], "no option"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "bogus=1"], "has no option(s) ['bogus']"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "engine"], "expected KEY=VALUE"),
+    (["resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--model-option", "dram_window=wrong"],
+     "dram_window"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "engine=numpy", "--workers", "2"],
+     "--model-option is not taken"),
     (["--arch", "eyeriss-like"], "LAYER or --network"),
     (["resnet50/nope", "--arch", "eyeriss-like"], "layer"),
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher", "exhaustive"], "exhaustive"),
@@ -174,3 +180,60 @@ def test_searcher_options_on_device_cuda_are_the_gpu_searches_own():
             assert "no option" in str(exc)
         else:
             raise AssertionError(f"expected a UsageError for {searcher} {device} {item}")
+
+
+def test_model_options_build_the_model_the_search_scores_with(tmp_path):
+    """`--model-option` reaches the cost model's constructor: a systolic search with
+    `dram_window=exact` reports, and records, the exact mode's counts of its best mapping
+    (SCALE-Sim's DRAM reads), which the default mode's estimate need not equal."""
+    from accelmap.arch.io import load_arch
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.mapper.io import mapping_from_dict
+    from accelmap.workloads.io import load_problem
+
+    r = _cli("search", "resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--budget", "1000",
+             "--searcher", "random", "--json", "--no-progress", "--model-option", "dram_window=exact",
+             "--model-option", "max-walk-entries=4096", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["config"]["model_options"] == {"dram_window": "exact", "max_walk_entries": 4096}
+    problem, arch = load_problem("resnet50/conv3_1"), load_arch("systolic")
+    best = mapping_from_dict(d["best"]["mapping"]["mapping"], problem, arch).as_batch()
+    exact = SystolicModel(dram_window="exact", max_walk_entries=4096).evaluate(problem, arch, best)
+    assert d["best"]["metrics"]["energy_pj"] == pytest.approx(float(exact.energy_pj[0]), rel=1e-12)
+    assert d["best"]["metrics"]["cycles"] == int(exact.cycles[0])
+
+
+def test_model_from_options_checks_keys_against_the_constructor():
+    from accelmap.cli import UsageError
+    from accelmap.cli.search import model_from_options, model_options
+    from accelmap.costmodels.loopnest import LoopNestModel
+
+    assert model_from_options("loopnest", {}) == "loopnest"  # no options: the search builds its own
+    m = model_from_options("loopnest", model_options(["engine=numpy"]))
+    assert isinstance(m, LoopNestModel) and m.engine == "numpy"
+    with pytest.raises(UsageError, match="its options: .*engine"):
+        model_from_options("loopnest", {"nope": 1})
+
+
+def test_model_options_reach_the_search_as_a_built_model(tmp_path, monkeypatch):
+    """The search is handed the model built with the options (not its name), and the printed
+    metrics come from that model."""
+    import accelmap.search.api as api
+    from accelmap.cli import main
+    from accelmap.costmodels.systolic import SystolicModel
+
+    seen = []
+    real = api.search
+
+    def spy(*a, **kw):
+        seen.append(kw["model"])
+        return real(*a, **kw)
+
+    monkeypatch.setattr(api, "search", spy)
+    rc = main(["search", "resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--budget", "300",
+               "--searcher", "random", "--no-progress", "--model-option", "dram_window=estimate",
+               "--model-option", "max_sample_entries=0", "--out", str(tmp_path / "o")])
+    assert rc == 0
+    assert len(seen) == 1 and isinstance(seen[0], SystolicModel)
+    assert seen[0].dram_window == "estimate" and seen[0].max_sample_entries == 0

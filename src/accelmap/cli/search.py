@@ -31,6 +31,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--network", default=None, metavar="NET",
                    help="search every distinct layer of zoo network NET (e.g. resnet50)")
     p.add_argument("--model", default="loopnest", metavar="M", help="cost model (default: loopnest)")
+    p.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an argument of the cost model's constructor (repeatable), e.g. engine=numpy, or on "
+                        "the systolic model dram_window=exact (SCALE-Sim's DRAM reads on every mapping) or "
+                        "max_sample_entries=524288 (within 2%% of them where not walked); see docs/search.md")
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic, anneal (default) or exact (branch and bound "
                         "on the loopnest model: proves the optimum, or with --time reports the certified gap; "
@@ -94,6 +98,45 @@ def _parse_value(text: str) -> Any:
         return text
 
 
+def model_options(items: list[str]) -> dict[str, Any]:
+    """``--model-option KEY=VALUE`` items as keyword arguments (values read as YAML scalars)."""
+    from accelmap.cli import UsageError
+
+    opts: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--model-option {item!r}; expected KEY=VALUE, e.g. engine=numpy")
+        opts[key.strip().replace("-", "_")] = _parse_value(value)
+    return opts
+
+
+def model_from_options(model_name: str, opts: dict[str, Any]) -> Any:
+    """The cost model ``model_name`` built with the keyword arguments ``opts`` (from
+    ``--model-option``); the name itself when there are none (searches build their own model
+    then). Unknown keys and values the model refuses are usage errors (exit 2) that name the
+    model's arguments."""
+    from accelmap._registry import costmodels
+    from accelmap.cli import UsageError
+    from accelmap.errors import SpecError
+
+    cls = costmodels.get(model_name)
+    if not opts:
+        return model_name
+    params = inspect.signature(cast(Any, cls).__init__).parameters
+    accepted = [n for n, prm in params.items() if n != "self"
+                and prm.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
+        unknown = sorted(set(opts) - set(accepted))
+        if unknown:
+            raise UsageError(f"cost model {model_name!r} has no option(s) {unknown}; "
+                             f"its options: {', '.join(accepted) or '(none)'}")
+    try:
+        return cls(**opts)
+    except (SpecError, TypeError) as exc:
+        raise UsageError(f"--model-option for the {model_name} model: {exc}") from exc
+
+
 def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label: str, arch_label: str) -> dict[str, Any]:
     from accelmap._registry import searchers
     from accelmap.cli import UsageError
@@ -139,7 +182,7 @@ def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label:
 
 
 def run(args: argparse.Namespace) -> int:
-    from accelmap._registry import costmodels, searchers
+    from accelmap._registry import searchers
     from accelmap.cli import UsageError
     from accelmap.search.api import DEFAULT_SEARCHER
     from accelmap.search.objectives import parse_objective
@@ -161,6 +204,13 @@ def run(args: argparse.Namespace) -> int:
                              "with it")
     if args.early_stop is not None and args.early_stop < 1:
         raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
+    if args.model_option:
+        why = ("--workers/--seeds/--address/--backend/--rounds (the workers build the model by name)"
+               if wants_portfolio(args) else "--device cuda (the GPU kernels take the model by name)"
+               if args.device != "cpu" else "the aspect model (its shape search builds one model per shape)"
+               if args.model == "aspect" else None)
+        if why is not None:
+            raise UsageError(f"--model-option is not taken with {why}; drop it, or run one search on the cpu")
     network_tasks = args.network_time is not None and wants_portfolio(args)
     if network_tasks:  # the layers of an exact network search as tasks on workers (accelmap.parallel.network)
         if args.seeds is not None or args.rounds is not None:
@@ -170,12 +220,13 @@ def run(args: argparse.Namespace) -> int:
         return run_portfolio_cli(args)
     searcher = args.searcher or DEFAULT_SEARCHER
     searchers.get(searcher)  # unknown name -> a "did you mean" error (exit 2)
-    costmodels.get(args.model)
+    args.model_options = model_options(args.model_option)
+    model = model_from_options(args.model, args.model_options)
     objective = parse_objective(args.objective)
     label = args.network or _layer_label(args.layer)
     opts = _searcher_options(args, searcher, label, Path(args.arch).stem)
     progress = not args.no_progress and sys.stderr.isatty()
-    common = dict(model=args.model, searcher=searcher, budget=args.budget, time_limit_s=args.time,
+    common = dict(model=model, searcher=searcher, budget=args.budget, time_limit_s=args.time,
                   objective=objective, seed=args.seed, constraints=args.constraints,
                   early_stop=args.early_stop, progress=progress, searcher_options=opts,
                   allow_padding=args.padding, warm_start=args.warm_start)
@@ -226,6 +277,8 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
         arch = arch_with_shape(arch, shaped.best.x, shaped.best.y)
     else:
         result = search(problem, arch, checkpoint=args.checkpoint, **common)
+        if args.model_options:  # what the model was built with, beside its name
+            result.config["model_options"] = dict(args.model_options)
     path = result.save(out_dir / "result.json")
     if args.json:
         print(result.to_json())
@@ -233,7 +286,7 @@ def _run_layer(args: argparse.Namespace, common: dict[str, Any], out_dir: Path) 
     if result.best is None:
         print(f"interrupted before any legal mapping was found ({result.n_evaluations:,} evaluations)")
         return 130
-    model = costmodels.get(args.model)()
+    model = common["model"] if not isinstance(common["model"], str) else costmodels.get(args.model)()
     metrics = model.evaluate(problem, arch, result.best.as_batch())
     print(render_loop_nest(problem, arch, result.best))
     print()
