@@ -29,7 +29,7 @@ from accelmap.costmodels.base import Metrics
 from accelmap.costmodels.engines import run_blocks
 from accelmap.workloads.problem import Problem
 
-__all__ = ["SystolicConsts", "WalkTable", "OutputBuffers", "systolic_consts", "evaluate_rows", "stats_from",
+__all__ = ["SystolicConsts", "WalkTable", "OutputBuffers", "SerialPlan", "SerialPlans", "systolic_consts", "evaluate_rows", "stats_from",
            "metrics_from", "tables_fit"]
 
 _M, _N, _K, _B = 0, 1, 2, 3
@@ -973,10 +973,100 @@ def _spec_ready(spec: tuple, consts: SystolicConsts, table: WalkTable, rule: tup
     return _systolic_cpu.ready(spec, args)
 
 
+class SerialPlan:
+    """What a call of the specialised driver on the calling thread reads besides the batch, for
+    one (problem, arch), walk table state, walk rule and thread, gathered once and kept
+    (`_run`, ``plans``): the compiled rows, the run-time constants and walk arguments as the
+    driver takes them, the thread's scratch, the cells' tag (`_systolic_cpu.cell_tag`) and
+    zero-row arrays for the outputs a mode does not write. After a large call's rows every
+    Python step before the next call runs with cold caches, so each object not built again
+    saves several times its warm cost (hashing the structure tuple to find the driver,
+    building the argument tuples, the scratch)."""
+
+    __slots__ = ("rows", "rt", "table_arrays", "rule", "wk", "scratch", "tag", "none_i", "none_f", "none_s",
+                 "cell_shapes")
+
+    def __init__(self, consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int],
+                 spec: tuple) -> None:
+        cpu = _cpu_module()
+        c = consts
+        D = c.bounds.shape[0]
+        e, f8, i8 = np.empty, np.float64, np.int64
+        self.rows = cpu.driver(spec)
+        self.rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+        self.table_arrays = table.arrays
+        self.rule = rule
+        self.wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]),
+                   np.int64(rule[4]))
+        self.scratch = (e(D, i8), e(D + 1, i8))
+        self.tag = cpu.cell_tag(spec)
+        # (zero-row outputs are never written: one set serves every call)
+        self.none_i, self.none_f, self.none_s = e(0, i8), e(0, f8), (e((0, _N_INT), i8), e((0, _N_FLT), f8))
+        self.cell_shapes: tuple[int, dict] = (-1, {})
+
+    def fits(self, table: WalkTable, rule: tuple[int, float, int, int, int]) -> bool:
+        """Whether the plan still describes ``table`` and ``rule`` (a put swaps the table's arrays)."""
+        return self.table_arrays is table.arrays and self.rule == rule
+
+    def cells(self, n: int, n_cells: int) -> dict:
+        """The four (n, L * T) cell fields' shapes for `OutputBuffers.take`, kept for the last ``n``."""
+        if self.cell_shapes[0] != n:
+            self.cell_shapes = (n, {k: ((n, n_cells), np.float64) for k in ("reads", "fills", "updates", "breakdown")})
+        return self.cell_shapes[1]
+
+
+class SerialPlans(dict):
+    """The `SerialPlan` of each thread for one (problem, arch), by thread id; pickled empty
+    (a plan holds compiled drivers and per-process scratch, remade on the first call)."""
+
+    def __reduce__(self) -> tuple:
+        return (SerialPlans, ())
+
+
+def _run_serial(plan: SerialPlan, arrays: tuple, n: int, want_stats: bool, mode: int,
+                buffers: OutputBuffers | None, n_cells: int) -> tuple[dict[str, np.ndarray], int]:
+    """`_run`'s call of one block on the calling thread through ``plan``: the same outputs by
+    name. The int64 outputs (missing, reason, level) are rows of one array and the float64
+    ones (cycles, energy, then in mode 2 compute energy and utilization) of another, each row
+    contiguous, so a call allocates three arrays where it allocated eight."""
+    e = np.empty
+    valid = e(n, np.bool_)
+    blk_i = e((3 if mode else 1, n), np.int64)
+    missing = blk_i[0]
+    if mode:
+        reason, level = blk_i[1], blk_i[2]
+        blk_f = e((4 if mode == 2 else 2, n), np.float64)
+        cycles, energy = blk_f[0], blk_f[1]
+    else:
+        reason = level = plan.none_i
+        cycles = energy = plan.none_f
+    comp, util = (blk_f[2], blk_f[3]) if mode == 2 else (plan.none_f, plan.none_f)
+    out_i, out_f = (e((n, _N_INT), np.int64), e((n, _N_FLT), np.float64)) if want_stats else plan.none_s
+    if mode == 2:
+        if buffers is None:
+            cell = {k: np.zeros(sh, dtype=t) for k, (sh, t) in plan.cells(n, n_cells).items()}
+        else:
+            cell = buffers.take(plan.cells(n, n_cells), plan.tag)
+            for a in cell.values():
+                a.setflags(write=True)  # (arrays of their own: `metrics_from` handed them out read-only)
+        reads, fills, updates, brk = cell["reads"], cell["fills"], cell["updates"], cell["breakdown"]
+    else:
+        reads = fills = updates = brk = plan.none_s[1]
+    temporal, spatial, order, keep = arrays
+    mp = (temporal.reshape(n, -1), spatial.reshape(n, -1), order.reshape(n, -1), keep.reshape(n, -1), order)
+    n_missing = plan.rows(mp, plan.rt, plan.wk, want_stats, mode,
+                          (out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills,
+                           updates, brk), plan.scratch)
+    out = {"out_i": out_i, "out_f": out_f, "valid": valid, "missing": missing, "reason": reason, "level": level,
+           "cycles": cycles, "energy": energy, "comp": comp, "util": util, "reads": reads, "fills": fills,
+           "updates": updates, "breakdown": brk}
+    return out, int(n_missing)
+
+
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
          objective: bool = False, buffers: OutputBuffers | None = None,
-         compile_spec: bool = True) -> dict[str, np.ndarray]:
+         compile_spec: bool = True, plans: dict | None = None) -> dict[str, np.ndarray]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
     that structure, `_systolic_cpu.driver`), by name, and how many rows miss a walked count
@@ -992,6 +1082,17 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
             spec = None
     D = consts.bounds.shape[0]
     objective = objective and spec is not None and want_metrics
+    if spec is not None and plans is not None and (n < _PARALLEL_MIN_ROWS or numba.get_num_threads() == 1
+                                                   or _threads() == 1):
+        # one block on this thread through the kept plan (`SerialPlan`)
+        ident = threading.get_ident()
+        plan = plans.get(ident)
+        if plan is None or not plan.fits(table, rule):
+            if len(plans) > 8:
+                plans.clear()
+            plan = plans[ident] = SerialPlan(consts, table, rule, spec)
+        mode = 0 if not want_metrics else (1 if objective else 2)
+        return _run_serial(plan, arrays, n, want_stats, mode, buffers, n_levels * n_tensors)
     m_s, m_m = (n if want_stats else 0), (n if want_metrics else 0)
     m_f = 0 if objective else m_m  # the fields an objective pass does not write
     f8, i8 = np.float64, np.int64
@@ -1081,7 +1182,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
                   buffers: OutputBuffers | None = None, compile_spec: bool = True,
-                  frozen: bool = False, walk_sample: int = 0) -> dict[str, np.ndarray]:
+                  frozen: bool = False, walk_sample: int = 0, plans: dict | None = None) -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -1096,7 +1197,9 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     ``buffers``: the outputs' arrays come from there (`OutputBuffers`; the walked rows'
     second pass allocates its own). ``compile_spec`` False: ``spec`` serves only if its driver
     is ready without a compile (`_run`). ``frozen``: the mapping arrays are C-contiguous,
-    read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are."""
+    read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are.
+    ``plans``: a dict kept per (problem, arch) by the caller, in which a call of ``spec``'s driver
+    on the calling thread keeps its `SerialPlan` (one per thread)."""
     arrays = (temporal, spatial, order, keep)
     if not frozen:
         arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
@@ -1104,14 +1207,15 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap, walk_far, walk_sample)
     out, n_missing = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
-                          buffers, compile_spec)
+                          buffers, compile_spec, plans)
     if n_missing == 0:
         return out
     miss = np.flatnonzero(out["missing"])
     if miss.size == 0:
         return out
     sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
-    rep, _ = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec)
+    rep, _ = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec,
+                  plans=plans)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -1122,7 +1226,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
     again, _ = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
-                    compile_spec=compile_spec)
+                    compile_spec=compile_spec, plans=plans)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

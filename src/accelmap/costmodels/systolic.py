@@ -457,7 +457,8 @@ class SystolicModel:
     def _prepared(self, problem: Problem, arch: Arch) -> tuple[Any, ...]:
         """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
         tables fit the kernel (`_systolic_kernel.tables_fit`), the (levels, dims) and tensors
-        a batch must have with the names and MACs of its `Metrics`) of the pair, kept
+        a batch must have with the names and MACs of its `Metrics`, the serial calls' plans,
+        `_systolic_kernel.SerialPlan`) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
         key = (id(problem), id(arch))
@@ -474,7 +475,8 @@ class SystolicModel:
             # (the shapes a batch must have, and what `metrics_from` names: read once a pair)
             shapes = ((arch.n_levels, problem.n_dims), problem.n_tensors,
                       (arch.level_names, problem.tensor_names, problem.macs))
-            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits, shapes)
+            hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits, shapes,
+                   _systolic_kernel.SerialPlans())
             self._consts[key] = hit
         return hit
 
@@ -535,7 +537,7 @@ class SystolicModel:
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
             n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_kernel._SPECIALISE_IF_READY else None,
             objective=objective, buffers=self._buffers, compile_spec=past, frozen=True,
-            walk_sample=sample)
+            walk_sample=sample, plans=hit[8])
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
         """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or

@@ -390,3 +390,42 @@ def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
         got = model.stats(prob, arch, batch)
         for f in ref.__dataclass_fields__:
             assert np.array_equal(getattr(got, f), getattr(ref, f)), (limit, after, f)
+
+
+def test_serial_plan_is_kept_and_remade_when_the_walk_table_changes(monkeypatch) -> None:
+    """A call of the specialised driver on the calling thread runs through a `SerialPlan` kept
+    per (problem, arch) and thread: the same plan on the next call, a new one once the walk
+    table's arrays were swapped by a put (its walked counts then read from the new table), none
+    carried by a pickled model. Every mode (report, objective, `Metrics`) equals the numpy
+    path, with the int and float outputs as rows of shared arrays."""
+    import pickle
+    import threading
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob, arch, batch = _case()
+    model, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
+    want = ref.evaluate(prob, arch, batch)
+    first = model.evaluate(prob, arch, batch)  # walks the new fold shapes: the table is swapped
+    assert_engines_agree(first, want, what="first call")
+    plans = model._prepared(prob, arch)[8]
+    plan = plans[threading.get_ident()]
+    table = model._prepared(prob, arch)[4]
+    assert plan.fits(table, plan.rule)
+    assert_engines_agree(model.evaluate(prob, arch, batch), want, what="second call")
+    assert plans[threading.get_ident()] is plan  # nothing walked: the same plan
+    obj = model.evaluate_objective(prob, arch, batch)
+    for f in ("cycles", "energy_pj", "valid", "reason", "reason_level"):
+        assert np.array_equal(getattr(obj, f), getattr(want, f)), f
+    assert obj.cycles.flags.c_contiguous and obj.reason.flags.c_contiguous
+    stats, stats_ref = model.stats(prob, arch, batch), ref.stats(prob, arch, batch)
+    for f in ("valid", "total_cycles", "dram_reads", "sram_reads", "utilization"):
+        assert np.array_equal(getattr(stats, f), getattr(stats_ref, f)), f
+    # a put swaps the table's arrays: the plan no longer fits and is made again
+    d = prob.n_dims
+    table.put(np.array([[0, 0, 1, 99, 99]]), np.arange(d)[None, :], np.array([7]))
+    assert not plan.fits(table, plan.rule)
+    assert_engines_agree(model.evaluate(prob, arch, batch), want, what="after a put")
+    assert plans[threading.get_ident()] is not plan
+    copy = pickle.loads(pickle.dumps(model))
+    assert plans and pickle.loads(pickle.dumps(plans)) == {}  # (plans hold compiled drivers: pickled empty)
+    assert_engines_agree(copy.evaluate(prob, arch, batch), want, what="unpickled model")
