@@ -237,3 +237,32 @@ def test_model_options_reach_the_search_as_a_built_model(tmp_path, monkeypatch):
     assert rc == 0
     assert len(seen) == 1 and isinstance(seen[0], SystolicModel)
     assert seen[0].dram_window == "estimate" and seen[0].max_sample_entries == 0
+
+
+def test_evaluate_takes_model_options(tmp_path, capsys):
+    """`accelmap evaluate --model-option`: SCALE-Sim's own output-stationary mapping of conv3_1,
+    whose ifmap DRAM reads the estimate and the walk count differently, reports each mode's
+    energy as that mode's model gives it; a bad option exits 2 before any file is read."""
+    from accelmap.arch.presets import preset
+    from accelmap.cli import main
+    from accelmap.costmodels.systolic import Dataflow, SystolicModel
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+    from accelmap.mapper.io import save_mapping
+    from accelmap.workloads.zoo import layer
+
+    problem, arch = layer("resnet50/conv3_1"), preset("systolic")
+    mapping = scalesim_mapping(problem, arch, Dataflow(0))[0]
+    save_mapping(mapping, problem, arch, tmp_path / "m.yaml")
+    energy = {}
+    for mode in ("estimate", "exact"):
+        assert main(["evaluate", "resnet50/conv3_1", "systolic", str(tmp_path / "m.yaml"), "--model", "systolic",
+                     "--json", "--model-option", f"dram_window={mode}"]) == 0
+        out = json.loads(capsys.readouterr().out)
+        assert out["model_options"] == {"dram_window": mode}
+        want = SystolicModel(dram_window=mode).evaluate(problem, arch, mapping.as_batch()).energy_pj[0]
+        assert out["energy_pj"] == pytest.approx(float(want), rel=1e-12)
+        energy[mode] = out["energy_pj"]
+    assert energy["estimate"] != pytest.approx(energy["exact"], rel=1e-6)  # the option made the difference
+    assert main(["evaluate", "resnet50/conv3_1", "systolic", str(tmp_path / "missing.yaml"), "--model", "systolic",
+                 "--model-option", "window=exact"]) == 2
+    assert "has no option(s) ['window']" in capsys.readouterr().err

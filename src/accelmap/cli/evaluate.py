@@ -29,6 +29,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("mapping", nargs="?", help="mapping file (accelmap or Timeloop map.yaml)")
     p.add_argument("--energy", metavar="ERT", help="Timeloop energy reference table for a Timeloop arch file")
     p.add_argument("--model", default="loopnest", help="cost model plugin (default: loopnest)")
+    p.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an argument of the cost model's constructor (repeatable), e.g. on the systolic "
+                        "model dram_window=exact; as for search")
     p.add_argument("--json", action="store_true", help="print the metrics as JSON (see docs/evaluate-json.md)")
     p.set_defaults(func=run)
     from accelmap.cli import _maestro, _scalesim
@@ -61,6 +64,7 @@ def _finite(x: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from accelmap._registry import costmodels
     from accelmap.cli import _maestro
+    from accelmap.cli.search import model_from_options, model_options
     from accelmap.mapper.check import render_loop_nest, validate
 
     if _maestro.wants_maestro(args):
@@ -74,12 +78,16 @@ def run(args: argparse.Namespace) -> int:
 
         raise UsageError("evaluate needs PROBLEM ARCH MAPPING (or --maestro-hw HW.m --maestro-mapping MAPPING.m, "
                          "or --scalesim-config CFG --scalesim-topology CSV)")
+    opts = model_options(args.model_option)
+    built = model_from_options(args.model, opts)  # checked before the files are read
     problem, arch, mapping = _load(args)
-    model = costmodels.get(args.model)()
+    model = costmodels.get(args.model)() if isinstance(built, str) else built
     metrics = model.evaluate(problem, arch, mapping.as_batch())
     row = metrics.row(0)
     if args.json:
-        out = {"model": args.model, "problem": problem.name, "arch": arch.name}
+        out: dict[str, Any] = {"model": args.model, "problem": problem.name, "arch": arch.name}
+        if opts:
+            out["model_options"] = opts
         out.update(_finite(row))
         print(json.dumps(out, indent=1))
     else:
