@@ -878,6 +878,27 @@ _SPLIT_MEMO_ROWS = 1 << 20  # a table is emptied when it holds this many rows
 _SPLIT_FLOORS: dict[bytes, dict[bytes, float]] = {}
 
 
+def _memo_lookup(table: dict[bytes, float], parts: list[FloatArray], floors: dict[bytes, float] | None = None,
+                 limit: FloatArray | None = None) -> tuple[list[bytes], FloatArray, list[int]]:
+    """The rows' keys (the inputs ``parts``, (n, .) each, side by side, byte for byte), their
+    values found in ``table`` (or, with ``limit``, a floor in ``floors`` that reaches the row's
+    limit) and the rows still to compute: (keys, out with the found values filled in, todo)."""
+    keys = [r.tobytes() for r in np.ascontiguousarray(np.concatenate(parts, axis=1))]
+    out = np.empty(len(keys))
+    todo = []
+    for i, key in enumerate(keys):
+        v = table.get(key)
+        if v is None and limit is not None and floors is not None:
+            fl = floors.get(key)
+            if fl is not None and fl >= limit[i]:
+                v = fl
+        if v is None:
+            todo.append(i)
+        else:
+            out[i] = v
+    return keys, out, todo
+
+
 def _split_least_memo(span: FloatArray, coef: FloatArray, w: FloatArray, s1: FloatArray, o: FloatArray,
                       fixed1: FloatArray, kcoef: FloatArray, cap: float,
                       limit: FloatArray | None = None) -> FloatArray:
@@ -897,20 +918,7 @@ def _split_least_memo(span: FloatArray, coef: FloatArray, w: FloatArray, s1: Flo
         table.clear()
     if len(floors) > _SPLIT_MEMO_ROWS:
         floors.clear()
-    rows = np.ascontiguousarray(np.concatenate([span.reshape(n, -1), w, s1, o, fixed1], axis=1))
-    keys = [r.tobytes() for r in rows]
-    out = np.empty(n)
-    todo = []
-    for i, key in enumerate(keys):
-        v = table.get(key)
-        if v is None and limit is not None:
-            fl = floors.get(key)
-            if fl is not None and fl >= limit[i]:
-                v = fl
-        if v is None:
-            todo.append(i)
-        else:
-            out[i] = v
+    keys, out, todo = _memo_lookup(table, [span.reshape(n, -1), w, s1, o, fixed1], floors, limit)
     if todo:
         sel = np.asarray(todo)
         if limit is None:
@@ -1073,15 +1081,7 @@ def _kept_split_memo(span_b: FloatArray, coef_b: FloatArray, w_b: FloatArray, co
                                         + np.float64(cap).tobytes() + np.int64(sw._KEPT_SPLIT_MAX).tobytes(), {})
     if len(table) > _SPLIT_MEMO_ROWS:
         table.clear()
-    keys = [r.tobytes() for r in np.ascontiguousarray(np.concatenate([span_b.reshape(n, -1), w_b, w_k, s1, o], axis=1))]
-    out = np.empty(n)
-    todo = []
-    for i, key in enumerate(keys):
-        v = table.get(key)
-        if v is None:
-            todo.append(i)
-        else:
-            out[i] = v
+    keys, out, todo = _memo_lookup(table, [span_b.reshape(n, -1), w_b, w_k, s1, o])
     if todo:
         sel = np.asarray(todo)
         got = kept_split_least(span_b[sel], coef_b, w_b[sel], coef_k, w_k[sel], s1[sel], o[sel],
