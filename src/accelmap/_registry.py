@@ -8,16 +8,17 @@ matches (difflib) and the full list.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Mapping
 from importlib import import_module
 from importlib.metadata import entry_points
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from accelmap.errors import SpecError, UnknownPluginError
 
 T = TypeVar("T")
 
-__all__ = ["Registry", "costmodels", "searchers", "did_you_mean"]
+__all__ = ["Registry", "costmodels", "searchers", "did_you_mean", "build_costmodel"]
 
 
 def did_you_mean(name: str, known: list[str], *, what: str) -> str:
@@ -119,3 +120,31 @@ searchers: Registry[type] = Registry(
         "anneal": "accelmap.search.anneal:AnnealSearcher",
     },
 )
+
+
+def build_costmodel(name: str, options: Mapping[str, Any], *, where: str = "") -> Any:
+    """The cost model registered as ``name``, built with the keyword arguments ``options``
+    (``--model-option KEY=VALUE``, a sweep's or design-space file's model ``options``).
+
+    Raises
+    ------
+    SpecError
+        ``options`` names an argument the model's constructor does not take (the message
+        lists the ones it takes), or the model refuses a value (its own message), each
+        prefixed by ``where`` (e.g. ``"sweep.yaml: models[1]: options: "``).
+    UnknownPluginError
+        ``name`` is not a registered cost model.
+    """
+    cls = costmodels.get(name)
+    params = inspect.signature(cls.__init__).parameters
+    accepted = [n for n, prm in params.items() if n != "self"
+                and prm.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
+    if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
+        unknown = sorted(set(options) - set(accepted))
+        if unknown:
+            raise SpecError(f"{where}cost model {name!r} has no option(s) {unknown}; "
+                            f"its options: {', '.join(accepted) or '(none)'}")
+    try:
+        return cls(**dict(options))
+    except (SpecError, TypeError) as exc:
+        raise SpecError(f"{where}the {name} model refuses these options: {exc}") from exc

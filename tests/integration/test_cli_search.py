@@ -64,8 +64,10 @@ def test_pareto_objective_prints_a_front(tmp_path):
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "engine"], "expected KEY=VALUE"),
     (["resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--model-option", "dram_window=wrong"],
      "dram_window"),
-    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "engine=numpy", "--workers", "2"],
-     "--model-option is not taken"),
+    (["--network", "resnet50", "--arch", "eyeriss-like", "--searcher", "exact", "--network-time", "5",
+      "--workers", "2", "--model-option", "engine=numpy"], "--model-option is not taken"),
+    (["resnet50/conv3_1", "--arch", "eyeriss-like", "--model-option", "bogus=1", "--seeds", "2",
+      "--backend", "serial"], "has no option(s) ['bogus']"),
     (["--arch", "eyeriss-like"], "LAYER or --network"),
     (["resnet50/nope", "--arch", "eyeriss-like"], "layer"),
     (["resnet50/conv3_1", "--arch", "eyeriss-like", "--searcher", "exhaustive"], "exhaustive"),
@@ -266,3 +268,24 @@ def test_evaluate_takes_model_options(tmp_path, capsys):
     assert main(["evaluate", "resnet50/conv3_1", "systolic", str(tmp_path / "missing.yaml"), "--model", "systolic",
                  "--model-option", "window=exact"]) == 2
     assert "has no option(s) ['window']" in capsys.readouterr().err
+
+
+def test_portfolio_members_build_the_model_with_its_options(tmp_path):
+    """A portfolio (here two seeds on the serial backend) takes `--model-option` too: every
+    member builds the model from its name and the options, the result records them, and the
+    best mapping's metrics are that model's."""
+    from accelmap.arch.io import load_arch
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.mapper.io import mapping_from_dict
+    from accelmap.workloads.io import load_problem
+
+    r = _cli("search", "resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--budget", "300",
+             "--searcher", "random", "--seeds", "2", "--backend", "serial", "--no-store", "--json",
+             "--no-progress", "--model-option", "dram_window=exact", "--out", str(tmp_path / "o"), cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    d = json.loads(r.stdout)
+    assert d["config"]["model_options"] == {"dram_window": "exact"}
+    problem, arch = load_problem("resnet50/conv3_1"), load_arch("systolic")
+    best = mapping_from_dict(d["best"]["mapping"]["mapping"], problem, arch).as_batch()
+    exact = SystolicModel(dram_window="exact").evaluate(problem, arch, best)
+    assert d["best"]["metrics"]["energy_pj"] == pytest.approx(float(exact.energy_pj[0]), rel=1e-12)

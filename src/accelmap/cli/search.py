@@ -115,26 +115,18 @@ def model_from_options(model_name: str, opts: dict[str, Any]) -> Any:
     """The cost model ``model_name`` built with the keyword arguments ``opts`` (from
     ``--model-option``); the name itself when there are none (searches build their own model
     then). Unknown keys and values the model refuses are usage errors (exit 2) that name the
-    model's arguments."""
-    from accelmap._registry import costmodels
+    model's arguments (`accelmap._registry.build_costmodel`)."""
+    from accelmap._registry import build_costmodel, costmodels
     from accelmap.cli import UsageError
     from accelmap.errors import SpecError
 
-    cls = costmodels.get(model_name)
+    costmodels.get(model_name)
     if not opts:
         return model_name
-    params = inspect.signature(cast(Any, cls).__init__).parameters
-    accepted = [n for n, prm in params.items() if n != "self"
-                and prm.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]
-    if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
-        unknown = sorted(set(opts) - set(accepted))
-        if unknown:
-            raise UsageError(f"cost model {model_name!r} has no option(s) {unknown}; "
-                             f"its options: {', '.join(accepted) or '(none)'}")
     try:
-        return cls(**opts)
-    except (SpecError, TypeError) as exc:
-        raise UsageError(f"--model-option for the {model_name} model: {exc}") from exc
+        return build_costmodel(model_name, opts, where="--model-option: ")
+    except SpecError as exc:
+        raise UsageError(str(exc)) from exc
 
 
 def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label: str, arch_label: str) -> dict[str, Any]:
@@ -205,8 +197,9 @@ def run(args: argparse.Namespace) -> int:
     if args.early_stop is not None and args.early_stop < 1:
         raise UsageError(f"--early-stop {args.early_stop}; expected an int >= 1")
     if args.model_option:
-        why = ("--workers/--seeds/--address/--backend/--rounds (the workers build the model by name)"
-               if wants_portfolio(args) else "--device cuda (the GPU kernels take the model by name)"
+        why = ("--network-time with --workers/--address/--backend (the network's layers run as tasks that "
+               "build the model by name)" if args.network_time is not None and wants_portfolio(args)
+               else "--device cuda (the GPU kernels take the model by name)"
                if args.device != "cpu" else "the aspect model (its shape search builds one model per shape)"
                if args.model == "aspect" else None)
         if why is not None:

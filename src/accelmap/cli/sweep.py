@@ -192,6 +192,10 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     if args.searcher_option and len(names) > 1:
         raise UsageError("--searcher-option is ambiguous with several searchers; give one searcher")
     model_cls = costmodels.get(args.model)
+    from accelmap.cli.search import model_from_options, model_options
+
+    m_opts = model_options(getattr(args, "model_option", None) or [])
+    built = model_from_options(args.model, m_opts)  # a bad option: exit 2 before any worker starts
     if args.padding:
         from accelmap.search.api import refuse_padding
 
@@ -229,10 +233,12 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
             problem, arch, searchers=names, seeds=n_seeds, seed=args.seed, model=args.model,
             budget=args.budget, objective=objective.name, time_limit_s=args.time, constraints=constraints,
             allow_padding=args.padding, early_stop=args.early_stop, searcher_options=options,
-            backend=backend, workers=args.workers, address=args.address,
+            model_options=m_opts, backend=backend, workers=args.workers, address=args.address,
             rounds=args.rounds or 1, n_elites=args.elites, store=store,
         )
     out_dir = Path(args.out) if args.out else Path("accelmap-out") / problem.name
+    if m_opts:  # what the model was built with, beside its name (as a single search records it)
+        res.best.config["model_options"] = dict(m_opts)
     path = res.best.save(out_dir / "result.json")
     members = [{"searcher": m.searcher, "seed": m.seed, "status": m.status,
                 "best_objective": m.best_objective if math.isfinite(m.best_objective) else None,
@@ -247,7 +253,7 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
         print(res.best.to_json())
         return 0
     print(res.table(), file=sys.stderr)
-    metrics = costmodels.get(args.model)().evaluate(problem, arch, res.best.best.as_batch())
+    metrics = (built if m_opts else model_cls()).evaluate(problem, arch, res.best.best.as_batch())
     print(render_loop_nest(problem, arch, res.best.best))
     print()
     print(metrics.table(0))

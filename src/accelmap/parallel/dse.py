@@ -30,7 +30,7 @@ The design-space file (strict YAML, ``docs/dse.md``)::
     searcher: tpe                  # tpe | nsga2 | random | grid (default tpe; multi-objective TPE for a front)
     seed: 0
     mapping: {searcher: anneal, budget: 200000, time_limit_s: null, model: loopnest,
-              objective: edp, options: {}}
+              objective: edp, options: {}, model_options: {}}   # options: the searcher's
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ OBJECTIVES = ("edp", "energy", "cycles", "area")
 OUTER_SEARCHERS = ("tpe", "nsga2", "random", "grid")
 _TOP_KEYS = ("version", "name", "base", "node_nm", "parameters", "workloads", "objectives",
              "constraints", "trials", "searcher", "seed", "mapping")
-_MAPPING_KEYS = ("searcher", "budget", "time_limit_s", "model", "objective", "options")
+_MAPPING_KEYS = ("searcher", "budget", "time_limit_s", "model", "objective", "options", "model_options")
 _METRIC = {"edp": "edp", "energy": "energy_pj", "cycles": "cycles"}
 # A study stops after this many proposals per wanted trial even if it keeps proposing
 # candidates it has seen (a converged sampler on a small space).
@@ -168,6 +168,7 @@ class DseSpec:
     searcher: str = "tpe"
     seed: int = 0
     model: str = "loopnest"
+    model_options: dict[str, Any] = field(default_factory=dict, hash=False)
     mapping_searcher: str = "anneal"
     mapping_budget: int | None = None
     mapping_time_limit_s: float | None = None
@@ -210,7 +211,8 @@ class DseSpec:
         for members in groups.values():
             network, first = members[0]
             task = SearchTask(
-                problem=first, arch=arch, model=self.model, searcher=self.mapping_searcher,
+                problem=first, arch=arch, model=self.model, model_options=dict(self.model_options),
+                searcher=self.mapping_searcher,
                 searcher_options=dict(self.mapping_options), seed=self.inner_seed,
                 budget=self.mapping_budget, objective=self.mapping_objective,
                 time_limit_s=self.mapping_time_limit_s, network=network, sweep=self.name,
@@ -391,6 +393,12 @@ def parse_dse(data: Any, *, source: str = "<dse>", base_dir: str | Path = ".") -
     m = schema.check_keys(top.get("mapping") or {}, _MAPPING_KEYS, m_where, "the mapping search")
     model = schema.plugin_value(m.get("model", "loopnest"), schema.join(m_where, "model"), costmodels.names(),
                                 "cost model")
+    model_opts = dict(schema.mapping(m, "model_options", m_where, "option: value"))
+    if model_opts:
+        from accelmap._registry import build_costmodel
+
+        # built once here, so a bad option fails now rather than in every candidate's tasks
+        build_costmodel(model, model_opts, where=f"{schema.join(m_where, 'model_options')}: ")
     msearcher = schema.plugin_value(m.get("searcher", "anneal"), schema.join(m_where, "searcher"), searchers.names(),
                                     "searcher")
     opts = schema.mapping(m, "options", m_where, "option: value")
@@ -409,7 +417,8 @@ def parse_dse(data: Any, *, source: str = "<dse>", base_dir: str | Path = ".") -
     return DseSpec(
         name=name, base=base, node_nm=node, parameters=tuple(params), workloads=tuple(workloads),
         objectives=tuple(objectives), area_budget_mm2=area_budget, power_budget_w=power_budget,
-        trials=trials, searcher=outer, seed=seed, model=model, mapping_searcher=msearcher,
+        trials=trials, searcher=outer, seed=seed, model=model, model_options=model_opts,
+        mapping_searcher=msearcher,
         mapping_budget=budget, mapping_time_limit_s=None if tl is None else float(tl), mapping_objective=mobj,
         mapping_options=dict(opts),
     )
@@ -933,6 +942,7 @@ def _spec_fingerprint(spec: DseSpec) -> str:
         "base": canonical(spec.base), "node_nm": spec.node_nm, "parameters": canonical(spec.parameters),
         "workloads": [[n, canonical(p)] for n, p in spec.workloads], "objectives": list(spec.objectives),
         "area": spec.area_budget_mm2, "power": spec.power_budget_w, "searcher": spec.searcher,
+        **({"model_options": canonical(spec.model_options)} if spec.model_options else {}),
         "seed": spec.seed, "model": spec.model, "mapping": [spec.mapping_searcher, spec.mapping_budget,
                                                              spec.mapping_time_limit_s, spec.mapping_objective,
                                                              canonical(spec.mapping_options)],

@@ -121,7 +121,7 @@ def run_island_task(island: IslandTask) -> dict[str, Any]:
     task = island.task
     if not island.elites:
         return run_portfolio_task(task)
-    from accelmap._registry import costmodels, searchers
+    from accelmap._registry import build_costmodel, searchers
     from accelmap.search.api import build_space, load_constraints_any
     from accelmap.search.driver import Driver, DriverOptions
     from accelmap.search.objectives import parse_objective
@@ -136,7 +136,7 @@ def run_island_task(island: IslandTask) -> dict[str, Any]:
         except (SpecError, KeyError, ValueError):  # not a point of this space
             continue
     driver = Driver(
-        task.problem, task.arch, space, costmodels.get(task.model)(), searchers.get(task.searcher),
+        task.problem, task.arch, space, build_costmodel(task.model, task.model_options), searchers.get(task.searcher),
         objective=parse_objective(task.objective), seed=int(task.seed),
         options=DriverOptions(budget=task.budget, time_limit_s=task.time_limit_s, early_stop=task.early_stop),
         searcher_options=dict(task.searcher_options), model_name=task.model, searcher_name=task.searcher,
@@ -175,6 +175,7 @@ def run_portfolio(
     allow_padding: bool = False,
     early_stop: int | None = None,
     searcher_options: Mapping[str, Mapping[str, Any]] | None = None,
+    model_options: Mapping[str, Any] | None = None,
     backend: str | Backend = "ray",
     workers: int | None = None,
     address: str | None = None,
@@ -198,6 +199,9 @@ def run_portfolio(
     model, budget, objective, time_limit_s, constraints, allow_padding, early_stop
         Passed to every member's `accelmap.search.api.search` (``constraints`` as a loaded
         `Constraints`, not file names: members may run on machines without the files).
+    model_options
+        Keyword arguments of the cost model's constructor; each member builds its model
+        from the name and these (`accelmap._registry.build_costmodel`), checked here first.
     searcher_options
         ``{searcher name: {option: value}}``.
     backend
@@ -251,8 +255,13 @@ def run_portfolio(
         seed_list = tuple(int(s) for s in seeds)  # type: ignore[union-attr]
         if not seed_list:
             raise SpecError("portfolio: seeds is empty; expected at least one seed")
+    m_opts = dict(model_options or {})
+    if m_opts:
+        from accelmap._registry import build_costmodel
+
+        build_costmodel(model, m_opts, where="portfolio: model_options: ")
     tasks = [
-        SearchTask(problem=problem, arch=arch, model=model, searcher=name,
+        SearchTask(problem=problem, arch=arch, model=model, model_options=m_opts, searcher=name,
                    searcher_options=dict(options.get(name, {})), seed=s, budget=budget,
                    objective=objective, time_limit_s=time_limit_s, constraints=constraints,
                    allow_padding=allow_padding, early_stop=early_stop, seed_index=si, sweep="portfolio")

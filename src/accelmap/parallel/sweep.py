@@ -19,7 +19,9 @@ the accepted keys). ``docs/sweeps.md`` is the user guide; in short::
           buffers:
             - {level: GLB, capacity_words: [65536, 131072]}
       - file: archs/my_arch.yaml
-    models: [loopnest]
+    models:
+      - loopnest
+      - {name: systolic, options: {dram_window: exact}}   # a model's constructor options
     searchers:
       - random
       - {name: genetic, options: {population: 64}}
@@ -104,6 +106,9 @@ class SearchTask:
     problem: Problem
     arch: Arch
     model: str = "loopnest"
+    # Keyword arguments of the cost model's constructor (`accelmap._registry.build_costmodel`);
+    # part of the key only when given, so tasks without options keep their keys.
+    model_options: dict[str, Any] = field(default_factory=dict, hash=False)
     searcher: str = "random"
     searcher_options: dict[str, Any] = field(default_factory=dict, hash=False)
     seed: int = 0
@@ -128,9 +133,20 @@ class SearchTask:
         """SHA-256 (hex) of the canonical spec; see :func:`task_key`."""
         return self._key
 
+    @property
+    def model_label(self) -> str:
+        """The model's name, with its options when it has any (``systolic[dram_window=exact]``):
+        the ``model`` column of the store, so that two option sets of one model stay apart."""
+        if not self.model_options:
+            return self.model
+        opts = ",".join(f"{k}={self.model_options[k]}" for k in sorted(self.model_options))
+        return f"{self.model}[{opts}]"
+
     def spec(self) -> dict[str, Any]:
         """The canonical, JSON-ready spec that the key hashes."""
+        extra = {"model_options": canonical(self.model_options)} if self.model_options else {}
         return {
+            **extra,
             "key_version": KEY_VERSION,
             "problem": canonical(self.problem),
             "arch": canonical(self.arch),
@@ -149,7 +165,7 @@ class SearchTask:
 
     def describe(self) -> str:
         net = f"{self.network}/" if self.network else ""
-        return f"{net}{self.problem.name} on {self.arch.name} [{self.model}, {self.searcher}, seed {self.seed}]"
+        return f"{net}{self.problem.name} on {self.arch.name} [{self.model_label}, {self.searcher}, seed {self.seed}]"
 
 
 def canonical(obj: Any) -> Any:
@@ -203,13 +219,15 @@ class Sweep:
     """A resolved sweep: the lists whose cross product is the task list.
 
     ``workloads`` holds ``(network or None, Problem)`` pairs; ``searchers`` holds
-    ``(name, options)`` pairs.
+    ``(name, options)`` pairs; ``model_options[i]``, when given, are the constructor options
+    of ``models[i]`` (empty: none for any model).
     """
 
     name: str = "sweep"
     workloads: tuple[tuple[str | None, Problem], ...]
     archs: tuple[Arch, ...]
     models: tuple[str, ...] = ("loopnest",)
+    model_options: tuple[dict[str, Any], ...] = ()
     searchers: tuple[tuple[str, dict[str, Any]], ...] = (("random", {}),)
     seeds: tuple[int, ...] = (0,)
     budget: int | None = None
@@ -224,6 +242,9 @@ class Sweep:
         for key in ("workloads", "archs", "models", "searchers", "seeds"):
             if not getattr(self, key):
                 raise SpecError(f"sweep {self.name}: {key} is empty; expected at least one entry")
+        if self.model_options and len(self.model_options) != len(self.models):
+            raise SpecError(f"sweep {self.name}: {len(self.model_options)} model option sets for "
+                            f"{len(self.models)} models; expected one per model (or none)")
 
     @property
     def n_tasks(self) -> int:
@@ -234,8 +255,9 @@ class Sweep:
         out: list[SearchTask] = []
         seen: set[str] = set()
         loaded: dict[tuple[Problem, Arch], Any] = {}
-        for (network, problem), arch, model, (searcher, options), (si, seed) in itertools.product(
-            self.workloads, self.archs, self.models, self.searchers, enumerate(self.seeds)
+        models = list(zip(self.models, self.model_options or [{}] * len(self.models), strict=True))
+        for (network, problem), arch, (model, model_opts), (searcher, options), (si, seed) in itertools.product(
+            self.workloads, self.archs, models, self.searchers, enumerate(self.seeds)
         ):
             constraints = None
             if self.constraint_files:
@@ -250,7 +272,7 @@ class Sweep:
                     loaded[problem, arch] = c
                 constraints = loaded[problem, arch]
             task = SearchTask(
-                problem=problem, arch=arch, model=model, searcher=searcher,
+                problem=problem, arch=arch, model=model, model_options=dict(model_opts), searcher=searcher,
                 searcher_options=dict(options), seed=seed, budget=self.budget,
                 objective=self.objective, time_limit_s=self.time_limit_s, network=network,
                 constraints=constraints, allow_padding=self.allow_padding,
@@ -311,10 +333,27 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
 
     from accelmap._registry import costmodels, searchers
 
-    models = (schema.nonempty_list(top, "models", top_where, "cost model names")
-              if "models" in top else ["loopnest"])
-    for i, m in enumerate(models):
-        schema.plugin_value(m, f"{source}: models[{i}]", costmodels.names(), "cost model")
+    raw_models = (schema.nonempty_list(top, "models", top_where, "cost model names")
+                  if "models" in top else ["loopnest"])
+    models: list[str] = []
+    model_options: list[dict[str, Any]] = []
+    for i, m in enumerate(raw_models):
+        models_where = f"{source}: models[{i}]"
+        mopts: dict[str, Any] = {}
+        if isinstance(m, dict):
+            m = schema.check_keys(m, ("name", "options"), models_where, "a cost model", required=("name",))
+            mopts = dict(schema.mapping(m, "options", models_where, "option: value"))
+            m = m["name"]
+            name_where = schema.join(models_where, "name")
+        else:
+            name_where = models_where
+        models.append(schema.plugin_value(m, name_where, costmodels.names(), "cost model"))
+        if mopts:
+            from accelmap._registry import build_costmodel
+
+            # built once here, so a bad option fails now rather than in every task
+            build_costmodel(models[-1], mopts, where=f"{schema.join(models_where, 'options')}: ")
+        model_options.append(mopts)
     searcher_list: list[tuple[str, dict[str, Any]]] = []
     raw_searchers = (schema.nonempty_list(top, "searchers", top_where, "searchers")
                      if "searchers" in top else ["random"])
@@ -373,6 +412,7 @@ def parse_sweep(data: Any, *, source: str = "<sweep>", base_dir: str | Path = ".
                                 null_means="no early stop", note="evaluations without improvement")
     return Sweep(
         name=name, workloads=tuple(workloads), archs=tuple(archs), models=tuple(models),
+        model_options=tuple(model_options) if any(model_options) else (),
         searchers=tuple(searcher_list), seeds=seeds, budget=budget, objective=objective,
         time_limit_s=None if time_limit_s is None else float(time_limit_s),
         constraint_files=tuple(constraint_files), allow_padding=allow_padding, early_stop=early_stop,
@@ -635,7 +675,7 @@ def result_row(task: SearchTask, outcome: Outcome) -> dict[str, Any]:
         "layer": task.problem.name,
         "repeat": task.problem.repeat,
         "arch": task.arch.name,
-        "model": task.model,
+        "model": task.model_label,
         "searcher": task.searcher,
         "seed_index": task.seed_index,
         "seed": int(task.seed),
@@ -691,6 +731,10 @@ def search_kwargs(task: SearchTask) -> dict[str, Any]:
         "seed": int(task.seed),
         "time_limit_s": task.time_limit_s,
     }
+    if task.model_options:  # built on the worker, from the name and options the task carries
+        from accelmap._registry import build_costmodel
+
+        kwargs["model"] = build_costmodel(task.model, task.model_options)
     if task.budget is not None:
         kwargs["budget"] = task.budget
     if task.searcher_options:

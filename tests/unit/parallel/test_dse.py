@@ -183,6 +183,8 @@ def test_capacity_parameter_moves_energy_by_the_rule(files: Path):
     ({"constraints": {"area_mm2": -1}}, "constraints.area_mm2 = -1"),
     ({"mapping": {"searcher": "anealing"}}, "mapping.searcher"),
     ({"mapping": {"budget": 0}}, "mapping.budget = 0"),
+    ({"mapping": {"model_options": {"nope": 1}}}, "mapping.model_options: cost model 'loopnest' has no option(s) ['nope']"),
+    ({"mapping": {"model": "systolic", "model_options": {"dram_window": "wrong"}}}, "dram_window"),
     ({"workloads": [{"layer": "resnet50/nope"}]}, "workloads[0]"),
     ({"trials": "many"}, "trials = 'many'"),
     ({"searcher": "grid", "parameters": [{"level": "GLB", "field": "fanout_x", "low": 1, "high": 4}]},
@@ -321,3 +323,24 @@ def test_ctrl_c_dropped_in_a_finalizer_still_stops_the_study_at_the_next_check()
     finally:
         noted.stop()
     assert signal.getsignal(signal.SIGINT) is before
+
+
+def test_mapping_model_options_reach_every_task_and_the_fingerprint(files: Path):
+    """``mapping.model_options`` are the cost model's constructor options: every candidate's
+    search tasks carry them (so the worker builds that model), they enter the task keys and
+    the study's fingerprint, and a spec without them keeps the keys it had."""
+    from accelmap.parallel.dse import _spec_fingerprint
+
+    plain = parse_dse(_doc(), source="dse.yaml", base_dir=files)
+    opts = parse_dse(_doc(mapping={"searcher": "random", "budget": 200, "model_options": {"engine": "numpy"}}),
+                     source="dse.yaml", base_dir=files)
+    assert opts.model_options == {"engine": "numpy"} and plain.model_options == {}
+    arch = plain.candidate({p.name: (p.values or [p.low])[0] for p in plain.parameters})
+    task = opts.tasks(arch)[0][0]
+    assert task.model_options == {"engine": "numpy"}
+    from accelmap.parallel.sweep import search_kwargs
+
+    assert getattr(search_kwargs(task)["model"], "engine", None) == "numpy"
+    assert "model_options" not in plain.tasks(arch)[0][0].spec()
+    assert _spec_fingerprint(opts) != _spec_fingerprint(
+        parse_dse(_doc(mapping={"searcher": "random", "budget": 200}), source="dse.yaml", base_dir=files))

@@ -197,3 +197,45 @@ def test_constraint_keys_survive_moving_the_folder(tmp_path):
                "constraints": ["c.yaml"]}
         keys.append(parse_sweep(doc, source="s.yaml", base_dir=d).tasks()[0].key)
     assert keys[0] == keys[1]
+
+
+def test_models_with_options_become_tasks_of_their_own():
+    """A model entry ``{name, options}`` carries the model's constructor options: its tasks
+    build that model on the worker, their keys and store labels differ from the same model
+    without options, and a task without options keeps the key it had before options existed."""
+    from accelmap.costmodels.systolic import SystolicModel
+    from accelmap.parallel.sweep import result_row, search_kwargs
+
+    doc = {"version": 1, "workloads": [{"layer": "resnet50/conv3_1"}], "architectures": [{"preset": "systolic"}],
+           "models": ["systolic", {"name": "systolic", "options": {"dram_window": "exact"}}], "budget": 100}
+    sweep = parse_sweep(doc)
+    assert sweep.models == ("systolic", "systolic")
+    assert sweep.model_options == ({}, {"dram_window": "exact"})
+    plain, exact = sweep.tasks()
+    assert plain.model_options == {} and exact.model_options == {"dram_window": "exact"}
+    assert plain.key != exact.key
+    assert exact.model_label == "systolic[dram_window=exact]" and plain.model_label == "systolic"
+    assert result_row(exact, {"status": "ok"})["model"] == "systolic[dram_window=exact]"
+    built = search_kwargs(exact)["model"]
+    assert isinstance(built, SystolicModel) and built.dram_window == "exact"
+    assert search_kwargs(plain)["model"] == "systolic"
+    # the key of a task without model options is the one computed before they existed
+    spec = plain.spec()
+    assert "model_options" not in spec
+    assert pickle.loads(pickle.dumps(exact)).key == exact.key
+    no_opts = parse_sweep({**doc, "models": ["systolic"]})
+    assert no_opts.model_options == () and no_opts.tasks()[0].key == plain.key
+
+
+@pytest.mark.parametrize(("entry", "match"), [
+    ({"name": "systolic", "options": {"dram_window": "wrong"}}, r"models\[0\]\.options: the systolic model refuses"),
+    ({"name": "loopnest", "options": {"bogus": 1}}, r"models\[0\]\.options: cost model 'loopnest' has no option"),
+    ({"name": "loopnest", "options": [1]}, r"models\[0\]\.options = .*expected a mapping"),
+    ({"name": "loopnst"}, r"models\[0\]\.name: unknown cost model 'loopnst'"),
+    ({"name": "loopnest", "opts": {}}, r"models\[0\]\.opts: unknown key"),
+])
+def test_bad_model_entries_name_where_and_what(entry, match):
+    doc = {"version": 1, "workloads": [{"layer": "resnet50/conv3_1"}], "architectures": [{"preset": "systolic"}],
+           "models": [entry]}
+    with pytest.raises(SpecError, match=match):
+        parse_sweep(doc, source="s.yaml")
