@@ -31,10 +31,12 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
   constant;
 * ``latency_cycles`` and the padding scale of `_loopnest_cpu`.
 
-Two things are the generated rows' own, neither changing a value: the run-time constants they
-read are loaded once before the row loop (`_RunConsts`), and the count entries that are zero in
+Three things are the generated rows' own, none changing a value: the run-time constants they
+read are loaded once before the row loop (`_RunConsts`); the count entries that are zero in
 every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
-array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers).
+array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers); and
+with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for writing
+(`prefetch_write`, a hint).
 
 The source goes to a file named by the structure's digest in a cache folder
 (``$ACCELMAP_CACHE_DIR`` or ``~/.cache/accelmap``, `cache_dir`) and is imported from there, so
