@@ -138,3 +138,32 @@ def test_structures_it_does_not_write_fall_back_to_the_specialised_driver() -> N
     with pytest.raises(ValueError, match="more than two terms"):
         gen.source(wide[:5] + (tuple(3 if x == 2 else x for x in S[5]),) + wide[6:])
     assert cpu.rows_driver(S) is gen.driver(S)
+
+
+def test_counts_prefetch_names_every_line_of_a_row_and_changes_nothing() -> None:
+    """The rows ask for their counts' row a few rows ahead (`prefetch_write`): every cache line
+    of a row, wherever the row starts in a line; a hint that writes nothing and never faults,
+    past the array's end included."""
+    import re
+
+    from numba import njit
+
+    consts = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like"))
+    L, T = consts.holds.shape
+    row_bytes = 6 * L * T * 8
+    src = gen.source(consts.structure)
+    offsets = [int(m) for m in re.findall(r"prefetch_write\(cnt, i \+ \d+, (\d+)\)", src)]
+    assert offsets
+    for start in range(0, 64, 8):  # (float64 rows start at a multiple of 8 bytes)
+        named = {(start + off) // 64 for off in offsets}
+        assert named == set(range(start // 64, (start + row_bytes - 1) // 64 + 1))
+
+    @njit
+    def ask(a, rows):  # noqa: ANN001, ANN202
+        for i in rows:
+            for off in range(0, a.shape[1] * 8, 64):
+                gen.prefetch_write(a, i, off)
+
+    a = np.arange(30.0).reshape(3, 10)
+    ask(a, np.array([0, 2, 3, 7, 1 << 20, -5], dtype=np.int64))
+    np.testing.assert_array_equal(a, np.arange(30.0).reshape(3, 10))
