@@ -64,8 +64,9 @@ closed form instead): exact on every reference point and on every mapping it wal
 within 2 % of the walk on every stream measured (docs/validation.md, SCALE-Sim, "A guarded
 sample"). What the model reports is that count. A search may rank with a cheaper model:
 `SystolicModel.for_search` is the same model with ``max_sample_entries =
-search_sample_entries`` (default 0: the closed-form estimate beyond the walk limits, 11 to
-21 times cheaper a search on CB2a_2), and `accelmap.search.search` re-evaluates what it
+search_sample_entries`` (default 0: the closed-form estimate beyond the walk limits; a
+search ranking with the sample takes 10 to 17 times as long on CB2a_2, 4 to 5 on mid-size
+layers), and `accelmap.search.search` re-evaluates what it
 reports (the best mapping, the Pareto front) with the model itself (docs/search.md,
 "Searching a systolic array"). DRAM writes are the ofmap's words.
 
@@ -377,8 +378,9 @@ class SystolicModel:
     # windows' worth of words is walked instead where that costs at most 16x the sample);
     # 0: such a stream is estimated in closed form. 2^19 gets every sub-space seed of the
     # random convolutions within 2 % and CB2a_2's measured rows exact (docs/validation.md,
-    # "A guarded sample"), at 11 to 21 times the estimate's search time on CB2a_2: what the
-    # model reports, not what a search ranks with (``SEARCH_SAMPLE_ENTRIES``).
+    # "A guarded sample"; ranking with it costs 10 to 17 times the estimate's search time on
+    # CB2a_2, "Ranking and reporting"): what the model reports, not what a search ranks with
+    # (``SEARCH_SAMPLE_ENTRIES``).
     MAX_SAMPLE_ENTRIES: ClassVar[int] = 1 << 19
     # ``max_sample_entries`` of the model a search ranks with (`for_search`); 0: the estimate.
     # The search re-evaluates what it reports with the model itself.
