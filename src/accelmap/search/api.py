@@ -195,7 +195,10 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         An `Arch`, a preset name (``"eyeriss-like"``) or an arch file (accelmap or
         Timeloop format; ``energy`` names the Timeloop ERT where needed).
     model
-        Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance.
+        Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance. A model
+        with a ``for_search`` hook (the systolic model) is ranked with what that returns
+        and the result (best metrics and objective, Pareto front) re-evaluated with the
+        model itself (`report_with`; ``config["ranked_with"]`` says what ranked).
     searcher
         ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"``, ``"exhaustive"`` or
         ``"exact"`` (branch and bound on the loopnest model: the result says whether it is
