@@ -1360,6 +1360,50 @@ def flip16_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), pool
     return out
 
 
+_AB_SEARCH = """
+import json, os, sys, time
+from pathlib import Path
+from accelmap.costmodels._systolic_window import window_fetches
+from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology
+from accelmap.costmodels.systolic import SystolicModel
+from accelmap.search.api import search
+ref = Path(sys.argv[1])
+cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+kw = {"max_sample_entries": 1 << 19}
+if hasattr(SystolicModel, "for_search"):  # (rank with the sample, as an older tree's model does)
+    kw["search_sample_entries"] = 1 << 19
+search(layer.problem, config_arch(cfg), model=SystolicModel(**kw), budget=300, seed=99)
+window_fetches.cache_clear()
+t0 = time.perf_counter()
+r = search(layer.problem, config_arch(cfg), model=SystolicModel(**kw), budget=int(sys.argv[3]), seed=int(sys.argv[2]))
+print(json.dumps({"s": time.perf_counter() - t0, "best": r.best_objective, "load": os.getloadavg()[0]}))
+"""
+
+
+def sample_search_ab(ref: Path, other_src: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2),
+                     rounds: int = 2) -> dict:
+    """The CB2a_2 search ranking with the guarded sample (2^19), this tree against the
+    sources at ``other_src``, each run in a fresh process (walk caches empty), alternated
+    per seed and round: seconds and the best objective of each run, medians per tree."""
+    import subprocess
+    import sys
+
+    runs: dict[str, list] = {"other": [], "this": []}
+    for _ in range(rounds):
+        for sd in seeds:
+            for label, src in (("other", other_src), ("this", ROOT / "src")):
+                env = dict(os.environ, PYTHONPATH=str(src))
+                res = subprocess.run([sys.executable, "-c", _AB_SEARCH, str(ref), str(sd), str(budget)], env=env,
+                                     check=True, capture_output=True, text=True)
+                row = json.loads(res.stdout.strip().splitlines()[-1]) | {"seed": sd}
+                runs[label].append(row)
+                print(f"{label} seed {sd}: {row['s']:.2f} s (load {row['load']:.2f})", flush=True)
+    med = {k: statistics.median(r["s"] for r in v) for k, v in runs.items()}
+    return {"other_src": str(other_src), "budget": budget, "runs": runs, "median_s": med,
+            "other_over_this": med["other"] / med["this"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -1414,6 +1458,10 @@ def main() -> None:
                     help="the reporting default (guarded sample; searches rank with the estimate and re-evaluate) "
                     "against the old default and ranking within 2 %%: CB2a_2 and mid-size searches, the CLI, a cold "
                     "pool, the random-layer seeds' accuracy; written to bench_scalesim_dram_flip16.json")
+    ap.add_argument("--sample-ab-src", type=Path, default=None,
+                    help="only the CB2a_2 search ranking with the guarded sample, this tree against the sources at "
+                    "this path (e.g. an exported main's src), alternated in fresh processes; merged into "
+                    "bench_scalesim_dram_flip16.json under sample_ab")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -1446,6 +1494,14 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.sample_ab_src is not None:
+        out16 = RESULTS.with_name("bench_scalesim_dram_flip16.json")
+        old16 = json.loads(out16.read_text()) if out16.exists() else {}
+        old16["sample_ab"] = sample_search_ab(args.reference, args.sample_ab_src, args.search_budget or 5000) | {
+            "load_average": [load0, list(os.getloadavg())]}
+        out16.write_text(json.dumps(old16, indent=1) + "\n")
+        print(f"wrote {out16}")
         return
     if args.flip16_only:
         out16 = RESULTS.with_name("bench_scalesim_dram_flip16.json")
