@@ -361,7 +361,7 @@ def _row_period(a_off: IntArray, s_r: int) -> int:
 
 @njit(**_JIT)  # type: ignore[call-overload]
 def _reset_offsets_shifted(unit: npt.NDArray[np.int32], n: int, window: int, cnt: npt.NDArray[np.int32],
-                           fwd: npt.NDArray[np.int32], shift: int, full_end: int) -> int:
+                           fwd: npt.NDArray[np.int32], shift: int, full_end: int) -> None:
     """`_reset_offsets` of a ``ROWS_TIME`` unit whose entries ``shift`` apart are one word
     offset apart up to ``full_end`` (``unit[p] = unit[p - shift] + delta`` for
     ``shift <= p < full_end``, every entry a word: `_unit_shift`). The stream from such a
@@ -370,16 +370,14 @@ def _reset_offsets_shifted(unit: npt.NDArray[np.int32], n: int, window: int, cnt
     and ``fwd[p] = fwd[p - shift]`` wherever ``p + fwd[p - shift] < full_end``: two pointers
     over the starts below ``shift`` and over those from the first start where that fails
     (the ends ``p + fwd[p - shift]`` never move back as ``p`` moves on, so every later start
-    fails too), the rest copied. Same table, except that the whole copies of the first
-    ``shift`` starts are not written: returns ``copy_end``, below which (and from ``shift``)
-    ``fwd[p]`` is read as ``fwd[p mod shift]`` (`_fwd_at`); ``cnt`` zeros on entry and on exit."""
+    fails too), the rest copied. Same table; ``cnt`` zeros on entry and on exit."""
     _reset_offsets_from(unit, n, window, cnt, fwd, 0, shift)
     if fwd[0] < 0:  # fewer than `window` words in the whole unit: no start ever resets
         for p in range(shift, n):
             fwd[p] = -1
-        return 0
-    # ``fwd[p] = fwd[p mod shift]``, left unwritten, where no epoch from the starts below
-    # ``shift`` can reach ``full_end`` (whole copies of the first ``shift`` starts), then
+        return
+    # Copied, ``fwd[p] = fwd[p mod shift]``, without a check where no epoch from the starts
+    # below ``shift`` can reach ``full_end`` (whole copies of the first ``shift`` starts), then
     # start by start until the first that fails.
     longest = 0
     for p in range(shift):
@@ -387,23 +385,16 @@ def _reset_offsets_shifted(unit: npt.NDArray[np.int32], n: int, window: int, cnt
     safe = full_end - longest - 1  # every start below this ends below full_end
     p = shift
     while p + shift <= safe:
+        for i in range(shift):
+            fwd[p + i] = fwd[i]
         p += shift
-    copy_end = p
     while p < full_end:
-        j = _fwd_at(fwd, p - shift, shift, copy_end)
+        j = fwd[p - shift]
         if p + j >= full_end:
             break
         fwd[p] = j
         p += 1
     _reset_offsets_from(unit, n, window, cnt, fwd, p, n)
-    return copy_end
-
-
-@njit(inline="always", **_JIT)  # type: ignore[call-overload]
-def _fwd_at(fwd: npt.NDArray[np.int32], q: int, shift: int, copy_end: int) -> int:
-    """``fwd[q]`` of a table `_reset_offsets_shifted` left unwritten in ``[shift, copy_end)``
-    (there ``fwd[q mod shift]``; ``copy_end = 0``: a whole table)."""
-    return fwd[q % shift] if q < copy_end else fwd[q]
 
 
 @njit(**_JIT)  # type: ignore[call-overload]
@@ -441,7 +432,7 @@ def _jump(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], start
 @njit(**_JIT)  # type: ignore[call-overload]
 def _unit_counts(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32], window: int, r_need: int,
                  r_max: int, max_steps: int, seen: npt.NDArray[np.int32], queries: IntArray,
-                 counts: IntArray, shift: int, copy_end: int) -> int:
+                 counts: IntArray) -> int:
     """``counts[r - 1]``: the words fetched over ``r`` repetitions of the unit from an empty
     window, for ``r`` = 1 up to ``r_max`` (at least ``r_need``, more while the resets
     followed stay within ``max_steps``); returns how many were counted. One chain of resets
@@ -450,8 +441,7 @@ def _unit_counts(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32]
     plus the last epoch's words, the distinct words of the unit's suffix from that epoch's
     start (or of the whole unit), read off one backward pass. ``fwd`` (`_reset_offsets`) is
     overwritten by that pass (the suffixes' distinct words); ``seen`` (words,): zeros;
-    ``queries`` and ``counts`` (``r_max``,): scratch and the result; ``shift`` and
-    ``copy_end``: where the table is read as `_fwd_at` reads it (``1, 0``: a whole table)."""
+    ``queries`` and ``counts`` (``r_max``,): scratch and the result."""
     pos = 0  # the current epoch's start, entries from the stream's start
     resets = 0
     steps = 0
@@ -462,7 +452,7 @@ def _unit_counts(unit: npt.NDArray[np.int32], n: int, fwd: npt.NDArray[np.int32]
             break
         end = r * n
         while True:
-            j = _fwd_at(fwd, pos % n, shift, copy_end)
+            j = fwd[pos % n]
             if j < 0 or pos + j >= end:
                 break
             resets += 1
@@ -1090,16 +1080,14 @@ class _UnitTables:
         shift, full_end = _unit_shift(a_off, s_r, ur, t_len) if every else (0, 0)
         _fill_rows_unit(a_off, b_off, stamp, s_r, ur, t_len, unit, every, shift, full_end)
         scratch = _SCRATCH.get("cnt", words, np.int32, zero=True)
-        copy_end = 0  # (a whole table; else unwritten in [shift, copy_end): `_fwd_at`)
         if shift > 0:
-            copy_end = _reset_offsets_shifted(unit, n, window, scratch, fwd, shift, full_end)
+            _reset_offsets_shifted(unit, n, window, scratch, fwd, shift, full_end)
         else:
             _reset_offsets(unit, n, window, scratch, fwd)  # (scratch zero again on exit)
         r_max = max(r_max, reps)
         queries = np.empty(r_max, dtype=np.int64)
         counts = np.empty(r_max, dtype=np.int64)
-        done = _unit_counts(unit, n, fwd, window, reps, r_max, UNIT_COUNT_STEPS * n, scratch, queries, counts,
-                            max(shift, 1), copy_end)
+        done = _unit_counts(unit, n, fwd, window, reps, r_max, UNIT_COUNT_STEPS * n, scratch, queries, counts)
         counts = counts[:done].copy()
         old = self._counts.pop(key, None)
         if old is not None:

@@ -592,7 +592,7 @@ def test_unit_counts_are_the_jump_for_every_repetition_count(seed):
         steps = int(rng.choice([0, 3, 1 << 30]))
         counts = np.empty(r_max, dtype=np.int64)
         done = sw._unit_counts(unit, n, fwd.copy(), window, r_need, r_max, steps, np.zeros(words, dtype=np.int32),
-                               np.empty(r_max, dtype=np.int64), counts, 1, 0)
+                               np.empty(r_max, dtype=np.int64), counts)
         assert r_need <= done <= r_max
         if steps == 1 << 30:
             assert done == r_max
@@ -676,22 +676,9 @@ def test_shifted_reset_offsets_equal_the_two_pointers(case, chunk):
     sw._fill_rows_unit(a_off, b_off, stamp, s_r, ur, t_len, copied, True, shift, full_end)
     assert copied.tolist() == unit.tolist()
     got = np.full(n, -7, dtype=np.int32)
-    copy_end = sw._reset_offsets_shifted(unit, n, window, cnt, got, shift, full_end)
+    sw._reset_offsets_shifted(unit, n, window, cnt, got, shift, full_end)
     assert not cnt.any()
-    assert (got[shift:copy_end] == -7).all()  # the whole copies are left unwritten ...
-    idx = np.arange(n)
-    read = np.where((idx >= shift) & (idx < copy_end), got[idx % shift], got)  # ... and read as `_fwd_at` does
-    assert read.tolist() == want.tolist()
-    assert [sw._fwd_at(got, int(q), shift, copy_end) for q in range(0, n, max(1, n // 97))] == want[::max(1, n // 97)].tolist()
-    # `_unit_counts` on the table left unwritten equals it on the whole table
-    r_max = 7
-    out = []
-    for table, sh, ce in ((want.copy(), 1, 0), (got.copy(), shift, copy_end)):
-        q, c = np.empty(r_max, dtype=np.int64), np.empty(r_max, dtype=np.int64)
-        done = sw._unit_counts(unit, n, table, window, r_max, r_max, 1 << 40, np.zeros(stamp.shape[0], dtype=np.int32),
-                               q, c, sh, ce)
-        out.append(c[:done].tolist())
-    assert out[0] == out[1]
+    assert got.tolist() == want.tolist()
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
