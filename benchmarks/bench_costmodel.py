@@ -240,15 +240,17 @@ def bench_systolic(sizes: list[int], repeats: int, seed: int = 0) -> dict:
     Two layers: ResNet-50 CB2a_2 as SCALE-Sim sees it (3x3, 64->64, 56x56 input, 54x54
     output: the sliding-window DRAM estimate) and the 512^3 GEMM (exact window rules). The
     pool is random SCALE-Sim-style mappings (see ``_systolic_pool``), all valid; the timed
-    region is ``SystolicModel.evaluate`` (legality check, GEMM view, counts, energy).
+    region is ``SystolicModel.evaluate`` (legality check, GEMM view, counts, energy) of the
+    model a search ranks with (`SystolicModel.for_search`: the estimate beyond the walk limits;
+    the reporting default's guarded sample would sample every new far fold shape of the pool).
     """
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic import SystolicModel
     from accelmap.workloads.builders import conv2d, matmul
 
     arch = preset("systolic")
-    model = SystolicModel()
-    out: dict = {"arch": arch.name, "layers": {}}
+    model = SystolicModel().for_search()
+    out: dict = {"arch": arch.name, "layers": {}, "model": "SystolicModel().for_search() (the ranking model)"}
     for problem in (conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8),
                     matmul("GEMM_512", m=512, n=512, k=512, word_bits=8)):
         rng = np.random.default_rng(seed)
@@ -287,7 +289,7 @@ def _systolic_exact_window(arch, repeats: int, seed: int, n: int = 256) -> dict:
 
     problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
     pool = _systolic_pool(problem, arch, n, np.random.default_rng(seed))
-    est, exact = SystolicModel(), SystolicModel(dram_window="exact")
+    est, exact = SystolicModel().for_search(), SystolicModel(dram_window="exact")
     t_est, t_cold, t_warm, walks = [], [], [], 0
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -351,7 +353,12 @@ def _pools(name: str, n: int, seed: int = 0) -> list[tuple[str, object, object, 
 def _model(name: str, engine: str):
     from accelmap._registry import costmodels
 
-    return costmodels.get(name)(engine=engine)
+    model = costmodels.get(name)(engine=engine)
+    # the systolic model: what a search's inner loop evaluates, `SystolicModel.for_search` (the
+    # estimate beyond the walk limits), not the reporting model's guarded sample, which would
+    # sample thousands of new fold shapes on a random pool (minutes cold)
+    hook = getattr(model, "for_search", None)
+    return model if hook is None else hook()
 
 
 def _compile_seconds(model: str) -> dict:
@@ -416,12 +423,13 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
             calls["cpu_objective"] = engines["cpu"].evaluate_objective
             calls["cpu_generic"] = generic
         if name == "systolic":
-            # ``numpy`` and ``cpu`` run the default ``dram_window="auto"`` (the kernel plus the
-            # walked counts it looks up per fold shape); ``*_estimate`` the closed-form estimate
-            # everywhere (the kernel alone).
+            # ``numpy`` and ``cpu`` run the default ``dram_window="auto"`` of the model a search
+            # ranks with (`SystolicModel.for_search`, `_model`: the kernel plus the walked counts
+            # it looks up per fold shape, the estimate beyond the walk limits); ``*_estimate``
+            # the closed-form estimate everywhere (the kernel alone).
             from accelmap.costmodels.systolic import SystolicModel
 
-            res["dram_window"] = {b: "auto" for b in calls}
+            res["dram_window"] = {b: "auto (ranking model, for_search: max_sample_entries=0)" for b in calls}
             for b in [b for b in backends if b in ("numpy", "cpu")]:
                 calls[f"{b}_estimate"] = SystolicModel(engine=b, dram_window="estimate").evaluate
                 res["dram_window"][f"{b}_estimate"] = "estimate"
@@ -442,7 +450,7 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
 
                 calls["cpu_objective"] = engines["cpu"].evaluate_objective
                 calls["cpu_generic"] = generic_s
-                res["dram_window"].update(cpu_objective="auto", cpu_generic="auto")
+                res["dram_window"].update(cpu_objective=res["dram_window"]["cpu"], cpu_generic=res["dram_window"]["cpu"])
         for label, problem, arch, pool in _pools(name, max(sizes)):
             for fn in calls.values():  # compile / warm every per-(problem, arch) cache
                 fn(problem, arch, pool.take(slice(0, 64)))

@@ -80,7 +80,7 @@ from accelmap.costmodels._systolic_window import (
     window_fetches_sampled,
 )
 from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology, replay_dram_reads
-from accelmap.costmodels.systolic import SystolicModel
+from accelmap.costmodels.systolic import SystolicModel, systolic_layout
 from accelmap.costmodels.systolic_variants import scalesim_mapping
 from accelmap.mapper.mapping import MappingBatch
 
@@ -1245,6 +1245,165 @@ def window11_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), po
     return out
 
 
+# ``--flip16-only``: the model's settings compared (label: constructor keywords).
+FLIP16 = {"old default": {"max_sample_entries": 0},  # ranks and reports with the estimate
+          "new default": {},  # ranks with the estimate, reports the guarded sample
+          "within-2% ranking": {"search_sample_entries": 1 << 19}}  # ranks and reports the sample
+
+
+def flip16_cost(ref: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2), pool_rows: int = 5000,
+                cli_rounds: int = 3, accuracy: bool = True) -> dict:
+    """The reporting default (a guarded sample of 2^19 entries; searches rank with the
+    estimate, `SystolicModel.for_search`, and re-evaluate what they report) against the old
+    default (the estimate throughout) and ranking within 2 % (``search_sample_entries=2^19``),
+    interleaved, a new model and cleared caches each run: the default search (``budget``
+    evaluations, ``seeds``) on CB2a_2 on the ws config's array (seconds, walks and samples,
+    the reported best objective and the best's ifmap DRAM reads against the exact mode's),
+    the mid-size random convolutions' searches (`far_search_cost`), ``accelmap search
+    resnet50/conv3_1 --arch systolic --model systolic`` in a fresh process (``cli_rounds``
+    rounds, old against new default), a cold ``evaluate`` of ``pool_rows`` random CB2a_2
+    mappings, and (``accuracy``) the new default and the estimate against the exact mode on
+    the sub-space seeds of `variant_errors`' 40 random convolutions."""
+    import subprocess
+    import sys
+
+    from accelmap.search.api import search
+
+    sys.path.insert(0, str(ROOT))
+    from benchmarks.bench_costmodel import _systolic_pool
+
+    from accelmap.arch.presets import preset
+    from accelmap.workloads.builders import conv2d
+
+    def clear() -> None:
+        window_fetches.cache_clear()
+        window_fetches_sampled.cache_clear()
+
+    load0 = list(os.getloadavg())
+    out: dict = {"budget": budget, "settings": {k: {n: int(v) for n, v in kw.items()} for k, kw in FLIP16.items()},
+                 "search": {}, "pool": {}, "cli": {}}
+    exact = SystolicModel(dram_window="exact")
+    cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+    layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+    prob, arch = layer.problem, config_arch(cfg)
+    for k in FLIP16.values():  # warm (compiled code)
+        search(prob, arch, model=SystolicModel(**k), budget=300, seed=99)
+    for sd in seeds:
+        row: dict = {"load": list(os.getloadavg())}
+        for label, k in FLIP16.items():
+            clear()
+            t0 = time.perf_counter()
+            res = search(prob, arch, model=SystolicModel(**k), budget=budget, seed=sd)
+            dt = time.perf_counter() - t0
+            assert res.best is not None
+            want = int(exact.stats(prob, arch, res.best.as_batch()).dram_reads[0, 0])
+            t_in = systolic_layout(prob, arch)[0].tensor[0]  # (the ifmap's tensor; level 0 is DRAM)
+            got = res.best_metrics["levels"][arch.level_names[0]][prob.tensor_names[t_in]]["reads"]
+            row[label] = {"s": dt, "walks": window_fetches.cache_info().misses,
+                          "samples": window_fetches_sampled.cache_info().misses,
+                          "best_reported": float(res.best_objective),
+                          "best_ranked": float(res.config.get("ranked_best_objective", res.best_objective)),
+                          "best_ifmap_dram_reads_reported": int(got), "best_ifmap_dram_reads_exact": want}
+        for label in FLIP16:
+            row[label]["over_old_default"] = row[label]["s"] / row["old default"]["s"]
+        out["search"][sd] = row
+        print(f"search CB2a_2 seed {sd} (load {row['load'][0]:.2f}): "
+              + ", ".join(f"{k} {row[k]['s']:.2f} s ({row[k]['over_old_default']:.2f}x)" for k in FLIP16), flush=True)
+    out["search_median_s"] = {k: statistics.median(r[k]["s"] for r in out["search"].values()) for k in FLIP16}
+    out["far_search"] = far_search_cost(budget, kw=FLIP16, base="old default")
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
+    cmd = [sys.executable, "-m", "accelmap.cli", "search", "resnet50/conv3_1", "--arch", "systolic", "--model",
+           "systolic", "--budget", str(budget), "--no-progress", "--seed", "0"]
+    cli: dict[str, list[float]] = {"old default": [], "new default": []}
+    with __import__("tempfile").TemporaryDirectory() as tmp:
+        for _ in range(cli_rounds):
+            for label, extra in (("old default", ["--model-option", "max_sample_entries=0"]), ("new default", [])):
+                t0 = time.perf_counter()
+                subprocess.run([*cmd, *extra, "--out", str(Path(tmp) / label.replace(" ", "_"))], env=env,
+                               check=True, capture_output=True)
+                cli[label].append(time.perf_counter() - t0)
+    out["cli"] = {"command": "accelmap " + " ".join(cmd[3:]), "runs_s": cli,
+                  "median_s": {k: statistics.median(v) for k, v in cli.items()}, "load": list(os.getloadavg())}
+    out["cli"]["new_over_old"] = out["cli"]["median_s"]["new default"] / out["cli"]["median_s"]["old default"]
+    print("CLI: " + ", ".join(f"{k} {v:.2f} s" for k, v in out["cli"]["median_s"].items()), flush=True)
+    pa = preset("systolic")
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    pool = _systolic_pool(problem, pa, pool_rows, np.random.default_rng(0))
+    SystolicModel(dram_window="estimate").evaluate(problem, pa, pool)
+    for label in ("old default", "new default"):
+        m = SystolicModel(**FLIP16[label])
+        clear()
+        t0 = time.perf_counter()
+        m.evaluate(problem, pa, pool)
+        out["pool"][label] = {"rows": pool_rows, "cold_s": time.perf_counter() - t0,
+                              "walks": window_fetches.cache_info().misses,
+                              "samples": window_fetches_sampled.cache_info().misses, "load": list(os.getloadavg())}
+        print(f"pool {label:12}: cold {out['pool'][label]['cold_s']:.2f} s", flush=True)
+    if accuracy:
+        from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
+
+        errs: dict[str, list[float]] = {"old default": [], "new default": []}
+        for p, a in random_convolutions(np.random.default_rng(0), 40):
+            for v in systolic_variants(p, a):
+                seeds_v = variant_seeds(p, a, v)
+                want_v = exact.stats(p, a, seeds_v).dram_reads[:, 0]
+                for label in errs:
+                    got_v = SystolicModel(**FLIP16[label]).stats(p, a, seeds_v).dram_reads[:, 0]
+                    errs[label].extend((got_v / want_v - 1).tolist())
+        out["accuracy"] = {}
+        for label, e in errs.items():
+            ab = np.abs(np.array(e))
+            out["accuracy"][label] = {"mappings": int(ab.size), "within_2pct": int((ab <= 0.02).sum()),
+                                      "exact": int((ab == 0).sum()), "worst_abs_error": float(ab.max())}
+            print(f"accuracy {label}: {out['accuracy'][label]}", flush=True)
+    out["load_average"] = [load0, list(os.getloadavg())]
+    return out
+
+
+_AB_SEARCH = """
+import json, os, sys, time
+from pathlib import Path
+from accelmap.costmodels._systolic_window import window_fetches
+from accelmap.costmodels.scalesim_io import config_arch, read_config, read_topology
+from accelmap.costmodels.systolic import SystolicModel
+from accelmap.search.api import search
+ref = Path(sys.argv[1])
+cfg = read_config(ref / "configs" / "resnet50u_128x128_ws.cfg")
+layer = next(x for x in read_topology(ref / "topologies" / "Resnet50_unique.csv") if x.name == "CB2a_2")
+kw = {"max_sample_entries": 1 << 19}
+if hasattr(SystolicModel, "for_search"):  # (rank with the sample, as an older tree's model does)
+    kw["search_sample_entries"] = 1 << 19
+search(layer.problem, config_arch(cfg), model=SystolicModel(**kw), budget=300, seed=99)
+window_fetches.cache_clear()
+t0 = time.perf_counter()
+r = search(layer.problem, config_arch(cfg), model=SystolicModel(**kw), budget=int(sys.argv[3]), seed=int(sys.argv[2]))
+print(json.dumps({"s": time.perf_counter() - t0, "best": r.best_objective, "load": os.getloadavg()[0]}))
+"""
+
+
+def sample_search_ab(ref: Path, other_src: Path, budget: int, seeds: tuple[int, ...] = (0, 1, 2),
+                     rounds: int = 2) -> dict:
+    """The CB2a_2 search ranking with the guarded sample (2^19), this tree against the
+    sources at ``other_src``, each run in a fresh process (walk caches empty), alternated
+    per seed and round: seconds and the best objective of each run, medians per tree."""
+    import subprocess
+    import sys
+
+    runs: dict[str, list] = {"other": [], "this": []}
+    for _ in range(rounds):
+        for sd in seeds:
+            for label, src in (("other", other_src), ("this", ROOT / "src")):
+                env = dict(os.environ, PYTHONPATH=str(src))
+                res = subprocess.run([sys.executable, "-c", _AB_SEARCH, str(ref), str(sd), str(budget)], env=env,
+                                     check=True, capture_output=True, text=True)
+                row = json.loads(res.stdout.strip().splitlines()[-1]) | {"seed": sd}
+                runs[label].append(row)
+                print(f"{label} seed {sd}: {row['s']:.2f} s (load {row['load']:.2f})", flush=True)
+    med = {k: statistics.median(r["s"] for r in v) for k, v in runs.items()}
+    return {"other_src": str(other_src), "budget": budget, "runs": runs, "median_s": med,
+            "other_over_this": med["other"] / med["this"]}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--search-budget", type=int, default=5000)
@@ -1295,6 +1454,14 @@ def main() -> None:
                     help="the guarded sample's cost as --window11-only measures it (scratch arrays kept between "
                     "walks), appended under --label to bench_scalesim_dram_window12.json; --label scratch_ab: "
                     "the CB2a_2 search with the scratch kept and per walk alternated in one process")
+    ap.add_argument("--flip16-only", action="store_true",
+                    help="the reporting default (guarded sample; searches rank with the estimate and re-evaluate) "
+                    "against the old default and ranking within 2 %%: CB2a_2 and mid-size searches, the CLI, a cold "
+                    "pool, the random-layer seeds' accuracy; written to bench_scalesim_dram_flip16.json")
+    ap.add_argument("--sample-ab-src", type=Path, default=None,
+                    help="only the CB2a_2 search ranking with the guarded sample, this tree against the sources at "
+                    "this path (e.g. an exported main's src), alternated in fresh processes; merged into "
+                    "bench_scalesim_dram_flip16.json under sample_ab")
     args = ap.parse_args()
     load0 = list(os.getloadavg())
     results: Path = args.results
@@ -1327,6 +1494,19 @@ def main() -> None:
         res9["cb2a_2_rows"] = sampled_rows(args.reference, args.search_budget or 5000)
         out9.write_text(json.dumps(res9, indent=1) + "\n")
         print(f"wrote {out9}")
+        return
+    if args.sample_ab_src is not None:
+        out16 = RESULTS.with_name("bench_scalesim_dram_flip16.json")
+        old16 = json.loads(out16.read_text()) if out16.exists() else {}
+        old16["sample_ab"] = sample_search_ab(args.reference, args.sample_ab_src, args.search_budget or 5000) | {
+            "load_average": [load0, list(os.getloadavg())]}
+        out16.write_text(json.dumps(old16, indent=1) + "\n")
+        print(f"wrote {out16}")
+        return
+    if args.flip16_only:
+        out16 = RESULTS.with_name("bench_scalesim_dram_flip16.json")
+        out16.write_text(json.dumps(flip16_cost(args.reference, args.search_budget or 5000), indent=1) + "\n")
+        print(f"wrote {out16}")
         return
     if args.window12_only:
         out12 = RESULTS.with_name("bench_scalesim_dram_window12.json")

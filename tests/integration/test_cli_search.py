@@ -289,3 +289,38 @@ def test_portfolio_members_build_the_model_with_its_options(tmp_path):
     best = mapping_from_dict(d["best"]["mapping"]["mapping"], problem, arch).as_batch()
     exact = SystolicModel(dram_window="exact").evaluate(problem, arch, best)
     assert d["best"]["metrics"]["energy_pj"] == pytest.approx(float(exact.energy_pj[0]), rel=1e-12)
+
+
+def _ranked_with(tmp_path, capsys, *opts: str) -> dict:
+    from accelmap.cli import main
+
+    out = tmp_path / f"o{len(opts)}"
+    assert main(["search", "resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--budget", "200",
+                 "--searcher", "random", "--no-progress", "--json", *opts, "--out", str(out)]) == 0
+    capsys.readouterr()
+    return json.loads((out / "result.json").read_text())["config"]["ranked_with"]
+
+
+def test_search_sample_entries_reaches_the_ranking_model(tmp_path, capsys):
+    """A systolic search ranks with the estimate by default and reports the model's counts
+    (``ranked_with`` in result.json); ``--model-option search_sample_entries=N`` sets the
+    ranking model's sample (equal to ``max_sample_entries``: the reporting model itself); a
+    bad value exits 2 with the model's message."""
+    from accelmap.cli import main
+
+    assert _ranked_with(tmp_path, capsys) == {"max_sample_entries": 0, "same_as_reported": False}
+    assert _ranked_with(tmp_path, capsys, "--model-option", "max_sample_entries=0", "--model-option",
+                        "search_sample_entries=0") == {"max_sample_entries": 0, "same_as_reported": True}
+    for bad in ("-1", "2.5", "many"):
+        assert main(["search", "resnet50/conv3_1", "--arch", "systolic", "--model", "systolic", "--budget", "200",
+                     "--no-progress", "--model-option", f"search_sample_entries={bad}",
+                     "--out", str(tmp_path / "bad")]) == 2
+        assert "search_sample_entries" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_search_ranks_within_two_percent_from_the_command_line(tmp_path, capsys):
+    """`--model-option search_sample_entries=524288`: the search ranks with what the model
+    reports (the guarded sample of 2^19 entries), as the docs tell a user to ask for it."""
+    assert _ranked_with(tmp_path, capsys, "--model-option", "search_sample_entries=524288") == {
+        "max_sample_entries": 524288, "same_as_reported": True}

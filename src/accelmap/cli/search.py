@@ -33,8 +33,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--model", default="loopnest", metavar="M", help="cost model (default: loopnest)")
     p.add_argument("--model-option", action="append", default=[], metavar="KEY=VALUE",
                    help="an argument of the cost model's constructor (repeatable), e.g. engine=numpy, or on "
-                        "the systolic model dram_window=exact (SCALE-Sim's DRAM reads on every mapping) or "
-                        "max_sample_entries=524288 (within 2%% of them where not walked); see docs/search.md")
+                        "the systolic model dram_window=exact (SCALE-Sim's DRAM reads on every mapping), "
+                        "search_sample_entries=524288 (rank with what is reported, within 2%%, not the faster "
+                        "estimate) or max_sample_entries=0 (report the estimate too); see docs/search.md")
     p.add_argument("--searcher", default=None, metavar="S",
                    help="random, exhaustive, optuna, genetic, anneal (default) or exact (branch and bound "
                         "on the loopnest model: proves the optimum, or with --time reports the certified gap; "

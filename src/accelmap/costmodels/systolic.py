@@ -58,12 +58,19 @@ when their streams have at most 2^22 entries (a longer stream read over more tha
 passes, 4 of which fit in 2^22 entries: its passes counted from reset to reset, a few
 passes' work, as exact as the whole walk), the other mappings when their streams have at
 most 2^20 entries (``max_far_walk_entries``: a few milliseconds at most a fold shape), and
-estimates the rest: exact on every reference point and on every mapping it walks
-(docs/validation.md, SCALE-Sim). ``max_sample_entries`` > 0 (default 0) counts the rest
-from a walked sample of that many entries instead (`_systolic_window.window_fetches_sampled`:
-closer than the estimate on the random convolutions measured, but neither exact nor within
-2 % on every stream, at a few to ten times the search time: docs/validation.md, "Beyond
-the far limit"). DRAM writes are the ofmap's words.
+counts the rest from a guarded walked sample of ``max_sample_entries`` = 2^19 entries
+(`_systolic_window.window_fetches_sampled`; ``max_sample_entries=0`` estimates them in
+closed form instead): exact on every reference point and on every mapping it walks, and
+within 2 % of the walk on every stream measured (docs/validation.md, SCALE-Sim, "A guarded
+sample"). What the model reports is that count. A search may rank with a cheaper model:
+`SystolicModel.for_search` is the same model with ``max_sample_entries =
+search_sample_entries`` (default 0: the closed-form estimate beyond the walk limits; a
+search ranking with the sample takes 10 to 17 times as long on CB2a_2, 4 to 5 on mid-size
+layers), and `accelmap.search.search` re-evaluates what it
+reports (the best mapping, the Pareto front) with the model itself (docs/search.md,
+"Searching a systolic array"). DRAM writes are the ofmap's words.
+
+DRAM writes are the ofmap's words.
 
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
@@ -369,11 +376,15 @@ class SystolicModel:
     # Entries of the walked sample from which a stream over its limit (and not capped) is
     # counted (`window_fetches_sampled`, guarded: a sample whose stretch fetched under 150
     # windows' worth of words is walked instead where that costs at most 16x the sample);
-    # 0, the default: such a stream is estimated (a guarded sample of 2^19 or 2^20 entries
-    # gets every sub-space seed of the random convolutions within 2 % and CB2a_2's measured
-    # rows exact, but costs 23 to 27 times the default search on CB2a_2, 5 to 7 times on
-    # mid-size layers: docs/validation.md, "A guarded sample").
-    MAX_SAMPLE_ENTRIES: ClassVar[int] = 0
+    # 0: such a stream is estimated in closed form. 2^19 gets every sub-space seed of the
+    # random convolutions within 2 % and CB2a_2's measured rows exact (docs/validation.md,
+    # "A guarded sample"; ranking with it costs 10 to 17 times the estimate's search time on
+    # CB2a_2, "Ranking and reporting"): what the model reports, not what a search ranks with
+    # (``SEARCH_SAMPLE_ENTRIES``).
+    MAX_SAMPLE_ENTRIES: ClassVar[int] = 1 << 19
+    # ``max_sample_entries`` of the model a search ranks with (`for_search`); 0: the estimate.
+    # The search re-evaluates what it reports with the model itself.
+    SEARCH_SAMPLE_ENTRIES: ClassVar[int] = 0
     # A longer stream of such a mapping read over more passes than this, this many of which
     # fit in ``max_walk_entries``, is walked with at most this many passes
     # (`window_fetches_capped`); its passes are then counted from reset to reset
@@ -385,7 +396,8 @@ class SystolicModel:
     def __init__(self, engine: str | None = None, *, dram_window: str = "auto",
                  max_walk_entries: int = MAX_WALK_ENTRIES, max_fold_ratio: float = MAX_FOLD_RATIO,
                  max_far_walk_entries: int = MAX_FAR_WALK_ENTRIES,
-                 max_sample_entries: int = MAX_SAMPLE_ENTRIES) -> None:
+                 max_sample_entries: int = MAX_SAMPLE_ENTRIES,
+                 search_sample_entries: int = SEARCH_SAMPLE_ENTRIES) -> None:
         """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
         numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
 
@@ -398,17 +410,25 @@ class SystolicModel:
         SRAM reads per repetition of the GEMM, a bound on the walk's length) of mappings
         with at most ``max_fold_ratio`` times the fewest folds the array allows (SCALE-Sim's
         own mappings have the fewest), and those of at most ``max_far_walk_entries`` entries
-        (0: none) of the other mappings, and estimates the rest (or, with
-        ``max_sample_entries`` > 0, counts them from a walked sample of that many entries,
-        `_systolic_window.window_fetches_sampled`: an estimate too): exact on every SCALE-Sim
-        reference point, at milliseconds per distinct fold shape walked (cached). Every
-        other count is exact and closed-form in every mode.
+        (0: none) of the other mappings, and counts the rest from a guarded walked sample of
+        ``max_sample_entries`` entries (default 2^19, `_systolic_window.window_fetches_sampled`:
+        within 2 % of the walk on every stream measured) or, with ``max_sample_entries=0``,
+        estimates them in closed form (microseconds, up to 94 % off far from the fewest
+        folds): exact on every SCALE-Sim reference point, at milliseconds per distinct fold
+        shape walked or sampled (cached). Every other count is exact and closed-form in every
+        mode.
+
+        ``search_sample_entries`` (default 0) is ``max_sample_entries`` of the model a search
+        ranks mappings with (`for_search`): 0 ranks with the estimate beyond the walk limits
+        (a search meets thousands of fold shapes), 524288 (2^19) ranks with what the model
+        reports. `accelmap.search.search` re-evaluates the mappings it reports with this model.
 
         Raises
         ------
         SpecError
             ``dram_window`` is not one of the three, ``max_walk_entries``,
-            ``max_far_walk_entries`` or ``max_sample_entries`` is not an int >= 0,
+            ``max_far_walk_entries``, ``max_sample_entries`` or ``search_sample_entries`` is
+            not an int >= 0,
             ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
         """
         from accelmap.costmodels.engines import resolve_engine
@@ -428,6 +448,11 @@ class SystolicModel:
             raise SpecError(f"systolic model: max_sample_entries = {max_sample_entries!r}; expected an int >= 0 "
                             "(entries of the walked sample a stream over its walk limit is counted from; "
                             "0 estimates it)")
+        if (isinstance(search_sample_entries, bool) or not isinstance(search_sample_entries, int)
+                or search_sample_entries < 0):
+            raise SpecError(f"systolic model: search_sample_entries = {search_sample_entries!r}; expected an int "
+                            ">= 0 (max_sample_entries of the model a search ranks with; 0 ranks with the estimate, "
+                            "524288 with what the model reports)")
         if (isinstance(max_fold_ratio, bool) or not isinstance(max_fold_ratio, (int, float))
                 or not max_fold_ratio >= 1.0):
             raise SpecError(f"systolic model: max_fold_ratio = {max_fold_ratio!r}; expected a number >= 1 "
@@ -437,12 +462,36 @@ class SystolicModel:
         self.max_fold_ratio = float(max_fold_ratio)
         self.max_far_walk_entries = max_far_walk_entries
         self.max_sample_entries = max_sample_entries
+        self.search_sample_entries = search_sample_entries
         self.engine = resolve_engine(engine)
         if self.engine == "cuda":
             raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}
         self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
+        self._ranking: SystolicModel | None = None  # `for_search`'s model, built once
+
+    def for_search(self) -> SystolicModel:
+        """The model a search ranks mappings with: this one's settings with
+        ``max_sample_entries = search_sample_entries`` (this model itself when they are
+        equal). `accelmap.search.search` ranks with it and re-evaluates what it reports
+        (best mapping, Pareto front) with this model, so reported counts are this model's;
+        the search's history holds the ranking model's values. Built once per model, so
+        its walk tables persist across searches as this model's do. (``"exact"`` and
+        ``"estimate"`` take no sample: the model itself.)"""
+        if self.dram_window != "auto" or self.search_sample_entries == self.max_sample_entries:
+            return self
+        if self._ranking is None:
+            self._ranking = SystolicModel(
+                self.engine, dram_window=self.dram_window, max_walk_entries=self.max_walk_entries,
+                max_fold_ratio=self.max_fold_ratio, max_far_walk_entries=self.max_far_walk_entries,
+                max_sample_entries=self.search_sample_entries, search_sample_entries=self.search_sample_entries)
+        return self._ranking
+
+    def ranking(self) -> dict[str, Any]:
+        """What `for_search` ranks with, for a search's config (``ranked_with``)."""
+        m = self.for_search()
+        return {"max_sample_entries": m.max_sample_entries, "same_as_reported": m is self}
 
     def _walk_rule(self) -> tuple[int, float, int, int] | None:
         """(longest demand stream walked in entries, most folds over the fewest, longest

@@ -122,7 +122,7 @@ def run_island_task(island: IslandTask) -> dict[str, Any]:
     if not island.elites:
         return run_portfolio_task(task)
     from accelmap._registry import build_costmodel, searchers
-    from accelmap.search.api import build_space, load_constraints_any
+    from accelmap.search.api import build_space, load_constraints_any, ranking_model, report_with
     from accelmap.search.driver import Driver, DriverOptions
     from accelmap.search.objectives import parse_objective
     from accelmap.search.result import mapping_from_json
@@ -135,15 +135,18 @@ def run_island_task(island: IslandTask) -> dict[str, Any]:
             rows.append(np.asarray(space.encode(mapping_from_json(m).as_batch()), dtype=np.int64))
         except (SpecError, KeyError, ValueError):  # not a point of this space
             continue
+    report = build_costmodel(task.model, task.model_options)
+    ranked = ranking_model(report)  # (as `search`: rank with it, report with the model itself)
     driver = Driver(
-        task.problem, task.arch, space, build_costmodel(task.model, task.model_options), searchers.get(task.searcher),
+        task.problem, task.arch, space, ranked, searchers.get(task.searcher),
         objective=parse_objective(task.objective), seed=int(task.seed),
         options=DriverOptions(budget=task.budget, time_limit_s=task.time_limit_s, early_stop=task.early_stop),
         searcher_options=dict(task.searcher_options), model_name=task.model, searcher_name=task.searcher,
-        config={"portfolio_round": island.round, "elites": len(rows), "allow_padding": task.allow_padding},
+        config={"portfolio_round": island.round, "elites": len(rows), "allow_padding": task.allow_padding}
+        | ({"ranked_with": report.ranking()} if hasattr(report, "ranking") else {}),
         initial=np.concatenate(rows) if rows else None,
     )
-    result = driver.run()
+    result = report_with(driver.run(), task.problem, task.arch, report, ranked)
     raise_if_interrupted(result)
     return _member_payload(result)
 

@@ -26,7 +26,7 @@ from accelmap.search.result import SearchResult, versions
 
 __all__ = ["search", "search_network", "NetworkResult", "DEFAULT_SEARCHER", "DEFAULT_BUDGET",
            "NETWORK_DEFAULT_BUDGET",
-           "load_constraints_any", "build_space"]
+           "load_constraints_any", "build_space", "ranking_model", "report_with"]
 
 # Chosen on benchmarks/bench_search.py (docs/search.md, "Which searcher"): many-chain
 # annealing after a random warm-up reaches the best EDP of every searcher soonest.
@@ -138,6 +138,45 @@ def _model(model: Any) -> tuple[Any, str]:
     return model, getattr(model, "name", type(model).__name__)
 
 
+def ranking_model(model: Any) -> Any:
+    """The model a search's inner loop ranks mappings with: ``model.for_search()`` where the
+    model has that hook (the systolic model: its estimate beyond the walk limits unless
+    ``search_sample_entries`` says otherwise), else the model itself. What the search
+    reports is re-evaluated with ``model`` (`report_with`)."""
+    hook = getattr(model, "for_search", None)
+    return model if hook is None else hook()
+
+
+def report_with(result: SearchResult, problem: Any, arch: Any, model: Any, ranked: Any) -> SearchResult:
+    """``result`` (found by ranking with ``ranked``) with what it reports evaluated by
+    ``model``: the best mapping's metrics and objective, and each Pareto point's energy,
+    cycles and EDP (the points and their order stay those the ranking found). The ranked
+    objective of the best goes to ``config["ranked_best_objective"]``; the history keeps
+    the ranked values. ``result`` itself when ``ranked`` is ``model``."""
+    if ranked is model or (result.best is None and not result.pareto):
+        return result
+    import numpy as np
+
+    from accelmap.mapper.mapping import MappingBatch
+    from accelmap.search.result import mapping_from_json
+
+    changes: dict[str, Any] = {}
+    config = dict(result.config)
+    if result.best is not None:
+        m = model.evaluate(problem, arch, result.best.as_batch())
+        changes["best_metrics"] = m.row(0)
+        changes["best_objective"] = float(result.objective.scalar(m.energy_pj, m.cycles, m.valid)[0])
+        config["ranked_best_objective"] = float(result.best_objective)
+    if result.pareto:
+        batch = MappingBatch.from_mappings([mapping_from_json(p["mapping"]) for p in result.pareto])
+        m = model.evaluate(problem, arch, batch)
+        edp = np.asarray(m.energy_pj, dtype=np.float64) * np.asarray(m.cycles, dtype=np.float64)
+        changes["pareto"] = tuple(p | {"energy_pj": float(m.energy_pj[i]), "cycles": float(m.cycles[i]),
+                                       "edp": float(edp[i])} for i, p in enumerate(result.pareto))
+    changes["config"] = config
+    return dataclasses.replace(result, **changes)
+
+
 def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = DEFAULT_SEARCHER,
            budget: int | None = None, time_limit_s: float | None = None,
            objective: str | ObjectiveSpec = "edp", seed: int = 0, constraints: Any = None,
@@ -156,7 +195,10 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         An `Arch`, a preset name (``"eyeriss-like"``) or an arch file (accelmap or
         Timeloop format; ``energy`` names the Timeloop ERT where needed).
     model
-        Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance.
+        Cost model name (``"loopnest"``, ``"systolic"``, ``"aspect"``) or instance. A model
+        with a ``for_search`` hook (the systolic model) is ranked with what that returns
+        and the result (best metrics and objective, Pareto front) re-evaluated with the
+        model itself (`report_with`; ``config["ranked_with"]`` says what ranked).
     searcher
         ``"anneal"`` (default), ``"genetic"``, ``"optuna"``, ``"random"``, ``"exhaustive"`` or
         ``"exact"`` (branch and bound on the loopnest model: the result says whether it is
@@ -239,7 +281,8 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
     if not isinstance(searcher, str):
         raise SpecError(f"searcher = {searcher!r}; expected a registered name such as 'anneal'")
     searcher_cls = searchers.get(searcher)
-    cost, model_name = _model(model)
+    report, model_name = _model(model)
+    cost = ranking_model(report)  # what the inner loop ranks with; `report` scores what is returned
     if allow_padding and space is None:
         refuse_padding(cost, model_name)
     cons = load_constraints_any(constraints, arc, prob) if space is None else None
@@ -253,6 +296,8 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
                             checkpoint_every_s=checkpoint_every_s)
     extra: dict[str, Any] = {"constraints": _describe_constraints(constraints), "allow_padding": allow_padding,
                              "warm_start": warm_start}
+    if hasattr(report, "ranking"):  # (the systolic model: what the search ranked with)
+        extra["ranked_with"] = report.ranking()
     if initial is not None and space is None:
         raise SpecError("initial points are encoded in a map space: pass the space too")
     if warm_start not in (None, "dataflows"):
@@ -285,9 +330,10 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         if checkpoint is not None or warm_start is not None or early_stop is not None:
             raise SpecError(f"searcher {searcher} runs to a proof or a limit: it takes no checkpoint, warm_start "
                             "or early_stop (give a time limit or a budget instead)")
-        return cast(Any, searcher_cls).run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name, objective=obj,
-                                seed=seed, budget=budget, time_limit_s=time_limit_s, options=opts,
-                                progress=progress, config=extra, initial=initial)
+        solved = cast(Any, searcher_cls).run(problem=prob, arch=arc, space=ms, model=cost, model_name=model_name,
+                                             objective=obj, seed=seed, budget=budget, time_limit_s=time_limit_s,
+                                             options=opts, progress=progress, config=extra, initial=initial)
+        return report_with(solved, prob, arc, report, cost)
     bound, kind = _lower_bound(ms, model_name, obj)
     driver = Driver(prob, arc, ms, cost, searcher_cls, objective=obj, seed=seed, options=options,
                     searcher_options=opts, model_name=model_name, searcher_name=searcher,
@@ -298,6 +344,7 @@ def search(problem: Any, arch: Any, *, model: Any = "loopnest", searcher: str = 
         if aspect_why:
             raise InfeasibleSpaceError(f"{exc} Before the search, {aspect_why}") from None
         raise
+    result = report_with(result, prob, arc, report, cost)
     return dataclasses.replace(result, bound_kind=kind) if bound is not None else result
 
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset, systolic_array
-from accelmap.costmodels.systolic import _DEFAULT_AXES, Dataflow, SystolicModel
+from accelmap.costmodels.systolic import _DEFAULT_AXES, Dataflow, SystolicModel, systolic_layout
 from accelmap.costmodels.systolic_variants import scalesim_mapping, systolic_variants, variant_seeds
 from accelmap.mapper.constraints import Constraints, KeepRule
 from accelmap.mapper.mapping import MappingBatch
@@ -123,3 +123,57 @@ def test_stats_summary_names_the_dataflow():
     problem, arch = LAYERS["gemm"](), ARRAYS["32x32"]()
     s = SystolicModel().stats(problem, arch, scalesim_mapping(problem, arch, "ws"))
     assert s.summary(0).startswith("dataflow WS: rows take k (reduction), columns n (filters)")
+
+
+@pytest.mark.parametrize("objective", ["edp", "energy,cycles"])
+def test_search_ranks_with_the_estimate_and_reports_the_models_counts(objective):
+    """The default search ranks with `SystolicModel.for_search` (the estimate beyond the walk
+    limits) and re-evaluates what it reports with the model itself: with both walk limits at
+    one entry every mapping is beyond them, so the ranking model estimates the ifmap's DRAM
+    reads and the reporting model counts them from the guarded sample (here the whole,
+    short stream: the walk). The best's metrics and objective, and each Pareto point, equal a
+    fresh evaluation by the reporting model, and differ from the estimate the ranking used;
+    the config says what was ranked with and keeps the ranked objective."""
+    prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    kw = {"max_walk_entries": 1, "max_far_walk_entries": 1}
+    model = SystolicModel(**kw)
+    assert model.for_search() is not model and model.for_search() is model.for_search()
+    assert model.for_search().max_sample_entries == 0 and model.max_sample_entries == 1 << 19
+    r = search(prob, arch, model=model, budget=600, seed=0, objective=objective)
+    assert r.config["ranked_with"] == {"max_sample_entries": 0, "same_as_reported": False}
+    best = r.best.as_batch()
+    fresh = SystolicModel(**kw).evaluate(prob, arch, best)
+    ranked = SystolicModel(max_sample_entries=0, **kw).evaluate(prob, arch, best)
+    lay = systolic_layout(prob, arch)[0]
+    t_in = lay.tensor[0]  # the ifmap's tensor; level 0 is DRAM
+    assert r.best_metrics["energy_pj"] == pytest.approx(float(fresh.energy_pj[0]), rel=1e-12)
+    assert r.best_metrics["cycles"] == int(fresh.cycles[0])
+    name = prob.tensor_names[t_in]
+    assert r.best_metrics["levels"][arch.level_names[0]][name]["reads"] == int(fresh.reads[0, 0, t_in])
+    assert int(fresh.reads[0, 0, t_in]) != int(ranked.reads[0, 0, t_in])  # the estimate is off here
+    assert r.best_objective == pytest.approx(float(fresh.energy_pj[0] * fresh.cycles[0]), rel=1e-12)
+    assert r.config["ranked_best_objective"] == pytest.approx(float(ranked.energy_pj[0] * ranked.cycles[0]),
+                                                              rel=1e-12)
+    if r.pareto:
+        from accelmap.search.result import mapping_from_json
+
+        batch = MappingBatch.from_mappings([mapping_from_json(p["mapping"]) for p in r.pareto])
+        m = SystolicModel(**kw).evaluate(prob, arch, batch)
+        assert [p["energy_pj"] for p in r.pareto] == pytest.approx(m.energy_pj.tolist(), rel=1e-12)
+        assert [p["cycles"] for p in r.pareto] == m.cycles.tolist()
+
+
+def test_search_ranks_with_what_it_reports_when_asked():
+    """``search_sample_entries`` equal to ``max_sample_entries``: the search ranks with the
+    model itself (no second model, nothing re-evaluated), and says so."""
+    prob = conv2d("c", c=8, k=8, p=12, q=12, r=3, s=3, word_bits=8)
+    arch = systolic_array(8, 8, 1, 1, 1, dram_bandwidth_words_per_cycle=2.0)
+    model = SystolicModel(search_sample_entries=1 << 19)
+    assert model.for_search() is model
+    r = search(prob, arch, model=model, budget=300, seed=0)
+    assert r.config["ranked_with"] == {"max_sample_entries": 1 << 19, "same_as_reported": True}
+    assert "ranked_best_objective" not in r.config
+    for mode in ("exact", "estimate"):  # (no sample in those modes: the model itself)
+        m = SystolicModel(dram_window=mode)
+        assert m.for_search() is m
