@@ -105,7 +105,7 @@ def main() -> None:
     modes = ["one"] + (["parallel"] if args.parallel else [])
     for case in args.cases:
         for mode in modes:
-            for tree, src in trees.items():  # warm-up: compile or load every kernel
+            for src in trees.values():  # warm-up: compile or load every kernel
                 _run(src, case, mode == "parallel")
             for rep in range(args.repeats):
                 for tree, src in trees.items():

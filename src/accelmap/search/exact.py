@@ -45,7 +45,7 @@ from accelmap.costmodels.loopnest_bounds import partial_bounds
 from accelmap.errors import InfeasibleSpaceError, SpecError
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.search import _exact_switches as sw
-from accelmap.search import _exact_warm
+from accelmap.search import _exact_warm  # `_WarmStart` read through its module: a test replaces it there
 from accelmap.search._exact_nodes import (
     Certificate,
     DimTree,
