@@ -1,4 +1,4 @@
-"""Dives for incumbents from the frontier of the exact search (`accelmap.search.exact._Diver`):
+"""Dives for incumbents from the frontier of the exact search (`accelmap.search._exact_tree._Diver`):
 the same branch and bound with and without them, from the same warm start, side by side.
 
 For every case, the warm start (the default ``anneal`` search with ``--warm-budget``

@@ -6,11 +6,11 @@ one incumbent; then `accelmap.search.exact.solve` runs from it on one process, o
 version and repeat, the versions alternating (so each pair sees the same load). A version
 is a setting of the module switches that choose the numpy reference or the compiled path
 (``before``: ``_bound_switches._USE_KERNEL = False``, ``_MEMO = False`` and
-``exact._NODE_TEST = False``: the numpy feasibility test on every row, every count made
+``_exact_switches._NODE_TEST = False``: the numpy feasibility test on every row, every count made
 each time it is asked for, every child's bound inputs built; ``after``: the compiled test,
 `accelmap.costmodels._bounds_kernel`, each count made once per call, and the children
-tested from their runs before their inputs are built, `exact._feasible_nodes`).
-The compiled gather of `accelmap.search.exact.node_inputs` has no switch: compare checkouts
+tested from their runs before their inputs are built, `_exact_nodes._feasible_nodes`).
+The compiled gather of `accelmap.search._exact_nodes.node_inputs` has no switch: compare checkouts
 for it (below). Both bound every
 node to the same value (``tests/unit/search/test_exact.py``), so from one incumbent they
 explore the same tree in the same order: a proven case takes the same nodes, and a case
@@ -19,12 +19,12 @@ records its CPU seconds (this process), wall time, nodes, cuts, leaves, the cert
 bound and gap; the summary per case is the median CPU seconds or nodes per CPU second
 of each version and their ratio.
 
-The dives for incumbents (`accelmap.search.exact._Diver`) run by time, so with them a faster
+The dives for incumbents (`accelmap.search._exact_tree._Diver`) run by time, so with them a faster
 version may find an incumbent at another node and its tree then differs; ``--dive-share 0``
 turns them off, and every version then expands the same nodes in the same order.
 
 With ``--cpu-clock`` the time limit counts this process's CPU seconds instead of the wall
-clock (the exact module's clock is replaced for the run): on a machine shared with other
+clock (the clock of the exact mapper's modules is replaced for the run): on a machine shared with other
 jobs every version then gets the same CPU, and the nodes it reaches and the gap it closes in
 that CPU compare directly.
 
@@ -96,6 +96,8 @@ RESULTS = ROOT / "benchmarks" / "results" / "bench_exact_nodes.json"
 CASES = ["resnet50/res3b_branch2b@eyeriss-like", "timeloop:simple3:L4_resnet50_res3a_2b_s2",
          "resnet50/res2a_branch2b@eyeriss-like", "resnet50/res4b_branch2a@eyeriss-like",
          "timeloop:simple3:L3_resnet50_res2a_2b"]
+# "switches.X" is a switch of the bounds (`accelmap.costmodels._bound_switches`), "exact.X" one of the
+# exact mapper (`accelmap.search._exact_switches`; in `exact` itself before the split)
 VERSIONS: dict[str, dict[str, bool | int | str]] = {
     "before": {"switches._USE_KERNEL": False, "switches._MEMO": False, "exact._NODE_TEST": False},
     "after": {"switches._USE_KERNEL": True, "switches._MEMO": True, "exact._NODE_TEST": True},
@@ -226,7 +228,11 @@ def _set(version: str) -> None:
         memos = importlib.import_module("accelmap.costmodels._bypass_bounds")
     except ImportError:
         switches = memos = lb
-    modules = {"switches": switches, "exact": exact}
+    try:  # the exact mapper's switches (`_exact_switches`; a checkout before it kept them in `exact`)
+        exact_switches = importlib.import_module("accelmap.search._exact_switches")
+    except ImportError:
+        exact_switches = exact
+    modules = {"switches": switches, "exact": exact_switches}
     for name, value in VERSIONS[version].items():
         module, attr = name.split(".")
         if hasattr(modules[module], attr):  # (a checkout without the switch: its one version)
@@ -258,10 +264,17 @@ def main() -> None:
                          "same tree in the same order")
     ap.add_argument("--out", default=str(RESULTS))
     args = ap.parse_args()
-    if args.cpu_clock:
-        import accelmap.search.exact as exact
+    if args.cpu_clock:  # every part of the exact mapper that reads the clock
+        import importlib
 
-        exact.time = _CpuClock()  # type: ignore[assignment]
+        for name in ("exact", "_exact_nodes", "_exact_leaves", "_exact_tree", "_exact_workers", "_exact_padded",
+                     "_exact_warm"):
+            try:
+                part = importlib.import_module(f"accelmap.search.{name}")
+            except ImportError:  # a checkout before the split: `exact` alone
+                continue
+            if hasattr(part, "time"):
+                part.time = _CpuClock()  # type: ignore[attr-defined]
     rows: list[dict[str, Any]] = []
     summary: list[dict[str, Any]] = []
     doc = {"platform": platform.platform(), "python": platform.python_version(), "cpus": os.cpu_count(),

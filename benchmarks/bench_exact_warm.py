@@ -2,7 +2,7 @@
 this process: time to proof (or the gap at ``--time``) of ``accelmap.search(...,
 searcher="exact")`` as a user runs it (warm start included, every worker).
 
-Versions (module switches of `accelmap.search.exact`):
+Versions (switches of the exact mapper, `accelmap.search._exact_switches`):
 
 * ``old``: the warm start (``anneal``, 1M evaluations) first, the tree from its mapping
   (``_WARM_BESIDE = False``);
@@ -59,8 +59,12 @@ def _cpu() -> float:
 def main() -> None:
     from bench_exact_nodes import _load
 
-    import accelmap.search.exact as exact
     from accelmap.search.api import search
+
+    try:  # the exact mapper's switches (`_exact_switches`; a checkout before it kept them in `exact`)
+        import accelmap.search._exact_switches as switches
+    except ImportError:
+        import accelmap.search.exact as switches
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", nargs="+", default=CASES)
@@ -80,7 +84,7 @@ def main() -> None:
         for rep in range(args.repeats):
             for v in args.versions:
                 for name, value in VERSIONS[v].items():
-                    setattr(exact, name, value)
+                    setattr(switches, name, value)
                 load0, c0, t0 = os.getloadavg()[0], _cpu(), time.perf_counter()
                 r = search(problem, arch, constraints=cons, searcher="exact", time_limit_s=args.time, seed=0)
                 wall, cpu = time.perf_counter() - t0, _cpu() - c0

@@ -215,7 +215,7 @@ and arguments 1-7 these build on; `partial_bounds` there combines them.
    z_h)`` its pairs, count ``i`` is at least ``f_i(j_{h_i}, z_{h_i})``, and the energy (each
    term nondecreasing in its count) is at least ``sum_h min_{(j, z) allowed at h} sum_{i:
    h_i = h} g_i(f_i(j, z))``: the levels' minima are taken independently, each count in one
-   level's sum only. A level whose order is fixed (the order search, `exact._solve_orders`)
+   level's sum only. A level whose order is fixed (the order search, `_exact_leaves._solve_orders`)
    allows only its own pair. The total is taken as a maximum with argument 2's
    (`_order_energy`; both bound the same terms). The search of the pairs is ``D^2`` per level
    over the dims active somewhere in the batch, one numpy pass per count homed there, on the

@@ -1,4 +1,4 @@
-"""Compiled parts of the exact mapper's node handling (`accelmap.search.exact`).
+"""Compiled parts of the exact mapper's node handling (`accelmap.search._exact_nodes`).
 
 `gather_runs` fills one dim's column of the (n, L, D, 3) factor block of a batch of nodes
 with the first rows of their runs: the numpy form, ``fac[:, :, d, :] = rows[starts[g]]``,
@@ -68,7 +68,7 @@ def _gather_dim(fac: IntArray, omin: IntArray, omax: IntArray, otmin: IntArray, 
 def gather_dim(fac: IntArray, omin: IntArray, omax: IntArray, otmin: IntArray, nxt: IntArray | None, d: int,
                rows: IntArray, starts: IntArray, run_min: IntArray, run_max: IntArray, run_tmin: IntArray,
                g: IntArray, lv_next: int) -> None:
-    """One dim of `accelmap.search.exact.node_inputs` in one pass, in place: ``fac[:, :, d, :]
+    """One dim of `accelmap.search._exact_nodes.node_inputs` in one pass, in place: ``fac[:, :, d, :]
     = rows[starts[g]]`` as `gather_runs`, and the outer ranges ``omin[:, d] = run_min[g]``
     (``omax``, ``otmin`` alike); with ``lv_next >= 0`` (a run one depth deeper, its factors at
     level ``lv_next`` chosen) the ranges times those factors (their product; the temporal one
@@ -142,7 +142,7 @@ def _fanout_ok(ids: IntArray, chosen: int, sp_x: IntArray, sp_y: IntArray, off: 
 
 def fanout_ok(ids: IntArray, chosen: int, sp_x: IntArray, sp_y: IntArray, off: IntArray, fan_x: IntArray,
               fan_y: IntArray) -> BoolArray:
-    """(n,) `accelmap.search.exact._fanout_ok` row by row: whether the spatial factors of the
+    """(n,) `accelmap.search._exact_nodes._fanout_ok` row by row: whether the spatial factors of the
     dims ``< chosen`` of the nodes ``ids`` (n, D) (depth-1 run indices) fit every level's
     fanout. ``sp_x``, ``sp_y`` (G, L) every dim's runs' spatial factors stacked (`DimTree.sp_x`),
     dim ``d``'s from ``off[d]``. Integer products, as the numpy form (equal:

@@ -21,6 +21,11 @@ from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.costmodels.loopnest_bounds import BoundModel, partial_bounds
 from accelmap.errors import SpecError
 from accelmap.mapper.space import MapSpace
+from accelmap.search import _exact_nodes as ex_nodes
+from accelmap.search import _exact_switches as ex_sw
+from accelmap.search import _exact_tree as ex_tree
+from accelmap.search import _exact_warm as ex_warm
+from accelmap.search import _exact_workers as ex_workers
 from accelmap.search.exact import DimTree, PaddedBranches, bound_model, node_inputs, root_bound, solve
 from accelmap.search.objectives import parse_objective
 from accelmap.testing.exact_nodes import whole_space_nodes
@@ -629,7 +634,7 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
     when asked for (the reference): the same feasible rows and the same energy and cycles
     bounds, bit for bit, on sampled nodes of every depth and of three splits, three keep
     patterns each, and on the order search's calls (outer levels' orders fixed)."""
-    from accelmap.search.exact import _patterns
+    from accelmap.search._exact_nodes import _patterns
     from accelmap.workloads.io import load_problem
 
     space = MapSpace(load_problem(layer), preset(arch_name))
@@ -671,26 +676,25 @@ def test_compiled_feasibility_gives_the_numpy_bounds_bit_for_bit(layer, arch_nam
 @pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
                                              ("resnet50/res4b_branch2a", "simba-like")])
 def test_children_tested_from_their_runs_are_bounded_as_before(layer, arch_name, monkeypatch) -> None:
-    """`exact._bound_nodes` with the children's feasibility tested from their runs
+    """`_exact_nodes._bound_nodes` with the children's feasibility tested from their runs
     (``_NODE_TEST``, `_exact_kernel.feasible_nodes`) and the bound inputs built for the
     feasible ones only, against every child's inputs built and bounded (the reference): the
     same feasible rows and objective bounds, bit for bit, on sampled nodes of every depth
     and of four splits of three keep patterns."""
-    import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     space = MapSpace(load_problem(layer), preset(arch_name))
-    P = ex._setup(space, MODEL, parse_objective("edp"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("edp"))
     rng = np.random.default_rng(5)
     n_rows = n_feasible = 0
     for pi in (0, len(P.bms) // 2, len(P.bms) - 1):
         for depth in range(P.leaf_depth + 1):
             for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
                 ids = _random_ids(P.trees, depth, split, 200, rng)
-                monkeypatch.setattr(ex, "_NODE_TEST", False)
-                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
-                monkeypatch.setattr(ex, "_NODE_TEST", True)
-                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex_sw, "_NODE_TEST", False)
+                want_b, want_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex_sw, "_NODE_TEST", True)
+                got_b, got_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
                 assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
                 n_rows += len(ids)
                 n_feasible += int(want_ok.sum())
@@ -888,7 +892,9 @@ def _frames_nodes(frames) -> list[tuple[int, int, int, tuple[int, ...], float]]:
 
 
 def test_dealing_and_splitting_open_nodes_loses_and_repeats_none() -> None:
-    from accelmap.search.exact import _deal, _Frame, _Open, _split_open
+    from accelmap.search._exact_nodes import _Frame
+    from accelmap.search._exact_tree import _Open
+    from accelmap.search._exact_workers import _deal, _split_open
 
     rng = np.random.default_rng(0)
     frames = []
@@ -916,12 +922,10 @@ def test_dealing_and_splitting_open_nodes_loses_and_repeats_none() -> None:
 @pytest.mark.parametrize("case", sorted(CASES))
 @pytest.mark.parametrize("objective", ["edp", "energy^2*cycles^1"])
 def test_exact_on_two_workers_equals_one(case, objective, monkeypatch) -> None:
-    import accelmap.search.exact as exact
-
-    monkeypatch.setattr(exact, "_SHARE_NODES", 1)  # deal the tree out at once, so small trees use the workers
+    monkeypatch.setattr(ex_sw, "_SHARE_NODES", 1)  # deal the tree out at once, so small trees use the workers
     dealt = []
-    deal = exact._deal
-    monkeypatch.setattr(exact, "_deal", lambda frames, k: dealt.append(k) or deal(frames, k))
+    deal = ex_workers._deal
+    monkeypatch.setattr(ex_workers, "_deal", lambda frames, k: dealt.append(k) or deal(frames, k))
     make, kw = CASES[case]
     space = MapSpace(make(), small_arch(4.0 if case == "gemm" else None), **kw)
     obj = parse_objective(objective)
@@ -935,9 +939,7 @@ def test_exact_on_two_workers_equals_one(case, objective, monkeypatch) -> None:
 
 
 def test_exact_on_two_workers_stopped_by_time_certifies_a_bound_below_the_optimum(monkeypatch) -> None:
-    import accelmap.search.exact as exact
-
-    monkeypatch.setattr(exact, "_SHARE_NODES", 1)
+    monkeypatch.setattr(ex_sw, "_SHARE_NODES", 1)
     space = MapSpace(matmul("g", m=4, n=4, k=2), small_arch())
     obj = parse_objective("edp")
     _, truth, c1 = solve(space, MODEL, obj)
@@ -997,14 +999,13 @@ def _least_energy_under(space: MapSpace, pattern: int, depth: int, ids) -> float
     """The least energy of the mappings under one node, by the branch and bound of the exact
     mapper restricted to the node's sub-tree, with argument 11 switched off (so that the
     bound under test cuts nothing here)."""
-    from accelmap.search import exact as ex
 
     sw._USE_CAPACITY = False
     try:
-        P = ex._setup(space, MODEL, parse_objective("energy"))
-        open_ = ex._Open()
-        open_.push(ex._Frame(pattern, depth, 0, np.asarray(ids)[None], np.zeros(1)))
-        assert ex._loop(P, open_, None, 0.0) == ""
+        P = ex_nodes._setup(space, MODEL, parse_objective("energy"))
+        open_ = ex_tree._Open()
+        open_.push(ex_nodes._Frame(pattern, depth, 0, np.asarray(ids)[None], np.zeros(1)))
+        assert ex_tree._loop(P, open_, None, 0.0) == ""
     finally:
         sw._USE_CAPACITY = True
     return P.best_value
@@ -1021,11 +1022,10 @@ def test_capacity_region_term_is_admissible_on_sampled_sub_trees(arch_name) -> N
     segments is not tight: the region's words made 1.05x, 1.3x or 1.6x stronger still pass
     here, 2x stronger fails (528,547 pJ over a sub-tree whose least energy is 460,531 pJ;
     each run by hand, then reverted), so the test bounds its slack at under 2x."""
-    from accelmap.search import exact as ex
 
     arch = one_tensor_spads_arch() if arch_name == "spads-only" else spad_arch()
     space = MapSpace(matmul("g", m=16, n=16, k=16), arch)
-    P = ex._setup(space, MODEL, parse_objective("energy"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("energy"))
     _check_region_term_on_sampled_sub_trees(space, P)
 
 
@@ -1153,14 +1153,13 @@ def test_window_region_term_is_admissible_on_sampled_sub_trees(layer) -> None:
     words (their tiles' footprints) halved or set to zero still pass here and in
     `test_capacity_region_term_is_admissible_on_sampled_sub_trees`: that part rests on its
     proof (argument 12), no failing variant was found."""
-    from accelmap.search import exact as ex
 
     prob = {"r3": lambda: conv2d("w", c=8, k=8, p=8, q=1, r=3, s=1),
             "r3-pad": lambda: conv2d("w", c=8, k=8, p=8, q=1, r=3, s=1, padding=(1, 0)),
             "r3-stride2": lambda: conv2d("w", c=8, k=8, p=4, q=1, r=3, s=1, stride=2),
             "r3-dilation2": lambda: conv2d("w", c=8, k=8, p=8, q=1, r=3, s=1, dilation=2)}[layer]()
     space = MapSpace(prob, one_tensor_spads_arch())
-    P = ex._setup(space, MODEL, parse_objective("energy"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("energy"))
     assert P.bms[0].region_forms is not None and P.bms[0].region_forms.slices == 3.0
     _check_region_term_on_sampled_sub_trees(space, P)
 
@@ -1180,7 +1179,6 @@ def _worst(space: MapSpace, obj):
 
 @pytest.mark.parametrize("case,objective", [("conv-2x1", "edp"), ("gemm", "energy"), ("conv-strided", "energy")])
 def test_dives_from_the_frontier_find_the_optimum_from_a_bad_warm_start(case, objective) -> None:
-    from accelmap.search import exact as ex
 
     space = MapSpace(CASES[case][0](), small_arch())
     obj = parse_objective(objective)
@@ -1189,13 +1187,13 @@ def test_dives_from_the_frontier_find_the_optimum_from_a_bad_warm_start(case, ob
     assert worst > 2 * truth
     # the dives alone, one from each keep pattern's root: they reach the optimum and leave
     # the tree as it was (nothing expanded, cut or counted as a leaf of the proof)
-    P = ex._setup(space, MODEL, obj)
-    P.best_value, P.best_batch = ex._first_incumbent(space, MODEL, obj, bad)
-    open_ = ex._Open()
-    for fr in ex._root_frames(P):
+    P = ex_nodes._setup(space, MODEL, obj)
+    P.best_value, P.best_batch = ex_warm._first_incumbent(space, MODEL, obj, bad)
+    open_ = ex_tree._Open()
+    for fr in ex_nodes._root_frames(P):
         open_.push(fr)
     n_open = open_.n_open
-    diver = ex._Diver(1.0)
+    diver = ex_tree._Diver(1.0)
     for _ in range(len(P.patterns)):
         diver.run(P, open_)
     assert P.best_value == pytest.approx(truth, rel=1e-12)
@@ -1244,7 +1242,6 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     where it lifts, and a model without the trial computes it on every call."""
     import dataclasses
 
-    from accelmap.search import exact as X
     from accelmap.workloads.io import load_problem
 
     problem, arch = load_problem("resnet50/res3b_branch2b"), preset("eyeriss-like")
@@ -1272,7 +1269,7 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
             for _ in range(4):
                 _node_bounds_of(space, one, keep)
         finally:
-            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+            monkeypatch.setitem(globals(), "bound_model", ex_nodes.bound_model)
         return len(calls), bm.region_tally
 
     every, _ = run(False, 0)  # no trial: every call with the spatial factors known
@@ -1281,7 +1278,7 @@ def test_region_count_on_trial_is_dropped_only_where_it_never_lifts(monkeypatch)
     assert n == 3 and tally == [3, 0]
     n, tally = run(True, 3)
     assert n == every and tally == [1, 1]
-    assert X._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
+    assert ex_sw._REGION_TRIAL > 0 and bound_model(space, keep).region_trial == 0
 
 
 @pytest.mark.parametrize("layer", ["conv-k3", "conv-2d"])
@@ -1359,7 +1356,7 @@ def test_pair_order_term_made_stronger_exceeds_some_mapping(case, monkeypatch) -
 
 @pytest.mark.parametrize("case", ["bypass-glb-conv", "bypass-glb-conv-c"])
 def test_pair_order_term_is_admissible_on_every_order_search_node(case) -> None:
-    """The order search (`exact._solve_orders`) bounds a complete factorization with the
+    """The order search (`_exact_leaves._solve_orders`) bounds a complete factorization with the
     orders of the levels ``< lv`` fixed: there argument 13 takes each fixed level's own pair.
     Over every mapping of the space, that bound is at most the least energy of the mappings
     with the same factors, keep bits and fixed orders, and the term lifts some of them."""
@@ -1413,8 +1410,6 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
     import collections
     import dataclasses
 
-    from accelmap.search import exact as X
-
     monkeypatch.setattr(sw, "_PAIR_MAX_K", -1)
     prob, arch = _PAIR_CASES["bypass-glb-conv-c"]
     space = MapSpace(prob(), arch())
@@ -1438,7 +1433,7 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
             for _ in range(3):
                 _node_bounds_of(space, one, keep)
         finally:
-            monkeypatch.setitem(globals(), "bound_model", X.bound_model)
+            monkeypatch.setitem(globals(), "bound_model", ex_nodes.bound_model)
         return bm.pair_tally
 
     run(False, 0)
@@ -1450,7 +1445,7 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
     tally = run(True, 2)
     assert collections.Counter(calls) == every
     assert all(tally[k] == [1, 1] for k in every)
-    assert X._PAIR_TRIAL > 0 and bound_model(space, keep).pair_trial == 0
+    assert ex_sw._PAIR_TRIAL > 0 and bound_model(space, keep).pair_trial == 0
 
 
 @pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
@@ -1458,7 +1453,7 @@ def test_pair_order_term_on_trial_is_dropped_only_where_it_never_lifts(monkeypat
                                              ("resnet50/res3b_branch2b", "simba-like")])
 def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit(layer, arch_name,
                                                                                  monkeypatch) -> None:
-    """`exact._bound_nodes` with the children's feasibility tested once (``_TRUST_TEST``:
+    """`_exact_nodes._bound_nodes` with the children's feasibility tested once (``_TRUST_TEST``:
     `partial_bounds`' ``rows_feasible``) and the distinct-offset bounds and the region count's
     parts made once per call, its three segments in one pass (``_bound_switches._SHARE``),
     against both off (the reference): the same feasible rows and objective bounds, bit for
@@ -1466,11 +1461,10 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
     region count runs on some of them (always, not on trial, so both see the same terms)."""
     import dataclasses
 
-    import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     space = MapSpace(load_problem(layer), preset(arch_name))
-    P = ex._setup(space, MODEL, parse_objective("edp"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("edp"))
     P.bms = [dataclasses.replace(bm, region_trial=0) for bm in P.bms]
     real = order_bounds._capacity_energy
     region = [0]
@@ -1488,11 +1482,11 @@ def test_shared_counts_and_one_feasibility_test_give_the_same_bounds_bit_for_bit
             for split in ([0, 1, 3, P.D - 1] if depth < P.leaf_depth else [0]):
                 ids = _random_ids(P.trees, depth, split, 200, rng)
                 monkeypatch.setattr(sw, "_SHARE", False)
-                monkeypatch.setattr(ex, "_TRUST_TEST", False)
-                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex_sw, "_TRUST_TEST", False)
+                want_b, want_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
                 monkeypatch.setattr(sw, "_SHARE", True)
-                monkeypatch.setattr(ex, "_TRUST_TEST", True)
-                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                monkeypatch.setattr(ex_sw, "_TRUST_TEST", True)
+                got_b, got_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
                 assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
                 n_rows += len(ids)
                 n_feasible += int(want_ok.sum())
@@ -1508,7 +1502,6 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
     certificate, node for node and leaf for leaf, and the same best mapping. One process, no
     dives (they run by time); the real layer is stopped by a leaf budget, the small ones
     are proven."""
-    import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     if case in CASES:
@@ -1522,9 +1515,9 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
     runs = []
     for on in (False, True):
         monkeypatch.setattr(sw, "_SHARE", on)
-        monkeypatch.setattr(ex, "_TRUST_TEST", on)
-        monkeypatch.setattr(ex, "_LEAF_MEMO", on)
-        monkeypatch.setattr(ex, "_FANOUT_KERNEL", on)
+        monkeypatch.setattr(ex_sw, "_TRUST_TEST", on)
+        monkeypatch.setattr(ex_sw, "_LEAF_MEMO", on)
+        monkeypatch.setattr(ex_sw, "_FANOUT_KERNEL", on)
         best, value, cert = solve(space, MODEL, obj, max_leaves=budget, workers=1, dive_share=0.0)
         runs.append((value, cert, space.encode(best)))
     (v0, c0, x0), (v1, c1, x1) = runs
@@ -1537,22 +1530,21 @@ def test_leaf_orders_made_once_and_legality_tested_once_leave_the_search_unchang
 @pytest.mark.parametrize("layer,arch_name", [("resnet50/res3b_branch2b", "eyeriss-like"),
                                              ("resnet50/res4b_branch2a", "simba-like")])
 def test_compiled_fanout_test_of_spatial_children_equals_numpy(layer, arch_name, monkeypatch) -> None:
-    """`exact._fanout_ok` compiled (``_FANOUT_KERNEL``, `_exact_kernel.fanout_ok`) against its
+    """`_exact_nodes._fanout_ok` compiled (``_FANOUT_KERNEL``, `_exact_kernel.fanout_ok`) against its
     numpy form on random depth-1 run choices, every count of chosen dims: the same rows."""
-    import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     space = MapSpace(load_problem(layer), preset(arch_name))
-    P = ex._setup(space, MODEL, parse_objective("edp"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("edp"))
     bm = P.bms[0]
     rng = np.random.default_rng(7)
     ids = np.stack([rng.integers(0, len(tr.sp_x), 3000) for tr in P.trees], axis=1)
     n_ok = 0
     for chosen in range(1, P.D + 1):
-        monkeypatch.setattr(ex, "_FANOUT_KERNEL", False)
-        want = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
-        monkeypatch.setattr(ex, "_FANOUT_KERNEL", True)
-        got = ex._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        monkeypatch.setattr(ex_sw, "_FANOUT_KERNEL", False)
+        want = ex_nodes._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
+        monkeypatch.setattr(ex_sw, "_FANOUT_KERNEL", True)
+        got = ex_nodes._fanout_ok(P, chosen, ids, bm.fan_x, bm.fan_y)
         assert got.dtype == np.bool_ and np.array_equal(want, got)
         n_ok += int(want.sum())
     assert 0 < n_ok < 3000 * P.D
@@ -1560,18 +1552,16 @@ def test_compiled_fanout_test_of_spatial_children_equals_numpy(layer, arch_name,
 
 # --- the warm start beside the tree ---------------------------------------
 def test_warm_start_beside_the_tree_proves_the_same_optimum(monkeypatch) -> None:
-    import accelmap.search.exact as exact
-
-    monkeypatch.setattr(exact, "_SHARE_NODES", 1)  # deal the tree out at once, so it uses the workers
-    monkeypatch.setattr(exact, "_QUICK_WARM", 500)  # the quick warm start, then 5,000 evaluations beside
+    monkeypatch.setattr(ex_sw, "_SHARE_NODES", 1)  # deal the tree out at once, so it uses the workers
+    monkeypatch.setattr(ex_sw, "_QUICK_WARM", 500)  # the quick warm start, then 5,000 evaluations beside
     started = []
-    real = exact._WarmStart
-    monkeypatch.setattr(exact, "_WarmStart", lambda run: started.append(1) or real(run))
+    real = ex_warm._WarmStart
+    monkeypatch.setattr(ex_warm, "_WarmStart", lambda run: started.append(1) or real(run))
     space = MapSpace(conv2d("c", n=1, k=2, c=2, p=2, q=2, r=2, s=1), small_arch())
     obj = parse_objective("edp")
     truth = _exhaustive(space, obj)
     for beside in (False, True):
-        monkeypatch.setattr(exact, "_WARM_BESIDE", beside)
+        monkeypatch.setattr(ex_sw, "_WARM_BESIDE", beside)
         r = accelmap.search(space.problem, space.arch, space=space, searcher="exact", seed=1,
                             searcher_options={"warm_budget": 5_000, "workers": 2})
         assert len(started) == int(beside)
@@ -1584,28 +1574,26 @@ def test_warm_start_beside_the_tree_proves_the_same_optimum(monkeypatch) -> None
 def test_warm_start_beside_the_tree_gives_its_mapping_and_is_stopped_after_a_proof(monkeypatch) -> None:
     import time
 
-    import accelmap.search.exact as exact
-
-    monkeypatch.setattr(exact, "_SHARE_NODES", 1)
+    monkeypatch.setattr(ex_sw, "_SHARE_NODES", 1)
     space = MapSpace(matmul("g", m=4, n=4, k=2), small_arch())
     obj = parse_objective("edp")
     opt, truth, c1 = solve(space, MODEL, obj, workers=1)
     assert c1.proven_optimal
     # the tree stopped at once: the result is the warm start's mapping, the bound below it
-    warm = exact._WarmStart(lambda: (7, opt, space, MODEL, obj))
+    warm = ex_warm._WarmStart(lambda: (7, opt, space, MODEL, obj))
     best, value, cert = solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=warm)
     assert value == truth and _value(space, best, obj) == pytest.approx(truth, rel=1e-12)
     assert cert.warm_start_evaluations == 7 and cert.lower_bound <= truth and not cert.proven_optimal
     assert not warm.proc.is_alive()
     # a proof from the tree's own mapping does not wait for a warm start still running
-    slow = exact._WarmStart(lambda: (time.sleep(60), None, space, MODEL, obj))
+    slow = ex_warm._WarmStart(lambda: (time.sleep(60), None, space, MODEL, obj))
     t = time.perf_counter()
     best, value, cert = solve(space, MODEL, obj, workers=2, warm=slow)
     assert time.perf_counter() - t < 30 and not slow.proc.is_alive()
     assert cert.proven_optimal and value == pytest.approx(truth, rel=1e-12) and cert.warm_start_evaluations == 0
     # a warm start that fails is reported, with its traceback
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-        solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=exact._WarmStart(lambda: 1 // 0))
+        solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=ex_warm._WarmStart(lambda: 1 // 0))
 
 # --- argument 14: the outermost level's loop order, counted exactly -----------------------------
 def small_glb_arch(cap: int = 12, bypass_weights: bool = False) -> Arch:
@@ -1811,7 +1799,6 @@ def test_dram_order_known_tile_term_made_stronger_exceeds_some_mapping(case, mon
     """The test above can fail: with the table's cells 1.05x larger, some node bound exceeds
     the least energy of its mappings."""
     import dataclasses
-
 
     real = bypass_bounds._dram_order_known_energy
 
@@ -2127,7 +2114,6 @@ def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -
     node bounds; the path runs on some calls, with argument 10b's passes on the convolutions.
     The small spaces take the rows in blocks of 5 (several blocks and a partial one per call)."""
     import accelmap.costmodels._jstar_kernel as jk
-    import accelmap.search.exact as ex
     from accelmap.workloads.io import load_problem
 
     if "@bypass" in case:
@@ -2135,7 +2121,7 @@ def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -
 
     layer, arch = _JSTAR_SPACES[case]()
     space = MapSpace(load_problem(layer) if isinstance(layer, str) else layer, arch)
-    P = ex._setup(space, MODEL, parse_objective("edp"))
+    P = ex_nodes._setup(space, MODEL, parse_objective("edp"))
     real = order_bounds._jstar_order_energy
     tally = {"calls": 0, "paths": 0, "passes": 0}
 
@@ -2159,9 +2145,9 @@ def test_compiled_jstar_order_term_equals_numpy_bit_for_bit(case, monkeypatch) -
                 ids = _random_ids(P.trees, depth, split, 200, rng)
                 monkeypatch.setattr(order_bounds, "_jstar_order_energy", real)
                 monkeypatch.setattr(sw, "_JSTAR_ENGINE", "numpy")
-                want_b, want_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                want_b, want_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
                 monkeypatch.setattr(order_bounds, "_jstar_order_energy", both)
-                got_b, got_ok = ex._bound_nodes(P, pi, depth, split, ids)
+                got_b, got_ok = ex_nodes._bound_nodes(P, pi, depth, split, ids)
                 assert np.array_equal(want_ok, got_ok) and np.array_equal(want_b, got_b)
     assert tally["paths"] > 0
     if case.startswith(("res3", "conv")):
@@ -2406,7 +2392,7 @@ def _depth0_cycles(space: MapSpace, most_scale: float = 1.0) -> tuple[int, int]:
     import itertools
 
     from accelmap.mapper.mapping import MappingBatch
-    from accelmap.search.exact import _patterns
+    from accelmap.search._exact_nodes import _patterns
 
     trees = [DimTree(space._tables[d]) for d in range(space._D)]
     D, L = space._D, space._L
