@@ -429,3 +429,18 @@ def test_serial_plan_is_kept_and_remade_when_the_walk_table_changes(monkeypatch)
     copy = pickle.loads(pickle.dumps(model))
     assert plans and pickle.loads(pickle.dumps(plans)) == {}  # (plans hold compiled drivers: pickled empty)
     assert_engines_agree(copy.evaluate(prob, arch, batch), want, what="unpickled model")
+
+
+def test_ceil_div_is_the_negated_floor_division() -> None:
+    """`_ceil_div` (the kernels' fold counts and DRAM-window chunks) gives ``-(-a // b)`` for
+    every ``a`` in a window around zero and at the int64 extremes, and every divisor ``b`` >= 1
+    there, compiled and as Python."""
+    big = 2**63 - 1
+    nums = [*range(-70, 71), 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**53 + 1, big - 1, big, -big]
+    dens = [*range(1, 40), 2**31 - 1, 2**32 - 1, 2**32, 2**32 + 1, big - 1, big]
+    compiled = _systolic_kernel._ceil_div
+    for a in nums:
+        for b in dens:
+            want = -(-a // b)
+            assert _systolic_kernel._ceil_div.py_func(a, b) == want, (a, b)
+            assert compiled(np.int64(a), np.int64(b)) == want, (a, b)
