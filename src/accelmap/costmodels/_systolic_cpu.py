@@ -182,15 +182,20 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             order_lv, fan_lv = -1, -1
             if ones == 0:
                 for d in range(D):
+                    # (each dim's least factor on a chain of its own, joined after: min is
+                    # exact in any grouping, and one chain through every factor of the row
+                    # made the check wait on a compare and move per factor)
                     prod = np.int64(1)
+                    low = temporal[i, d]
                     for lv in range(L):
                         a = temporal[i, lv * D + d]
-                        least = min(least, a)
+                        low = min(low, a)
                         prod *= a
                         if (FANB >> lv) & 1:
                             x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
-                            least = min(least, x, y)
+                            low = min(low, x, y)
                             prod *= x * y
+                    least = min(least, low)
                     short |= prod < bounds[d]
                 for lv in range(L):
                     ux, uy = np.int64(1), np.int64(1)

@@ -442,7 +442,7 @@ def _dram(o, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f
     if not over:  # (case B: a chunk's indices times the time class's, at most; `reads` = f_r s_c t b_rep)
         t_len = reads // (s_c * f_r * b_rep)
         return _repeated_tiles(f_c - 1, min(tile, chunk * t_len), min(second, last * t_len), f_r, w) * b_rep
-    reads_pass = reads // passes
+    reads_pass = reads if passes == 1 else reads // passes
     if shifted:
         est = (f_r - 1) * tile + second if case_c else _repeated_tiles(f_c - 1, tile, second, f_r, w)
     else:
@@ -717,14 +717,16 @@ def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tv
     dr0, dr1, missing = np.int64(-1), np.int64(-1), 0
     limit = walk_limit if f_r * f_c <= walk_ratio * fewest else walk_far
     if walk_limit >= 0 and limit > 0:
-        b1 = max(ints[10], 1)
-        if ints[18] != 0 and _walked(acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
+        b1 = max(ints[10], 1)  # (one repetition of the GEMM, the usual case: no division)
+        if ints[18] != 0 and _walked(acc0 if b1 == 1 else acc0 // b1, _passes(0, rc, cc, f_r, f_c), limit, walk_cap,
+                                     walk_sample):
             j = _key_slot(tkeys, 0, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr0 = tvals[j]
             else:
                 missing |= 1
-        if ints[19] != 0 and _walked(acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap, walk_sample):
+        if ints[19] != 0 and _walked(acc1 if b1 == 1 else acc1 // b1, _passes(1, rc, cc, f_r, f_c), limit, walk_cap,
+                                     walk_sample):
             j = _key_slot(tkeys, 1, rc, cc, ur, uc, order3, i, al)
             if tkeys[j, 0] >= 0:
                 dr1 = tvals[j]
