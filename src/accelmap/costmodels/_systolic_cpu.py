@@ -226,11 +226,19 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 for d in range(D):
                     short |= ext[d] < bounds[d]
             for lv in range(L):
-                seen = 0
+                # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
+                # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
+                # then each shift is by the entry itself; ``& 63`` the shift instruction's own
+                # mask, so it costs nothing). For D up to 62 (a constant: the branch folds).
+                seen, rng = 0, np.int64(0)
                 for d in range(D):
                     v = order[i, lv * D + d]
-                    seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                if order_lv < 0 and seen != (1 << D) - 1:
+                    if D <= 62:
+                        rng |= v
+                        seen |= 1 << (v & 63)
+                    else:
+                        seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+                if order_lv < 0 and (seen != (1 << D) - 1 or rng >> 6 != 0):
                     order_lv = lv
             why, where = 0, -1
             if least < 1 or short:
