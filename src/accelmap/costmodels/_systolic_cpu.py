@@ -182,15 +182,20 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             order_lv, fan_lv = -1, -1
             if ones == 0:
                 for d in range(D):
+                    # (each dim's least factor on a chain of its own, joined after: min is
+                    # exact in any grouping, and one chain through every factor of the row
+                    # made the check wait on a compare and move per factor)
                     prod = np.int64(1)
+                    low = temporal[i, d]
                     for lv in range(L):
                         a = temporal[i, lv * D + d]
-                        least = min(least, a)
+                        low = min(low, a)
                         prod *= a
                         if (FANB >> lv) & 1:
                             x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
-                            least = min(least, x, y)
+                            low = min(low, x, y)
                             prod *= x * y
+                    least = min(least, low)
                     short |= prod < bounds[d]
                 for lv in range(L):
                     ux, uy = np.int64(1), np.int64(1)
@@ -221,11 +226,19 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 for d in range(D):
                     short |= ext[d] < bounds[d]
             for lv in range(L):
-                seen = 0
+                # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
+                # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
+                # then each shift is by the entry itself; ``& 63`` the shift instruction's own
+                # mask, so it costs nothing). For D up to 62 (a constant: the branch folds).
+                seen, rng = 0, np.int64(0)
                 for d in range(D):
                     v = order[i, lv * D + d]
-                    seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                if order_lv < 0 and seen != (1 << D) - 1:
+                    if D <= 62:
+                        rng |= v
+                        seen |= 1 << (v & 63)
+                    else:
+                        seen |= (1 << D) if v < 0 or v >= D else (1 << v)
+                if order_lv < 0 and (seen != (1 << D) - 1 or rng >> 6 != 0):
                     order_lv = lv
             why, where = 0, -1
             if least < 1 or short:

@@ -429,3 +429,49 @@ def test_serial_plan_is_kept_and_remade_when_the_walk_table_changes(monkeypatch)
     copy = pickle.loads(pickle.dumps(model))
     assert plans and pickle.loads(pickle.dumps(plans)) == {}  # (plans hold compiled drivers: pickled empty)
     assert_engines_agree(copy.evaluate(prob, arch, batch), want, what="unpickled model")
+
+
+def test_ceil_div_is_the_negated_floor_division() -> None:
+    """`_ceil_div` (the kernels' fold counts and DRAM-window chunks) gives ``-(-a // b)`` for
+    every ``a`` in a window around zero and at the int64 extremes, and every divisor ``b`` >= 1
+    there, compiled and as Python."""
+    big = 2**63 - 1
+    nums = [*range(-70, 71), 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**32 + 1, 2**53 + 1, big - 1, big, -big]
+    dens = [*range(1, 40), 2**31 - 1, 2**32 - 1, 2**32, 2**32 + 1, big - 1, big]
+    compiled = _systolic_kernel._ceil_div
+    for a in nums:
+        for b in dens:
+            want = -(-a // b)
+            assert _systolic_kernel._ceil_div.py_func(a, b) == want, (a, b)
+            assert compiled(np.int64(a), np.int64(b)) == want, (a, b)
+
+
+def test_specialised_driver_order_verdicts(monkeypatch) -> None:
+    """The specialised driver's order check (the entries' bits and the OR of the entries)
+    gives the numpy path's verdict, reason and level on orders with an entry replaced by
+    every kind of value outside 0..D-1 (negative, D, 63, 64 and 64 + a dim, whose low six
+    bits name a dim, huge and the int64 extremes) or repeated, at every level."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
+    arch = preset("systolic")
+    base = scalesim_mapping(prob, arch, "ws")
+    L, D = base.order.shape[1:]
+    bad = [-1, -64, D, 63, 64, 64 + 1, 64 + D - 1, 2**62, 2**63 - 1, -(2**63)]
+    order = np.repeat(np.asarray(base.order), L * D * (len(bad) + 1), axis=0)
+    r = 0
+    for lv in range(L):
+        for d in range(D):
+            for v in [*bad, int(order[r, lv, (d + 1) % D])]:  # (the last: a repeated dim)
+                order[r, lv, d] = v
+                r += 1
+    n = len(order)
+    batch = MappingBatch(temporal=np.repeat(np.asarray(base.temporal), n, axis=0),
+                         spatial=np.repeat(np.asarray(base.spatial), n, axis=0), order=order,
+                         keep=np.repeat(np.asarray(base.keep), n, axis=0))
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
+    assert not want.valid.any()
+    assert_engines_agree(got, want, what="damaged orders")
