@@ -70,8 +70,6 @@ layers), and `accelmap.search.search` re-evaluates what it
 reports (the best mapping, the Pareto front) with the model itself (docs/search.md,
 "Searching a systolic array"). DRAM writes are the ofmap's words.
 
-DRAM writes are the ofmap's words.
-
 Stalls: with a finite DRAM bandwidth the layer cannot end before its DRAM words have
 crossed the interface, ``stall = max(0, ceil(dram_words / bandwidth) - compute_cycles)`` per
 direction (a roofline bound; SCALE-Sim's CALC mode sizes the bandwidth so that stalls are
