@@ -2,13 +2,15 @@
 
 Run by hand from the repo root::
 
-    python benchmarks/bench_systolic_versions.py --old REV [--repeats 11] [--sizes 10000 100000]
+    python benchmarks/bench_systolic_versions.py --old REV [--repeats 11] [--sizes 10000 100000] [--model search]
 
 The package ``src/accelmap`` of git revision ``REV`` is copied into a temporary folder as a
 package of its own (``accelmap_old``: its imports rewritten), so that both versions live in
 one process with their own numba caches. On the pools of ``bench_costmodel.py`` (random
 SCALE-Sim-style mappings of CB2a_2 and GEMM_512 on the ``systolic`` preset) each version's
-``SystolicModel(engine="cpu")`` is warmed until its driver specialised per structure serves,
+``SystolicModel(engine="cpu")`` (``--model report``) or its ranking model,
+``SystolicModel(engine="cpu").for_search()`` (``--model search``, the default: what a search
+evaluates and what ``bench_costmodel.py``'s systolic rows time), is warmed until its driver specialised per structure serves,
 every `Metrics` field of the two is checked equal, then ``evaluate`` and
 ``evaluate_objective`` of both are timed in turn within every repeat (the order of the two
 reversed every other repeat), by the process's CPU time and wall time, with the minor page
@@ -65,6 +67,8 @@ def main() -> None:
     ap.add_argument("--sizes", nargs="*", type=int, default=[10000, 100000])
     ap.add_argument("--repeats", type=int, default=11)
     ap.add_argument("--results", type=Path, default=RESULTS)
+    ap.add_argument("--model", choices=("search", "report"), default="search",
+                    help="time the ranking model (`SystolicModel.for_search`) or the reporting default")
     ap.add_argument("--old-dir", type=Path, default=None,
                     help="keep the old package in this folder (made if absent) so that its numba cache is kept "
                          "between runs; default a temporary folder")
@@ -86,9 +90,12 @@ def main() -> None:
         old_name = _old_package(args.old, where)
         old_model = importlib.import_module(f"{old_name}.costmodels.systolic").SystolicModel
         models = {"old": old_model(engine="cpu"), "new": SystolicModel(engine="cpu")}
+        if args.model == "search":
+            models = {k: m.for_search() for k, m in models.items()}
         out: dict = {"old": args.old, "new": subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"],
                                                              capture_output=True, text=True).stdout.strip(),
-                     "load_average_start": list(os.getloadavg()), "repeats": args.repeats, "cases": {}}
+                     "load_average_start": list(os.getloadavg()), "repeats": args.repeats, "model": args.model,
+                     "cases": {}}
         for label, problem, arch, pool in _pools("systolic", max(args.sizes)):
             for m in models.values():  # until the specialised driver serves (and its walks are in the table)
                 seen = 0

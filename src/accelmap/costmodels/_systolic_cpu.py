@@ -151,7 +151,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     def rows(mp, rt, wk, want_stats, mode, out, sc):
         L, D, T, AL, PE, TI, TW, TO, SI, SW, SO, DC, _HOLDS, _BLK1, SKIPZ, MT, TERMS, _FANL, NZ, _RULES = S
         temporal, spatial, order, keep, order3 = mp
-        bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels = rt
+        bounds, fan_xy, dim_class, full, terms, ints, flts, pairs, levels, fold_tab = rt
         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample = wk
         out_i, out_f, valid, missing, reason, level, cycles, energy, comp, util, reads, fills, updates, brk = out
         ext, suff = sc
@@ -162,55 +162,53 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         macs = flts[3]
         n_missing = 0
         for i in range(temporal.shape[0]):
-            py, px = np.int64(1), np.int64(1)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
-            # The verdicts follow in `_check_padded`'s order from the least factor, whether a
-            # dim's product falls short of its bound, the first level whose order is no
-            # permutation and the first whose fanout is exceeded. A level without a fanout
-            # (``FANB``) whose spatial factors are all 1 (``ones`` 0: a legal row's) multiplies
-            # nothing: then each dim's product is its temporal factors times the spatial ones
-            # of the levels with a fanout, formed dim by dim in registers (int64 products wrap
-            # alike in any order), and those levels' fanouts are their products alone. Else
-            # (a damaged row) every level multiplies in full, as `_check_padded` does.
-            ones = 0
+            # Each test ends in a select (the first failing level of a test found from the last
+            # level up), so that the only branch on the row's values is the rare damaged one.
+            # A level without a fanout (``FANB``) whose spatial factors are all 1 (``ones``
+            # 0: a legal row's) multiplies nothing: then each dim's product is its temporal
+            # factors times the spatial ones of the levels with a fanout, formed dim by dim
+            # in registers (int64 products wrap alike in any order), its least factor on a
+            # chain of its own (min is exact in any grouping), and those levels' fanouts
+            # are their products alone. Else (a damaged row) every level multiplies in
+            # full, as `_check_padded` does.
+            ones = np.int64(0)
             for lv in range(L):
                 if not (FANB >> lv) & 1:
                     for k in range(2 * lv * D, 2 * (lv + 1) * D):
                         ones |= spatial[i, k] ^ 1
             least = np.int64(1)
             short = False
-            order_lv, fan_lv = -1, -1
-            if ones == 0:
-                for d in range(D):
-                    # (each dim's least factor on a chain of its own, joined after: min is
-                    # exact in any grouping, and one chain through every factor of the row
-                    # made the check wait on a compare and move per factor)
-                    prod = np.int64(1)
-                    low = temporal[i, d]
-                    for lv in range(L):
-                        a = temporal[i, lv * D + d]
-                        low = min(low, a)
-                        prod *= a
-                        if (FANB >> lv) & 1:
-                            x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
-                            low = min(low, x, y)
-                            prod *= x * y
-                    least = min(least, low)
-                    short |= prod < bounds[d]
+            for d in range(D):
+                prod = np.int64(1)
+                low = temporal[i, d]
                 for lv in range(L):
-                    ux, uy = np.int64(1), np.int64(1)
+                    a = temporal[i, lv * D + d]
+                    low = min(low, a)
+                    prod *= a
                     if (FANB >> lv) & 1:
-                        for d in range(D):
-                            ux *= spatial[i, 2 * (lv * D + d)]
-                            uy *= spatial[i, 2 * (lv * D + d) + 1]
-                    if lv == AL:
-                        px, py = ux, uy
-                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
-                        fan_lv = lv
-            else:
+                        x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
+                        low = min(low, min(x, y))
+                        prod *= x * y
+                least = min(least, low)
+                short |= prod < bounds[d]
+            fan_lv = np.int64(L)  # (L: none; the first level found from the last one up)
+            py, px = np.int64(1), np.int64(1)
+            for lv in range(L - 1, -1, -1):
+                ux, uy = np.int64(1), np.int64(1)
+                if (FANB >> lv) & 1:
+                    for d in range(D):
+                        ux *= spatial[i, 2 * (lv * D + d)]
+                        uy *= spatial[i, 2 * (lv * D + d) + 1]
+                if lv == AL:
+                    px, py = ux, uy
+                fan_lv = lv if (ux > fan_xy[lv, 0]) | (uy > fan_xy[lv, 1]) else fan_lv
+            if ones != 0:  # (a damaged row: every level's factors, as `_check_padded`)
                 for d in range(D):
                     ext[d] = 1
-                for lv in range(L):
+                least = np.int64(1)
+                fan_lv = np.int64(L)
+                for lv in range(L - 1, -1, -1):
                     ux, uy = np.int64(1), np.int64(1)
                     for d in range(D):
                         k = lv * D + d
@@ -221,38 +219,42 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                         uy *= y
                     if lv == AL:
                         px, py = ux, uy
-                    if fan_lv < 0 and (ux > fan_xy[lv, 0] or uy > fan_xy[lv, 1]):
-                        fan_lv = lv
+                    fan_lv = lv if (ux > fan_xy[lv, 0]) | (uy > fan_xy[lv, 1]) else fan_lv
+                short = False
                 for d in range(D):
                     short |= ext[d] < bounds[d]
-            for lv in range(L):
-                # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
-                # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
-                # then each shift is by the entry itself; ``& 63`` the shift instruction's own
-                # mask, so it costs nothing). For D up to 62 (a constant: the branch folds).
-                seen, rng = 0, np.int64(0)
+            # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
+            # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
+            # then each shift is by the entry itself; ``& 63`` the shift instruction's own
+            # mask, so it costs nothing). For D up to 62 (a constant: the branch folds).
+            order_lv = np.int64(L)
+            for lv in range(L - 1, -1, -1):
+                seen, rng = np.int64(0), np.int64(0)
                 for d in range(D):
                     v = order[i, lv * D + d]
                     if D <= 62:
                         rng |= v
-                        seen |= 1 << (v & 63)
+                        seen |= np.int64(1) << (v & 63)
                     else:
-                        seen |= (1 << D) if v < 0 or v >= D else (1 << v)
-                if order_lv < 0 and (seen != (1 << D) - 1 or rng >> 6 != 0):
-                    order_lv = lv
-            why, where = 0, -1
-            if least < 1 or short:
-                why = _FACTORS
-            elif order_lv >= 0:
-                why, where = _ORDER, order_lv
-            else:
-                for lv in range(L):
-                    for t in range(T):
-                        if (keep[i, lv * T + t] and not (HOLDB >> (lv * T + t)) & 1) or (lv == 0 and not keep[i, t]):
-                            if why == 0:
-                                why, where = _KEEP, lv
-                if why == 0 and fan_lv >= 0:
-                    why, where = _FANOUT, fan_lv
+                        seen |= (np.int64(1) << D) if v < 0 or v >= D else (np.int64(1) << v)
+                order_lv = lv if (seen != (1 << D) - 1) | ((rng >> 6) != 0) else order_lv
+            # a level keeps a tensor it may not hold, or DRAM (level 0) does not keep one
+            keep_lv = np.int64(L)
+            for lv in range(L - 1, -1, -1):
+                bad = False
+                for t in range(T):
+                    kb = keep[i, lv * T + t]
+                    if not (HOLDB >> (lv * T + t)) & 1:
+                        bad |= kb
+                    if lv == 0:
+                        bad |= not kb
+                keep_lv = lv if bad else keep_lv
+            # the verdicts in `_check_padded`'s order
+            fact = (least < 1) | short
+            why = _FACTORS if fact else (_ORDER if order_lv < L else (_KEEP if keep_lv < L else (
+                _FANOUT if fan_lv < L else 0)))
+            where = -1 if fact else (order_lv if order_lv < L else (keep_lv if keep_lv < L else (
+                fan_lv if fan_lv < L else -1)))
             # --- the dataflow and the array classes (`_systolic_kernel._dataflow_classes`) ---
             df, rc, cc = -1, -1, -1
             if why == 0:
@@ -270,7 +272,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             if ok:
                 # --- folds, cycles and SRAM counts (`_folds_and_counts`) ---
                 s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
-                    _folds_and_counts(df, rc, cc, py, px, ints)
+                    _folds_and_counts(df, rc, cc, py, px, ints, fold_tab)
                 # --- DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated ---
                 dr0, dr1, miss = _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest_r[rc] * fewest_c[cc], acc0, acc1,
                                                 ints, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample,

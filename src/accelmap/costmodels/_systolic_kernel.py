@@ -55,7 +55,9 @@ class SystolicConsts:
     dim -1 past the end); ``pairs`` (2, P, 3) = per read operand the
     (pixel dim, window dim, coefficient) pairs `systolic_dram._neighbour_step_batch` scans (the
     mapping-independent part of its loops); ``levels`` (L, 3) = block words, read and write
-    energy (pJ) per level, for `Metrics`."""
+    energy (pJ) per level, for `Metrics`; ``fold_tab`` (3, W) = per GEMM class (m, n, k) its
+    folds on ``u`` PEs, ``ceil(size / u)``, for ``u`` = 1 .. W - 1 (`_fold_table`; not in
+    `as_tuple`)."""
 
     bounds: IntArray
     holds: np.ndarray
@@ -67,6 +69,7 @@ class SystolicConsts:
     flts: np.ndarray
     pairs: IntArray
     levels: np.ndarray
+    fold_tab: IntArray
 
     def as_tuple(self) -> tuple:
         return (self.bounds, self.holds, self.fan_xy, self.dim_class, self.full, self.terms, self.ints, self.flts,
@@ -122,7 +125,23 @@ def systolic_consts(problem: Problem, arch: Arch, layout) -> SystolicConsts:  # 
                           holds=np.ascontiguousarray(arch.holds_mask(problem)),
                           fan_xy=np.ascontiguousarray(arch.fanouts, dtype=np.int64), dim_class=dim_class, full=full,
                           terms=term_arr, ints=ints, flts=flts, pairs=pair_arr,
-                          levels=levels)
+                          levels=levels, fold_tab=_fold_table(layout.class_size[:3], max(layout.rows, layout.cols)))
+
+
+# the most PEs a row or column of the array may have for `_fold_table` to hold its folds
+_FOLD_TABLE_PES = 4096
+
+
+def _fold_table(sizes, pes: int) -> IntArray:  # noqa: ANN001
+    """``tab[c, u] = ceil(sizes[c] / u)`` for ``u`` = 1 .. ``min(pes, _FOLD_TABLE_PES)`` (``u``
+    = 0 unused): the row and column folds of a class on ``u`` PEs (`_folds_and_counts` reads
+    them here instead of dividing, a 32-bit division of 20-30 cycles on the rows' critical
+    path; beyond the table it divides)."""
+    u = np.arange(1, min(max(pes, 1), _FOLD_TABLE_PES) + 1, dtype=np.int64)
+    tab = np.zeros((3, len(u) + 1), dtype=np.int64)
+    for c in range(3):
+        tab[c, 1:] = -(-int(sizes[c]) // u)
+    return tab
 
 
 # `SystolicConsts.ints` from here on: per read operand o and class c the tile tables of an
@@ -679,18 +698,20 @@ def _dataflow_classes(k0, k1, k2, ymask, xmask, bad):
 
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
-def _folds_and_counts(df, rc, cc, py, px, ints):
+def _folds_and_counts(df, rc, cc, py, px, ints, fold_tab):
     """SCALE-Sim's folds, compute cycles and SRAM words of a mapping with dataflow ``df`` and
     classes ``rc`` / ``cc`` on ``py`` x ``px`` PEs: (row, column, temporal class sizes, rows
     and columns used, row and column folds, folds, compute cycles, cycles a fold for the
-    compute utilization, SRAM reads of ifmap and filter, ofmap words, SRAM writes)."""
+    compute utilization, SRAM reads of ifmap and filter, ofmap words, SRAM writes). The folds
+    ``ceil(s / u)`` come from ``fold_tab`` (`SystolicConsts.fold_tab`) where it holds them."""
     R, C, b_rep = ints[2], ints[3], ints[10]
     tc = 3 - rc - cc
     s_r, s_c, t_len = ints[7 + rc], ints[7 + cc], ints[7 + tc]
     ur = max(min(py, s_r), 1)
     uc = max(min(px, s_c), 1)
-    f_r = _ceil_div(s_r, ur)
-    f_c = _ceil_div(s_c, uc)
+    W = fold_tab.shape[1]
+    f_r = fold_tab[rc, ur] if ur < W else _ceil_div(s_r, ur)
+    f_c = fold_tab[cc, uc] if uc < W else _ceil_div(s_c, uc)
     folds = f_r * f_c * b_rep
     os_ = df == _OS
     per_fold = t_len + R + C - 2 if os_ else 2 * R + C + t_len - 2
@@ -750,7 +771,8 @@ def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints,
 
 @register_jitable
 def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints, flts, pairs,
-         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff, spatial2, order2):
+         tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff, spatial2, order2,
+         fold_tab):
     """SCALE-Sim's report of mapping i into ``ri`` (19 int64 columns) and ``rf`` (3 float64:
     mapping efficiency, compute utilization, utilization); returns the walked counts missing
     from the table (bit o: operand o; the row then holds the estimate). ``spatial2`` and
@@ -784,7 +806,7 @@ def _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, fu
         py *= spatial[i, al, d, 1]
         px *= spatial[i, al, d, 0]
     s_r, s_c, t_len, ur, uc, f_r, f_c, folds, compute, util_fold, acc0, acc1, acc2, sram_w = \
-        _folds_and_counts(df, rc, cc, py, px, ints)
+        _folds_and_counts(df, rc, cc, py, px, ints, fold_tab)
     # DRAM reads: walked (looked up) where `systolic_dram._walk_rows` says so, else estimated
     dr0, dr1, missing = _walked_lookup(rc, cc, ur, uc, f_r, f_c, _ceil_div(s_r, R) * _ceil_div(s_c, C), acc0, acc1, ints,
                                        tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, order, i, al)
@@ -901,7 +923,7 @@ def _metrics_row(i, ok, ri, rf, ints, flts, levels, cycles, energy, comp, util, 
 def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, fan_xy, dim_class, full, terms, ints, flts,
                pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, want_stats, out_i, out_f, valid,
                missing, want_metrics, reason, level, cycles, energy, comp, util, reads, fills, updates, breakdown, scratch_i,
-               scratch_f, ext, suff):
+               scratch_f, ext, suff, fold_tab):
     """Every row of the batch: its report into ``out_i`` / ``out_f`` (``want_stats``) and
     its `Metrics` fields (``want_metrics``); ``valid`` and ``missing`` (`_row`) always. The
     arrays of the mode not wanted may have no rows."""
@@ -910,7 +932,7 @@ def _eval_rows(temporal, spatial, order, keep, spatial2, order2, bounds, holds, 
         rf = out_f[i] if want_stats else scratch_f
         missing[i] = _row(i, temporal, spatial, order, keep, bounds, holds, fan_xy, dim_class, full, terms, ints,
                           flts, pairs, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample, ri, rf, ext, suff,
-                          spatial2, order2)
+                          spatial2, order2, fold_tab)
         ok = ri[_REASON] == 0
         valid[i] = ok
         if want_metrics:
@@ -957,7 +979,7 @@ def _spec_args(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float,
     the mapping arrays as rows (and the 3-D order), ``out`` the outputs, ``scratch`` its two
     scratch rows."""
     c = consts
-    rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+    rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels, c.fold_tab)
     wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]), np.int64(rule[4]))
     return flat, rt, wk, want_stats, mode, out, scratch
 
@@ -1007,7 +1029,7 @@ class SerialPlan:
         D = c.bounds.shape[0]
         e, f8, i8 = np.empty, np.float64, np.int64
         self.rows = cpu.driver(spec)
-        self.rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels)
+        self.rt = (c.bounds, c.fan_xy, c.dim_class, c.full, c.terms, c.ints, c.flts, c.pairs, c.levels, c.fold_tab)
         self.table_arrays = table.arrays
         self.rule = rule
         self.wk = (*table.arrays, np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]),
@@ -1161,7 +1183,7 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
         def block(b: int, lo: int, hi: int) -> None:
             o = [out[k][lo:hi] if len(out[k]) else out[k] for k in names]
             _eval_rows(*(x[lo:hi] for x in arrays), spatial2[lo:hi], order2[lo:hi], *tables, want_stats, o[0], o[1], o[2], o[3],
-                       want_metrics, *o[4:], *(x[b] for x in scratch))
+                       want_metrics, *o[4:], *(x[b] for x in scratch), c.fold_tab)
     else:
         from accelmap.costmodels import _systolic_cpu
 
