@@ -475,3 +475,107 @@ def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
     assert not want.valid.any()
     assert_engines_agree(got, want, what="damaged orders")
+
+
+def _random_scalesim_rows(prob, arch, n: int, rng: np.random.Generator) -> MappingBatch:  # noqa: ANN001
+    """SCALE-Sim's mapping of a random dataflow with a random number of PEs on each array axis
+    (every temporal loop at DRAM): rows of every fold count."""
+    from accelmap.costmodels.systolic import systolic_layout
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+
+    lay, _ = systolic_layout(prob, arch)
+    bases = [scalesim_mapping(prob, arch, df) for df in ("os", "ws", "is")]
+    pick = rng.integers(0, 3, n)
+    s = np.concatenate([bases[i].spatial for i in pick]).copy()
+    a = lay.array_level
+    for axis, extent in ((1, lay.rows), (0, lay.cols)):
+        unrolled = s[:, a, :, axis] > 1
+        s[:, a, :, axis] = np.where(unrolled, np.minimum(rng.integers(1, extent + 1, n)[:, None], s[:, a, :, axis]), 1)
+    t = np.concatenate([bases[i].temporal for i in pick]).copy()
+    t[:, 0, :] = -(-prob.bounds[None, :] // s.prod(axis=(1, 3)))
+    return MappingBatch(temporal=t, spatial=s, order=np.concatenate([bases[i].order for i in pick]),
+                        keep=np.concatenate([bases[i].keep for i in pick]))
+
+
+def test_fold_table_and_the_division_beyond_it(monkeypatch) -> None:
+    """`SystolicConsts.fold_tab` holds each class's folds ``ceil(size / u)`` on ``u`` PEs; the
+    specialised driver reads them there and divides beyond the table: with a table of two
+    entries (most rows beyond it) and with the full one, every `Metrics` field equals the numpy
+    path's, under ``"estimate"`` and ``"auto"``."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic import systolic_layout
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
+    arch = preset("systolic")
+    lay, _ = systolic_layout(prob, arch)
+    tab = _systolic_kernel.systolic_consts(prob, arch, lay).fold_tab
+    u = np.arange(1, tab.shape[1])
+    for c in range(3):
+        assert (tab[c, 1:] == -(-lay.class_size[c] // u)).all()
+    batch = _random_scalesim_rows(prob, arch, 3000, np.random.default_rng(7))
+    for pes in (2, _systolic_kernel._FOLD_TABLE_PES):
+        monkeypatch.setattr(_systolic_kernel, "_FOLD_TABLE_PES", pes)
+        for window in ("estimate", "auto"):
+            got = SystolicModel(engine="cpu", dram_window=window).evaluate(prob, arch, batch)
+            want = SystolicModel(engine="numpy", dram_window=window).evaluate(prob, arch, batch)
+            assert want.valid.all()
+            assert_engines_agree(got, want, what=f"fold table of {pes} PEs, {window}")
+
+
+def test_specialised_driver_first_failing_level(monkeypatch) -> None:
+    """The specialised driver's check, each test ending in a select that finds the first
+    failing level from the last one up, reports the numpy path's reason and level on rows
+    that fail a test at two levels at once (orders, keep bits, fanouts), several tests at
+    once, and with a spatial factor other than 1 at a level without a fanout."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
+    arch = preset("systolic")
+    base = scalesim_mapping(prob, arch, "ws")
+    L, D = base.order.shape[1:]
+    fan = np.asarray(arch.fanouts)
+    holds = np.asarray(arch.holds_mask(prob))
+    rows = []
+
+    def row(order_lv=(), keep_lv=(), fan_lv=(), damaged_lv=None, zero=False) -> None:  # noqa: ANN001
+        t, s = np.asarray(base.temporal).copy(), np.asarray(base.spatial).copy()
+        o, k = np.asarray(base.order).copy(), np.asarray(base.keep).copy()
+        for lv in order_lv:
+            o[0, lv, 0] = o[0, lv, 1]
+        for lv in keep_lv:  # a tensor the level may not hold kept there, or one DRAM does not keep
+            free = np.flatnonzero(~holds[lv])
+            if lv == 0 or not free.size:
+                k[0, 0, 0] = False
+            else:
+                k[0, lv, free[0]] = True
+        for lv in fan_lv:  # one more PE along X than the level's fanout
+            s[0, lv, 0, 0] = fan[lv, 0] + 1
+        if damaged_lv is not None:
+            s[0, damaged_lv, 1, 1] = 2
+        if zero:
+            t[0, L - 1, D - 1] = 0
+        rows.append((t, s, o, k))
+
+    fan_levels = [lv for lv in range(L) if fan[lv, 0] * fan[lv, 1] > 1]
+    no_fan = [lv for lv in range(L) if fan[lv, 0] * fan[lv, 1] <= 1]
+    for a in range(L):
+        for b in range(a + 1, L):
+            row(order_lv=(b, a))
+            row(keep_lv=(b, a))
+            row(order_lv=(b,), keep_lv=(a,))
+            row(keep_lv=(b,), fan_lv=fan_levels[:1])
+    for lv in no_fan:
+        row(damaged_lv=lv)
+        row(damaged_lv=lv, order_lv=(L - 1,))
+        row(damaged_lv=lv, zero=True)
+    row(fan_lv=fan_levels, order_lv=(L - 1,), zero=True)
+    batch = MappingBatch(temporal=np.concatenate([r[0] for r in rows]), spatial=np.concatenate([r[1] for r in rows]),
+                         order=np.concatenate([r[2] for r in rows]), keep=np.concatenate([r[3] for r in rows]))
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
+    assert not want.valid.all()
+    assert len(np.unique(want.reason)) >= 3 and len(np.unique(want.reason_level)) >= 3
+    assert_engines_agree(got, want, what="rows failing at several levels")
