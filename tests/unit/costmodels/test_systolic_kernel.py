@@ -501,7 +501,8 @@ def test_fold_table_and_the_division_beyond_it(monkeypatch) -> None:
     """`SystolicConsts.fold_tab` holds each class's folds ``ceil(size / u)`` on ``u`` PEs; the
     specialised driver reads them there and divides beyond the table: with a table of two
     entries (most rows beyond it) and with the full one, every `Metrics` field equals the numpy
-    path's, under ``"estimate"`` and ``"auto"``."""
+    path's, under ``"estimate"``, ``"auto"`` (the guarded sample, what the model reports) and
+    ``"auto"`` as a search ranks (`SystolicModel.for_search`: no sample)."""
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic import systolic_layout
 
@@ -516,11 +517,11 @@ def test_fold_table_and_the_division_beyond_it(monkeypatch) -> None:
     batch = _random_scalesim_rows(prob, arch, 3000, np.random.default_rng(7))
     for pes in (2, _systolic_kernel._FOLD_TABLE_PES):
         monkeypatch.setattr(_systolic_kernel, "_FOLD_TABLE_PES", pes)
-        for window in ("estimate", "auto"):
-            got = SystolicModel(engine="cpu", dram_window=window).evaluate(prob, arch, batch)
-            want = SystolicModel(engine="numpy", dram_window=window).evaluate(prob, arch, batch)
+        for window, search in (("estimate", False), ("auto", False), ("auto", True)):
+            models = [SystolicModel(engine=e, dram_window=window) for e in ("cpu", "numpy")]
+            got, want = ((m.for_search() if search else m).evaluate(prob, arch, batch) for m in models)
             assert want.valid.all()
-            assert_engines_agree(got, want, what=f"fold table of {pes} PEs, {window}")
+            assert_engines_agree(got, want, what=f"fold table of {pes} PEs, {window}, search {search}")
 
 
 def test_specialised_driver_first_failing_level(monkeypatch) -> None:
