@@ -10,11 +10,11 @@ one process with their own numba caches. On the pools of ``bench_costmodel.py`` 
 SCALE-Sim-style mappings of CB2a_2 and GEMM_512 on the ``systolic`` preset) each version's
 ``SystolicModel(engine="cpu")`` (``--model report``) or its ranking model,
 ``SystolicModel(engine="cpu").for_search()`` (``--model search``, the default: what a search
-evaluates and what ``bench_costmodel.py``'s systolic rows time), is warmed until its driver specialised per structure serves,
-every `Metrics` field of the two is checked equal, then ``evaluate`` and
-``evaluate_objective`` of both are timed in turn within every repeat (the order of the two
-reversed every other repeat), by the process's CPU time and wall time, with the minor page
-faults of each call (``getrusage``). numba runs on one thread.
+evaluates and what ``bench_costmodel.py``'s systolic rows time), is warmed until its driver
+specialised per structure serves, every `Metrics` field of the two is checked equal, then
+``evaluate`` and ``evaluate_objective`` of both are timed in turn within every repeat (the
+order of the two reversed every other repeat), by the process's CPU time and wall time, with
+the minor page faults of each call (``getrusage``). numba runs on one thread.
 
 Results: ``benchmarks/results/bench_systolic_versions.json`` (or ``--results``): per layer,
 batch and call, the median and best ns a row of each version and their ratios (new / old).
