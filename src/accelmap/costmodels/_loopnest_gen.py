@@ -37,10 +37,11 @@ every row of the structure are written only with ``full == 1`` (``full == 2``: t
 array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers);
 with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for writing
 (`prefetch_write`, a hint); and every index that is not a constant is given to numba as an
-unsigned integer (``U(...)``; the row number, a legal row's loop dims, the listed loops'
-positions), which are never negative where they are read, so that numba leaves out its
-wrap-around of negative indices (a shift, an AND with the dimension's length, often reloaded
-from the stack, and an add per access).
+unsigned integer (``U(...)``: the row number, a legal row's loop dims, the listed loops'
+positions), never negative where it is read, so that numba leaves out its wrap-around of
+negative indices (a shift, an AND with the dimension's length, often reloaded from the stack,
+and an add per access). Like every CPU driver of the model they are compiled with numba's
+numpy error model (`_loopnest_cpu._JIT`: no test of a divisor).
 
 The source goes to a file named by the structure's digest in a cache folder
 (``$ACCELMAP_CACHE_DIR`` or ``~/.cache/accelmap``, `cache_dir`) and is imported from there, so
@@ -208,7 +209,7 @@ def source(S: tuple) -> str:
     w("    _a.setflags(write=False)")
     w("")
     w("")
-    w("@njit(nogil=True, cache=True, _nrt=False)")
+    w("@njit(nogil=True, cache=True, _nrt=False, error_model=\"numpy\")")
     w("def rows(lo, hi, full, mp, rt, out, sc):")
     w.ind = 1
     w("temporal, spatial, order, keep = mp")
