@@ -153,6 +153,14 @@ def _prod(terms: list[str]) -> str:
     return terms[0]
 
 
+def _or(terms: list[str]) -> str:
+    """An OR of the terms as a balanced tree (short dependency chains: the same bits as the
+    chain from the left; the rows ran 0.99x the time with the legality's ORs so)."""
+    while len(terms) > 1:
+        terms = [f"({terms[k]} | {terms[k + 1]})" if k + 1 < len(terms) else terms[k] for k in range(0, len(terms), 2)]
+    return terms[0]
+
+
 def source(S: tuple) -> str:
     """The Python source of the driver of structure ``S`` (`_loopnest_cpu.structure`): a
     module defining ``rows(lo, hi, full, mp, rt, out, sc)`` with `_loopnest_cpu`'s arguments,
@@ -631,8 +639,8 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
             prev = f"t{lv}_{d}"
     # a factor below 1 (`check`'s least factor < 1): v | (v - 1) is negative exactly when v < 1
     # (v <= 0 sets the sign bit of v or of v - 1; v >= 1 sets neither)
-    w("lo_f = " + " | ".join(f"{v} | ({v} - 1)" for v in terms))
-    w("bad_f = (lo_f < 0) | " + " | ".join(f"(t0_{d} != {rc('bounds', d)})" for d in range(D)))
+    w("lo_f = " + _or([f"({v} | ({v} - 1))" for v in terms]))
+    w("bad_f = " + _or(["(lo_f < 0)"] + [f"(t0_{d} != {rc('bounds', d)})" for d in range(D)]))
     for lv in range(L):
         if not FANL[lv]:
             w(f"bad_n{lv} = (1 > {rc('fan_xy', lv, 0)}) | (1 > {rc('fan_xy', lv, 1)})")
@@ -646,8 +654,8 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     for lv in range(L):
         for j in range(D):
             w(f"o{lv}_{j} = {_flat('o', L, D, T, lv, j)}")
-        seen = " | ".join(f"(1 << (o{lv}_{j} & 63))" for j in range(D))
-        high = " | ".join(f"o{lv}_{j}" for j in range(D))
+        seen = _or([f"(1 << (o{lv}_{j} & 63))" for j in range(D)])
+        high = _or([f"o{lv}_{j}" for j in range(D)])
         w(f"bad_o{lv} = (({seen}) != {(1 << D) - 1}) | ((({high}) >> 6) != 0)")
     for lv in range(L):
         ks = []
@@ -671,7 +679,7 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
         w(f"bad_c{lv} = {need} > {rc('capacity', lv)}")
     chain = [("bad_f", 2, -1)] + [(f"bad_o{lv}", 3, lv) for lv in range(L)] + [(f"bad_k{lv}", 4, lv) for lv in range(L)]
     chain += [(f"bad_n{lv}", 5, lv) for lv in range(L)] + [(f"bad_c{lv}", 6, lv) for lv in range(L) if capf[lv]]
-    w("bad = " + " | ".join(f"({cond} * {1 << k})" for k, (cond, _, _) in enumerate(chain)))
+    w("bad = " + _or([f"({cond} * {1 << k})" for k, (cond, _, _) in enumerate(chain)]))
     w("if bad == 0:")
     w("    why, where = 0, -1")
     w("else:")
