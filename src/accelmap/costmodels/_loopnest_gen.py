@@ -40,7 +40,8 @@ with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for wr
 unsigned integer (``U(...)``: the row number, a legal row's loop dims, the listed loops'
 positions), never negative where it is read, so that numba leaves out its wrap-around of
 negative indices (a shift, an AND with the dimension's length, often reloaded from the stack,
-and an add per access). Like every CPU driver of the model they are compiled with numba's
+and an add per access), the mapping arrays read through flat views at constant offsets from
+the row's start (`_flat`). Like every CPU driver of the model they are compiled with numba's
 numpy error model (`_loopnest_cpu._JIT`: no test of a divisor).
 
 The source goes to a file named by the structure's digest in a cache folder
