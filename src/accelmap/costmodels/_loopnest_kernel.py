@@ -728,13 +728,13 @@ def _threads() -> int:
 _SPECIALISE_AFTER_ROWS = 100_000
 
 
-@njit(nogil=True, cache=True, _nrt=False)  # type: ignore[call-overload]
+@njit(nogil=True, cache=True, _nrt=False, error_model="numpy")  # type: ignore[call-overload]
 def eval_rows(lo, hi, temporal, spatial, order, keep, coef, nterm, tdim, tcoef, closed, rel, bounds, holds, fan_xy,
               capacity, block, read_pj, write_pj, read_bw, write_bw, tensor_size, scal, ints, res, valid, codes, cnt,
               tile, g, lp, kcs, spans, shift, deliv, ext, buf, lvl):
     """Rows lo..hi-1 of a batch on the calling thread (`eval_range`), with one scratch. It
     runs without numba's reference counting (``_nrt=False``): every array comes from the
-    caller.
+    caller; and with numba's numpy error model, as every CPU driver does (`_loopnest_cpu._JIT`).
 
     (Compiling ``eval_range`` itself as this entry point saves a quarter of the cold compile,
     3.5 -> 2.7 s, since numba then no longer optimises its code once alone and again linked

@@ -103,6 +103,38 @@ def test_generated_rows_equal_the_specialised_driver(case: int) -> None:
     np.testing.assert_array_equal(got[3][~legal_rows], want[3][~legal_rows])  # (illegal rows: all zeros)
 
 
+def test_generated_rows_equal_the_specialised_driver_where_int64_products_wrap_around() -> None:
+    """Rows that pass the checks only because their int64 products wrap around (a level-0 factor
+    raised by 2^64 / t, where the tile below it is t = 2^k: t0 = bounds + 2^64; `_damaged` makes
+    none): both drivers do the same int64 and float operations on them, so their outputs agree
+    there too (and the generated rows' unsigned indices, `_loopnest_gen`, stay in range)."""
+    arch_name, build = CASES[0]
+    arch, problem = preset(arch_name), build()
+    consts = kernel.kernel_consts(problem, arch)
+    S = consts.structure
+    legal = MapSpace(problem, arch).sample_valid(300, np.random.default_rng(7))
+    t = np.array(legal.temporal)
+    bounds = np.asarray(problem.bounds)
+    changed = 0
+    for i in range(len(t)):
+        for d in range(t.shape[2]):
+            below = int(bounds[d]) // int(t[i, 0, d])  # the tile under level 0 (no fanout there)
+            k = below.bit_length() - 1
+            if below == 1 << k and 2 <= k and int(np.prod(np.array(legal.spatial)[i, 0, d])) == 1:
+                t[i, 0, d] += 1 << (64 - k)
+                changed += 1
+                break
+    assert changed >= 50
+    batch = MappingBatch(temporal=t, spatial=legal.spatial, order=legal.order, keep=legal.keep)
+    frac = np.ones(problem.n_tensors)
+    for full in (True, False):
+        got = _run(gen.driver(S), consts, batch, frac, full)
+        want = _run(cpu._driver(S), consts, batch, frac, full)
+        for g, w_ in zip(got, want, strict=True):
+            np.testing.assert_array_equal(g, w_)
+    assert got[1].sum() >= 50  # such rows pass the checks
+
+
 def _structural_zeros(consts) -> np.ndarray:  # noqa: ANN001
     """(6, L, T) the count entries that are zero in every row of ``consts``' structure: a level
     that may not hold the tensor, the output's multicast, an operand's spatial reduction."""
