@@ -304,7 +304,11 @@ def _noc(traffic, bw):
     """NoC delay: hops x hop latency (1 x 1) + ceil(traffic / bandwidth) - 1."""
     if 0 <= traffic <= bw:  # one send at most (integer division is slow)
         return 1 if traffic > 0 else 0
-    return 1 + (-(-traffic // bw)) - 1
+    # ceil(traffic / bw) as the floor quotient plus one where a remainder is left: the same
+    # int64 as ``-(-traffic // bw)``, whose negative dividend takes the processor's full 64-bit
+    # signed division, where a dividend >= 0 takes the 32-bit one whenever both fit
+    q, r = divmod(traffic, bw)
+    return 1 + (q + (r != 0)) - 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -422,24 +426,36 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     # operand traffic: the all-init case, and each changing position j; per operand,
     # ``excl[j]`` = the product of its mapped sizes but position j's, ``after[j]`` = whether a
     # directive of it inside j iterates (it re-initializes the operand)
+    # ``excl2[j]`` the same without the SpatialMap's position too (``excl[j] // m_s`` where the
+    # operand is indexed by the SpatialMap: a product, not a division; the sizes' products are
+    # far below 2**63, so the two are the same int64)
     ing_init_sum = 0
     for tn in range(2):
         for j in range(nv):
             fpos[j] = m_top[perm[j]] if tmask[tn, perm[j]] else 1
         excl = tabs[4 + tn]
         after = tabs[6 + tn]
+        excl2 = tabs[8 + tn]
         suffix = 1
+        suffix2 = 1
         flag = 0
         for j in range(nv - 1, -1, -1):
             excl[j] = suffix
+            excl2[j] = suffix2
             suffix *= fpos[j]
+            if j != s_pos:
+                suffix2 *= fpos[j]
             after[j] = flag
             if tmask[tn, perm[j]] and tt[j] > 1:
                 flag = 1
         prefix = 1
+        prefix2 = 1
         for j in range(nv):
             excl[j] *= prefix
+            excl2[j] *= prefix2
             prefix *= fpos[j]
+            if j != s_pos:
+                prefix2 *= fpos[j]
         init = (f_y if tmask[tn, sp_top] else 1) * prefix
         ing_init_sum += init
         out[_COUNTS + 2 * 3 + tn] = init  # l2_read: the all-init share, cases added below
@@ -466,7 +482,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                 if j == s_pos:
                     pe0 = excl_j * (u_s if not after_j else m_s)
                 else:
-                    pe0 = (excl_j // m_s if m_s != 1 else excl_j) * fj_first * (u_s if s_pos > j else m_s)
+                    pe0 = tabs[8 + tn, j] * fj_first * (u_s if s_pos > j else m_s)
                 ing += (f_y - 1) * pe0
             ing_j += ing
             out[_COUNTS + 2 * 3 + tn] += w[j] * ing
@@ -1256,7 +1272,7 @@ def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
     e, i8 = np.empty, np.int64
     return (e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 4, 9), i8), e((n_blocks, 9), i8),
             e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 9), i8), e((n_blocks, 9), i8),
-            e((n_blocks, 8, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8),
+            e((n_blocks, 10, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8),
             e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 4, 7), i8), e((n_blocks, 2, 7, 5), i8),
             e((n_blocks, 6, 3), i8), e((n_blocks, 3, 9), i8), e((n_blocks, MEMO, 9), i8), e((n_blocks, MEMO), i8),
             e((n_blocks, 1), i8))
