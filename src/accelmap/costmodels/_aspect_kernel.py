@@ -469,6 +469,8 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     u_s = unique_top[sp_top]
     m_s = m_top[sp_top]
     for j in range(nv):
+        if w[j] == 0:  # position j never changes (one step): its cases occur 0 times, add nothing
+            continue
         ing_j = 0
         vj = perm[j]
         for tn in range(2):
