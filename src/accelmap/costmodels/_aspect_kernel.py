@@ -12,7 +12,9 @@ mapping and with the same int64 arithmetic:
 2. the directive plan of ``_row_plan``: per-PE and per-cluster tiles, the top-level
    directive order and the two SpatialMaps (``plan_row``);
 3. the MAC count first: a directive form that does not do exactly the problem's MACs is
-   ``Reason.MODEL`` without the rest of the analysis;
+   ``Reason.MODEL`` without the rest of the analysis (with edge iterations at the top level
+   the sum over MAESTRO's cases regrouped per directive, ``_macs_factored``, not a walk over
+   the cases);
 4. for a mapping without edge iterations at the top level, the numpy path's closed forms
    (``regular_row``; the sub-cluster runtime from the inner level's case analysis when that
    level has several iterations); for any other mapping the whole analysis of ``analyze``
@@ -22,9 +24,12 @@ mapping and with the same int64 arithmetic:
    (``metrics_rows``, what ``aspect._metrics`` does).
 
 The per-row functions are ``register_jitable`` (plain numba functions, no CPU-only
-features) so the same source can compile for another target; ``@njit(cache=True)``
-drivers run them over a range of rows, or over blocks of rows on numba's threads. The
-drivers run without reference counting (``_nrt=False``): every array, scratch included,
+features) so the same source can compile for another target; the CPU driver
+(``@njit(cache=True)`` ``eval_rows``, over a range of rows, or over blocks of rows on numba's
+threads) runs copies of them (`_inlined_rules`) in which the legality check, the plan and the
+closed forms are inlined into the row loop at numba's IR stage, so a regular row makes no
+call (each call passed some twenty arrays as by-value structures); the case analysis stays
+calls. The drivers run without reference counting (``_nrt=False``): every array, scratch included,
 comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
 energies to rounding (the sum over levels and tensors runs in another order).
 
