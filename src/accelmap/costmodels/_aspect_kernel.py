@@ -26,10 +26,12 @@ mapping and with the same int64 arithmetic:
 The per-row functions are ``register_jitable`` (plain numba functions, no CPU-only
 features) so the same source can compile for another target; the CPU driver
 (``@njit(cache=True)`` ``eval_rows``, over a range of rows, or over blocks of rows on numba's
-threads) runs copies of them (`_inlined_rules`) in which the legality check, the plan and the
-closed forms are inlined into the row loop at numba's IR stage, so a regular row makes no
-call (each call passed some twenty arrays as by-value structures); the case analysis stays
-calls. The drivers run without reference counting (``_nrt=False``): every array, scratch included,
+threads) runs copies of the row loop and of the legality check, the plan and the closed
+forms (`_inlined_rules`), these inlined into the row loop at numba's IR stage, so a regular
+row makes no call (each call passed some twenty arrays as by-value structures); the case
+analysis stays calls, with two small rules it runs per directive and state
+(``_egress_term``, ``_load_state``) compiled ``inline="always"`` into their callers. The
+drivers run without reference counting (``_nrt=False``): every array, scratch included,
 comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
 energies to rounding (the sum over levels and tensors runs in another order).
 
@@ -645,7 +647,7 @@ def _set_state(stt, li, i, k, pos, occ, unrolled, init_edge, spee):
     stt[li, i, k, _SPEE] = 1 if spee else 0
 
 
-@register_jitable
+@njit(inline="always", _nrt=False)  # type: ignore[call-overload]
 def _load_state(li, i, k, stt, cs):
     """Directive i in its k-th iteration state (``cs[li, i]``; ``_INIT_EDGE`` = whether the
     state is an edge: an edge state or an edge init); returns the state's position."""
@@ -796,7 +798,7 @@ def _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs):
     return 1
 
 
-@register_jitable
+@njit(inline="always", _nrt=False)  # type: ignore[call-overload]
 def _egress_term(li, i, tm, psums, first, spee, reuse_at_edge, lvi, ltab, cs, nv, iy, ix):
     """Directive i's factor of `_pe_egress_volume` in the current case: with ``psums`` the
     spatial or temporal extent of a slot the output does not index (a reduction), and for a
@@ -1232,25 +1234,22 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
 _JIT = {"cache": True, "_nrt": False}
 
 # The rules inlined into the CPU driver's row loop (numba's IR stage): a legal regular row
-# then makes no call, and the factored MAC count none per directive and state. The rest
-# (the case analysis) stay calls.
-_INLINE = ("check_row", "_tiles", "plan_row", "regular_row", "_load_state", "_egress_term")
+# then makes no call. The case analysis stays calls of the rules themselves.
+_INLINE = ("check_row", "_tiles", "plan_row", "regular_row")
 
 
 def _inlined_rules() -> dict:
-    """The rules again, for the CPU driver ``eval_rows``: each the same code object compiled
-    as an njit function (``inline="always"`` for `_INLINE`), whose calls of the other rules
-    resolve to these copies, and ``eval_range`` over them. (The rules themselves stay
-    ``register_jitable`` functions of their own, as `_loopnest_kernel` keeps its rules; as
-    ``inline="always"`` overloads they would be compiled on their own first and typed again
-    when inlined, and numba's SSA pass warns on their scopes.) Each rule called as a function
-    passes its arrays as by-value structures: ``regular_row`` takes 23, once a row."""
+    """The row loop again, for the CPU driver ``eval_rows``: ``eval_range`` and the rules of
+    `_INLINE`, each the same code object compiled as an njit function (``inline="always"``
+    for the rules), whose calls of those rules resolve to these copies and of the others to
+    the rules themselves. (As ``inline="always"`` overloads, ``register_jitable(inline=...)``,
+    the rules would be compiled on their own first and typed again where inlined, and numba's
+    SSA pass warns on their scopes; copying every rule, the case analysis too, took the cold
+    compile from about 21 s to 59 s.) Each rule called as a function passes its arrays as
+    by-value structures: ``regular_row`` takes 22, once a row."""
     ns = dict(globals())
     out = {}
-    names = [k for k, v in globals().items() if isinstance(v, types.FunctionType) and v.__module__ == __name__
-             and k not in ("aspect_consts", "evaluate_rows", "metrics", "_scratch", "_inlined_rules")
-             and not hasattr(v, "py_func")]
-    for name in names:
+    for name in (*_INLINE, "eval_range"):
         fn = globals()[name]
         copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
