@@ -12,7 +12,9 @@ mapping and with the same int64 arithmetic:
 2. the directive plan of ``_row_plan``: per-PE and per-cluster tiles, the top-level
    directive order and the two SpatialMaps (``plan_row``);
 3. the MAC count first: a directive form that does not do exactly the problem's MACs is
-   ``Reason.MODEL`` without the rest of the analysis;
+   ``Reason.MODEL`` without the rest of the analysis (with edge iterations at the top level
+   the sum over MAESTRO's cases regrouped per directive, ``_macs_factored``, not a walk over
+   the cases);
 4. for a mapping without edge iterations at the top level, the numpy path's closed forms
    (``regular_row``; the sub-cluster runtime from the inner level's case analysis when that
    level has several iterations); for any other mapping the whole analysis of ``analyze``
@@ -22,8 +24,13 @@ mapping and with the same int64 arithmetic:
    (``metrics_rows``, what ``aspect._metrics`` does).
 
 The per-row functions are ``register_jitable`` (plain numba functions, no CPU-only
-features) so the same source can compile for another target; ``@njit(cache=True)``
-drivers run them over a range of rows, or over blocks of rows on numba's threads. The
+features) so the same source can compile for another target; the CPU driver
+(``@njit(cache=True)`` ``eval_rows``, over a range of rows, or over blocks of rows on numba's
+threads) runs copies of the row loop and of the legality check, the plan and the closed
+forms (`_inlined_rules`), these inlined into the row loop at numba's IR stage, so a regular
+row makes no call (each call passed some twenty arrays as by-value structures); the case
+analysis stays calls, with two small rules it runs per directive and state
+(``_egress_term``, ``_load_state``) compiled ``inline="always"`` into their callers. The
 drivers run without reference counting (``_nrt=False``): every array, scratch included,
 comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
 energies to rounding (the sum over levels and tensors runs in another order).
@@ -35,6 +42,7 @@ Y' and ``nv + 1`` = X' (output rows and columns).
 
 from __future__ import annotations
 
+import types
 from dataclasses import dataclass
 
 import numpy as np
@@ -303,7 +311,11 @@ def _noc(traffic, bw):
     """NoC delay: hops x hop latency (1 x 1) + ceil(traffic / bandwidth) - 1."""
     if 0 <= traffic <= bw:  # one send at most (integer division is slow)
         return 1 if traffic > 0 else 0
-    return 1 + (-(-traffic // bw)) - 1
+    # ceil(traffic / bw) as the floor quotient plus one where a remainder is left: the same
+    # int64 as ``-(-traffic // bw)``, whose negative dividend takes the processor's full 64-bit
+    # signed division, where a dividend >= 0 takes the 32-bit one whenever both fit
+    q, r = divmod(traffic, bw)
+    return 1 + (q + (r != 0)) - 1
 
 
 # ---------------------------------------------------------------------------------------
@@ -312,7 +324,7 @@ def _noc(traffic, bw):
 
 @register_jitable
 def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, tabs, out, lvi,
-                ltab, vdir, stt, ncs, cs, dv):
+                ltab, stt, ncs, cs, dv):
     """Closed forms of a mapping without edge iterations at the top level (``out``
     written); returns False for any other mapping.
 
@@ -401,12 +413,12 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     if inner_one:
         runtime_in = psum_pe + _noc(ing_in, ints[_NOC])
     else:
-        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv)
+        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, dv)
         for v in range(nv):
             dv[2, v] = m_top[v]
         dv[2, nv] = m_top[iy] - m_top[ir] + 1
         dv[2, nv + 1] = m_top[ix] - m_top[is_] + 1
-        runtime_in = _inner_runtime(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs)
+        runtime_in = _inner_runtime(dv[2], ints, tmask, lvi, ltab, stt, ncs, cs)
     for tn in range(3):
         req = 2
         for v in range(nv):
@@ -421,24 +433,36 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     # operand traffic: the all-init case, and each changing position j; per operand,
     # ``excl[j]`` = the product of its mapped sizes but position j's, ``after[j]`` = whether a
     # directive of it inside j iterates (it re-initializes the operand)
+    # ``excl2[j]`` the same without the SpatialMap's position too (``excl[j] // m_s`` where the
+    # operand is indexed by the SpatialMap: a product, not a division; the sizes' products are
+    # far below 2**63, so the two are the same int64)
     ing_init_sum = 0
     for tn in range(2):
         for j in range(nv):
             fpos[j] = m_top[perm[j]] if tmask[tn, perm[j]] else 1
         excl = tabs[4 + tn]
         after = tabs[6 + tn]
+        excl2 = tabs[8 + tn]
         suffix = 1
+        suffix2 = 1
         flag = 0
         for j in range(nv - 1, -1, -1):
             excl[j] = suffix
+            excl2[j] = suffix2
             suffix *= fpos[j]
+            if j != s_pos:
+                suffix2 *= fpos[j]
             after[j] = flag
             if tmask[tn, perm[j]] and tt[j] > 1:
                 flag = 1
         prefix = 1
+        prefix2 = 1
         for j in range(nv):
             excl[j] *= prefix
+            excl2[j] *= prefix2
             prefix *= fpos[j]
+            if j != s_pos:
+                prefix2 *= fpos[j]
         init = (f_y if tmask[tn, sp_top] else 1) * prefix
         ing_init_sum += init
         out[_COUNTS + 2 * 3 + tn] = init  # l2_read: the all-init share, cases added below
@@ -452,6 +476,8 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     u_s = unique_top[sp_top]
     m_s = m_top[sp_top]
     for j in range(nv):
+        if w[j] == 0:  # position j never changes (one step): its cases occur 0 times, add nothing
+            continue
         ing_j = 0
         vj = perm[j]
         for tn in range(2):
@@ -465,7 +491,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                 if j == s_pos:
                     pe0 = excl_j * (u_s if not after_j else m_s)
                 else:
-                    pe0 = (excl_j // m_s if m_s != 1 else excl_j) * fj_first * (u_s if s_pos > j else m_s)
+                    pe0 = tabs[8 + tn, j] * fj_first * (u_s if s_pos > j else m_s)
                 ing += (f_y - 1) * pe0
             ing_j += ing
             out[_COUNTS + 2 * 3 + tn] += w[j] * ing
@@ -507,7 +533,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
 # Per cluster level li (0 = top, 1 = inner): ``lvi[li, i]`` = (slot, spatial, size, offset)
 # of directive i, ``lvi[li, 7]`` = (n_sub, n_edge_sub, index of the SpatialMap, number of
 # directives); ``ltab[li]`` = mapped / unique / mapped_edge / unique_edge per slot
-# (aspect_analysis._prepare); ``vdir[li, slot]`` = the directive of a slot; ``stt[li, i, k]``
+# (aspect_analysis._prepare); ``stt[li, i, k]``
 # the k-th iteration state of directive i (pos, occ, unrolled, init_edge, sp_edge_edge) and
 # ``ncs[li]`` = (states per directive, case counter, counter period); ``cs[li, i]`` the state of
 # directive i in the current case.
@@ -621,6 +647,18 @@ def _set_state(stt, li, i, k, pos, occ, unrolled, init_edge, spee):
     stt[li, i, k, _SPEE] = 1 if spee else 0
 
 
+@njit(inline="always", _nrt=False)  # type: ignore[call-overload]
+def _load_state(li, i, k, stt, cs):
+    """Directive i in its k-th iteration state (``cs[li, i]``; ``_INIT_EDGE`` = whether the
+    state is an edge: an edge state or an edge init); returns the state's position."""
+    pos = stt[li, i, k, _POS]
+    cs[li, i, _POS] = pos
+    cs[li, i, _UNROLLED] = stt[li, i, k, _UNROLLED]
+    cs[li, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[li, i, k, _INIT_EDGE] != 0) else 0
+    cs[li, i, _SPEE] = stt[li, i, k, _SPEE]
+    return pos
+
+
 @register_jitable
 def _next_case(li, case, nd, stt, ncs, cs, lvi):
     """The states of case ``case`` into ``cs[li]`` (MAESTRO's counter walk: directive i's
@@ -632,11 +670,7 @@ def _next_case(li, case, nd, stt, ncs, cs, lvi):
     changing = -1
     for i in range(nd):
         k = ncs[li, 1, i]
-        pos = stt[li, i, k, _POS]
-        cs[li, i, _POS] = pos
-        cs[li, i, _UNROLLED] = stt[li, i, k, _UNROLLED]
-        cs[li, i, _INIT_EDGE] = 1 if (pos == _EDGE or stt[li, i, k, _INIT_EDGE] != 0) else 0
-        cs[li, i, _SPEE] = stt[li, i, k, _SPEE]
+        pos = _load_state(li, i, k, stt, cs)
         occ *= stt[li, i, k, _OCC]
         if pos != _INIT:
             changing = i
@@ -764,106 +798,114 @@ def _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs):
     return 1
 
 
-@register_jitable
-def _pe_egress_volume(li, tm, psums, first, spee, reuse_at_edge, lvi, ltab, vdir, cs, nv, iy, ix):
-    ret = 1
+@njit(inline="always", _nrt=False)  # type: ignore[call-overload]
+def _egress_term(li, i, tm, psums, first, spee, reuse_at_edge, lvi, ltab, cs, nv, iy, ix):
+    """Directive i's factor of `_pe_egress_volume` in the current case: with ``psums`` the
+    spatial or temporal extent of a slot the output does not index (a reduction), and for a
+    slot it indexes its output extent (Y' and X' for the rows and columns)."""
+    v = lvi[li, i, 0]
     ne = lvi[li, 7, _NEDGE]
-    if psums:
-        for i in range(lvi[li, 7, _ND]):
-            v = lvi[li, i, 0]
-            if tm[v]:
-                continue
-            if lvi[li, i, 1] == 0:
-                ret *= ltab[li, _MEDGE, v] if _is_edge(cs, li, i) else ltab[li, _MAPPED, v]
+    edge = _is_edge(cs, li, i)
+    temporal = lvi[li, i, 1] == 0
+    f = 1
+    if not tm[v]:
+        if psums:
+            if temporal:
+                f = ltab[li, _MEDGE, v] if edge else ltab[li, _MAPPED, v]
             else:
-                ret *= _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs)
-    for v in range(nv):
-        if not tm[v]:
-            continue
-        i = vdir[li, v]
+                f = _sp_out_factor(li, v, i, first, spee, lvi, ltab, cs)
+    else:
         act = nv if v == iy else (nv + 1 if v == ix else v)
         pos = cs[li, i, _POS]
-        edge = _is_edge(cs, li, i)
-        if lvi[li, i, 1] == 0:
+        if temporal:
             if pos == _INIT:
-                ret *= ltab[li, _MEDGE, act] if edge else ltab[li, _MAPPED, act]
+                f = ltab[li, _MEDGE, act] if edge else ltab[li, _MAPPED, act]
             elif pos == _STEADY:
-                ret *= ltab[li, _MAPPED, act]
+                f = ltab[li, _MAPPED, act]
             else:
-                ret *= ltab[li, _MEDGE, act]
-            continue
-        if pos == _INIT and edge and spee:
-            if ne == 1:
-                ret *= ltab[li, _MEDGE, act]
+                f = ltab[li, _MEDGE, act]
+        elif pos == _INIT and edge and spee:
+            if ne == 1 or not reuse_at_edge:
+                f = ltab[li, _MEDGE, act]
             else:
-                ret *= ltab[li, _UEDGE, act] if reuse_at_edge else ltab[li, _MEDGE, act]
+                f = ltab[li, _UEDGE, act]
         elif pos == _INIT or pos == _STEADY:
             if first:
-                ret *= ltab[li, _MAPPED, act]
+                f = ltab[li, _MAPPED, act]
             elif ltab[li, _UNIQUE, act] != 0:
-                ret *= ltab[li, _UNIQUE, act]
+                f = ltab[li, _UNIQUE, act]
         elif ne == 1 and (first or spee):
-            ret *= ltab[li, _MEDGE, v]  # the reference uses the input slot here
+            f = ltab[li, _MEDGE, v]  # the reference uses the input slot here
         elif ne > 1:
             if spee:
-                ret *= ltab[li, _UEDGE, act]
+                f = ltab[li, _UEDGE, act]
             elif first:
-                ret *= ltab[li, _MAPPED, act]
+                f = ltab[li, _MAPPED, act]
             elif ltab[li, _UNIQUE, act] != 0:
-                ret *= ltab[li, _UNIQUE, act]
+                f = ltab[li, _UNIQUE, act]
+    return f
+
+
+@register_jitable
+def _pe_egress_volume(li, tm, psums, first, spee, reuse_at_edge, lvi, ltab, cs, nv, iy, ix):
+    """Partial sums per PE (``psums``: the reduction slots' extents too) or output volume per
+    PE in the current case: the product of the directives' factors (`_egress_term`)."""
+    ret = 1
+    for i in range(lvi[li, 7, _ND]):
+        ret *= _egress_term(li, i, tm, psums, first, spee, reuse_at_edge, lvi, ltab, cs, nv, iy, ix)
     return ret
 
 
 @register_jitable
-def _egress(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+def _egress(li, tm, lvi, ltab, cs, nv, iy, ix):
     spi = lvi[li, 7, _SPI]
     if not tm[lvi[li, spi, 0]]:
-        return _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        return _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, cs, nv, iy, ix)
     n, ne = lvi[li, 7, _NSUB], lvi[li, 7, _NEDGE]
     if not _is_edge(cs, li, spi):
-        ret = _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        ret = _pe_egress_volume(li, tm, False, True, False, True, lvi, ltab, cs, nv, iy, ix)
         if n > 1:
-            ret += (n - 1) * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += (n - 1) * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, cs, nv, iy, ix)
         return ret
     spee = cs[li, spi, _SPEE] != 0
-    ret = _pe_egress_volume(li, tm, False, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    ret = _pe_egress_volume(li, tm, False, True, ne == 1 and spee, True, lvi, ltab, cs, nv, iy, ix)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
         if n_full:
-            ret += n_full * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += n_full * _pe_egress_volume(li, tm, False, False, False, True, lvi, ltab, cs, nv, iy, ix)
         if n_ee:
-            ret += _pe_egress_volume(li, tm, False, False, True, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += _pe_egress_volume(li, tm, False, False, True, True, lvi, ltab, cs, nv, iy, ix)
     return ret
 
 
 @register_jitable
-def _critical_psums(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+def _critical_psums(li, tm, lvi, ltab, cs, nv, iy, ix):
     spi = lvi[li, 7, _SPI]
     if not tm[lvi[li, spi, 0]]:
-        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, cs, nv, iy, ix)
     if not _is_edge(cs, li, spi):
-        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        return _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, cs, nv, iy, ix)
     spee = lvi[li, 7, _NEDGE] == 1 and cs[li, spi, _SPEE] != 0
-    return _pe_egress_volume(li, tm, True, True, spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    return _pe_egress_volume(li, tm, True, True, spee, True, lvi, ltab, cs, nv, iy, ix)
 
 
 @register_jitable
-def _psum_mapping_size(li, tm, lvi, ltab, vdir, cs, nv, iy, ix):
+def _psum_mapping_size(li, tm, lvi, ltab, cs, nv, iy, ix):
     """MACs over the whole sub-cluster array in this case."""
     spi = lvi[li, 7, _SPI]
     n, ne = lvi[li, 7, _NSUB], lvi[li, 7, _NEDGE]
     if not _is_edge(cs, li, spi):
-        return n * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+        return n * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, cs, nv, iy, ix)
     spee = cs[li, spi, _SPEE] != 0
-    ret = _pe_egress_volume(li, tm, True, True, ne == 1 and spee, True, lvi, ltab, vdir, cs, nv, iy, ix)
+    ret = _pe_egress_volume(li, tm, True, True, ne == 1 and spee, True, lvi, ltab, cs, nv, iy, ix)
     if ne > 1:
         n_ee = 1 if spee else 0
         n_full = max(ne - n_ee - 1, 0)
         if n_full:
-            ret += n_full * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += n_full * _pe_egress_volume(li, tm, True, True, False, True, lvi, ltab, cs, nv, iy, ix)
         if n_ee:
-            ret += _pe_egress_volume(li, tm, True, False, True, False, lvi, ltab, vdir, cs, nv, iy, ix)
+            ret += _pe_egress_volume(li, tm, True, False, True, False, lvi, ltab, cs, nv, iy, ix)
     return ret
 
 
@@ -894,7 +936,7 @@ def _sub_cluster_dims(li, spee, lvi, ltab, cs, out, nv, iy, ix, ir, is_):
 
 
 @register_jitable
-def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
+def _inner_runtime(dims, ints, tmask, lvi, ltab, stt, ncs, cs):
     """Runtime of the inner cluster level (level 1) under sub-cluster extents ``dims``:
     per case, partial sums per PE (one SIMD lane) and the NoC delays, double buffered."""
     nv, iy, ix = ints[_NV], ints[_IY], ints[_IX]
@@ -903,8 +945,8 @@ def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
     runtime = 0
     for case in range(total):
         occ = _next_case(1, case, nd, stt, ncs, cs, lvi)
-        egress = _egress(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
-        psums = _critical_psums(1, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        egress = _egress(1, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
+        psums = _critical_psums(1, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
         if psums <= 0:
             continue
         ingress = _ingress(1, tmask[_IN], lvi, ltab, cs) + _ingress(1, tmask[_FILT], lvi, ltab, cs)
@@ -918,7 +960,7 @@ def _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs):
 
 
 @register_jitable
-def _inner_memo(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm):
+def _inner_memo(dims, ints, tmask, lvi, ltab, stt, ncs, cs, mk, mr, nm):
     """`_inner_runtime`, memoized per row on the sub-cluster extents (``nm[0]`` entries)."""
     nv = ints[_NV]
     for e in range(nm[0]):
@@ -929,7 +971,7 @@ def _inner_memo(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm):
                 break
         if same:
             return mr[e]
-    r = _inner_runtime(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs)
+    r = _inner_runtime(dims, ints, tmask, lvi, ltab, stt, ncs, cs)
     if nm[0] < mk.shape[0]:
         for v in range(nv):
             mk[nm[0], v] = dims[v]
@@ -939,7 +981,7 @@ def _inner_memo(dims, ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm):
 
 
 @register_jitable
-def _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv):
+def _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, dv):
     """The inner cluster level (level 1): directives in slot order over the per-PE tiles,
     ``f_x`` sub-clusters, static extents = the top level's mapped sizes (within the layer)."""
     nv = ints[_NV]
@@ -948,7 +990,6 @@ def _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv
         lvi[1, v, 1] = 1 if v == sp_in else 0
         lvi[1, v, 2] = m_in[v]
         lvi[1, v, 3] = o_in[v]
-        vdir[1, v] = v
         dv[1, v] = min(m_top[v], dfull[v])
     lvi[1, 7, _SPI] = sp_in
     lvi[1, 7, _ND] = nv
@@ -957,7 +998,72 @@ def _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv
 
 
 @register_jitable
-def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, vdir, stt,
+def _macs_factored(tm, lvi, ltab, stt, ncs, cs, nv, iy, ix):
+    """The top level's MAC count (``general_row``'s first pass: per case its occurrences
+    times the partial sums over the sub-cluster array) without walking the cases: returns
+    (done, macs), done False where the sum does not factor as below (then the cases are
+    walked).
+
+    A case's partial sums over the array are a product of one factor per directive
+    (`_egress_term`); only the SpatialMap's factor depends on the sub-cluster flags, and a
+    case's occurrences are the product of its states' occurrences over the full mixed-radix
+    product of states (`_next_case`). So the sum over cases is the product over the
+    temporal directives of their sums over states (occurrences times factor), times the
+    SpatialMap's sum over its states of occurrences times its per-case array factor -- the
+    same int64 terms regrouped (int64 arithmetic is a ring: any grouping gives the same
+    bits). The walk skips a case whose critical partial sums are <= 0; that filter factors
+    too when every temporal factor is >= 1 (a case is then skipped exactly when the
+    SpatialMap's critical factor is <= 0), else the answer is not done. ``_states`` must
+    have run for level 0; the counters are left as they were, ``cs[0]`` overwritten."""
+    nd = lvi[0, 7, _ND]
+    spi = lvi[0, 7, _SPI]
+    ne, n = lvi[0, 7, _NEDGE], lvi[0, 7, _NSUB]
+    prod = 1
+    bound = 1.0  # the largest |partial sums| of a case, in float: no case may wrap around
+    for i in range(nd):
+        if i == spi:
+            continue
+        acc = 0
+        top = 0
+        for k in range(ncs[0, 0, i]):
+            _load_state(0, i, k, stt, cs)
+            f = _egress_term(0, i, tm, True, True, False, True, lvi, ltab, cs, nv, iy, ix)
+            if f < 1:
+                return False, 0
+            top = max(top, f)
+            acc += stt[0, i, k, _OCC] * f
+        prod *= acc
+        bound *= top
+    sp_out = tm[lvi[0, spi, 0]]
+    acc = 0
+    for k in range(ncs[0, 0, spi]):
+        _load_state(0, spi, k, stt, cs)
+        edge = _is_edge(cs, 0, spi)
+        spee = cs[0, spi, _SPEE] != 0
+        # _critical_psums' SpatialMap factor
+        crit = _egress_term(0, spi, tm, True, True, (ne == 1 and spee) if (sp_out and edge) else False, True, lvi,
+                            ltab, cs, nv, iy, ix)
+        if abs(crit) * bound >= 2.0 ** 61:
+            return False, 0
+        if crit <= 0:
+            continue
+        if not edge:
+            q = n * crit
+        else:  # _psum_mapping_size's SpatialMap factor
+            q = _egress_term(0, spi, tm, True, True, ne == 1 and spee, True, lvi, ltab, cs, nv, iy, ix)
+            if ne > 1:
+                n_ee = 1 if spee else 0
+                n_full = max(ne - n_ee - 1, 0)
+                if n_full:
+                    q += n_full * _egress_term(0, spi, tm, True, False, False, True, lvi, ltab, cs, nv, iy, ix)
+                if n_ee:
+                    q += _egress_term(0, spi, tm, True, False, True, False, lvi, ltab, cs, nv, iy, ix)
+        acc += stt[0, spi, k, _OCC] * q
+    return True, prod * acc
+
+
+@register_jitable
+def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, stt,
                 ncs, cs, res, dv, mk, mr, nm, out):
     """The directive analysis of one mapping (``out`` written; MACs unchecked)."""
     nv, iy, ix, ir, is_ = ints[_NV], ints[_IY], ints[_IX], ints[_IR], ints[_IS]
@@ -969,7 +1075,6 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
         lvi[0, j, 1] = 1 if v == sp_top else 0
         lvi[0, j, 2] = m_top[v]
         lvi[0, j, 3] = o_top[v]
-        vdir[0, v] = j
         if v == sp_top:
             lvi[0, 7, _SPI] = j
     lvi[0, 7, _ND] = nv
@@ -978,7 +1083,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
         dv[0, v] = dfull[v]
     _prepare(0, dv[0], lvi, ltab, nv, iy, ix, ir, is_)
     if two:
-        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, vdir, dv)
+        _setup_inner(ints, dfull, f_x, sp_in, m_top, m_in, o_in, lvi, ltab, dv)
     nm[0] = 0
     inner_called = False
     # the top level (aspect_analysis._Analysis._level with li = 0)
@@ -992,20 +1097,22 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     # MACs first (the top level's partial sums alone): a directive form that does not do
     # exactly the problem's MACs is rejected without the rest of the analysis
     total = _states(0, dv[0], lvi, stt, ncs)
-    for case in range(total):
-        occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
-        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
-        if psums <= 0:
-            continue
-        if _is_edge(cs, 0, spi):
-            macs += occ * _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
-        else:
-            macs += occ * lvi[0, 7, _NSUB] * psums
+    done, macs = _macs_factored(tmask[_OUT], lvi, ltab, stt, ncs, cs, nv, iy, ix)
+    if not done:  # the cases one by one
+        for case in range(total):
+            occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
+            psums = _critical_psums(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
+            if psums <= 0:
+                continue
+            if _is_edge(cs, 0, spi):
+                macs += occ * _psum_mapping_size(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
+            else:
+                macs += occ * lvi[0, 7, _NSUB] * psums
+        total = _states(0, dv[0], lvi, stt, ncs)  # (the counters from the start again)
     if macs != ints[_MACS]:
         out[_MACS_COL] = macs
         return
     macs = 0
-    total = _states(0, dv[0], lvi, stt, ncs)
     off = 0
     for case in range(total):
         occ = _next_case(0, case, nd, stt, ncs, cs, lvi)
@@ -1027,15 +1134,15 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
                         size *= dv[0, ix] - dv[0, is_] + 1
                     else:
                         size *= dv[0, v]
-            res[_UP_REQ, _OUT] = 2 * _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+            res[_UP_REQ, _OUT] = 2 * _egress(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
             res[_UP_READ, _OUT] = size
             res[_DOWN_REQ, _OUT] = 2 * _mapped_volume(0, tmask[_OUT], ltab, nv)
             bw = ints[_OFF]
             off = max((res[_UP_REQ, _OUT] // bw) // 2, ((res[_UP_REQ, _IN] + res[_UP_REQ, _FILT]) // bw) // 2)
-        egress = _egress(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
-        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+        egress = _egress(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
+        psums = _critical_psums(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
         if _is_edge(cs, 0, spi):
-            psum_size = _psum_mapping_size(0, tmask[_OUT], lvi, ltab, vdir, cs, nv, iy, ix)
+            psum_size = _psum_mapping_size(0, tmask[_OUT], lvi, ltab, cs, nv, iy, ix)
         else:  # every sub-cluster does the critical one's partial sums
             psum_size = lvi[0, 7, _NSUB] * psums
         res[_UP_WRITE, _OUT] += occ * egress
@@ -1056,17 +1163,17 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             if _is_edge(cs, 0, spi):
                 if cs[0, spi, _SPEE] != 0:
                     _sub_cluster_dims(0, True, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
-                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, stt, ncs, cs, mk, mr, nm)
                     if lvi[0, 7, _NEDGE] - 1 > 0:
                         _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
-                        compute = max(compute, _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk,
+                        compute = max(compute, _inner_memo(dv[2], ints, tmask, lvi, ltab, stt, ncs, cs, mk,
                                                            mr, nm))
                 else:
                     _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
-                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+                    compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, stt, ncs, cs, mk, mr, nm)
             else:
                 _sub_cluster_dims(0, False, lvi, ltab, cs, dv[2], nv, iy, ix, ir, is_)
-                compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, vdir, stt, ncs, cs, mk, mr, nm)
+                compute = _inner_memo(dv[2], ints, tmask, lvi, ltab, stt, ncs, cs, mk, mr, nm)
         else:
             compute = psums  # one SIMD lane per PE
         in_delay = _noc(ingress, ints[_NOC])
@@ -1094,7 +1201,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
 
 @register_jitable
 def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes,
-               pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
+               pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs, cs, res, dv, mk, mr, nm):
     """Rows lo..hi-1: ``out[i]`` the counts (zeros where the row is not evaluated) and
     ``codes[i]`` = (reason, level): a legality `Reason` (capacity excluded), ``MODEL`` when
     the mapping has no directive form or its directive form does not do exactly the
@@ -1115,8 +1222,8 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
             codes[i, 0] = ints[_R_MODEL]
             continue
         if not regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, tt, w, tabs,
-                           row, lvi, ltab, vdir, stt, ncs, cs, dv):
-            general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab, vdir,
+                           row, lvi, ltab, stt, ncs, cs, dv):
+            general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab,
                         stt, ncs, cs, res, dv, mk, mr, nm, row)
         if row[_MACS_COL] != ints[_MACS]:
             codes[i, 0] = ints[_R_MODEL]
@@ -1126,24 +1233,52 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
 
 _JIT = {"cache": True, "_nrt": False}
 
+# The rules inlined into the CPU driver's row loop (numba's IR stage): a legal regular row
+# then makes no call. The case analysis stays calls of the rules themselves.
+_INLINE = ("check_row", "_tiles", "plan_row", "regular_row")
+
+
+def _inlined_rules() -> dict:
+    """The row loop again, for the CPU driver ``eval_rows``: ``eval_range`` and the rules of
+    `_INLINE`, each the same code object compiled as an njit function (``inline="always"``
+    for the rules), whose calls of those rules resolve to these copies and of the others to
+    the rules themselves. (As ``inline="always"`` overloads, ``register_jitable(inline=...)``,
+    the rules would be compiled on their own first and typed again where inlined, and numba's
+    SSA pass warns on their scopes; copying every rule, the case analysis too, took the cold
+    compile from about 21 s to 59 s.) Each rule called as a function passes its arrays as
+    by-value structures: ``regular_row`` takes 22, once a row."""
+    ns = dict(globals())
+    out = {}
+    for name in (*_INLINE, "eval_range"):
+        fn = globals()[name]
+        copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+        out[name] = njit(inline="always" if name in _INLINE else "never", _nrt=False)(copy)
+        ns[name] = out[name]
+    return out
+
+
+_INLINED = _inlined_rules()
+_eval_range_inlined = _INLINED["eval_range"]
+
 
 @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
 def eval_rows(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes, pe, cl,
-              tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk, mr, nm):
+              tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs, cs, res, dv, mk, mr, nm):
     """Every row of a batch (or of a block of rows: slices of the batch) on the calling
     thread, with one worker's scratch; `evaluate_rows` runs blocks on several threads."""
-    eval_range(0, temporal.shape[0], temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy,
-               out, codes, pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt, ncs, cs, res, dv, mk,
-               mr, nm)
+    _eval_range_inlined(0, temporal.shape[0], temporal, spatial, order, keep, ints, src, dfull, tmask, bounds,
+                        holds, fan_xy, out, codes, pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs,
+                        cs, res, dv, mk, mr, nm)
 
 
 def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
-    """Per-block scratch: pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, vdir, stt,
+    """Per-block scratch: pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt,
     ncs, cs, res, dv, mk, mr, nm."""
     e, i8 = np.empty, np.int64
     return (e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 4, 9), i8), e((n_blocks, 9), i8),
             e((n_blocks, D), i8), e((n_blocks, D), i8), e((n_blocks, 9), i8), e((n_blocks, 9), i8),
-            e((n_blocks, 8, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8), e((n_blocks, 2, 9), i8),
+            e((n_blocks, 10, 9), i8), e((n_blocks, 2, 8, 8), i8), e((n_blocks, 2, 4, 9), i8),
             e((n_blocks, 2, 7, 3, 5), i8), e((n_blocks, 2, 4, 7), i8), e((n_blocks, 2, 7, 5), i8),
             e((n_blocks, 6, 3), i8), e((n_blocks, 3, 9), i8), e((n_blocks, MEMO, 9), i8), e((n_blocks, MEMO), i8),
             e((n_blocks, 1), i8))
