@@ -6,6 +6,7 @@ exception; :func:`validate` turns the same checks into messages for one mapping.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -174,7 +175,8 @@ def validate(problem: Problem, arch: Arch, mapping: Mapping, *, allow_padding: b
             msgs.append(f"{key} factor at level {names[idx[0]]}, dim {problem.dim_names[idx[1]]} is {a[tuple(idx)]}; expected >= 1")
     f = mapping.factors()
     for d, dim in enumerate(problem.dims):
-        prod = int(np.prod(f[:, d]))
+        # Exact integers: an int64 product could wrap around to the bound.
+        prod = math.prod(int(x) for x in (*mapping.temporal[:, d], *mapping.spatial[:, d].ravel()))
         okay = prod >= dim.bound if allow_padding else prod == dim.bound
         if not okay:
             parts = " x ".join(f"{names[lv]}:{int(f[lv, d])}" for lv in range(L) if f[lv, d] != 1) or "1"

@@ -30,7 +30,7 @@ import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
-from accelmap.mapper.mapping import Mapping
+from accelmap.mapper.mapping import Mapping, refuse_huge_factors
 from accelmap.workloads.problem import Problem
 
 __all__ = ["mapping_to_dict", "mapping_from_dict", "load_mapping", "save_mapping", "read_structured"]
@@ -98,8 +98,9 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
     if not isinstance(levels, list):
         raise SpecError(f"{schema.join(b_where, 'levels')} = {levels!r}; expected a list of levels")
     L, D = arch.n_levels, problem.n_dims
-    temporal = np.ones((L, D), dtype=np.int64)
-    spatial = np.ones((L, D, 2), dtype=np.int64)
+    # Exact Python ints until every factor is read (`refuse_huge_factors`, then int64 arrays).
+    temporal = [[1] * D for _ in range(L)]
+    spatial = [[[1, 1] for _ in range(D)] for _ in range(L)]
     order = np.tile(np.arange(D), (L, 1))
     keep = arch.holds_mask(problem).copy()
     seen: set[str] = set()
@@ -113,10 +114,10 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
         seen.add(name)
         lv = arch.level_index(name)
         for d, f in _factors(entry, "temporal", problem, where).items():
-            temporal[lv, d] = f
+            temporal[lv][d] = f
         for axis, key in ((0, "spatial_x"), (1, "spatial_y")):
             for d, f in _factors(entry, key, problem, where).items():
-                spatial[lv, d, axis] = f
+                spatial[lv][d][axis] = f
         if "order" in entry:
             listed = schema.names(entry, "order", where, "dim names, outermost first", default=schema.REQUIRED)
             bad = [x for x in listed if x not in problem.dim_names]
@@ -131,7 +132,9 @@ def mapping_from_dict(data: Any, problem: Problem, arch: Arch, source: str = "<m
             keep[lv] = False
             for x in listed:
                 keep[lv, problem.tensor_index(x)] = True
-    return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep)
+    refuse_huge_factors(problem.dim_names, temporal, spatial, arch.level_names, b_where)
+    return Mapping(temporal=np.array(temporal, dtype=np.int64), spatial=np.array(spatial, dtype=np.int64),
+                   order=order, keep=keep)
 
 
 def load_mapping(path: str | Path, problem: Problem, arch: Arch) -> Mapping:

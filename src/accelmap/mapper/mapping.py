@@ -38,6 +38,31 @@ def tiles_from_factors(fac: IntArray) -> IntArray:
     return tiles
 
 
+# The cost models count a dim's factor product, tiles and accesses in int64. A mapping read
+# from a file whose factors multiply past this could wrap around to a legal-looking product,
+# so the readers refuse it (no real layer's dim comes near: this is about 4.6e18).
+FACTOR_PRODUCT_LIMIT = 1 << 62
+
+
+def refuse_huge_factors(dim_names: Sequence[str], temporal: Sequence[Sequence[int]],
+                        spatial: Sequence[Sequence[Sequence[int]]], level_names: Sequence[str],
+                        where: str) -> None:
+    """A `SpecError` naming the dim and its factors when one dim's factors (every level,
+    temporal and both spatial axes, as exact integers) multiply past `FACTOR_PRODUCT_LIMIT`."""
+    for d, name in enumerate(dim_names):
+        prod, parts = 1, []
+        for lv, level in enumerate(level_names):
+            for kind, f in (("", temporal[lv][d]), (" spatial_x", spatial[lv][d][0]),
+                            (" spatial_y", spatial[lv][d][1])):
+                prod *= int(f)
+                if int(f) != 1:
+                    parts.append(f"{level}{kind}: {int(f)}")
+        if prod > FACTOR_PRODUCT_LIMIT:
+            raise SpecError(f"{where}: the factors of dim {name} multiply to {prod} ({', '.join(parts)}), more "
+                            "than 2^62, beyond what the cost models count exactly in 64-bit integers; a "
+                            "dim's factors multiply to its bound: fix the factors")
+
+
 _FIELDS = ("temporal", "spatial", "order", "keep")
 
 

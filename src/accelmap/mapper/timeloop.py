@@ -23,7 +23,7 @@ import numpy as np
 
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
-from accelmap.mapper.mapping import Mapping
+from accelmap.mapper.mapping import Mapping, refuse_huge_factors
 from accelmap.workloads.problem import Problem
 
 __all__ = ["mapping_from_timeloop", "mapping_to_timeloop"]
@@ -95,8 +95,9 @@ def mapping_from_timeloop(data: dict, problem: Problem, arch: Arch, source: str)
     if not isinstance(entries, list):
         raise SpecError(f"{source}: expected a top-level `mapping:` list (Timeloop mapping file)")
     L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
-    temporal = np.ones((L, D), dtype=np.int64)
-    spatial = np.ones((L, D, 2), dtype=np.int64)
+    # Exact Python ints until every factor is read (`refuse_huge_factors`, then int64 arrays).
+    temporal = [[1] * D for _ in range(L)]
+    spatial = [[[1, 1] for _ in range(D)] for _ in range(L)]
     order = np.tile(np.arange(D, dtype=np.int64), (L, 1))
     keep = np.ones((L, T), dtype=bool)
     seen: set[tuple[int, str]] = set()
@@ -114,7 +115,7 @@ def mapping_from_timeloop(data: dict, problem: Problem, arch: Arch, source: str)
         seen.add((lv, kind))
         if kind == "temporal":
             for d, v in _parse_factors(source, where, e.get("factors", ""), problem).items():
-                temporal[lv, d] = v
+                temporal[lv][d] = v
             perm = _parse_perm(source, where, e.get("permutation"), problem)
             rest = [d for d in range(D) if d not in perm]
             order[lv] = np.array(rest + perm[::-1], dtype=np.int64)  # innermost-first -> outermost-first
@@ -128,7 +129,7 @@ def mapping_from_timeloop(data: dict, problem: Problem, arch: Arch, source: str)
             if isinstance(split, bool) or not isinstance(split, int) or split < 0:
                 raise SpecError(f"{source}: {where}.split = {split!r}; expected an integer >= 0")
             for pos, d in enumerate(perm):
-                spatial[lv, d, 0 if pos < split else 1] = factors.get(d, 1)
+                spatial[lv][d][0 if pos < split else 1] = factors.get(d, 1)
         elif kind in ("bypass", "datatype"):
             for key, value in (("keep", True), ("bypass", False)):
                 names = e.get(key) or []
@@ -140,7 +141,9 @@ def mapping_from_timeloop(data: dict, problem: Problem, arch: Arch, source: str)
                     keep[lv, problem.tensor_index(str(n))] = value
         else:
             raise SpecError(f"{source}: {where}.type = {kind!r}; expected temporal, spatial, bypass or datatype")
-    return Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep)
+    refuse_huge_factors(problem.dim_names, temporal, spatial, arch.level_names, f"{source}: mapping")
+    return Mapping(temporal=np.array(temporal, dtype=np.int64), spatial=np.array(spatial, dtype=np.int64),
+                   order=order, keep=keep)
 
 
 def mapping_to_timeloop(mapping: Mapping, problem: Problem, arch: Arch) -> dict[str, Any]:

@@ -73,3 +73,57 @@ def test_to_dict_omits_unit_factors():
     assert d["mapping"]["levels"][1]["spatial_x"] == {"K": 4}
     assert "temporal" not in d["mapping"]["levels"][2]
     assert np.array_equal(mapping_from_dict(d, p, a).keep, _mapping(p, a).keep)
+
+
+def _wrapping_pair() -> tuple[int, int]:
+    """Two int64 factors whose product is 1 modulo 2^64: an int64 product of them wraps to 1."""
+    for a in range(3, 1000, 2):
+        b = pow(a, -1, 1 << 64)
+        if b < 1 << 63:
+            return a, b
+    raise AssertionError("no pair")
+
+
+@pytest.mark.parametrize("second", ["wrap", "huge"])
+def test_factors_past_int64_are_refused_with_the_dim_named(tmp_path, second):
+    # N's bound is 1: factors a and b multiply to 1 in int64 arithmetic (a wrap-around) and
+    # would pass every int64 check; a factor past int64 would not fit the arrays at all.
+    p, a = small_conv(), small_arch()
+    f1, f2 = _wrapping_pair()
+    data = mapping_to_dict(_mapping(p, a), p, a)
+    levels = data["mapping"]["levels"]
+    levels[0].setdefault("temporal", {})["N"] = f1
+    levels[2].setdefault("temporal", {})["N"] = f2 if second == "wrap" else 1 << 70
+    path = tmp_path / "m.yaml"
+    path.write_text(yaml.safe_dump(data))
+    exact = f1 * (f2 if second == "wrap" else 1 << 70)
+    with pytest.raises(SpecError, match=rf"m.yaml: mapping: the factors of dim N multiply to {exact} "
+                                        rf"\(DRAM: {f1}, RF: \d+\), more than 2\^62"):
+        load_mapping(path, p, a)
+
+
+def test_timeloop_factors_past_int64_are_refused():
+    from accelmap.mapper.timeloop import mapping_from_timeloop
+
+    p, a = small_conv(), small_arch()
+    f1, f2 = _wrapping_pair()
+    rest = " ".join(f"{n}={b}" for n, b in zip(p.dim_names, p.bounds.tolist(), strict=True) if n != "N")
+    data = {"mapping": [{"target": "DRAM", "type": "temporal", "factors": f"N={f1} {rest}"},
+                        {"target": "RF", "type": "temporal", "factors": f"N={f2}"}]}
+    with pytest.raises(SpecError, match=rf"t.yaml: mapping: the factors of dim N multiply to {f1 * f2}"):
+        mapping_from_timeloop(data, p, a, "t.yaml")
+    data["mapping"][1]["factors"] = "N=1"
+    assert mapping_from_timeloop(data, p, a, "t.yaml").temporal[0, 0] == f1  # one large factor still reads
+
+
+def test_validate_takes_exact_products():
+    from accelmap.mapper.check import validate
+
+    p, a = small_conv(), small_arch()
+    m = trivial_mapping(p, a)
+    f1, f2 = _wrapping_pair()
+    t = m.temporal.copy()
+    t[0, 0], t[2, 0] = f1, f2  # an int64 product of N's factors is 1, its bound
+    msgs = validate(p, a, Mapping(temporal=t, spatial=m.spatial, order=m.order, keep=m.keep))
+    assert any(f"dim N: factors multiply to {f1 * f2}" in s for s in msgs), msgs
+    assert validate(p, a, m) == []
