@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 
 from accelmap.arch.spec import Arch, Compute, StorageLevel
-from accelmap.mapper.mapping import Mapping
+from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
-__all__ = ["small_conv", "small_arch", "trivial_mapping"]
+__all__ = ["small_conv", "small_arch", "trivial_mapping", "aspect_batch"]
 
 
 def _tensor(name: str, coords: list[list[tuple[str, int]]], role: TensorRole) -> Tensor:
@@ -56,3 +56,40 @@ def trivial_mapping(problem: Problem, arch: Arch) -> Mapping:
         order=np.tile(np.arange(D), (L, 1)),
         keep=arch.holds_mask(problem),
     )
+
+
+def aspect_batch(problem: Problem, arch: Arch, n: int, rng: np.random.Generator) -> MappingBatch:
+    """Mappings the aspect model can read, many of them with edge tiles in their directive
+    form: one dim unrolled along each axis of the PE array (a divisor of its bound up to
+    the fanout), the filter dims below the array, the remaining factors spread over the
+    levels (larger ones outside), random loop orders, every level keeping what it may."""
+    from accelmap.costmodels.aspect import aspect_view
+    from accelmap.workloads.structure import DimRole, recognize
+
+    a = aspect_view(arch).array_level
+    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+    fan = arch.fanouts[a]
+    st = recognize(problem)
+    filt = set(st.dims_of(DimRole.FILTER_ROW) + st.dims_of(DimRole.FILTER_COL))
+    divs = {b: [d for d in range(1, b + 1) if b % d == 0] for b in set(int(x) for x in problem.bounds)}
+    t = np.ones((n, L, D), np.int64)
+    s = np.ones((n, L, D, 2), np.int64)
+    for i in range(n):
+        rem = problem.bounds.astype(np.int64).copy()
+        for ax in (0, 1):
+            d = int(rng.integers(D))
+            opts = [f for f in divs[int(problem.bounds[d])] if f <= fan[ax] and rem[d] % f == 0]
+            s[i, a, d, ax] = opts[int(rng.integers(len(opts)))]
+            rem[d] //= s[i, a, d, ax]
+        for d in range(D):
+            r = int(rem[d])
+            levels = range(a + 1, L) if d in filt else range(L)
+            for lv in levels:  # larger factors outside, so that inner tiles often fit
+                ds = [f for f in range(1, r + 1) if r % f == 0]
+                f = ds[int(rng.integers(len(ds), size=2).max())]
+                t[i, lv, d] *= f
+                r //= f
+            t[i, L - 1, d] *= r
+    order = np.argsort(rng.random((n, L, D)), axis=2)
+    keep = np.broadcast_to(arch.holds_mask(problem), (n, L, T)).copy()
+    return MappingBatch(temporal=t, spatial=s, order=order, keep=keep)

@@ -14,40 +14,8 @@ import pytest
 
 from accelmap.arch.presets import preset
 from accelmap.costmodels import _aspect_kernel as K
-from accelmap.costmodels.aspect import aspect_view
-from accelmap.mapper.mapping import MappingBatch
+from accelmap.testing.examples import aspect_batch
 from accelmap.workloads.builders import conv2d
-
-
-def _pool(problem, arch, n: int, rng: np.random.Generator) -> MappingBatch:
-    """Directive-form mappings with edge tiles: one dim unrolled along each array axis (any
-    factor up to the fanout, not only divisors), the filter dims below the array, random
-    factors elsewhere with the remainder at the innermost level, random loop orders."""
-    a = aspect_view(arch).array_level
-    L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
-    fan = arch.fanouts[a]
-    filt = {problem.dim_index(d) for d in ("R", "S") if d in problem.dim_names}
-    t = np.ones((n, L, D), np.int64)
-    s = np.ones((n, L, D, 2), np.int64)
-    for i in range(n):
-        rem = problem.bounds.astype(np.int64).copy()
-        for ax in (0, 1):
-            d = int(rng.integers(D))
-            divs = [f for f in range(1, int(fan[ax]) + 1) if rem[d] % f == 0]
-            s[i, a, d, ax] = divs[int(rng.integers(len(divs)))]
-            rem[d] //= s[i, a, d, ax]
-        for d in range(D):
-            r = int(rem[d])
-            for lv in (range(a + 1, L) if d in filt else range(L)):
-                ds = [f for f in range(1, r + 1) if r % f == 0]
-                f = ds[int(rng.integers(len(ds)))]
-                t[i, lv, d] *= f
-                r //= f
-            t[i, L - 1, d] *= r
-    order = np.argsort(rng.random((n, L, D)), axis=2)
-    keep = np.broadcast_to(arch.holds_mask(problem), (n, L, T)).copy()
-    return MappingBatch(temporal=t, spatial=s, order=order, keep=keep)
-
 
 CASES = {
     "conv": lambda: conv2d("c", c=12, k=10, p=13, q=11, r=3, s=3),
@@ -60,7 +28,7 @@ CASES = {
 @pytest.mark.parametrize("arch_name", ["eyeriss-like", "systolic"])
 def test_factored_macs_equal_the_case_walk(case: str, arch_name: str, monkeypatch) -> None:
     problem, arch = CASES[case](), preset(arch_name)
-    batch = _pool(problem, arch, 400, np.random.default_rng(len(case) * 7 + len(arch_name)))
+    batch = aspect_batch(problem, arch, 400, np.random.default_rng(len(case) * 7 + len(arch_name)))
     consts = K.aspect_consts(problem, arch)
     arrays = (batch.temporal, batch.spatial, batch.order, batch.keep)
     compiled_out, compiled_codes = K.evaluate_rows(consts, *arrays)
