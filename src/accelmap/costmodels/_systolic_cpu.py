@@ -19,7 +19,8 @@ Each counting rule past the legality check is written once, in `_systolic_kernel
 drivers call it: the dataflow and array classes (``_unrolled_classes``,
 ``_dataflow_classes``), folds, compute cycles and SRAM words (``_folds_and_counts``), the
 walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_words``,
-``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_timing``) and the
+``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_cycles``,
+``_efficiencies``, ``_utilization``; the last two only where an output reads them) and the
 `Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
 stage, so this driver's constants (array level, dims, classes, terms) fold into them where
 the generic driver passes run-time values. Written twice, in the form each driver needs, is
@@ -60,11 +61,13 @@ from accelmap.costmodels._systolic_kernel import (
     _ORDER,
     _cell_accesses,
     _cell_energy,
+    _cycles,
     _dataflow_classes,
     _dram_words,
+    _efficiencies,
     _folds_and_counts,
-    _timing,
     _unrolled_classes,
+    _utilization,
     _walked_lookup,
 )
 
@@ -171,29 +174,30 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             # A level without a fanout (``FANB``) whose spatial factors are all 1 (``ones``
             # 0: a legal row's) multiplies nothing: then each dim's product is its temporal
             # factors times the spatial ones of the levels with a fanout, formed dim by dim
-            # in registers (int64 products wrap alike in any order), its least factor on a
-            # chain of its own (min is exact in any grouping), and those levels' fanouts
-            # are their products alone. Else (a damaged row) every level multiplies in
-            # full, as `_check_padded` does.
+            # in registers (int64 products wrap alike in any order), and those levels'
+            # fanouts are their products alone. A factor below 1 is then a negative one,
+            # whose sign bit the OR of the factors (``neg``) keeps, or a 0, which makes its
+            # dim's product 0 (wrapped or not), below the dim's bound (>= 1): `short` says
+            # so, with the same verdict (`_FACTORS`, level -1), so no least factor is
+            # needed. Else (a damaged row) every level multiplies in full, as
+            # `_check_padded` does.
             ones = np.int64(0)
             for lv in range(L):
                 if not (FANB >> lv) & 1:
                     for k in range(2 * lv * D, 2 * (lv + 1) * D):
                         ones |= spatial[i, k] ^ 1
-            least = np.int64(1)
+            neg = np.int64(0)
             short = False
             for d in range(D):
                 prod = np.int64(1)
-                low = temporal[i, d]
                 for lv in range(L):
                     a = temporal[i, lv * D + d]
-                    low = min(low, a)
+                    neg |= a
                     prod *= a
                     if (FANB >> lv) & 1:
                         x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
-                        low = min(low, min(x, y))
+                        neg |= x | y
                         prod *= x * y
-                least = min(least, low)
                 short |= prod < bounds[d]
             fan_lv = np.int64(L)  # (L: none; the first level found from the last one up)
             py, px = np.int64(1), np.int64(1)
@@ -226,6 +230,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 short = False
                 for d in range(D):
                     short |= ext[d] < bounds[d]
+                neg = np.int64(-1) if least < 1 else np.int64(0)
             # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
             # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
             # then each shift is by the entry itself; ``& 63`` the shift instruction's own
@@ -253,7 +258,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                         bad |= not kb
                 keep_lv = lv if bad else keep_lv
             # the verdicts in `_check_padded`'s order
-            fact = (least < 1) | short
+            fact = (neg < 0) | short
             why = _FACTORS if fact else (_ORDER if order_lv < L else (_KEEP if keep_lv < L else (
                 _FANOUT if fan_lv < L else 0)))
             where = -1 if fact else (order_lv if order_lv < L else (keep_lv if keep_lv < L else (
@@ -286,8 +291,12 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 if dr1 < 0:
                     dr1 = _dram_words(1, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                       acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
-                stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
-                                                        ints, flts)
+                stall, total = _cycles(dr0, dr1, acc2, compute, flts)
+                # (float divisions that only the report, and mode 2's utilization, read)
+                if want_stats:
+                    map_eff, cu = _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints)
+                if want_stats or mode == 2:
+                    ut = _utilization(total, ints, flts)
             missing[i] = miss
             n_missing += miss != 0
             if want_stats:

@@ -777,16 +777,34 @@ def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tv
 
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
-def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints, flts):
-    """Stall cycles (DRAM reads and writes against their bandwidths), total cycles, mapping
-    efficiency, compute utilization and utilization of a valid mapping."""
-    R, C = ints[2], ints[3]
+def _cycles(dr0, dr1, acc2, compute, flts):
+    """Stall cycles (DRAM reads and writes against their bandwidths) and total cycles of a
+    valid mapping."""
     stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
-    total = compute + stall
+    return stall, compute + stall
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints):
+    """Mapping efficiency and compute utilization of a valid mapping (the report's)."""
+    R, C = ints[2], ints[3]
     map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
-    cu = map_eff * t_len / util_fold
-    ut = flts[3] / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
-    return stall, total, map_eff, cu, ut
+    return map_eff, map_eff * t_len / util_fold
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _utilization(total, ints, flts):
+    """Utilization of a valid mapping of ``total`` cycles: MACs over cycles times PEs."""
+    return flts[3] / (float(max(total, 1)) * (ints[2] * ints[3]))  # (total 0: one MAC on a 1 x 1 array)
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints, flts):
+    """Stall cycles, total cycles (`_cycles`), mapping efficiency, compute utilization
+    (`_efficiencies`) and utilization (`_utilization`) of a valid mapping."""
+    stall, total = _cycles(dr0, dr1, acc2, compute, flts)
+    map_eff, cu = _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints)
+    return stall, total, map_eff, cu, _utilization(total, ints, flts)
 
 
 @register_jitable

@@ -518,6 +518,49 @@ def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     assert_engines_agree(got, want, what="damaged orders")
 
 
+def test_specialised_driver_factor_verdicts(monkeypatch) -> None:
+    """The specialised driver's factor check (the OR of the factors' signs, and a 0 factor
+    found by its dim's product) gives the numpy path's verdict, reason and level on rows with
+    one temporal or spatial factor replaced by 0, -1, the int64 extremes or a factor that
+    wraps its dim's product, or with two negative factors in one dim (a positive product),
+    at every level, with the fanout levels' spatial factors and the others' (a damaged row)."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
+    arch = preset("systolic")
+    base = scalesim_mapping(prob, arch, "ws")
+    L, D = base.order.shape[1:]
+    temporal = [np.asarray(base.temporal)[0].copy()]
+    spatial = [np.asarray(base.spatial)[0].copy()]
+    for lv in range(L):
+        for d in range(D):
+            for v in (0, -1, -(2**63), 2**63 - 1, 2**32):
+                t = temporal[0].copy()
+                t[lv, d] = v
+                temporal.append(t)
+                spatial.append(spatial[0].copy())
+                for axis in (0, 1):
+                    sp = spatial[0].copy()
+                    sp[lv, d, axis] = v
+                    temporal.append(temporal[0].copy())
+                    spatial.append(sp)
+            t = temporal[0].copy()  # two negatives in one dim: a positive product
+            t[lv, d] = -2
+            t[(lv + 1) % L, d] = -3 * int(temporal[0][(lv + 1) % L, d])
+            temporal.append(t)
+            spatial.append(spatial[0].copy())
+    n = len(temporal)
+    batch = MappingBatch(temporal=np.stack(temporal), spatial=np.stack(spatial),
+                         order=np.repeat(np.asarray(base.order), n, axis=0),
+                         keep=np.repeat(np.asarray(base.keep), n, axis=0))
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
+    assert want.valid[0] and not want.valid[1:].all()
+    assert_engines_agree(got, want, what="damaged factors")
+
+
 def _random_scalesim_rows(prob, arch, n: int, rng: np.random.Generator) -> MappingBatch:  # noqa: ANN001
     """SCALE-Sim's mapping of a random dataflow with a random number of PEs on each array axis
     (every temporal loop at DRAM): rows of every fold count."""
