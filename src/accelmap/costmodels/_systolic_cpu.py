@@ -174,30 +174,29 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
             # A level without a fanout (``FANB``) whose spatial factors are all 1 (``ones``
             # 0: a legal row's) multiplies nothing: then each dim's product is its temporal
             # factors times the spatial ones of the levels with a fanout, formed dim by dim
-            # in registers (int64 products wrap alike in any order), and those levels'
-            # fanouts are their products alone. A factor below 1 is then a negative one,
-            # whose sign bit the OR of the factors (``neg``) keeps, or a 0, which makes its
-            # dim's product 0 (wrapped or not), below the dim's bound (>= 1): `short` says
-            # so, with the same verdict (`_FACTORS`, level -1), so no least factor is
-            # needed. Else (a damaged row) every level multiplies in full, as
-            # `_check_padded` does.
+            # in registers (int64 products wrap alike in any order), its least factor on a
+            # chain of its own (min is exact in any grouping), and those levels' fanouts
+            # are their products alone. Else (a damaged row) every level multiplies in
+            # full, as `_check_padded` does.
             ones = np.int64(0)
             for lv in range(L):
                 if not (FANB >> lv) & 1:
                     for k in range(2 * lv * D, 2 * (lv + 1) * D):
                         ones |= spatial[i, k] ^ 1
-            neg = np.int64(0)
+            least = np.int64(1)
             short = False
             for d in range(D):
                 prod = np.int64(1)
+                low = temporal[i, d]
                 for lv in range(L):
                     a = temporal[i, lv * D + d]
-                    neg |= a
+                    low = min(low, a)
                     prod *= a
                     if (FANB >> lv) & 1:
                         x, y = spatial[i, 2 * (lv * D + d)], spatial[i, 2 * (lv * D + d) + 1]
-                        neg |= x | y
+                        low = min(low, min(x, y))
                         prod *= x * y
+                least = min(least, low)
                 short |= prod < bounds[d]
             fan_lv = np.int64(L)  # (L: none; the first level found from the last one up)
             py, px = np.int64(1), np.int64(1)
@@ -230,7 +229,6 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 short = False
                 for d in range(D):
                     short |= ext[d] < bounds[d]
-                neg = np.int64(-1) if least < 1 else np.int64(0)
             # A level's order is a permutation of 0..D-1 iff its D entries set D bits 0..D-1
             # and none lies outside 0..63 (``rng``'s OR has no bit from 6 up, nor the sign:
             # then each shift is by the entry itself; ``& 63`` the shift instruction's own
@@ -258,7 +256,7 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                         bad |= not kb
                 keep_lv = lv if bad else keep_lv
             # the verdicts in `_check_padded`'s order
-            fact = (neg < 0) | short
+            fact = (least < 1) | short
             why = _FACTORS if fact else (_ORDER if order_lv < L else (_KEEP if keep_lv < L else (
                 _FANOUT if fan_lv < L else 0)))
             where = -1 if fact else (order_lv if order_lv < L else (keep_lv if keep_lv < L else (

@@ -519,11 +519,11 @@ def test_specialised_driver_order_verdicts(monkeypatch) -> None:
 
 
 def test_specialised_driver_factor_verdicts(monkeypatch) -> None:
-    """The specialised driver's factor check (the OR of the factors' signs, and a 0 factor
-    found by its dim's product) gives the numpy path's verdict, reason and level on rows with
-    one temporal or spatial factor replaced by 0, -1, the int64 extremes or a factor that
-    wraps its dim's product, or with two negative factors in one dim (a positive product),
-    at every level, with the fanout levels' spatial factors and the others' (a damaged row)."""
+    """The specialised driver's factor check gives the numpy path's verdict, reason and level
+    on rows with one temporal or spatial factor replaced by 0, -1, the int64 extremes or a
+    factor that wraps its dim's product, or with two negative factors in one dim (a positive
+    product), at every level, the fanout levels' spatial factors and the others' (a damaged
+    row)."""
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic_variants import scalesim_mapping
 
