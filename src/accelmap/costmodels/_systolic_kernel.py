@@ -292,9 +292,29 @@ def _reset_loss(d_pass, h, w, reads_pass):
     return min(np.int64(math.floor(x + 0.5)), reads_pass)
 
 
+# Below this bound an integer-valued float64 ``x`` and an integer-valued ``y`` >= 1 have
+# ``floor(x / y)`` (the division rounded to nearest) equal to the integer quotient ``q``, so
+# that ``x - q * y`` is ``fmod(x, y)`` exactly: where ``r = x - q y`` > 0, ``x / y`` lies at
+# least ``1 / y`` below ``q + 1``, and rounding reaches ``q + 1`` only if ``1 / y`` is below
+# half an ulp of ``q + 1``, i.e. ``y (q + 1) > 2**53``; here ``y (q + 1) <= x + y < 2**52``
+# (the products ``q y <= x`` are exact, as is the difference).
+_EXACT_QUOTIENT = 2.0 ** 51
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _int_fmod(x, q, y):
+    """``np.fmod(x, y)`` for an integer-valued ``x`` >= 0 and ``y`` >= 1, given ``q =
+    floor(x / y)``: ``x - q y`` where that is exact (``_EXACT_QUOTIENT``; the libm call's
+    loop over the quotient's bits, 50-100 cycles, left out), else ``np.fmod``."""
+    if x < _EXACT_QUOTIENT and y < _EXACT_QUOTIENT and y == math.floor(y):
+        return x - q * y
+    return np.fmod(x, y)
+
+
 @register_jitable
 def _repeated_tiles(n_full, t, t_last, k, w):
-    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there)."""
+    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there; its two
+    ``np.fmod`` of integer-valued operands as `_int_fmod`, the same values)."""
     tf, tl, nf, kf = float(t), float(t_last), float(n_full), float(k)
     big = tf >= w
     ts = 1.0 if big else tf
@@ -305,13 +325,13 @@ def _repeated_tiles(n_full, t, t_last, k, w):
         c = 0.0
     elif nf <= a:
         c = nf * tf
-    else:
-        c = tf + np.fmod(nf - 1, a) * tf
+    else:  # (nf > a >= 1: ``resets`` is floor((nf - 1) / a))
+        c = tf + _int_fmod(nf - 1, resets, a) * tf
     if kf < 2:
         c = 0.0
     full = kf * nf * tf if big else full_small
     if big:  # every word of a tile larger than the window is missed: count = fetched mod w
-        c = np.fmod(full, w)
+        c = _int_fmod(full, math.floor(full / w), w)
     if tl >= w:
         last = kf * tl
     elif kf >= 2 and c + tl >= w:

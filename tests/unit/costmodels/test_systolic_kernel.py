@@ -446,6 +446,47 @@ def test_ceil_div_is_the_negated_floor_division() -> None:
             assert compiled(np.int64(a), np.int64(b)) == want, (a, b)
 
 
+def test_int_fmod_is_fmod() -> None:
+    """`_int_fmod` (the window counts of `_repeated_tiles`) gives ``np.fmod`` bit for bit for
+    integer-valued dividends near zero, around powers of two and past the exact bound, with
+    the floor quotient it is given, for integer-valued divisors and fractional ones (which
+    take ``np.fmod`` itself), compiled and as Python."""
+    xs = [*range(0, 200), *(float(2**e + d) for e in (20, 31, 32, 50, 51, 52, 53, 60) for d in (-3, -1, 0, 1, 3))]
+    ys = [1.0, 2.0, 3.0, 7.0, 10.0, 32750.0, 32750.5, 0.75, 1.5, 2.0**31 - 1, 2.0**50 + 1, 2.0**51, 2.0**52 + 2]
+    compiled = _systolic_kernel._int_fmod
+    for x in map(float, xs):
+        for y in ys:
+            q = np.floor(x / y)
+            want = np.fmod(x, y)
+            assert _systolic_kernel._int_fmod.py_func(x, q, y) == want, (x, y)
+            assert compiled(x, q, y) == want, (x, y)
+
+
+def test_repeated_tiles_matches_the_numpy_rule() -> None:
+    """The kernel's `_repeated_tiles` (its remainders by `_int_fmod`) gives
+    `systolic_dram._repeated_tiles_batch`'s words on random tiles, small and beyond the
+    exact bound, through integer and fractional windows."""
+    from numba import njit
+
+    from accelmap.costmodels.systolic_dram import _repeated_tiles_batch
+
+    @njit
+    def run(nf, t, tl, k, w):  # (the compiled rule, as the drivers call it)
+        out = np.empty(nf.shape[0], dtype=np.int64)
+        for j in range(nf.shape[0]):
+            out[j] = _systolic_kernel._repeated_tiles(nf[j], t[j], tl[j], k[j], w)
+        return out
+
+    rng = np.random.default_rng(5)
+    for w in (1.0, 7.0, 100.0, 32750.0, 1000.5):
+        for hi in (10, 1000, 10**6, 2**40):
+            n = 400
+            nf, t, tl = rng.integers(0, min(hi, 2**20), n), rng.integers(1, hi, n), rng.integers(0, hi, n)
+            k = rng.integers(1, 6, n)
+            want = _repeated_tiles_batch(nf, t, tl, k, w)
+            assert np.array_equal(run(nf, t, tl, k, w), want), (w, hi)
+
+
 def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     """The specialised driver's order check (the entries' bits and the OR of the entries)
     gives the numpy path's verdict, reason and level on orders with an entry replaced by
