@@ -53,6 +53,7 @@ import numpy as np
 from numba import njit
 
 from accelmap.costmodels import _systolic_kernel
+from accelmap.costmodels._loopnest_gen import prefetch_write
 from accelmap.costmodels._systolic_kernel import (
     _FACTORS,
     _FANOUT,
@@ -86,6 +87,12 @@ def _rules_digest() -> int:
 
 
 _RULES_DIGEST = _rules_digest()
+
+# In mode 2 each row first asks for the lines of the four (n, L * T) `Metrics` cell arrays of the
+# row this many rows ahead in a writable state (`_loopnest_gen.prefetch_write`, a hint that changes
+# no value): at 10,000 rows and more those arrays lie outside the caches, and a row's cell stores
+# (up to 480 bytes) otherwise wait for their lines.
+_PREFETCH_ROWS = 4
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -168,6 +175,12 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         macs = flts[3]
         n_missing = 0
         for i in range(temporal.shape[0]):
+            if mode == 2:  # (a hint, no value changes: `_PREFETCH_ROWS`)
+                for off in range(0, L * T * 8, 64):
+                    prefetch_write(reads, i + _PREFETCH_ROWS, off)
+                    prefetch_write(fills, i + _PREFETCH_ROWS, off)
+                    prefetch_write(updates, i + _PREFETCH_ROWS, off)
+                    prefetch_write(brk, i + _PREFETCH_ROWS, off)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
             # Each test ends in a select (the first failing level of a test found from the last
             # level up), so that the only branch on the row's values is the rare damaged one.
