@@ -19,7 +19,8 @@ Each counting rule past the legality check is written once, in `_systolic_kernel
 drivers call it: the dataflow and array classes (``_unrolled_classes``,
 ``_dataflow_classes``), folds, compute cycles and SRAM words (``_folds_and_counts``), the
 walked-count lookup (``_walked_lookup``), the DRAM-window estimate (``_dram_words``,
-``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_timing``) and the
+``_dram``, ``_box``, ``_distinct``), stalls and utilizations (``_cycles``,
+``_efficiencies``, ``_utilization``; the last two only where an output reads them) and the
 `Metrics` cells (``_cell_accesses``, ``_cell_energy``); they are inlined at numba's IR
 stage, so this driver's constants (array level, dims, classes, terms) fold into them where
 the generic driver passes run-time values. Written twice, in the form each driver needs, is
@@ -52,6 +53,7 @@ import numpy as np
 from numba import njit
 
 from accelmap.costmodels import _systolic_kernel
+from accelmap.costmodels._loopnest_gen import prefetch_write
 from accelmap.costmodels._systolic_kernel import (
     _FACTORS,
     _FANOUT,
@@ -60,11 +62,13 @@ from accelmap.costmodels._systolic_kernel import (
     _ORDER,
     _cell_accesses,
     _cell_energy,
+    _cycles,
     _dataflow_classes,
     _dram_words,
+    _efficiencies,
     _folds_and_counts,
-    _timing,
     _unrolled_classes,
+    _utilization,
     _walked_lookup,
 )
 
@@ -83,6 +87,12 @@ def _rules_digest() -> int:
 
 
 _RULES_DIGEST = _rules_digest()
+
+# In mode 2 each row first asks for the lines of the four (n, L * T) `Metrics` cell arrays of the
+# row this many rows ahead in a writable state (`_loopnest_gen.prefetch_write`, a hint that changes
+# no value): at 10,000 rows and more those arrays lie outside the caches, and a row's cell stores
+# (up to 480 bytes) otherwise wait for their lines.
+_PREFETCH_ROWS = 4
 
 _M, _N, _K, _B = 0, 1, 2, 3
 _OS, _WS, _IS = 0, 1, 2
@@ -165,6 +175,12 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         macs = flts[3]
         n_missing = 0
         for i in range(temporal.shape[0]):
+            if mode == 2:  # (a hint, no value changes: `_PREFETCH_ROWS`)
+                for off in range(0, L * T * 8, 64):
+                    prefetch_write(reads, i + _PREFETCH_ROWS, off)
+                    prefetch_write(fills, i + _PREFETCH_ROWS, off)
+                    prefetch_write(updates, i + _PREFETCH_ROWS, off)
+                    prefetch_write(brk, i + _PREFETCH_ROWS, off)
             # --- legality: `_check_padded` (factors, orders, keep, fanout; no capacity) ---
             # Each test ends in a select (the first failing level of a test found from the last
             # level up), so that the only branch on the row's values is the rare damaged one.
@@ -286,8 +302,12 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                 if dr1 < 0:
                     dr1 = _dram_words(1, i, order, order3, AL, D, DC, MT, TERMS, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
                                       acc1, bounds, dim_class, full, ints, flts, pairs, ext, suff)
-                stall, total, map_eff, cu, ut = _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold,
-                                                        ints, flts)
+                stall, total = _cycles(dr0, dr1, acc2, compute, flts)
+                # (float divisions that only the report, and mode 2's utilization, read)
+                if want_stats:
+                    map_eff, cu = _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints)
+                if want_stats or mode == 2:
+                    ut = _utilization(total, ints, flts)
             missing[i] = miss
             n_missing += miss != 0
             if want_stats:

@@ -292,9 +292,29 @@ def _reset_loss(d_pass, h, w, reads_pass):
     return min(np.int64(math.floor(x + 0.5)), reads_pass)
 
 
+# Below this bound an integer-valued float64 ``x`` and an integer-valued ``y`` >= 1 have
+# ``floor(x / y)`` (the division rounded to nearest) equal to the integer quotient ``q``, so
+# that ``x - q * y`` is ``fmod(x, y)`` exactly: where ``r = x - q y`` > 0, ``x / y`` lies at
+# least ``1 / y`` below ``q + 1``, and rounding reaches ``q + 1`` only if ``1 / y`` is below
+# half an ulp of ``q + 1``, i.e. ``y (q + 1) > 2**53``; here ``y (q + 1) <= x + y < 2**52``
+# (the products ``q y <= x`` are exact, as is the difference).
+_EXACT_QUOTIENT = 2.0 ** 51
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _int_fmod(x, q, y):
+    """``np.fmod(x, y)`` for an integer-valued ``x`` >= 0 and ``y`` >= 1, given ``q =
+    floor(x / y)``: ``x - q y`` where that is exact (``_EXACT_QUOTIENT``; the libm call's
+    loop over the quotient's bits, 50-100 cycles, left out), else ``np.fmod``."""
+    if x < _EXACT_QUOTIENT and y < _EXACT_QUOTIENT and y == math.floor(y):
+        return x - q * y
+    return np.fmod(x, y)
+
+
 @register_jitable
 def _repeated_tiles(n_full, t, t_last, k, w):
-    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there)."""
+    """`systolic_dram._repeated_tiles_batch` of one row (float64, as there; its two
+    ``np.fmod`` of integer-valued operands as `_int_fmod`, the same values)."""
     tf, tl, nf, kf = float(t), float(t_last), float(n_full), float(k)
     big = tf >= w
     ts = 1.0 if big else tf
@@ -305,13 +325,13 @@ def _repeated_tiles(n_full, t, t_last, k, w):
         c = 0.0
     elif nf <= a:
         c = nf * tf
-    else:
-        c = tf + np.fmod(nf - 1, a) * tf
+    else:  # (nf > a >= 1: ``resets`` is floor((nf - 1) / a))
+        c = tf + _int_fmod(nf - 1, resets, a) * tf
     if kf < 2:
         c = 0.0
     full = kf * nf * tf if big else full_small
     if big:  # every word of a tile larger than the window is missed: count = fetched mod w
-        c = np.fmod(full, w)
+        c = _int_fmod(full, math.floor(full / w), w)
     if tl >= w:
         last = kf * tl
     elif kf >= 2 and c + tl >= w:
@@ -757,16 +777,34 @@ def _walked_lookup(rc, cc, ur, uc, f_r, f_c, fewest, acc0, acc1, ints, tkeys, tv
 
 
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
-def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints, flts):
-    """Stall cycles (DRAM reads and writes against their bandwidths), total cycles, mapping
-    efficiency, compute utilization and utilization of a valid mapping."""
-    R, C = ints[2], ints[3]
+def _cycles(dr0, dr1, acc2, compute, flts):
+    """Stall cycles (DRAM reads and writes against their bandwidths) and total cycles of a
+    valid mapping."""
     stall = max(_stall(dr0 + dr1, compute, flts[4]), _stall(acc2, compute, flts[5]))
-    total = compute + stall
+    return stall, compute + stall
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints):
+    """Mapping efficiency and compute utilization of a valid mapping (the report's)."""
+    R, C = ints[2], ints[3]
     map_eff = float(s_r * s_c) / (f_r * f_c * R * C)
-    cu = map_eff * t_len / util_fold
-    ut = flts[3] / (float(max(total, 1)) * (R * C))  # (total 0: one MAC on a 1 x 1 array)
-    return stall, total, map_eff, cu, ut
+    return map_eff, map_eff * t_len / util_fold
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _utilization(total, ints, flts):
+    """Utilization of a valid mapping of ``total`` cycles: MACs over cycles times PEs."""
+    return flts[3] / (float(max(total, 1)) * (ints[2] * ints[3]))  # (total 0: one MAC on a 1 x 1 array)
+
+
+@njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
+def _timing(dr0, dr1, acc2, compute, s_r, s_c, t_len, f_r, f_c, util_fold, ints, flts):
+    """Stall cycles, total cycles (`_cycles`), mapping efficiency, compute utilization
+    (`_efficiencies`) and utilization (`_utilization`) of a valid mapping."""
+    stall, total = _cycles(dr0, dr1, acc2, compute, flts)
+    map_eff, cu = _efficiencies(s_r, s_c, t_len, f_r, f_c, util_fold, ints)
+    return stall, total, map_eff, cu, _utilization(total, ints, flts)
 
 
 @register_jitable

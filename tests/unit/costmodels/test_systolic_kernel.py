@@ -446,6 +446,47 @@ def test_ceil_div_is_the_negated_floor_division() -> None:
             assert compiled(np.int64(a), np.int64(b)) == want, (a, b)
 
 
+def test_int_fmod_is_fmod() -> None:
+    """`_int_fmod` (the window counts of `_repeated_tiles`) gives ``np.fmod`` bit for bit for
+    integer-valued dividends near zero, around powers of two and past the exact bound, with
+    the floor quotient it is given, for integer-valued divisors and fractional ones (which
+    take ``np.fmod`` itself), compiled and as Python."""
+    xs = [*range(0, 200), *(float(2**e + d) for e in (20, 31, 32, 50, 51, 52, 53, 60) for d in (-3, -1, 0, 1, 3))]
+    ys = [1.0, 2.0, 3.0, 7.0, 10.0, 32750.0, 32750.5, 0.75, 1.5, 2.0**31 - 1, 2.0**50 + 1, 2.0**51, 2.0**52 + 2]
+    compiled = _systolic_kernel._int_fmod
+    for x in map(float, xs):
+        for y in ys:
+            q = np.floor(x / y)
+            want = np.fmod(x, y)
+            assert _systolic_kernel._int_fmod.py_func(x, q, y) == want, (x, y)
+            assert compiled(x, q, y) == want, (x, y)
+
+
+def test_repeated_tiles_matches_the_numpy_rule() -> None:
+    """The kernel's `_repeated_tiles` (its remainders by `_int_fmod`) gives
+    `systolic_dram._repeated_tiles_batch`'s words on random tiles, small and beyond the
+    exact bound, through integer and fractional windows."""
+    from numba import njit
+
+    from accelmap.costmodels.systolic_dram import _repeated_tiles_batch
+
+    @njit
+    def run(nf, t, tl, k, w):  # (the compiled rule, as the drivers call it)
+        out = np.empty(nf.shape[0], dtype=np.int64)
+        for j in range(nf.shape[0]):
+            out[j] = _systolic_kernel._repeated_tiles(nf[j], t[j], tl[j], k[j], w)
+        return out
+
+    rng = np.random.default_rng(5)
+    for w in (1.0, 7.0, 100.0, 32750.0, 1000.5):
+        for hi in (10, 1000, 10**6, 2**40):
+            n = 400
+            nf, t, tl = rng.integers(0, min(hi, 2**20), n), rng.integers(1, hi, n), rng.integers(0, hi, n)
+            k = rng.integers(1, 6, n)
+            want = _repeated_tiles_batch(nf, t, tl, k, w)
+            assert np.array_equal(run(nf, t, tl, k, w), want), (w, hi)
+
+
 def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     """The specialised driver's order check (the entries' bits and the OR of the entries)
     gives the numpy path's verdict, reason and level on orders with an entry replaced by
@@ -475,6 +516,49 @@ def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
     assert not want.valid.any()
     assert_engines_agree(got, want, what="damaged orders")
+
+
+def test_specialised_driver_factor_verdicts(monkeypatch) -> None:
+    """The specialised driver's factor check gives the numpy path's verdict, reason and level
+    on rows with one temporal or spatial factor replaced by 0, -1, the int64 extremes or a
+    factor that wraps its dim's product, or with two negative factors in one dim (a positive
+    product), at every level, the fanout levels' spatial factors and the others' (a damaged
+    row)."""
+    from accelmap.arch.presets import preset
+    from accelmap.costmodels.systolic_variants import scalesim_mapping
+
+    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
+    arch = preset("systolic")
+    base = scalesim_mapping(prob, arch, "ws")
+    L, D = base.order.shape[1:]
+    temporal = [np.asarray(base.temporal)[0].copy()]
+    spatial = [np.asarray(base.spatial)[0].copy()]
+    for lv in range(L):
+        for d in range(D):
+            for v in (0, -1, -(2**63), 2**63 - 1, 2**32):
+                t = temporal[0].copy()
+                t[lv, d] = v
+                temporal.append(t)
+                spatial.append(spatial[0].copy())
+                for axis in (0, 1):
+                    sp = spatial[0].copy()
+                    sp[lv, d, axis] = v
+                    temporal.append(temporal[0].copy())
+                    spatial.append(sp)
+            t = temporal[0].copy()  # two negatives in one dim: a positive product
+            t[lv, d] = -2
+            t[(lv + 1) % L, d] = -3 * int(temporal[0][(lv + 1) % L, d])
+            temporal.append(t)
+            spatial.append(spatial[0].copy())
+    n = len(temporal)
+    batch = MappingBatch(temporal=np.stack(temporal), spatial=np.stack(spatial),
+                         order=np.repeat(np.asarray(base.order), n, axis=0),
+                         keep=np.repeat(np.asarray(base.keep), n, axis=0))
+    got = SystolicModel(engine="cpu", dram_window="estimate").evaluate(prob, arch, batch)
+    want = SystolicModel(engine="numpy", dram_window="estimate").evaluate(prob, arch, batch)
+    assert want.valid[0] and not want.valid[1:].all()
+    assert_engines_agree(got, want, what="damaged factors")
 
 
 def _random_scalesim_rows(prob, arch, n: int, rng: np.random.Generator) -> MappingBatch:  # noqa: ANN001
