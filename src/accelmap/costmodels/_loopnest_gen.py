@@ -31,7 +31,10 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
   constant;
 * ``latency_cycles`` and the padding scale of `_loopnest_cpu`.
 
-Four things are the generated rows' own, none changing a value: the run-time constants they
+Five things are the generated rows' own, none changing a value: with every bound at least 1
+(the problems' are; a run-time test before the row loop, ``bpos``, sends every row to the
+rule's check otherwise) the least-factor test reads only the factors' signs, since a zero
+factor already makes its dim's product differ from the bound (`_legality`); the run-time constants they
 read are loaded once before the row loop (`_RunConsts`); the count entries that are zero in
 every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
 array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers);
@@ -348,9 +351,11 @@ def source(S: tuple) -> str:
                 expr = f"({expr} * {p_})"
             w(f"ds{t}_{lv} = {expr}")
     # --- per tensor: its keeping levels from the innermost out (`keeper_counts`) -----------------
-    # A row's counts are written once, at its end, in the order of ``cnt`` (count, level,
-    # tensor), each scaled there by its tensor's padding share (no ``if full`` block per
-    # level and tensor: fewer blocks for numba's passes to go over).
+    # A tensor's counts are written in one ``if full`` block after its walk (count by count,
+    # level by level), each scaled by its tensor's padding share (one block per tensor, not
+    # per level and tensor: fewer blocks for numba's passes to go over); written there, the
+    # tensor's reads, fills, updates and multicasts are dead before the next tensor's walk
+    # (kept to the row's end, they were live across all of it).
     sums: dict[tuple[str, int], str] = {}
 
     def sc_of(t: int) -> str:
