@@ -34,9 +34,9 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
 Five things are the generated rows' own, none changing a value: with every bound at least 1
 (the problems' are; a run-time test before the row loop, ``bpos``, sends every row to the
 rule's check otherwise) the least-factor test reads only the factors' signs, since a zero
-factor already makes its dim's product differ from the bound (`_legality`); the run-time constants they
-read are loaded once before the row loop (`_RunConsts`); the count entries that are zero in
-every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
+factor already makes its dim's product differ from the bound (`_legality`); the run-time
+constants they read are loaded once before the row loop (`_RunConsts`); the count entries that
+are zero in every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
 array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers);
 with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for writing
 (`prefetch_write`, a hint); and every index that is not a constant is given to numba as an
