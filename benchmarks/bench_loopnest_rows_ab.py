@@ -81,20 +81,23 @@ def main() -> None:
         after = cpu.rows_driver(S)
         rows_of = {"before": before, "after": after}
         own = cpu.rows_driver
-        model = LoopNestModel(engine="cpu")
+        # one model per rows: a model's serial plan (`_loopnest_kernel.SerialPlan`) takes its
+        # rows from `rows_driver` once, when it is built, and keeps them
+        models = {name: LoopNestModel(engine="cpu") for name in rows_of}
         which = {"rows": "after"}
         cpu.rows_driver = lambda s: rows_of[which["rows"]] if s == S else own(s)
         try:
-            for name in rows_of:  # compile (or load) both, then the engine serves the specialised driver
+            for name, model in models.items():  # compile (or load) both, then the specialised driver serves
                 which["rows"] = name
                 seen = 0
                 while seen < lk._SPECIALISE_AFTER_ROWS:
                     model.evaluate(problem, arch, pool)
                     seen += len(pool)
+                assert model._plan is not None and model._plan[2].rows is rows_of[name]
             first_s = time.process_time() - t0
             check = pool.take(slice(0, 2000))
             got = {}
-            for name in rows_of:
+            for name, model in models.items():
                 which["rows"] = name
                 m = model.evaluate(problem, arch, check)
                 got[name] = {f: np.array(getattr(m, f)) for f in ("cycles", "energy_pj", "valid", "reason", "reads",
@@ -108,8 +111,8 @@ def main() -> None:
                          "load_average_start": load_start, "first_calls_cpu_s": first_s, "sizes": {}}
             for n in args.sizes:
                 batch = pool.take(slice(0, n))
-                calls = {f"{name}_{kind}": (name, getattr(model, kind)) for kind in ("evaluate", "evaluate_objective")
-                         for name in rows_of}
+                calls = {f"{name}_{kind}": (name, getattr(models[name], kind))
+                         for kind in ("evaluate", "evaluate_objective") for name in rows_of}
                 for name, fn in calls.values():
                     which["rows"] = name
                     fn(problem, arch, batch)

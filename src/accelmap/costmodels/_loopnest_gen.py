@@ -31,9 +31,12 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
   constant;
 * ``latency_cycles`` and the padding scale of `_loopnest_cpu`.
 
-Four things are the generated rows' own, none changing a value: the run-time constants they
-read are loaded once before the row loop (`_RunConsts`); the count entries that are zero in
-every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
+Five things are the generated rows' own, none changing a value: with every bound at least 1
+(the problems' are; a run-time test before the row loop, ``bpos``, sends every row to the
+rule's check otherwise) the least-factor test reads only the factors' signs, since a zero
+factor already makes its dim's product differ from the bound (`_legality`); the run-time
+constants they read are loaded once before the row loop (`_RunConsts`); the count entries that
+are zero in every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
 array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers);
 with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for writing
 (`prefetch_write`, a hint); and every index that is not a constant is given to numba as an
@@ -69,7 +72,7 @@ __all__ = ["source", "driver", "cache_dir", "prefetch_write"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 7
+_GENERATOR_VERSION = 8
 
 
 # How many rows ahead a row's counts are prefetched for writing (`prefetch_write`): 1, 2 and 4
@@ -272,14 +275,17 @@ def source(S: tuple) -> str:
     # Every value below is assigned once, under a name of its own (numba's SSA pass costs about
     # the number of re-assigned variables times the number of blocks: re-used names made it the
     # largest part of the compile).
-    # the MACs of one unit and the running products of the loop bounds, restarted per level from
-    # the product of the levels above (short chains of multiplies; the same int64 products)
-    for lv in range(L):
+    # The MACs of one unit and the product of the loop bounds of the levels above each level
+    # (``pa``). A level whose loops are listed with their running products (``lp[3]``, the
+    # levels below ``n_closed``) ends its chain with ``pa{lv + 1}``: the chain multiplies
+    # ``pa{lv}`` by the level's factors in its loop order, which in a legal row is a
+    # permutation of the dims (the ORDER check), so its last product is ``pa{lv} * pl{lv}``,
+    # the product of the level's factors, as the same int64 value (products modulo 2^64
+    # commute and associate); the product ``pl{lv}`` is not formed for those levels. The
+    # other levels take it from a balanced product of their factors (short chains).
+    for lv in range(n_closed, L):
         w(f"pl{lv} = {_prod([f'a{lv}_{d}' for d in range(D)])}")
     w("pa0 = 1")
-    for lv in range(1, L):
-        w(f"pa{lv} = {'pl0' if lv == 1 else f'(pa{lv - 1} * pl{lv - 1})'}")
-    w(f"mpu = {'pl0' if L == 1 else f'pa{L - 1} * pl{L - 1}'}")
     w("lp[3, 0] = 1")
     kn, m = "0", 0
     for lv in range(n_dim):
@@ -299,7 +305,12 @@ def source(S: tuple) -> str:
             m += 1
             w(f"kk{m} = {kn} + ({b} >= 2)")
             kn = f"kk{m}"
+        if lv < n_closed:
+            w(f"pa{lv + 1} = {prod}")
     w(f"kc{n_dim} = {kn}")
+    for lv in range(n_closed + 1, L):
+        w(f"pa{lv} = {'pl0' if lv == 1 else f'(pa{lv - 1} * pl{lv - 1})'}")
+    w(f"mpu = {'pl0' if L == 1 else f'pa{L - 1} * pl{L - 1}'}")
     ib = "1"
     for lv in range(L):
         w(f"ub{lv} = {_prod([f'g{lv}_{d}' for d in range(D)]) if FANL[lv] else '1'}")
@@ -340,11 +351,22 @@ def source(S: tuple) -> str:
                 expr = f"({expr} * {p_})"
             w(f"ds{t}_{lv} = {expr}")
     # --- per tensor: its keeping levels from the innermost out (`keeper_counts`) -----------------
-    # A row's counts are written once, at its end, in the order of ``cnt`` (count, level,
-    # tensor), each scaled there by its tensor's padding share (no ``if full`` block per
-    # level and tensor: fewer blocks for numba's passes to go over).
-    rd_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
-    wr_terms: dict[int, list[str]] = {lv: [] for lv in range(L)}
+    # A tensor's counts are written in one ``if full`` block after its walk (count by count,
+    # level by level), each scaled by its tensor's padding share (one block per tensor, not
+    # per level and tensor: fewer blocks for numba's passes to go over); written there, the
+    # tensor's reads, fills, updates and multicasts are dead before the next tensor's walk
+    # (kept to the row's end, they were live across all of it).
+    sums: dict[tuple[str, int], str] = {}
+
+    def sc_of(t: int) -> str:
+        # the padding share of tensor t's counts, or 1.0 (`_loopnest_cpu`): run-time constant
+        name = f"scl_{t}"
+        if name not in rc._seen:
+            rc._seen.add(name)
+            fr = rc("frac", t)
+            rc.lines.append(f"    {name} = {fr} if {fr} < 1.0 else 1.0")
+        return name
+
     for t in range(T):
         is_out = t == out
         fch, grp, chn = "mpu", "1", "1"  # the child's deliveries, groups and children so far
@@ -410,8 +432,6 @@ def source(S: tuple) -> str:
             w(f"e{x_} = ({e}) * ib{p}")
             w(f"rw{x_} = {f} + {u}")
             w(f"sp{x_} = {fch} * {chn} - {ap}")  # (the multicast or spatial-reduction count)
-            rd_terms[p].append(r)
-            wr_terms[p].append(f"rw{x_}")
             if p > 0:
                 # the next outer keeper's child is this level, with no groups or children yet
                 w(f"fc{x_}, gb{x_}, cb{x_} = {fp}, 1, 1")
@@ -425,9 +445,31 @@ def source(S: tuple) -> str:
                 fch, grp, chn = f"fc{x_}", f"gb{x_}", f"cb{x_}"
             else:
                 w.ind -= 1
+        # This tensor's reads and writes added to each level's running sums (integer sums in
+        # the rule's order, tensor by tensor: the same int64 values), and its counts stored
+        # now, so that none of its values stays live across the later tensors' walks.
+        for p in range(L):
+            if HOLDS[p, t]:
+                x_ = f"{p}_{t}"
+                for nm, term in (("rd", f"r{x_}"), ("wr", f"rw{x_}")):
+                    prev = sums.get((nm, p))
+                    w(f"{nm}{p}_{t} = {f'{prev} + {term}' if prev else term}")
+                    sums[(nm, p)] = f"{nm}{p}_{t}"
+        stores = [(q, lv) for q in range(6) for lv in range(L) if HOLDS[lv, t] and not ((q == 4 and is_out) or (q == 5 and not is_out))]
+        if stores:
+            w("if full:")
+            for q, lv in stores:
+                x_ = f"{lv}_{t}"
+                if q == 3:
+                    v = f"e{x_} * {sc_of(t)}"
+                elif q in (4, 5):
+                    v = f"float(sp{x_} * ib{lv})"
+                else:
+                    v = f"float({('r', 'f', 'u')[q]}{x_} * ib{lv}) * {sc_of(t)}"
+                w(f"    cnt[ci, {q}, {lv}, {t}] = {v}")
     for lv in range(L):
-        w(f"rd{lv} = {' + '.join(rd_terms[lv]) or '0'}")
-        w(f"wr{lv} = {' + '.join(wr_terms[lv]) or '0'}")
+        w(f"rd{lv} = {sums.get(('rd', lv), '0')}")
+        w(f"wr{lv} = {sums.get(('wr', lv), '0')}")
     # the energy total level by level, tensor by tensor, from 0.0 (the rules' order)
     w("total = " + " + ".join(["0.0"] + [f"e{lv}_{t}" for lv in range(L) for t in range(T)]))
     cyc = "float(mpu)"
@@ -448,36 +490,16 @@ def source(S: tuple) -> str:
         w(f"    energy{t + 1} = energy{t} + (after{t} - before{t})")
         w("else:")
         w(f"    energy{t + 1} = energy{t}")
-    # The counts, in the order of ``cnt``. The rule scales a padded tensor's reads, fills,
-    # updates and energies in place where its share is below 1; a count times 1.0 is itself,
-    # so here every such count is multiplied by the share or by 1.0 (the same values). The
-    # entries that are zero in every row of the structure (a level that never holds the
+    # The counts that are zero in every row of the structure (a level that never holds the
     # tensor, the output's multicast, an operand's spatial reduction: 48 of res2a_branch2b's
-    # 90 on eyeriss-like) are written only with ``full == 1``; ``full == 2`` says that they
-    # hold 0.0 already (an array this structure's rows filled before, `_loopnest_kernel`'s
-    # marked counts buffers), and leaves them.
-    w("if full:")
-    zs: list[str] = []
-    for t in range(T):
-        w(f"    sc{t} = fr{t} if fr{t} < 1.0 else 1.0")
-    for q in range(6):
-        for lv in range(L):
-            for t in range(T):
-                x_ = f"{lv}_{t}"
-                if not HOLDS[lv, t] or (q == 4 and t == out) or (q == 5 and t != out):
-                    v = "0.0"
-                elif q == 3:
-                    v = f"e{x_} * sc{t}"
-                elif q in (4, 5):
-                    v = f"float(sp{x_} * ib{lv})"
-                else:
-                    v = f"float({('r', 'f', 'u')[q]}{x_} * ib{lv}) * sc{t}"
-                if v == "0.0":
-                    zs.append(f"        cnt[ci, {q}, {lv}, {t}] = 0.0")
-                    continue
-                w(f"    cnt[ci, {q}, {lv}, {t}] = {v}")
+    # 90 on eyeriss-like; the others are stored after each tensor's walk, above) are written
+    # only with ``full == 1``; ``full == 2`` says that they hold 0.0 already (an array this
+    # structure's rows filled before, `_loopnest_kernel`'s marked counts buffers), and
+    # leaves them.
+    zs = [f"    cnt[ci, {q}, {lv}, {t}] = 0.0" for q in range(6) for lv in range(L) for t in range(T)
+          if not HOLDS[lv, t] or (q == 4 and t == out) or (q == 5 and t != out)]
     if zs:
-        w("    if full == 1:")
+        w("if full == 1:")
         w.lines.extend(["    " * w.ind + z for z in zs])
     w("valid[iu] = True")
     w("res[iu, 0] = cf")
@@ -622,7 +644,12 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
                                  for lv in nonfan for d in range(D)))
     else:
         w("ones = 0")
-    w("if ones == 0:")
+    # Every bound at least 1 (as every problem's are): then the least-factor test below needs
+    # only the factors' signs (``bpos``, a run-time constant; without it every row takes the
+    # rule's check, `check_one`, below).
+    bpos = " & ".join(f"({rc('bounds', d)} >= 1)" for d in range(D))
+    rc.lines.append(f"    bpos = {bpos}")
+    w("if (ones == 0) & bpos:")
     w.ind += 1
     terms = []
     for d in range(D):
@@ -638,9 +665,12 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
                 w(f"t{lv}_{d} = {prev} * a{lv}_{d}")
                 terms += [f"a{lv}_{d}"]
             prev = f"t{lv}_{d}"
-    # a factor below 1 (`check`'s least factor < 1): v | (v - 1) is negative exactly when v < 1
-    # (v <= 0 sets the sign bit of v or of v - 1; v >= 1 sets neither)
-    w("lo_f = " + _or([f"({v} | ({v} - 1))" for v in terms]))
+    # A factor below 1 (`check`'s least factor < 1) with every bound at least 1 (``bpos``):
+    # the OR of the factors is negative exactly when one is negative, and a zero factor makes
+    # its dim's product of factors (``t0_d``, a product in int64 with that factor in it) 0,
+    # which differs from the dim's bound, so the row fails FACTORS exactly as under the rule
+    # (the same check, so the same code and level). A negative factor fails through the sign.
+    w("lo_f = " + _or(terms))
     w("bad_f = " + _or(["(lo_f < 0)"] + [f"(t0_{d} != {rc('bounds', d)})" for d in range(D)]))
     for lv in range(L):
         if not FANL[lv]:
@@ -693,12 +723,13 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     w.ind += 1
     w("why, where = check_one(i, temporal, spatial, order, keep, NTERM, TDIM, TCOEF, bounds, HOLDS, fan_xy, "
       "capacity, tile, spans)")
-    # Such a row is illegal short of int64 wraparound: a spatial factor below 1 fails FACTORS;
-    # otherwise some factor x >= 2 of a level whose fanout X * Y <= 1 makes that level's used
-    # X (or Y) instances at least 2, more than its X (Y) fanout unless that is >= 2, and then
-    # the other is <= 0, below the at least 1 used (FANOUT). So it ends here (``why != 0``);
-    # only a row whose products wrap around can pass, and it takes the row's values from the
-    # arrays and the tiles ``check_one`` left.
+    # A row with a spatial factor other than 1 at a level without fanout is illegal short of
+    # int64 wraparound: a spatial factor below 1 fails FACTORS; otherwise some factor x >= 2
+    # of a level whose fanout X * Y <= 1 makes that level's used X (or Y) instances at least
+    # 2, more than its X (Y) fanout unless that is >= 2, and then the other is <= 0, below the
+    # at least 1 used (FANOUT). So it ends here (``why != 0``). A row that passes (one whose
+    # products wrap around, or any legal row when a bound is below 1) takes the row's values
+    # from the arrays and the tiles ``check_one`` left.
     w("if why != 0:")
     w.ind += 1
     w("codes[iu, 0] = why")

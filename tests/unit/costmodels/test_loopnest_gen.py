@@ -135,6 +135,49 @@ def test_generated_rows_equal_the_specialised_driver_where_int64_products_wrap_a
     assert got[1].sum() >= 50  # such rows pass the checks
 
 
+def test_generated_rows_equal_the_specialised_driver_with_zero_factors_and_a_bound_below_1() -> None:
+    """The generated least-factor test reads only the factors' signs, relying on a zero factor
+    making its dim's product 0, unequal to a bound of at least 1; with a bound below 1 every
+    row takes the rule's check instead. Rows with a zero factor (alone, or with a negative
+    one of another dim or the same dim) agree with the specialised driver under the problem's
+    bounds and under the same bounds with a dim's bound set to 0 (where a product of 0
+    matches it and the rule passes the row on to the later checks) or to -2."""
+    from dataclasses import replace
+
+    arch_name, build = CASES[0]
+    arch, problem = preset(arch_name), build()
+    consts = kernel.kernel_consts(problem, arch)
+    S = consts.structure
+    rng = np.random.default_rng(11)
+    legal = MapSpace(problem, arch).sample_valid(200, rng)
+    t = np.array(legal.temporal)
+    n, L, D = t.shape
+    for i in range(n):
+        d = i % D
+        t[i, int(rng.integers(L)), d] = 0
+        if i % 3 == 1:
+            t[i, int(rng.integers(L)), int(rng.integers(D))] = -1
+        elif i % 3 == 2:
+            t[i, int(rng.integers(L)), d] *= -1
+    batch = MappingBatch.concat([legal, MappingBatch(temporal=t, spatial=legal.spatial, order=legal.order,
+                                                     keep=legal.keep)])
+    frac = np.ones(problem.n_tensors)
+    for low in (None, 0, -2):
+        c = consts
+        if low is not None:
+            b = np.array(consts.bounds)
+            b[int(np.argmax(b))] = low
+            c = replace(consts, bounds=b)
+        for full in (True, False):
+            got = _run(gen.driver(S), c, batch, frac, full)
+            want = _run(cpu._driver(S), c, batch, frac, full)
+            for g, w_ in zip(got, want, strict=True):
+                np.testing.assert_array_equal(g, w_)
+        if low is None:
+            assert got[1][:n].all() and not got[1][n:].any()
+            assert (got[2][n:, 0] == 2).all()  # FACTORS
+
+
 def _structural_zeros(consts) -> np.ndarray:  # noqa: ANN001
     """(6, L, T) the count entries that are zero in every row of ``consts``' structure: a level
     that may not hold the tensor, the output's multicast, an operand's spatial reduction."""
