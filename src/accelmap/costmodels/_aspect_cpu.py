@@ -1,0 +1,201 @@
+"""The ``aspect`` model's CPU row loop specialised per structure.
+
+`accelmap.costmodels._aspect_kernel` holds the rules, each written once (``check_row``,
+``plan_row`` with ``_tiles``, ``regular_row``, the case analysis of ``general_row``), and the
+generic driver ``eval_rows``, one compiled function for every problem and arch, which reads the
+structure from arrays at run time. This module compiles the same row loop (``eval_range``) once
+per structure with the structure as compile-time constants: the shapes (levels, dims, tensors,
+MAESTRO's variables), the array level, the slots of Y X R S and the strides (the sliding-window
+dims), which dims each tensor reads (``tmask``) and which problem dim each slot is (``src``),
+which level may hold which tensor, the fan-out shapes, the NoC and off-chip bandwidths. They
+are arrays captured by the driver's closure, which numba compiles as constant data, so the
+rules' loops over them have constant trip counts (LLVM unrolls them) and their tests on the
+structure fold. The layer's values (bounds, extents, MACs) and the mapping (factors, order,
+spatial choice) stay run-time: every layer of one shape and stride pattern on one arch shares
+a driver.
+
+The rules are the same code objects (`_rule_copies`: ``eval_range`` and the rules it inlines
+into the row loop, compiled ``inline="always"``, so that the constants reach them); the case
+analysis stays calls of the kernel's own compiled rules. The results are therefore those of
+the generic driver, bit for bit (`tests/unit/costmodels/test_aspect_cpu.py`).
+
+A driver compiles once per structure (cold: see docs/performance.md) and is kept in numba's
+on-disk cache (``cache=True``: the closure's index key is the structure tuple, which ends with
+a digest of `_aspect_kernel`'s source, so an edit of the rules compiles the drivers anew).
+`AspectModel` runs the generic driver until a (problem, arch) has seen
+`SPECIALISE_AFTER_ROWS` rows, so that a short run never waits for the compile.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import types
+from pathlib import Path
+
+import numpy as np
+from numba import njit
+from numba.core import cgutils
+from numba.core import types as nbtypes
+from numba.extending import intrinsic
+from numba.np.arrayobj import make_array, populate_array
+
+from accelmap.costmodels import _aspect_kernel as _k
+
+__all__ = ["structure", "driver", "SPECIALISE_AFTER_ROWS"]
+
+# Rows of one (problem, arch) the generic driver serves before the specialised one is used
+# (and compiled, the first time on a machine).
+SPECIALISE_AFTER_ROWS = 100_000
+
+_JIT = {"cache": True, "_nrt": False}
+
+
+def _rules_digest() -> int:
+    """A digest of `_aspect_kernel`'s source (the structure's last entry): numba's cache keys a
+    driver by this module's source and the closure's values, not by the rules it inlines."""
+    try:
+        return int.from_bytes(hashlib.sha256(Path(_k.__file__).read_bytes()).digest()[:7], "big")
+    except OSError:  # (no source file to read: nothing to tell apart)
+        return 0
+
+
+_RULES_DIGEST = _rules_digest()
+
+# The rules inlined into the specialised row loop (the row loop itself included, so that the
+# closure's constants reach every rule it inlines).
+_INLINE = ("check_row", "_tiles", "plan_row", "regular_row", "eval_range")
+
+
+def _rule_copies() -> dict:
+    """``eval_range`` and the rules of `_INLINE`, the same code objects compiled as
+    ``inline="always"`` njit functions; their calls of the other rules (the case analysis)
+    resolve to `_aspect_kernel`'s compiled rules."""
+    ns = dict(vars(_k))
+    out = {}
+    for name in _INLINE:
+        fn = getattr(_k, name)
+        copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
+        copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+        out[name] = njit(inline="always", _nrt=False)(copy)
+        ns[name] = out[name]
+    return out
+
+
+_RULES = _rule_copies()
+eval_range = _RULES["eval_range"]
+
+
+def structure(consts: _k.AspectConsts) -> tuple:
+    """The compile-time constants of an `AspectConsts`: ``ints`` with the MACs left out
+    (they are the layer's, read from ``dfull``), the shapes and flat contents of ``src``,
+    ``tmask``, ``holds`` and ``fan_xy``, and the rules' digest."""
+    ints = consts.ints.copy()
+    ints[_k._MACS] = 0
+
+    def flat(a: np.ndarray) -> tuple[int, ...]:
+        return tuple(int(x) for x in np.asarray(a).ravel())
+
+    return (flat(ints), flat(consts.src), consts.tmask.shape, flat(consts.tmask), consts.holds.shape,
+            flat(consts.holds), consts.fan_xy.shape, flat(consts.fan_xy), _RULES_DIGEST)
+
+
+def _tables(S: tuple) -> tuple[np.ndarray, ...]:
+    """INTS, SRC, TMASK, HOLDS, FAN_XY of a structure, read-only (numba's constants)."""
+    ints, src, tshape, tmask, hshape, holds, fshape, fan, _ = S
+
+    def arr(x: tuple, dtype: type, shape: tuple) -> np.ndarray:
+        a = np.array(x, dtype=dtype).reshape(shape)
+        a.setflags(write=False)
+        return a
+
+    return (arr(ints, np.int64, (len(ints),)), arr(src, np.int64, (len(src),)), arr(tmask, np.bool_, tshape),
+            arr(holds, np.bool_, hshape), arr(fan, np.int64, fshape))
+
+
+def _stack_codegen(shape: list[int]):  # noqa: ANN202
+    arrty = nbtypes.Array(nbtypes.int64, len(shape), "C")
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        size = int(np.prod(shape))
+        data = cgutils.alloca_once(builder, context.get_value_type(nbtypes.int64), size=max(size, 1))
+        strides = [8 * int(np.prod(shape[k + 1:])) for k in range(len(shape))]
+        ary = make_array(arrty)(context, builder)
+        intp = context.get_value_type(nbtypes.intp)
+        populate_array(ary, data=data, shape=[intp(x) for x in shape], strides=[intp(x) for x in strides],
+                       itemsize=intp(8), meminfo=None)
+        return ary._getvalue()
+
+    return arrty, codegen
+
+
+def _literal(*dims) -> list[int] | None:  # noqa: ANN002
+    if not all(isinstance(d, nbtypes.IntegerLiteral) for d in dims):
+        return None
+    return [int(d.literal_value) for d in dims]
+
+
+# ``stack_array(a)`` .. ``stack_array4(a, b, c, d)``: a C-ordered int64 array of constant shape
+# whose data is on the calling function's stack (allocated once, in its entry block; contents
+# undefined). Unlike scratch from the caller, LLVM knows it aliases nothing else, so its values
+# can stay in registers and its stores need not be kept where nothing reads them.
+
+@intrinsic
+def stack_array(typingctx, a):  # noqa: ANN001, ANN201, ARG001 (a numba intrinsic)
+    shape = _literal(a)
+    if shape is None:
+        return None
+    arrty, codegen = _stack_codegen(shape)
+    return arrty(a), codegen
+
+
+@intrinsic
+def stack_array2(typingctx, a, b):  # noqa: ANN001, ANN201, ARG001 (a numba intrinsic)
+    shape = _literal(a, b)
+    if shape is None:
+        return None
+    arrty, codegen = _stack_codegen(shape)
+    return arrty(a, b), codegen
+
+
+@intrinsic
+def stack_array3(typingctx, a, b, c):  # noqa: ANN001, ANN201, ARG001 (a numba intrinsic)
+    shape = _literal(a, b, c)
+    if shape is None:
+        return None
+    arrty, codegen = _stack_codegen(shape)
+    return arrty(a, b, c), codegen
+
+
+@intrinsic
+def stack_array4(typingctx, a, b, c, d):  # noqa: ANN001, ANN201, ARG001 (a numba intrinsic)
+    shape = _literal(a, b, c, d)
+    if shape is None:
+        return None
+    arrty, codegen = _stack_codegen(shape)
+    return arrty(a, b, c, d), codegen
+
+
+@functools.lru_cache(maxsize=32)
+def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
+    """The row loop of structure ``S``: ``rows(temporal, spatial, order, keep, dfull, bounds,
+    out, codes)`` fills ``out`` and ``codes`` of every row as `_aspect_kernel.eval_rows`
+    does, its scratch on its own stack (`stack_array`). It releases the GIL, so
+    blocks of a batch can run on several threads. numba compiles it on its first call or loads
+    it from the on-disk cache (the closure holds ``S`` and its tables)."""
+    INTS, SRC, TMASK, HOLDS, FAN_XY = _tables(S)
+
+    D = int(INTS[_k._D])
+    MEMO = _k.MEMO
+
+    @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
+    def rows(temporal, spatial, order, keep, dfull, bounds, out, codes):
+        # the scratch of `_aspect_kernel._scratch`, on the stack
+        sc = (stack_array(D), stack_array(D), stack_array2(4, 9), stack_array(9), stack_array(D), stack_array(D),
+              stack_array(9), stack_array(9), stack_array2(10, 9), stack_array3(2, 8, 8), stack_array3(2, 4, 9),
+              stack_array4(2, 7, 3, 5), stack_array3(2, 4, 7), stack_array3(2, 7, 5), stack_array2(6, 3),
+              stack_array2(3, 9), stack_array2(MEMO, 9), stack_array(MEMO), stack_array(1))
+        eval_range(0, temporal.shape[0], temporal, spatial, order, keep, INTS, SRC, dfull, TMASK, bounds, HOLDS,
+                   FAN_XY, out, codes, sc)
+
+    return rows
