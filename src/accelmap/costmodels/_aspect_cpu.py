@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import threading
 import types
 from pathlib import Path
 
@@ -42,11 +43,11 @@ from numba.np.arrayobj import make_array, populate_array
 
 from accelmap.costmodels import _aspect_kernel as _k
 
-__all__ = ["structure", "driver", "SPECIALISE_AFTER_ROWS"]
+__all__ = ["structure", "driver", "compiled", "wait", "SPECIALISE_AFTER_ROWS"]
 
 # Rows of one (problem, arch) the generic driver serves before the specialised one is used
 # (and compiled, the first time on a machine).
-SPECIALISE_AFTER_ROWS = 100_000
+SPECIALISE_AFTER_ROWS = 20_000
 
 _JIT = {"cache": True, "_nrt": False}
 
@@ -199,3 +200,64 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
                    FAN_XY, out, codes, sc)
 
     return rows
+
+
+# Compiled drivers by structure (None: the compile failed; the generic driver serves), the
+# compiles under way, and the same drivers by the identity of their structure tuple (hashing
+# the tuple, a hundred small ints or more, would cost microseconds a call).
+_READY: dict[tuple, object] = {}
+_PENDING: dict[tuple, threading.Thread] = {}
+_BY_ID: dict[int, tuple[tuple, object]] = {}
+_LOCK = threading.Lock()
+
+
+def _compile(S: tuple) -> None:
+    """Compile (or load from numba's cache) the driver of ``S`` on one row the check rejects
+    (all factors 0), with the argument types `_aspect_kernel.evaluate_rows` passes."""
+    rows = None
+    try:
+        ints = S[0]
+        L, D, T, nv = ints[_k._L], ints[_k._D], ints[_k._T], ints[_k._NV]
+        z = np.zeros
+        rows = driver(S)
+        rows(z((1, L, D), np.int64), z((1, L, D, 2), np.int64), z((1, L, D), np.int64), z((1, L, T), np.bool_),
+             z(nv + 3, np.int64), z(D, np.int64), z((1, _k.N_COLS), np.int64), z((1, 2), np.int64))
+    except Exception:  # noqa: BLE001 (any failure: the generic driver keeps serving)
+        rows = None
+    with _LOCK:
+        _READY[S] = rows
+        _PENDING.pop(S, None)
+
+
+def compiled(S: tuple, *, block: bool = False):  # noqa: ANN201 (a numba dispatcher or None)
+    """The specialised driver of ``S`` if it is compiled, else None, its compile started in a
+    background thread the first time it is asked for (``block``: wait for it), so that the
+    caller's generic driver serves meanwhile."""
+    hit = _BY_ID.get(id(S))
+    if hit is not None and hit[0] is S:
+        return hit[1]
+    with _LOCK:
+        done = S in _READY
+        th = _PENDING.get(S)
+        if not done and th is None:
+            th = threading.Thread(target=_compile, args=(S,), name="accelmap-aspect-compile", daemon=True)
+            _PENDING[S] = th
+            th.start()
+    if th is not None and block:
+        th.join()
+    with _LOCK:
+        if S not in _READY:
+            return None
+        rows = _READY[S]
+        if len(_BY_ID) >= 64:
+            _BY_ID.clear()
+        _BY_ID[id(S)] = (S, rows)
+        return rows
+
+
+def wait() -> None:
+    """Wait for every compile under way (benchmarks: time the steady state)."""
+    with _LOCK:
+        threads = list(_PENDING.values())
+    for th in threads:
+        th.join()

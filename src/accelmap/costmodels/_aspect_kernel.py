@@ -1363,9 +1363,10 @@ def metrics_rows(out, codes, ints, tensor, l1_level, caps, read_pj, write_pj, sc
 
 
 def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, order: IntArray,
-                  keep: np.ndarray) -> tuple[IntArray, IntArray]:
+                  keep: np.ndarray, rows=None) -> tuple[IntArray, IntArray]:  # noqa: ANN001
     """Counts (n, N_COLS) and codes (n, 2) of every row (shapes already matching the problem
-    and arch); see `eval_range`."""
+    and arch); see `eval_range`. ``rows``: the structure's specialised driver
+    (`_aspect_cpu.driver`), else the generic ``eval_rows`` runs."""
     n, _, D = temporal.shape
     out = np.empty((n, N_COLS), np.int64)
     codes = np.empty((n, 2), np.int64)
@@ -1373,6 +1374,16 @@ def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, o
             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
             *consts.as_tuple(), out, codes)
     threads = _threads()
+    if rows is not None:
+        t, s, o, k = args[:4]
+        if threads > 1 and n >= _PARALLEL_MIN_ROWS:
+            def spec_block(b: int, lo: int, hi: int) -> None:  # noqa: ARG001
+                rows(t[lo:hi], s[lo:hi], o[lo:hi], k[lo:hi], consts.dfull, consts.bounds, out[lo:hi], codes[lo:hi])
+
+            run_blocks(spec_block, n, threads * 4, threads)
+        elif n:
+            rows(t, s, o, k, consts.dfull, consts.bounds, out, codes)
+        return out, codes
     if threads > 1 and n >= _PARALLEL_MIN_ROWS:
         n_blocks = threads * 4
         scratch = _scratch(n_blocks, D)
