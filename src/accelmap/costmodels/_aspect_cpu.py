@@ -20,8 +20,8 @@ analysis stays calls of the kernel's own compiled rules. The results are therefo
 the generic driver, bit for bit (`tests/unit/costmodels/test_aspect_cpu.py`).
 
 A driver compiles once per structure (cold: see docs/performance.md) and is kept in numba's
-on-disk cache (``cache=True``: the closure's index key is the structure tuple, which ends with
-a digest of `_aspect_kernel`'s source, so an edit of the rules compiles the drivers anew).
+on-disk cache (``cache=True``: the index key holds the closure's values, the structure's tables
+and a digest of `_aspect_kernel`'s source, so an edit of the rules compiles the drivers anew).
 `AspectModel` runs the generic driver until a (problem, arch) has seen
 `SPECIALISE_AFTER_ROWS` rows, so that a short run never waits for the compile.
 """
@@ -183,14 +183,17 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
     out, codes)`` fills ``out`` and ``codes`` of every row as `_aspect_kernel.eval_rows`
     does, its scratch on its own stack (`stack_array`). It releases the GIL, so
     blocks of a batch can run on several threads. numba compiles it on its first call or loads
-    it from the on-disk cache (the closure holds ``S`` and its tables)."""
+    it from the on-disk cache (the closure holds the tables of ``S`` and its digest)."""
     INTS, SRC, TMASK, HOLDS, FAN_XY = _tables(S)
 
     D = int(INTS[_k._D])
     MEMO = _k.MEMO
+    DIGEST = S[-1]  # (the rules' digest: in the closure, so that numba's cache keys the driver by it)
 
     @njit(nogil=True, **_JIT)  # type: ignore[call-overload]
     def rows(temporal, spatial, order, keep, dfull, bounds, out, codes):
+        if DIGEST < 0:  # (never: a digest is >= 0)
+            return
         # the scratch of `_aspect_kernel._scratch`, on the stack
         sc = (stack_array(D), stack_array(D), stack_array2(4, 9), stack_array(9), stack_array(D), stack_array(D),
               stack_array(9), stack_array(9), stack_array2(10, 9), stack_array3(2, 8, 8), stack_array3(2, 4, 9),
