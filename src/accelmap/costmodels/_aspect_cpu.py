@@ -45,9 +45,11 @@ from accelmap.costmodels import _aspect_kernel as _k
 
 __all__ = ["structure", "driver", "compiled", "wait", "SPECIALISE_AFTER_ROWS"]
 
-# Rows of one (problem, arch) the generic driver serves before the specialised one is used
-# (and compiled, the first time on a machine).
-SPECIALISE_AFTER_ROWS = 20_000
+# Rows of one (problem, arch) the generic driver serves before the specialised one is asked
+# for (its compile started in the background, the first time on a machine; loaded from numba's
+# cache later): as `_loopnest_kernel._SPECIALISE_AFTER_ROWS`, so that evaluating a few
+# mappings (``accelmap evaluate``, a short search) starts no compile.
+SPECIALISE_AFTER_ROWS = 100_000
 
 _JIT = {"cache": True, "_nrt": False}
 
@@ -243,7 +245,9 @@ def compiled(S: tuple, *, block: bool = False):  # noqa: ANN201 (a numba dispatc
         done = S in _READY
         th = _PENDING.get(S)
         if not done and th is None:
-            th = threading.Thread(target=_compile, args=(S,), name="accelmap-aspect-compile", daemon=True)
+            # not a daemon: a process that ends while it compiles waits for it (and caches the
+            # driver) rather than tearing LLVM down under a thread that is running it
+            th = threading.Thread(target=_compile, args=(S,), name="accelmap-aspect-compile", daemon=False)
             _PENDING[S] = th
             th.start()
     if th is not None and block:
