@@ -88,6 +88,16 @@ def test_specialised_rows_equal_generic_and_numpy(case: str) -> None:
     assert np.array_equal(out_g, out_s)
     assert np.array_equal(codes_g, codes_s)
     assert (codes_g[:, 0] == 0).any()  # some rows evaluated, not only rejected
+    # blocks of rows on two threads (`engines.run_blocks`), each block on the driver's own stack
+    big = MappingBatch.concat([batch] * (1 + _aspect_kernel._PARALLEL_MIN_ROWS // len(batch)))
+    saved_threads = _aspect_kernel._threads
+    try:
+        _aspect_kernel._threads = lambda: 2
+        out_t, codes_t = _aspect_kernel.evaluate_rows(consts, big.temporal, big.spatial, big.order, big.keep, rows)
+    finally:
+        _aspect_kernel._threads = saved_threads
+    reps = len(big) // len(batch)
+    assert np.array_equal(out_t, np.concatenate([out_g] * reps)) and np.array_equal(codes_t, np.concatenate([codes_g] * reps))
 
     model = AspectModel(engine="cpu")
     model.evaluate(problem, arch, batch)  # (rows seen below the threshold: the generic driver)
