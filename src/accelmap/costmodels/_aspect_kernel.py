@@ -35,6 +35,11 @@ drivers run without reference counting (``_nrt=False``): every array, scratch in
 comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
 energies to rounding (the sum over levels and tensors runs in another order).
 
+`accelmap.costmodels._aspect_cpu` compiles the same row loop once per structure (the
+structure's arrays as constants, the scratch on the driver's stack); `AspectModel` switches to
+it after a number of rows. Its rules are these, so the structural entries of ``ints`` are read
+only where a constant may stand: the problem's MACs, a layer's value, come from ``dfull``.
+
 Variable slots: the MAESTRO variables of the directive form (``aspect._vars``: N K C R S
 Y X, those present) are slots ``0 .. nv-1`` (Y and X in input coordinates), then ``nv`` =
 Y' and ``nv + 1`` = X' (output rows and columns).
