@@ -378,6 +378,13 @@ def _compile_seconds(model: str) -> dict:
     if model == "systolic":  # the same
         variants["_specialised"] = ("from accelmap.costmodels import _systolic_kernel as sk; "
                                     "sk._SPECIALISE_AFTER_ROWS = 0; " + code)
+    if model == "aspect":  # the structure's own driver (`_aspect_cpu`), compiled in the background
+        variants["_specialised"] = ("import time; from accelmap.costmodels import _aspect_cpu as ac; "
+                                    "from accelmap.costmodels._aspect_kernel import aspect_consts; "
+                                    "from benchmarks.bench_costmodel import _pools; "
+                                    "label, p, a, b = _pools('aspect', 64)[0]; "
+                                    "t0 = time.perf_counter(); ac.compiled(ac.structure(aspect_consts(p, a)), "
+                                    "block=True); print(time.perf_counter() - t0)")
     root = Path(__file__).resolve().parents[1]
     out = {}
     for suffix, src in variants.items():
@@ -422,6 +429,20 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
 
             calls["cpu_objective"] = engines["cpu"].evaluate_objective
             calls["cpu_generic"] = generic
+        if name == "aspect" and "cpu" in engines:
+            # ``cpu`` runs the driver a long-running process settles on (`_aspect_cpu`: the
+            # structure's own, after `SPECIALISE_AFTER_ROWS` rows); ``cpu_generic`` the one every
+            # process starts with
+            from accelmap.costmodels import _aspect_cpu as ac
+
+            def generic_a(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
+                saved, ac.SPECIALISE_AFTER_ROWS = ac.SPECIALISE_AFTER_ROWS, 1 << 62
+                try:
+                    return m.evaluate(problem, arch, batch)
+                finally:
+                    ac.SPECIALISE_AFTER_ROWS = saved
+
+            calls["cpu_generic"] = generic_a
         if name == "systolic":
             # ``numpy`` and ``cpu`` run the default ``dram_window="auto"`` of the model a search
             # ranks with (`SystolicModel.for_search`, `_model`: the kernel plus the walked counts
@@ -454,6 +475,14 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
         for label, problem, arch, pool in _pools(name, max(sizes)):
             for fn in calls.values():  # compile / warm every per-(problem, arch) cache
                 fn(problem, arch, pool.take(slice(0, 64)))
+            if name == "aspect" and "cpu" in engines:  # until the specialised driver serves
+                from accelmap.costmodels import _aspect_cpu as ac
+
+                seen = 0
+                while seen < ac.SPECIALISE_AFTER_ROWS:
+                    engines["cpu"].evaluate(problem, arch, pool)
+                    seen += len(pool)
+                ac.wait()
             if name == "loopnest" and "cpu" in engines:  # until the specialised driver serves
                 seen = 0
                 while seen < lk._SPECIALISE_AFTER_ROWS:

@@ -35,6 +35,11 @@ drivers run without reference counting (``_nrt=False``): every array, scratch in
 comes from the caller. Counts, cycles and reason codes equal the numpy path's bit for bit,
 energies to rounding (the sum over levels and tensors runs in another order).
 
+`accelmap.costmodels._aspect_cpu` compiles the same row loop once per structure (the
+structure's arrays as constants, the scratch on the driver's stack); `AspectModel` switches to
+it after a number of rows. Its rules are these, so the structural entries of ``ints`` are read
+only where a constant may stand: the problem's MACs, a layer's value, come from ``dfull``.
+
 Variable slots: the MAESTRO variables of the directive form (``aspect._vars``: N K C R S
 Y X, those present) are slots ``0 .. nv-1`` (Y and X in input coordinates), then ``nv`` =
 Y' and ``nv + 1`` = X' (output rows and columns).
@@ -82,9 +87,11 @@ class AspectConsts:
 
     ``ints``: array level, L, D, T, nv, the slots of Y X R S, strides (y, x), NoC and off-chip
     bandwidth (words/cycle), the problem's MACs and the `Reason` codes used. ``src``: (nv,)
-    the problem dim of each slot (-1: absent, extent 1). ``dfull``: (nv + 2,) the layer's
+    the problem dim of each slot (-1: absent, extent 1). ``dfull``: (nv + 3,) the layer's
     extents in MAESTRO's terms (input rows/columns, then Y' = Y - R + 1, X' = X - S + 1).
-    ``tmask``: (3, nv + 2) the slots indexing input, filter, output."""
+    ``tmask``: (3, nv + 2) the slots indexing input, filter, output. ``dfull`` ends with the
+    problem's MACs (``dfull[nv + 2]``, what the rules compare a row's MAC count with): with the
+    extents, the run-time values of a structure (`_aspect_cpu` compiles the rest as constants)."""
 
     ints: IntArray
     src: IntArray
@@ -129,8 +136,8 @@ def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
                     for v in vars_], dtype=np.int64)
     full = _maestro_layer(problem, lay).dim_dict
     iy, ix, ir, is_ = (vars_.index(v) for v in ("Y", "X", "R", "S"))
-    dfull = np.array([full.get(v, 1) for v in vars_] + [full["Y"] - full["R"] + 1, full["X"] - full["S"] + 1],
-                     dtype=np.int64)
+    dfull = np.array([full.get(v, 1) for v in vars_] + [full["Y"] - full["R"] + 1, full["X"] - full["S"] + 1,
+                                                         problem.macs], dtype=np.int64)
     masks = _tensor_var_masks(lay.kind, vars_)
     tmask = np.zeros((3, nv + 2), dtype=np.bool_)
     for j, t in enumerate(("input", "filter", "output")):
@@ -160,8 +167,8 @@ def aspect_consts(problem, arch) -> AspectConsts:  # noqa: ANN001
 @register_jitable
 def check_row(i, temporal, spatial, order, keep, ints, bounds, holds, fan_xy):
     """`check_batch` of mapping i up to its capacity check: (reason, level)."""
-    L, D = temporal.shape[1], temporal.shape[2]
-    T = keep.shape[2]
+    L, D = ints[_L], ints[_D]  # (the mapping arrays' shapes; constants in `_aspect_cpu`'s drivers)
+    T = holds.shape[1]
     ok = True
     for d in range(D):
         prod = 1
@@ -399,7 +406,7 @@ def regular_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
     for j in range(nv):
         w[j] = (tt[j] - 1) * total
         total *= tt[j]
-    if total * psum_size != ints[_MACS]:  # not exactly the problem's MACs: rejected, no more to count
+    if total * psum_size != dfull[ints[_NV] + 2]:  # not exactly the problem's MACs: rejected, no more to count
         out[_MACS_COL] = total * psum_size
         return True
     egress = e1 + ((f_y - 1) * e0 if tmask[_OUT, sp_top] else 0)
@@ -1109,7 +1116,7 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
             else:
                 macs += occ * lvi[0, 7, _NSUB] * psums
         total = _states(0, dv[0], lvi, stt, ncs)  # (the counters from the start again)
-    if macs != ints[_MACS]:
+    if macs != dfull[ints[_NV] + 2]:
         out[_MACS_COL] = macs
         return
     macs = 0
@@ -1201,11 +1208,13 @@ def general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in,
 
 @register_jitable
 def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes,
-               pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs, cs, res, dv, mk, mr, nm):
+               sc):
     """Rows lo..hi-1: ``out[i]`` the counts (zeros where the row is not evaluated) and
     ``codes[i]`` = (reason, level): a legality `Reason` (capacity excluded), ``MODEL`` when
     the mapping has no directive form or its directive form does not do exactly the
-    problem's MACs, else (0, -1)."""
+    problem's MACs, else (0, -1). ``sc``: one block's scratch (`_scratch`), a tuple (a call
+    of more than 30 arguments compiles to a ``*args`` call, which numba cannot inline)."""
+    pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs, cs, res, dv, mk, mr, nm = sc
     m_top, o_top, m_in, o_in = tiles[0], tiles[1], tiles[2], tiles[3]
     for i in range(lo, hi):
         row = out[i]
@@ -1225,7 +1234,7 @@ def eval_range(lo, hi, temporal, spatial, order, keep, ints, src, dfull, tmask, 
                            row, lvi, ltab, stt, ncs, cs, dv):
             general_row(ints, dfull, tmask, f_x, f_y, sp_top, sp_in, m_top, o_top, m_in, o_in, perm, lvi, ltab,
                         stt, ncs, cs, res, dv, mk, mr, nm, row)
-        if row[_MACS_COL] != ints[_MACS]:
+        if row[_MACS_COL] != dfull[ints[_NV] + 2]:
             codes[i, 0] = ints[_R_MODEL]
             for c in range(N_COLS):
                 out[i, c] = 0
@@ -1268,8 +1277,8 @@ def eval_rows(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, h
     """Every row of a batch (or of a block of rows: slices of the batch) on the calling
     thread, with one worker's scratch; `evaluate_rows` runs blocks on several threads."""
     _eval_range_inlined(0, temporal.shape[0], temporal, spatial, order, keep, ints, src, dfull, tmask, bounds,
-                        holds, fan_xy, out, codes, pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs,
-                        cs, res, dv, mk, mr, nm)
+                        holds, fan_xy, out, codes,
+                        (pe, cl, tiles, perm, lrank, lvl, tt, w, tabs, lvi, ltab, stt, ncs, cs, res, dv, mk, mr, nm))
 
 
 def _scratch(n_blocks: int, D: int) -> tuple[np.ndarray, ...]:
@@ -1359,9 +1368,10 @@ def metrics_rows(out, codes, ints, tensor, l1_level, caps, read_pj, write_pj, sc
 
 
 def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, order: IntArray,
-                  keep: np.ndarray) -> tuple[IntArray, IntArray]:
+                  keep: np.ndarray, rows=None) -> tuple[IntArray, IntArray]:  # noqa: ANN001
     """Counts (n, N_COLS) and codes (n, 2) of every row (shapes already matching the problem
-    and arch); see `eval_range`."""
+    and arch); see `eval_range`. ``rows``: the structure's specialised driver
+    (`_aspect_cpu.driver`), else the generic ``eval_rows`` runs."""
     n, _, D = temporal.shape
     out = np.empty((n, N_COLS), np.int64)
     codes = np.empty((n, 2), np.int64)
@@ -1369,6 +1379,16 @@ def evaluate_rows(consts: AspectConsts, temporal: IntArray, spatial: IntArray, o
             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_),
             *consts.as_tuple(), out, codes)
     threads = _threads()
+    if rows is not None:
+        t, s, o, k = args[:4]
+        if threads > 1 and n >= _PARALLEL_MIN_ROWS:
+            def spec_block(b: int, lo: int, hi: int) -> None:  # noqa: ARG001
+                rows(t[lo:hi], s[lo:hi], o[lo:hi], k[lo:hi], consts.dfull, consts.bounds, out[lo:hi], codes[lo:hi])
+
+            run_blocks(spec_block, n, threads * 4, threads)
+        elif n:
+            rows(t, s, o, k, consts.dfull, consts.bounds, out, codes)
+        return out, codes
     if threads > 1 and n >= _PARALLEL_MIN_ROWS:
         n_blocks = threads * 4
         scratch = _scratch(n_blocks, D)

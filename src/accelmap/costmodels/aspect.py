@@ -158,7 +158,8 @@ class AspectModel:
         if self.engine == "cuda":
             raise SpecError("the aspect model has no cuda engine; use engine 'cpu' or 'numpy'")
         self.vectorized = vectorized
-        self._consts: dict[tuple[int, int], tuple[Problem, Arch, AspectConsts]] = {}
+        # per (problem, arch): the kernel's constants, their structure (`_aspect_cpu`), [rows seen]
+        self._consts: dict[tuple[int, int], tuple[Problem, Arch, AspectConsts, tuple, list[int]]] = {}
 
     @staticmethod
     def unsupported(problem: Problem, arch: Arch) -> str | None:
@@ -209,17 +210,23 @@ class AspectModel:
     def _evaluate_kernel(self, problem: Problem, arch: Arch, view: AspectView, mappings: MappingBatch) -> Metrics:
         """`evaluate` by the compiled kernel (`_aspect_kernel`): the same rows and codes as the
         numpy path, then the shared `_metrics`."""
-        from accelmap.costmodels import _aspect_kernel
+        from accelmap.costmodels import _aspect_cpu, _aspect_kernel
 
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
         if hit is None or hit[0] is not problem or hit[1] is not arch:
             if len(self._consts) > 64:
                 self._consts.clear()
-            hit = (problem, arch, _aspect_kernel.aspect_consts(problem, arch))
+            c = _aspect_kernel.aspect_consts(problem, arch)
+            hit = (problem, arch, c, _aspect_cpu.structure(c), [0])  # [rows seen]
             self._consts[key] = hit
+        # the generic driver until this (problem, arch) has seen SPECIALISE_AFTER_ROWS rows,
+        # then the structure's own (`_aspect_cpu`) once its compile, begun then, is done
+        seen = hit[4]
+        seen[0] += len(mappings)
+        rows = _aspect_cpu.compiled(hit[3]) if seen[0] >= _aspect_cpu.SPECIALISE_AFTER_ROWS else None
         out, codes = _aspect_kernel.evaluate_rows(hit[2], mappings.temporal, mappings.spatial, mappings.order,
-                                                  mappings.keep)
+                                                  mappings.keep, rows)
         return _aspect_kernel.metrics(hit[2], out, codes, problem, arch)
 
     def evaluate_one(self, problem: Problem, arch: Arch, mapping: Mapping) -> Metrics:

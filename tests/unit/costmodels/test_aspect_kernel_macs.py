@@ -61,7 +61,7 @@ def test_factored_macs_equal_the_case_walk(case: str, arch_name: str, monkeypatc
     n, D = len(batch), problem.n_dims
     out = np.empty((n, K.N_COLS), np.int64)
     codes = np.empty((n, 2), np.int64)
-    K.eval_range(0, n, *arrays, *consts.as_tuple(), out, codes, *(x[0] for x in K._scratch(1, D)))
+    K.eval_range(0, n, *arrays, *consts.as_tuple(), out, codes, tuple(x[0] for x in K._scratch(1, D)))
     np.testing.assert_array_equal(out, compiled_out)
     np.testing.assert_array_equal(codes, compiled_codes)
     assert seen["general"] >= 5 and seen["factored"] >= seen["general"] // 2, seen
