@@ -402,6 +402,21 @@ def _compile_seconds(model: str) -> dict:
     return out
 
 
+def _never_specialised(model, module, threshold: str):  # noqa: ANN001, ANN202
+    """``model.evaluate`` with ``module.<threshold>`` (rows before the specialised driver takes
+    over) raised out of reach for the call: the generic driver every process starts with."""
+
+    def evaluate(problem, arch, batch):  # noqa: ANN001, ANN202
+        saved = getattr(module, threshold)
+        setattr(module, threshold, 1 << 62)
+        try:
+            return model.evaluate(problem, arch, batch)
+        finally:
+            setattr(module, threshold, saved)
+
+    return evaluate
+
+
 def bench_backends(models: list[str], sizes: list[int], backends: list[str], repeats: int) -> dict:
     """Evaluations per second on one core of each backend, interleaved; ratios to numpy."""
     import numba
@@ -420,29 +435,15 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
             # process starts with.
             from accelmap.costmodels import _loopnest_kernel as lk
 
-            def generic(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
-                saved, lk._SPECIALISE_AFTER_ROWS = lk._SPECIALISE_AFTER_ROWS, 1 << 62
-                try:
-                    return m.evaluate(problem, arch, batch)
-                finally:
-                    lk._SPECIALISE_AFTER_ROWS = saved
-
             calls["cpu_objective"] = engines["cpu"].evaluate_objective
-            calls["cpu_generic"] = generic
+            calls["cpu_generic"] = _never_specialised(engines["cpu"], lk, "_SPECIALISE_AFTER_ROWS")
         if name == "aspect" and "cpu" in engines:
             # ``cpu`` runs the driver a long-running process settles on (`_aspect_cpu`: the
             # structure's own, after `SPECIALISE_AFTER_ROWS` rows); ``cpu_generic`` the one every
             # process starts with
             from accelmap.costmodels import _aspect_cpu as ac
 
-            def generic_a(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
-                saved, ac.SPECIALISE_AFTER_ROWS = ac.SPECIALISE_AFTER_ROWS, 1 << 62
-                try:
-                    return m.evaluate(problem, arch, batch)
-                finally:
-                    ac.SPECIALISE_AFTER_ROWS = saved
-
-            calls["cpu_generic"] = generic_a
+            calls["cpu_generic"] = _never_specialised(engines["cpu"], ac, "SPECIALISE_AFTER_ROWS")
         if name == "systolic":
             # ``numpy`` and ``cpu`` run the default ``dram_window="auto"`` of the model a search
             # ranks with (`SystolicModel.for_search`, `_model`: the kernel plus the walked counts
