@@ -347,7 +347,7 @@ def directive_form(view: AspectView, batch: MappingBatch) -> MappingBatch:
         f_new = np.ones_like(f)
         f_new[rows, keep] = f[rows, keep]
         sp[:, a, :, ax] = f_new
-    return MappingBatch(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
+    return MappingBatch._trusted(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
 
 
 def aspect_constraints(problem: Problem, arch: Arch) -> Constraints:

@@ -281,7 +281,7 @@ def neighbours(space: Space, batch: MappingBatch, rows: IntArray, rng: np.random
     keep = batch.keep.copy()
     if len(space._keep_free):
         keep[:, space._keep_free[:, 0], space._keep_free[:, 1]] = bits
-    return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+    return MappingBatch._trusted(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
 
 def neighbours_encoded(space: Space, x: IntArray, rng: np.random.Generator, flips: bool) -> IntArray:

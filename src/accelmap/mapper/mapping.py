@@ -71,9 +71,92 @@ def _same_arrays(a: Mapping | MappingBatch, b: Mapping | MappingBatch) -> bool:
 
 
 def _frozen(a: np.ndarray, dtype: type) -> np.ndarray:
+    """``a`` as a read-only contiguous array of ``dtype``, converted unchecked (for arrays a
+    caller already holds in that dtype: `MappingBatch._trusted`)."""
     a = np.ascontiguousarray(a, dtype=dtype)
     a.setflags(write=False)
     return a
+
+
+_INT64_MAX = np.iinfo(np.int64).max
+
+
+def _first_index(mask: np.ndarray) -> tuple[int, ...]:
+    return tuple(int(x) for x in np.argwhere(mask)[0])
+
+
+def _checked(a: object, field: str, boolean: bool) -> np.ndarray:
+    """``a`` as a read-only contiguous int64 (``boolean``: bool) array, refusing every value
+    the conversion would change: a float that is not a whole number (``2.7`` would become
+    ``2``), not finite or outside int64, an unsigned or Python integer past int64 (it would
+    wrap around or not convert), a ``keep`` entry other than 0/1/False/True; the error names
+    the field and the first such index."""
+    what = "a bool (or 0 / 1)" if boolean else "a whole number within int64"
+    try:
+        arr = np.asarray(a)
+    except (ValueError, TypeError) as exc:
+        raise SpecError(f"mapping {field}: not an array of numbers ({exc}); expected {what} per entry") from None
+    kind = arr.dtype.kind
+    bad: np.ndarray | None = None
+    if boolean:
+        if kind in "iuf":
+            bad = (arr != 0) & (arr != 1)
+        elif kind != "b":
+            bad = np.ones(arr.shape, dtype=bool)
+    elif kind == "u":
+        bad = arr > _INT64_MAX
+    elif kind == "f":
+        # whole, finite and inside int64 (2^63 itself is not: the float bound is exclusive)
+        with np.errstate(invalid="ignore"):
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr >= 2.0**63) | (arr < -(2.0**63))
+    elif kind == "O":
+        try:
+            arr = np.array(arr.tolist(), dtype=np.int64)
+        except (OverflowError, TypeError, ValueError):
+            flat = arr.reshape(-1)
+            for k, v in enumerate(flat):
+                try:
+                    ok = int(v) == v and -(2**63) <= int(v) <= _INT64_MAX
+                except (TypeError, ValueError, OverflowError):
+                    ok = False
+                if not ok:
+                    idx = np.unravel_index(k, arr.shape)
+                    raise SpecError(f"mapping {field}{list(map(int, idx))}: {v!r} is not {what}") from None
+    elif kind not in "bi":
+        bad = np.ones(arr.shape, dtype=bool)
+    if bad is not None and bad.any():
+        idx = _first_index(bad)
+        raise SpecError(f"mapping {field}{list(idx)}: {arr[idx].item()!r} is not {what}; a mapping's factors and loop "
+                        "order are integers and its keep flags booleans")
+    return _frozen(arr, np.bool_ if boolean else np.int64)
+
+
+def _refuse_wrapping_products(temporal: np.ndarray, spatial: np.ndarray) -> None:
+    """A `SpecError` when some row's factors of one dim (every level, temporal and both
+    spatial axes) multiply past `FACTOR_PRODUCT_LIMIT` in magnitude: the cost models form that
+    product in int64, where it could wrap around to a legal-looking value. One float64 pass
+    finds the candidate rows (a product of at most a few dozen factors is within a relative
+    1e-14 of the exact one), and the exact product in Python integers decides them."""
+    if temporal.size == 0:
+        return
+    f = np.abs(temporal.astype(np.float64))
+    f *= np.abs(spatial[..., 0])
+    f *= np.abs(spatial[..., 1])
+    prod = f.prod(axis=-2)  # (..., n_dims)
+    near = prod > FACTOR_PRODUCT_LIMIT / 2
+    if not near.any():
+        return
+    for idx in np.argwhere(near):
+        *row, d = (int(x) for x in idx)
+        t, sp = temporal[tuple(row)], spatial[tuple(row)]
+        exact = 1
+        for lv in range(t.shape[0]):
+            exact *= int(t[lv, d]) * int(sp[lv, d, 0]) * int(sp[lv, d, 1])
+        if abs(exact) > FACTOR_PRODUCT_LIMIT:
+            at = f"row {row[0]}, " if row else ""
+            raise SpecError(f"mapping: {at}dim {d}: the factors multiply to {exact}, more than 2^62, beyond what "
+                            "the cost models count exactly in 64-bit integers (a product past 2^63 would wrap "
+                            "around); a dim's factors multiply to its bound: fix the factors")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -90,11 +173,10 @@ class Mapping:
     keep: BoolArray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "temporal", _frozen(self.temporal, np.int64))
-        object.__setattr__(self, "spatial", _frozen(self.spatial, np.int64))
-        object.__setattr__(self, "order", _frozen(self.order, np.int64))
-        object.__setattr__(self, "keep", _frozen(self.keep, np.bool_))
+        for field in _FIELDS:
+            object.__setattr__(self, field, _checked(getattr(self, field), field, field == "keep"))
         _check_shapes(self.temporal[None], self.spatial[None], self.order[None], self.keep[None])
+        _refuse_wrapping_products(self.temporal, self.spatial)
 
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Mapping):
@@ -112,10 +194,17 @@ class Mapping:
         return int(self.temporal.shape[1])
 
     def as_batch(self) -> MappingBatch:
-        return MappingBatch(
-            temporal=self.temporal[None], spatial=self.spatial[None],
-            order=self.order[None], keep=self.keep[None],
-        )
+        return MappingBatch._trusted(self.temporal[None], self.spatial[None], self.order[None], self.keep[None])
+
+    @classmethod
+    def _trusted(cls, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray) -> Mapping:
+        """One mapping from arrays already checked (a row of a batch): see `MappingBatch._trusted`."""
+        self = object.__new__(cls)
+        for field, a, dt in (("temporal", temporal, np.int64), ("spatial", spatial, np.int64),
+                             ("order", order, np.int64), ("keep", keep, np.bool_)):
+            object.__setattr__(self, field, _frozen(a, dt))
+        _check_shapes(self.temporal[None], self.spatial[None], self.order[None], self.keep[None])
+        return self
 
     def factors(self) -> IntArray:
         """(n_levels, n_dims) all factors at each level: temporal x spatial X x spatial Y."""
@@ -152,18 +241,32 @@ class MappingBatch:
     keep: BoolArray
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "temporal", _frozen(self.temporal, np.int64))
-        object.__setattr__(self, "spatial", _frozen(self.spatial, np.int64))
-        object.__setattr__(self, "order", _frozen(self.order, np.int64))
-        object.__setattr__(self, "keep", _frozen(self.keep, np.bool_))
+        for field in _FIELDS:
+            object.__setattr__(self, field, _checked(getattr(self, field), field, field == "keep"))
         _check_shapes(self.temporal, self.spatial, self.order, self.keep)
+        _refuse_wrapping_products(self.temporal, self.spatial)
+
+    @classmethod
+    def _trusted(cls, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray) -> MappingBatch:
+        """A batch from arrays the package built itself, without the value checks of the
+        public constructor (whole numbers, factor products within 2^62: one float pass, about a
+        fifth of `MapSpace.sample`'s time). For the samplers, searchers and row selections,
+        whose factors are divisors of the bounds per level (or rows of batches already
+        checked), so that a dim's product stays within the bounds' product over the levels.
+        Shapes are still checked."""
+        self = object.__new__(cls)
+        for field, a, dt in (("temporal", temporal, np.int64), ("spatial", spatial, np.int64),
+                             ("order", order, np.int64), ("keep", keep, np.bool_)):
+            object.__setattr__(self, field, _frozen(a, dt))
+        _check_shapes(self.temporal, self.spatial, self.order, self.keep)
+        return self
 
     # --- container protocol -----------------------------------------------------------
     def __len__(self) -> int:
         return int(self.temporal.shape[0])
 
     def __getitem__(self, i: int) -> Mapping:
-        return Mapping(temporal=self.temporal[i], spatial=self.spatial[i], order=self.order[i], keep=self.keep[i])
+        return Mapping._trusted(self.temporal[i], self.spatial[i], self.order[i], self.keep[i])
 
     def __iter__(self) -> Iterator[Mapping]:
         for i in range(len(self)):
@@ -178,24 +281,21 @@ class MappingBatch:
 
     def take(self, index: IntArray | BoolArray | slice) -> MappingBatch:
         """Rows selected by an index array, a boolean mask or a slice."""
-        return MappingBatch(
-            temporal=self.temporal[index], spatial=self.spatial[index],
-            order=self.order[index], keep=self.keep[index],
-        )
+        return MappingBatch._trusted(self.temporal[index], self.spatial[index], self.order[index], self.keep[index])
 
     @staticmethod
     def concat(batches: Sequence[MappingBatch]) -> MappingBatch:
         """Rows of several batches, in order."""
         if not batches:
             raise ValueError("concat needs at least one batch")
-        return MappingBatch(**{k: np.concatenate([getattr(b, k) for b in batches]) for k in _FIELDS})
+        return MappingBatch._trusted(*(np.concatenate([getattr(b, k) for b in batches]) for k in _FIELDS))
 
     @staticmethod
     def from_mappings(mappings: Sequence[Mapping]) -> MappingBatch:
         """A batch whose rows are the given mappings."""
         if not mappings:
             raise ValueError("from_mappings needs at least one mapping")
-        return MappingBatch(**{k: np.stack([getattr(m, k) for m in mappings]) for k in _FIELDS})
+        return MappingBatch._trusted(*(np.stack([getattr(m, k) for m in mappings]) for k in _FIELDS))
 
     # --- shapes and derived arrays ----------------------------------------------------
     @property

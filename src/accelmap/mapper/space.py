@@ -604,7 +604,7 @@ class MapSpace:
         n = len(x)
         rows, temporal, spatial, order, keep = (_kern.decode(self._consts(), x) if self.compiled
                                                 else _ref.decode(self, x))
-        batch = MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        batch = MappingBatch._trusted(temporal=temporal, spatial=spatial, order=order, keep=keep)
         if n <= _DECODED_MEMO_ROWS:
             # a batch's arrays are read-only, so `check` may judge this very batch from
             # its table rows and keep bits
@@ -1058,7 +1058,7 @@ class MapSpace:
         if legalize and n:
             rows = self._push_out(rows, keep, rng if rng is not None else np.random.default_rng(0))
             temporal, spatial = self._rows_to_factors(rows)
-        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        return MappingBatch._trusted(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
     def _lookup_dim(self, vec: IntArray, d: int) -> IntArray:
         """(k,) row of dim d's table of each factor row (k, L*3), -1 where not in it."""
@@ -1144,7 +1144,7 @@ class MapSpace:
                     bits = np.tile(keep_bits, (m, 1))
                     keep = batch.keep[kk].copy()
                     keep[:, self._keep_free[:, 0], self._keep_free[:, 1]] = bits
-                    batch = MappingBatch(temporal=batch.temporal[kk], spatial=batch.spatial[kk],
+                    batch = MappingBatch._trusted(temporal=batch.temporal[kk], spatial=batch.spatial[kk],
                                          order=batch.order[kk], keep=keep)
                 pending.append(batch)
                 pending_n += len(batch)
@@ -1188,7 +1188,7 @@ class MapSpace:
                 digits[:, i] = di
             order[:, lv, o: o + m] = lehmer_decode(digits, items)
         keep = np.broadcast_to(self._keep_base, (n, self._L, self._T)).copy()
-        return MappingBatch(temporal=temporal, spatial=spatial, order=order, keep=keep)
+        return MappingBatch._trusted(temporal=temporal, spatial=spatial, order=order, keep=keep)
 
     # --- lower bounds ---------------------------------------------------------------------
     def lower_bounds(self) -> LowerBounds:

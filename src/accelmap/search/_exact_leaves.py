@@ -106,7 +106,7 @@ def _evaluate_many(P: _Problem, facs: IntArray, keep: Any, orders: IntArray, rep
     the rest of `MapSpace.check` (factors, keep bits, fanouts, capacities, utilization,
     factor constraints) reads the factors and keep bits alone."""
     n = len(orders)
-    batch = MappingBatch(temporal=np.ascontiguousarray(facs[..., 0]), spatial=np.ascontiguousarray(facs[..., 1:]),
+    batch = MappingBatch._trusted(temporal=np.ascontiguousarray(facs[..., 0]), spatial=np.ascontiguousarray(facs[..., 1:]),
                          order=orders, keep=np.broadcast_to(keep, (n,) + keep.shape).copy())
     if reps is None:
         valid = P.space.check(batch).valid

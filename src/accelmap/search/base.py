@@ -156,7 +156,7 @@ class EncodedSpace:
             return np.asarray(xa, dtype=np.int64)
         a, b = self.decode(xa), self.decode(xb)
         t = np.asarray(take_b, dtype=bool)
-        child = MappingBatch(
+        child = MappingBatch._trusted(
             temporal=np.where(t[:, :, None], b.temporal, a.temporal),
             spatial=np.where(t[:, :, None, None], b.spatial, a.spatial),
             order=np.where(t[:, :, None], b.order, a.order),

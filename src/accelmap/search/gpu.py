@@ -180,7 +180,7 @@ def device_search(problem: Any, arch: Any, *, model_name: str, searcher: str, ob
     elapsed = time.perf_counter() - t0
     if best is None or not len(best.edp):
         raise InfeasibleSpaceError(f"no legal mapping found on the GPU in {n_evals:,} evaluations")
-    batch = MappingBatch(temporal=best.temporal[:1], spatial=best.spatial[:1], order=best.order[:1],
+    batch = MappingBatch._trusted(temporal=best.temporal[:1], spatial=best.spatial[:1], order=best.order[:1],
                          keep=best.keep[:1])
     metrics = LoopNestModel(engine="cpu").evaluate(problem, arch, batch)
     mapping = batch[0]

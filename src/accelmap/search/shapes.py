@@ -108,7 +108,7 @@ def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, 
     model = AspectModel()
     n, L, D = t.shape
     for it in range(rounds):
-        b = MappingBatch(temporal=t.copy(), spatial=sp.copy(), order=batch.order, keep=batch.keep)
+        b = MappingBatch._trusted(temporal=t.copy(), spatial=sp.copy(), order=batch.order, keep=batch.keep)
         met = model.evaluate(problem, arch, b)
         # MAESTRO's strided sliding windows lose MACs (Reason.MODEL) when output rows or
         # columns step inside the PE: those factors move to the array level (then, if
@@ -144,7 +144,7 @@ def model_repair(problem: Any, arch: Any, batch: Any, rng: np.random.Generator, 
         pr = _smallest_prime(f)
         t[bad, pl, pd] = f // pr
         t[bad, dst, pd] *= pr
-    return MappingBatch(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
+    return MappingBatch._trusted(temporal=t, spatial=sp, order=batch.order, keep=batch.keep)
 
 
 def _rejections(met: Any, arch: Any) -> str:
