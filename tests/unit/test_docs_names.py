@@ -10,7 +10,6 @@ from __future__ import annotations
 import ast
 import re
 import subprocess
-from collections import defaultdict
 from pathlib import Path
 
 import pytest

@@ -39,7 +39,9 @@ def _perturbed(problem: Problem, arch, n: int, seed: int) -> MappingBatch:
                 s[i, lv, d, int(rng.integers(2))] *= int(rng.integers(0, 20))
             else:
                 t[i] *= rng.integers(1, 1 << 20, size=t[i].shape)
-    return MappingBatch(temporal=t, spatial=s, order=o, keep=k)
+    # (past the public constructor's value checks, which refuse the "big" rows whose products
+    # pass 2^62: the models must still judge every row as `check_batch` does)
+    return MappingBatch._trusted(temporal=t, spatial=s, order=o, keep=k)
 
 
 @pytest.mark.parametrize(("problem", "arch"), [
