@@ -72,7 +72,7 @@ __all__ = ["source", "driver", "cache_dir", "prefetch_write"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 8
+_GENERATOR_VERSION = 9
 
 
 # How many rows ahead a row's counts are prefetched for writing (`prefetch_write`): 1, 2 and 4
@@ -257,7 +257,7 @@ def source(S: tuple) -> str:
     for lv in range(L):
         if FANL[lv]:
             for d in range(D):
-                w(f"g{lv}_{d} = x{lv}_{d} * y{lv}_{d}")
+                w(f"g{lv}_{d} = {_flat('s', L, D, T, lv, d, 0)} * {_flat('s', L, D, T, lv, d, 1)}")
     # What the rest of the row reads of the loop tables: a tensor kept at level c >= 1 reads
     # the active loops above c (closed: their dims, ``lp[0]``, and running products, ``lp[3]``;
     # open: dims, bounds ``lp[1]`` and strides ``lp[2]``, and tile c): so the loops of the
@@ -284,7 +284,7 @@ def source(S: tuple) -> str:
     # commute and associate); the product ``pl{lv}`` is not formed for those levels. The
     # other levels take it from a balanced product of their factors (short chains).
     for lv in range(n_closed, L):
-        w(f"pl{lv} = {_prod([f'a{lv}_{d}' for d in range(D)])}")
+        w(f"pl{lv} = {_prod([_flat('t', L, D, T, lv, d) for d in range(D)])}")
     w("pa0 = 1")
     w("lp[3, 0] = 1")
     kn, m = "0", 0
@@ -401,7 +401,7 @@ def source(S: tuple) -> str:
             if is_out:
                 ext = []
                 for d in range(D):
-                    ext.append(_prod([f"t{p}_{d}"] + [f"a{lv}_{d}" for lv in range(p)]))
+                    ext.append(_prod([f"t{p}_{d}"] + [_flat("t", L, D, T, lv, d) for lv in range(p)]))
                 for d in range(D):
                     w(f"w{x_}_{d} = {ext[d]}")
                 w(f"part{x_} = {footprint(t, f'w{x_}_')}")
@@ -627,10 +627,6 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     def loads() -> None:
         for lv in range(L):
             for d in range(D):
-                w(f"a{lv}_{d} = {_flat('t', L, D, T, lv, d)}")
-                if FANL[lv]:
-                    w(f"x{lv}_{d} = {_flat('s', L, D, T, lv, d, 0)}")
-                    w(f"y{lv}_{d} = {_flat('s', L, D, T, lv, d, 1)}")
                 w(f"t{lv}_{d} = tile[{lv}, {d}]")
         for lv in range(L):
             for j in range(D):
