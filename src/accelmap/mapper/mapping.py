@@ -48,7 +48,8 @@ def refuse_huge_factors(dim_names: Sequence[str], temporal: Sequence[Sequence[in
                         spatial: Sequence[Sequence[Sequence[int]]], level_names: Sequence[str],
                         where: str) -> None:
     """A `SpecError` naming the dim and its factors when one dim's factors (every level,
-    temporal and both spatial axes, as exact integers) multiply past `FACTOR_PRODUCT_LIMIT`."""
+    temporal and both spatial axes, as exact integers) multiply past `FACTOR_PRODUCT_LIMIT`
+    in magnitude."""
     for d, name in enumerate(dim_names):
         prod, parts = 1, []
         for lv, level in enumerate(level_names):
@@ -57,7 +58,7 @@ def refuse_huge_factors(dim_names: Sequence[str], temporal: Sequence[Sequence[in
                 prod *= int(f)
                 if int(f) != 1:
                     parts.append(f"{level}{kind}: {int(f)}")
-        if prod > FACTOR_PRODUCT_LIMIT:
+        if abs(prod) > FACTOR_PRODUCT_LIMIT:
             raise SpecError(f"{where}: the factors of dim {name} multiply to {prod} ({', '.join(parts)}), more "
                             "than 2^62, beyond what the cost models count exactly in 64-bit integers; a "
                             "dim's factors multiply to its bound: fix the factors")
@@ -131,12 +132,20 @@ def _checked(a: object, field: str, boolean: bool) -> np.ndarray:
     return _frozen(arr, np.bool_ if boolean else np.int64)
 
 
+def _set_frozen(obj: Mapping | MappingBatch, temporal: IntArray, spatial: IntArray, order: IntArray,
+                keep: BoolArray) -> None:
+    """Store the four arrays on ``obj`` unchecked (`MappingBatch._trusted`)."""
+    for field, a, dt in (("temporal", temporal, np.int64), ("spatial", spatial, np.int64),
+                         ("order", order, np.int64), ("keep", keep, np.bool_)):
+        object.__setattr__(obj, field, _frozen(a, dt))
+
+
 def _refuse_wrapping_products(temporal: np.ndarray, spatial: np.ndarray) -> None:
     """A `SpecError` when some row's factors of one dim (every level, temporal and both
     spatial axes) multiply past `FACTOR_PRODUCT_LIMIT` in magnitude: the cost models form that
     product in int64, where it could wrap around to a legal-looking value. One float64 pass
     finds the candidate rows (a product of at most a few dozen factors is within a relative
-    1e-14 of the exact one), and the exact product in Python integers decides them."""
+    1e-14 of the exact one), and `refuse_huge_factors`'s exact products decide them."""
     if temporal.size == 0:
         return
     f = np.abs(temporal.astype(np.float64))
@@ -146,17 +155,12 @@ def _refuse_wrapping_products(temporal: np.ndarray, spatial: np.ndarray) -> None
     near = prod > FACTOR_PRODUCT_LIMIT / 2
     if not near.any():
         return
-    for idx in np.argwhere(near):
-        *row, d = (int(x) for x in idx)
-        t, sp = temporal[tuple(row)], spatial[tuple(row)]
-        exact = 1
-        for lv in range(t.shape[0]):
-            exact *= int(t[lv, d]) * int(sp[lv, d, 0]) * int(sp[lv, d, 1])
-        if abs(exact) > FACTOR_PRODUCT_LIMIT:
-            at = f"row {row[0]}, " if row else ""
-            raise SpecError(f"mapping: {at}dim {d}: the factors multiply to {exact}, more than 2^62, beyond what "
-                            "the cost models count exactly in 64-bit integers (a product past 2^63 would wrap "
-                            "around); a dim's factors multiply to its bound: fix the factors")
+    for idx in np.argwhere(near.any(axis=-1)):  # the exact products of those rows decide
+        row = tuple(int(x) for x in idx)
+        t, sp = temporal[row], spatial[row]
+        refuse_huge_factors([str(d) for d in range(t.shape[1])], t.tolist(), sp.tolist(),
+                            [f"level {lv}" for lv in range(t.shape[0])],
+                            f"mapping: row {row[0]}" if row else "mapping")
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -200,9 +204,7 @@ class Mapping:
     def _trusted(cls, temporal: IntArray, spatial: IntArray, order: IntArray, keep: BoolArray) -> Mapping:
         """One mapping from arrays already checked (a row of a batch): see `MappingBatch._trusted`."""
         self = object.__new__(cls)
-        for field, a, dt in (("temporal", temporal, np.int64), ("spatial", spatial, np.int64),
-                             ("order", order, np.int64), ("keep", keep, np.bool_)):
-            object.__setattr__(self, field, _frozen(a, dt))
+        _set_frozen(self, temporal, spatial, order, keep)
         _check_shapes(self.temporal[None], self.spatial[None], self.order[None], self.keep[None])
         return self
 
@@ -255,9 +257,7 @@ class MappingBatch:
         checked), so that a dim's product stays within the bounds' product over the levels.
         Shapes are still checked."""
         self = object.__new__(cls)
-        for field, a, dt in (("temporal", temporal, np.int64), ("spatial", spatial, np.int64),
-                             ("order", order, np.int64), ("keep", keep, np.bool_)):
-            object.__setattr__(self, field, _frozen(a, dt))
+        _set_frozen(self, temporal, spatial, order, keep)
         _check_shapes(self.temporal, self.spatial, self.order, self.keep)
         return self
 

@@ -8,7 +8,7 @@ from accelmap.arch.spec import Arch, Compute, StorageLevel
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Dim, Problem, Tensor, TensorRole, Term
 
-__all__ = ["small_conv", "small_arch", "trivial_mapping", "aspect_batch"]
+__all__ = ["small_conv", "small_arch", "trivial_mapping", "aspect_batch", "wrapping_factor_pair"]
 
 
 def _tensor(name: str, coords: list[list[tuple[str, int]]], role: TensorRole) -> Tensor:
@@ -43,6 +43,16 @@ def small_arch(glb_words: int = 1024, rf_words: int = 64, fanout: tuple[int, int
         ),
         compute=Compute(energy_per_mac_pj=1.0),
     )
+
+
+def wrapping_factor_pair() -> tuple[int, int]:
+    """Two int64 factors whose product is 1 modulo 2^64: an int64 product of them wraps to 1
+    (a dim of bound 1 would look covered), for tests of the refusal of such factors."""
+    for a in range(3, 1000, 2):
+        b = pow(a, -1, 1 << 64)
+        if b < 1 << 63:
+            return a, b
+    raise AssertionError("no pair below 2^63")
 
 
 def trivial_mapping(problem: Problem, arch: Arch) -> Mapping:

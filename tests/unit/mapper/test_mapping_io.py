@@ -6,7 +6,7 @@ import yaml
 
 from accelmap import Mapping, SpecError
 from accelmap.mapper.io import load_mapping, mapping_from_dict, mapping_to_dict, save_mapping
-from accelmap.testing.examples import small_arch, small_conv, trivial_mapping
+from accelmap.testing.examples import small_arch, small_conv, trivial_mapping, wrapping_factor_pair
 
 
 def _mapping(p, a):
@@ -75,21 +75,12 @@ def test_to_dict_omits_unit_factors():
     assert np.array_equal(mapping_from_dict(d, p, a).keep, _mapping(p, a).keep)
 
 
-def _wrapping_pair() -> tuple[int, int]:
-    """Two int64 factors whose product is 1 modulo 2^64: an int64 product of them wraps to 1."""
-    for a in range(3, 1000, 2):
-        b = pow(a, -1, 1 << 64)
-        if b < 1 << 63:
-            return a, b
-    raise AssertionError("no pair")
-
-
 @pytest.mark.parametrize("second", ["wrap", "huge"])
 def test_factors_past_int64_are_refused_with_the_dim_named(tmp_path, second):
     # N's bound is 1: factors a and b multiply to 1 in int64 arithmetic (a wrap-around) and
     # would pass every int64 check; a factor past int64 would not fit the arrays at all.
     p, a = small_conv(), small_arch()
-    f1, f2 = _wrapping_pair()
+    f1, f2 = wrapping_factor_pair()
     data = mapping_to_dict(_mapping(p, a), p, a)
     levels = data["mapping"]["levels"]
     levels[0].setdefault("temporal", {})["N"] = f1
@@ -106,7 +97,7 @@ def test_timeloop_factors_past_int64_are_refused():
     from accelmap.mapper.timeloop import mapping_from_timeloop
 
     p, a = small_conv(), small_arch()
-    f1, f2 = _wrapping_pair()
+    f1, f2 = wrapping_factor_pair()
     rest = " ".join(f"{n}={b}" for n, b in zip(p.dim_names, p.bounds.tolist(), strict=True) if n != "N")
     data = {"mapping": [{"target": "DRAM", "type": "temporal", "factors": f"N={f1} {rest}"},
                         {"target": "RF", "type": "temporal", "factors": f"N={f2}"}]}
@@ -121,12 +112,12 @@ def test_validate_takes_exact_products():
 
     p, a = small_conv(), small_arch()
     m = trivial_mapping(p, a)
-    f1, f2 = _wrapping_pair()
+    f1, f2 = wrapping_factor_pair()
     t = m.temporal.copy()
     t[0, 0], t[2, 0] = f1, f2  # an int64 product of N's factors is 1, its bound
     # the public constructor refuses such factors (test_mapping_values.py); `validate` still
     # reports them for a mapping built past it
-    with pytest.raises(SpecError, match=r"dim 0: the factors multiply to"):
+    with pytest.raises(SpecError, match=r"^mapping: the factors of dim 0 multiply to \d+ \(level 0: \d+, level 2: \d+\), more than 2\^62"):
         Mapping(temporal=t, spatial=m.spatial, order=m.order, keep=m.keep)
     msgs = validate(p, a, Mapping._trusted(t, m.spatial, m.order, m.keep))
     assert any(f"dim N: factors multiply to {f1 * f2}" in s for s in msgs), msgs

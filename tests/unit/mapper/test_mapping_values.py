@@ -12,7 +12,7 @@ from accelmap import Mapping, MappingBatch, SpecError
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.check import Reason
 from accelmap.mapper.space import MapSpace
-from accelmap.testing.examples import small_arch, small_conv, trivial_mapping
+from accelmap.testing.examples import small_arch, small_conv, trivial_mapping, wrapping_factor_pair
 
 
 def _fields():
@@ -20,15 +20,6 @@ def _fields():
     m = trivial_mapping(p, a)
     return p, a, {"temporal": m.temporal.copy(), "spatial": m.spatial.copy(), "order": m.order.copy(),
                   "keep": m.keep.copy()}
-
-
-def _wrapping_pair() -> tuple[int, int]:
-    """Two int64 factors whose product is 1 modulo 2^64 (an int64 product of them wraps to 1)."""
-    for a in range(3, 1000, 2):
-        b = pow(a, -1, 1 << 64)
-        if b < 1 << 63:
-            return a, b
-    raise AssertionError("no pair")
 
 
 @pytest.mark.parametrize(("field", "value", "shown"), [
@@ -76,21 +67,25 @@ def test_whole_floats_and_zero_one_keep_flags_are_accepted():
 
 def test_a_wrapping_factor_product_is_refused_and_damaged_mappings_are_not():
     p, a, f = _fields()
-    f1, f2 = _wrapping_pair()
+    f1, f2 = wrapping_factor_pair()
     t = f["temporal"].copy()
     n = p.dim_names.index("N")  # its bound is 1: f1 * f2 wraps to exactly the bound in int64
     assert int(np.prod(np.array([f1, f2], dtype=np.int64))) == 1
     t[0, n], t[2, n] = f1, f2
-    with pytest.raises(SpecError, match=rf"dim {n}: the factors multiply to {f1 * f2}, more than 2\^62"):
+    with pytest.raises(SpecError, match=rf"^mapping: the factors of dim {n} multiply to {f1 * f2} \(level 0: {f1}, level 2: {f2}\), more than 2\^62"):
         Mapping(**{**f, "temporal": t})
+    t_neg = t.copy()
+    t_neg[0, n] = -f1  # a product past -2^62 wraps as well
+    with pytest.raises(SpecError, match=rf"the factors of dim {n} multiply to {-f1 * f2} "):
+        Mapping(**{**f, "temporal": t_neg})
     batch = {k: np.stack([v, v, v]) for k, v in f.items()}
     batch["temporal"][2] = t
-    with pytest.raises(SpecError, match=rf"row 2, dim {n}: the factors multiply to {f1 * f2}"):
+    with pytest.raises(SpecError, match=rf"^mapping: row 2: the factors of dim {n} multiply to {f1 * f2} \(level 0: {f1}, level 2: {f2}\)"):
         MappingBatch(**batch)
     # Spatial factors count too: the product is over temporal x spatial X x spatial Y.
     s = f["spatial"].copy()
     s[0, n, 0], s[1, n, 1] = f1, f2
-    with pytest.raises(SpecError, match=rf"dim {n}: the factors multiply to {f1 * f2}"):
+    with pytest.raises(SpecError, match=rf"^mapping: the factors of dim {n} multiply to {f1 * f2} \(level 0 spatial_x: {f1}, level 1 spatial_y: {f2}\)"):
         Mapping(**{**f, "spatial": s})
     # Zero, negative and wrong factors stay buildable: the legality check reports them.
     damaged = f["temporal"].copy()
