@@ -38,6 +38,7 @@ import fnmatch
 import re
 import subprocess
 import sys
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -152,6 +153,7 @@ def _class_members(node: ast.ClassDef) -> _Class:
 
 def build_index() -> Index:
     ix = Index()
+    aliases: dict[str, set[str]] = defaultdict(set)
     tracked = _tracked()
     ix.paths = set(tracked)
     ix.results = {Path(p).name for p in tracked if p.startswith("benchmarks/results/")}
@@ -185,6 +187,16 @@ def build_index() -> Index:
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
                 ix.classes.setdefault(node.name, []).append(_class_members(node))
+            elif isinstance(node, ast.Import | ast.ImportFrom):
+                for a in node.names:     # a project module imported under another name
+                    full = a.name if isinstance(node, ast.Import) else f"{node.module}.{a.name}"
+                    if a.asname and full.startswith("accelmap."):
+                        aliases[a.asname].add(full)
+    for alias, fulls in aliases.items():
+        if alias not in ix.modules:
+            ms = [m for f in sorted(fulls) for m in ix.modules.get(f, [])]
+            if ms:
+                ix.modules[alias] = ms
     return ix
 
 
