@@ -329,6 +329,35 @@ def misses(docs: list[Path] | None = None, ix: Index | None = None) -> list[str]
     return out
 
 
+def anchors(text: str) -> set[str]:
+    """The anchors a renderer gives the headings of a Markdown text (GitHub's rule: lower case,
+    every character but letters, digits, ``-``, ``_`` and spaces dropped, spaces as ``-``, a
+    repeated anchor numbered ``-1``, ``-2``, ...); fenced blocks have no headings."""
+    seen: dict[str, int] = {}
+    fenced = False
+    for line in text.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        m = None if fenced else re.match(r"#{1,6} (.*)$", line)
+        if m:
+            a = re.sub(r"[^\w\- ]", "", m.group(1).strip().lower()).replace(" ", "-")
+            seen[a] = seen.get(a, -1) + 1
+            if seen[a]:
+                seen[f"{a}-{seen[a]}"] = 0
+    return set(seen)
+
+
+def test_every_link_within_a_page_finds_its_heading():
+    docs = sorted((ROOT / "docs").glob("*.md")) + [ROOT / "README.md"]
+    bad = []
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        have = anchors(text)
+        bad += [f"{doc.name}: #{a}" for a in re.findall(r"\]\(#([^)\s]+)\)", text) if a not in have]
+    assert not bad, "links to headings that do not exist:\n" + "\n".join(bad)
+    assert anchors("# A `b.py` (c)\n## A b.py c\n## x\n## x\n") == {"a-bpy-c", "a-bpy-c-1", "x", "x-1"}
+
+
 def test_every_code_name_in_the_docs_exists():
     if not (ROOT / "docs").is_dir():
         return
