@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import fnmatch
+import functools
 import re
 import subprocess
 import sys
@@ -105,52 +106,74 @@ def _targets(node: ast.AST) -> list[ast.AST]:
     return []
 
 
-def _defined_names(tree: ast.Module) -> set[str]:
-    """What a module defines: its defs and classes at any depth (closures included), the names
-    its top level and its classes' bodies assign or import, and the attributes it assigns."""
+def _read_module(tree: ast.Module) -> tuple[set[str], dict[str, list[_Class]], dict[str, str]]:
+    """What a module defines, in one pass over its tree: its defs and classes at any depth
+    (closures included), the names its top level and its classes' bodies assign or import,
+    and the attributes it assigns; each class's members (its body's defs and assignments,
+    ``self.x`` in its methods); the project modules it imports under another name."""
     names: set[str] = set()
-    outer: list[ast.AST] = [tree]
-    for node in ast.walk(tree):
+    classes: dict[str, list[_Class]] = defaultdict(list)
+    aliases: dict[str, str] = {}
+    todo: list[tuple[ast.stmt, _Class | None]] = [(st, None) for st in tree.body]
+    while todo:     # statements only: what a module defines never sits inside an expression
+        node, cls = todo.pop()
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
-            if isinstance(node, ast.ClassDef):
-                outer.append(node)
+        if isinstance(node, ast.ClassDef):
+            new = _Class(bases={b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
+                                if isinstance(b, ast.Name | ast.Attribute)})
+            classes[node.name].append(new)
+            _scope_names(node.body, new.members)
+            todo += [(st, new) for st in node.body]
+            continue
         for t in _targets(node):
             for sub in ast.walk(t):
                 if isinstance(sub, ast.Attribute):
                     names.add(sub.attr)
-    for scope in outer:     # statements of the module or a class body, through if / try / with / for
-        todo = list(scope.body)
-        while todo:
-            node = todo.pop()
-            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-                continue
-            if isinstance(node, ast.Import | ast.ImportFrom):
-                names |= {(a.asname or a.name).split(".")[0] if a.asname or isinstance(node, ast.ImportFrom)
-                          else a.name.split(".")[0] for a in node.names}
-            for t in _targets(node):
-                names |= {sub.id for sub in ast.walk(t) if isinstance(sub, ast.Name)}
-            for fld in ("body", "orelse", "finalbody", "handlers"):
-                todo += [n for n in getattr(node, fld, []) if isinstance(n, ast.stmt | ast.excepthandler)]
-    return names
+                    if cls is not None and isinstance(sub.value, ast.Name) and sub.value.id == "self":
+                        cls.members.add(sub.attr)
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            for a in node.names:     # a project module imported under another name
+                full = a.name if isinstance(node, ast.Import) else f"{node.module}.{a.name}"
+                if a.asname and full.startswith("accelmap."):
+                    aliases[a.asname] = full
+        todo += [(st, cls) for st in _child_statements(node)]
+    _scope_names(tree.body, names)
+    for group in classes.values():
+        for c in group:
+            names |= c.members
+    return names, classes, aliases
 
 
-def _class_members(node: ast.ClassDef) -> _Class:
-    c = _Class(bases={b.id if isinstance(b, ast.Name) else b.attr for b in node.bases
-                      if isinstance(b, ast.Name | ast.Attribute)})
-    for item in node.body:
-        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            c.members.add(item.name)
-        for t in _targets(item):
-            if isinstance(t, ast.Name):
-                c.members.add(t.id)
-    for sub in ast.walk(node):    # self.x = ... in its methods
-        for t in _targets(sub):
-            if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
-                c.members.add(t.attr)
-    return c
+def _child_statements(node: ast.AST) -> list[ast.stmt]:
+    out: list[ast.stmt] = []
+    for fld in ("body", "orelse", "finalbody"):
+        out += [n for n in getattr(node, fld, None) or [] if isinstance(n, ast.stmt)]
+    for h in getattr(node, "handlers", None) or []:
+        out += h.body
+    for case in getattr(node, "cases", None) or []:
+        out += case.body
+    return out
 
 
+def _scope_names(body: list[ast.stmt], out: set[str]) -> None:
+    """The names the statements of a module or class body assign, define or import, through
+    if / try / with / for (not inside functions)."""
+    todo = list(body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+            continue
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            out |= {(a.asname or a.name).split(".")[0] if a.asname or isinstance(node, ast.ImportFrom)
+                    else a.name.split(".")[0] for a in node.names}
+        for t in _targets(node):
+            out |= {sub.id for sub in ast.walk(t) if isinstance(sub, ast.Name)}
+        todo += _child_statements(node)
+
+
+@functools.cache
 def build_index() -> Index:
     ix = Index()
     aliases: dict[str, set[str]] = defaultdict(set)
@@ -170,8 +193,13 @@ def build_index() -> Index:
             tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
         except (SyntaxError, UnicodeDecodeError, OSError):
             continue
-        mod = _Module(rel, _defined_names(tree))
+        names, classes, imported = _read_module(tree)
+        mod = _Module(rel, names)
         ix.defined |= mod.names
+        for name, group in classes.items():
+            ix.classes.setdefault(name, []).extend(group)
+        for alias, full in imported.items():
+            aliases[alias].add(full)
         keys = {parts[-1].removesuffix(".py")}
         if parts[0] == "src":
             dotted = ".".join(parts[1:]).removesuffix(".py").removesuffix(".__init__")
@@ -184,14 +212,6 @@ def build_index() -> Index:
         for k in keys:
             ix.modules.setdefault(k, []).append(mod)
         ix.defined |= keys
-        for node in ast.walk(tree):
-            if isinstance(node, ast.ClassDef):
-                ix.classes.setdefault(node.name, []).append(_class_members(node))
-            elif isinstance(node, ast.Import | ast.ImportFrom):
-                for a in node.names:     # a project module imported under another name
-                    full = a.name if isinstance(node, ast.Import) else f"{node.module}.{a.name}"
-                    if a.asname and full.startswith("accelmap."):
-                        aliases[a.asname].add(full)
     for alias, fulls in aliases.items():
         if alias not in ix.modules:
             ms = [m for f in sorted(fulls) for m in ix.modules.get(f, [])]
@@ -232,10 +252,11 @@ def _path_ok(ix: Index, tok: str) -> bool:
     for pat in _expand(tok):
         pat = pat.rstrip("/")
         pool = ix.folders if tok.endswith("/") else ix.paths
-        for cand in (pat, f"src/accelmap/{pat}", f"*/{pat}"):
-            if any(fnmatch.fnmatchcase(p, cand) for p in pool):
-                break
+        if "*" in pat:
+            found = any(fnmatch.fnmatchcase(p, c) for c in (pat, f"src/accelmap/{pat}", f"*/{pat}") for p in pool)
         else:
+            found = pat in pool or any(p.endswith(f"/{pat}") for p in pool)
+        if not found:
             return False
     return True
 
