@@ -371,6 +371,10 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
             if _rows_compiled(S):
                 _ROWS_STATE[S] = True
                 return True
+            for other, v in list(_ROWS_STATE.items()):  # (another structure's process that has ended)
+                if v is not True and v[0].poll() is not None:
+                    Path(v[1]).unlink(missing_ok=True)
+                    _ROWS_STATE[other] = True
             if any(v is not True for v in _ROWS_STATE.values()):
                 return False  # (another structure compiling: this one waits its turn)
             fd, path = tempfile.mkstemp(prefix="accelmap_rows_", suffix=".pickle")
