@@ -60,6 +60,7 @@ def main() -> None:
             for bg in ((False, True) if k % 2 == 0 else (True, False)):
                 r = _run(bg, w)
                 runs.append(r)
+                args.out.write_text(json.dumps({"runs": runs, "complete": False}, indent=1) + "\n")  # (so far)
                 print(f"workers {w} background {int(bg)}: wall {r['wall_s']:6.1f} s, search {r['search_s']} s, "
                       f"EDP {r['edp']:.4g}, load {r['load_start']:.2f}", flush=True)
     summary = {}
@@ -67,7 +68,7 @@ def main() -> None:
         for bg in (False, True):
             walls = [r["wall_s"] for r in runs if r["workers"] == w and r["background"] == bg]
             summary[f"workers{w}_background{int(bg)}_median_wall_s"] = statistics.median(walls) if walls else None
-    args.out.write_text(json.dumps({"runs": runs, "summary": summary}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"runs": runs, "summary": summary, "complete": True}, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
     print(f"wrote {args.out}")
 
