@@ -45,8 +45,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import subprocess
 import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -331,8 +333,15 @@ model.evaluate(problem, arch, one)
 model.evaluate_objective(problem, arch, one)
 """
 
-# per structure: True (the rows serve), or the compiling process and its input file
-_ROWS_STATE: dict[tuple, object] = {}
+class _Compiling(NamedTuple):
+    """A structure's compile process and the file holding its (problem, arch)."""
+
+    proc: subprocess.Popen
+    path: str
+
+
+# per structure: True (the rows serve), or its compile under way
+_ROWS_STATE: dict[tuple, bool | _Compiling] = {}
 _ROWS_LOCK = threading.Lock()
 
 
@@ -356,7 +365,6 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
     generic driver serves meanwhile)."""
     import os
     import pickle
-    import subprocess
     import sys
     import tempfile
 
@@ -372,10 +380,10 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
                 _ROWS_STATE[S] = True
                 return True
             for other, v in list(_ROWS_STATE.items()):  # (another structure's process that has ended)
-                if v is not True and v[0].poll() is not None:
-                    Path(v[1]).unlink(missing_ok=True)
+                if isinstance(v, _Compiling) and v.proc.poll() is not None:
+                    Path(v.path).unlink(missing_ok=True)
                     _ROWS_STATE[other] = True
-            if any(v is not True for v in _ROWS_STATE.values()):
+            if any(isinstance(v, _Compiling) for v in _ROWS_STATE.values()):
                 return False  # (another structure compiling: this one waits its turn)
             fd, path = tempfile.mkstemp(prefix="accelmap_rows_", suffix=".pickle")
             try:
@@ -393,8 +401,10 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
                 Path(path).unlink(missing_ok=True)
                 _ROWS_STATE[S] = True
                 return True
-            _ROWS_STATE[S] = (proc, path)
+            _ROWS_STATE[S] = _Compiling(proc, path)
             return False
+        if not isinstance(state, _Compiling):
+            return True
         proc, path = state
         if proc.poll() is None:
             return False
@@ -406,7 +416,7 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
 def wait_rows() -> None:
     """Wait for every structure's compile under way (benchmarks and tests: the steady state)."""
     with _ROWS_LOCK:
-        running = [(S, v) for S, v in _ROWS_STATE.items() if v is not True]
+        running = [(S, v) for S, v in _ROWS_STATE.items() if isinstance(v, _Compiling)]
     for S, (proc, path) in running:
         proc.wait()
         with _ROWS_LOCK:
