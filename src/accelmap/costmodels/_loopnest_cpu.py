@@ -389,10 +389,8 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
             try:
                 with os.fdopen(fd, "wb") as f:
                     pickle.dump((problem, arch), f)
-                import accelmap
-
                 env = dict(os.environ)
-                src = str(Path(accelmap.__file__).resolve().parents[1])
+                src = str(Path(__file__).resolve().parents[2])  # (the folder holding this accelmap package)
                 env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
                 proc = subprocess.Popen([sys.executable, "-c", _COMPILE_SOURCE, path], env=env,
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
