@@ -64,6 +64,7 @@ else:
 arch = load_arch(arch_name)
 batch = MapSpace(problem, arch).sample_valid(64, np.random.default_rng(0))
 lk._SPECIALISE_AFTER_ROWS = 0 if driver == "specialised" else 1 << 62
+lk._SPECIALISE_IN_BACKGROUND = False  # (the compile timed here, in this process)
 model = LoopNestModel(engine="cpu")
 rec = None
 if passes:

@@ -50,6 +50,7 @@ from accelmap.workloads.io import load_problem
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.space import MapSpace
 lk._SPECIALISE_AFTER_ROWS = 0
+lk._SPECIALISE_IN_BACKGROUND = False
 p, a = load_problem("resnet50/res2a_branch2b"), load_arch("eyeriss-like")
 LoopNestModel().evaluate(p, a, MapSpace(p, a).sample_valid(16, np.random.default_rng(0)))
 mod = [m for k, m in sys.modules.items() if "accelmap_loopnest_rows" in k][0]
@@ -88,6 +89,7 @@ def main() -> None:
     from accelmap.workloads.io import load_problem
 
     lk._SPECIALISE_AFTER_ROWS = 0  # the driver a long-running process settles on, from the start
+    lk._SPECIALISE_IN_BACKGROUND = False  # (compiled here, before the timing)
     problem, arch = load_problem("resnet50/res2a_branch2b"), load_arch("eyeriss-like")
     space = MapSpace(problem, arch)
     rng = np.random.default_rng(0)

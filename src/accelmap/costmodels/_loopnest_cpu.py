@@ -45,7 +45,10 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import subprocess
+import threading
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -54,7 +57,7 @@ from accelmap._typing import BoolArray, FloatArray, IntArray
 from accelmap.costmodels import _loopnest_kernel
 from accelmap.costmodels.engines import thread_pool
 
-__all__ = ["structure", "evaluate_rows"]
+__all__ = ["structure", "evaluate_rows", "rows_ready", "wait_rows"]
 
 # The rules of `_loopnest_kernel`, as the copies numba inlines at its IR stage.
 check = _loopnest_kernel.INLINED["check"]
@@ -299,3 +302,121 @@ def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray
             for b, lo in enumerate(range(0, n, step))]
     for job in jobs:
         job.result()
+
+
+# --- a structure's first compile, in a process of its own ---------------------------------
+# Compiling a structure's rows takes 10-30 s on a quiet core the first time a machine sees it
+# (numba's typing and SSA passes, which hold the GIL: a thread would stall the search beside
+# it), and 50 s on a loaded 2-core machine, where the default search itself takes about 13 s.
+# So the model asks `rows_ready` once a (problem, arch) has seen enough rows: rows already
+# compiled in this process or found in numba's on-disk cache serve at once; otherwise a
+# separate Python process compiles them into that cache (the same code path on a one-row
+# batch: the same argument types, so the same cache entry) while the generic driver goes on
+# serving here, and the rows serve once that process has ended (loaded from the cache in
+# 0.03-0.5 s; if it failed, they compile here on their first call, as without it).
+
+_COMPILE_SOURCE = """
+import pickle, sys
+import numpy as np
+from accelmap.costmodels import _loopnest_kernel as lk
+from accelmap.costmodels.loopnest import LoopNestModel
+from accelmap.mapper.mapping import MappingBatch
+lk._SPECIALISE_AFTER_ROWS = 0
+lk._SPECIALISE_IN_BACKGROUND = False
+with open(sys.argv[1], "rb") as f:
+    problem, arch = pickle.load(f)
+L, D, T = arch.n_levels, problem.n_dims, problem.n_tensors
+one = MappingBatch(temporal=np.ones((1, L, D), np.int64), spatial=np.ones((1, L, D, 2), np.int64),
+                   order=np.tile(np.arange(D, dtype=np.int64), (1, L, 1)), keep=np.ones((1, L, T), bool))
+model = LoopNestModel(engine="cpu")
+model.evaluate(problem, arch, one)
+model.evaluate_objective(problem, arch, one)
+"""
+
+class _Compiling(NamedTuple):
+    """A structure's compile process and the file holding its (problem, arch)."""
+
+    proc: subprocess.Popen
+    path: str
+
+
+# per structure: True (the rows serve), or its compile under way
+_ROWS_STATE: dict[tuple, bool | _Compiling] = {}
+_ROWS_LOCK = threading.Lock()
+
+
+def _rows_compiled(S: tuple) -> bool:
+    """Whether the rows of ``S`` run without a compile here: compiled in this process, or an
+    entry of theirs in numba's on-disk cache (its index for the module the generator wrote;
+    any entry: the file is the structure's, and every call here passes the same types)."""
+    rows = rows_driver(S)
+    if getattr(rows, "overloads", None):
+        return True
+    try:
+        return bool(rows._cache._cache_file._load_index())
+    except Exception:  # noqa: BLE001 (no cache, or numba's internals not as expected: not known to be there)
+        return False
+
+
+def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
+    """Whether the rows of structure ``S`` (of ``problem`` on ``arch``) should serve now:
+    True where they run without a compile (`_rows_compiled`) or once the process compiling
+    them has ended; else False, and that process is started (one at a time in a process; the
+    generic driver serves meanwhile)."""
+    import os
+    import pickle
+    import sys
+    import tempfile
+
+    state = _ROWS_STATE.get(S)
+    if state is True:
+        return True
+    with _ROWS_LOCK:
+        state = _ROWS_STATE.get(S)
+        if state is True:
+            return True
+        if state is None:
+            if _rows_compiled(S):
+                _ROWS_STATE[S] = True
+                return True
+            for other, v in list(_ROWS_STATE.items()):  # (another structure's process that has ended)
+                if isinstance(v, _Compiling) and v.proc.poll() is not None:
+                    Path(v.path).unlink(missing_ok=True)
+                    _ROWS_STATE[other] = True
+            if any(isinstance(v, _Compiling) for v in _ROWS_STATE.values()):
+                return False  # (another structure compiling: this one waits its turn)
+            fd, path = tempfile.mkstemp(prefix="accelmap_rows_", suffix=".pickle")
+            try:
+                with os.fdopen(fd, "wb") as f:
+                    pickle.dump((problem, arch), f)
+                env = dict(os.environ)
+                src = str(Path(__file__).resolve().parents[2])  # (the folder holding this accelmap package)
+                env["PYTHONPATH"] = os.pathsep.join([src, *filter(None, [env.get("PYTHONPATH")])])
+                proc = subprocess.Popen([sys.executable, "-c", _COMPILE_SOURCE, path], env=env,
+                                        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+            except Exception:  # noqa: BLE001 (no process: compile here, as without one)
+                Path(path).unlink(missing_ok=True)
+                _ROWS_STATE[S] = True
+                return True
+            _ROWS_STATE[S] = _Compiling(proc, path)
+            return False
+        if not isinstance(state, _Compiling):
+            return True
+        proc, path = state
+        if proc.poll() is None:
+            return False
+        Path(path).unlink(missing_ok=True)
+        _ROWS_STATE[S] = True  # (ended, or failed: then the first call compiles here)
+        return True
+
+
+def wait_rows() -> None:
+    """Wait for every structure's compile under way (benchmarks and tests: the steady state)."""
+    with _ROWS_LOCK:
+        running = [(S, v) for S, v in _ROWS_STATE.items() if isinstance(v, _Compiling)]
+    for S, (proc, path) in running:
+        proc.wait()
+        with _ROWS_LOCK:
+            Path(path).unlink(missing_ok=True)
+            _ROWS_STATE[S] = True

@@ -726,6 +726,13 @@ def _threads() -> int:
 # evaluating a few mappings of a new layer (``accelmap evaluate``, a short search) never
 # waits for that compile.
 _SPECIALISE_AFTER_ROWS = 100_000
+# Where those rows are not compiled yet (neither in this process nor in numba's on-disk cache),
+# a process of their own compiles them while the generic driver goes on serving here, and they
+# serve once it has ended (`_loopnest_cpu.rows_ready`). False: they compile here, on the first
+# call past the row count, and the model waits for that compile (the environment variable
+# ``ACCELMAP_COMPILE_IN_BACKGROUND=0``; the test suite and the benchmarks that time or compare
+# the specialised rows from a given call on set it so).
+_SPECIALISE_IN_BACKGROUND = os.environ.get("ACCELMAP_COMPILE_IN_BACKGROUND", "1").strip() != "0"
 
 
 @njit(nogil=True, cache=True, _nrt=False, error_model="numpy")  # type: ignore[call-overload]

@@ -305,12 +305,24 @@ class LoopNestModel:
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure:
         once this model has evaluated ``_loopnest_kernel._SPECIALISE_AFTER_ROWS`` rows of the
-        (problem, arch), this batch included (see there for why)."""
+        (problem, arch), this batch included (see there for why), and those rows are compiled
+        (in this process, in numba's cache, or by the process `_loopnest_cpu.rows_ready`
+        starts for them; with ``_loopnest_kernel._SPECIALISE_IN_BACKGROUND`` off, compiled
+        here on this call)."""
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
-        return seen >= _kernel_module()._SPECIALISE_AFTER_ROWS
+        lk = _kernel_module()
+        if seen < lk._SPECIALISE_AFTER_ROWS:
+            return False
+        if not lk._SPECIALISE_IN_BACKGROUND:
+            return True
+        from accelmap.costmodels import _loopnest_cpu
+
+        # (the rows' first compile runs in a process of its own; the generic driver serves here
+        # until it has ended: `_loopnest_cpu.rows_ready`)
+        return _loopnest_cpu.rows_ready(problem, arch, self._kernel_consts(problem, arch).structure)
 
     def _scratch_buffers(self):  # noqa: ANN202 (a `_loopnest_kernel.ThreadScratch`, imported lazily)
         """The cpu engine's scratch arrays, kept across calls, one set per thread."""
