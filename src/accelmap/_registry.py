@@ -135,7 +135,7 @@ def build_costmodel(name: str, options: Mapping[str, Any], *, where: str = "") -
     UnknownPluginError
         ``name`` is not a registered cost model.
     """
-    cls = costmodels.get(name)
+    cls: type[Any] = costmodels.get(name)  # a class: its constructor's own parameters are read
     params = inspect.signature(cls.__init__).parameters
     accepted = [n for n, prm in params.items() if n != "self"
                 and prm.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)]

@@ -80,7 +80,7 @@ def _rule_copies() -> dict:
         fn = getattr(_k, name)
         copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-        out[name] = njit(inline="always", _nrt=False)(copy)
+        out[name] = njit(inline="always", _nrt=False)(copy)  # type: ignore[call-overload]  # _nrt: a numba flag its stubs leave out
         ns[name] = out[name]
     return out
 

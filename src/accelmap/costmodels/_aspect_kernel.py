@@ -1262,7 +1262,7 @@ def _inlined_rules() -> dict:
         fn = globals()[name]
         copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-        out[name] = njit(inline="always" if name in _INLINE else "never", _nrt=False)(copy)
+        out[name] = njit(inline="always" if name in _INLINE else "never", _nrt=False)(copy)  # type: ignore[call-overload]  # _nrt: a numba flag its stubs leave out
         ns[name] = out[name]
     return out
 

@@ -127,7 +127,7 @@ class BoundModel:
         coords: list[tuple[tuple[IntArray, IntArray], ...]] = []
         sliding: list[tuple[int, ...]] = []
         for t in range(T):
-            cs = []
+            cs: list[tuple[IntArray, IntArray]] = []
             sl = []
             for c in range(C):
                 dims = np.flatnonzero((coef[t, c] > 0) & big)

@@ -288,8 +288,8 @@ def traffic_table(bm: BoundModel, tile_values: list[IntArray], bounds: IntArray,
     active = q >= 2
     q_all = q.prod(axis=1)
     need = np.zeros(cells)
-    for t in np.flatnonzero(bm.keep[1]):
-        need += _footprint(bm, int(t), tiles)
+    for kt in np.flatnonzero(bm.keep[1]):
+        need += _footprint(bm, int(kt), tiles)
     parts = []
     for t in tensors.tolist():
         f = float(bm.exist[t])

@@ -909,7 +909,8 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     from numba import config
 
     # (the CUDA simulator compiles nothing and takes no register cap)
-    capped = max_registers is not None and not config.ENABLE_CUDASIM
+    # (numba's config sets its options as module attributes at import: no declared type)
+    capped = max_registers is not None and not config.ENABLE_CUDASIM  # type: ignore[attr-defined]
     jit = cuda.jit(max_registers=max_registers) if capped else cuda.jit  # type: ignore[call-arg]
 
     @jit

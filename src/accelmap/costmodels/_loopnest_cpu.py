@@ -126,7 +126,7 @@ def _tables(S: tuple) -> tuple:
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, _ = S
 
     def arr(x: tuple, dtype: type, *shape: int) -> np.ndarray:
-        a = np.array(x, dtype=dtype).reshape(shape)
+        a: np.ndarray = np.array(x, dtype=dtype).reshape(shape)
         a.setflags(write=False)
         return a
 

@@ -630,12 +630,12 @@ def _inlined_rules() -> dict:
         fn = globals()[name]
         copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
         copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-        out[name] = njit(inline="always", _nrt=False)(copy)
+        out[name] = njit(inline="always", _nrt=False)(copy)  # type: ignore[call-overload]  # _nrt: a numba flag its stubs leave out
         ns[name] = out[name]
     fn = eval_range
     copy = types.FunctionType(fn.__code__, ns, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
-    out["eval_range"] = njit(_nrt=False)(copy)
+    out["eval_range"] = njit(_nrt=False)(copy)  # type: ignore[call-overload]  # _nrt: a numba flag its stubs leave out
     return out
 
 
@@ -703,7 +703,7 @@ def _numba_threads() -> int:
     two locks to see whether the layer must be started (2.3 us a call warm, against 0.4 us,
     and several times that with the caches cold after a batch's rows)."""
     if getattr(_numba_parallel, "_is_initialized", False):
-        n = int(_numba_parallel._get_num_threads())
+        n = int(_numba_parallel._get_num_threads())  # type: ignore[attr-defined]  # numba-internal reader, not in its stubs
         if n > 0:
             return n
     return numba.get_num_threads()
@@ -843,6 +843,7 @@ class SerialPlan:
             if len(self.outputs) >= 4:
                 self.outputs.clear()
             o = self.outputs[key] = _Outputs(n, self.cnt_dims if counts else None, self.names)
+        assert o is not None  # reused (so found) or made just above
         mp = (np.ascontiguousarray(temporal, dtype=np.int64), np.ascontiguousarray(spatial, dtype=np.int64),
               np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
         if counts:  # (a counts array this plan's rows filled before holds the structure's zeros: ``full == 2``)

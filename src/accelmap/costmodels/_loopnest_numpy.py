@@ -176,8 +176,8 @@ def evaluate_numpy(comp: _Compiled, problem: Problem, arch: Arch, mappings: Mapp
     # Counts are integers but `Metrics` holds floats: allocate floats once.
     # (L, T, n) storage, so that each (level, tensor) count is one contiguous row to
     # fill; `Metrics` gets (n, L, T) views of it.
-    out = {name: np.zeros((L, T, n)) for name in
-           ("reads", "fills", "updates", "energy", "multicast", "reductions")}
+    out: dict[str, FloatArray] = {name: np.zeros((L, T, n)) for name in
+                                  ("reads", "fills", "updates", "energy", "multicast", "reductions")}
     out["cycles"] = np.full(n, np.inf)
     out["total"] = np.zeros(n)  # energy of the levels, pJ
     out["util"] = np.zeros(n)
@@ -291,8 +291,8 @@ def _distinct_level(comp: _Compiled, t: int, g: IntArray, tile_below: IntArray) 
                 f[sub] -= np.maximum(n1 - b // k, 0) * np.maximum(n2 - a // k, 0)
         else:
             coef_c = np.zeros(g.shape[0], dtype=np.int64)
-            for d, a in terms:
-                coef_c[d] = a
+            for d, c in terms:
+                coef_c[d] = c
             f = _distinct_sums(coef_c, g[None], tile_below[None], int(comp.fanout.max()))[0]
         out = f if out is None else out * f
     return out
@@ -450,7 +450,7 @@ def _check_chunk(comp: _Compiled, b: MappingBatch, ch: _Chunk) -> tuple[IntArray
     reason = np.zeros(n, dtype=np.int64)
     level = np.full(n, -1, dtype=np.int64)
 
-    def mark(bad: BoolArray, code: Reason, lvl: IntArray | int) -> None:
+    def mark(bad: BoolArray | np.bool_, code: Reason, lvl: IntArray | int) -> None:
         new = bad & (reason == 0)
         reason[new] = int(code)
         level[new] = lvl[new] if isinstance(lvl, np.ndarray) else lvl
@@ -532,8 +532,8 @@ def _dim_flags(table: BoolArray, dim_k: IntArray) -> BoolArray:
     if table.ndim == 1:
         bits = sum(1 << d for d in np.flatnonzero(table).tolist())
         return ((dim_k.dtype.type(bits) >> dim_k) & 1).astype(bool)
-    bits = np.array([sum(1 << d for d in np.flatnonzero(row).tolist()) for row in table], dtype=dim_k.dtype)
-    return ((bits[None, :, None] >> dim_k[:, None, :]) & 1).astype(bool)
+    masks = np.array([sum(1 << d for d in np.flatnonzero(row).tolist()) for row in table], dtype=dim_k.dtype)
+    return ((masks[None, :, None] >> dim_k[:, None, :]) & 1).astype(bool)
 
 
 def _last_index(flag: BoolArray) -> IntArray:
@@ -558,7 +558,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
     active = temporal >= 2  # (L, D, n) loops that run (bound 1 neither weighs nor moves)
     # (L, D, n) step of the temporal loop (l, d): the tile below it times the level's
     # spatial factor; zero for an inactive loop.
-    step = np.empty((L, D, n), dtype=comp.shift_dtype)
+    step: np.ndarray = np.empty((L, D, n), dtype=comp.shift_dtype)
     for lv in range(L):
         np.multiply(tile[lv + 1], active[lv], out=step[lv], casting="unsafe")
         if g[lv] is not None:
@@ -687,6 +687,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                     partial += term
                 else:
                     partial = term
+            assert key is not None and partial is not None  # the loop above ran: a sliding tensor has slots
             one = pow3[np.abs(key)] if n_slots > 2 else (key & 1).astype(bool)
             slide = one & (partial < sz)
             moved = key != 0
@@ -715,7 +716,8 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
         used_below[lv] = ch.used[lv][0] * ch.used[lv][1]  # the product of g[lv] over the dims
     inst: list[IntArray | int] = [1] * L
     for lv in range(1, L):
-        inst[lv] = inst[lv - 1] if used_below[lv - 1] is None else inst[lv - 1] * used_below[lv - 1]
+        ub = used_below[lv - 1]
+        inst[lv] = inst[lv - 1] if ub is None else inst[lv - 1] * ub
 
     # Per tensor, from the innermost level out: ``child`` of a keeper p is the next inner
     # level keeping the tensor (or the MACs). Walking up, ``f_next`` is the deliveries into
@@ -752,13 +754,19 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                 groups_p = _distinct_level(comp, t, g[p], tile[p + 1])
                 if groups_p is not None:  # (never modified in place: may share g's rows)
                     grp = groups_p if isinstance(grp, int) else groups_p * grp
-                kids = used_below[p] if isinstance(kids, int) else used_below[p] * kids
+                used_p = used_below[p]
+                assert used_p is not None  # set for every fanout level, as g[p] is
+                kids = used_p if isinstance(kids, int) else used_p * kids
             if not comp.holds[p, t]:
                 grp_next, kids_next = grp, kids
                 continue
             keep_p = keep[p, t]
             a_p = f_next if isinstance(grp, int) else f_next * grp  # an int grp is 1
             shared = None if isinstance(kids, int) else f_next * kids - a_p  # int: no fanout below
+            r: IntArray
+            f: IntArray | None
+            upd: IntArray | None
+            part: IntArray | int
             if t == o:
                 if p == 0 or not any(g[lv] is not None for lv in range(p)):
                     part = comp.output_size  # no spatial loop above p: the widened tile is the whole output
@@ -770,6 +778,7 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                         if g[lv] is not None:
                             for d in comp.output_dims:
                                 spread = g[lv][d] if spread is None else spread * g[lv][d]
+                    assert spread is not None  # a spatial level above p (the branch above) spreads it
                     part = comp.output_size // spread
                 else:
                     if p not in above:
@@ -777,14 +786,14 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
                     part = _product(_coord_spans(comp.coords[t], tile[p] * above[p]), n)
                 r = a_p - part
                 f = deliv[p, t] - part if p > 0 else None
-                u = a_p
+                upd = a_p
             else:
-                r, f, u = a_p, (deliv[p, t] if p > 0 else None), None
+                r, f, upd = a_p, (deliv[p, t] if p > 0 else None), None
             if p > 0:  # the outermost level keeps every tensor of a legal mapping
                 r = r * keep_p
                 f = f * keep_p
-                if u is not None:
-                    u = u * keep_p
+                if upd is not None:
+                    upd = upd * keep_p
                 if shared is not None:
                     shared *= keep_p
             ip = inst[p]
@@ -792,22 +801,23 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             # write energy, per block), times the utilized instances.
             blk = int(comp.block[p])
             e = _scaled_blocks(r, blk, comp.read_pj[p])
-            if f is not None or u is not None:
+            if f is not None or upd is not None:
                 if f is None:
-                    w = _scaled_blocks(u, blk, comp.write_pj[p])  # (0 + ceil(u / blk)) x energy
-                elif u is None:
+                    assert upd is not None  # one of the two is set (the test above)
+                    w = _scaled_blocks(upd, blk, comp.write_pj[p])  # (0 + ceil(upd / blk)) x energy
+                elif upd is None:
                     w = _scaled_blocks(f, blk, comp.write_pj[p])
                 else:
                     w = _blocks(f, blk)
-                    w += _blocks(u, blk)
+                    w += _blocks(upd, blk)
                     w *= comp.write_pj[p]
                 e += w
             lt = p * T + t
             put("reads", lt, r, ip)
             if f is not None:
                 put("fills", lt, f, ip)
-            if u is not None:
-                put("updates", lt, u, ip)
+            if upd is not None:
+                put("updates", lt, upd, ip)
             if isinstance(rows, slice):  # times the instances, straight into the output row
                 dest = cnt["energy"][lt, rows]
                 if isinstance(ip, int):
@@ -823,10 +833,13 @@ def _chunk_counts(comp: _Compiled, b: MappingBatch, ch: _Chunk, out: dict[str, n
             if shared is not None:
                 put("reductions" if t == o else "multicast", lt, shared, ip)
             if comp.read_limited[p]:
-                rd_pi[p] = r if rd_pi[p] is None else rd_pi[p] + r
-            if comp.write_limited[p] and (f is not None or u is not None):
-                wr = f if u is None else (u if f is None else f + u)
-                wr_pi[p] = wr if wr_pi[p] is None else wr_pi[p] + wr
+                rd_prev = rd_pi[p]
+                rd_pi[p] = r if rd_prev is None else rd_prev + r
+            if comp.write_limited[p] and (f is not None or upd is not None):
+                wr = f if upd is None else (upd if f is None else f + upd)
+                assert wr is not None  # one of f, upd is set (the test above)
+                wr_prev = wr_pi[p]
+                wr_pi[p] = wr if wr_prev is None else wr_prev + wr
             # Above p: p is the next keeper when it keeps the tensor.
             if p > 0:
                 f_next = np.where(keep_p, deliv[p, t], f_next)

@@ -272,7 +272,10 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
     if not dep_terms:
         return total
     for lv in range(k, L):
-        here = [(x, e1, e2, part, x.dep & (x.lstar == lv)) for x, e1, e2, part in dep_terms]
+        here = []
+        for x, e1, e2, part in dep_terms:
+            assert x.dep is not None  # the terms kept above depend on an order
+            here.append((x, e1, e2, part, x.dep & (x.lstar == lv)))
         here = [h for h in here if h[4].any()]
         if not here:
             continue
@@ -283,6 +286,7 @@ def _order_energy(terms: list[tuple[_X, float, float, FloatArray | float]], tt: 
                 continue
             e_z = np.zeros(n)
             for x, e1, e2, part, m in here:
+                assert x.jr is not None and x.pref_rel is not None  # set with ``dep`` (`_X.of`)
                 pref = t_all[:, lv] if x.jr[z] else x.pref_rel
                 e_z += np.where(m, _term_energy(x.at(pref), e1, e2, part), 0.0)
             best = np.where(active[:, z], np.minimum(best, e_z), best)
@@ -948,14 +952,20 @@ def _pair_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]],
                 v_all = np.maximum(v_all, mins[lv])
                 hi_v = np.where(np.isfinite(V), V, -np.inf).max(axis=1)
                 spread[ii, :, lv] += np.where(fin, hi_v - lo_v, 0.0) * scale * (e1 + e2)
-            a_min = raw if x.dep is None else np.where(x.dep, x.base * x.pref_rel, raw)
+            if x.dep is None:
+                a_min = raw
+            else:
+                assert x.base is not None and x.pref_rel is not None  # set with ``dep`` (`_X.of`)
+                a_min = np.where(x.dep, x.base * x.pref_rel, raw)
             cnt = np.maximum(np.maximum(np.maximum(a_min, touched), v_all) * scale, touched)
         else:
+            assert x.dep is not None and x.pref_rel is not None  # an item without passes depends on an order
             cnt = np.where(x.dep, x.at(x.pref_rel), x.fixed)
         vmin.append(mins)
         least.append(_term_energy(cnt, e1, e2, part))
         total += least[-1]
         if x.dep is not None:
+            assert x.lstar is not None and x.base is not None and x.pref_rel is not None  # set with ``dep``
             lst = np.where(x.dep, x.lstar, 0)
             gain = np.where(x.dep, x.base * (t_all[rows, lst] - x.pref_rel), 0.0) * x.scale * (e1 + e2)
             spread[ii, rows, lst] += gain
@@ -974,6 +984,7 @@ def _pair_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]],
         nact = a.sum(axis=1)
         eye = np.eye(m, dtype=bool)[None]
         if order_fixed is not None and order_fixed[h]:
+            assert order_pos is not None  # given with ``order_fixed`` (`partial_bounds`)
             pos = np.where(a, order_pos[R, h][:, dims], 0)
             jj = np.where(a, pos, np.iinfo(np.int64).max).argmin(axis=1)
             zz = np.where(a, pos, -1).argmax(axis=1)
@@ -988,6 +999,7 @@ def _pair_order_energy(terms: list[tuple[_X, float, float, FloatArray | float]],
             sel = live[ii, R]  # (r,)
             # A: the count's value from its J* (argument 1), with the pair where J* is at h
             if x.dep is not None:
+                assert x.jr is not None and x.pref_rel is not None and x.lstar is not None and x.base is not None
                 jr = x.jr[dims]
                 dep = x.dep[R]
                 pref_rel = x.pref_rel[R][:, None, None]

@@ -1140,7 +1140,7 @@ def _run_serial(plan: SerialPlan, arrays: tuple, n: int, want_stats: bool, mode:
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
          objective: bool = False, buffers: OutputBuffers | None = None,
-         compile_spec: bool = True, plans: dict | None = None) -> dict[str, np.ndarray]:
+         compile_spec: bool = True, plans: dict | None = None) -> tuple[dict[str, np.ndarray], int | None]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
     that structure, `_systolic_cpu.driver`), by name, and how many rows miss a walked count
@@ -1274,7 +1274,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are.
     ``plans``: a dict kept per (problem, arch) by the caller, in which a call of ``spec``'s driver
     on the calling thread keeps its `SerialPlan` (one per thread)."""
-    arrays = (temporal, spatial, order, keep)
+    arrays: tuple[np.ndarray, ...] = (temporal, spatial, order, keep)
     if not frozen:
         arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
                             np.ascontiguousarray(spatial, dtype=np.int64),

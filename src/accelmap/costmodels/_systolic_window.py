@@ -94,6 +94,7 @@ from __future__ import annotations
 import math
 import threading
 from collections import OrderedDict
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -650,7 +651,7 @@ def _sampled(a_off: IntArray, b_off: IntArray, stamp: IntArray, mode: int, s_r: 
     state[7] = 1
 
 
-def canonical_order(dim_class: tuple[int, ...], bounds: tuple[int, ...], order: tuple[int, ...],
+def canonical_order(dim_class: tuple[int, ...], bounds: tuple[int, ...], order: Sequence[int],
                     classes: tuple[int, int]) -> tuple[int, ...]:
     """The flattening order of an operand's demand stream as the walk reads it: the dims of
     bound > 1 of ``classes[0]``, then of ``classes[1]``, each class's in ``order``.

@@ -383,8 +383,8 @@ class LoopNestModel:
 
         names = ("cycles", "energy_pj", "valid", "reason", "reason_level")
         keys, rows, edges = _group_by_product(prod, rows)
-        arrays = (np.ascontiguousarray(mappings.temporal[rows]), np.ascontiguousarray(mappings.spatial[rows]),
-                  np.ascontiguousarray(mappings.order[rows]), np.ascontiguousarray(mappings.keep[rows]))
+        temporal, spatial = np.ascontiguousarray(mappings.temporal[rows]), np.ascontiguousarray(mappings.spatial[rows])
+        order, keep = np.ascontiguousarray(mappings.order[rows]), np.ascontiguousarray(mappings.keep[rows])
         base = self._kernel_consts(problem, arch)
         sizes = problem.footprint(keys)
         fracs = problem.padded_fractions(keys)
@@ -400,8 +400,9 @@ class LoopNestModel:
             else:
                 pp = problem.padded_iteration(tuple(int(v) for v in keys[g]))
                 consts, frac = self._kernel_consts(pp, arch), pp.existing_fraction()
-            out = _loopnest_kernel.evaluate_batch(consts, *(a[lo:hi] for a in arrays), frac=frac, counts=False,
-                                                   specialised=spec, scratch_buffers=self._scratch_buffers())
+            out = _loopnest_kernel.evaluate_batch(consts, temporal[lo:hi], spatial[lo:hi], order[lo:hi],
+                                                   keep[lo:hi], frac=frac, counts=False, specialised=spec,
+                                                   scratch_buffers=self._scratch_buffers())
             for name in names:
                 got[name][lo:hi] = out[name]
         for name in names:
@@ -455,7 +456,7 @@ class LoopNestModel:
         res = _scalar_counts(problem, arch, mapping)
         if problem.has_padding:  # padding only: see `_count_existing_words`
             arrs = [np.array([res[k]], dtype=np.float64) for k in ("reads", "fills", "updates", "energy")]
-            _count_existing_words(problem, *arrs, np.zeros(1))
+            _count_existing_words(problem, arrs[0], arrs[1], arrs[2], arrs[3], np.zeros(1))
             res = {**res, **{k: a[0].tolist() for k, a in zip(("reads", "fills", "updates", "energy"), arrs,
                                                                strict=True)}}
         mac_pj = problem.macs * float(arch.compute.energy_per_mac_pj)

@@ -322,9 +322,9 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
                     costly=costly, energy_cut=cut(energy_cut), open_dims=open_dims)
             return energy_all, cycles_all, ok
         checked = True
-    f = fac.astype(np.float64)
-    tt = f[..., 0]  # (n, L, D) temporal
-    g = f[..., 1] * f[..., 2]  # spatial X*Y
+    fac_f = fac.astype(np.float64)
+    tt = fac_f[..., 0]  # (n, L, D) temporal
+    g = fac_f[..., 1] * fac_f[..., 2]  # spatial X*Y
     omin = outer_min.astype(np.float64)
     otmin = outer_tmin.astype(np.float64)
     omax = outer_max.astype(np.float64)
@@ -365,8 +365,8 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
         else:
             tl = tile_outer
         need = np.zeros(n)
-        for t in np.flatnonzero(bm.keep[lv]):
-            need += _footprint(bm, int(t), tl)
+        for kt in np.flatnonzero(bm.keep[lv]):
+            need += _footprint(bm, int(kt), tl)
         feasible &= need <= bm.capacity[lv]
     if next_level is not None and k > 0 and not checked:
         feasible &= (_prod(next_level[:, :, 1], 1) <= bm.fan_x[k - 1]) & \
@@ -497,6 +497,7 @@ def partial_bounds(bm: BoundModel, k: int, fac: IntArray, outer_min: IntArray, o
             if new.any():
                 lstar = np.where(new, lv, lstar)
                 if order_fixed is not None and order_fixed[lv]:
+                    assert order_pos is not None  # given with ``order_fixed`` (see the parameters)
                     pos = order_pos[:, lv].astype(np.float64)  # (n, D)
                     active_jr = (tt[:, lv] >= 2) & jr[None, :]
                     last = np.where(active_jr, pos, -1.0).max(axis=1)  # innermost active jump loop

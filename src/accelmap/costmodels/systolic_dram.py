@@ -300,7 +300,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
             on = np.flatnonzero(case_b)
             rep[on] = _varied_tiles_batch(problem, layout, o, cc[on], uc[on], f_r[on], order[on])
         # case A (stationary operand): every word once
-        out = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
+        out: IntArray = np.where(case_b, rep, np.where(case_c, f_c * d_tot, d_tot))
         return out * b_rep
     walked = None
     sel = np.flatnonzero(walk_reps != 0) if walk_reps is not None else np.zeros(0, dtype=np.int64)
@@ -342,7 +342,7 @@ def _dram_reads_batch(problem: Problem, layout: SystolicLayout, o: int, t: int, 
     shifted_b = case_b & (cc == _K) & ((2 * tb_full >= w) | (step * tb_full >= w * uc))
     ab_est = np.where(shifted_b, _repeated_tiles_batch(f_c - 1, tb_full, tb_last, f_r, w), ab_est)
     est = np.where(case_c, c_est, ab_est)
-    out: IntArray = passes * est * b_rep
+    out = passes * est * b_rep
     if walked is not None:
         out[sel] = walked[sel]
     return out

@@ -121,8 +121,8 @@ def _checked(a: object, field: str, boolean: bool) -> np.ndarray:
                 except (TypeError, ValueError, OverflowError):
                     ok = False
                 if not ok:
-                    idx = np.unravel_index(k, arr.shape)
-                    raise SpecError(f"mapping {field}{list(map(int, idx))}: {v!r} is not {what}") from None
+                    at = np.unravel_index(k, arr.shape)
+                    raise SpecError(f"mapping {field}{list(map(int, at))}: {v!r} is not {what}") from None
     elif kind not in "bi":
         bad = np.ones(arr.shape, dtype=bool)
     if bad is not None and bad.any():

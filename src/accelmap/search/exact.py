@@ -37,6 +37,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import numpy as np
@@ -125,7 +126,7 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
             stop, low = _solve_workers(P, open_, progress, t0, workers, warm)
         else:
             stop = _loop(P, open_, progress, t0,
-                         poll=None if warm is None else (lambda o: _sync(P, warm.shared) or ""))
+                         poll=None if warm is None else _warm_poll(P, warm))
     except KeyboardInterrupt:  # Ctrl-C: keep the incumbent, certify what is open
         stop = "interrupted"
     except BaseException:
@@ -150,6 +151,15 @@ def solve(space: Any, model: Any, objective: ObjectiveSpec, *, time_limit_s: flo
         cert.proven_optimal = math.isfinite(P.best_value)
         cert.lower_bound = P.best_value
     return P.best_batch, P.best_value, cert
+
+
+def _warm_poll(P: Any, warm: Any) -> Callable[[Any], str]:
+    """`_loop`'s poll while a warm start runs beside the tree: before every node the
+    incumbent's value is traded with it (`_sync`); the answer is always "" (never a stop)."""
+    def poll(open_: Any) -> str:
+        _sync(P, warm.shared)
+        return ""
+    return poll
 
 
 def _root_bound_padded(space: Any, objective: ObjectiveSpec, max_nodes: int,

@@ -1595,6 +1595,23 @@ def test_warm_start_beside_the_tree_gives_its_mapping_and_is_stopped_after_a_pro
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):
         solve(space, MODEL, obj, time_limit_s=0.0, workers=2, warm=ex_warm._WarmStart(lambda: 1 // 0))
 
+def test_warm_start_beside_a_one_process_tree_trades_the_incumbent(monkeypatch) -> None:
+    import accelmap.search.exact as ex
+
+    space = MapSpace(matmul("g", m=4, n=4, k=2), small_arch())
+    obj = parse_objective("edp")
+    opt, truth, _ = solve(space, MODEL, obj, workers=1)
+    calls = []
+    real = ex._sync
+    monkeypatch.setattr(ex, "_sync", lambda P, shared: calls.append(shared) or real(P, shared))
+    # one process: the tree polls the warm start (`exact._warm_poll`) and never stops on it
+    warm = ex_warm._WarmStart(lambda: (7, opt, space, MODEL, obj))
+    best, value, cert = solve(space, MODEL, obj, workers=1, warm=warm)
+    assert cert.proven_optimal and value == pytest.approx(truth, rel=1e-12)
+    assert _value(space, best, obj) == pytest.approx(truth, rel=1e-12)
+    assert calls and all(sh is warm.shared for sh in calls)
+
+
 # --- argument 14: the outermost level's loop order, counted exactly -----------------------------
 def small_glb_arch(cap: int = 12, bypass_weights: bool = False) -> Arch:
     """DRAM > a GLB of a few words (2 PEs below) > RF(s): the GLB cannot hold the layer, so the
