@@ -45,7 +45,11 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import os
+import pickle
 import subprocess
+import sys
+import tempfile
 import threading
 from pathlib import Path
 from typing import NamedTuple
@@ -358,16 +362,19 @@ def _rows_compiled(S: tuple) -> bool:
         return False
 
 
+def _finish(S: tuple, path: str) -> None:
+    """End structure ``S``'s compile (its process ended, failed, or never started): remove its
+    input file and let its rows serve (compiled by that process, or else here on their first
+    call). The caller holds `_ROWS_LOCK`."""
+    Path(path).unlink(missing_ok=True)
+    _ROWS_STATE[S] = True
+
+
 def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
     """Whether the rows of structure ``S`` (of ``problem`` on ``arch``) should serve now:
     True where they run without a compile (`_rows_compiled`) or once the process compiling
     them has ended; else False, and that process is started (one at a time in a process; the
     generic driver serves meanwhile)."""
-    import os
-    import pickle
-    import sys
-    import tempfile
-
     state = _ROWS_STATE.get(S)
     if state is True:
         return True
@@ -381,8 +388,7 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
                 return True
             for other, v in list(_ROWS_STATE.items()):  # (another structure's process that has ended)
                 if isinstance(v, _Compiling) and v.proc.poll() is not None:
-                    Path(v.path).unlink(missing_ok=True)
-                    _ROWS_STATE[other] = True
+                    _finish(other, v.path)
             if any(isinstance(v, _Compiling) for v in _ROWS_STATE.values()):
                 return False  # (another structure compiling: this one waits its turn)
             fd, path = tempfile.mkstemp(prefix="accelmap_rows_", suffix=".pickle")
@@ -396,8 +402,7 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
                                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.DEVNULL)
             except Exception:  # noqa: BLE001 (no process: compile here, as without one)
-                Path(path).unlink(missing_ok=True)
-                _ROWS_STATE[S] = True
+                _finish(S, path)
                 return True
             _ROWS_STATE[S] = _Compiling(proc, path)
             return False
@@ -406,8 +411,7 @@ def rows_ready(problem, arch, S: tuple) -> bool:  # noqa: ANN001
         proc, path = state
         if proc.poll() is None:
             return False
-        Path(path).unlink(missing_ok=True)
-        _ROWS_STATE[S] = True  # (ended, or failed: then the first call compiles here)
+        _finish(S, path)  # (ended, or failed: then the first call compiles here)
         return True
 
 
@@ -418,5 +422,4 @@ def wait_rows() -> None:
     for S, (proc, path) in running:
         proc.wait()
         with _ROWS_LOCK:
-            Path(path).unlink(missing_ok=True)
-            _ROWS_STATE[S] = True
+            _finish(S, path)
