@@ -1178,8 +1178,10 @@ def _worst(space: MapSpace, obj):
 
 
 @pytest.mark.parametrize("case,objective", [("conv-2x1", "edp"), ("gemm", "energy"), ("conv-strided", "energy")])
-def test_dives_from_the_frontier_find_the_optimum_from_a_bad_warm_start(case, objective) -> None:
-
+def test_dives_from_the_frontier_find_the_optimum_from_a_bad_warm_start(case, objective, monkeypatch) -> None:
+    # what is tested is where the dives lead, not how fast: no dive is cut at its time limit
+    # (on a loaded machine one was, before the optimum, and the test failed)
+    monkeypatch.setattr(ex_sw, "_DIVE_MAX_S", 600.0)
     space = MapSpace(CASES[case][0](), small_arch())
     obj = parse_objective(objective)
     truth = _exhaustive(space, obj)
