@@ -166,11 +166,11 @@ def test_searcher_options_on_device_cuda_are_the_gpu_searches_own():
     import argparse
 
     from accelmap.cli import UsageError
-    from accelmap.cli.search import _searcher_options
+    from accelmap.cli._options import searcher_options
 
     def opts(searcher, device, *items):
         ns = argparse.Namespace(searcher_option=list(items), storage=None, study_name=None, device=device)
-        return _searcher_options(ns, searcher, "layer", "arch")
+        return searcher_options(ns, searcher, "layer", "arch")
 
     assert opts("anneal", "cuda", "orders=16", "lanes=8") == {"orders": 16, "lanes": 8}
     assert opts("anneal", "cuda", "restart=0") == {"restart": 0}
@@ -208,7 +208,7 @@ def test_model_options_build_the_model_the_search_scores_with(tmp_path):
 
 def test_model_from_options_checks_keys_against_the_constructor():
     from accelmap.cli import UsageError
-    from accelmap.cli.search import model_from_options, model_options
+    from accelmap.cli._options import model_from_options, model_options
     from accelmap.costmodels.loopnest import LoopNestModel
 
     assert model_from_options("loopnest", {}) == "loopnest"  # no options: the search builds its own

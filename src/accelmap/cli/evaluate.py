@@ -64,7 +64,7 @@ def _finite(x: Any) -> Any:
 def run(args: argparse.Namespace) -> int:
     from accelmap._registry import costmodels
     from accelmap.cli import _maestro
-    from accelmap.cli.search import model_from_options, model_options
+    from accelmap.cli._options import model_from_options, model_options
     from accelmap.mapper.check import render_loop_nest, validate
 
     if _maestro.wants_maestro(args):

@@ -10,11 +10,10 @@ table with network totals. Ctrl-C stops the search and keeps the best so far.
 from __future__ import annotations
 
 import argparse
-import inspect
 import json
 import sys
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 from accelmap.search.api import DEFAULT_BUDGET, NETWORK_DEFAULT_BUDGET
 
@@ -90,90 +89,6 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _parse_value(text: str) -> Any:
-    import yaml
-
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError:
-        return text
-
-
-def model_options(items: list[str]) -> dict[str, Any]:
-    """``--model-option KEY=VALUE`` items as keyword arguments (values read as YAML scalars)."""
-    from accelmap.cli import UsageError
-
-    opts: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--model-option {item!r}; expected KEY=VALUE, e.g. engine=numpy")
-        opts[key.strip().replace("-", "_")] = _parse_value(value)
-    return opts
-
-
-def model_from_options(model_name: str, opts: dict[str, Any]) -> Any:
-    """The cost model ``model_name`` built with the keyword arguments ``opts`` (from
-    ``--model-option``); the name itself when there are none (searches build their own model
-    then). Unknown keys and values the model refuses are usage errors (exit 2) that name the
-    model's arguments (`accelmap._registry.build_costmodel`)."""
-    from accelmap._registry import build_costmodel, costmodels
-    from accelmap.cli import UsageError
-    from accelmap.errors import SpecError
-
-    costmodels.get(model_name)
-    if not opts:
-        return model_name
-    try:
-        return build_costmodel(model_name, opts, where="--model-option: ")
-    except SpecError as exc:
-        raise UsageError(str(exc)) from exc
-
-
-def _searcher_options(args: argparse.Namespace, searcher_name: str, layer_label: str, arch_label: str) -> dict[str, Any]:
-    from accelmap._registry import searchers
-    from accelmap.cli import UsageError
-
-    cls = searchers.get(searcher_name)
-    opts: dict[str, Any] = {}
-    for item in args.searcher_option:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--searcher-option {item!r}; expected KEY=VALUE, e.g. chains=512")
-        opts[key.strip().replace("-", "_")] = _parse_value(value)
-    if args.storage is not None or args.study_name is not None:
-        if searcher_name != "optuna":
-            raise UsageError(f"--storage and --study-name need --searcher optuna (got {searcher_name!r})")
-        if args.storage is not None:
-            opts["storage"] = args.storage
-            opts["study_name"] = args.study_name or f"accelmap-{layer_label}-{arch_label}".replace("/", "-")
-    if getattr(args, "device", "cpu") == "cuda":  # the GPU searches take their own options (search/gpu.py)
-        from accelmap.search.gpu import _ANNEAL_OPTIONS
-
-        gpu_opts = _ANNEAL_OPTIONS if searcher_name == "anneal" else ()
-        unknown = sorted(set(opts) - set(gpu_opts))
-        if unknown:
-            raise UsageError(f"searcher {searcher_name!r} on --device cuda has no option(s) {unknown}; "
-                             f"its options: {', '.join(gpu_opts) or '(none)'}")
-        return opts
-    solver_opts = getattr(cls, "option_names", None)
-    if solver_opts is not None:  # a solver (e.g. exact) declares its options as data
-        unknown = sorted(set(opts) - set(solver_opts))
-        if unknown:
-            raise UsageError(f"searcher {searcher_name!r} has no option(s) {unknown}; "
-                             f"its options: {', '.join(solver_opts) or '(none)'}")
-        return opts
-    params = inspect.signature(cast(Any, cls).__init__).parameters
-    accepted = [n for n, prm in params.items()
-                if prm.kind is inspect.Parameter.KEYWORD_ONLY and n not in ("n_objectives", "seed", "budget_hint")]
-    if not any(prm.kind is inspect.Parameter.VAR_KEYWORD for prm in params.values()):
-        unknown = sorted(set(opts) - set(accepted))
-        if unknown:
-            raise UsageError(f"searcher {searcher_name!r} has no option(s) {unknown}; "
-                             f"its options: {', '.join(accepted) or '(none)'}")
-    return opts
-
-
 def run(args: argparse.Namespace) -> int:
     from accelmap._registry import searchers
     from accelmap.cli import UsageError
@@ -182,6 +97,7 @@ def run(args: argparse.Namespace) -> int:
 
     if (args.layer is None) == (args.network is None):
         raise UsageError("give exactly one of LAYER or --network NET")
+    from accelmap.cli._options import model_from_options, model_options, searcher_options
     from accelmap.cli.sweep import run_portfolio_cli, wants_portfolio
 
     if args.budget is not None and args.budget < 1:
@@ -218,7 +134,7 @@ def run(args: argparse.Namespace) -> int:
     model = model_from_options(args.model, args.model_options)
     objective = parse_objective(args.objective)
     label = args.network or _layer_label(args.layer)
-    opts = _searcher_options(args, searcher, label, Path(args.arch).stem)
+    opts = searcher_options(args, searcher, label, Path(args.arch).stem)
     progress = not args.no_progress and sys.stderr.isatty()
     common = dict(model=model, searcher=searcher, budget=args.budget, time_limit_s=args.time,
                   objective=objective, seed=args.seed, constraints=args.constraints,

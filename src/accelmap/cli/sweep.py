@@ -192,7 +192,7 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     if args.searcher_option and len(names) > 1:
         raise UsageError("--searcher-option is ambiguous with several searchers; give one searcher")
     model_cls = costmodels.get(args.model)
-    from accelmap.cli.search import model_from_options, model_options
+    from accelmap.cli._options import model_from_options, model_options
 
     m_opts = model_options(getattr(args, "model_option", None) or [])
     built = model_from_options(args.model, m_opts)  # a bad option: exit 2 before any worker starts
@@ -205,9 +205,9 @@ def run_portfolio_cli(args: argparse.Namespace) -> int:
     arch = load_arch(args.arch, energy=args.energy)
     options: dict[str, dict] = {}
     if args.searcher_option:
-        from accelmap.cli.search import _searcher_options
+        from accelmap.cli._options import searcher_options
 
-        options[names[0]] = _searcher_options(args, names[0], problem.name, arch.name)
+        options[names[0]] = searcher_options(args, names[0], problem.name, arch.name)
     # Constraint files are read here: members may run on nodes that do not have them.
     constraints = load_constraints_any(args.constraints, arch, problem) if args.constraints else None
     n_seeds = args.seeds or max(1, math.ceil((args.workers or 1) / len(names)))
