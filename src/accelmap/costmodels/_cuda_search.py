@@ -130,6 +130,58 @@ try:  # a module global: the CUDA simulator swaps ``cuda`` in a kernel's globals
 except Exception:  # no numba-cuda; `accelmap.costmodels._cuda.require` says so before any kernel is built
     cuda = None  # type: ignore[assignment]
 
+
+def _guard_simulator_shared() -> None:
+    """Under numba's CUDA simulator, make a block's ``cuda.shared.array`` the same array for
+    every thread of the block.
+
+    The simulator runs each CUDA thread as a Python thread and creates a block's shared array
+    when the first thread reaches the call, with an unguarded look-up-then-insert
+    (``FakeCUDAShared.array``). Two threads that reach it at once can each create their own
+    array; a block reduction then reads ``np.empty`` garbage in the other threads' slots (seen
+    as a best index past the launch's points in ``test_cuda_exhaustive``, about one block in
+    a few hundred when the threads first meet at a ``syncthreads``). `guarded_shared_array`
+    makes the insert one atomic ``dict.setdefault``. Compiled kernels are not affected: this
+    runs only when the simulator is on, and only once.
+    """
+    from numba import config
+
+    if not config.ENABLE_CUDASIM:  # type: ignore[attr-defined]
+        return
+    from numba.cuda.simulator import kernelapi  # type: ignore[attr-defined]
+
+    shared = kernelapi.FakeCUDAShared
+    if not hasattr(shared.array, "unguarded"):
+        shared.array = guarded_shared_array(shared.array)  # type: ignore[method-assign]
+
+
+def guarded_shared_array(unguarded):  # type: ignore[no-untyped-def]
+    """``FakeCUDAShared.array`` with an atomic insert (see `_guard_simulator_shared`);
+    ``unguarded`` serves what allocates nothing (dynamic shared memory) and its errors."""
+    import sys
+
+    from numba.core import types
+    from numba.np import numpy_support
+
+    def array(self, shape, dtype, alignment=None):  # type: ignore[no-untyped-def]
+        if alignment is not None or shape == 0:
+            return unguarded(self, shape, dtype, alignment)
+        if isinstance(dtype, types.Type):
+            dtype = numpy_support.as_dtype(dtype)
+        caller = sys._getframe(1)  # one array per (file, line) and block, as the simulator keys them
+        key = (caller.f_code.co_filename, caller.f_lineno)
+        found = self._allocations.get(key)
+        if found is None:
+            found = self._allocations.setdefault(key, np.empty(shape, dtype))
+        return found
+
+    array.unguarded = unguarded  # type: ignore[attr-defined]
+    return array
+
+
+if cuda is not None:
+    _guard_simulator_shared()
+
 __all__ = ["fits_32bit", "loop_pairs", "pair_stride", "search_kernels", "SearchSpec", "search_spec"]
 
 _I32_MAX = 2**31 - 1

@@ -14,6 +14,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 SRC = Path(__file__).resolve().parents[3] / "src"
@@ -176,3 +177,58 @@ def test_exhaustive_on_the_device_visits_the_cpu_points_under_the_simulator() ->
 @pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed (the cuda extra)")
 def test_exhaustive_on_the_device_matches_the_cpu_searcher_on_every_case_under_the_simulator() -> None:
     _run_script(every=True)
+
+
+class _MeetAfterLookUp(dict):
+    """A block's shared-array table whose first two look-ups both answer "not there yet" and
+    return only once both threads have asked: the interleaving that made the simulator give
+    two threads of one block two different arrays."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        import threading
+
+        self.meet = threading.Barrier(2, timeout=30)
+        self.asked = 0
+
+    def get(self, key, default=None):  # type: ignore[override]
+        found = super().get(key, default)
+        self.asked += 1
+        if self.asked <= 2:
+            self.meet.wait()
+        return found
+
+
+def _two_threads_ask(array) -> tuple:  # one call site: both threads ask for the same array
+    import threading
+
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    block = FakeCUDAShared(0)
+    block._allocations = _MeetAfterLookUp()
+    got = [None, None]
+
+    def thread(i: int) -> None:
+        got[i] = array(block, 4, np.int64)
+
+    workers = [threading.Thread(target=thread, args=(i,)) for i in range(2)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    return tuple(got)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed")
+def test_threads_of_a_block_that_ask_at_once_share_one_shared_array() -> None:
+    """The simulator's own ``FakeCUDAShared.array`` hands two threads that meet after the
+    look-up two arrays (so the test can fail); the guarded one hands them the same array."""
+    from numba.cuda.simulator.kernelapi import FakeCUDAShared
+
+    from accelmap.costmodels._cuda_search import guarded_shared_array
+
+    original = getattr(FakeCUDAShared.array, "unguarded", FakeCUDAShared.array)
+    a, b = _two_threads_ask(original)
+    assert a is not b  # the race, reproduced without timing luck
+    a, b = _two_threads_ask(guarded_shared_array(original))
+    assert a is b and a.shape == (4,) and a.dtype == np.int64
