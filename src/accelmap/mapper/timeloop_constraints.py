@@ -36,7 +36,7 @@ import accelmap._schema as schema
 from accelmap._files import read_text
 from accelmap.arch.spec import Arch
 from accelmap.errors import SpecError
-from accelmap.mapper.constraints import Constraints, FactorRule, KeepRule, OrderRule, Slot, SpatialRule
+from accelmap.mapper.constraint_types import Constraints, FactorRule, KeepRule, OrderRule, Slot, SpatialRule
 from accelmap.workloads.problem import Problem
 
 __all__ = ["timeloop_constraints_from_dict", "load_timeloop_constraints", "EYERISS_PRESET_LEVEL_MAP"]

@@ -1,6 +1,7 @@
 """What a design-space search leaves behind: the front as a table, CSV, JSON and a plot,
 each front design as an arch file (accelmap and Timeloop format), and a report read back
-from the Optuna study alone.
+from the Optuna study alone. All of it works on the data of `accelmap.parallel.dse_types`;
+`accelmap.parallel.dse.dse` calls `write_outputs` when a study ends.
 
 Layout of an output directory (``accelmap dse FILE --out DIR``)::
 
@@ -27,7 +28,7 @@ from typing import Any
 from accelmap.arch.io import save_arch
 from accelmap.arch.timeloop_writer import save_timeloop
 from accelmap.errors import SpecError
-from accelmap.parallel.dse import DseResult, pareto_front
+from accelmap.parallel.dse_types import Candidate, DseResult, pareto_front, study_storage
 
 __all__ = ["write_outputs", "front_table", "study_report", "plot_front"]
 
@@ -170,8 +171,6 @@ def study_report(path: str | Path) -> list[dict[str, Any]]:
     """Every DSE study in an Optuna SQLite file (or an output directory holding study.sqlite):
     name, objectives, trial counts, base and the front, rebuilt from the trials' records."""
     import optuna
-
-    from accelmap.parallel.dse import Candidate, study_storage
 
     p = Path(path)
     if p.is_dir():
