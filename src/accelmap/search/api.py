@@ -6,6 +6,14 @@ this subpackage and, because the package module is callable, this function::
     >>> import accelmap
     >>> result = accelmap.search("resnet50/conv3_1", "eyeriss-like", budget=2000)  # doctest: +SKIP
     >>> result.edp  # doctest: +SKIP
+
+Around the driver, `search` resolves its arguments, ranks with `ranking_model` and reports
+with `report_with`, and gathers starting points (dataflow presets, a model's sub-spaces, the
+aspect model's legal draws from `accelmap.search._aspect_starts`); ``device="cuda"`` hands
+the search to `accelmap.search.gpu`. `search_network` groups a network's layers by shape
+and searches each once, under one total time for the exact searcher (`_exact_network`).
+The argument helpers (`build_space`, `load_constraints_any`, `refuse_padding`) are defined
+in `accelmap.search._inputs` and importable from here.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from typing import Any, cast
 
 from accelmap._registry import costmodels, searchers
 from accelmap.errors import InfeasibleSpaceError, SpecError
+from accelmap.search._inputs import _arch, _problem, build_space, load_constraints_any, refuse_padding
 from accelmap.search.base import Cap
 from accelmap.search.driver import Driver, DriverOptions
 from accelmap.search.objectives import ObjectiveSpec, parse_objective
@@ -48,54 +57,6 @@ NETWORK_EXACT_WARM_BUDGET = 200_000
 NETWORK_EXACT_AGAIN_MIN_S = 1.0
 
 
-def _problem(problem: Any) -> Any:
-    if isinstance(problem, (str, Path)):
-        from accelmap.workloads.io import load_problem
-
-        return load_problem(problem)
-    return problem
-
-
-def _arch(arch: Any, energy: str | Path | None = None) -> Any:
-    if isinstance(arch, (str, Path)):
-        from accelmap.arch.io import load_arch
-
-        return load_arch(arch, energy=energy)
-    return arch
-
-
-def load_constraints_any(spec: Any, arch: Any, problem: Any = None) -> Any:
-    """Constraints from None, a `Constraints`, a file, or a list of files and `Constraints`.
-
-    Files may be in accelmap or Timeloop format (told apart by content; Timeloop's arch and
-    mapspace constraint files are read together); later accelmap files override earlier
-    ones rule by rule, and `Constraints` objects are layered last, in order.
-    """
-    if spec is None:
-        return None
-    from accelmap.mapper.constraints import Constraints, load_constraint_files
-
-    if isinstance(spec, Constraints):
-        return spec
-    items = [spec] if isinstance(spec, (str, Path)) else list(spec)
-    paths = [Path(i) for i in items if not isinstance(i, Constraints)]
-    for path in paths:
-        if not path.exists():
-            raise SpecError(f"constraints file {path} does not exist")
-    out: Any = load_constraint_files(paths, problem=problem, arch=arch) if paths else None
-    for c in items:
-        if isinstance(c, Constraints):
-            out = c if out is None else out.override(c)
-    return out
-
-
-def build_space(problem: Any, arch: Any, constraints: Any = None, *, allow_padding: bool = False) -> Any:
-    """The `MapSpace` of a problem on an arch under constraints."""
-    from accelmap.mapper.space import MapSpace
-
-    return MapSpace(problem, arch, constraints, allow_padding=allow_padding)
-
-
 def _lower_bound(space: Any, model_name: str = "", objective: ObjectiveSpec | None = None
                  ) -> tuple[dict[str, float] | None, str]:
     """The tightest cheap lower bound of the space and what produced it.
@@ -117,19 +78,6 @@ def _lower_bound(space: Any, model_name: str = "", objective: ObjectiveSpec | No
     cycles = float(getattr(lb, "min_compute_cycles", math.nan))
     energy = float(getattr(lb, "min_energy_pj", math.nan))
     return {"cycles": cycles, "energy_pj": energy, "edp": cycles * energy}, "compulsory"
-
-
-def refuse_padding(cost: Any, model_name: str) -> None:
-    """Raise `SpecError` when ``allow_padding`` is asked of a model that counts exact
-    factorizations only (a model's ``imperfect_factorization`` attribute, True when absent):
-    its padded points would all be illegal, and a search of them ends infeasible."""
-    if getattr(cost, "imperfect_factorization", True):
-        return
-    takes = sorted(name for name in costmodels.names()
-                   if getattr(costmodels.get(name), "imperfect_factorization", True))
-    raise SpecError(f"imperfect factorization (allow_padding, CLI --padding) is not modelled by the {model_name} "
-                    "model, which counts mappings whose factors multiply out to every bound exactly; drop it, "
-                    f"or use a model that ceil-divides tiles ({', '.join(takes) or 'none registered'})")
 
 
 def _model(model: Any) -> tuple[Any, str]:
@@ -390,11 +338,11 @@ def _aspect_starts(prob: Any, arc: Any, cons: Any, allow_padding: bool, seed: in
     dims whole in a cluster, which is all its directive form expresses) and, with ``draw``,
     legal starting points: uniform draws are rarely legal for the model (MAESTRO's
     double-buffered capacities), so a search from them alone may end with none
-    (`accelmap.search.shapes.legal_starts`). Returns ``(initial, evaluations, space, why)``,
+    (`accelmap.search._aspect_starts.legal_starts`). Returns ``(initial, evaluations, space, why)``,
     ``why`` saying why no draw was legal ("" when one was)."""
     import numpy as np
 
-    from accelmap.search.shapes import aspect_space, legal_starts
+    from accelmap.search._aspect_starts import aspect_space, legal_starts
 
     if not draw:
         return None, 0, aspect_space(prob, arc, cons, allow_padding=allow_padding), ""

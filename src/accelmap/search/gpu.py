@@ -21,14 +21,15 @@ constraints, padding, warm starts and checkpoints are not available there: askin
 is an error that says so.
 
 The ``exhaustive`` searcher visits the points the CPU ``exhaustive`` searcher visits (every
-cost-distinct point of the `MapSpace`, constraints applied, in `MapSpace.enumerate`'s order)
-with `accelmap.costmodels._cuda_exhaustive`: the host ships tile rows, the device decodes
-orders and bypass, checks and evaluates, and only each block's best and legal count come
-back. It refuses the spaces the CPU searcher refuses (`SpaceTooLargeError` above
-``searcher_options={"max_size": N}``, default 2e7), needs no budget (the whole space), stops
-at a budget (a prefix of the enumeration) or time limit, and says in
-``config["completed"]`` whether it visited every point; padding, warm starts, checkpoints
-and early stops are not available.
+cost-distinct point of the `MapSpace`, constraints applied, in `MapSpace.enumerate`'s order;
+the space built as the CPU search builds it, with `build_space` and `load_constraints_any` of
+`accelmap.search._inputs`) with `accelmap.costmodels._cuda_exhaustive`: the host ships tile
+rows, the device decodes orders and bypass, checks and evaluates, and only each block's best
+and legal count come back. It refuses the spaces the CPU searcher refuses
+(`SpaceTooLargeError` above ``searcher_options={"max_size": N}``, default 2e7), needs no
+budget (the whole space), stops at a budget (a prefix of the enumeration) or time limit, and
+says in ``config["completed"]`` whether it visited every point; padding, warm starts,
+checkpoints and early stops are not available.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from typing import Any
 import numpy as np
 
 from accelmap.errors import InfeasibleSpaceError, SpecError
+from accelmap.search._inputs import build_space, load_constraints_any
 from accelmap.search.objectives import Objective, ObjectiveSpec
 from accelmap.search.result import History, SearchResult, mapping_to_json
 
@@ -204,7 +206,6 @@ def _exhaustive(problem: Any, arch: Any, *, model_name: str, objective: Objectiv
     from accelmap.costmodels import _cuda_exhaustive
     from accelmap.costmodels.loopnest import LoopNestModel
     from accelmap.errors import SpaceTooLargeError
-    from accelmap.search.api import build_space, load_constraints_any
     from accelmap.search.exhaustive import DEFAULT_MAX_SIZE
 
     opts = dict(options.pop("searcher_options", None) or {})
