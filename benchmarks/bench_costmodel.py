@@ -376,8 +376,8 @@ def _compile_seconds(model: str) -> dict:
         variants["_specialised"] = ("from accelmap.costmodels import _loopnest_kernel as lk; "
                                     "lk._SPECIALISE_AFTER_ROWS = 0; lk._SPECIALISE_IN_BACKGROUND = False; " + code)
     if model == "systolic":  # the same
-        variants["_specialised"] = ("from accelmap.costmodels import _systolic_kernel as sk; "
-                                    "sk._SPECIALISE_AFTER_ROWS = 0; " + code)
+        variants["_specialised"] = ("from accelmap.costmodels import _systolic_engine as se; "
+                                    "se._SPECIALISE_AFTER_ROWS = 0; " + code)
     if model == "aspect":  # the structure's own driver (`_aspect_cpu`), compiled in the background
         variants["_specialised"] = ("import time; from accelmap.costmodels import _aspect_cpu as ac; "
                                     "from accelmap.costmodels._aspect_kernel import aspect_consts; "
@@ -396,7 +396,7 @@ def _compile_seconds(model: str) -> dict:
                 out[f"{key}{suffix}_s"] = float(res.stdout.strip().splitlines()[-1])
             if model == "systolic" and suffix:
                 # the default engine in a process whose cache holds the specialised driver: that
-                # driver serves from the first row (`_systolic_kernel._SPECIALISE_IF_READY`)
+                # driver serves from the first row (`_systolic_engine._SPECIALISE_IF_READY`)
                 res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
                 out["warm_cache_default_with_specialised_s"] = float(res.stdout.strip().splitlines()[-1])
     return out
@@ -460,15 +460,15 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
                 # (specialised per structure, after `_SPECIALISE_AFTER_ROWS` rows); ``cpu_generic``
                 # the one every process starts with; ``cpu_objective`` what the search driver
                 # calls (`evaluate_objective`: no per-level counts), all under ``"auto"``.
-                from accelmap.costmodels import _systolic_kernel as sk
+                from accelmap.costmodels import _systolic_engine as se
 
                 def generic_s(problem, arch, batch, m=engines["cpu"]):  # noqa: ANN001, ANN202
-                    saved = sk._SPECIALISE_AFTER_ROWS, sk._SPECIALISE_IF_READY
-                    sk._SPECIALISE_AFTER_ROWS, sk._SPECIALISE_IF_READY = 1 << 62, False
+                    saved = se._SPECIALISE_AFTER_ROWS, se._SPECIALISE_IF_READY
+                    se._SPECIALISE_AFTER_ROWS, se._SPECIALISE_IF_READY = 1 << 62, False
                     try:
                         return m.evaluate(problem, arch, batch)
                     finally:
-                        sk._SPECIALISE_AFTER_ROWS, sk._SPECIALISE_IF_READY = saved
+                        se._SPECIALISE_AFTER_ROWS, se._SPECIALISE_IF_READY = saved
 
                 calls["cpu_objective"] = engines["cpu"].evaluate_objective
                 calls["cpu_generic"] = generic_s
@@ -493,7 +493,7 @@ def bench_backends(models: list[str], sizes: list[int], backends: list[str], rep
             if name == "systolic" and "cpu" in engines:  # the same for both cpu models
                 for fn in (engines["cpu"].evaluate, calls["cpu_estimate"]):
                     seen = 0
-                    while seen < sk._SPECIALISE_AFTER_ROWS:
+                    while seen < se._SPECIALISE_AFTER_ROWS:
                         fn(problem, arch, pool)
                         seen += len(pool)
             rows = []

@@ -79,7 +79,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from benchmarks.bench_costmodel import _pools
 
-    from accelmap.costmodels import _systolic_kernel
+    from accelmap.costmodels import _systolic_engine
     from accelmap.costmodels.systolic import SystolicModel
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -99,7 +99,7 @@ def main() -> None:
         for label, problem, arch, pool in _pools("systolic", max(args.sizes)):
             for m in models.values():  # until the specialised driver serves (and its walks are in the table)
                 seen = 0
-                while seen <= _systolic_kernel._SPECIALISE_AFTER_ROWS:
+                while seen <= _systolic_engine._SPECIALISE_AFTER_ROWS:
                     m.evaluate(problem, arch, pool)
                     m.evaluate_objective(problem, arch, pool)
                     seen += len(pool)

@@ -262,15 +262,15 @@ def _systolic_agree(problem, arch, batch: MappingBatch, what: str, *, specialise
     own arithmetic) and with the default ``"auto"`` (rows it walks come from the numpy path),
     on both CPU drivers (the generic one and, with ``specialised``, the one specialised per
     structure, whose objective-only mode is checked against its `Metrics` too)."""
-    from accelmap.costmodels import _systolic_kernel
+    from accelmap.costmodels import _systolic_engine
     from accelmap.costmodels.systolic import SystolicModel
 
-    before = _systolic_kernel._SPECIALISE_AFTER_ROWS, _systolic_kernel._SPECIALISE_IF_READY
+    before = _systolic_engine._SPECIALISE_AFTER_ROWS, _systolic_engine._SPECIALISE_IF_READY
     drivers = ((1 << 62, "generic"), (0, "specialised")) if specialised else ((1 << 62, "generic"),)
     try:
         for after_rows, driver in drivers:
-            _systolic_kernel._SPECIALISE_AFTER_ROWS = after_rows
-            _systolic_kernel._SPECIALISE_IF_READY = False  # (the generic driver even where the other is cached)
+            _systolic_engine._SPECIALISE_AFTER_ROWS = after_rows
+            _systolic_engine._SPECIALISE_IF_READY = False  # (the generic driver even where the other is cached)
             for window in ("estimate", "auto"):
                 ref_model = SystolicModel(engine="numpy", dram_window=window)
                 got_model = SystolicModel(engine="cpu", dram_window=window)
@@ -288,7 +288,7 @@ def _systolic_agree(problem, arch, batch: MappingBatch, what: str, *, specialise
                           "mapping_efficiency", "compute_utilization", "utilization"):
                     assert np.array_equal(getattr(ref, f), getattr(got, f)), f"{tag}: stats field {f} differs"
     finally:
-        _systolic_kernel._SPECIALISE_AFTER_ROWS, _systolic_kernel._SPECIALISE_IF_READY = before
+        _systolic_engine._SPECIALISE_AFTER_ROWS, _systolic_engine._SPECIALISE_IF_READY = before
 
 
 @pytest.mark.parametrize("case", sorted(SYSTOLIC_CASES))
@@ -365,20 +365,20 @@ def test_systolic_big_tile_then_short_last_tile() -> None:
     keep = np.array([[1, 1, 1], [0, 0, 1], [0, 1, 0], [1, 0, 0], [0, 0, 1]], dtype=bool)
     order = np.tile(np.arange(3), (arch.n_levels, 1))
     batch = MappingBatch.from_mappings([Mapping(temporal=temporal, spatial=spatial, order=order, keep=keep)])
-    from accelmap.costmodels import _systolic_kernel
+    from accelmap.costmodels import _systolic_engine
 
     ref = SystolicModel(engine="numpy").stats(problem, arch, batch)
     one = SystolicModel(engine="numpy").stats_one(problem, arch, batch[0])  # the scalar reference
     assert ref.valid[0] and np.array_equal(ref.dram_reads, one.dram_reads)
-    before = _systolic_kernel._SPECIALISE_AFTER_ROWS, _systolic_kernel._SPECIALISE_IF_READY
+    before = _systolic_engine._SPECIALISE_AFTER_ROWS, _systolic_engine._SPECIALISE_IF_READY
     try:
-        _systolic_kernel._SPECIALISE_IF_READY = False
+        _systolic_engine._SPECIALISE_IF_READY = False
         for after_rows in (1 << 62, 0):  # the generic driver, the one specialised per structure
-            _systolic_kernel._SPECIALISE_AFTER_ROWS = after_rows
+            _systolic_engine._SPECIALISE_AFTER_ROWS = after_rows
             got = SystolicModel(engine="cpu").stats(problem, arch, batch)
             assert np.array_equal(ref.dram_reads, got.dram_reads), (after_rows, ref.dram_reads, got.dram_reads)
     finally:
-        _systolic_kernel._SPECIALISE_AFTER_ROWS, _systolic_kernel._SPECIALISE_IF_READY = before
+        _systolic_engine._SPECIALISE_AFTER_ROWS, _systolic_engine._SPECIALISE_IF_READY = before
 
 
 @pytest.mark.parametrize("layer", ["resnet50/conv1", "resnet50/conv3_1", "resnet50/res4a_branch2b"])

@@ -3,7 +3,7 @@
 A compiled engine's call of 100,000 rows writes tens of MB of fresh outputs; mapping them anew
 on every call costs page faults that can take as long as the rows themselves. Both compiled
 cost models keep one `OutputBuffers` per model: the systolic model for its `Metrics` fields
-(`_systolic_kernel`), the loopnest model for the (n, 6, L, T) counts of `evaluate`
+(`_systolic_engine`), the loopnest model for the (n, 6, L, T) counts of `evaluate`
 (`LoopNestModel`). Nothing here changes a result; it only decides which memory a result is
 written into, and (`OutputBuffers.take_marked`) lets a kernel know what an earlier call of its
 own left in a set it gets again.

@@ -1,4 +1,4 @@
-"""The CPU engine of the ``systolic`` model: its row loop specialised per structure.
+"""The ``systolic`` model's row loop specialised per structure: the CPU engine's second driver.
 
 `accelmap.costmodels._systolic_kernel` holds the generic driver (``_eval_rows``: one
 compiled function for every problem and arch). Its row is a chain of calls (``_row``,
@@ -39,6 +39,8 @@ the structure tuple).
 unwritten: the caller's cell arrays hold 0.0 there, `zero_cells_mask`); 1 (what a search reads, `SystolicModel.
 evaluate_objective`) only cycles, energy, validity and reason, the energy summed in the
 same order without writing the (n, L, T) arrays; 0 neither (the report alone).
+
+Which driver runs a batch, and how it is called, is `_systolic_engine`'s (`evaluate_rows`).
 """
 
 from __future__ import annotations

@@ -82,13 +82,20 @@ rule that out for every dataflow at once), so `SystolicModel.search_variants` na
 sub-spaces, one per dataflow and row class (`systolic_variants`, in `accelmap.costmodels.systolic_variants`), each seeded with
 SCALE-Sim's mapping of it (`variant_seeds`); `accelmap.search.search` runs them and refines
 the best (docs/search.md, "Searching a systolic array").
+
+Where it lives: this module holds the counting rules of cycles and SRAM words (the batched
+numpy path ``SystolicModel._stats_batch``, the executable reference, and the scalar
+``_stats_one``), the conversion to `Metrics` (`_to_metrics`) and `SystolicModel`. The types it
+reads and reports (the GEMM classes, `Dataflow`, `SystolicLayout`, `systolic_layout`,
+`SystolicStats`) are `accelmap.costmodels.systolic_layout`'s, re-exported here; the DRAM reads
+are counted in `accelmap.costmodels.systolic_dram`; the cpu engine is
+`accelmap.costmodels._systolic_engine`, which runs the compiled drivers of `_systolic_kernel`
+and `_systolic_cpu`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from enum import IntEnum
 from typing import Any, ClassVar
 
 import numpy as np
@@ -109,15 +116,30 @@ from accelmap.costmodels.systolic_dram import WALK_ALL as WALK_ALL
 from accelmap.costmodels.systolic_dram import _walk_static as _walk_static
 from accelmap.costmodels.systolic_dram import _walkable as _walkable
 from accelmap.costmodels.systolic_dram import _window_exact as _window_exact
+from accelmap.costmodels.systolic_layout import (
+    _B,
+    _DEFAULT_AXES,
+    _K,
+    _M,
+    _N,
+    _PAIR_DATAFLOW,
+    OPERANDS,
+    Dataflow,
+    SystolicLayout,
+    SystolicStats,
+    _kind_message,
+    systolic_layout,
+)
 from accelmap.errors import SpecError
 from accelmap.mapper.check import Reason, check_batch, validate
 from accelmap.mapper.constraints import Constraints
 from accelmap.mapper.mapping import Mapping, MappingBatch
 from accelmap.workloads.problem import Problem
-from accelmap.workloads.structure import ProblemKind, recognize
+from accelmap.workloads.structure import recognize
 
-# How DRAM reads are counted: `systolic_dram` (closed forms and the walk); the ``name as name``
-# imports above re-export what tests and benchmarks reach through this module.
+# The types of `systolic_layout` are re-exported through ``__all__``. How DRAM reads are counted:
+# `systolic_dram` (closed forms and the walk); the ``name as name`` imports above re-export what
+# tests and benchmarks reach through this module.
 
 __all__ = [
     "Dataflow",
@@ -128,216 +150,18 @@ __all__ = [
     "OPERANDS",
 ]
 
-# SCALE-Sim's operand names, in the order of every per-operand array here.
-OPERANDS: tuple[str, str, str] = ("ifmap", "filter", "ofmap")
-# The kinds whose GEMM view the model reads (`accelmap.workloads.structure`).
-_SYSTOLIC_KINDS = (ProblemKind.CONV, ProblemKind.DEPTHWISE_CONV, ProblemKind.GROUPED_CONV, ProblemKind.GEMM,
-                   ProblemKind.BATCHED_MATMUL)
-
-# Dimension classes (see the module docstring).
-_M, _N, _K, _B = 0, 1, 2, 3
+_ENGINE: list = []
 
 
-class Dataflow(IntEnum):
-    """Which tensor stays in the PEs."""
+def _engine_module():  # noqa: ANN202
+    """`_systolic_engine` (the compiled drivers load with it: imported on first use, then kept,
+    so that a call runs no import statement; each costs an `importlib` lookup, several times
+    its warm time once the caches are cold after a large call)."""
+    if not _ENGINE:
+        from accelmap.costmodels import _systolic_engine
 
-    OS = 0  # output stationary
-    WS = 1  # weight stationary
-    IS = 2  # input stationary
-
-    @classmethod
-    def parse(cls, name: str) -> Dataflow:
-        try:
-            return cls[name.strip().upper()]
-        except KeyError:
-            raise SpecError(f"dataflow {name!r}; expected one of os, ws, is") from None
-
-
-# Default (row class, column class) of each dataflow; the streamed class is the third.
-_DEFAULT_AXES = {Dataflow.OS: (_M, _N), Dataflow.WS: (_K, _N), Dataflow.IS: (_K, _M)}
-# Dataflow named by the sum of the two array classes: m+n = 1 OS, k+m = 2 IS, k+n = 3 WS.
-_PAIR_DATAFLOW = np.array([-1, Dataflow.OS, Dataflow.IS, Dataflow.WS], dtype=np.int64)
-# Stationary tensor of each dataflow, as an index into OPERANDS.
-_STATIONARY = {Dataflow.OS: 2, Dataflow.WS: 1, Dataflow.IS: 0}
-
-
-@dataclass(frozen=True, slots=True)
-class SystolicLayout:
-    """Where a systolic arch and a GEMM-shaped problem keep what (compiled once).
-
-    ``tensor[o]`` is the problem's tensor index of operand ``o`` (ifmap, filter, ofmap);
-    ``sram[o]`` the arch level that buffers it; ``array_level`` the level whose fanout is
-    the PE array (``rows`` = fanout Y, ``cols`` = fanout X); ``pe_level`` the innermost level
-    (PE registers), whose ``keep`` names the dataflow. ``dim_class[d]`` is the GEMM class of
-    dim ``d`` (0 m, 1 n, 2 k, 3 all three, -1 none; bound-1 dims are free);
-    ``window_words[o]`` SCALE-Sim's active prefetch window of operand ``o``'s SRAM, in words
-    of that operand's width.
-    """
-
-    tensor: tuple[int, int, int]
-    sram: tuple[int, int, int]
-    array_level: int
-    pe_level: int
-    rows: int
-    cols: int
-    dim_class: tuple[int, ...]
-    class_size: tuple[int, int, int, int]
-    window_words: tuple[float, float, float]
-
-
-_KERNEL: list = []
-
-
-def _kernel_module():  # noqa: ANN202
-    """`_systolic_kernel` (numba loads with it: imported on first use, then kept, so that a
-    call runs no import statement; each costs an `importlib` lookup, several times its warm
-    time once the caches are cold after a large call)."""
-    if not _KERNEL:
-        from accelmap.costmodels import _systolic_kernel
-
-        _KERNEL.append(_systolic_kernel)
-    return _KERNEL[0]
-
-
-def _kind_message(problem: Problem) -> str:
-    takes = ", ".join(k.value for k in _SYSTOLIC_KINDS)
-    return (f"problem {problem.name}: the systolic model takes {takes} (any problem whose every loop "
-            f"indexes two or three of input, weight and output); found {recognize(problem).describe()}")
-
-
-def systolic_layout(problem: Problem, arch: Arch) -> tuple[SystolicLayout | None, list[str]]:
-    """Recognize the systolic shape of ``arch`` and the GEMM shape of ``problem``.
-
-    Returns the layout, or ``None`` and every reason the pair is not a systolic shape.
-    """
-    problems: list[str] = []
-    st = recognize(problem)
-    if not st.has_gemm_view:
-        problems.append(_kind_message(problem))
-    tensor = [st.input, st.weight, st.output]
-    n_levels = arch.n_levels
-    if n_levels < 3:
-        problems.append(f"arch {arch.name} has {n_levels} levels; a systolic arch needs DRAM, SRAM(s) and PE registers")
-    fan = arch.fanouts.prod(axis=1)
-    big = [i for i in range(n_levels) if fan[i] > 1]
-    if len(big) > 1:
-        problems.append(
-            f"arch {arch.name} fans out below {len(big)} levels ({[arch.level_names[i] for i in big]}); "
-            "a systolic arch has one PE array"
-        )
-    pe_level = n_levels - 1
-    array_level = big[0] if big else max(pe_level - 1, 0)
-    if big and big[0] >= pe_level:
-        problems.append(
-            f"arch {arch.name}: the PE array fans out below the innermost level {arch.level_names[-1]}; "
-            "a systolic arch needs a PE register level below the array"
-        )
-    sram: list[int] = []
-    if not problems:
-        holds = arch.holds_mask(problem)
-        for o, t in enumerate(tensor):
-            levels = [lv for lv in range(1, pe_level) if holds[lv, t]]
-            if len(levels) != 1:
-                problems.append(
-                    f"arch {arch.name}: {len(levels)} SRAM levels between DRAM and the PE registers may hold "
-                    f"the {OPERANDS[o]} ({problem.tensors[t].name}); the systolic model needs exactly one"
-                )
-            sram.append(levels[0] if levels else -1)
-        if len(set(sram)) != 3 and not problems:
-            problems.append(f"arch {arch.name}: the ifmap, filter and ofmap must have separate SRAMs")
-    if problems:
-        return None, problems
-    # GEMM class per dim, read from the projections (workloads.structure): 0 m, 1 n, 2 k, 3 all
-    dim_class = [int(c) for c in st.gemm_class]
-    size = [1, 1, 1, 1]
-    for d, c in enumerate(dim_class):
-        if c >= 0:
-            size[c] *= problem.dims[d].bound
-    window: list[float] = []
-    for o in range(3):
-        level = arch.levels[sram[o]]
-        cap = level.capacity_words
-        if cap is not None:  # in words of the operand (the level counts words of its own width)
-            cap = cap * level.word_bits // problem.tensors[tensor[o]].word_bits
-        # SCALE-Sim: 100 sets of floor(size / 100) words, half of them active (read_buffer).
-        window.append(math.inf if cap is None else float(50 * (cap // 100)))
-    layout = SystolicLayout(
-        tensor=(tensor[0], tensor[1], tensor[2]),
-        sram=(sram[0], sram[1], sram[2]),
-        array_level=array_level,
-        pe_level=pe_level,
-        rows=int(arch.levels[array_level].fanout_y),
-        cols=int(arch.levels[array_level].fanout_x),
-        dim_class=tuple(dim_class),
-        class_size=(size[0], size[1], size[2], size[3]),
-        window_words=(window[0], window[1], window[2]),
-    )
-    return layout, []
-
-
-@dataclass(frozen=True, slots=True, eq=False)
-class SystolicStats:
-    """SCALE-Sim's per-layer report for every mapping of a batch (shape (n,) each).
-
-    ``dataflow`` is a `Dataflow` code (-1 on invalid rows); ``total_cycles`` =
-    ``compute_cycles + stall_cycles`` (SCALE-Sim's ``Total Cycles``); ``sram_reads`` /
-    ``dram_reads`` are (n, 2) ifmap, filter words; ``sram_writes`` / ``dram_writes`` (n,)
-    ofmap words; ``mapping_efficiency`` and ``compute_utilization`` are SCALE-Sim's
-    per-fold averages (fractions), ``utilization`` = MACs / (total_cycles x R x C).
-    """
-
-    valid: BoolArray
-    reason: IntArray
-    reason_level: IntArray
-    dataflow: IntArray
-    row_class: IntArray
-    col_class: IntArray
-    rows_used: IntArray
-    cols_used: IntArray
-    row_folds: IntArray
-    col_folds: IntArray
-    folds: IntArray
-    compute_cycles: IntArray
-    stall_cycles: IntArray
-    total_cycles: IntArray
-    sram_reads: IntArray
-    sram_writes: IntArray
-    dram_reads: IntArray
-    dram_writes: IntArray
-    mapping_efficiency: FloatArray
-    compute_utilization: FloatArray
-    utilization: FloatArray
-
-    def __len__(self) -> int:
-        return int(self.valid.shape[0])
-
-    def summary(self, i: int) -> str:
-        """Row ``i`` in one line: dataflow, which class sits where, folds and cycles."""
-        if not self.valid[i]:
-            return "not a systolic mapping"
-        names = {_M: "m (output pixels)", _N: "n (filters)", _K: "k (reduction)"}
-        return (f"dataflow {Dataflow(int(self.dataflow[i])).name}: rows take {names[int(self.row_class[i])]}, "
-                f"columns {names[int(self.col_class[i])]}; {int(self.rows_used[i])} x {int(self.cols_used[i])} "
-                f"PEs used, {int(self.folds[i]):,} folds; {int(self.compute_cycles[i]):,} compute + "
-                f"{int(self.stall_cycles[i]):,} stall cycles")
-
-    def report(self, i: int) -> dict[str, Any]:
-        """Row ``i`` in SCALE-Sim's naming (JSON-ready)."""
-        return {
-            "valid": bool(self.valid[i]),
-            "dataflow": Dataflow(int(self.dataflow[i])).name.lower() if self.dataflow[i] >= 0 else None,
-            "total_cycles": int(self.total_cycles[i]),
-            "compute_cycles": int(self.compute_cycles[i]),
-            "stall_cycles": int(self.stall_cycles[i]),
-            "folds": int(self.folds[i]),
-            "mapping_efficiency_pct": 100.0 * float(self.mapping_efficiency[i]),
-            "compute_util_pct": 100.0 * float(self.compute_utilization[i]),
-            "overall_util_pct": 100.0 * float(self.utilization[i]),
-            "sram_reads": {"ifmap": int(self.sram_reads[i, 0]), "filter": int(self.sram_reads[i, 1])},
-            "sram_writes": {"ofmap": int(self.sram_writes[i])},
-            "dram_reads": {"ifmap": int(self.dram_reads[i, 0]), "filter": int(self.dram_reads[i, 1])},
-            "dram_writes": {"ofmap": int(self.dram_writes[i])},
-        }
+        _ENGINE.append(_systolic_engine)
+    return _ENGINE[0]
 
 
 # --- the model ----------------------------------------------------------------------------
@@ -505,13 +329,13 @@ class SystolicModel:
         """(problem, arch, layout, kernel constants, walk table, structure, whether the tile
         tables fit the kernel (`_systolic_kernel.tables_fit`), the (levels, dims) and tensors
         a batch must have with the names and MACs of its `Metrics`, the serial calls' plans,
-        `_systolic_kernel.SerialPlan`) of the pair, kept
+        `_systolic_engine.SerialPlan`) of the pair, kept
         per model (the layout and tables are computed once, then every batch is array work;
         the structure keys the specialised driver, `_systolic_cpu.structure`)."""
         key = (id(problem), id(arch))
         hit = self._consts.get(key)
         if hit is None or hit[0] is not problem or hit[1] is not arch:
-            from accelmap.costmodels import _systolic_cpu, _systolic_kernel
+            from accelmap.costmodels import _systolic_cpu, _systolic_engine, _systolic_kernel
 
             if len(self._consts) > 64:
                 self._consts.clear()
@@ -523,27 +347,27 @@ class SystolicModel:
             shapes = ((arch.n_levels, problem.n_dims), problem.n_tensors,
                       (arch.level_names, problem.tensor_names, problem.macs))
             hit = (problem, arch, layout, consts, _systolic_kernel.WalkTable(problem.n_dims), spec, fits, shapes,
-                   _systolic_kernel.SerialPlans())
+                   _systolic_engine.SerialPlans())
             self._consts[key] = hit
         return hit
 
     def _specialise(self, problem: Problem, arch: Arch, n: int) -> bool:
         """Whether the cpu engine runs this batch on its driver specialised per structure
         (`_systolic_cpu`), compiling it if need be: once this model has evaluated
-        ``_systolic_kernel._SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch
+        ``_systolic_engine._SPECIALISE_AFTER_ROWS`` rows of the (problem, arch), this batch
         included, so that a few evaluations of a new layer never wait for that driver's
         compile. (Before, that driver serves where it is ready without a compile: compiled in
-        this process or in numba's on-disk cache; ``_systolic_kernel._SPECIALISE_IF_READY``.)"""
-        _systolic_kernel = _kernel_module()
+        this process or in numba's on-disk cache; ``_systolic_engine._SPECIALISE_IF_READY``.)"""
+        _systolic_engine = _engine_module()
         key = (id(problem), id(arch))
         if key not in self._rows_seen and len(self._rows_seen) > 64:
             self._rows_seen.clear()
         seen = self._rows_seen[key] = self._rows_seen.get(key, 0) + n
-        return seen >= _systolic_kernel._SPECIALISE_AFTER_ROWS
+        return seen >= _systolic_engine._SPECIALISE_AFTER_ROWS
 
     def _kernel(self, problem: Problem, arch: Arch, batch: MappingBatch, *,
                 want_stats: bool, objective: bool = False) -> dict[str, np.ndarray] | None:
-        """The compiled kernel's pass (`_systolic_kernel.evaluate_rows`): the report
+        """The compiled kernel's pass (`_systolic_engine.evaluate_rows`): the report
         (``want_stats``) or the `Metrics` fields; None where the numpy path serves the
         batch (the numpy engine; the exact window, which the walk extends; a problem or arch
         the model rejects; shapes that do not match; tile tables too large, `_systolic_kernel.
@@ -560,7 +384,7 @@ class SystolicModel:
         layout = hit[2]
         if layout is None or batch.temporal.shape[1:] != hit[7][0] or batch.keep.shape[2] != hit[7][1]:
             return None
-        _systolic_kernel = _kernel_module()
+        _systolic_engine = _engine_module()
         if not hit[6]:  # (tile tables too large for the kernel: `_systolic_kernel.tables_fit`)
             return None
 
@@ -577,24 +401,22 @@ class SystolicModel:
             return _walked_reads(problem, layout, o, rc, cc, ur, uc, order, caps)
 
         if self._buffers is None:
-            self._buffers = _systolic_kernel.OutputBuffers()
+            self._buffers = _systolic_engine.OutputBuffers()
         past = self._specialise(problem, arch, len(batch))
-        return _systolic_kernel.evaluate_rows(
+        return _systolic_engine.evaluate_rows(
             hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial, batch.order,
             batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
-            n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_kernel._SPECIALISE_IF_READY else None,
+            n_tensors=problem.n_tensors, spec=hit[5] if past or _systolic_engine._SPECIALISE_IF_READY else None,
             objective=objective, buffers=self._buffers, compile_spec=past, frozen=True,
             walk_sample=sample, plans=hit[8])
 
     def _stats(self, problem: Problem, arch: Arch, batch: MappingBatch) -> SystolicStats:
-        """The report by the selected engine: the compiled kernel (`_systolic_kernel`) or
+        """The report by the selected engine: the compiled kernel (`_systolic_engine`) or
         the numpy path (`_stats_batch`, its executable reference)."""
         out = self._kernel(problem, arch, batch, want_stats=True)
         if out is None:
             return self._stats_batch(problem, arch, systolic_layout(problem, arch)[0], batch)
-        from accelmap.costmodels import _systolic_kernel
-
-        return _systolic_kernel.stats_from(out)
+        return _engine_module().stats_from(out)
 
     # --- public API ---------------------------------------------------------------------
     def evaluate(self, problem: Problem, arch: Arch, mappings: MappingBatch) -> Metrics:
@@ -603,7 +425,7 @@ class SystolicModel:
         if out is not None:
             hit = self._consts.get((id(problem), id(arch)))  # (the pair `_kernel` prepared)
             names = hit[7][2] if hit is not None and hit[0] is problem and hit[1] is arch else None
-            return _kernel_module().metrics_from(out, problem, arch, self._buffers, names)
+            return _engine_module().metrics_from(out, problem, arch, self._buffers, names)
         layout, _ = systolic_layout(problem, arch)
         stats = self._stats_batch(problem, arch, layout, mappings)
         return _to_metrics(problem, arch, layout, stats)

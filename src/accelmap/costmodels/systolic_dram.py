@@ -84,7 +84,7 @@ from __future__ import annotations
 
 import functools
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -98,14 +98,8 @@ from accelmap.costmodels._systolic_window import (
     window_fetches_capped,
     window_fetches_sampled,
 )
+from accelmap.costmodels.systolic_layout import _B, _K, _M, _N, SystolicLayout
 from accelmap.workloads.problem import Problem
-
-if TYPE_CHECKING:
-    from accelmap.costmodels.systolic import SystolicLayout
-
-# Dimension classes (module docstring of `accelmap.costmodels.systolic`): m pixels, n filters,
-# k the reduction, b dims that index all three tensors (repetitions of the GEMM).
-_M, _N, _K, _B = 0, 1, 2, 3
 
 # A longer stream of a mapping near the fewest folds, read over more passes than this, this
 # many of which fit in the walk's limit, is walked with at most this many passes

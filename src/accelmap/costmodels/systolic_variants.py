@@ -3,27 +3,21 @@
 `scalesim_mapping` builds the mapping SCALE-Sim itself runs for a dataflow (the reference
 point of every validation against it); `systolic_variants` splits the map space into one
 sub-space per dataflow and row class, and `variant_seeds` seeds each with SCALE-Sim's mapping
-of it and its nearest chunkings. The counting rules live in `accelmap.costmodels.systolic`.
+of it and its nearest chunkings. They read the model's types (`accelmap.costmodels.
+systolic_layout`: the GEMM classes, `Dataflow`, `systolic_layout`); the counting rules live in
+`accelmap.costmodels.systolic`.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from accelmap._typing import BoolArray, IntArray
 from accelmap.arch.spec import Arch
-from accelmap.errors import SpecError
-from accelmap.mapper.constraints import Constraints, KeepRule, SpatialRule
-from accelmap.mapper.mapping import Mapping, MappingBatch
-from accelmap.workloads.problem import Problem
-
-if TYPE_CHECKING:
-    pass
-from accelmap.costmodels.systolic import (
+from accelmap.costmodels.systolic_layout import (
     _DEFAULT_AXES,
     _K,
     _M,
@@ -33,6 +27,10 @@ from accelmap.costmodels.systolic import (
     SystolicLayout,
     systolic_layout,
 )
+from accelmap.errors import SpecError
+from accelmap.mapper.constraints import Constraints, KeepRule, SpatialRule
+from accelmap.mapper.mapping import Mapping, MappingBatch
+from accelmap.workloads.problem import Problem
 
 __all__ = ["scalesim_mapping", "SystolicVariant", "systolic_variants", "variant_seeds"]
 

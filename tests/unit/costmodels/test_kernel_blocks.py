@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from accelmap.arch.presets import preset
-from accelmap.costmodels import _aspect_kernel, _systolic_kernel
+from accelmap.costmodels import _aspect_kernel, _systolic_engine
 from accelmap.costmodels.aspect import AspectModel, aspect_constraints, aspect_view, directive_form
 from accelmap.costmodels.engines import run_blocks
 from accelmap.costmodels.systolic import SystolicModel
@@ -58,10 +58,10 @@ def test_systolic_threaded_blocks_equal_one_thread(monkeypatch) -> None:
     problem, arch = conv2d("s", c=16, k=24, p=10, q=10, r=3, s=3), preset("tpu-v1-like")
     batch = MapSpace(problem, arch).sample_valid(700, np.random.default_rng(3))
     model = SystolicModel(engine="cpu", dram_window="estimate")
-    monkeypatch.setattr(_systolic_kernel, "_threads", lambda: 3)  # first: its output arrays are fresh memory
-    monkeypatch.setattr(_systolic_kernel, "_PARALLEL_MIN_ROWS", 16)
+    monkeypatch.setattr(_systolic_engine, "_threads", lambda: 3)  # first: its output arrays are fresh memory
+    monkeypatch.setattr(_systolic_engine, "_PARALLEL_MIN_ROWS", 16)
     threaded = model.evaluate(problem, arch, batch)
-    monkeypatch.setattr(_systolic_kernel, "_threads", lambda: 1)
+    monkeypatch.setattr(_systolic_engine, "_threads", lambda: 1)
     serial = model.evaluate(problem, arch, batch)
     assert serial.valid.sum() > 50
     _same(serial, threaded)

@@ -168,7 +168,7 @@ def test_the_specialised_driver_inlines_only_shallow_helpers() -> None:
 
 def test_counts_arrays_are_reused_only_once_nothing_refers_to_them() -> None:
     """The cpu engine writes the counts of `evaluate` into the array of an earlier call
-    (`_systolic_kernel.OutputBuffers`) only once nothing refers to it any more: a kept
+    (`_buffers.OutputBuffers`) only once nothing refers to it any more: a kept
     `Metrics`, or a kept view of one of its fields, is never overwritten; a pickled model
     carries no arrays."""
     import pickle

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from accelmap.arch.presets import systolic_array
-from accelmap.costmodels import _systolic_kernel, systolic
+from accelmap.costmodels import _systolic_engine, _systolic_kernel, systolic
 from accelmap.costmodels.systolic import SystolicModel
 from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
 from accelmap.mapper.mapping import MappingBatch
@@ -172,8 +172,8 @@ def test_specialised_driver_serves_after_the_threshold(monkeypatch) -> None:
         return driver(spec)
 
     monkeypatch.setattr(_systolic_cpu, "driver", counting)
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", len(batch) + 1)
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_IF_READY", False)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", len(batch) + 1)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_IF_READY", False)
     cpu, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
     first = cpu.evaluate(prob, arch, batch)
     assert not used  # len(batch) rows seen: below the threshold
@@ -195,7 +195,7 @@ def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> Non
 
     prob, arch, batch = _case()
     want = SystolicModel(engine="numpy").evaluate(prob, arch, batch)
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     warm = SystolicModel(engine="cpu")
     warm.evaluate(prob, arch, batch)  # compiled here (or loaded from the cache)
     spec = warm._prepared(prob, arch)[5]
@@ -208,7 +208,7 @@ def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> Non
         return driver(S)
 
     monkeypatch.setattr(_systolic_cpu, "driver", counting)
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 1 << 62)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 1 << 62)
     cpu = SystolicModel(engine="cpu")
     got = cpu.evaluate(prob, arch, batch)
     assert used and used[-1] == spec and _systolic_cpu.ready_known(spec) is True
@@ -220,7 +220,7 @@ def test_specialised_driver_serves_at_once_where_it_is_ready(monkeypatch) -> Non
     other = (*spec[:-1], spec[-1] ^ 1)
     hit = cpu._prepared(prob, arch)
     arrays = (batch.temporal, batch.spatial, batch.order, batch.keep)
-    assert not _systolic_kernel._spec_ready(other, hit[3], hit[4], (-1, 1.0, 0, 0, 0), arrays, False, 2,
+    assert not _systolic_engine._spec_ready(other, hit[3], hit[4], (-1, 1.0, 0, 0, 0), arrays, False, 2,
                                             arch.n_levels * prob.n_tensors)
     assert _systolic_cpu.ready_known(other) is False
     monkeypatch.setattr(_systolic_cpu, "_READY", {spec: False})  # (as if not found when first asked)
@@ -317,7 +317,7 @@ def test_output_buffers_are_reused_only_once_nothing_refers_to_them() -> None:
     copy = pickle.loads(pickle.dumps(model))
     assert not copy._buffers._sets
     assert_engines_agree(copy.evaluate(prob, arch, batch), want, what="unpickled model")
-    buffers = _systolic_kernel.OutputBuffers(keep=2)
+    buffers = _systolic_engine.OutputBuffers(keep=2)
     shapes = {"a": ((4, 3), np.float64)}
     sets = [buffers.take(shapes)["a"] for _ in range(3)]  # each kept: three new arrays, two remembered
     assert len({id(a) for a in sets}) == 3 and len(buffers._sets) == 2
@@ -335,7 +335,7 @@ def test_cells_left_unwritten_hold_zero_across_structures(monkeypatch) -> None:
     from accelmap.costmodels import _systolic_cpu
     from accelmap.costmodels.systolic import systolic_layout
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     conv, arch, conv_batch = _case()
     mm = matmul("m", m=24, n=8, k=16, word_bits=8)
     mm_batch = MappingBatch.concat([variant_seeds(mm, arch, v, n_best=6) for v in systolic_variants(mm, arch)])
@@ -383,8 +383,8 @@ def test_tile_tables_in_the_kernel_or_the_numpy_path(monkeypatch) -> None:
     for limit, after in ((_systolic_kernel._TILE_ENTRIES, 10 ** 9), (_systolic_kernel._TILE_ENTRIES, 0), (10, 0)):
         # the generic driver, the one specialised per structure (`_systolic_cpu`), the numpy path
         monkeypatch.setattr(_systolic_kernel, "_TILE_ENTRIES", limit)
-        monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", after)
-        monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_IF_READY", False)
+        monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", after)
+        monkeypatch.setattr(_systolic_engine, "_SPECIALISE_IF_READY", False)
         model = SystolicModel(engine="cpu")
         assert _systolic_kernel.tables_fit(model._prepared(prob, arch)[3]) == (limit > 10)
         got = model.stats(prob, arch, batch)
@@ -401,7 +401,7 @@ def test_serial_plan_is_kept_and_remade_when_the_walk_table_changes(monkeypatch)
     import pickle
     import threading
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     prob, arch, batch = _case()
     model, ref = SystolicModel(engine="cpu"), SystolicModel(engine="numpy")
     want = ref.evaluate(prob, arch, batch)
@@ -495,7 +495,7 @@ def test_specialised_driver_order_verdicts(monkeypatch) -> None:
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic_variants import scalesim_mapping
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
     arch = preset("systolic")
     base = scalesim_mapping(prob, arch, "ws")
@@ -527,7 +527,7 @@ def test_specialised_driver_factor_verdicts(monkeypatch) -> None:
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic_variants import scalesim_mapping
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
     arch = preset("systolic")
     base = scalesim_mapping(prob, arch, "ws")
@@ -592,7 +592,7 @@ def test_fold_table_and_the_division_beyond_it(monkeypatch) -> None:
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic import systolic_layout
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
     arch = preset("systolic")
     lay, _ = systolic_layout(prob, arch)
@@ -618,7 +618,7 @@ def test_specialised_driver_first_failing_level(monkeypatch) -> None:
     from accelmap.arch.presets import preset
     from accelmap.costmodels.systolic_variants import scalesim_mapping
 
-    monkeypatch.setattr(_systolic_kernel, "_SPECIALISE_AFTER_ROWS", 0)
+    monkeypatch.setattr(_systolic_engine, "_SPECIALISE_AFTER_ROWS", 0)
     prob = conv2d("s", c=8, k=16, p=7, q=7, r=3, s=3, stride=2, word_bits=8)  # (a structure the default run compiles)
     arch = preset("systolic")
     base = scalesim_mapping(prob, arch, "ws")
