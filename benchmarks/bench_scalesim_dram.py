@@ -293,6 +293,7 @@ def capped_cost(ref: Path, budget: int, n_shapes: int = 120, seeds: tuple[int, .
 
     from accelmap.arch.presets import preset
     from accelmap.costmodels import systolic as sy
+    from accelmap.costmodels import systolic_dram as sd
     from accelmap.search.api import search
     from accelmap.workloads.builders import conv2d
 
@@ -347,11 +348,11 @@ def capped_cost(ref: Path, budget: int, n_shapes: int = 120, seeds: tuple[int, .
         row: dict = {"seed": seed, "budget": budget}
         for name, m in models.items():  # interleaved per seed
             window_fetches.cache_clear()
-            sy.window_fetches_capped.cache_clear()
+            sd.window_fetches_capped.cache_clear()
             t0 = time.perf_counter()
             res = search(layer.problem, sarch, model=m, budget=budget, seed=seed)
             dt = time.perf_counter() - t0
-            walks = (window_fetches.cache_info().misses, sy.window_fetches_capped.cache_info().misses)
+            walks = (window_fetches.cache_info().misses, sd.window_fetches_capped.cache_info().misses)
             assert res.best is not None
             true = exact.evaluate(layer.problem, sarch, res.best.as_batch())
             own = m.stats(layer.problem, sarch, res.best.as_batch()).dram_reads[0, 0]
@@ -666,6 +667,7 @@ def reuse_model_errors(n_layers: int = 40, seed: int = 0, max_entries: int = 3_0
     from accelmap.arch.presets import systolic_array
     from accelmap.costmodels import _systolic_window as sw
     from accelmap.costmodels import systolic as sy
+    from accelmap.costmodels import systolic_dram as sd
     from accelmap.costmodels.systolic_variants import systolic_variants, variant_seeds
     from accelmap.workloads.builders import conv2d
 
@@ -674,7 +676,7 @@ def reuse_model_errors(n_layers: int = 40, seed: int = 0, max_entries: int = 3_0
     est, auto = SystolicModel(dram_window="estimate"), SystolicModel(dram_window="auto")
     rows: list[dict] = []
     found: list[tuple] = []
-    real = sy.window_fetches
+    real = sd.window_fetches
 
     def record(*a):  # type: ignore[no-untyped-def]
         found.append(a)
@@ -701,13 +703,13 @@ def reuse_model_errors(n_layers: int = 40, seed: int = 0, max_entries: int = 3_0
             fewest = -(-size[e.row_class] // r_) * -(-size[e.col_class] // c_)
             for i in np.flatnonzero(e.valid).tolist():
                 found.clear()
-                sy.window_fetches = record
+                sd.window_fetches = record
                 try:
                     sy._walked_reads(prob, lay, 0, e.row_class[i:i + 1], e.col_class[i:i + 1], e.rows_used[i:i + 1],
                                      e.cols_used[i:i + 1], seeds.order[i:i + 1, lay.array_level],
                                      np.array([sy.WALK_ALL]))
                 finally:
-                    sy.window_fetches = real
+                    sd.window_fetches = real
                 if not found:
                     continue  # (no window needed: the closed form, exact in every mode)
                 static, (mode, rc, cc, ur, uc, window) = found[0][:8], found[0][8:14]
