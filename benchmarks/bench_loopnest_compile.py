@@ -6,18 +6,18 @@ Run by hand from the repo root::
 
 Each measurement is a fresh process with a fresh ``NUMBA_CACHE_DIR``: it builds a case, then
 times one `LoopNestModel.evaluate` of 64 legal rows on the ``cpu`` engine, on the generic
-driver (``_loopnest_kernel.eval_rows``) or on the driver specialised per structure
+driver (``_loopnest_rules.eval_rows``) or on the driver specialised per structure
 (``_loopnest_cpu``), by process CPU time (steadier than wall time on a shared machine) and
 wall time. A second process on the filled cache gives the load time. With several ``--src``
 trees (e.g. an older checkout's ``src``) the trees are measured in turn within each repeat
 (interleaved), so that the machine's load hits them alike; the figures are medians.
 
 ``--runtime OLD_SRC``: instead, the run-time speed of the two drivers of this tree against
-those of another tree's ``_loopnest_kernel`` / ``_loopnest_cpu`` files (loaded beside them
-in one process), on 10,000 legal rows, one core, every entry timed in turn within each
-repeat, by the calling thread's CPU time (`time.thread_time`: on a loaded machine it leaves
-out the time the thread waits for a core); medians in ns per row
-(``bench_loopnest_compile_runtime.json``).
+those of another tree's ``_loopnest_rules`` (in a tree older than that module, its
+``_loopnest_kernel``) / ``_loopnest_cpu`` files (loaded beside them in one process), on 10,000
+legal rows, one core, every entry timed in turn within each repeat, by the calling thread's
+CPU time (`time.thread_time`: on a loaded machine it leaves out the time the thread waits for a
+core); medians in ns per row (``bench_loopnest_compile_runtime.json``).
 
 ``--passes``: also record numba's compile events (``numba:run_pass``) and report, per
 compiled function, its exclusive time per compiler pass (the largest ones), to show where a
@@ -109,9 +109,15 @@ def _one(src: Path, case: str, driver: str, passes: bool) -> dict:
     return res
 
 
-def _load(path: Path, name: str):  # noqa: ANN202 (a module)
+def _load(path: Path, name: str, rename: tuple[str, str] | None = None):  # noqa: ANN202 (a module)
+    """The file ``path`` as module ``name``; with ``rename`` (old, new), its source with ``old``
+    replaced by ``new``, run from a copy beside it in a temporary folder."""
     import importlib.util
 
+    if rename is not None:
+        copy = Path(tempfile.mkdtemp(prefix="bench_loopnest_compile_")) / path.name
+        copy.write_text(path.read_text().replace(*rename))
+        path = copy
     spec = importlib.util.spec_from_file_location(name, path)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
@@ -131,12 +137,20 @@ def runtime(old_src: Path, repeats: int, n: int) -> dict:
     from accelmap.arch.io import load_arch
     from accelmap.costmodels import _loopnest_cpu as new_cpu
     from accelmap.costmodels import _loopnest_kernel as new_k
+    from accelmap.costmodels import _loopnest_rules as new_rules
     from accelmap.mapper.space import MapSpace
     from accelmap.workloads.io import load_problem
 
     numba.set_num_threads(1)
-    old_k = _load(old_src / "accelmap" / "costmodels" / "_loopnest_kernel.py", "_old_loopnest_kernel")
-    old_cpu = _load(old_src / "accelmap" / "costmodels" / "_loopnest_cpu.py", "_old_loopnest_cpu")
+    old_dir = old_src / "accelmap" / "costmodels"
+    old_rules_path = old_dir / "_loopnest_rules.py"
+    if not old_rules_path.exists():  # (a tree older than that module: its rules and generic driver sat here)
+        old_rules_path = old_dir / "_loopnest_kernel.py"
+    old_rules = _load(old_rules_path, "_old_rules")
+    # the other tree's engine on that tree's rules, not this tree's (it imports them as a module of the package)
+    old_cpu = _load(old_dir / "_loopnest_cpu.py", "_old_loopnest_cpu",
+                    (f"from accelmap.costmodels import {old_rules_path.stem}\n",
+                     f"import _old_rules as {old_rules_path.stem}\n"))
     problem, arch = load_problem("resnet50/res2a_branch2b"), load_arch("eyeriss-like")
     b = MapSpace(problem, arch).sample_valid(n, np.random.default_rng(0))
     consts = new_k.kernel_consts(problem, arch)
@@ -149,19 +163,19 @@ def runtime(old_src: Path, repeats: int, n: int) -> dict:
     def spec(cpu, full):  # noqa: ANN001, ANN202
         res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
         cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 1, 6, L, T))
-        sc = new_k.scratch(1, L, D, T, C, grid)
+        sc = new_rules.scratch(1, L, D, T, C, grid)
         own = replace(consts, structure=cpu.structure(consts))  # (each tree's structure tuple has its own form)
         return lambda: cpu.evaluate_rows(own, *mp, frac, res, valid, codes, cnt, full, sc, 1)
 
     def generic(k):  # noqa: ANN001, ANN202
         res, valid, codes, cnt = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64), \
             np.empty((n, 6, L, T))
-        sc = tuple(x[0] for x in new_k.scratch(1, L, D, T, C, grid))
+        sc = tuple(x[0] for x in new_rules.scratch(1, L, D, T, C, grid))
         return lambda: k.eval_rows(0, n, *mp, *consts.as_tuple(), res, valid, codes, cnt, *sc)
 
     entries = {"specialised_objective_new": spec(new_cpu, False), "specialised_objective_old": spec(old_cpu, False),
                "specialised_counts_new": spec(new_cpu, True), "specialised_counts_old": spec(old_cpu, True),
-               "generic_new": generic(new_k), "generic_old": generic(old_k)}
+               "generic_new": generic(new_rules), "generic_old": generic(old_rules)}
     for fn in entries.values():  # compile (or load) first
         fn()
     times: dict[str, list[float]] = {k: [] for k in entries}

@@ -261,7 +261,7 @@ def _plain_module(where: Path, src_path: Path = SRC):  # noqa: ANN202
 
 def count_operations(consts, mp, frac, n_rows: int, L: int, D: int, T: int, C: int, grid: int, ref: tuple,  # noqa: ANN001
                      src_path: Path = SRC) -> dict:
-    from accelmap.costmodels import _loopnest_kernel as lk
+    from accelmap.costmodels import _loopnest_rules as lr
 
     _STEP_OF_LINE.clear()
     with tempfile.TemporaryDirectory() as tmp:
@@ -271,7 +271,7 @@ def count_operations(consts, mp, frac, n_rows: int, L: int, D: int, T: int, C: i
         n = n_rows
         res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
         cnt = np.empty((n, 6, L, T))
-        sc = tuple(CArray(x[0]) for x in lk.scratch(1, L, D, T, C, grid))
+        sc = tuple(CArray(x[0]) for x in lr.scratch(1, L, D, T, C, grid))
         rt = tuple(CArray(np.asarray(x)) for x in (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw,
                                                   c.write_bw, c.tensor_size, c.scal, frac))
         TALLY.counts.clear()
@@ -321,7 +321,7 @@ def main() -> None:
     from benchmarks.bench_loopnest_variants import driver_inputs
 
     from accelmap.costmodels import _loopnest_cpu as lc
-    from accelmap.costmodels import _loopnest_kernel as lk
+    from accelmap.costmodels import _loopnest_rules as lr
 
     n = args.rows
     label, problem, arch, batch, consts, frac, (L, T, D, C), grid, mp = driver_inputs(n)
@@ -330,7 +330,7 @@ def main() -> None:
         ref = (np.empty((args.count_rows, 4)), np.empty(args.count_rows, np.bool_),
                np.empty((args.count_rows, 2), np.int64), np.empty((args.count_rows, 6, L, T)))
         lc.evaluate_rows(consts, *(x[:args.count_rows] for x in mp), frac, *ref, True,
-                         lk.scratch(1, L, D, T, C, grid), 1)
+                         lr.scratch(1, L, D, T, C, grid), 1)
         ops = count_operations(consts, mp, frac, args.count_rows, L, D, T, C, grid, ref, args.count_src)
         print(json.dumps(ops, indent=1))
         args.out.write_text(json.dumps({"case": label, "source": str(args.count_src), "operations": ops}, indent=1)
@@ -351,7 +351,7 @@ def main() -> None:
 
     def run_driver(full: bool, m: int, reps: int, arrs: tuple = mp) -> float:
         res, valid, codes, cnt = outputs(m, full)
-        sc = lk.scratch(1, L, D, T, C, grid)
+        sc = lr.scratch(1, L, D, T, C, grid)
         args_ = tuple(x[:m] for x in arrs)
         t0 = time.thread_time()
         for _ in range(reps):
@@ -393,7 +393,7 @@ def main() -> None:
 
     ref = outputs(args.count_rows, True)
     lc.evaluate_rows(consts, *(x[:args.count_rows] for x in mp), frac, *ref, True,
-                     lk.scratch(1, L, D, T, C, grid), 1)
+                     lr.scratch(1, L, D, T, C, grid), 1)
     ops = count_operations(consts, mp, frac, args.count_rows, L, D, T, C, grid, ref)
     stats = loop_stats(batch, consts)
     print("operations per row (run-time operands only):", {k: round(v, 1) for k, v in ops["per_row"].items()},

@@ -37,7 +37,7 @@ def main() -> None:
     import numba
 
     from accelmap.arch.io import load_arch
-    from accelmap.costmodels import _loopnest_cpu, _loopnest_gen, _loopnest_kernel
+    from accelmap.costmodels import _loopnest_cpu, _loopnest_gen, _loopnest_kernel, _loopnest_rules
     from accelmap.mapper.space import MapSpace
     from accelmap.workloads.io import load_problem
 
@@ -55,7 +55,7 @@ def main() -> None:
     def run(rows, full: bool) -> tuple[np.ndarray, ...]:  # noqa: ANN001
         res, valid, codes = np.empty((n, 4)), np.empty(n, dtype=np.bool_), np.empty((n, 2), dtype=np.int64)
         cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 6, L, T))
-        sc = tuple(x[0] for x in _loopnest_kernel.scratch(1, L, D, T, C, int(c.ints[1])))
+        sc = tuple(x[0] for x in _loopnest_rules.scratch(1, L, D, T, C, int(c.ints[1])))
         rows(0, n, full, mp, rt, (res, valid, codes, cnt), sc)
         return (res, valid, codes, cnt) if full else (res, valid, codes)
 

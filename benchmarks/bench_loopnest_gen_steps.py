@@ -137,6 +137,7 @@ def main() -> None:
     from accelmap.arch.io import load_arch
     from accelmap.costmodels import _loopnest_gen as gen
     from accelmap.costmodels import _loopnest_kernel as lk
+    from accelmap.costmodels import _loopnest_rules as lr
     from accelmap.mapper.space import MapSpace
     from accelmap.workloads.io import load_problem
 
@@ -166,7 +167,7 @@ def main() -> None:
             sys.modules[path.stem] = mod
             spec.loader.exec_module(mod)
             rows[name] = mod.rows
-        sc = tuple(x[0] for x in lk.scratch(1, L, D, T, C, int(c.ints[1])))
+        sc = tuple(x[0] for x in lr.scratch(1, L, D, T, C, int(c.ints[1])))
         blk = np.empty((max(args.blocks, default=1), L * D + 1), np.int64)
         one = np.empty((1, 6, L, T))
 

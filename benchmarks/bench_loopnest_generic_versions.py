@@ -1,13 +1,16 @@
-"""Two versions of the generic loopnest row kernel (`_loopnest_kernel.eval_rows`), interleaved, one core.
+"""Two versions of the generic loopnest row kernel (`_loopnest_rules.eval_rows`), interleaved, one core.
 
 Run by hand from the repo root::
 
-    git show REV:src/accelmap/costmodels/_loopnest_kernel.py > /tmp/old_kernel.py
-    python benchmarks/bench_loopnest_generic_versions.py --old /tmp/old_kernel.py [--repeats 21]
+    git show REV:src/accelmap/costmodels/_loopnest_rules.py > /tmp/old_rules.py
+    python benchmarks/bench_loopnest_generic_versions.py --old /tmp/old_rules.py [--repeats 21]
 
-Both files are loaded as their own modules with numba's cache off (so neither loads the
-other's code) and run ``evaluate_batch(..., specialised=False)`` (the driver a model starts
-with, and the row functions the CUDA kernels share) on the pool of
+(For a REV older than `_loopnest_rules`, its ``_loopnest_kernel.py``, which held the rules and
+``eval_rows`` then.) Both files are loaded as their own modules with numba's cache off (so
+neither loads the other's code) and run ``eval_rows`` on new output and scratch arrays, then
+the padding scale (`_loopnest_kernel._scale_padded`), as ``evaluate_batch(...,
+specialised=False)`` does (the driver a model starts with, and the row functions the CUDA
+kernels share), on the pool of
 ``bench_loopnest_variants.py`` (legal MapSpace samples of res2a_branch2b on eyeriss-like),
 on the calling thread, each timed in turn within every repeat by the thread's CPU time. Every
 output of the two is checked equal first.
@@ -30,7 +33,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results" / "bench_loopnest_generic_versions.json"
-NEW = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_kernel.py"
+NEW = ROOT / "src" / "accelmap" / "costmodels" / "_loopnest_rules.py"
 
 
 def _load(name: str, path: Path, where: Path):  # noqa: ANN202 (a module)
@@ -46,7 +49,8 @@ def _load(name: str, path: Path, where: Path):  # noqa: ANN202 (a module)
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--old", type=Path, required=True, help="the other version of _loopnest_kernel.py")
+    ap.add_argument("--old", type=Path, required=True,
+                    help="the other version of _loopnest_rules.py (or of _loopnest_kernel.py, before that module)")
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--repeats", type=int, default=21)
     ap.add_argument("--out", type=Path, default=RESULTS)
@@ -58,18 +62,29 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from benchmarks.bench_costmodel import _pools
 
+    from accelmap.costmodels._loopnest_kernel import _scale_padded
     from accelmap.costmodels.loopnest import LoopNestModel
 
     label, problem, arch, batch = _pools("loopnest", args.rows)[0]
     consts = LoopNestModel(engine="cpu")._kernel_consts(problem, arch)
     frac = problem.existing_fraction() if problem.has_padding else None
-    mp = (batch.temporal, batch.spatial, batch.order, batch.keep)
+    mp = tuple(np.ascontiguousarray(x, dtype=dt) for x, dt in ((batch.temporal, np.int64), (batch.spatial, np.int64),
+                                                                (batch.order, np.int64), (batch.keep, np.bool_)))
+    n, L, D = batch.temporal.shape
+    T, C, grid = batch.keep.shape[2], consts.coef.shape[1], int(consts.ints[1])
     with tempfile.TemporaryDirectory() as tmp:
         mods = {"new": _load("new", NEW, Path(tmp)), "old": _load("old", args.old, Path(tmp))}
 
         def run(name: str) -> tuple[float, dict]:
             t0 = time.thread_time()
-            out = mods[name].evaluate_batch(consts, *mp, parallel=False, frac=frac, specialised=False)
+            mod = mods[name]
+            out = {"res": np.empty((n, 4)), "valid": np.empty(n, np.bool_), "codes": np.empty((n, 2), np.int64),
+                   "cnt": np.empty((n, 6, L, T))}
+            sc = tuple(x[0] for x in mod.scratch(1, L, D, T, C, grid))
+            mod.eval_rows(0, n, *mp, *consts.as_tuple(), *out.values(), *sc)
+            if frac is not None and (frac < 1.0).any():
+                cnt = out["cnt"]  # (its slots: reads, fills, updates, energy; res[:, 1] the energy)
+                _scale_padded(np.asarray(frac), cnt[:, 0], cnt[:, 1], cnt[:, 2], cnt[:, 3], out["res"][:, 1])
             return time.thread_time() - t0, out
 
         ref, got = run("old")[1], run("new")[1]

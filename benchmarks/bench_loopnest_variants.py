@@ -351,7 +351,7 @@ def main() -> None:
 
     numba.set_num_threads(1)
     sys.path.insert(0, str(ROOT))
-    from accelmap.costmodels import _loopnest_kernel as lk
+    from accelmap.costmodels import _loopnest_rules as lr
 
     names = ["current"] + [v for v in (args.only or VARIANTS) if v != "current"]
     n = args.rows
@@ -360,7 +360,7 @@ def main() -> None:
     def run(mod, full: bool):  # noqa: ANN001, ANN202
         res, valid, codes = np.empty((n, 4)), np.empty(n, np.bool_), np.empty((n, 2), np.int64)
         cnt = np.empty((n, 6, L, T)) if full else np.empty((1, 1, 6, L, T))
-        sc = lk.scratch(1, L, D, T, C, grid)
+        sc = lr.scratch(1, L, D, T, C, grid)
         t0 = time.thread_time()
         own = replace(consts, structure=mod.structure(consts))  # (that driver's own structure tuple)
         mod.evaluate_rows(own, *mp, frac, res, valid, codes, cnt, full, sc, 1)

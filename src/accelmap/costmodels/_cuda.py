@@ -1,7 +1,7 @@
 """The ``cuda`` engine: the loopnest kernel compiled for NVIDIA GPUs (numba-cuda), and
 searches whose inner loop stays on the device.
 
-The per-row functions of `accelmap.costmodels._loopnest_kernel` (``check_row``,
+The per-row functions of `accelmap.costmodels._loopnest_rules` (``check_row``,
 ``eval_range`` and their helpers) are registered for the CUDA target too, so the
 GPU runs the very source the CPU engine runs. On top of them:
 
@@ -43,6 +43,7 @@ import numpy as np
 from accelmap.arch.spec import Arch
 from accelmap.costmodels import _cuda_search
 from accelmap.costmodels import _loopnest_kernel as K
+from accelmap.costmodels import _loopnest_rules as R
 from accelmap.errors import SpecError
 from accelmap.workloads.problem import Problem
 
@@ -78,9 +79,9 @@ def require() -> object:
     return cuda
 
 
-# The rules of `_loopnest_kernel` (each written once, shared with both CPU drivers) and the
+# The rules of `_loopnest_rules` (each written once, shared with both CPU drivers) and the
 # generic row functions built on them.
-_SHARED = tuple(getattr(K, name) for name in K.RULES) + (K.check_row, K.eval_range)
+_SHARED = tuple(getattr(R, name) for name in R.RULES) + (R.check_row, R.eval_range)
 
 
 @functools.lru_cache(maxsize=1)
@@ -139,8 +140,8 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
     require()
     from numba import boolean, float64, int64
 
-    eval_range = K.eval_range
-    K_ENERGY = K._ENERGY
+    eval_range = R.eval_range
+    ENERGY = R._ENERGY
     P1 = L * D + 1  # shapes of local arrays: plain ints (compile-time constants)
     L1 = L + 1
 
@@ -244,7 +245,7 @@ def _kernels(L: int, D: int, T: int, C: int, F: int, buf_len: int, max_registers
             if frac[t] < 1.0:
                 s = 0.0
                 for lv in range(L):
-                    s += cnt[0, K_ENERGY, lv, t]
+                    s += cnt[0, ENERGY, lv, t]
                 energy += s * frac[t] - s
         return res[0, 0] * energy
 
@@ -492,11 +493,11 @@ def evaluate(consts: K.KernelConsts, problem: Problem, arch: Arch, temporal, spa
         blocks, tpb = _threads(n)
         kern[blocks, tpb](*dev, *cdev, *out)
         res, valid, codes, cnt = (o.copy_to_host() for o in out)
-    return {"cycles": res[:, K._CYCLES], "energy_pj": res[:, K._ENERGY_PJ],
-            "compute_energy_pj": res[:, K._COMPUTE_PJ], "utilization": res[:, K._UTIL], "valid": valid,
-            "reason": codes[:, 0], "reason_level": codes[:, 1], "reads": cnt[:, K._READS],
-            "fills": cnt[:, K._FILLS], "updates": cnt[:, K._UPDATES], "energy_breakdown_pj": cnt[:, K._ENERGY],
-            "multicast": cnt[:, K._MCAST], "spatial_reductions": cnt[:, K._SRED]}
+    return {"cycles": res[:, R._CYCLES], "energy_pj": res[:, R._ENERGY_PJ],
+            "compute_energy_pj": res[:, R._COMPUTE_PJ], "utilization": res[:, R._UTIL], "valid": valid,
+            "reason": codes[:, 0], "reason_level": codes[:, 1], "reads": cnt[:, R._READS],
+            "fills": cnt[:, R._FILLS], "updates": cnt[:, R._UPDATES], "energy_breakdown_pj": cnt[:, R._ENERGY],
+            "multicast": cnt[:, R._MCAST], "spatial_reductions": cnt[:, R._SRED]}
 
 
 def fits_32bit_check(problem: Problem, arch: Arch) -> tuple[bool, str]:

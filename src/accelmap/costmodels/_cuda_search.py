@@ -8,7 +8,7 @@ the EDP. The kernels here
 
 * compute only what the EDP depends on (per level and tensor: reads, fills, updates and
   their energy; per level: words read and written for the bandwidth bound), following
-  ``_loopnest_kernel.eval_range`` step by step (the counting rules are those of
+  ``_loopnest_rules.eval_range`` step by step (the counting rules are those of
   `accelmap.costmodels.loopnest`; nothing is counted differently here);
 * take the per-(problem, arch) tables as compile-time constants (closure arrays, which
   numba places in the device's constant memory), so that loops over coordinates, terms and
@@ -92,7 +92,7 @@ per generator step), and the coefficients and relevance read in the eq. D walks 
 words every lane reads alike (constant memory serves a warp one address at a time).
 
 Where the rules live. Each counting rule is written once in `accelmap.costmodels.
-_loopnest_kernel` (``RULES``), and the CPU drivers and the generic CUDA kernels of
+_loopnest_rules` (``RULES``), and the CPU drivers and the generic CUDA kernels of
 `accelmap.costmodels._cuda` all run those functions. The kernels here keep their own form of
 the same rules, named after them: `fits` is ``check``'s FANOUT and CAPACITY steps (FACTORS,
 ORDER and KEEP hold by construction); `footprint` is ``footprint`` with its term loop run to
@@ -508,7 +508,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
 
     @cuda.jit(device=True)
     def deliveries(t, c, temporal, g, tile, lp, kc, spans, shift):
-        """Eq. D, as ``_loopnest_kernel.deliveries``, in one pass from the innermost loop
+        """Eq. D, as ``_loopnest_rules.deliveries``, in one pass from the innermost loop
         out: with ``acc_j = (n_j - 1) Delta_j + n_j acc_{j+1}`` (Horner's rule), the sum
         ``sum_j (prod_{i<j} n_i) (n_j - 1) Delta_j`` is ``acc_0``, the same integer."""
         size = footprint(t, tile, c, spans)
@@ -537,7 +537,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
                 nw = 0
             elif moved == 1 and abs(amount) < spans[wh]:  # slide
                 kind = 2
-                # Timeloop's RESET_ON_GRADIENT_CHANGE (see _loopnest_kernel.deliveries)
+                # Timeloop's RESET_ON_GRADIENT_CHANGE (see _loopnest_rules.deliveries)
                 if in_kind == 2 and j != kc - 1 and (wh != in_which or sgn != in_sgn):
                     nw = size
                 else:
@@ -553,7 +553,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
 
     @cuda.jit(device=True)
     def distinct(t, lv, g, tile, buf):
-        """Eq. S, as ``_loopnest_kernel.distinct``."""
+        """Eq. S, as ``_loopnest_rules.distinct``."""
         count = np.int64(1)
         for cc in range(C):
             nt, k1, k2 = 0, -1, -1
@@ -615,7 +615,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
     @cuda.jit(device=True)
     def edp(temporal, g, order, kmask, tile, lp, kcs, deliv, ubs, ibs, rw, ww, spans, shift, ext, buf, nl, nt):
         """Cycles x energy of a legal mapping (``tile`` from `fits`), as
-        ``_loopnest_kernel.eval_range`` computes them, padded tensors' energy scaled as
+        ``_loopnest_rules.eval_range`` computes them, padded tensors' energy scaled as
         `LoopNestModel` scales it after the kernel (cycles stay as counted). The energy is
         summed tensor by tensor (the CPU kernel sums level by level: the same terms, so the
         totals agree to rounding)."""
@@ -646,7 +646,7 @@ def search_kernels(spec: SearchSpec, share: str = "order", max_registers: int | 
         total = 0.0
         for t in range(nt):
             if CLOSED[t]:
-                # Closed form of eq. D (see _loopnest_kernel.eval_range): F_c = |tile| x the
+                # Closed form of eq. D (see _loopnest_rules.eval_range): F_c = |tile| x the
                 # product of the bounds of loops 0..J, J the innermost loop above c of a
                 # dim that indexes t; one walk over the loops serves every level.
                 prod_all = np.int64(1)

@@ -1,16 +1,17 @@
 """The CPU engine of the ``loopnest`` model: its row loop specialised per structure.
 
-`accelmap.costmodels._loopnest_kernel` holds the counting rules, each written once
+`accelmap.costmodels._loopnest_rules` holds the counting rules, each written once
 (``check``, ``row_tables``, ``closed_deliveries``, ``deliveries``, ``keeper_counts`` with
 ``distinct``, ``footprint`` and ``ceil_blocks``, ``latency_cycles``), and the generic driver
 that calls them as functions of their own (``eval_range``: arrays in, one compiled function
-for every problem and arch), which the CUDA kernels share. On one CPU core two things made
-that generic driver slow, and this module removes both:
+for every problem and arch), which the CUDA kernels share; `accelmap.costmodels._loopnest_kernel`
+picks the driver of a batch and calls this module's (`evaluate_rows`). On one CPU core two
+things made that generic driver slow, and this module removes both:
 
 * **calls**: each call of a rule passes every array as a by-value structure (shape,
   strides, data), and a row makes dozens of calls (footprints, deliveries, distinct
   offsets); here the row loop is one function per structure (`_driver`) and the rules are
-  inlined into it at numba's IR stage (``_loopnest_kernel.INLINED``: the same code objects
+  inlined into it at numba's IR stage (``_loopnest_rules.INLINED``: the same code objects
   compiled as ``inline="always"`` njit functions), none inlining more than one further
   level (a footprint, a distinct-offset count, a block rounding), which keeps the compile
   short;
@@ -38,7 +39,7 @@ integer and float operations are those of the rules, in the same order, so the r
 identical; the property tests compare both drivers with the numpy path bit for bit. A kernel
 is compiled once per structure and kept in numba's on-disk cache (``cache=True``: the
 closure's index key is the structure tuple and its tables; the structure ends with a digest
-of `_loopnest_kernel`'s source, so an edit of the rules compiles the drivers anew).
+of `_loopnest_rules`' source, so an edit of the rules compiles the drivers anew).
 """
 
 from __future__ import annotations
@@ -58,20 +59,20 @@ import numpy as np
 from numba import njit
 
 from accelmap._typing import BoolArray, FloatArray, IntArray
-from accelmap.costmodels import _loopnest_kernel
+from accelmap.costmodels import _loopnest_rules
 from accelmap.costmodels.engines import thread_pool
 
 __all__ = ["structure", "evaluate_rows", "rows_ready", "wait_rows"]
 
-# The rules of `_loopnest_kernel`, as the copies numba inlines at its IR stage.
-check = _loopnest_kernel.INLINED["check"]
-row_tables = _loopnest_kernel.INLINED["row_tables"]
-closed_deliveries = _loopnest_kernel.INLINED["closed_deliveries"]
-deliveries = _loopnest_kernel.INLINED["deliveries"]
-keeper_counts = _loopnest_kernel.INLINED["keeper_counts"]
-latency_cycles = _loopnest_kernel.INLINED["latency_cycles"]
+# The rules of `_loopnest_rules`, as the copies numba inlines at its IR stage.
+check = _loopnest_rules.INLINED["check"]
+row_tables = _loopnest_rules.INLINED["row_tables"]
+closed_deliveries = _loopnest_rules.INLINED["closed_deliveries"]
+deliveries = _loopnest_rules.INLINED["deliveries"]
+keeper_counts = _loopnest_rules.INLINED["keeper_counts"]
+latency_cycles = _loopnest_rules.INLINED["latency_cycles"]
 
-# The codes and output slots of `_loopnest_kernel` (kept equal by a test).
+# The codes and output slots of `_loopnest_rules` (kept equal by a test).
 _FACTORS, _ORDER, _KEEP, _FANOUT, _CAPACITY = 2, 3, 4, 5, 6
 _READS, _FILLS, _UPDATES, _ENERGY, _MCAST, _SRED = 0, 1, 2, 3, 4, 5
 _CYCLES, _ENERGY_PJ, _COMPUTE_PJ, _UTIL = 0, 1, 2, 3
@@ -82,17 +83,19 @@ _CYCLES, _ENERGY_PJ, _COMPUTE_PJ, _UTIL = 0, 1, 2, 3
 # time, issue 14). No legal row divides by zero: the divisors are bandwidths (> 0 by the
 # arch's validation), gcds and spans of tiles and the cycles (all >= 1), unless the row's
 # int64 products wrap around; every CPU driver (this one, the generated rows and
-# `_loopnest_kernel.eval_rows`) uses it, so they agree on such a row too.
+# `_loopnest_rules.eval_rows`) uses it, so they agree on such a row too.
 _JIT = {"cache": True, "_nrt": False, "error_model": "numpy"}
 
 
 def _rules_digest() -> int:
-    """A digest of `_loopnest_kernel`'s source, the last entry of every structure. numba's
+    """A digest of `_loopnest_rules`' source, the last entry of every structure. numba's
     on-disk cache keys a driver by this module's source and the closure's values, not by the
-    rules it inlines from `_loopnest_kernel`; with the digest in the closure's structure, an
-    edit of those shared rules compiles the drivers anew instead of loading stale ones."""
+    rules it inlines from `_loopnest_rules`; with the digest in the closure's structure, an
+    edit of those shared rules compiles the drivers anew instead of loading stale ones (the
+    rows of `_loopnest_gen` too: the digest is written into their source, whose own digest
+    names their file)."""
     try:
-        return int.from_bytes(hashlib.sha256(Path(_loopnest_kernel.__file__).read_bytes()).digest()[:7], "big")
+        return int.from_bytes(hashlib.sha256(Path(_loopnest_rules.__file__).read_bytes()).digest()[:7], "big")
     except OSError:  # (no source file to read: nothing to tell apart)
         return 0
 
@@ -100,7 +103,7 @@ def _rules_digest() -> int:
 _RULES_DIGEST = _rules_digest()
 
 
-def structure(consts) -> tuple:  # noqa: ANN001 (a `KernelConsts`; imported lazily by its module)
+def structure(consts) -> tuple:  # noqa: ANN001 (a `_loopnest_kernel.KernelConsts`: that module imports this one)
     """The compile-time constants of a `KernelConsts`: L, D, T, C, M (most nonzero terms of a
     coordinate), then flat tuples (row-major) of ``nterm`` (T, C), ``tdim``/``tcoef``
     (T, C, M), ``coef`` (T, C, D), ``holds`` (L, T), ``closed`` (T,), ``rel`` (T, D),
@@ -121,7 +124,7 @@ def structure(consts) -> tuple:  # noqa: ANN001 (a `KernelConsts`; imported lazi
 
 
 def _tables(S: tuple) -> tuple:
-    """The tables of a structure as the shared rules of `_loopnest_kernel` read them, as
+    """The tables of a structure as the shared rules of `_loopnest_rules` read them, as
     arrays: NTERM, TDIM, TCOEF, COEF, HOLDS, CLOSED, REL, BLOCK with the shapes and dtypes of
     `KernelConsts`; the capacity, read and write limits as (L,) arrays finite exactly where
     the level has one (0.0, else inf), FANL (L,) true where the level has a fanout, and the
@@ -284,7 +287,7 @@ def evaluate_rows(consts, temporal: IntArray, spatial: IntArray, order: IntArray
                   full: int, scratch: tuple, threads: int) -> None:
     """Fill ``res``, ``valid``, ``codes`` (and ``cnt`` when ``full``) for every row, in
     ``len(scratch[0])`` blocks of rows (``scratch``: per-block arrays of
-    `_loopnest_kernel.scratch`) spread over ``threads`` threads (1: the calling thread). Without
+    `_loopnest_rules.scratch`) spread over ``threads`` threads (1: the calling thread). Without
     ``full``, ``cnt`` holds one (1, 6, L, T) scratch row per block. ``full``: 0 no counts, 1
     the counts, 2 the counts where ``cnt``'s entries that are zero in every row of the
     structure hold 0.0 already (the generated rows leave them; this module's `_driver` writes

@@ -1,6 +1,6 @@
 """The ``loopnest`` CPU rows written out per structure: generated source, one module per structure.
 
-`accelmap.costmodels._loopnest_cpu` compiles the shared rules of `_loopnest_kernel` with the
+`accelmap.costmodels._loopnest_cpu` compiles the shared rules of `_loopnest_rules` with the
 structure's tables as constants: numba unrolls their loops, but each rule still keeps its
 tables (tiles, spatial factors, spans, deliveries, per-level words) in scratch arrays, stored
 and read back within the row. This module writes the same row as straight-line Python source
@@ -8,10 +8,10 @@ for one structure (`source`): every loop over levels, dims, tensors and coordina
 by the generator, every value that does not depend on the mapping's loop order a local
 variable (so LLVM keeps it in a register), every structural test decided while generating.
 Only what the loop order indexes at run time stays in scratch arrays: the active temporal
-loops (``lp``, as `_loopnest_kernel.row_tables` lays them out) and the strides eq. D's slide
+loops (``lp``, as `_loopnest_rules.row_tables` lays them out) and the strides eq. D's slide
 walk reads.
 
-What is counted is the rules' (`_loopnest_kernel`; the scalar reference
+What is counted is the rules' (`_loopnest_rules`; the scalar reference
 `loopnest._scalar_counts` defines it): the generated row performs their integer and float
 operations in the same order, so the results are identical (the property tests compare every
 engine with the numpy path bit for bit). The rules it re-expresses, by name:
@@ -168,7 +168,7 @@ def _or(terms: list[str]) -> str:
 def source(S: tuple) -> str:
     """The Python source of the driver of structure ``S`` (`_loopnest_cpu.structure`): a
     module defining ``rows(lo, hi, full, mp, rt, out, sc)`` with `_loopnest_cpu`'s arguments,
-    outputs and return value (the number of illegal rows; ``sc``: the scratch of `_loopnest_kernel.scratch`; ``full``: 0 without the
+    outputs and return value (the number of illegal rows; ``sc``: the scratch of `_loopnest_rules.scratch`; ``full``: 0 without the
     counts, 1 with them, 2 with them where the entries that are zero in every row of the
     structure hold 0.0 already and are left as they are)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
@@ -184,7 +184,7 @@ def source(S: tuple) -> str:
 
     def spans_of(t: int, ext: str) -> list[str]:
         """Each coordinate's span ``1 + sum_k a_k (ext_d - 1)`` of tensor t over the extents
-        named ``{ext}{d}``: the terms of `_loopnest_kernel.footprint`, in its order."""
+        named ``{ext}{d}``: the terms of `_loopnest_rules.footprint`, in its order."""
         out_ = []
         for cc in range(C):
             s = "1"
@@ -208,7 +208,7 @@ def source(S: tuple) -> str:
     w("import math")
     w("import numpy as np")
     w("from numba import njit")
-    w("from accelmap.costmodels._loopnest_kernel import check_one")
+    w("from accelmap.costmodels._loopnest_rules import check_one")
     w("from accelmap.costmodels._loopnest_gen import prefetch_write")
     w("U = np.uint64")
     w(f"S = {S!r}")
@@ -548,7 +548,7 @@ def _invalid_row(w: _Src, L: int, T: int) -> None:
 
 
 def _open_deliveries(w: _Src, x_: str, fp: str, t: int, c: int, spans: list[str], moving: list[int]) -> None:
-    """Eq. D's slide walk (`_loopnest_kernel.deliveries`) of tensor ``t`` into level ``c``
+    """Eq. D's slide walk (`_loopnest_rules.deliveries`) of tensor ``t`` into level ``c``
     written out, its result in ``fp``: the same classification of each active loop above ``c``
     (still, jump, or slide along one coordinate, forward or back) and the same words per step,
     with the coordinates' running shifts and spans in locals (``moving``: the coordinates
@@ -625,7 +625,7 @@ def _legality(w: _Src, S: tuple, footprint, rc: _RunConsts) -> None:  # noqa: AN
     value first made the rows 1.4x slower: register pressure). A level without a fanout takes
     spatial factors of 1 in every legal mapping: tested at once (an OR of XORs), after which
     its spatial factors take no part in the tiles or fanouts; a row that fails that test is
-    checked by the rule itself (`_loopnest_kernel.check_one`, compiled once for every
+    checked by the rule itself (`_loopnest_rules.check_one`, compiled once for every
     structure), and is illegal short of int64 wraparound, so it ends there (see below)."""
     L, D, T, C, M, nterm, tdim, tcoef, coef, holds, closed, rel, block, out, capf, rbwf, wbwf, fanl, digest = S
     HOLDS = np.array(holds, dtype=bool).reshape(L, T)

@@ -90,7 +90,8 @@ from accelmap.workloads.problem import Problem
 __all__ = ["LoopNestModel", "ObjectiveMetrics"]
 
 # Where the rules are made fast: `_loopnest_numpy` (the batched numpy path, the executable
-# reference), `_loopnest_kernel` and `_loopnest_cpu` (numba, CPU), `_cuda*` (numba, CUDA).
+# reference), `_loopnest_rules` (the rules for one mapping, which numba compiles),
+# `_loopnest_kernel` and `_loopnest_cpu` (numba, CPU), `_cuda*` (numba, CUDA).
 # The ``name as name`` imports above re-export names of the batched path that callers and
 # tests reach through this module.
 

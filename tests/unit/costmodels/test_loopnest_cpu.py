@@ -9,16 +9,40 @@ import numpy as np
 from accelmap.arch.presets import preset
 from accelmap.costmodels import _loopnest_cpu as cpu
 from accelmap.costmodels import _loopnest_kernel as kernel
+from accelmap.costmodels import _loopnest_rules as rules
 from accelmap.costmodels.base import ObjectiveMetrics
 from accelmap.costmodels.loopnest import LoopNestModel
 from accelmap.mapper.space import MapSpace
 from accelmap.workloads.builders import conv2d
 
 
-def test_codes_and_slots_match_the_shared_kernel() -> None:
+def test_codes_and_slots_match_the_shared_rules() -> None:
     for name in ("_FACTORS", "_ORDER", "_KEEP", "_FANOUT", "_CAPACITY", "_READS", "_FILLS", "_UPDATES", "_ENERGY",
                  "_MCAST", "_SRED", "_CYCLES", "_ENERGY_PJ", "_COMPUTE_PJ", "_UTIL"):
-        assert getattr(cpu, name) == getattr(kernel, name), name
+        assert getattr(cpu, name) == getattr(rules, name), name
+
+
+def test_imports_run_from_the_drivers_to_the_rules() -> None:
+    """`_loopnest_rules` (what is counted) imports no module that drives it, and neither the
+    specialised CPU engine nor its generator imports `_loopnest_kernel`: `_loopnest_kernel`
+    -> `_loopnest_cpu` -> `_loopnest_rules`, no circle."""
+    import ast
+    from pathlib import Path
+
+    from accelmap.costmodels import _loopnest_gen as gen
+
+    def imported(module) -> set[str]:  # noqa: ANN001
+        found = set()
+        for node in ast.walk(ast.parse(Path(module.__file__).read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+            elif isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+        return found
+
+    assert not {m for m in imported(rules) if m.startswith("accelmap.costmodels")}
+    for module in (cpu, gen):
+        assert "accelmap.costmodels._loopnest_kernel" not in imported(module), module.__name__
 
 
 def test_structure_keys_layers_by_shape_and_strides_not_bounds() -> None:
@@ -56,7 +80,7 @@ def test_driver_closure_holds_only_the_structure_and_its_tables() -> None:
 
 
 def test_structure_carries_the_shared_rules_digest() -> None:
-    """The driver inlines the rules of `_loopnest_kernel`, which numba's cache does not
+    """The driver inlines the rules of `_loopnest_rules`, which numba's cache does not
     track; the structure's last entry is a digest of that source, so an edit of the rules
     keys new drivers."""
     S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
@@ -138,18 +162,18 @@ def test_the_specialised_driver_takes_over_after_enough_rows(monkeypatch) -> Non
 
 
 def _rule_callees(fn) -> list:  # noqa: ANN001
-    """The shared rules of `_loopnest_kernel` (inlined at numba's IR stage) that a Python
+    """The shared rules of `_loopnest_rules` (inlined at numba's IR stage) that a Python
     function calls."""
-    return [getattr(kernel, n) for n in fn.__code__.co_names if n in kernel.RULES]
+    return [getattr(rules, n) for n in fn.__code__.co_names if n in rules.RULES]
 
 
 def test_rules_are_inlined_and_shared_by_both_drivers() -> None:
-    """Each counting rule is one function of `_loopnest_kernel`, inlined at numba's IR
+    """Each counting rule is one function of `_loopnest_rules`, inlined at numba's IR
     stage (``inline="always"``), and both CPU drivers call them (the generic ``eval_range``
     and the specialised `_driver`), so no rule is written twice."""
     S = kernel.kernel_consts(conv2d("a", c=8, k=8, p=6, q=6, r=3, s=3), preset("eyeriss-like")).structure
     specialised = {f.__name__ for f in _rule_callees(cpu._driver(S).py_func)}
-    generic = {f.__name__ for f in _rule_callees(kernel.eval_range)} | {f.__name__ for f in _rule_callees(kernel.check_row)}
+    generic = {f.__name__ for f in _rule_callees(rules.eval_range)} | {f.__name__ for f in _rule_callees(rules.check_row)}
     expect = {"check", "row_tables", "closed_deliveries", "deliveries", "keeper_counts", "latency_cycles"}
     assert specialised == expect and generic == expect
 

@@ -12,6 +12,7 @@ from accelmap.arch.presets import preset
 from accelmap.costmodels import _loopnest_cpu as cpu
 from accelmap.costmodels import _loopnest_gen as gen
 from accelmap.costmodels import _loopnest_kernel as kernel
+from accelmap.costmodels import _loopnest_rules as rules
 from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace
 from accelmap.workloads.builders import conv2d, matmul
@@ -28,7 +29,7 @@ def _run(rows, consts, batch: MappingBatch, frac: np.ndarray, full: int,  # noqa
     mp = tuple(np.ascontiguousarray(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
     c = consts
     rt = (c.bounds, c.fan_xy, c.capacity, c.read_pj, c.write_pj, c.read_bw, c.write_bw, c.tensor_size, c.scal, frac)
-    sc = tuple(x[0] for x in kernel.scratch(1, L, D, T, C, int(c.ints[1])))
+    sc = tuple(x[0] for x in rules.scratch(1, L, D, T, C, int(c.ints[1])))
     rows(0, n, int(full), mp, rt, (res, valid, codes, cnt), sc)
     return (res, valid, codes, cnt) if full else (res, valid, codes)
 
