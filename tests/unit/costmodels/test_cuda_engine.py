@@ -190,12 +190,12 @@ SCRIPT = textwrap.dedent("""
 
 
 @pytest.mark.skipif(not HAVE_NUMBA_CUDA, reason="numba-cuda is not installed (the cuda extra)")
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="numba-cuda's simulator runs this script past 25 minutes on "
+                    "Python 3.10 (measured alone on 2 cores); CI runs it on 3.11, the real GPU through the device tool")
 def test_cuda_kernels_under_the_simulator() -> None:
     env = dict(os.environ, NUMBA_ENABLE_CUDASIM="1", PYTHONPATH=os.pathsep.join([str(SRC), os.environ.get("PYTHONPATH", "")]))
-    # (the simulator runs every CUDA thread as a Python thread: on Python 3.10 with the two cores
-    # shared, the script ran past 600 s twice; a limit against a hang, not a speed check)
     res = subprocess.run([sys.executable, "-W", "ignore", "-c", SCRIPT], env=env, capture_output=True, text=True,
-                         timeout=1500)
+                         timeout=600)
     assert res.returncode == 0 and "SIM-OK" in res.stdout, res.stderr[-3000:]
 
 
