@@ -55,7 +55,7 @@ except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
-__all__ = ["DeviceError", "require", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
+__all__ = ["DeviceError", "require", "device_function", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
 
 INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
                 'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
@@ -77,6 +77,39 @@ def require() -> object:
         raise DeviceError(f"--device cuda: no CUDA GPU is visible to numba-cuda; {INSTALL_HINT}")
     _register_shared()
     return cuda
+
+
+def device_function(fn):  # noqa: ANN001, ANN201
+    """``fn`` (a numba CPU dispatcher, or a plain or ``register_jitable`` function of the
+    package) as a kernel calls it. On a GPU it is ``fn`` itself: numba-cuda compiles a CPU
+    dispatcher's Python source as a device function, and so every function it calls. Under
+    numba's CUDA simulator, where kernels run as Python on fake device arrays that a CPU
+    dispatcher cannot take, it is a copy of ``fn``'s Python source whose globals name the
+    same copies of the package's functions it calls (`_python_twin`)."""
+    from numba import config
+
+    return _python_twin(fn, {}) if config.ENABLE_CUDASIM else fn  # type: ignore[attr-defined]
+
+
+def _python_twin(fn, memo: dict):  # noqa: ANN001, ANN202
+    """A plain Python copy of ``fn`` (a dispatcher's ``py_func``, or ``fn``) whose global
+    names that refer to dispatchers or to functions of the package refer to their twins."""
+    import types
+
+    from numba.core.dispatcher import Dispatcher
+
+    py = fn.py_func if isinstance(fn, Dispatcher) else fn
+    if py in memo:
+        return memo[py]
+    glb = dict(py.__globals__)
+    twin = types.FunctionType(py.__code__, glb, py.__name__, py.__defaults__, py.__closure__)
+    memo[py] = twin
+    for name in py.__code__.co_names:
+        v = glb.get(name)
+        if isinstance(v, Dispatcher) or (isinstance(v, types.FunctionType)
+                                         and (v.__module__ or "").startswith("accelmap.")):
+            glb[name] = _python_twin(v, memo)
+    return twin
 
 
 # The rules of `_loopnest_rules` (each written once, shared with both CPU drivers) and the

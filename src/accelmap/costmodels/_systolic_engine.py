@@ -203,7 +203,8 @@ def _run_serial(plan: SerialPlan, arrays: tuple, n: int, want_stats: bool, mode:
 def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, int, int], arrays: tuple,
          want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int, spec: tuple | None = None,
          objective: bool = False, buffers: OutputBuffers | None = None,
-         compile_spec: bool = True, plans: dict | None = None) -> tuple[dict[str, np.ndarray], int | None]:
+         compile_spec: bool = True, plans: dict | None = None,
+         device: str = "cpu") -> tuple[dict[str, np.ndarray], int | None]:
     """One kernel pass over the mapping ``arrays`` (temporal, spatial, order, keep): the
     outputs of the modes wanted (`_eval_rows`, or with ``spec`` the driver specialised for
     that structure, `_systolic_cpu.driver`), by name, and how many rows miss a walked count
@@ -211,7 +212,12 @@ def _run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, 
     `Metrics` fields only cycles, energy, validity and reason. ``buffers``: the output arrays
     come from there (`OutputBuffers`), else they are new. ``compile_spec`` False: ``spec``
     serves only where its driver is ready without a compile (`_spec_ready`), else the generic
-    driver does."""
+    driver does. ``device`` ``"cuda"``: the generic driver's rows on the GPU
+    (`_systolic_cuda.run`; ``spec``, ``objective``, ``buffers`` and ``plans`` do not apply)."""
+    if device == "cuda":
+        from accelmap.costmodels import _systolic_cuda
+
+        return _systolic_cuda.run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors), None
     n = arrays[0].shape[0]
     if spec is not None and not compile_spec:
         mode = 0 if not want_metrics else (1 if objective else 2)
@@ -317,7 +323,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                   *, want_stats: bool, want_metrics: bool, n_levels: int, n_tensors: int,
                   spec: tuple | None = None, objective: bool = False,
                   buffers: OutputBuffers | None = None, compile_spec: bool = True,
-                  frozen: bool = False, walk_sample: int = 0, plans: dict | None = None) -> dict[str, np.ndarray]:
+                  frozen: bool = False, walk_sample: int = 0, plans: dict | None = None,
+                  device: str = "cpu") -> dict[str, np.ndarray]:
     """`_run` over a batch (shapes already matching the problem and arch), the walked counts
     it misses filled in first: ``walk(o, rc, cc, ur, uc, f_r, f_c, reads, orders)`` returns
     operand ``o``'s walked DRAM words of rows given by their row and column classes, rows and
@@ -334,7 +341,8 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
     is ready without a compile (`_run`). ``frozen``: the mapping arrays are C-contiguous,
     read-only and of the kernel's dtypes already (a `MappingBatch`'s), used as they are.
     ``plans``: a dict kept per (problem, arch) by the caller, in which a call of ``spec``'s driver
-    on the calling thread keeps its `SerialPlan` (one per thread)."""
+    on the calling thread keeps its `SerialPlan` (one per thread). ``device`` ``"cuda"``: every
+    pass runs on the GPU (`_systolic_cuda`), the walks on the host as on the CPU."""
     arrays: tuple[np.ndarray, ...] = (temporal, spatial, order, keep)
     if not frozen:
         arrays = _read_only(np.ascontiguousarray(temporal, dtype=np.int64),
@@ -342,7 +350,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
                             np.ascontiguousarray(order, dtype=np.int64), np.ascontiguousarray(keep, dtype=np.bool_))
     rule = (walk_limit, walk_ratio, walk_cap, walk_far, walk_sample)
     out, n_missing = _run(consts, table, rule, arrays, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
-                          buffers, compile_spec, plans)
+                          buffers, compile_spec, plans, device)
     if n_missing == 0:
         return out
     miss = np.flatnonzero(out["missing"])
@@ -350,7 +358,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
         return out
     sub = _read_only(*(np.ascontiguousarray(x[miss]) for x in arrays))
     rep, _ = _run(consts, table, rule, sub, True, False, n_levels, n_tensors, spec, compile_spec=compile_spec,
-                  plans=plans)
+                  plans=plans, device=device)
     al = int(consts.ints[0])
     for o in (0, 1):
         rows = np.flatnonzero(rep["missing"] & (1 << o))
@@ -361,7 +369,7 @@ def evaluate_rows(consts: SystolicConsts, table: WalkTable, walk_limit: int, wal
             table.put(head, orders, walk(o, head[:, 1], head[:, 2], head[:, 3], head[:, 4], s[:, _FR], s[:, _FC],
                                          s[:, _SR0 + o], orders))
     again, _ = _run(consts, table, rule, sub, want_stats, want_metrics, n_levels, n_tensors, spec, objective,
-                    compile_spec=compile_spec, plans=plans)
+                    compile_spec=compile_spec, plans=plans, device=device)
     if again["missing"].any():
         raise RuntimeError("systolic kernel: walked counts still missing after the walk table was filled")
     for k, v in again.items():

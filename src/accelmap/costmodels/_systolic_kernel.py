@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
-from numba.extending import register_jitable
+from numba.extending import overload, register_jitable
 
 from accelmap._typing import IntArray
 from accelmap.arch.spec import Arch
@@ -305,6 +305,18 @@ def _reset_loss(d_pass, h, w, reads_pass):
 _EXACT_QUOTIENT = 2.0 ** 51
 
 
+def fmod(x, y):  # noqa: ANN001, ANN201
+    """C's ``fmod`` of two floats (exact): ``np.fmod`` on the CPU (numba has no ``math.fmod``
+    there), ``math.fmod`` in a CUDA kernel (numba-cuda has no ``np.fmod``;
+    `_systolic_cuda` registers that overload)."""
+    return np.fmod(x, y)
+
+
+@overload(fmod, jit_options={"cache": True})
+def _fmod_cpu(x, y):  # noqa: ANN001, ANN202
+    return lambda x, y: np.fmod(x, y)
+
+
 @njit(inline="always", cache=True, _nrt=False)  # type: ignore[call-overload]
 def _int_fmod(x, q, y):
     """``np.fmod(x, y)`` for an integer-valued ``x`` >= 0 and ``y`` >= 1, given ``q =
@@ -312,7 +324,7 @@ def _int_fmod(x, q, y):
     loop over the quotient's bits, 50-100 cycles, left out), else ``np.fmod``."""
     if x < _EXACT_QUOTIENT and y < _EXACT_QUOTIENT and y == math.floor(y):
         return x - q * y
-    return np.fmod(x, y)
+    return fmod(x, y)
 
 
 @register_jitable

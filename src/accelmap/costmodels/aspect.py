@@ -133,8 +133,9 @@ class AspectModel:
     keeps every tensor at L1 and L2, as MAESTRO does.
 
     Engines (``engine=``, or ``ACCELMAP_KERNELS``): ``"cpu"``, the compiled kernel
-    (`accelmap.costmodels._aspect_kernel`, the default), and ``"numpy"``, closed forms over
-    the batch with the scalar analysis for rows with edge tiles; they agree exactly.
+    (`accelmap.costmodels._aspect_kernel`, the default), ``"numpy"``, closed forms over
+    the batch with the scalar analysis for rows with edge tiles, and ``"cuda"``, the
+    compiled kernel's rules on a GPU (`accelmap.costmodels._aspect_cuda`); they agree exactly.
     """
 
     name: ClassVar[str] = "aspect"
@@ -142,21 +143,26 @@ class AspectModel:
     imperfect_factorization: ClassVar[bool] = False
 
     def __init__(self, engine: str | None = None, *, vectorized: bool = True) -> None:
-        """``engine``: ``"cpu"`` (the compiled kernel, `_aspect_kernel`; the default) or
+        """``engine``: ``"cpu"`` (the compiled kernel, `_aspect_kernel`; the default),
         ``"numpy"`` (the batched numpy path, its executable reference; also
-        ``ACCELMAP_KERNELS=numpy``). ``vectorized=False`` sends every row of the numpy path
-        through the scalar analysis (for tests).
+        ``ACCELMAP_KERNELS=numpy``) or ``"cuda"`` (the compiled kernel's rules on an NVIDIA
+        GPU, one thread a mapping, `_aspect_cuda`; numba-cuda and a GPU needed, the ``cuda``
+        extra). ``vectorized=False`` sends every row of the numpy path through the scalar
+        analysis (for tests).
 
         Raises
         ------
         SpecError
-            The engine is unknown, or ``"cuda"`` (the aspect model has no GPU engine).
+            The engine is unknown; `DeviceError` (a `SpecError`) when it is ``"cuda"`` and
+            numba-cuda or a GPU is missing.
         """
         from accelmap.costmodels.engines import resolve_engine
 
         self.engine = resolve_engine(engine)
-        if self.engine == "cuda":
-            raise SpecError("the aspect model has no cuda engine; use engine 'cpu' or 'numpy'")
+        if self.engine == "cuda":  # a clear error now rather than at the first batch
+            from accelmap.costmodels._cuda import require
+
+            require()
         self.vectorized = vectorized
         # per (problem, arch): the kernel's constants, their structure (`_aspect_cpu`), [rows seen]
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, AspectConsts, tuple, list[int]]] = {}
@@ -180,7 +186,7 @@ class AspectModel:
         view = aspect_view(arch)
         shapes_ok = (mappings.n_levels, mappings.n_dims, mappings.n_tensors) == (arch.n_levels, problem.n_dims,
                                                                               problem.n_tensors)
-        if self.engine == "cpu" and self.vectorized and shapes_ok and n:
+        if self.engine != "numpy" and self.vectorized and shapes_ok and n:
             return self._evaluate_kernel(problem, arch, view, mappings)
         lay = _layout(problem)
         chk = check_batch(problem, arch, mappings)
@@ -220,6 +226,11 @@ class AspectModel:
             c = _aspect_kernel.aspect_consts(problem, arch)
             hit = (problem, arch, c, _aspect_cpu.structure(c), [0])  # [rows seen]
             self._consts[key] = hit
+        if self.engine == "cuda":
+            from accelmap.costmodels import _aspect_cuda
+
+            return _aspect_cuda.evaluate(hit[2], problem, arch, mappings.temporal, mappings.spatial, mappings.order,
+                                         mappings.keep)
         # the generic driver until this (problem, arch) has seen SPECIALISE_AFTER_ROWS rows,
         # then the structure's own (`_aspect_cpu`) once its compile, begun then, is done
         seen = hit[4]

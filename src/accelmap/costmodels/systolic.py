@@ -220,8 +220,10 @@ class SystolicModel:
                  max_far_walk_entries: int = MAX_FAR_WALK_ENTRIES,
                  max_sample_entries: int = MAX_SAMPLE_ENTRIES,
                  search_sample_entries: int = SEARCH_SAMPLE_ENTRIES) -> None:
-        """``engine``: ``"cpu"`` (the compiled kernel, default) or ``"numpy"`` (the batched
-        numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``).
+        """``engine``: ``"cpu"`` (the compiled kernel, default), ``"numpy"`` (the batched
+        numpy path, its executable reference; also ``ACCELMAP_KERNELS=numpy``) or ``"cuda"``
+        (the compiled kernel's generic rows on an NVIDIA GPU, one thread a mapping,
+        `_systolic_cuda`; numba-cuda and a GPU needed, the ``cuda`` extra).
 
         ``dram_window`` says how DRAM reads of a sliding-window operand that exceeds
         SCALE-Sim's prefetch window are counted: ``"exact"`` walks its demand stream
@@ -251,7 +253,9 @@ class SystolicModel:
             ``dram_window`` is not one of the three, ``max_walk_entries``,
             ``max_far_walk_entries``, ``max_sample_entries`` or ``search_sample_entries`` is
             not an int >= 0,
-            ``max_fold_ratio`` is not a number >= 1, or the engine is ``"cuda"``.
+            ``max_fold_ratio`` is not a number >= 1.
+        DeviceError
+            The engine is ``"cuda"`` and numba-cuda or a GPU is missing (a `SpecError`).
         """
         from accelmap.costmodels.engines import resolve_engine
 
@@ -286,8 +290,10 @@ class SystolicModel:
         self.max_sample_entries = max_sample_entries
         self.search_sample_entries = search_sample_entries
         self.engine = resolve_engine(engine)
-        if self.engine == "cuda":
-            raise SpecError("the systolic model has no cuda engine; use engine 'cpu' or 'numpy'")
+        if self.engine == "cuda":  # a clear error now rather than at the first batch
+            from accelmap.costmodels._cuda import require
+
+            require()
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}
         self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
@@ -378,7 +384,7 @@ class SystolicModel:
         the generic one writes them all). The output arrays come from the model's
         `_buffers.OutputBuffers` (those of an earlier call that nothing refers to any
         more are written again)."""
-        if self.engine != "cpu" or self.dram_window == "exact" or len(batch) == 0:
+        if self.engine == "numpy" or self.dram_window == "exact" or len(batch) == 0:
             return None
         hit = self._prepared(problem, arch)
         layout = hit[2]
@@ -400,6 +406,11 @@ class SystolicModel:
                               _passes(o, rc, cc, f_r, f_c))
             return _walked_reads(problem, layout, o, rc, cc, ur, uc, order, caps)
 
+        if self.engine == "cuda":  # the generic driver's rows on the GPU (`_systolic_cuda`), walks on the host
+            return _systolic_engine.evaluate_rows(
+                hit[3], hit[4], limit, ratio, self.CAPPED_WALK_REPS, far, walk, batch.temporal, batch.spatial,
+                batch.order, batch.keep, want_stats=want_stats, want_metrics=not want_stats, n_levels=arch.n_levels,
+                n_tensors=problem.n_tensors, frozen=True, walk_sample=sample, device="cuda")
         if self._buffers is None:
             self._buffers = _systolic_engine.OutputBuffers()
         past = self._specialise(problem, arch, len(batch))

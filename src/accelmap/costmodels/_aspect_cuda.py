@@ -1,0 +1,110 @@
+"""The ``cuda`` engine of the ``aspect`` model: `_aspect_kernel`'s rows on an NVIDIA GPU.
+
+`AspectModel(engine="cuda")` hands a batch here (`evaluate`). One GPU thread runs one
+mapping through the rules the CPU drivers run: ``_aspect_kernel.eval_range`` on its row (the
+directive form, MAESTRO's counts and runtime, the reason codes), then
+``_aspect_kernel.metrics_rows`` on its one-row slices (the buffer requirements against the
+capacities, the counts on the arch's levels, the energies). numba-cuda compiles both, and
+every rule they call, as device functions from the same source, so what the GPU counts is
+what the CPU counts, rule for rule. The thread's scratch is local memory, its shapes those
+of `_aspect_kernel._scratch` for one block, fixed per number of dims (`_kernel`).
+
+Needs numba-cuda and a GPU (`accelmap.costmodels._cuda.require`, `DeviceError` otherwise);
+tests run it under numba's CUDA simulator.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from accelmap.costmodels import _aspect_kernel as K
+from accelmap.costmodels import _cuda
+from accelmap.costmodels._aspect_kernel import AspectConsts
+
+try:  # a module global: numba's CUDA simulator swaps ``cuda`` in a kernel's globals
+    from numba import cuda
+except Exception:  # no numba-cuda, or one that fails against this numpy (`_cuda.require` says which)
+    cuda = None  # type: ignore[assignment]
+
+__all__ = ["evaluate"]
+
+# GPU threads a block.
+_TPB = 128
+
+
+@functools.lru_cache(maxsize=8)
+def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
+    """The kernel for problems of ``D`` dims on archs of ``L`` levels and ``T`` tensors (the
+    local scratch's shapes are compile-time constants): thread i evaluates row i."""
+    _cuda.require()
+    from numba import int64
+
+    eval_range = _cuda.device_function(K.eval_range)
+    metrics_rows = _cuda.device_function(K.metrics_rows)
+    MEMO = K.MEMO
+
+    @cuda.jit
+    def rows_kernel(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes,
+                    m_ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles, energy, compute_pj, util, valid,
+                    reads, fills, updates, breakdown):  # noqa: ANN001, ANN202
+        i = cuda.grid(1)
+        if i < temporal.shape[0]:
+            # one block's scratch of `_aspect_kernel._scratch`, in the thread's local memory
+            sc = (cuda.local.array(D, int64), cuda.local.array(D, int64), cuda.local.array((4, 9), int64),
+                  cuda.local.array(9, int64), cuda.local.array(D, int64), cuda.local.array(D, int64),
+                  cuda.local.array(9, int64), cuda.local.array(9, int64), cuda.local.array((10, 9), int64),
+                  cuda.local.array((2, 8, 8), int64), cuda.local.array((2, 4, 9), int64),
+                  cuda.local.array((2, 7, 3, 5), int64), cuda.local.array((2, 4, 7), int64),
+                  cuda.local.array((2, 7, 5), int64), cuda.local.array((6, 3), int64),
+                  cuda.local.array((3, 9), int64), cuda.local.array((MEMO, 9), int64), cuda.local.array(MEMO, int64),
+                  cuda.local.array(1, int64))
+            eval_range(i, i + 1, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
+                       codes, sc)
+            for lv in range(L):  # (`metrics_rows` takes its (n, L, T) rows zeroed)
+                for t in range(T):
+                    reads[i, lv, t] = 0.0
+                    fills[i, lv, t] = 0.0
+                    updates[i, lv, t] = 0.0
+                    breakdown[i, lv, t] = 0.0
+            j = i + 1
+            metrics_rows(out[i:j], codes[i:j], m_ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles[i:j],
+                         energy[i:j], compute_pj[i:j], util[i:j], valid[i:j], reads[i:j], fills[i:j], updates[i:j],
+                         breakdown[i:j])
+
+    return rows_kernel
+
+
+def evaluate(consts: AspectConsts, problem, arch, temporal, spatial, order, keep):  # noqa: ANN001, ANN201
+    """`Metrics` of every row (shapes already matching the problem and arch), as
+    `_aspect_kernel.evaluate_rows` then `_aspect_kernel.metrics` give them, on the GPU."""
+    from accelmap.costmodels.base import Metrics
+
+    _cuda.require()
+    n, L, D = temporal.shape
+    T = problem.n_tensors
+    f8, i8 = np.float64, np.int64
+    shapes = {"out": ((n, K.N_COLS), i8), "codes": ((n, 2), i8), "cycles": ((n,), f8), "energy": ((n,), f8),
+              "compute_pj": ((n,), f8), "util": ((n,), f8), "valid": ((n,), np.bool_), "reads": ((n, L, T), f8),
+              "fills": ((n, L, T), f8), "updates": ((n, L, T), f8), "breakdown": ((n, L, T), f8)}
+    if n:
+        host = (np.ascontiguousarray(temporal, dtype=i8), np.ascontiguousarray(spatial, dtype=i8),
+                np.ascontiguousarray(order, dtype=i8), np.ascontiguousarray(keep, dtype=np.bool_))
+        dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (*host, *consts.as_tuple(), *consts.metric_tuple())]
+        # (every output entry of a row is written by the row's thread: allocated on the device only)
+        d_out = {k: cuda.device_array(s, dtype=t) for k, (s, t) in shapes.items()}
+        blocks = (n + _TPB - 1) // _TPB
+        _kernel(D, L, T)[blocks, _TPB](*dev[:11], d_out["out"], d_out["codes"], *dev[11:],
+                                       *(d_out[k] for k in list(shapes)[2:]))
+        got = {k: v.copy_to_host() for k, v in d_out.items()}
+    else:
+        got = {k: np.empty(s, dtype=t) for k, (s, t) in shapes.items()}
+    codes = got["codes"]
+    return Metrics(
+        cycles=got["cycles"], energy_pj=got["energy"], compute_energy_pj=got["compute_pj"], utilization=got["util"],
+        valid=got["valid"], reason=codes[:, 0], reason_level=codes[:, 1], reads=got["reads"], fills=got["fills"],
+        updates=got["updates"], energy_breakdown_pj=got["breakdown"], multicast=np.zeros((n, L, T)),
+        spatial_reductions=np.zeros((n, L, T)), macs=problem.macs, level_names=arch.level_names,
+        tensor_names=problem.tensor_names,
+    )
