@@ -312,7 +312,7 @@ def fmod(x, y):  # noqa: ANN001, ANN201
     return np.fmod(x, y)
 
 
-@overload(fmod, jit_options={"cache": True})
+@overload(fmod)
 def _fmod_cpu(x, y):  # noqa: ANN001, ANN202
     return lambda x, y: np.fmod(x, y)
 

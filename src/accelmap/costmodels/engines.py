@@ -1,8 +1,8 @@
 """Choice of the engine that evaluates a batch: compiled kernels or the numpy reference.
 
 ``"cpu"`` (the default) runs the numba-compiled kernels of a model; ``"numpy"`` its numpy
-batched path (the executable reference); ``"cuda"`` the same kernels on an NVIDIA GPU
-(numba-cuda, the ``cuda`` extra; loopnest only). The default can be changed for a whole process
+batched path (the executable reference); ``"cuda"`` the same kernels' rules on an NVIDIA GPU
+(numba-cuda, the ``cuda`` extra), one GPU thread a mapping of a host batch, for every model. The default can be changed for a whole process
 with the environment variable ``ACCELMAP_KERNELS`` (``numpy`` or ``cpu``); an explicit
 ``engine=`` argument wins over it.
 """
