@@ -65,16 +65,17 @@ class DeviceError(SpecError):
     """The requested device cannot be used (no numba-cuda, no GPU, unsupported shape)."""
 
 
-def require() -> object:
-    """The ``numba.cuda`` module, or `DeviceError` saying what is missing and how to fix it."""
+def require(what: str = "--device cuda") -> object:
+    """The ``numba.cuda`` module, or `DeviceError` saying what is missing and how to fix it
+    (``what``: what asked for the GPU, the message's first words)."""
     if cuda is None:
-        raise DeviceError(f"--device cuda: numba-cuda cannot be imported ({_IMPORT_ERROR}); {INSTALL_HINT}")
+        raise DeviceError(f"{what}: numba-cuda cannot be imported ({_IMPORT_ERROR}); {INSTALL_HINT}")
     try:
         ok = cuda.is_available()
     except Exception as exc:
-        raise DeviceError(f"--device cuda: the CUDA driver cannot be initialized ({exc}); {INSTALL_HINT}") from None
+        raise DeviceError(f"{what}: the CUDA driver cannot be initialized ({exc}); {INSTALL_HINT}") from None
     if not ok:
-        raise DeviceError(f"--device cuda: no CUDA GPU is visible to numba-cuda; {INSTALL_HINT}")
+        raise DeviceError(f"{what}: no CUDA GPU is visible to numba-cuda; {INSTALL_HINT}")
     _register_shared()
     return cuda
 

@@ -162,7 +162,7 @@ class AspectModel:
         if self.engine == "cuda":  # a clear error now rather than at the first batch
             from accelmap.costmodels._cuda import require
 
-            require()
+            require("the aspect model's engine 'cuda'")
         self.vectorized = vectorized
         # per (problem, arch): the kernel's constants, their structure (`_aspect_cpu`), [rows seen]
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, AspectConsts, tuple, list[int]]] = {}

@@ -121,7 +121,7 @@ class LoopNestModel:
         if self.engine == "cuda":  # a clear error now rather than at the first batch
             from accelmap.costmodels._cuda import require
 
-            require()
+            require("the loopnest model's engine 'cuda'")
         self._cache: dict[tuple[int, int], tuple[Problem, Arch, _Compiled]] = {}
         self._consts: dict[tuple[int, int], tuple[Problem, Arch, object]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}  # the cpu engine's rows per (problem, arch)

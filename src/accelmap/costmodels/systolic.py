@@ -293,7 +293,7 @@ class SystolicModel:
         if self.engine == "cuda":  # a clear error now rather than at the first batch
             from accelmap.costmodels._cuda import require
 
-            require()
+            require("the systolic model's engine 'cuda'")
         self._consts: dict[tuple[int, int], tuple[Any, ...]] = {}
         self._rows_seen: dict[tuple[int, int], int] = {}
         self._buffers: Any = None  # the cpu engine's output arrays (`_buffers.OutputBuffers`)
