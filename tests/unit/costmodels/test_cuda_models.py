@@ -55,9 +55,11 @@ SCRIPT = textwrap.dedent("""
         return got
     _systolic_cuda.run = spy
 
-    arch = preset("systolic")
-    for problem in (conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3, word_bits=8), matmul("mm", m=16, n=8, k=12, word_bits=8),
-                    conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)):
+    for name, problem in (("systolic", conv2d("c", c=8, k=8, p=6, q=6, r=3, s=3, word_bits=8)),
+                          ("systolic", matmul("mm", m=16, n=8, k=12, word_bits=8)),
+                          ("systolic", conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)),
+                          ("tpu-v1-like", conv2d("s", c=8, k=16, p=5, q=5, r=3, s=3, stride=2, word_bits=8))):
+        arch = preset(name)
         rng = np.random.default_rng(1)
         sp = MapSpace(problem, arch)
         good = sp.sample_valid(12, rng)
