@@ -45,12 +45,15 @@ def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
     metrics_rows = _cuda.device_function(K.metrics_rows)
     MEMO = K.MEMO
 
-    @cuda.jit
+    # (a closure constant: the kernel's on-disk cache entry changes with every rule it compiles)
+    digest = _cuda.source_digest(K.eval_range)
+
+    @cuda.jit(cache=True)
     def rows_kernel(temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out, codes,
                     m_ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles, energy, compute_pj, util, valid,
                     reads, fills, updates, breakdown):  # noqa: ANN001, ANN202
         i = cuda.grid(1)
-        if i < temporal.shape[0]:
+        if i < temporal.shape[0] and digest >= 0:
             # one block's scratch of `_aspect_kernel._scratch`, in the thread's local memory
             sc = (cuda.local.array(D, int64), cuda.local.array(D, int64), cuda.local.array((4, 9), int64),
                   cuda.local.array(9, int64), cuda.local.array(D, int64), cuda.local.array(D, int64),

@@ -55,7 +55,7 @@ except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
-__all__ = ["DeviceError", "require", "device_function", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
+__all__ = ["DeviceError", "require", "device_function", "source_digest", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
 
 INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
                 'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
@@ -111,6 +111,43 @@ def _python_twin(fn, memo: dict):  # noqa: ANN001, ANN202
                                          and (v.__module__ or "").startswith("accelmap.")):
             glb[name] = _python_twin(v, memo)
     return twin
+
+
+def source_digest(fn) -> int:  # noqa: ANN001
+    """A 60-bit digest of the source files of every package module whose functions ``fn``
+    reaches (through the global names of its source, as `_python_twin` follows them): a
+    kernel cached on disk (``cuda.jit(cache=True)``) that holds it as a closure constant is
+    compiled again when any rule it calls changes (numba's cache looks at the kernel's own
+    file alone)."""
+    import hashlib
+    import sys
+    import types
+
+    from numba.core.dispatcher import Dispatcher
+
+    seen: set = set()
+    modules: set[str] = set()
+    todo = [fn]
+    while todo:
+        f = todo.pop()
+        py = f.py_func if isinstance(f, Dispatcher) else f
+        if py in seen:
+            continue
+        seen.add(py)
+        modules.add(py.__module__)
+        for name in py.__code__.co_names:
+            v = py.__globals__.get(name)
+            if isinstance(v, Dispatcher) or (isinstance(v, types.FunctionType)
+                                             and (v.__module__ or "").startswith("accelmap.")):
+                todo.append(v)
+    h = hashlib.sha256()
+    for m in sorted(modules):
+        path = getattr(sys.modules.get(m), "__file__", None)
+        h.update(m.encode())
+        if path:
+            with open(path, "rb") as f:
+                h.update(f.read())
+    return int(h.hexdigest()[:15], 16)
 
 
 # The rules of `_loopnest_rules` (each written once, shared with both CPU drivers) and the

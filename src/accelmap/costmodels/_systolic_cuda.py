@@ -64,13 +64,16 @@ def _kernel(D: int):  # noqa: ANN202 (a numba-cuda kernel)
     eval_rows = _cuda.device_function(K._eval_rows)
     NI, NF, D1 = K._N_INT, K._N_FLT, D + 1
 
-    @cuda.jit
+    # (a closure constant: the kernel's on-disk cache entry changes with every rule it compiles)
+    digest = _cuda.source_digest(K._eval_rows)
+
+    @cuda.jit(cache=True)
     def rows_kernel(temporal, spatial, order, keep, spatial2, order2, bounds, holds, fan_xy, dim_class, full, terms,
                     ints, flts, pairs, levels, tkeys, tvals, walk_limit, walk_ratio, walk_cap, walk_far, walk_sample,
                     want_stats, out_i, out_f, valid, missing, want_metrics, reason, level, cycles, energy, comp, util,
                     reads, fills, updates, breakdown, fold_tab):  # noqa: ANN001, ANN202
         i = cuda.grid(1)
-        if i < temporal.shape[0]:
+        if i < temporal.shape[0] and digest >= 0:
             j = i + 1
             scratch_i = cuda.local.array(NI, int64)
             scratch_f = cuda.local.array(NF, float64)
