@@ -34,6 +34,14 @@ __all__ = ["evaluate"]
 _TPB = 128
 
 
+# What the kernel calls for ``_aspect_kernel.eval_range`` and ``metrics_rows``
+# (`_cuda.device_function`), set when the kernel is built. Module globals rather than closure
+# constants: numba-cuda keys a cached kernel by the pickled values of its closure, and a
+# dispatcher pickles differently in each process (the entry would never be found again).
+_device_eval_range = None
+_device_metrics_rows = None
+
+
 @functools.lru_cache(maxsize=8)
 def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
     """The kernel for problems of ``D`` dims on archs of ``L`` levels and ``T`` tensors (the
@@ -41,8 +49,9 @@ def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
     _cuda.require()
     from numba import int64
 
-    eval_range = _cuda.device_function(K.eval_range)
-    metrics_rows = _cuda.device_function(K.metrics_rows)
+    global _device_eval_range, _device_metrics_rows  # (globals, not closure constants: see there)
+    _device_eval_range = _cuda.device_function(K.eval_range)
+    _device_metrics_rows = _cuda.device_function(K.metrics_rows)
     MEMO = K.MEMO
 
     # (a closure constant: the kernel's on-disk cache entry changes with every rule it compiles)
@@ -63,7 +72,7 @@ def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
                   cuda.local.array((2, 7, 5), int64), cuda.local.array((6, 3), int64),
                   cuda.local.array((3, 9), int64), cuda.local.array((MEMO, 9), int64), cuda.local.array(MEMO, int64),
                   cuda.local.array(1, int64))
-            eval_range(i, i + 1, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
+            _device_eval_range(i, i + 1, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
                        codes, sc)
             for lv in range(L):  # (`metrics_rows` takes its (n, L, T) rows zeroed)
                 for t in range(T):
@@ -72,7 +81,7 @@ def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
                     updates[i, lv, t] = 0.0
                     breakdown[i, lv, t] = 0.0
             j = i + 1
-            metrics_rows(out[i:j], codes[i:j], m_ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles[i:j],
+            _device_metrics_rows(out[i:j], codes[i:j], m_ints, tensor, l1_level, caps, read_pj, write_pj, scal, cycles[i:j],
                          energy[i:j], compute_pj[i:j], util[i:j], valid[i:j], reads[i:j], fills[i:j], updates[i:j],
                          breakdown[i:j])
 

@@ -37,6 +37,13 @@ __all__ = ["run"]
 _TPB = 128
 
 
+# What the kernel calls for ``_systolic_kernel._eval_rows`` (`_cuda.device_function`), set when
+# the kernel is built. A module global rather than a closure constant: numba-cuda keys a cached
+# kernel by the pickled values of its closure, and a dispatcher pickles differently in each
+# process (the entry would never be found again, and each process would add one).
+_device_eval_rows = None
+
+
 @functools.lru_cache(maxsize=1)
 def _register_device_overloads() -> None:
     """What the rules call that numba-cuda compiles otherwise than numba: `_systolic_kernel.fmod`
@@ -61,7 +68,8 @@ def _kernel(D: int):  # noqa: ANN202 (a numba-cuda kernel)
     _register_device_overloads()
     from numba import float64, int64
 
-    eval_rows = _cuda.device_function(K._eval_rows)
+    global _device_eval_rows  # (a global, not a closure constant: see `_device_eval_rows`)
+    _device_eval_rows = _cuda.device_function(K._eval_rows)
     NI, NF, D1 = K._N_INT, K._N_FLT, D + 1
 
     # (a closure constant: the kernel's on-disk cache entry changes with every rule it compiles)
@@ -80,7 +88,7 @@ def _kernel(D: int):  # noqa: ANN202 (a numba-cuda kernel)
             ext = cuda.local.array(D, int64)
             suff = cuda.local.array(D1, int64)
             # (an output a pass does not want has no rows: its slice is empty and never written)
-            eval_rows(temporal[i:j], spatial[i:j], order[i:j], keep[i:j], spatial2[i:j], order2[i:j], bounds, holds,
+            _device_eval_rows(temporal[i:j], spatial[i:j], order[i:j], keep[i:j], spatial2[i:j], order2[i:j], bounds, holds,
                       fan_xy, dim_class, full, terms, ints, flts, pairs, levels, tkeys, tvals, walk_limit, walk_ratio,
                       walk_cap, walk_far, walk_sample, want_stats, out_i[i:j], out_f[i:j], valid[i:j], missing[i:j],
                       want_metrics, reason[i:j], level[i:j], cycles[i:j], energy[i:j], comp[i:j], util[i:j],
