@@ -20,6 +20,7 @@ from accelmap.mapper.mapping import MappingBatch
 from accelmap.mapper.space import MapSpace
 from accelmap.testing.costmodel_checks import assert_engines_agree
 from accelmap.testing.examples import aspect_batch
+from accelmap.testing.examples import damaged_batch as damage
 from accelmap.workloads.builders import conv2d, matmul
 from accelmap.workloads.io import load_problem
 
@@ -41,34 +42,6 @@ PROBLEMS = {
     "systolic": lambda: conv2d("dw", c=16, k=16, p=8, q=8, r=3, s=3, groups=16),
     "tpu-v1-like": lambda: conv2d("c", c=32, k=64, p=7, q=7, r=1, s=1),
 }
-
-
-def damage(batch: MappingBatch, rng: np.random.Generator) -> MappingBatch:
-    """Illegal variants of legal rows: a factor of 0, -1 or doubled, an order with a
-    repeated or out-of-range dim, a kept tensor a level may not hold or one dropped at the
-    outermost level, a spatial factor multiplied beyond the fanout, huge factors."""
-    t, s, o, k = (np.array(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
-    n, L, D = t.shape
-    T = k.shape[2]
-    for i in range(n):
-        kind = int(rng.integers(7))
-        lv, d = int(rng.integers(L)), int(rng.integers(D))
-        if kind == 0:
-            t[i, lv, d] = int(rng.choice([0, -1, 2 * max(t[i, lv, d], 1)]))
-        elif kind == 1:
-            o[i, lv, int(rng.integers(D))] = o[i, lv, (int(rng.integers(D - 1)) + 1) % D] if D > 1 else 5
-        elif kind == 2:
-            o[i, lv, d] = int(rng.choice([-1, D, 10 * D]))
-        elif kind == 3:
-            k[i, lv, int(rng.integers(T))] ^= True
-        elif kind == 4:
-            k[i, 0, int(rng.integers(T))] = False
-        elif kind == 5:  # move a temporal factor into a spatial slot (fanout or factors wrong)
-            s[i, lv, d, int(rng.integers(2))] *= max(t[i, lv, d], 2)
-            t[i, lv, d] = 1
-        else:
-            t[i, lv, d] = 2 ** 40
-    return MappingBatch(temporal=t, spatial=s, order=o, keep=k)
 
 
 def random_batch(problem, arch, n: int, rng: np.random.Generator) -> MappingBatch:

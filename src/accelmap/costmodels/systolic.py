@@ -588,12 +588,15 @@ class SystolicModel:
 
         # DRAM reads of ifmap and filter: SCALE-Sim's prefetch window, tile by tile.
         fewest = -(-s_r // R) * -(-s_c // C)  # folds of the whole array (`_walk_rows`)
+        # (an invalid row's array-level order may name dims that do not exist, which would index
+        # past the dim tables: such rows, whose counts are masked below, walk the identity order)
+        orders = batch.order[:, layout.array_level]
+        orders = np.where(valid[:, None], orders, np.arange(orders.shape[1])[None, :])
         dram_r = []
         for o in (0, 1):
             t = layout.tensor[o]
             dram_r.append(_dram_reads_batch(problem, layout, o, t, rc, cc, s_r, s_c, ur, uc, f_r, f_c,
-                                             idx_r[o], idx_c[o], acc[o], bounds, dim_class,
-                                             batch.order[:, layout.array_level],
+                                             idx_r[o], idx_c[o], acc[o], bounds, dim_class, orders,
                                              _walk_rows(valid, acc[o], f_r * f_c, fewest, b_rep,
                                                         self._walk_rule(), _passes(o, rc, cc, f_r, f_c))))
         dram_w = ofmap_true

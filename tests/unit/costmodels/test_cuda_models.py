@@ -29,22 +29,7 @@ SCRIPT = textwrap.dedent("""
     from accelmap.costmodels.aspect import AspectModel, aspect_constraints
     from accelmap.costmodels.systolic import SystolicModel
     from accelmap.testing.costmodel_checks import assert_engines_agree
-    from accelmap.testing.examples import aspect_batch
-
-    def damage(batch, rng):
-        t, s, o, k = (np.array(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
-        n, L, D = t.shape
-        for i in range(n):
-            kind, lv, d = int(rng.integers(5)), int(rng.integers(L)), int(rng.integers(D))
-            if kind == 0:
-                t[i, lv, d] = 0
-            elif kind == 1:
-                o[i, lv, 0] = o[i, lv, D - 1]
-            elif kind == 2:
-                k[i, lv, int(rng.integers(k.shape[2]))] ^= True
-            elif kind == 3:
-                s[i, lv, d, int(rng.integers(2))] *= 1000
-        return MappingBatch(temporal=t, spatial=s, order=o, keep=k)
+    from accelmap.testing.examples import aspect_batch, damaged_batch as damage
 
     # the walked DRAM counts a pass misses: walked on the host, the rows run again on the device
     passes = []

@@ -286,3 +286,24 @@ def test_one_mac_on_one_pe_every_path():
         for s in stats:
             assert s.valid[0] and s.utilization[0] == 1.0 / max(int(s.total_cycles[0]), 1)
         assert int(stats[0].total_cycles[0]) == (0 if df == "os" else 1)
+
+
+def test_an_order_naming_a_dim_past_the_last_is_an_order_verdict_on_every_path():
+    """A row whose array-level order names a dim that does not exist is illegal (ORDER): the
+    numpy path once walked its DRAM reads anyway and indexed past the dim tables (IndexError)
+    on CB2a_2, whose operands overflow the prefetch window."""
+    from accelmap.mapper.space import MapSpace
+
+    problem = conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8)
+    arch = preset("systolic")
+    good = MapSpace(problem, arch).sample_valid(12, np.random.default_rng(1))
+    order = np.array(good.order)
+    layout, _ = systolic_layout(problem, arch)
+    order[:, layout.array_level, 5] = problem.n_dims  # (one past the last dim)
+    bad = MappingBatch(temporal=good.temporal, spatial=good.spatial, order=order, keep=good.keep)
+    ref = SystolicModel(engine="numpy").evaluate(problem, arch, bad)
+    assert not ref.valid.any() and (ref.reason == int(Reason.ORDER)).all()
+    cpu = SystolicModel(engine="cpu").evaluate(problem, arch, bad)
+    assert np.array_equal(cpu.reason, ref.reason) and np.array_equal(cpu.reason_level, ref.reason_level)
+    one = SystolicModel().evaluate_one(problem, arch, bad[0])
+    assert int(one.reason[0]) == int(Reason.ORDER)
