@@ -31,7 +31,7 @@ engine with the numpy path bit for bit). The rules it re-expresses, by name:
   constant;
 * ``latency_cycles`` and the padding scale of `_loopnest_cpu`.
 
-Five things are the generated rows' own, none changing a value: with every bound at least 1
+Six things are the generated rows' own, none changing a value: with every bound at least 1
 (the problems' are; a run-time test before the row loop, ``bpos``, sends every row to the
 rule's check otherwise) the least-factor test reads only the factors' signs, since a zero
 factor already makes its dim's product differ from the bound (`_legality`); the run-time
@@ -39,7 +39,8 @@ constants they read are loaded once before the row loop (`_RunConsts`); the coun
 are zero in every row of the structure are written only with ``full == 1`` (``full == 2``: the caller's
 array holds 0.0 there already, `_loopnest_kernel.evaluate_batch`'s marked counts buffers);
 with counts each row asks for the counts' row `_PREFETCH_ROWS` rows ahead for writing
-(`prefetch_write`, a hint); and every index that is not a constant is given to numba as an
+(`prefetch_write`, a hint); every row asks for the spatial factors' row as far ahead for
+reading (`prefetch_read`, a hint); and every index that is not a constant is given to numba as an
 unsigned integer (``U(...)``: the row number, a legal row's loop dims, the listed loops'
 positions), never negative where it is read, so that numba leaves out its wrap-around of
 negative indices (a shift, an AND with the dimension's length, often reloaded from the stack,
@@ -68,15 +69,16 @@ from llvmlite import ir
 from numba.core import types
 from numba.extending import intrinsic
 
-__all__ = ["source", "driver", "cache_dir", "prefetch_write"]
+__all__ = ["source", "driver", "cache_dir", "prefetch_write", "prefetch_read"]
 
 # Bumped when the generator's output changes in a way its inputs do not show (the file name
 # includes it, so an older generated module is never imported for a newer generator).
-_GENERATOR_VERSION = 9
+_GENERATOR_VERSION = 10
 
 
 # How many rows ahead a row's counts are prefetched for writing (`prefetch_write`): 1, 2 and 4
-# rows ahead gave the same gain, ahead of a row's ~300 ns.
+# rows ahead gave the same gain, ahead of a row's ~300 ns; and its spatial factors for reading
+# (`prefetch_read`: 4, 8 and 16 rows ahead gave the same gain).
 _PREFETCH_ROWS = 4
 
 
@@ -93,17 +95,35 @@ def prefetch_write(typingctx, arr, i, offset):  # noqa: ANN001, ANN201, ARG001 (
     for its line to be read for ownership, and the stores behind it, the row's own spills
     included, queue up. Asked for a few rows ahead, the lines are there when the stores come."""
 
+    return types.void(arr, i, offset), _prefetch_codegen(1)
+
+
+@intrinsic
+def prefetch_read(typingctx, arr, i, offset):  # noqa: ANN001, ANN201, ARG001 (a numba intrinsic)
+    """`prefetch_write` for reading (``rw = 0``, x86 ``prefetcht0``).
+
+    Why: a row's legality test first reads most of the row's spatial factors (560 bytes for
+    res2a_branch2b on eyeriss-like, 9 cache lines); on the reference machine's core (Zen 2) the
+    instructions that first use them held about a tenth of the row's samples (``perf``), the
+    hardware prefetchers not having brought the lines, and the row ran 0.86-0.90x the time with
+    them asked for a few rows ahead (docs/performance.md)."""
+    return types.void(arr, i, offset), _prefetch_codegen(0)
+
+
+def _prefetch_codegen(rw: int):  # noqa: ANN202
+    """The codegen of `prefetch_write` (``rw`` 1) and `prefetch_read` (``rw`` 0)."""
+
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202
         ary = context.make_array(signature.args[0])(context, builder, args[0])
         i64, i32, i8p = ir.IntType(64), ir.IntType(32), ir.IntType(8).as_pointer()
         row = builder.mul(args[1], builder.extract_value(ary.strides, 0))
         addr = builder.add(builder.add(builder.ptrtoint(ary.data, i64), row), args[2])
         fn = builder.module.declare_intrinsic("llvm.prefetch", fnty=ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32]))
-        # (address, rw = 1: for writing, locality = 3: keep in every cache level, data cache)
-        builder.call(fn, [builder.inttoptr(addr, i8p), ir.Constant(i32, 1), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        # (address, rw, locality = 3: keep in every cache level, data cache)
+        builder.call(fn, [builder.inttoptr(addr, i8p), ir.Constant(i32, rw), ir.Constant(i32, 3), ir.Constant(i32, 1)])
         return context.get_dummy_value()
 
-    return types.void(arr, i, offset), codegen
+    return codegen
 
 
 def cache_dir() -> Path:
@@ -209,7 +229,7 @@ def source(S: tuple) -> str:
     w("import numpy as np")
     w("from numba import njit")
     w("from accelmap.costmodels._loopnest_rules import check_one")
-    w("from accelmap.costmodels._loopnest_gen import prefetch_write")
+    w("from accelmap.costmodels._loopnest_gen import prefetch_read, prefetch_write")
     w("U = np.uint64")
     w(f"S = {S!r}")
     w("COEF = np.array(S[8], dtype=np.int64).reshape(S[2], S[3], S[1])")
@@ -245,6 +265,11 @@ def source(S: tuple) -> str:
     w("if full:")
     for off in sorted({*range(0, row_bytes, 64), row_bytes - 1}):
         w(f"    prefetch_write(cnt, i + {_PREFETCH_ROWS}, {off})")
+    # the spatial factors' row as far ahead, for reading (`prefetch_read`): the legality test
+    # reads most of it first thing in the row
+    sp_bytes = 2 * L * D * 8
+    for off in sorted({*range(0, sp_bytes, 64), sp_bytes - 1}):
+        w(f"prefetch_read(spatial, i + {_PREFETCH_ROWS}, {off})")
     # --- legality (`check`) -------------------------------------------------------------------
     _legality(w, S, footprint, rc)
     w("codes[iu, 0] = why")

@@ -109,7 +109,8 @@ def damaged_batch(batch: MappingBatch, rng: np.random.Generator) -> MappingBatch
     """Illegal variants of legal rows: a factor of 0, -1 or doubled, an order with a
     repeated or out-of-range dim, a kept tensor a level may not hold or one dropped at the
     outermost level, a spatial factor multiplied beyond the fanout, huge factors."""
-    t, s, o, k = (np.array(x) for x in (batch.temporal, batch.spatial, batch.order, batch.keep))
+    t, s, o = (np.array(x, dtype=np.int64) for x in (batch.temporal, batch.spatial, batch.order))
+    k = np.array(batch.keep, dtype=np.bool_)
     n, L, D = t.shape
     T = k.shape[2]
     for i in range(n):
