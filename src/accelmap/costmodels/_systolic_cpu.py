@@ -55,7 +55,7 @@ import numpy as np
 from numba import njit
 
 from accelmap.costmodels import _systolic_kernel
-from accelmap.costmodels._loopnest_gen import prefetch_write
+from accelmap.costmodels._loopnest_gen import prefetch_read, prefetch_write
 from accelmap.costmodels._systolic_kernel import (
     _FACTORS,
     _FANOUT,
@@ -177,6 +177,10 @@ def driver(S: tuple):  # noqa: ANN201 (a numba dispatcher)
         macs = flts[3]
         n_missing = 0
         for i in range(temporal.shape[0]):
+            # the spatial factors' row for reading, which the legality test reads first (a hint)
+            for off in range(0, 2 * L * D * 8, 64):
+                prefetch_read(spatial, i + _PREFETCH_ROWS, off)
+            prefetch_read(spatial, i + _PREFETCH_ROWS, 2 * L * D * 8 - 1)
             if mode == 2:  # (a hint, no value changes: `_PREFETCH_ROWS`)
                 for off in range(0, L * T * 8, 64):
                     prefetch_write(reads, i + _PREFETCH_ROWS, off)
