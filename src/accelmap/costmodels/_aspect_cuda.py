@@ -103,11 +103,14 @@ def evaluate(consts: AspectConsts, problem, arch, temporal, spatial, order, keep
     if n:
         host = (np.ascontiguousarray(temporal, dtype=i8), np.ascontiguousarray(spatial, dtype=i8),
                 np.ascontiguousarray(order, dtype=i8), np.ascontiguousarray(keep, dtype=np.bool_))
-        dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (*host, *consts.as_tuple(), *consts.metric_tuple())]
+        rows = [cuda.to_device(a) for a in host]
+        # (the layer's constants copied once per `AspectConsts`: the kernel's and `metrics_rows`')
+        n_rows = len(consts.as_tuple())
+        const = _cuda.device_constants(consts, (*consts.as_tuple(), *consts.metric_tuple()))
         # (every output entry of a row is written by the row's thread: allocated on the device only)
         d_out = {k: cuda.device_array(s, dtype=t) for k, (s, t) in shapes.items()}
         blocks = (n + _TPB - 1) // _TPB
-        _kernel(D, L, T)[blocks, _TPB](*dev[:11], d_out["out"], d_out["codes"], *dev[11:],
+        _kernel(D, L, T)[blocks, _TPB](*rows, *const[:n_rows], d_out["out"], d_out["codes"], *const[n_rows:],
                                        *(d_out[k] for k in list(shapes)[2:]))
         got = {k: v.copy_to_host() for k, v in d_out.items()}
     else:

@@ -55,7 +55,7 @@ except Exception as _exc:  # no numba-cuda, or one that fails against this numpy
     cuda = None  # type: ignore[assignment]
     _IMPORT_ERROR = _exc
 
-__all__ = ["DeviceError", "require", "device_function", "source_digest", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
+__all__ = ["DeviceError", "require", "device_function", "device_constants", "source_digest", "evaluate", "search_objective", "random_search", "anneal_search", "GpuSearchResult"]
 
 INSTALL_HINT = ('install the GPU extra: pip install "accelmap[cuda]" (numba-cuda and its CUDA wheels); '
                 'check that a GPU is seen with: python -c "from numba import cuda; cuda.detect()"')
@@ -92,54 +92,58 @@ def device_function(fn):  # noqa: ANN001, ANN201
     return _python_twin(fn, {}) if config.ENABLE_CUDASIM else fn  # type: ignore[attr-defined]
 
 
-def _python_twin(fn, memo: dict):  # noqa: ANN001, ANN202
-    """A plain Python copy of ``fn`` (a dispatcher's ``py_func``, or ``fn``) whose global
-    names that refer to dispatchers or to functions of the package refer to their twins."""
+def _package_callees(fn):  # noqa: ANN001, ANN202
+    """``fn``'s Python function (a dispatcher's ``py_func``, or ``fn``) and the (global name,
+    value) pairs of its source that a kernel compiles with it: numba dispatchers and plain or
+    ``register_jitable`` functions of the package."""
     import types
 
     from numba.core.dispatcher import Dispatcher
 
     py = fn.py_func if isinstance(fn, Dispatcher) else fn
+    callees = []
+    for name in py.__code__.co_names:
+        v = py.__globals__.get(name)
+        if isinstance(v, Dispatcher) or (isinstance(v, types.FunctionType)
+                                         and (v.__module__ or "").startswith("accelmap.")):
+            callees.append((name, v))
+    return py, callees
+
+
+def _python_twin(fn, memo: dict):  # noqa: ANN001, ANN202
+    """A plain Python copy of ``fn`` whose global names that refer to the functions it calls
+    (`_package_callees`) refer to their twins."""
+    import types
+
+    py, callees = _package_callees(fn)
     if py in memo:
         return memo[py]
     glb = dict(py.__globals__)
     twin = types.FunctionType(py.__code__, glb, py.__name__, py.__defaults__, py.__closure__)
     memo[py] = twin
-    for name in py.__code__.co_names:
-        v = glb.get(name)
-        if isinstance(v, Dispatcher) or (isinstance(v, types.FunctionType)
-                                         and (v.__module__ or "").startswith("accelmap.")):
-            glb[name] = _python_twin(v, memo)
+    for name, v in callees:
+        glb[name] = _python_twin(v, memo)
     return twin
 
 
 def source_digest(fn) -> int:  # noqa: ANN001
     """A 60-bit digest of the source files of every package module whose functions ``fn``
-    reaches (through the global names of its source, as `_python_twin` follows them): a
-    kernel cached on disk (``cuda.jit(cache=True)``) that holds it as a closure constant is
-    compiled again when any rule it calls changes (numba's cache looks at the kernel's own
-    file alone)."""
+    reaches (through `_package_callees`, as `_python_twin` follows them): a kernel cached on
+    disk (``cuda.jit(cache=True)``) that holds it as a closure constant is compiled again when
+    any rule it calls changes (numba's cache looks at the kernel's own file alone)."""
     import hashlib
     import sys
-    import types
-
-    from numba.core.dispatcher import Dispatcher
 
     seen: set = set()
     modules: set[str] = set()
     todo = [fn]
     while todo:
-        f = todo.pop()
-        py = f.py_func if isinstance(f, Dispatcher) else f
+        py, callees = _package_callees(todo.pop())
         if py in seen:
             continue
         seen.add(py)
         modules.add(py.__module__)
-        for name in py.__code__.co_names:
-            v = py.__globals__.get(name)
-            if isinstance(v, Dispatcher) or (isinstance(v, types.FunctionType)
-                                             and (v.__module__ or "").startswith("accelmap.")):
-                todo.append(v)
+        todo.extend(v for _, v in callees)
     h = hashlib.sha256()
     for m in sorted(modules):
         path = getattr(sys.modules.get(m), "__file__", None)
@@ -148,6 +152,23 @@ def source_digest(fn) -> int:  # noqa: ANN001
             with open(path, "rb") as f:
                 h.update(f.read())
     return int(h.hexdigest()[:15], 16)
+
+
+_DEVICE_CONSTANTS: dict[int, tuple[object, list]] = {}
+
+
+def device_constants(owner: object, arrays: tuple) -> list:
+    """Device copies of ``arrays``, the constants of ``owner`` (an immutable object such as a
+    model's per-(problem, arch) constants), made on the first call for that object and kept
+    (the 16 last owners), so that each batch copies only its own rows to the device."""
+    hit = _DEVICE_CONSTANTS.get(id(owner))
+    if hit is not None and hit[0] is owner:
+        return hit[1]
+    if len(_DEVICE_CONSTANTS) >= 16:
+        _DEVICE_CONSTANTS.clear()
+    copies = [cuda.to_device(np.ascontiguousarray(a)) for a in arrays]
+    _DEVICE_CONSTANTS[id(owner)] = (owner, copies)
+    return copies
 
 
 # The rules of `_loopnest_rules` (each written once, shared with both CPU drivers) and the

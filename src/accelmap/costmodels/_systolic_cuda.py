@@ -115,17 +115,20 @@ def run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, i
     if n == 0:
         return {k: np.empty(s, dtype=t) for k, (s, t) in shapes.items()}
     c = consts
-    tables = (c.bounds, c.holds, c.fan_xy, c.dim_class, c.full, np.ascontiguousarray(c.terms.reshape(-1)), c.ints,
-              c.flts, c.pairs, c.levels, *table.arrays)
+    # (the problem's constants copied once per `SystolicConsts`; the walk table, which a put
+    # replaces, with every pass)
+    *const, fold_tab = _cuda.device_constants(c, (c.bounds, c.holds, c.fan_xy, c.dim_class, c.full, c.terms.reshape(-1),
+                                                   c.ints, c.flts, c.pairs, c.levels, c.fold_tab))
     dev = [cuda.to_device(np.ascontiguousarray(a)) for a in (temporal, spatial, order, keep)]
     # (the spatial factors and orders as rows too, for the shared helpers: views of the same device memory)
     dev += [dev[1].reshape(n, spatial[0].size), dev[2].reshape(n, order[0].size)]
-    dev += [cuda.to_device(np.ascontiguousarray(a)) for a in tables]
+    dev += const
+    dev += [cuda.to_device(np.ascontiguousarray(a)) for a in table.arrays]
     # (every output entry of a row is written by the row's thread: allocated on the device only)
     out = {k: cuda.device_array(s, dtype=t) for k, (s, t) in shapes.items()}
     o = list(out.values())
     walk = (np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]), np.int64(rule[4]))
     blocks = (n + _TPB - 1) // _TPB
     _kernel(D)[blocks, _TPB](*dev, *walk, bool(want_stats), o[0], o[1], o[2], o[3], bool(want_metrics), *o[4:],
-                             cuda.to_device(c.fold_tab))
+                             fold_tab)
     return {k: v.copy_to_host() for k, v in out.items()}
