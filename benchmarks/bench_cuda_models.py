@@ -59,7 +59,7 @@ def main() -> None:
     from accelmap.testing.examples import aspect_batch
     from accelmap.workloads.builders import conv2d, matmul
 
-    out: dict = {}
+    out: dict = {"first_calls": {}}
     arch = preset("systolic")
     for problem in (conv2d("CB2a_2", c=64, k=64, p=54, q=54, r=3, s=3, word_bits=8),
                     matmul("GEMM_512", m=512, n=512, k=512, word_bits=8),
@@ -77,6 +77,8 @@ def main() -> None:
             assert np.array_equal(a, b) or np.allclose(a, b, rtol=1e-12, atol=0), f
         print(f"systolic {problem.name}: equal on {len(batch)} rows ({int(got.valid.sum())} valid), "
               f"first call {first:.1f} s", flush=True)
+        out["first_calls"][f"systolic/{problem.name}"] = {"first_call_s": first, "rows": len(batch),
+                                                         "valid": int(got.valid.sum()), "equal": True}
         pool = space.sample_valid(20000, rng)
         cpu = SystolicModel(engine="cpu")
         cpu.evaluate(problem, arch, pool.take(slice(0, 1000)))
@@ -101,6 +103,8 @@ def main() -> None:
         assert_engines_agree(got, AspectModel(engine="numpy").evaluate(problem, arch, batch), what=name)
         print(f"aspect {problem.name}/{name}: equal on {len(batch)} rows ({int(got.valid.sum())} valid), "
               f"first call {first:.1f} s", flush=True)
+        out["first_calls"][f"aspect/{problem.name}/{name}"] = {"first_call_s": first, "rows": len(batch),
+                                                               "valid": int(got.valid.sum()), "equal": True}
     problem, arch = _aspect_case()
     pool = _aspect_pool(problem, arch, 20000, np.random.default_rng(0))
     gpu = AspectModel(engine="cuda")

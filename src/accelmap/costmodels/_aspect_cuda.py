@@ -7,7 +7,7 @@ directive form, MAESTRO's counts and runtime, the reason codes), then
 capacities, the counts on the arch's levels, the energies). numba-cuda compiles both, and
 every rule they call, as device functions from the same source, so what the GPU counts is
 what the CPU counts, rule for rule. The thread's scratch is local memory, its shapes those
-of `_aspect_kernel._scratch` for one block, fixed per number of dims (`_kernel`).
+of `_aspect_kernel._scratch` for one block, sized for `_cuda.LOCAL_DIMS` dims (`_kernel`).
 
 Needs numba-cuda and a GPU (`accelmap.costmodels._cuda.require`, `DeviceError` otherwise);
 tests run it under numba's CUDA simulator.
@@ -43,9 +43,10 @@ _device_metrics_rows = None
 
 
 @functools.lru_cache(maxsize=8)
-def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
-    """The kernel for problems of ``D`` dims on archs of ``L`` levels and ``T`` tensors (the
-    local scratch's shapes are compile-time constants): thread i evaluates row i."""
+def _kernel(D: int):  # noqa: ANN202 (a numba-cuda kernel)
+    """The kernel for problems of up to ``D`` dims (the local scratch's shapes are compile-time
+    constants; callers pass `_cuda.local_dims`, so one kernel serves every problem of up to
+    `_cuda.LOCAL_DIMS` dims on every arch): thread i evaluates row i."""
     _cuda.require()
     from numba import int64
 
@@ -74,8 +75,8 @@ def _kernel(D: int, L: int, T: int):  # noqa: ANN202 (a numba-cuda kernel)
                   cuda.local.array(1, int64))
             _device_eval_range(i, i + 1, temporal, spatial, order, keep, ints, src, dfull, tmask, bounds, holds, fan_xy, out,
                        codes, sc)
-            for lv in range(L):  # (`metrics_rows` takes its (n, L, T) rows zeroed)
-                for t in range(T):
+            for lv in range(reads.shape[1]):  # (`metrics_rows` takes its (n, L, T) rows zeroed)
+                for t in range(reads.shape[2]):
                     reads[i, lv, t] = 0.0
                     fills[i, lv, t] = 0.0
                     updates[i, lv, t] = 0.0
@@ -110,7 +111,7 @@ def evaluate(consts: AspectConsts, problem, arch, temporal, spatial, order, keep
         # (every output entry of a row is written by the row's thread: allocated on the device only)
         d_out = {k: cuda.device_array(s, dtype=t) for k, (s, t) in shapes.items()}
         blocks = (n + _TPB - 1) // _TPB
-        _kernel(D, L, T)[blocks, _TPB](*rows, *const[:n_rows], d_out["out"], d_out["codes"], *const[n_rows:],
+        _kernel(_cuda.local_dims(D))[blocks, _TPB](*rows, *const[:n_rows], d_out["out"], d_out["codes"], *const[n_rows:],
                                        *(d_out[k] for k in list(shapes)[2:]))
         got = {k: v.copy_to_host() for k, v in d_out.items()}
     else:

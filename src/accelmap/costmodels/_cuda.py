@@ -154,6 +154,20 @@ def source_digest(fn) -> int:  # noqa: ANN001
     return int(h.hexdigest()[:15], 16)
 
 
+# The systolic and aspect kernels size their per-thread scratch for at least this many dims
+# (`local_dims`), so that one compiled kernel serves every problem of up to 8 dims (convolutions
+# 7, grouped ones 8, GEMMs 3, batched matmuls 4) on every arch: its compile (tens of seconds to
+# minutes) is paid once a machine, not once a new dim count. The rules index the scratch by the
+# problem's own dim count, so the entries past it are never read.
+LOCAL_DIMS = 8
+
+
+def local_dims(D: int) -> int:
+    """How many dims a systolic or aspect kernel's per-thread scratch holds for a problem of
+    ``D`` dims (`LOCAL_DIMS` at least)."""
+    return max(int(D), LOCAL_DIMS)
+
+
 _DEVICE_CONSTANTS: dict[int, tuple[object, list]] = {}
 
 

@@ -6,7 +6,7 @@ CPU generic driver's own function, ``_systolic_kernel._eval_rows``, on one-row s
 batch and its outputs: numba-cuda compiles that function and every rule it calls (`_row`,
 `_metrics_row` and their helpers) as device functions from the same source, so what the GPU
 counts is what the CPU counts, rule for rule. The thread's scratch (the report row and the
-dims' extents) is local memory, its shape fixed per number of dims (`_kernel`).
+dims' extents) is local memory, sized for `_cuda.LOCAL_DIMS` dims at least (`_kernel`).
 
 Everything around the pass stays the CPU engine's: the walked DRAM counts a row misses from
 the `WalkTable` are walked on the host and the row is evaluated again
@@ -62,8 +62,9 @@ def _register_device_overloads() -> None:
 
 @functools.lru_cache(maxsize=8)
 def _kernel(D: int):  # noqa: ANN202 (a numba-cuda kernel)
-    """The kernel for problems of ``D`` dims (the local scratch's shape is a compile-time
-    constant): thread i runs ``_eval_rows`` on row i."""
+    """The kernel for problems of up to ``D`` dims (the local scratch's shape is a compile-time
+    constant; callers pass `_cuda.local_dims`, so one kernel serves every problem of up to
+    `_cuda.LOCAL_DIMS` dims): thread i runs ``_eval_rows`` on row i."""
     _cuda.require()
     _register_device_overloads()
     from numba import float64, int64
@@ -129,6 +130,6 @@ def run(consts: SystolicConsts, table: WalkTable, rule: tuple[int, float, int, i
     o = list(out.values())
     walk = (np.int64(rule[0]), float(rule[1]), np.int64(rule[2]), np.int64(rule[3]), np.int64(rule[4]))
     blocks = (n + _TPB - 1) // _TPB
-    _kernel(D)[blocks, _TPB](*dev, *walk, bool(want_stats), o[0], o[1], o[2], o[3], bool(want_metrics), *o[4:],
+    _kernel(_cuda.local_dims(D))[blocks, _TPB](*dev, *walk, bool(want_stats), o[0], o[1], o[2], o[3], bool(want_metrics), *o[4:],
                              fold_tab)
     return {k: v.copy_to_host() for k, v in out.items()}
