@@ -23,10 +23,9 @@ from accelmap.costmodels import _aspect_kernel as K
 from accelmap.costmodels import _cuda
 from accelmap.costmodels._aspect_kernel import AspectConsts
 
-try:  # a module global: numba's CUDA simulator swaps ``cuda`` in a kernel's globals
-    from numba import cuda
-except Exception:  # no numba-cuda, or one that fails against this numpy (`_cuda.require` says which)
-    cuda = None  # type: ignore[assignment]
+# (a module global: numba's CUDA simulator swaps ``cuda`` in a kernel's globals; None without
+# numba-cuda, `_cuda.require` says why)
+from accelmap.costmodels._cuda import cuda
 
 __all__ = ["evaluate"]
 

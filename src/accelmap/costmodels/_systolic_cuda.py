@@ -24,12 +24,11 @@ import numpy as np
 
 from accelmap.costmodels import _cuda
 from accelmap.costmodels import _systolic_kernel as K
-from accelmap.costmodels._systolic_kernel import SystolicConsts, WalkTable
 
-try:  # a module global: numba's CUDA simulator swaps ``cuda`` in a kernel's globals
-    from numba import cuda
-except Exception:  # no numba-cuda, or one that fails against this numpy (`_cuda.require` says which)
-    cuda = None  # type: ignore[assignment]
+# (a module global: numba's CUDA simulator swaps ``cuda`` in a kernel's globals; None without
+# numba-cuda, `_cuda.require` says why)
+from accelmap.costmodels._cuda import cuda
+from accelmap.costmodels._systolic_kernel import SystolicConsts, WalkTable
 
 __all__ = ["run"]
 

@@ -74,8 +74,8 @@ SCRIPT = textwrap.dedent("""
         got = AspectModel(engine="cuda").evaluate(problem, arch, batch)
         assert_engines_agree(got, AspectModel(engine="numpy").evaluate(problem, arch, batch), what=name)
         assert got.valid.any() and not got.valid.all(), name
-    # one kernel a model for problems of 3 and 7 dims on archs of different depths (its scratch
-    # sized for `_cuda.LOCAL_DIMS`): compiled once a machine, not once a dim count
+    # one kernel a model for problems of 3 and 7 dims (its scratch sized for `_cuda.LOCAL_DIMS`):
+    # compiled once a machine, not once a dim count
     from accelmap.costmodels import _aspect_cuda
     assert _systolic_cuda._kernel.cache_info().currsize == 1, _systolic_cuda._kernel.cache_info()
     assert _aspect_cuda._kernel.cache_info().currsize == 1, _aspect_cuda._kernel.cache_info()
